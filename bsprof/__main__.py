@@ -1,0 +1,3 @@
+from bsprof.cli import main
+
+main()
