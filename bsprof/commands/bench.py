@@ -1,0 +1,60 @@
+"""`bsprof bench`: correctness, then timing against the peers, for a bundled kernel."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from bsprof.errors import BsprofError
+
+
+def _pair(text: str | None, name: str) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        a, b = (int(x) for x in text.split(","))
+    except ValueError:
+        raise BsprofError(f"--{name} {text!r} must be two integers, e.g. --{name} 256,128") from None
+    return a, b
+
+
+@click.command(name="bench")
+@click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
+@click.option("--kernel", "variant", type=click.Choice(["baseline", "optimized"]), default="optimized", show_default=True)
+@click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
+@click.option("--mma-tiler", default=None, help="tile M,N (family default if omitted)")
+@click.option("--cluster", default=None, help="cluster M,N (family default if omitted)")
+@click.option("--sf-dtype", default=None, help="NVFP4 only: Float8E4M3FN or Float8E8M0FNU")
+@click.option("--sf-vec", type=int, default=None, help="NVFP4 only: 16 (NVFP4) or 32 (MXFP4)")
+@click.option("--c-dtype", default=None, help="output dtype: Float16, BFloat16 or Float32")
+@click.option("--warmup", type=int, default=10, show_default=True)
+@click.option("--iters", type=int, default=50, show_default=True)
+@click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
+            skip_ref_check, seed, as_json) -> None:
+    """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
+    from rich.console import Console
+
+    from bsprof.kernels.api import BenchRequest, family_for_capability, family_module, parse_mnkl
+    from bsprof.profile.gpu import device_info
+
+    if warmup < 0 or iters < 1:
+        raise BsprofError("--warmup must be >= 0 and --iters >= 1")
+    if family == "auto":
+        family = family_for_capability(device_info()["capability"])
+        click.echo(f"family: {family} (picked from the GPU)", err=True)
+    module = family_module(family)
+    config = {k: v for k, v in {
+        "mma_tiler": _pair(mma_tiler, "mma-tiler"), "cluster": _pair(cluster, "cluster"),
+        "sf_dtype": sf_dtype, "sf_vec": sf_vec, "c_dtype": c_dtype,
+    }.items() if v is not None}
+    req = BenchRequest(family=family, variant=variant,
+                       mnkl=parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL),
+                       warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config)
+    from importlib import import_module
+    result = import_module(module.__name__ + ".bench").run(req, Console(stderr=as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))

@@ -1,0 +1,77 @@
+"""The contract every bundled kernel family meets, so bench, ncu, timing, sass and validate treat
+NVFP4 (sm_100a) and FP8-blockwise (sm_90a) alike.
+
+A family package (``bsprof.kernels.nvfp4``, ``bsprof.kernels.fp8_blockwise``) exposes:
+
+``ARCH``             "sm_100a" or "sm_90a"
+``DEFAULT_MNKL``     (M, N, K, L) used when the user gives none
+``compile_cubin(variant, out_dir, *, mnkl=DEFAULT_MNKL, timing=False, lineinfo=True, **config) -> Path``
+                     CPU-only compile (``CUTE_DSL_ARCH``, fake tensors); returns the kept cubin.
+``prepare(variant, mnkl, *, timing=False, delay_kloop=0, delay_phase1=0, seed=0, **config) -> Prepared``
+                     GPU: compile for the current device, allocate fresh random inputs.
+``bench.run(request: BenchRequest, console) -> dict``
+                     correctness + timing + peers in one process; returns a JSON-able dict.
+
+``Prepared`` has ``kernel_name: str`` (the name ncu sees), ``flops: float``, ``launch()`` (one
+asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
+of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, for timing builds,
+``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing_schema`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from bsprof.errors import BsprofError
+
+FAMILIES: dict[str, str] = {
+    "nvfp4": "bsprof.kernels.nvfp4",
+    "fp8-blockwise": "bsprof.kernels.fp8_blockwise",
+}
+VARIANTS: tuple[str, ...] = ("baseline", "optimized")
+# compute-capability major -> family that runs there
+FAMILY_BY_MAJOR: dict[int, str] = {10: "nvfp4", 9: "fp8-blockwise"}
+
+
+def family_module(family: str) -> ModuleType:
+    if family not in FAMILIES:
+        raise BsprofError(f"unknown kernel family {family!r}; choose one of {', '.join(FAMILIES)}")
+    return importlib.import_module(FAMILIES[family])
+
+
+def family_for_capability(capability: tuple[int, int]) -> str:
+    fam = FAMILY_BY_MAJOR.get(capability[0])
+    if fam is None:
+        raise BsprofError(
+            f"no bundled kernel family runs on compute capability {capability[0]}.{capability[1]}; "
+            "bsprof's kernels need sm_90 (Hopper) or sm_100 (Blackwell)"
+        )
+    return fam
+
+
+def parse_mnkl(text: str) -> tuple[int, int, int, int]:
+    """'8192,8192,1024' or '8192,8192,1024,1' -> (M, N, K, L)."""
+    try:
+        parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+    except ValueError:
+        parts = []
+    if len(parts) == 3:
+        parts.append(1)
+    if len(parts) != 4 or min(parts) <= 0:
+        raise BsprofError(f"--mnkl {text!r} is not M,N,K[,L] with positive integers; e.g. --mnkl 4096,4096,4096,1")
+    return tuple(parts)  # type: ignore[return-value]
+
+
+@dataclass
+class BenchRequest:
+    family: str
+    variant: str
+    mnkl: tuple[int, int, int, int]
+    warmup: int = 10
+    iters: int = 50
+    skip_ref_check: bool = False
+    seed: int = 0
+    # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
+    config: dict = field(default_factory=dict)
