@@ -1,0 +1,65 @@
+"""Open an .ncu-rep with Nsight Compute's ``ncu_report`` module, wherever it is installed.
+
+``ncu_report`` comes from PyPI (``ncu-report``) or from an Nsight Compute install
+(``<ncu>/extras/python``); GPU hosts often have only the latter.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from bsprof.errors import BsprofError
+
+_NCU_PYTHON_GLOBS = (
+    "/opt/nvidia/nsight-compute/*/extras/python",
+    "/usr/local/cuda*/nsight-compute*/extras/python",
+)
+
+
+def import_ncu_report() -> ModuleType:
+    try:
+        return importlib.import_module("ncu_report")
+    except ImportError:
+        pass
+    for pattern in _NCU_PYTHON_GLOBS:
+        for path in sorted(glob.glob(pattern), reverse=True):
+            if os.path.isfile(os.path.join(path, "ncu_report.py")):
+                sys.path.insert(0, path)
+                return importlib.import_module("ncu_report")
+    raise BsprofError("the ncu_report module is missing; pip install ncu-report (or add <nsight-compute>/extras/python to PYTHONPATH)")
+
+
+def load_report(path: str | os.PathLike):
+    """Load a report and return its ``IContext``; one-line BsprofError for anything unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise BsprofError(f"{path}: no such report file; pass the path of an .ncu-rep written by ncu -o")
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if not head:
+        raise BsprofError(f"{path}: the file is empty; re-run ncu and let it finish writing the report")
+    ncu_report = import_ncu_report()
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as exc:  # the SWIG layer raises plain RuntimeError/FileNotFoundError with long text
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BsprofError(f"{path}: ncu_report could not read it ({msg}); is it an .ncu-rep from a newer ncu? update ncu-report") from None
+    if ctx.num_ranges() == 0:
+        raise BsprofError(
+            f"{path}: not a readable Nsight Compute report (no ranges: truncated, corrupt, or written by a newer ncu); "
+            "re-profile, or pip install -U ncu-report"
+        )
+    return ctx
+
+
+def iter_actions(ctx):
+    """Every profiled kernel launch in the report, in order."""
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            yield rng.action_by_idx(a)
