@@ -70,7 +70,9 @@ EVENTS: tuple[str, ...] = (
 EVENT_ID: dict[str, int] = {name: i for i, name in enumerate(EVENTS)}
 NUM_EVENTS = len(EVENTS)
 
-# phase -> (role, start event, end event)
+# phase -> (role, start event, end event). A warp that recorded ``kloop_end`` in a tile (a Hopper
+# consumer running its own epilogue) gets no ``ml_wait`` row: its "wait for the mainloop" is the
+# mainloop itself, which the mma rows already hold.
 PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
     "load": ("producer", "tile_start", "load_end"),
     "acc_wait": ("mma", "tile_start", "acc_acquired"),

@@ -1,0 +1,77 @@
+"""FP8-blockwise (Hopper) benchmark: our kernels beside cuBLAS blockwise / tensorwise FP8, bf16 cuBLAS
+and DeepGEMM, side by side in ONE process, fresh random inputs, warm L2, median of --iters.
+
+Target (issue 4): optimized >= 1.15x cuBLAS blockwise FP8 on 4096^3, 8192^3 and 8192x8192x1024.
+
+    python3 benchmarks/fp8_blockwise.py                       # the three target problems
+    python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
+    python3 benchmarks/fp8_blockwise.py --check-only --shapes 1000,1000,512;256,384,1024,2
+
+On the device machine: ``source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh;
+export PYTHONPATH=$PWD:$PYTHONPATH; python3 benchmarks/fp8_blockwise.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+TARGET_SHAPES = "4096,4096,4096;8192,8192,8192;8192,8192,1024"
+
+
+def main(argv=None) -> int:
+    from rich.console import Console
+
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.api import parse_mnkl
+    from bsprof.kernels.fp8_blockwise.bench import measure, print_table
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=TARGET_SHAPES, help="';'-separated M,N,K[,L]")
+    ap.add_argument("--kernels", default="optimized baseline",
+                    help="space-separated specs variant[:knob=v,knob=v], e.g. 'optimized baseline:epilogue=tma'")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--json", default=None, help="write the results to this JSON file")
+    args = ap.parse_args(argv)
+
+    console = Console()
+    kernels = args.kernels.split()
+    shapes = [parse_mnkl(s) for s in args.shapes.split(";") if s.strip()]
+    import torch
+
+    dev = torch.cuda.get_device_name(0)
+    results = []
+    failed = False
+    for mnkl in shapes:
+        try:
+            res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
+                          iters=3 if args.check_only else args.iters, check=True,
+                          peers=not (args.check_only or args.no_peers))
+        except BsprofError as exc:
+            console.print(f"[red]{mnkl}: {exc}[/red]")
+            failed = True
+            continue
+        results.append(res)
+        for r in res["rows"]:
+            if r["ours"] and (not isinstance(r["rel_err"], float) or r["rel_err"] > 1e-2):
+                console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > 1e-2[/red]")
+                failed = True
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}, warm L2")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"bsprof": {"kind": "bench", "version": 1}, "device": dev, "date": when,
+                       "results": results}, fh, indent=1, default=str)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

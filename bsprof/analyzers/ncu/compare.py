@@ -1,0 +1,86 @@
+"""Two profiled launches side by side: key metrics, deltas, both verdicts.
+
+Inputs are .ncu-rep files or bsprof result directories (the .ncu-rep inside is used).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from bsprof.analyzers.ncu.extract import extract
+from bsprof.analyzers.ncu.verdict import Verdict, classify
+from bsprof.errors import BsprofError
+
+KEY_COLUMNS: tuple[str, ...] = (
+    "duration_ns", "tflops", "pct_of_peak", "sol_compute_pct", "sol_memory_pct", "tensor_pipe_pct",
+    "dram_throughput_pct", "l2_throughput_pct", "l2_hit_pct", "l1_hit_pct", "achieved_occupancy_pct",
+    "issue_active_pct", "eligible_warps_per_cycle", "warp_cycles_per_issue", "registers_per_thread",
+    "smem_per_block_bytes", "inst_executed", "replay_passes",
+)
+
+
+@dataclass
+class Comparison:
+    table: object        # DataFrame: metric, a, b, delta, delta_pct
+    a_name: str
+    b_name: str
+    a_kernel: str
+    b_kernel: str
+    a_verdict: Verdict
+    b_verdict: Verdict
+
+
+def resolve_report(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        reps = sorted(p.glob("*.ncu-rep"))
+        if len(reps) != 1:
+            raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; pass the report file itself")
+        return reps[0]
+    return p
+
+
+def recorded_flops(path: str | Path) -> float | None:
+    """FLOPs of the launch a bsprof result directory recorded (summary.json), if any."""
+    import json
+
+    summary = Path(path) / "summary.json"
+    if not summary.is_file():
+        return None
+    try:
+        return float(json.loads(summary.read_text()).get("launch", {}).get("flops") or 0) or None
+    except (ValueError, OSError):
+        return None
+
+
+def _pick(path: Path, filter: str | None, flops: float | None):
+    ex = extract(path, filter=filter, flops=flops, with_rules=False)
+    return ex.table.iloc[0], len(ex.table)
+
+
+def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: float | None = None) -> Comparison:
+    """Compare the first launch (matching ``filter``) of each report. ``flops`` (or the FLOPs a
+    result directory recorded) gives TFLOP/s and % of peak."""
+    import pandas as pd
+
+    pa, pb = resolve_report(a), resolve_report(b)
+    ra, _ = _pick(pa, filter, recorded_flops(a) or flops)
+    rb, _ = _pick(pb, filter, recorded_flops(b) or flops)
+    stalls = sorted({c for c in list(ra.index) + list(rb.index) if c.startswith("stall_")},
+                    key=lambda c: -max(_f(ra.get(c)), _f(rb.get(c))))[:5]
+    rows = []
+    for col in list(KEY_COLUMNS) + stalls:
+        va, vb = _f(ra.get(col)), _f(rb.get(col))
+        delta = vb - va
+        pct = 100.0 * delta / va if va and not math.isnan(va) and not math.isnan(vb) else math.nan
+        rows.append({"metric": col, "a": va, "b": vb, "delta": delta, "delta_pct": pct})
+    return Comparison(pd.DataFrame(rows), str(pa), str(pb), ra["kernel"], rb["kernel"], classify(ra), classify(rb))
+
+
+def _f(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,188 @@
+"""An .ncu-rep -> one pandas row per profiled launch (columns documented in :mod:`.metrics`).
+
+A metric the report lacks is NaN and named in the row's ``notes``; nothing here raises for a
+missing metric. Reports are opened only through :func:`bsprof.analyzers.ncu_loader.load_report`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bsprof.analyzers.ncu import metrics as M
+from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops
+from bsprof.errors import BsprofError
+
+_STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL_SUFFIX) + "$")
+
+
+@dataclass
+class Extraction:
+    """Everything read from one report: the table plus per-launch raw metrics and ncu rule results."""
+
+    table: Any                                   # pandas.DataFrame, one row per launch
+    raw_metrics: list[dict[str, float]] = field(default_factory=list)   # ncu name -> value, per row
+    rules: list[list[dict]] = field(default_factory=list)               # per row, see rules.py
+    report: str = ""
+
+
+def _value(action, name: str) -> float | str | None:
+    m = action.metric_by_name(name)
+    if m is None:
+        return None
+    try:
+        v = m.value()
+    except Exception:  # an instanced metric without a top-level value
+        return None
+    if isinstance(v, str):
+        return v
+    return None if v is None else float(v)
+
+
+def _opcodes(action) -> dict[str, float]:
+    m = action.metric_by_name(M.OPCODE_METRIC)
+    if m is None or not m.has_correlation_ids():
+        return {}
+    ids = m.correlation_ids()
+    return {ids.as_string(i): float(m.as_uint64(i)) for i in range(m.num_instances())}
+
+
+def stall_reasons(names) -> list[str]:
+    """Stall reasons present in a launch's metric names, known ones first."""
+    found = {mt.group(1) for n in names if (mt := _STALL_RE.match(n))}
+    return [r for r in M.STALL_REASONS if r in found] + sorted(found - set(M.STALL_REASONS))
+
+
+def _kernel_names(action) -> tuple[str, str]:
+    func = action.name(action.NameBase_FUNCTION)
+    demangled = action.name(action.NameBase_DEMANGLED)
+    return func, demangled
+
+
+def list_kernels(ctx) -> list[str]:
+    from bsprof.analyzers.ncu_loader import iter_actions
+    return [_kernel_names(a)[0] for a in iter_actions(ctx)]
+
+
+def _row(action, index: int, flops: float | None, precision: str | None) -> tuple[dict, dict, list[str]]:
+    names = set(action.metric_names())
+    func, demangled = _kernel_names(action)
+    cc_major = _value(action, M.CC_MAJOR_METRIC)
+    cc_minor = _value(action, M.CC_MINOR_METRIC)
+    arch = M.arch_key(int(cc_major) if cc_major is not None else None)
+    device = _value(action, M.DEVICE_NAME_METRIC)
+    row: dict[str, Any] = {
+        "launch": index,
+        "kernel": func,
+        "kernel_demangled": demangled,
+        "device": device if isinstance(device, str) else None,
+        "compute_capability": f"{int(cc_major)}.{int(cc_minor or 0)}" if cc_major is not None else None,
+        "arch": arch,
+        "replay_passes": _value(action, M.REPLAY_PASSES_METRIC),
+    }
+    raw: dict[str, float] = {}
+    missing: list[str] = []
+    for metric in M.metrics_for_arch(arch):
+        hit = next((n for n in metric.names if n in names), None)
+        val = _value(action, hit) if hit else None
+        if isinstance(val, str) or val is None:
+            row[metric.column] = math.nan
+            missing.append(f"{metric.column} ({metric.names[0]})")
+        else:
+            row[metric.column] = val
+            raw[hit] = val
+        if metric.column == "tensor_pipe_pct":
+            row["tensor_pipe_metric"] = hit or metric.names[0]
+    reasons = stall_reasons(names) or [r for r in M.STALL_REASONS if r != "gmma" or arch == "sm_90"]
+    for reason in reasons:
+        name = M.stall_metric(reason)
+        val = _value(action, name) if name in names else None
+        row[f"stall_{reason}"] = math.nan if val is None else val
+        if val is None:
+            missing.append(f"stall_{reason} ({name})")
+        else:
+            raw[name] = val
+    ops = _opcodes(action)
+    if not ops:
+        missing.append(f"inst_op_* ({M.OPCODE_METRIC}: needs the InstructionStats section)")
+    for op, count in ops.items():
+        row[f"inst_op_{op}"] = count
+    # derived throughput, only when the problem size is known
+    prec = precision or (ARCH_PRECISION.get(int(cc_major)) if cc_major is not None else None)
+    peak = peak_tflops(row["device"], prec) if prec else None
+    dur = row.get("duration_ns", math.nan)
+    row["flops"] = float(flops) if flops else math.nan
+    row["tflops"] = flops / (dur * 1e-9) / 1e12 if flops and dur and not math.isnan(dur) else math.nan
+    row["precision"] = prec
+    row["peak_tflops"] = peak if peak else math.nan
+    row["pct_of_peak"] = 100.0 * row["tflops"] / peak if peak and not math.isnan(row["tflops"]) else math.nan
+    if flops and peak is None:
+        missing.append(f"pct_of_peak (no {prec} peak for {row['device']!r} in bsprof.analyzers.ncu.peaks)")
+    row["notes"] = ("missing: " + ", ".join(missing)) if missing else ""
+    return row, raw, missing
+
+
+def extract(report, *, filter: str | None = None, flops: float | None = None,
+            precision: str | None = None, with_rules: bool = True) -> Extraction:
+    """Read ``report`` (a path or an already loaded ncu_report context) into an :class:`Extraction`.
+
+    ``filter`` is a regular expression searched in the function and demangled kernel names; when it
+    matches nothing, BsprofError lists the kernels the report has.
+    """
+    import pandas as pd
+
+    from bsprof.analyzers.ncu import rules as R
+    from bsprof.analyzers.ncu_loader import iter_actions, load_report
+
+    path = ""
+    if isinstance(report, (str, os.PathLike)):
+        path = str(report)
+        ctx = load_report(report)
+    else:
+        ctx = report
+    pattern = None
+    if filter:
+        try:
+            pattern = re.compile(filter)
+        except re.error as exc:
+            raise BsprofError(f"--filter {filter!r} is not a valid regular expression ({exc})") from None
+    rows, raws, rules = [], [], []
+    all_names: list[str] = []
+    for index, action in enumerate(iter_actions(ctx)):
+        func, demangled = _kernel_names(action)
+        if func is None or not action.metric_names():
+            # ncu_report reads a cut-off file up to the cut: the launch is there, its data is not
+            raise BsprofError(f"{path or 'report'}: launch {index} has no data (the report is truncated or corrupt); "
+                              "re-profile and let ncu finish writing it")
+        all_names.append(func)
+        if pattern and not (pattern.search(func) or pattern.search(demangled)):
+            continue
+        row, raw, _ = _row(action, index, flops, precision)
+        rows.append(row)
+        raws.append(raw)
+        rules.append(R.rule_results(action) if with_rules else [])
+    if not all_names:
+        raise BsprofError(f"{path or 'report'}: the report holds no profiled launches (ncu matched no kernel); "
+                          "re-profile with a filter that matches a kernel")
+    if not rows:
+        shown = ", ".join(sorted(set(all_names))[:20])
+        raise BsprofError(f"--filter {filter!r} matches no kernel in {path or 'the report'}; its kernels: {shown}")
+    table = pd.DataFrame(rows)
+    # opcode columns differ per launch: put them last, sorted by total count
+    op_cols = [c for c in table.columns if c.startswith("inst_op_")]
+    op_cols.sort(key=lambda c: -table[c].fillna(0).sum())
+    rest = [c for c in table.columns if c not in op_cols and c != "notes"]
+    table = table[rest + op_cols + ["notes"]]
+    return Extraction(table=table, raw_metrics=raws, rules=rules, report=path)
+
+
+def opcode_counts(row) -> dict[str, float]:
+    """The ``inst_op_*`` columns of one row as {opcode: executed warp instructions}, NaN dropped."""
+    out = {}
+    for key, val in row.items():
+        if key.startswith("inst_op_") and isinstance(val, float) and not math.isnan(val):
+            out[key[len("inst_op_"):]] = val
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,82 @@
+"""The ``bsprof ncu`` JSON contract and the summary files beside the .ncu-rep.
+
+``{"bsprof": {"kind": "ncu", "version": 1}, "report": ..., "launches": [{"kernel", "duration_ns",
+"registers_per_thread", "grid", "block", "verdict", "metrics": {ncu metric name: value}, ...}]}``
+Keys beyond those (cluster, verdict_detail, derived, columns, rules, notes) extend it; none is renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from bsprof.analyzers.ncu.extract import Extraction, opcode_counts
+from bsprof.analyzers.ncu.verdict import classify
+
+KIND = {"kind": "ncu", "version": 1}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if hasattr(v, "item"):  # numpy scalar
+        return _clean(v.item())
+    return v
+
+
+def _dims(row, prefix: str) -> list[int | None]:
+    out = []
+    for axis in "xyz":
+        v = _clean(row.get(f"{prefix}_{axis}"))
+        out.append(int(v) if v is not None else None)
+    return out
+
+
+def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
+    launches = []
+    for i, (_, row) in enumerate(ex.table.iterrows()):
+        verdict = classify(row, k=k)
+        cols = {c: _clean(v) for c, v in row.items() if not c.startswith("inst_op_")}
+        launches.append({
+            "kernel": row["kernel"],
+            "duration_ns": _clean(row.get("duration_ns")),
+            "registers_per_thread": _clean(row.get("registers_per_thread")),
+            "grid": _dims(row, "grid"),
+            "block": _dims(row, "block"),
+            "cluster": _dims(row, "cluster"),
+            "verdict": verdict.cls,
+            "verdict_detail": verdict.as_dict(),
+            "metrics": {n: _clean(v) for n, v in ex.raw_metrics[i].items()},
+            "derived": {key: cols.get(key) for key in ("flops", "tflops", "precision", "peak_tflops", "pct_of_peak")},
+            "columns": cols,
+            "inst_executed_by_opcode": opcode_counts(row),
+            "rules": ex.rules[i] if i < len(ex.rules) else [],
+            "notes": [n for n in (row.get("notes") or "").split("; ") if n],
+        })
+    return launches
+
+
+def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
+    return {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launch_dicts(ex, k=k)}
+
+
+def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> list[Path]:
+    """Write ``<stem>.parquet`` (``<stem>.csv`` where no Parquet engine is installed, e.g. a bare GPU
+    host) and ``<stem>.json`` atomically into ``out_dir``."""
+    from bsprof.io import atomic_path, write_text_atomic
+
+    out_dir = Path(out_dir)
+    try:
+        import pyarrow  # noqa: F401
+        table = out_dir / f"{stem}.parquet"
+        with atomic_path(table) as tmp:
+            ex.table.to_parquet(tmp, index=False)
+    except ImportError:
+        table = out_dir / f"{stem}.csv"
+        with atomic_path(table) as tmp:
+            ex.table.to_csv(tmp, index=False)
+    payload["table"] = table.name
+    js = write_text_atomic(out_dir / f"{stem}.json", json.dumps(payload, indent=2, default=str) + "\n")
+    return [table, js]

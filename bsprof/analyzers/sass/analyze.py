@@ -1,0 +1,176 @@
+"""One function's full static analysis: classification, CFG, loops, K-loops, features.
+
+Dynamic data (ncu per-PC executed counts and stall samples) and warp-role attribution attach to
+the same object later (``budget.attach_counts``, ``roles.attribute``), so every consumer reads one
+``FunctionAnalysis``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from bsprof.analyzers.sass.cfg import CFG, build_cfg
+from bsprof.analyzers.sass.classify import classify
+from bsprof.analyzers.sass.features import Feature, detect_features
+from bsprof.analyzers.sass.loops import Loop, find_loops
+from bsprof.analyzers.sass.parse import Function, Instruction
+from bsprof.errors import BsprofError
+
+
+@dataclass
+class FunctionAnalysis:
+    function: Function
+    cfg: CFG
+    loops: list[Loop]
+    unclassified: list[str]
+    features: dict[str, Feature]
+    # filled by budget.attach_counts (aligned with function.instructions)
+    executed: list[int] | None = None
+    stalls: list[dict[str, int]] | None = None
+    # filled by roles.attribute: a role/phase label per instruction, and how it was found
+    roles: list[str] | None = None
+    roles_source: str | None = None
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    # ncu launch metrics (grid size, cluster dims...) when the analysis came from a report
+    launch_info: dict = field(default_factory=dict)
+
+    # --- convenience for tests and other analyzers -------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arch(self) -> str | None:
+        return self.function.arch
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        return self.function.instructions
+
+    @property
+    def kloops(self) -> list[Loop]:
+        return [lp for lp in self.loops if lp.is_kloop]
+
+    def categories(self, indices: Iterable[int] | None = None) -> dict[str, int]:
+        ins = self.instructions if indices is None else [self.instructions[i] for i in indices]
+        return dict(Counter(i.category for i in ins))
+
+    def opcode_counts(self, indices: Iterable[int] | None = None, *, with_modifiers: bool = True) -> dict[str, int]:
+        ins = self.instructions if indices is None else [self.instructions[i] for i in indices]
+        return dict(Counter(i.opcode if with_modifiers else i.base for i in ins))
+
+    def count(self, pattern: str, indices: Iterable[int] | None = None) -> int:
+        """Instructions whose opcode (with modifiers) starts with ``pattern``, or matches it as a regex
+        when it contains regex metacharacters (``UTC.MMA``, ``.*2CTA``)."""
+        ins = self.instructions if indices is None else [self.instructions[i] for i in indices]
+        if re.search(r"[\\^$*+?()\[\]|{}]", pattern):
+            rx = re.compile(pattern)
+            return sum(1 for i in ins if rx.search(i.opcode))
+        return sum(1 for i in ins if i.opcode.startswith(pattern))
+
+    def has(self, pattern: str) -> bool:
+        return self.count(pattern) > 0
+
+    @property
+    def mma_count(self) -> int:
+        return sum(1 for i in self.instructions if i.category == "mma")
+
+    def feature_flags(self) -> dict[str, bool]:
+        return {k: bool(f.present) for k, f in self.features.items()}
+
+    def executed_in(self, indices: Iterable[int]) -> int | None:
+        if self.executed is None:
+            return None
+        return int(sum(self.executed[i] for i in indices))
+
+    def loop_dict(self, lp: Loop) -> dict:
+        cats = self.categories(lp.instructions)
+        head = self.instructions[lp.instructions[0]] if lp.instructions else None
+        d = {
+            "depth": lp.depth,
+            "instructions": lp.size,
+            "mma": lp.mma,
+            "categories": cats,
+            "is_kloop": lp.is_kloop,
+            "id": lp.id,
+            "parent": lp.parent,
+            "start_pc": head.pc if head is not None else None,
+            "start_index": lp.instructions[0] if lp.instructions else None,
+            "overhead_per_mma": round((lp.size - lp.mma) / lp.mma, 2) if lp.mma else None,
+            "opcodes": self.opcode_counts(lp.instructions),
+        }
+        lines = sorted({i.line for i in (self.instructions[j] for j in lp.instructions) if i.line is not None})
+        if lines:
+            d["source_lines"] = [lines[0], lines[-1]]
+        if self.executed is not None:
+            d["executed"] = self.executed_in(lp.instructions)
+        if self.roles is not None:
+            d["roles"] = dict(Counter(self.roles[j] for j in lp.instructions))
+        return d
+
+    def to_dict(self) -> dict:
+        """The JSON contract of ``bsprof sass --json`` (extended, never renamed)."""
+        d = {
+            "name": self.name,
+            "arch": self.arch,
+            "instructions": len(self.instructions),
+            "categories": self.categories(),
+            "loops": [self.loop_dict(lp) for lp in self.loops],
+            "features": self.feature_flags(),
+            "unclassified": list(self.unclassified),
+            "mma": self.mma_count,
+            "blocks": len(self.cfg.blocks),
+            "has_line_info": self.function.has_line_info,
+            "feature_evidence": {k: f.to_dict() for k, f in self.features.items()},
+            "opcodes": self.opcode_counts(),
+            "source": self.source,
+            "notes": list(self.notes),
+        }
+        if self.executed is not None:
+            d["executed"] = int(sum(self.executed))
+        if self.stalls is not None:
+            d["stall_samples"] = int(sum(sum(s.values()) for s in self.stalls))
+        if self.roles is not None:
+            d["roles_source"] = self.roles_source
+            d["roles"] = dict(Counter(self.roles))
+        if self.launch_info:
+            d["launch"] = dict(self.launch_info)
+        return d
+
+
+def analyze_function(fn: Function, source: str = "") -> FunctionAnalysis:
+    unknown = classify(fn.instructions, fn.arch)
+    cfg = build_cfg(fn)
+    loops = find_loops(fn, cfg)
+    fa = FunctionAnalysis(function=fn, cfg=cfg, loops=loops, unclassified=unknown,
+                          features=detect_features(fn, loops), source=source)
+    if cfg.unresolved:
+        fa.notes.append(f"{len(cfg.unresolved)} branch(es) with unresolved targets (indirect or outside the listing)")
+    if unknown:
+        fa.notes.append(f"opcodes not in the {fn.arch or 'default'} table (counted as 'other'): {', '.join(unknown)}")
+    return fa
+
+
+def select_functions(functions: list[Function], pattern: str | None, where: str) -> list[Function]:
+    if not functions:
+        raise BsprofError(f"{where}: no SASS instructions found; pass nvdisasm/cuobjdump output, a cubin or an .ncu-rep")
+    if pattern is None:
+        return functions
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise BsprofError(f"--function {pattern!r} is not a valid regular expression ({exc})") from None
+    picked = [fn for fn in functions if rx.search(fn.name)]
+    if not picked:
+        names = ", ".join(_short(fn.name) for fn in functions[:20])
+        more = f" (+{len(functions) - 20} more)" if len(functions) > 20 else ""
+        raise BsprofError(f"--function {pattern!r} matches none of the {len(functions)} function(s) in {where}: {names}{more}")
+    return picked
+
+
+def _short(name: str, width: int = 80) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -1,0 +1,234 @@
+"""Per-region budgets (static and executed), stall samples per category/region, and MMA detail.
+
+A region is a loop (``by="loops"``) or a warp-role/phase label (``by="roles"``). Executed counts are
+warp-level ``inst_executed`` summed over the launch; ``per_tile`` divides by the number of output
+tiles, so a one-warp role (the MMA warp) reads as "instructions this warp issues per tile".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from bsprof.analyzers.sass.analyze import FunctionAnalysis
+from bsprof.errors import BsprofError
+
+# what --mma-detail counts per MMA, by opcode prefix (first match wins)
+DETAIL_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("R2UR", ("R2UR",)),
+    ("SYNCS", ("SYNCS",)),
+    ("UTCBAR", ("UTCBAR",)),
+    ("SETP+PLOP3", ("ISETP", "UISETP", "FSETP", "PSETP", "PLOP3", "UPLOP3")),
+    ("address arithmetic", ("IADD3", "UIADD3", "LEA", "ULEA", "IMAD", "UIMAD", "SHF", "USHF", "LOP3", "ULOP3",
+                            "VIADD", "UIMNMX", "SEL", "USEL", "UMOV", "MOV", "IMAD.MOV")),
+)
+
+
+def attach_counts(fa: FunctionAnalysis, sc) -> None:
+    """Attach a SourceCounters' executed counts and stalls; matched by index (same function) or by
+    PC offset from the function start (a cubin analysis + the ncu report of the same build)."""
+    n = len(fa.instructions)
+    if fa.function is sc.function or (len(sc.executed) == n and all(
+            a.pc == b.pc for a, b in zip(fa.instructions, sc.function.instructions))):
+        fa.executed, fa.stalls = list(sc.executed), list(sc.stalls)
+    else:
+        base = sc.function.instructions[0].pc if sc.function.instructions else 0
+        by_off = {ins.pc - base: k for k, ins in enumerate(sc.function.instructions)}
+        fa.executed = [0] * n
+        fa.stalls = [{} for _ in range(n)]
+        hit = 0
+        for ins in fa.instructions:
+            k = by_off.get(ins.pc) if ins.pc is not None else None
+            if k is not None:
+                other = sc.function.instructions[k]
+                if other.base != ins.base:
+                    raise BsprofError(f"the ncu report's SASS does not match {fa.name} at offset {ins.pc:#x} "
+                                      f"({other.opcode} vs {ins.opcode}); profile the same build as the cubin")
+                fa.executed[ins.index] = sc.executed[k]
+                fa.stalls[ins.index] = sc.stalls[k]
+                hit += 1
+        if hit == 0:
+            raise BsprofError(f"no PC of the ncu report matches {fa.name}; profile the same build as the cubin")
+    fa.launch_info = getattr(sc, "launch_info", {})  # type: ignore[attr-defined]
+
+
+def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]) -> int:
+    m, n, _k, l = mnkl
+    return math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) * l
+
+
+@dataclass
+class Region:
+    name: str
+    indices: list[int]
+    is_kloop: bool = False
+    depth: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
+    """``loops``: the whole function, then every loop. ``roles``: one region per role/phase label."""
+    if by == "roles":
+        if fa.roles is None:
+            raise BsprofError("no role attribution for this function; analyze with line info and --source")
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, lab in enumerate(fa.roles):
+            groups[lab].append(i)
+        kset = {i for lp in fa.kloops for i in lp.instructions}
+        return [Region(lab, idx, is_kloop=bool(kset.intersection(idx))) for lab, idx in groups.items()]
+    out = [Region("function", list(range(len(fa.instructions))))]
+    for lp in fa.loops:
+        head = fa.instructions[lp.instructions[0]]
+        where = f"{head.pc:#06x}" if head.pc is not None else f"#{head.index}"
+        tag = "K-loop" if lp.is_kloop else "loop"
+        out.append(Region(f"{tag} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth))
+    return out
+
+
+def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = None) -> list[dict]:
+    """One row per region: static counts by category, MMAs, overhead/MMA, and (with ncu data)
+    executed instructions, per tile, and stall samples."""
+    rows = []
+    for reg in regions(fa, by):
+        ins = [fa.instructions[i] for i in reg.indices]
+        cats = Counter(i.category for i in ins)
+        mma = cats.get("mma", 0)
+        row: dict = {
+            "region": reg.name, "depth": reg.depth, "is_kloop": reg.is_kloop, "instructions": len(ins),
+            "mma": mma, "categories": dict(cats),
+            "overhead_per_mma": round((len(ins) - mma) / mma, 2) if mma else None,
+        }
+        if fa.executed is not None:
+            ex = [fa.executed[i] for i in reg.indices]
+            ex_cats: Counter = Counter()
+            for i, e in zip(reg.indices, ex):
+                ex_cats[fa.instructions[i].category] += e
+            row["executed"] = int(sum(ex))
+            row["executed_categories"] = dict(ex_cats)
+            row["mma_executed"] = int(ex_cats.get("mma", 0))
+            if tiles:
+                row["executed_per_tile"] = round(row["executed"] / tiles, 1)
+                row["mma_per_tile"] = round(row["mma_executed"] / tiles, 2)
+                row["per_tile_breakdown"] = per_tile_text(ex_cats, fa, reg.indices, tiles)
+        if fa.stalls is not None:
+            st: Counter = Counter()
+            for i in reg.indices:
+                st.update(fa.stalls[i])
+            row["stall_samples"] = int(sum(st.values()))
+            row["stalls"] = dict(st.most_common())
+        rows.append(row)
+    return rows
+
+
+def per_tile_text(ex_cats: Counter, fa: FunctionAnalysis, indices: list[int], tiles: int) -> str:
+    """'411 instructions per tile, 24 UTCQMMA (5.8%), 7 SYNCS, 7 UTCBAR, 373 other'."""
+    total = sum(ex_cats.values()) / tiles
+    ops: Counter = Counter()
+    for i in indices:
+        ins = fa.instructions[i]
+        if ins.category == "mma":
+            ops[ins.base] += fa.executed[i]
+        elif ins.base in ("SYNCS", "UTCBAR", "R2UR"):
+            ops[ins.base] += fa.executed[i]
+    parts = [f"{total:.0f} instructions per tile"]
+    rest = total
+    for op, c in ops.most_common():
+        v = c / tiles
+        rest -= v
+        pct = f" ({100 * v / total:.1f}%)" if total and op not in ("SYNCS", "UTCBAR", "R2UR") else ""
+        parts.append(f"{v:.0f} {op}{pct}")
+    parts.append(f"{rest:.0f} other")
+    return ", ".join(parts)
+
+
+def stalls_by_category(fa: FunctionAnalysis, indices: list[int] | None = None) -> dict[str, dict[str, int]]:
+    """{category: {stall reason: samples}} (empty without ncu stall data)."""
+    if fa.stalls is None:
+        return {}
+    out: dict[str, Counter] = defaultdict(Counter)
+    for i in (range(len(fa.instructions)) if indices is None else indices):
+        if fa.stalls[i]:
+            out[fa.instructions[i].category].update(fa.stalls[i])
+    return {k: dict(v.most_common()) for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1].values()))}
+
+
+def _group(opcode: str) -> str | None:
+    for name, prefixes in DETAIL_GROUPS:
+        for p in prefixes:
+            if opcode == p or opcode.startswith(p + "."):
+                return name
+    return None
+
+
+def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
+    """The instruction stream between consecutive MMA issues of a K-loop (cyclic through the back
+    edge), per-MMA counts of the overhead groups, and stall samples on the gaps by reason."""
+    loops = [loop] if loop is not None else fa.kloops
+    if not loops:
+        raise BsprofError(f"{fa.name}: no loop issues MMAs, so there is no K-loop to detail")
+    out = []
+    for lp in loops:
+        body = lp.instructions
+        mpos = [k for k, i in enumerate(body) if fa.instructions[i].category == "mma"]
+        gaps = []
+        for g, k in enumerate(mpos):
+            nxt = mpos[(g + 1) % len(mpos)]
+            seq = body[k + 1:nxt] if nxt > k else body[k + 1:] + body[:nxt]
+            stream = []
+            for i in seq:
+                ins = fa.instructions[i]
+                item = {"index": i, "pc": ins.pc, "opcode": ins.opcode, "operands": ins.operands,
+                        "category": ins.category, "group": _group(ins.opcode)}
+                if ins.guard:
+                    item["guard"] = ins.guard
+                if fa.executed is not None:
+                    item["executed"] = fa.executed[i]
+                if fa.stalls is not None and fa.stalls[i]:
+                    item["stalls"] = dict(fa.stalls[i])
+                stream.append(item)
+            mi = fa.instructions[body[k]]
+            gaps.append({"mma_index": body[k], "mma_pc": mi.pc, "mma": mi.opcode, "between": len(seq),
+                         "instructions": len(seq), "categories": dict(Counter(x["category"] for x in stream)),
+                         "stream": stream})
+        n_mma = len(mpos)
+        groups = Counter(_group(fa.instructions[i].opcode) for i in body if fa.instructions[i].category != "mma")
+        cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
+        d = {
+            "loop": lp.id, "instructions": lp.size, "mma": n_mma,
+            "mean_between_mma": round((lp.size - n_mma) / n_mma, 2) if n_mma else None,
+            "mean_between": round((lp.size - n_mma) / n_mma, 2) if n_mma else None,
+            "per_mma": {name: round(groups.get(name, 0) / n_mma, 2) for name, _ in DETAIL_GROUPS},
+            "counts": {name: groups.get(name, 0) for name, _ in DETAIL_GROUPS},
+            "categories_per_mma": {c: round(v / n_mma, 2) for c, v in cats.most_common()},
+            "gaps": gaps,
+        }
+        if fa.stalls is not None:
+            st: Counter = Counter()
+            on_mma: Counter = Counter()
+            for i in body:
+                (on_mma if fa.instructions[i].category == "mma" else st).update(fa.stalls[i])
+            d["stalls_between"] = dict(st.most_common())
+            d["stalls_on_mma"] = dict(on_mma.most_common())
+            d["stalls"] = d["stalls_between"]
+        out.append(d)
+    return {"function": fa.name, "kloops": out}
+
+
+def role_tables(fa: FunctionAnalysis) -> dict:
+    """JSON extras for the report: categories (and stalls) per role label and per loop region."""
+    out: dict = {}
+    if fa.roles is not None:
+        cats: dict[str, Counter] = defaultdict(Counter)
+        for ins, lab in zip(fa.instructions, fa.roles):
+            cats[lab][ins.category] += 1
+        out["role_categories"] = {k: dict(v) for k, v in cats.items()}
+        if fa.stalls is not None:
+            st: dict[str, Counter] = defaultdict(Counter)
+            for lab, s in zip(fa.roles, fa.stalls):
+                st[lab].update(s)
+            out["role_stalls"] = {k: dict(v.most_common()) for k, v in st.items() if v}
+    if fa.stalls is not None:
+        out["region_stalls"] = {r["region"]: r["stalls"] for r in region_rows(fa) if r.get("stalls")}
+        out["stalls_by_category"] = stalls_by_category(fa)
+    return out

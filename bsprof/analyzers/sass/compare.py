@@ -1,0 +1,60 @@
+"""Baseline -> optimized: category, opcode, K-loop and feature deltas between two analyses."""
+
+from __future__ import annotations
+
+from bsprof.analyzers.sass.analyze import FunctionAnalysis
+
+
+def _delta_map(a: dict[str, int], b: dict[str, int]) -> dict[str, dict[str, int]]:
+    keys = sorted(set(a) | set(b), key=lambda k: -(abs(b.get(k, 0) - a.get(k, 0))))
+    return {k: {"a": a.get(k, 0), "b": b.get(k, 0), "delta": b.get(k, 0) - a.get(k, 0)} for k in keys}
+
+
+def _kloop_summary(fa: FunctionAnalysis) -> dict:
+    ks = fa.kloops
+    if not ks:
+        return {"kloops": 0, "instructions": 0, "mma": 0, "overhead_per_mma": None, "categories": {}}
+    idx = sorted({i for lp in ks for i in lp.instructions})
+    mma = sum(lp.mma for lp in ks)
+    d = {"kloops": len(ks), "instructions": len(idx), "mma": mma,
+         "overhead_per_mma": round((len(idx) - mma) / mma, 2) if mma else None,
+         "categories": fa.categories(idx)}
+    if fa.executed is not None:
+        d["executed"] = fa.executed_in(idx)
+    return d
+
+
+def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
+    ka, kb = _kloop_summary(a), _kloop_summary(b)
+    out = {
+        "a": {"name": a.name, "arch": a.arch, "source": a.source},
+        "b": {"name": b.name, "arch": b.arch, "source": b.source},
+        "instructions": {"a": len(a.instructions), "b": len(b.instructions), "delta": len(b.instructions) - len(a.instructions)},
+        "categories": _delta_map(a.categories(), b.categories()),
+        "opcodes": {k: v for k, v in _delta_map(a.opcode_counts(with_modifiers=False),
+                                                   b.opcode_counts(with_modifiers=False)).items() if v["delta"]},
+        "kloop": {"a": ka, "b": kb,
+                  "instructions_delta": kb["instructions"] - ka["instructions"],
+                  "mma_delta": kb["mma"] - ka["mma"],
+                  "categories": _delta_map(ka["categories"], kb["categories"])},
+        "features": {k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
+                     for k in a.features if k in b.features},
+        "loops": {"a": len(a.loops), "b": len(b.loops)},
+    }
+    if a.executed is not None and b.executed is not None:
+        out["executed"] = {"a": int(sum(a.executed)), "b": int(sum(b.executed)),
+                           "delta": int(sum(b.executed)) - int(sum(a.executed))}
+    if a.roles is not None and b.roles is not None:
+        from collections import Counter
+        out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
+    return out
+
+
+def pair_functions(aa: list[FunctionAnalysis], bb: list[FunctionAnalysis]) -> list[tuple[FunctionAnalysis, FunctionAnalysis]]:
+    """Pair by name when both sides share names, else by the most MMA-heavy kernel of each side."""
+    names_b = {fa.name: fa for fa in bb}
+    pairs = [(fa, names_b[fa.name]) for fa in aa if fa.name in names_b]
+    if pairs:
+        return pairs
+    key = lambda fa: (fa.mma_count, len(fa.instructions))  # noqa: E731
+    return [(max(aa, key=key), max(bb, key=key))]

@@ -1,0 +1,112 @@
+"""Disassemble a cubin / CUDA ELF / fatbin / host executable with the pip-packaged nvdisasm/cuobjdump.
+
+Cubins go straight to ``nvdisasm -c -gi`` (line info with inlining chains). Fatbins and host
+binaries are unpacked with ``cuobjdump -xelf all`` first, so every embedded cubin keeps its line info.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from bsprof.errors import BsprofError
+
+ELF_MAGIC = b"\x7fELF"
+FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
+EM_CUDA = 190
+
+
+def tool_path(name: str) -> str:
+    """``nvdisasm`` / ``cuobjdump``: the pip package's copy first, then PATH and CUDA_HOME."""
+    try:
+        import nvidia.cu13  # type: ignore[import-not-found]
+
+        for base in nvidia.cu13.__path__:
+            cand = os.path.join(base, "bin", name)
+            if os.access(cand, os.X_OK):
+                return cand
+    except ImportError:
+        pass
+    try:  # older split packages (nvidia-cuda-nvdisasm-cu12)
+        import nvidia.cuda_nvdisasm  # type: ignore[import-not-found]
+
+        for base in nvidia.cuda_nvdisasm.__path__:
+            cand = os.path.join(base, "bin", name)
+            if os.access(cand, os.X_OK):
+                return cand
+    except ImportError:
+        pass
+    found = shutil.which(name)
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and os.access(os.path.join(home, "bin", name), os.X_OK):
+            return os.path.join(home, "bin", name)
+    pkg = "nvidia-cuda-nvdisasm" if name == "nvdisasm" else "nvidia-cuda-cuobjdump"
+    raise BsprofError(f"{name} not found; pip install {pkg} (or put the CUDA toolkit's bin on PATH)")
+
+
+def sniff(path: Path) -> str:
+    """'cubin' (CUDA ELF), 'host-elf' (executable/.so with embedded fatbins), 'fatbin' or 'text'."""
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if head.startswith(ELF_MAGIC):
+        machine = int.from_bytes(head[18:20], "little") if len(head) >= 20 else 0
+        return "cubin" if machine == EM_CUDA else "host-elf"
+    if head.startswith(FATBIN_MAGIC):
+        return "fatbin"
+    return "text"
+
+
+def _run(cmd: list[str], what: Path) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+    except subprocess.TimeoutExpired:
+        raise BsprofError(f"{what}: {Path(cmd[0]).name} took over 10 minutes; pass --function to pick one kernel") from None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        msg = lines[-1] if lines else f"exit code {proc.returncode}"
+        hint = ("is it built for an architecture this nvdisasm knows? update nvidia-cuda-nvdisasm"
+                if "arch" in msg.lower() or "sm" in msg.lower() or "unsupported" in msg.lower()
+                else "is it a complete CUDA cubin?")
+        raise BsprofError(f"{what}: {Path(cmd[0]).name} could not disassemble it ({msg}); {hint}")
+    return proc.stdout
+
+
+def disassemble_cubin(path: str | os.PathLike, *, line_info: bool = True) -> str:
+    """SASS text of one CUDA ELF (all its functions)."""
+    path = Path(path)
+    flags = ["-c", "-gi"] if line_info else ["-c"]
+    try:
+        return _run([tool_path("nvdisasm"), *flags, str(path)], path)
+    except BsprofError:
+        if not line_info:
+            raise
+        # -gi needs intact debug sections; fall back to plain code rather than fail
+        return _run([tool_path("nvdisasm"), "-c", str(path)], path)
+
+
+def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """[(source label, SASS text)] for a cubin, fatbin or host binary; raises BsprofError otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise BsprofError(f"{path}: no such file; pass a .cubin, fatbin, executable, .sass text or .ncu-rep")
+    if path.stat().st_size == 0:
+        raise BsprofError(f"{path}: the file is empty; pass a .cubin or SASS listing")
+    kind = sniff(path)
+    if kind == "cubin":
+        return [(str(path), disassemble_cubin(path))]
+    if kind == "text":
+        raise BsprofError(f"{path}: not an ELF/cubin or fatbin; pass a .cubin, a fatbin, an executable, SASS text (.sass) or an .ncu-rep")
+    with tempfile.TemporaryDirectory(prefix="bsprof-xelf-") as tmp:
+        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", str(path.resolve())],
+                              capture_output=True, text=True, errors="replace", cwd=tmp, timeout=600)
+        cubins = sorted(Path(tmp).glob("*.cubin"))
+        if not cubins:
+            why = (proc.stderr or proc.stdout).strip().splitlines()
+            raise BsprofError(f"{path}: no CUDA cubin inside ({why[-1] if why else 'cuobjdump found no ELF'}); "
+                              "was it compiled with -gencode for an sm_XX target (not PTX only)?")
+        return [(f"{path}:{c.name}", disassemble_cubin(c)) for c in cubins]

@@ -1,0 +1,157 @@
+"""The optimization checklist kernel authors look for, each answered from the SASS with evidence.
+
+Every check is a predicate over opcodes/modifiers/loop structure; ``present`` is ``None`` only
+when the SASS cannot say (e.g. pipeline depth without mbarrier initialisations in this function).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+
+from bsprof.analyzers.sass.loops import Loop
+from bsprof.analyzers.sass.parse import Function, Instruction
+
+MAX_EVIDENCE = 6
+# TMA ops carry their L2 cache policy in a desc[URn] operand; desc[URZ] is "no policy"
+_POLICY_RE = re.compile(r"desc\[UR(?!Z)\w+")
+_DIVMOD_MUL = ("UIMAD.WIDE.U32", "IMAD.WIDE.U32", "IMAD.HI.U32", "UIMAD.HI.U32")
+
+FEATURE_ORDER = (
+    "tma_load", "tma_multicast", "tma_store_epilogue", "simt_global_stores", "mma_2cta",
+    "block_scaled_mma", "tmem_copy", "multi_stage_pipeline", "tma_cache_hint", "persistent_tile_loop",
+    "register_spills",
+)
+
+DESCRIPTIONS = {
+    "tma_load": "TMA loads (UTMALDG / UBLKCP)",
+    "tma_multicast": "TMA multicast loads across the cluster",
+    "tma_store_epilogue": "TMA-store epilogue (UTMASTG)",
+    "simt_global_stores": "SIMT global stores (STG) — the slow epilogue path",
+    "mma_2cta": "2-CTA MMA (.2CTA)",
+    "block_scaled_mma": "block-scaled MMA (UTCOMMA / UTCMXQMMA / .SF)",
+    "tmem_copy": "shared->TMEM copies (UTCCP, scale factors)",
+    "multi_stage_pipeline": "multi-stage mbarrier pipeline",
+    "tma_cache_hint": "cache-policy hints on TMA",
+    "persistent_tile_loop": "persistent tile loop around the K-loop",
+    "register_spills": "register spills (local loads/stores)",
+}
+
+
+@dataclass
+class Feature:
+    name: str
+    present: bool | None
+    evidence: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"present": self.present, "evidence": self.evidence, "note": self.note}
+
+
+@functools.lru_cache(maxsize=1)
+def _block_scale_rules() -> tuple[frozenset[str], frozenset[str]]:
+    raw = json.loads(resources.files("bsprof").joinpath("data/sass_opcodes.json").read_text())
+    rules = raw.get("block_scaled_mma", {})
+    return frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ()))
+
+
+def evidence_line(ins: Instruction) -> str:
+    where = f"{ins.pc:#06x}" if ins.pc is not None else f"#{ins.index}"
+    src = f"  [{ins.file.rsplit('/', 1)[-1]}:{ins.line}]" if ins.file and ins.line else ""
+    guard = f"{ins.guard} " if ins.guard else ""
+    return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
+
+
+def _pick(fn: Function, pred) -> list[Instruction]:
+    return [ins for ins in fn.instructions if pred(ins)]
+
+
+def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
+    return Feature(name, bool(hits), [evidence_line(i) for i in hits[:MAX_EVIDENCE]],
+                   note or (f"{len(hits)} instruction(s)" if hits else ""))
+
+
+def is_block_scaled(ins: Instruction) -> bool:
+    if ins.category != "mma":
+        return False
+    ops, mods = _block_scale_rules()
+    return ins.base in ops or any(m in mods for m in ins.modifiers)
+
+
+def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
+    out: dict[str, Feature] = {}
+    tma_loads = _pick(fn, lambda i: i.base in ("UTMALDG", "UBLKCP"))
+    out["tma_load"] = _feature("tma_load", tma_loads)
+    out["tma_multicast"] = _feature("tma_multicast", [i for i in tma_loads if "MULTICAST" in i.modifiers])
+    out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
+    out["simt_global_stores"] = _feature("simt_global_stores", _pick(fn, lambda i: i.base in ("STG", "ST")))
+    mmas = _pick(fn, lambda i: i.category == "mma")
+    out["mma_2cta"] = _feature("mma_2cta", [i for i in mmas if "2CTA" in i.modifiers])
+    out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
+    out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
+
+    # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
+    # them (full + empty), plus a few for the accumulator/epilogue pipelines.
+    inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
+    waits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.PHASECHK"))
+    if inits:
+        out["multi_stage_pipeline"] = Feature(
+            "multi_stage_pipeline", len(inits) >= 4, [evidence_line(i) for i in inits[:MAX_EVIDENCE]],
+            f"{len(inits)} static mbarrier inits (SYNCS.EXCH.64; a loop of inits counts once), "
+            f"{len(waits)} phase waits; stages are inferred, not read",
+        )
+    else:
+        out["multi_stage_pipeline"] = Feature("multi_stage_pipeline", None, [], "no mbarrier init in this function")
+
+    hinted = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
+              if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
+    out["tma_cache_hint"] = _feature("tma_cache_hint", hinted,
+                                     "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+
+    kloops = [lp for lp in loops if lp.is_kloop]
+    outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
+    ev = []
+    for lp in outer[:MAX_EVIDENCE]:
+        head = fn.instructions[lp.instructions[0]]
+        ev.append(f"loop at {evidence_line(head)} ({lp.size} instructions, depth {lp.depth}) encloses a K-loop")
+    note = "" if kloops else "no K-loop found"
+    if kloops and not outer:
+        # A K-loop with a compile-time trip count is unrolled into the tile loop, which then is the
+        # MMA loop itself; the tile scheduler shows as a fast divmod (wide multiply + shift) in it.
+        for lp in kloops:
+            body = [fn.instructions[i] for i in lp.instructions]
+            muls = [i for i in body if i.opcode.startswith(_DIVMOD_MUL)]
+            shifts = [i for i in body if i.base in ("SHF", "USHF") and ".R." in f".{'.'.join(i.modifiers)}."]
+            if muls and shifts:
+                outer.append(lp)
+                ev.append(f"MMA loop at {evidence_line(body[0])} recomputes tile coordinates "
+                          f"(fast divmod: {evidence_line(muls[0])})")
+                note = "inferred: the tile scheduler's divmod runs inside the MMA loop"
+    out["persistent_tile_loop"] = Feature("persistent_tile_loop", bool(outer) if kloops else None, ev, note)
+    out["register_spills"] = _feature("register_spills", _pick(fn, lambda i: i.category == "local"))
+    return out
+
+
+def _encloses(loops: list[Loop], outer: Loop, inner: Loop) -> bool:
+    p = inner.parent
+    while p is not None:
+        if p == outer.id:
+            return True
+        p = loops[p].parent
+    return False
+
+
+def refine_with_launch(features: dict[str, Feature], launch_info: dict) -> None:
+    """ncu knows the grid: a grid no larger than the SM count means CTAs loop over tiles."""
+    grid, sms = launch_info.get("launch__grid_size"), launch_info.get("launch__sm_count")
+    f = features.get("persistent_tile_loop")
+    if f is None or f.present or not grid or not sms:
+        return
+    if grid <= sms:
+        f.present = True
+        f.evidence.append(f"grid of {int(grid)} CTAs <= {int(sms)} SMs (ncu launch metrics)")
+        f.note = "inferred from the launch: one wave of CTAs that must loop over the tiles"

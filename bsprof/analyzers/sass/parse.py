@@ -1,0 +1,192 @@
+"""SASS text -> functions of instructions.
+
+Reads the three dialects we meet: ``nvdisasm [-c] [-g|-gi]`` (labels ``.L_x_N``, ``//## File`` line
+info), ``cuobjdump --dump-sass`` (``Function : name`` headers, hex targets, encoding comments) and the
+per-PC text ncu stores (no address, no ``;``, absolute hex targets). A line that is not an
+instruction is skipped, never an error: listings carry directives, encodings and comments we ignore.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# `/*0a30*/   @!UP0 BRA.U UP4, `(.L_x_0) ;   /* 0x... */`   (address and `;` optional for ncu text)
+_INSN_RE = re.compile(
+    r"^\s*(?:/\*(?P<addr>[0-9a-fA-F]+)\*/)?\s*"
+    r"[{}]?\s*"
+    r"(?:(?P<guard>@!?U?P(?:[0-7]|T))\s+)?"
+    r"(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
+    r"(?P<rest>[^;]*?)\s*;?\s*[{}]?\s*(?:/\*[^*]*\*/\s*)*$"
+)
+_LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
+_LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
+_INLINED_RE = re.compile(r'inlined at\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)')
+_NVDISASM_FUNC_RE = re.compile(r"^//-+\s+\.text\.(?P<name>\S+)\s+-+")
+_CUOBJDUMP_FUNC_RE = re.compile(r"^\s*Function\s*:\s*(?P<name>\S+)")
+_TARGET_RE = re.compile(r"^\s*\.target\s+(?P<arch>sm_\w+)")
+_CUOBJ_ARCH_RE = re.compile(r"code for (?P<arch>sm_\w+)")
+_HEADERFLAGS_RE = re.compile(r'\.headerflags\s+@"[^"]*EF_CUDA_SM(?P<num>\d+)')
+
+
+@dataclass(slots=True)
+class Instruction:
+    """One SASS instruction. ``opcode`` keeps its modifiers (``UTCHMMA.2CTA``); ``base`` drops them."""
+
+    index: int
+    opcode: str
+    operands: str
+    guard: str | None = None
+    pc: int | None = None
+    file: str | None = None
+    line: int | None = None
+    # inlined-at chain, innermost call site first: ((file, line), ...)
+    inlined_at: tuple[tuple[str, int], ...] = ()
+    category: str = "other"
+    text: str = ""
+
+    @property
+    def base(self) -> str:
+        return self.opcode.split(".", 1)[0]
+
+    @property
+    def modifiers(self) -> tuple[str, ...]:
+        return tuple(self.opcode.split(".")[1:])
+
+    def locations(self) -> list[tuple[str, int]]:
+        """Every source location this instruction maps to: its own, then its inlining call sites."""
+        own = [(self.file, self.line)] if self.file is not None and self.line is not None else []
+        return own + list(self.inlined_at)
+
+
+@dataclass
+class Function:
+    name: str
+    arch: str | None
+    instructions: list[Instruction] = field(default_factory=list)
+    # label -> index of the instruction it precedes
+    labels: dict[str, int] = field(default_factory=dict)
+    has_line_info: bool = False
+    # "nvdisasm" | "cuobjdump" | "ncu" | "text"
+    dialect: str = "text"
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+
+def parse_instruction(line: str, index: int = 0) -> Instruction | None:
+    """Parse one instruction line; ``None`` when the line is not an instruction."""
+    m = _INSN_RE.match(line)
+    if m is None:
+        return None
+    op = m.group("op")
+    rest = m.group("rest")
+    # Directives (`.section`), bare words and labels look like opcodes to the regex; real operands
+    # start after whitespace, and a real opcode is never followed by ':'.
+    if rest and not rest[0].isspace():
+        return None
+    addr = m.group("addr")
+    return Instruction(
+        index=index,
+        opcode=op,
+        operands=rest.strip(),
+        guard=m.group("guard"),
+        pc=int(addr, 16) if addr is not None else None,
+        text=line.strip(),
+    )
+
+
+def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
+    """Split a listing into functions. Text with no function header becomes one function ``<sass>``."""
+    functions: list[Function] = []
+    current: Function | None = None
+    arch = default_arch
+    pending_loc: tuple[str, int, tuple[tuple[str, int], ...]] | None = None
+    dialect = "text"
+    pending_labels: list[str] = []
+
+    def start(name: str) -> Function:
+        nonlocal pending_loc, pending_labels
+        fn = Function(name=name, arch=arch, dialect=dialect)
+        functions.append(fn)
+        pending_loc = None
+        pending_labels = []
+        return fn
+
+    for raw in text.splitlines():
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith("//"):
+            lm = _LINE_RE.search(s)
+            if lm is not None:
+                chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest")))
+                pending_loc = (lm.group("file"), int(lm.group("line")), chain)
+                if current is not None:
+                    current.has_line_info = True
+                continue
+            fm = _NVDISASM_FUNC_RE.match(s)
+            if fm is not None:
+                dialect = "nvdisasm"
+                current = start(fm.group("name"))
+            continue
+        if s.startswith("."):
+            tm = _TARGET_RE.match(s)
+            if tm is not None:
+                arch = tm.group("arch")
+                if current is not None and not current.instructions:
+                    current.arch = arch
+                continue
+            hm = _HEADERFLAGS_RE.search(s)
+            if hm is not None and arch is None:
+                arch = f"sm_{hm.group('num')}"
+            lab = _LABEL_RE.match(s)
+            if lab is not None and current is not None:
+                pending_labels.append(lab.group(1))
+            continue
+        cm = _CUOBJDUMP_FUNC_RE.match(s)
+        if cm is not None:
+            dialect = "cuobjdump"
+            current = start(cm.group("name"))
+            continue
+        am = _CUOBJ_ARCH_RE.search(s)
+        if am is not None and "code for" in s and "/*" not in s:
+            arch = am.group("arch")
+            continue
+        if s.startswith("/*") and s.endswith("*/") and "*/" not in s[2:-2]:
+            continue  # cuobjdump's second encoding line
+        lab = _LABEL_RE.match(s)
+        if lab is not None:
+            if current is not None:
+                pending_labels.append(lab.group(1))
+            continue
+        ins = parse_instruction(raw)
+        if ins is None:
+            continue
+        if current is None:
+            current = start("<sass>")
+        ins.index = len(current.instructions)
+        if pending_loc is not None:
+            ins.file, ins.line, ins.inlined_at = pending_loc
+        for lab_name in pending_labels:
+            current.labels[lab_name] = ins.index
+        pending_labels = []
+        current.instructions.append(ins)
+    for fn in functions:
+        if fn.arch is None:
+            fn.arch = arch
+    return [fn for fn in functions if fn.instructions] or functions[:0]
+
+
+def function_from_pcs(name: str, arch: str | None, pcs: list[int], texts: list[str]) -> Function:
+    """Build a function from (pc, text) pairs, as ncu's SourceCounters give them."""
+    fn = Function(name=name, arch=arch, dialect="ncu")
+    for pc, text in zip(pcs, texts):
+        ins = parse_instruction(text)
+        if ins is None:
+            # keep the PC so per-PC counts stay aligned; an unparsable line is an unknown opcode
+            ins = Instruction(index=0, opcode=(text.strip().split() or ["?"])[0].upper() or "?", operands="", text=text.strip())
+        ins.index = len(fn.instructions)
+        ins.pc = pc
+        fn.instructions.append(ins)
+    return fn

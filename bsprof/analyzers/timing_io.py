@@ -1,0 +1,104 @@
+"""Timing tables on disk: Parquet (typed, compact) and CSV (greppable) beside each other."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bsprof.analyzers.timing_schema import COLUMNS, INT_COLUMNS
+from bsprof.errors import BsprofError
+from bsprof.io import atomic_path
+
+_OPTIONAL = ("start_ns", "end_ns", "kernel", "variant")
+
+
+def _ordered(table):
+    cols = list(COLUMNS) + [c for c in _OPTIONAL if c in table.columns]
+    out = table[cols].copy()
+    for c in INT_COLUMNS + tuple(c for c in ("start_ns", "end_ns") if c in out.columns):
+        out[c] = out[c].astype("int64")
+    return out
+
+
+def write_table(table, out_dir: str | os.PathLike, stem: str = "timing") -> dict[str, Path]:
+    """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically; returns both paths."""
+    out_dir = Path(out_dir)
+    t = _ordered(table)
+    paths = {"parquet": out_dir / f"{stem}.parquet", "csv": out_dir / f"{stem}.csv"}
+    with atomic_path(paths["parquet"]) as tmp:
+        t.to_parquet(tmp, index=False)
+    with atomic_path(paths["csv"]) as tmp:
+        t.to_csv(tmp, index=False)
+    return paths
+
+
+def read_table(path: str | os.PathLike):
+    """A timing table from a .parquet / .csv file, or from a directory holding timing.parquet."""
+    import pandas as pd
+
+    p = Path(path)
+    if p.is_dir():
+        for name in ("timing.parquet", "timing.csv"):
+            if (p / name).is_file():
+                p = p / name
+                break
+        else:
+            raise BsprofError(f"{path} holds no timing.parquet or timing.csv; run `bsprof timing -o {path}` first")
+    if not p.is_file():
+        raise BsprofError(f"timing table {path} does not exist; give a file written by `bsprof timing`")
+    try:
+        t = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except Exception as exc:
+        raise BsprofError(f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing file?") from None
+    missing = [c for c in COLUMNS if c not in t.columns]
+    if missing:
+        raise BsprofError(f"timing table {p} lacks columns {', '.join(missing)}; see docs/timing.md for the schema")
+    return t
+
+
+def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
+                     raw=None, plan=None, max_trace_events: int | None = None) -> dict:
+    """Everything `bsprof timing` leaves in a results dir: timing.parquet / .csv, trace.json, the
+    raw buffer (buffer.npy, when given) and timing.json (kind "timing"). Returns the JSON dict."""
+    import json
+
+    from bsprof.analyzers.timing_stats import summarize
+    from bsprof.io import write_text_atomic
+    from bsprof.reports.chrome_trace import DEFAULT_MAX_EVENTS, write_trace
+
+    out_dir = Path(out_dir)
+    paths = write_table(table, out_dir)
+    summary = summarize(table)
+    trace_meta = write_trace(table, out_dir / "trace.json",
+                             max_events=max_trace_events or DEFAULT_MAX_EVENTS,
+                             title=f"bsprof timing {meta.get('kernel_name', '')}".strip())
+    files = {"table": paths["parquet"].name, "csv": paths["csv"].name, "trace": "trace.json"}
+    if raw is not None:
+        import numpy as np
+
+        with atomic_path(out_dir / "buffer.npy") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, np.asarray(raw))
+        files["buffer"] = "buffer.npy"
+    doc = {
+        "bsprof": {"kind": "timing", "version": 1},
+        **meta,
+        "files": files,
+        "sample_every": int(table.attrs.get("sample_every", 1)),
+        "buffer_plan": plan.to_json() if plan is not None and hasattr(plan, "to_json") else None,
+        "stats": summary.to_json(),
+        "overhead": overhead or [],
+        "trace": trace_meta,
+    }
+    write_text_atomic(out_dir / "timing.json", json.dumps(doc, indent=2, default=_json_default) + "\n")
+    return doc
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(type(o).__name__)

@@ -1,0 +1,172 @@
+"""Validation arithmetic: the model's projected wall-time ratios against measured ones.
+
+Pure functions over measurements (no GPU): ``bsprof.profile.validate`` gathers them on the GPU;
+this module calibrates the model on the timing tables, projects each measured point and scores
+it. Error of a point = projected ratio ÷ measured ratio − 1 (so +2% means the model expected the
+build to be 2% slower, relative to the calibration build, than it was).
+
+A point: the model was calibrated on the timing build of ``calib`` (a key of ``tables``), then
+asked for ``delta_kloop`` / ``delta_phase1`` cycles per tile; the measured answer is
+``meas_us / base_us`` (median wall times of the target and the calibration builds' plain code).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from bsprof.errors import BsprofError
+
+
+@dataclass
+class Point:
+    direction: str          # "forward" (slow down from plain) or "reverse" (speed back up to plain)
+    knob: str               # "kloop", "phase1" or "both"
+    calib: str              # key of the timing table the model is calibrated on
+    delay_kloop: int        # the device knobs of the target build (cycles per K block / per tile)
+    delay_phase1: int
+    delta_kloop: float      # model input: cycles per tile on the K-loop (injected cost)
+    delta_phase1: float     # model input: cycles per tile on epilogue Phase 1
+    base_us: float          # median wall time of the calibration build (plain code)
+    meas_us: float          # median wall time of the target build (plain code)
+    # filled by evaluate()
+    measured_ratio: float = float("nan")
+    projected_det: float = float("nan")
+    projected_sto: float = float("nan")
+    projected_sto_p05: float = float("nan")
+    projected_sto_p95: float = float("nan")
+    err_det_pct: float = float("nan")
+    err_sto_pct: float = float("nan")
+    binding_before: str = ""
+    binding_after: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def model_api():
+    """``(calibrate, project)`` from the model package (#6), with a one-line error if it is absent."""
+    try:
+        from bsprof.analyzers.model import calibrate, project
+    except ImportError as exc:
+        raise BsprofError(f"the model (bsprof.analyzers.model) is not available in this build ({exc}); "
+                          "update bsprof") from None
+    return calibrate, project
+
+
+def _get(obj, *path, default=None):
+    for key in path:
+        if obj is None:
+            return default
+        obj = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+    return default if obj is None else obj
+
+
+def _as_json(projection) -> dict:
+    for name in ("to_json", "to_dict", "as_dict"):
+        fn = getattr(projection, name, None)
+        if callable(fn):
+            return fn()
+    if isinstance(projection, dict):
+        return projection
+    try:
+        return asdict(projection)
+    except TypeError:
+        raise BsprofError("the model's projection has no JSON form; cannot read its wall_ratio") from None
+
+
+def project_point(params, deltas: dict, project) -> dict:
+    """The model's projection for ``deltas`` as the JSON contract of #6 (deterministic / stochastic)."""
+    pj = _as_json(project(params, deltas))
+    det, sto = pj.get("deterministic", {}), pj.get("stochastic", {})
+    return {
+        "det": float(det.get("wall_ratio", math.nan)),
+        "sto": float(sto.get("wall_ratio", math.nan)),
+        "sto_p05": float(sto.get("wall_ratio_p05", math.nan)),
+        "sto_p95": float(sto.get("wall_ratio_p95", math.nan)),
+        "binding_before": str(det.get("binding_before", "")),
+        "binding_after": str(det.get("binding_after", "")),
+    }
+
+
+def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None) -> list[Point]:
+    """Calibrate once per table, project every point, fill in ratios and errors (in place)."""
+    if calibrate is None or project is None:
+        calibrate, project = model_api()
+    params = {}
+    for p in points:
+        if p.calib not in tables:
+            raise BsprofError(f"validation point calibrates on {p.calib!r}, which has no timing table")
+        if p.calib not in params:
+            params[p.calib] = calibrate(tables[p.calib])
+        deltas = {}
+        if p.delta_kloop:
+            deltas["kloop"] = float(p.delta_kloop)
+        if p.delta_phase1:
+            deltas["phase1"] = float(p.delta_phase1)
+        pr = project_point(params[p.calib], deltas, project)
+        p.measured_ratio = p.meas_us / p.base_us
+        p.projected_det, p.projected_sto = pr["det"], pr["sto"]
+        p.projected_sto_p05, p.projected_sto_p95 = pr["sto_p05"], pr["sto_p95"]
+        p.binding_before, p.binding_after = pr["binding_before"], pr["binding_after"]
+        p.err_det_pct = 100.0 * (p.projected_det / p.measured_ratio - 1.0)
+        p.err_sto_pct = 100.0 * (p.projected_sto / p.measured_ratio - 1.0)
+    return points
+
+
+def summary(points: list[Point]) -> dict:
+    """n, median and max |error| for each model; ``pass`` against the issue's target (H100:
+    median |error| <= 2%, max <= 5% over >= 12 points)."""
+    out = {"n": len(points)}
+    for key in ("det", "sto"):
+        errs = [abs(getattr(p, f"err_{key}_pct")) for p in points
+                if not math.isnan(getattr(p, f"err_{key}_pct"))]
+        if not errs:
+            out[key] = {"median_abs_pct": None, "max_abs_pct": None, "pass": False}
+            continue
+        med, mx = statistics.median(errs), max(errs)
+        out[key] = {"median_abs_pct": med, "max_abs_pct": mx,
+                    "pass": bool(len(errs) >= 12 and med <= 2.0 and mx <= 5.0)}
+    return out
+
+
+def to_frame(points: list[Point]):
+    import pandas as pd
+
+    rows = []
+    for p in points:
+        d = asdict(p)
+        extra = d.pop("extra") or {}
+        d.update({f"x_{k}": v for k, v in extra.items()})
+        rows.append(d)
+    return pd.DataFrame(rows)
+
+
+def from_frame(df) -> list[Point]:
+    """Points back from a validation.csv (the measured columns; evaluate() recomputes the rest)."""
+    need = ("direction", "knob", "calib", "delay_kloop", "delay_phase1", "delta_kloop", "delta_phase1",
+            "base_us", "meas_us")
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise BsprofError(f"validation table lacks columns {', '.join(missing)}; give a validation.csv "
+                          "written by `bsprof model --validate`")
+    pts = []
+    for r in df.to_dict("records"):
+        extra = {k[2:]: v for k, v in r.items() if k.startswith("x_")}
+        pts.append(Point(direction=str(r["direction"]), knob=str(r["knob"]), calib=str(r["calib"]),
+                         delay_kloop=int(r["delay_kloop"]), delay_phase1=int(r["delay_phase1"]),
+                         delta_kloop=float(r["delta_kloop"]), delta_phase1=float(r["delta_phase1"]),
+                         base_us=float(r["base_us"]), meas_us=float(r["meas_us"]), extra=extra))
+    return pts
+
+
+def spin_cost_fit(samples: dict[int, float]) -> tuple[float, float]:
+    """Least-squares ``cost = slope * d + intercept`` of the clock64 spin, from measured
+    ``{d: cycles}``; returns ``(slope, intercept)``."""
+    xs = [float(d) for d in samples]
+    ys = [float(samples[d]) for d in samples]
+    if len(xs) < 2:
+        raise BsprofError("spin calibration needs at least two delays")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return slope, my - slope * mx

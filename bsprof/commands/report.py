@@ -1,0 +1,42 @@
+"""`bsprof report`: render bsprof artifacts into one self-contained HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(name="report")
+@click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path, dir_okay=False), default=Path("report.html"),
+              show_default=True, help="HTML file to write (replaced atomically)")
+@click.option("--label", "labels", multiple=True,
+              help="column heading per DIR (default: the directory name; baseline/optimized for two)")
+@click.option("--title", default=None, help="page title")
+@click.option("--only", default=None, help="comma-separated section ids to render (e.g. summary,verdict,sol)")
+def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: str | None, only: str | None) -> None:
+    """Render DIR (a results directory of any bsprof verb), or BASELINE OPTIMIZED side by side, into one
+    HTML file that opens offline. With no DIR, renders the shipped sample artifacts."""
+    from bsprof.errors import BsprofError
+    from bsprof.reports.build import build, write
+    from bsprof.reports.samples import sample_runs
+
+    paths = list(dirs) or sample_runs()
+    if labels and len(labels) != len(paths):
+        raise BsprofError(f"{len(labels)} --label given for {len(paths)} inputs; give one per DIR or none")
+    if out.exists() and out.is_dir():
+        raise BsprofError(f"-o {out} is a directory; give a file name, e.g. -o {out / 'report.html'}")
+    sections = {s.strip() for s in only.split(",") if s.strip()} if only else None
+    html, info = build(paths, list(labels) or None, title, sections)
+    write(html, out)
+    for run in info.runs:
+        click.echo(f"{run.label}: {run.root} ({', '.join(run.kinds) or 'no artifacts'})")
+    for sid, who in info.sections.items():
+        click.echo(f"  section {sid}: {', '.join(who)}")
+    for key, line in info.failed.items():
+        click.echo(f"  warning: {key}: {line}", err=True)
+    for run in info.runs:
+        for p in run.problems:
+            click.echo(f"  skipped: {run.label}: {p}", err=True)
+    click.echo(f"wrote {out} ({info.bytes / 1e6:.1f} MB, {info.figures} figures, {info.seconds:.2f} s)")

@@ -1,0 +1,213 @@
+"""Rich tables for `bsprof sass` (printing only; the numbers come from the JSON result)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
+             "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
+
+
+def _short(name: str, width: int = 90) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def print_analysis(console: Console, result: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
+    for fn in result["functions"]:
+        _print_function(console, fn, by=by, mma_detail=mma_detail, show_features=show_features)
+
+
+def _cats_present(rows: list[dict]) -> list[str]:
+    seen = {c for r in rows for c, v in r["categories"].items() if v}
+    return [c for c in MAIN_CATS if c in seen] + sorted(seen - set(MAIN_CATS))
+
+
+def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
+    kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
+    head = (f"[bold]{_short(fn['name'])}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
+            f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
+    if "executed" in fn:
+        head += f" · {fn['executed']:,} warp-instructions executed"
+    console.print(head)
+    key = "role_regions" if by == "roles" and "role_regions" in fn else "regions"
+    rows = fn[key]
+    if key == "regions":  # keep the table readable: function, K-loops, MMA loops, their parents, big loops
+        keep = [rows[0]] + [r for r in rows[1:] if r["is_kloop"] or r["mma"]]
+        rest = sorted((r for r in rows[1:] if r not in keep), key=lambda r: -r["instructions"])
+        rows = keep + rest[: max(0, 8 - len(keep))]
+    if key == "role_regions":
+        _print_roles(console, rows)
+        rows = []
+    rows = rows[:7]
+    cats = _cats_present(rows)
+    t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
+                    "(static counts; ◀ = K-loop)", header_style="bold")
+    t.add_column("")
+    for r in rows:
+        t.add_column(_short(r["region"], 24) + (" ◀" if r["is_kloop"] else ""), justify="right")
+    t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
+    t.add_row("MMA", *[_fmt(r["mma"]) for r in rows])
+    t.add_row("overhead / MMA", *[_fmt(r["overhead_per_mma"]) for r in rows], end_section=True)
+    for c in cats:
+        t.add_row(f"  {c}", *[_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for r in rows])
+    if any("executed" in r for r in rows):
+        t.add_section()
+        t.add_row("executed (ncu)", *[_fmt(r.get("executed")) for r in rows])
+        if any("executed_per_tile" in r for r in rows):
+            t.add_row("executed / tile", *[_fmt(r.get("executed_per_tile")) for r in rows])
+        t.add_row("stall samples", *[_fmt(r.get("stall_samples")) for r in rows])
+    if rows:
+        console.print(t)
+    for r in fn[key]:
+        if r.get("per_tile_breakdown") and (r["is_kloop"] or r["region"] == "function" or key == "role_regions"):
+            console.print(f"  {r['region']}: {r['per_tile_breakdown']}")
+    if fn.get("stalls_by_category"):
+        st = Table(title="stall samples by instruction category (top reasons)", header_style="bold")
+        st.add_column("category")
+        st.add_column("samples", justify="right")
+        st.add_column("top reasons")
+        for cat, reasons in list(fn["stalls_by_category"].items())[:10]:
+            top = ", ".join(f"{k} {v}" for k, v in list(reasons.items())[:4])
+            st.add_row(cat, _fmt(sum(reasons.values())), top)
+        console.print(st)
+    if mma_detail:
+        _print_mma_detail(console, fn)
+    if show_features:
+        _print_features(console, fn)
+    if fn.get("unclassified"):
+        console.print(f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {', '.join(fn['unclassified'])}")
+    for note in fn.get("notes", []):
+        if not note.startswith("opcodes not in"):
+            console.print(f"[dim]note: {note}[/dim]")
+    console.print()
+
+
+def _print_roles(console: Console, rows: list[dict]) -> None:
+    rows = sorted(rows, key=lambda r: (-r["mma"], -r["instructions"]))
+    dyn = any("executed" in r for r in rows)
+    room = max(2, (console.width - 44 - (30 if dyn else 0)) // 8)
+    cats = [c for c in _cats_present(rows) if c != "mma"][:room]
+    t = Table(title="instruction mix by warp role / phase (line info + the kernel's scopes)", header_style="bold")
+    t.add_column("role / phase", overflow="fold", min_width=min(36, max(16, console.width // 3)))
+    t.add_column("inst", justify="right")
+    t.add_column("MMA", justify="right")
+    for c in cats:
+        t.add_column(c[:6], justify="right")
+    if dyn:
+        t.add_column("executed", justify="right")
+        if any("executed_per_tile" in r for r in rows):
+            t.add_column("/tile", justify="right")
+        t.add_column("stalls", justify="right")
+    for r in rows:
+        cells = [r["region"], _fmt(r["instructions"]), _fmt(r["mma"])]
+        cells += [_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for c in cats]
+        if dyn:
+            cells.append(_fmt(r.get("executed")))
+            if any("executed_per_tile" in x for x in rows):
+                cells.append(_fmt(r.get("executed_per_tile")))
+            cells.append(_fmt(r.get("stall_samples")))
+        t.add_row(*cells)
+    console.print(t)
+
+
+def _print_mma_detail(console: Console, fn: dict) -> None:
+    details = fn.get("mma_detail") or []
+    if not details:
+        console.print("[yellow]--mma-detail: no K-loop (no loop issues MMAs)[/yellow]")
+        return
+    for d in details:
+        console.print(f"[bold]K-loop {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
+                      f"{d['mean_between']} instructions between MMA issues on average")
+        per = ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())
+        console.print(f"  per MMA: {per}")
+        console.print("  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items()))
+        if d.get("stalls_between"):
+            console.print("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
+        if d.get("stalls_on_mma"):
+            console.print("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
+        for g, gap in enumerate(d["gaps"]):
+            t = Table(title=f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
+                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions",
+                      header_style="bold", title_justify="left")
+            t.add_column("pc")
+            t.add_column("instruction", overflow="fold")
+            t.add_column("category")
+            t.add_column("group")
+            has_ex = any("executed" in x for x in gap["stream"])
+            if has_ex:
+                t.add_column("executed", justify="right")
+                t.add_column("stalls")
+            for x in gap["stream"]:
+                cells = [f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
+                         f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or ""]
+                if has_ex:
+                    cells.append(_fmt(x.get("executed")))
+                    cells.append(", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
+                t.add_row(*cells)
+            console.print(t)
+
+
+def _print_features(console: Console, fn: dict) -> None:
+    from bsprof.analyzers.sass.features import DESCRIPTIONS
+
+    t = Table(title="feature checklist", header_style="bold", show_lines=True)
+    t.add_column("feature")
+    t.add_column("present")
+    t.add_column("evidence", overflow="fold")
+    for name, info in fn["feature_evidence"].items():
+        p = info["present"]
+        mark = "[green]yes[/green]" if p else ("[dim]n/a[/dim]" if p is None else "[red]no[/red]")
+        if name == "register_spills":
+            mark = "[red]yes[/red]" if p else "[green]no[/green]"
+        ev = "\n".join(info["evidence"][:4])
+        if info.get("note"):
+            ev = (ev + "\n" if ev else "") + f"({info['note']})"
+        t.add_row(DESCRIPTIONS.get(name, name), mark, ev)
+    console.print(t)
+
+
+def print_compare(console: Console, result: dict) -> None:
+    for cmp in result["compare"]:
+        a, b = cmp["a"], cmp["b"]
+        console.print(f"[bold]A[/bold] {_short(a['name'], 70)} ({a['source']})")
+        console.print(f"[bold]B[/bold] {_short(b['name'], 70)} ({b['source']})")
+        t = Table(title="A → B", header_style="bold")
+        t.add_column("")
+        t.add_column("A", justify="right")
+        t.add_column("B", justify="right")
+        t.add_column("Δ", justify="right")
+        ins = cmp["instructions"]
+        t.add_row("instructions", _fmt(ins["a"]), _fmt(ins["b"]), f"{ins['delta']:+,}")
+        ka, kb = cmp["kloop"]["a"], cmp["kloop"]["b"]
+        t.add_row("K-loop instructions", _fmt(ka["instructions"]), _fmt(kb["instructions"]), f"{cmp['kloop']['instructions_delta']:+,}")
+        t.add_row("K-loop MMA", _fmt(ka["mma"]), _fmt(kb["mma"]), f"{cmp['kloop']['mma_delta']:+,}")
+        t.add_row("K-loop overhead / MMA", _fmt(ka["overhead_per_mma"]), _fmt(kb["overhead_per_mma"]), "")
+        if "executed" in cmp:
+            e = cmp["executed"]
+            t.add_row("executed", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,}")
+        for cat, v in cmp["categories"].items():
+            if v["delta"]:
+                t.add_row(f"  {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
+        for cat, v in cmp["kloop"]["categories"].items():
+            if v["delta"]:
+                t.add_row(f"  K-loop {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
+        console.print(t)
+        changed = {k: v for k, v in cmp["features"].items() if v["a"] != v["b"]}
+        if changed:
+            console.print("features changed: " + ", ".join(f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}"
+                                                          for k, v in changed.items()))
+        top = list(cmp["opcodes"].items())[:12]
+        if top:
+            console.print("opcode deltas: " + ", ".join(f"{k} {v['delta']:+}" for k, v in top))
+        console.print()

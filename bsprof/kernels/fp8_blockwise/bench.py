@@ -1,0 +1,198 @@
+"""Correctness + timing of the FP8-blockwise kernels beside their peers, in one process.
+
+Peers (same fresh random inputs, same timing loop): cuBLAS blockwise FP8 (``torch._scaled_mm``
+with 1x128 / 128x128 scales), cuBLAS tensorwise FP8, bf16 cuBLAS (``torch.matmul``) and DeepGEMM
+(``deep_gemm.fp8_gemm_nt``) when it imports. Every kernel is timed the same way: CUDA events around
+each launch, warm L2 (the same operands every iteration), the median of ``iters`` launches.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bsprof.errors import BsprofError
+
+PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
+
+
+def time_fn(fn, warmup: int, iters: int) -> float:
+    """Median milliseconds of ``iters`` launches of ``fn`` (each timed alone with CUDA events)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def _peer_fns(ops, mnkl):
+    """name -> (launch fn, output tensor or None). Peers that cannot run here are left out with a reason."""
+    import torch
+
+    m, n, k, l = mnkl
+    fns: dict = {}
+    skipped: dict = {}
+    if l != 1:
+        return fns, {p: "batched (L > 1) problems have no cuBLAS/DeepGEMM peer here" for p in PEERS}
+    a, b = ops.a[0], ops.b[0]
+    sfa = ops.sfa[0].t()          # (M, K/128), column-major: what cuBLAS wants
+    sfb = ops.sfb[0]              # (N/128, K/128)
+    out_bw = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+
+    def bw():
+        return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16, out=out_bw)
+
+    try:
+        bw()
+        fns["cublas_blockwise"] = (bw, out_bw)
+    except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
+        skipped["cublas_blockwise"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    out_tw = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+
+    def tw():
+        return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=out_tw)
+
+    try:
+        tw()
+        fns["cublas_tensorwise"] = (tw, None)
+    except Exception as exc:  # noqa: BLE001
+        skipped["cublas_tensorwise"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+    a16 = a.to(torch.bfloat16)
+    b16 = b.to(torch.bfloat16)
+    out16 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    fns["cublas_bf16"] = (lambda: torch.matmul(a16, b16.t(), out=out16), None)
+
+    try:
+        import deep_gemm  # noqa: F401
+
+        out_dg = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+
+        def dg():
+            deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), out_dg)
+
+        dg()
+        fns["deepgemm"] = (dg, out_dg)
+    except Exception as exc:  # noqa: BLE001
+        skipped["deepgemm"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return fns, skipped
+
+
+def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
+            check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None) -> dict:
+    """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict."""
+    import torch
+
+    from bsprof.kernels.fp8_blockwise.launch import prepare
+    from bsprof.kernels.fp8_blockwise.quant import rel_error
+
+    m, n, k, l = mnkl
+    flops = 2.0 * m * n * k * l
+    rows = []
+    first = None
+    for spec in variants:
+        v, over = parse_spec(spec)
+        p = prepare(v, mnkl, seed=seed, **{**(config or {}), **over})
+        if first is None:
+            first = p
+        else:
+            p = _rebind(p, first)            # same inputs for every kernel
+            p._ref = first._ref
+        err = p.check() if check else None
+        ms = time_fn(p.launch, warmup, iters)
+        rows.append(dict(name=spec, ours=True, ms=ms, tflops=flops / ms / 1e9, rel_err=err))
+    skipped = {}
+    if peers:
+        fns, skipped = _peer_fns(first.ops, mnkl)
+        ref = first.reference() if check else None
+        for name, (fn, out) in fns.items():
+            err = None
+            if check and out is not None:
+                fn()
+                torch.cuda.synchronize()
+                try:
+                    err = rel_error(out.unsqueeze(0), ref)
+                except BsprofError as exc:
+                    err = f"{exc}"
+            ms = time_fn(fn, warmup, iters)
+            rows.append(dict(name=name, ours=False, ms=ms, tflops=flops / ms / 1e9, rel_err=err))
+    base = {r["name"]: r for r in rows}.get("cublas_blockwise")
+    for r in rows:
+        r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
+    return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters)
+
+
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """'optimized' or 'baseline:epilogue=tma,ab_stage=6' -> (variant, knob overrides)."""
+    name, _, rest = spec.partition(":")
+    over: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise BsprofError(f"kernel spec {spec!r}: expected key=value after ':', e.g. baseline:epilogue=tma")
+        over[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
+    return name, over
+
+
+def _rebind(p, first):
+    """Point a second prepared kernel at the first one's operands (one set of inputs per problem)."""
+    from bsprof.kernels.fp8_blockwise.launch import rebind
+
+    return rebind(p, first.ops)
+
+
+def print_table(console, results: list[dict], title: str) -> None:
+    from rich.table import Table
+
+    names: list[str] = []
+    for res in results:
+        for r in res["rows"]:
+            if r["name"] not in names:
+                names.append(r["name"])
+    t = Table(title=title)
+    t.add_column("M,N,K,L")
+    for nm in names:
+        t.add_column(f"{nm}\nTFLOP/s", justify="right")
+    t.add_column("optimized /\ncuBLAS bw", justify="right")
+    for res in results:
+        by = {r["name"]: r for r in res["rows"]}
+        cells = [",".join(str(x) for x in res["mnkl"])]
+        for nm in names:
+            r = by.get(nm)
+            cells.append("—" if r is None else f"{r['tflops']:,.0f}")
+        opt = by.get("optimized")
+        cells.append(f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—")
+        t.add_row(*cells)
+    console.print(t)
+    for res in results:
+        errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
+                         f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
+        if errs:
+            console.print(f"  {tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}")
+        for nm, why in res["skipped"].items():
+            console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
+
+
+def run(request, console) -> dict:
+    """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
+    from bsprof.profile.gpu import device_info
+
+    info = device_info()
+    variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
+    res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
+                  check=not request.skip_ref_check, seed=request.seed, config=request.config)
+    print_table(console, [res], f"fp8-blockwise on {info.get('name', 'GPU')} (median of {request.iters})")
+    for r in res["rows"]:
+        if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2:
+            raise BsprofError(f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug")
+    return {"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise", "variant": request.variant,
+            "device": info, **res}

@@ -1,0 +1,47 @@
+"""Variant -> kernel switches. ``baseline`` is the plain design; ``optimized`` keeps only the
+switches that measurement showed pay (docs/optimizations.md has the go/no-go record)."""
+
+from __future__ import annotations
+
+from bsprof.errors import BsprofError
+
+VARIANTS: dict[str, dict] = {
+    "baseline": dict(tile_n=128, cluster_m=1, ab_stage=4, epilogue="direct", promote="serial"),
+    "optimized": dict(tile_n=128, cluster_m=1, ab_stage=0, epilogue="tma", promote="serial"),
+}
+
+# knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
+KNOBS = ("tile_n", "cluster_m", "ab_stage", "epilogue", "promote", "consumer_regs")
+
+
+def resolve(variant: str, config: dict | None = None) -> dict:
+    """The kernel constructor arguments for ``variant`` with ``config`` overrides applied."""
+    if variant not in VARIANTS:
+        raise BsprofError(f"unknown fp8-blockwise variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    out = dict(VARIANTS[variant])
+    for key, val in (config or {}).items():
+        if val is None:
+            continue
+        if key == "mma_tiler":
+            tm, tn = val
+            if tm != 128:
+                raise BsprofError(f"--mma-tiler {tm},{tn}: the fp8-blockwise tile M is fixed at 128 "
+                                  "(two consumer warpgroups x 64 rows); choose e.g. --mma-tiler 128,128")
+            if tn not in (64, 128, 192, 256):
+                raise BsprofError(f"--mma-tiler {tm},{tn}: tile N must be 64, 128, 192 or 256")
+            out["tile_n"] = tn
+        elif key == "cluster":
+            cm, cn = val
+            if cn != 1 or cm not in (1, 2):
+                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1 and 2,1")
+            out["cluster_m"] = cm
+        elif key == "c_dtype":
+            if val not in ("BFloat16", "bfloat16"):
+                raise BsprofError(f"--c-dtype {val}: the fp8-blockwise family writes BFloat16 only")
+        elif key in ("sf_dtype", "sf_vec"):
+            raise BsprofError(f"--{key.replace('_', '-')} is an NVFP4 option; fp8-blockwise scales are float32 per 128")
+        elif key in KNOBS:
+            out[key] = val
+        else:
+            raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
+    return out

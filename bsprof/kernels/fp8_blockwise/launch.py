@@ -1,0 +1,236 @@
+"""Compile (CPU, any machine) and prepare (GPU) the FP8-blockwise kernels: the family contract."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bsprof.errors import BsprofError
+from bsprof.kernels.fp8_blockwise import config as cfg
+from bsprof.kernels.fp8_blockwise.quant import BLOCK, check_shape
+
+ARCH = "sm_90a"
+DEFAULT_MNKL = (4096, 4096, 4096, 1)
+H100_SMS = 132
+KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (ncu -k regex:...)
+
+
+def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
+    kw = cfg.resolve(variant, config)
+    kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
+    return kw
+
+
+def _fake_args(kw: dict, max_active_clusters: int):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+
+    m = cute.sym_int64(symbol="M")
+    n = cute.sym_int64(divisibility=8, symbol="N")
+    k = cute.sym_int64(divisibility=BLOCK, symbol="K")
+    kb = cute.sym_int64(symbol="KB")
+    nb = cute.sym_int64(symbol="NB")
+    l = cute.sym_int64(symbol="L")
+    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (m, k, l), stride_order=(1, 0, 2), assumed_align=16)
+    b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
+    sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
+    sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
+    c = make_fake_compact_tensor(cutlass.BFloat16, (m, n, l), stride_order=(1, 0, 2), assumed_align=16)
+    tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
+    return a, b, sfa, sfb, c, tbuf, cutlass.Int32(1), max_active_clusters, make_fake_stream()
+
+
+def _compile(kw: dict, max_active_clusters: int):
+    import cutlass.cute as cute
+
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+
+    gemm = Fp8BlockwiseGemm(**kw)
+    args = _fake_args(kw, max_active_clusters)
+    return cute.compile(gemm, *args)
+
+
+def compile_entry(**kw) -> None:
+    """Entry for :func:`bsprof.kernels.build.compile_to_cubin` (runs in a fresh interpreter)."""
+    max_active = H100_SMS // kw.get("cluster_m", 1)
+    _compile(kw, max_active)
+
+
+def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
+                  delay_kloop: int = 0, delay_phase1: int = 0, **config) -> Path:
+    """CPU-only compile for sm_90a; returns the kept cubin (cached by sources + knobs).
+
+    The kernel is shape-generic (M, N, K, L are runtime), so ``mnkl`` only validates the problem."""
+    from bsprof.kernels.build import compile_to_cubin
+
+    check_shape(tuple(mnkl))
+    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    suffix = "-timing" if timing else ""
+    out = Path(out_dir) / f"fp8_blockwise_{variant}{suffix}.{ARCH}.cubin"
+    return compile_to_cubin("bsprof.kernels.fp8_blockwise.launch:compile_entry", kw, ARCH, out, lineinfo=lineinfo)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU side
+# ---------------------------------------------------------------------------------------------
+_COMPILED: dict = {}
+
+
+def _compiled_for(kw: dict, args: tuple, max_active: int):
+    """Compile once per knob set with real layout-dynamic tensors: the result runs any shape."""
+    import cutlass.cute as cute
+
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+
+    key = tuple(sorted(kw.items()))
+    if key not in _COMPILED:
+        a, b, sfa, sfb, c, tbuf, slots, stream = args
+        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), a, b, sfa, sfb, c, tbuf, slots, max_active, stream)
+    return _COMPILED[key]
+
+
+def _max_active(kw: dict) -> int:
+    import cutlass.utils
+    import torch
+
+    torch.empty(1, device="cuda")  # HardwareInfo needs torch's (primary) context to be current
+    return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1))
+
+
+def _dyn(t, leading: int, align: int):
+    from cutlass.cute.runtime import from_dlpack
+
+    return from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=leading)
+
+
+def _cute_views(ops):
+    """torch operands -> layout-dynamic cute tensors in the kernel's (M, K, L)-style mode order."""
+    a = _dyn(ops.a.permute(1, 2, 0), 1, 16)
+    b = _dyn(ops.b.permute(1, 2, 0), 1, 16)
+    sfa = _dyn(ops.sfa.permute(2, 1, 0), 0, 4)
+    sfb = _dyn(ops.sfb.permute(1, 2, 0), 1, 4)
+    c = _dyn(ops.d.permute(1, 2, 0), 1, 16)
+    return a, b, sfa, sfb, c
+
+
+@dataclass
+class Prepared:
+    variant: str
+    mnkl: tuple
+    kernel_name: str
+    flops: float
+    ops: object
+    config: dict
+    _fn: object = None
+    _args: tuple = ()
+    _tail: tuple = ()
+    _plan: object = None
+    _tbuf: object = None
+    _ref: object = field(default=None, repr=False)
+
+    def launch(self) -> None:
+        if self._tbuf is not None:
+            self._tbuf.zero_()
+        self._fn(*self._args)
+
+    def reference(self):
+        from bsprof.kernels.fp8_blockwise.quant import reference
+
+        if self._ref is None:
+            self._ref = reference(self.ops.a, self.ops.sfa, self.ops.b, self.ops.sfb)
+        return self._ref
+
+    def check(self) -> float:
+        """Poison D, launch once, compare against the float64 reference (relative Frobenius)."""
+        import torch
+
+        from bsprof.kernels.fp8_blockwise.quant import poison, rel_error
+
+        poison(self.ops.d)
+        self.launch()
+        torch.cuda.synchronize()
+        return rel_error(self.ops.d, self.reference())
+
+    def timing_table(self):
+        if self._plan is None:
+            raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
+        import torch
+
+        from bsprof.analyzers.timing_buffer import decode_buffer
+
+        torch.cuda.synchronize()
+        return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
+
+    @property
+    def timing_plan(self):
+        return self._plan
+
+    @property
+    def timing_buffer(self):
+        return self._tbuf
+
+
+def grid_ctas(mnkl, tile_n: int, cluster_m: int, max_active_clusters: int) -> tuple[int, int]:
+    """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
+    m, n, _, l = mnkl
+    tiles_m = -(-m // 128)
+    tiles_m = -(-tiles_m // cluster_m) * cluster_m
+    tiles = tiles_m * -(-n // tile_n) * l
+    clusters = min(max_active_clusters, tiles // cluster_m)
+    ctas = clusters * cluster_m
+    return ctas, -(-tiles // ctas)
+
+
+def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
+            seed: int = 0, **config) -> Prepared:
+    """GPU: compile for this device (once per process and knob set), fresh random inputs."""
+    import torch
+
+    mnkl = tuple(int(x) for x in mnkl)
+    check_shape(mnkl)
+    if not torch.cuda.is_available():
+        raise BsprofError("prepare() needs a CUDA GPU; use compile_cubin() for CPU-only builds")
+    major, _ = torch.cuda.get_device_capability()
+    if major != 9:
+        raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
+                          "use the nvfp4 family on Blackwell")
+    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    import cuda.bindings.driver as cuda_drv
+    import cutlass
+
+    from bsprof.kernels.fp8_blockwise.quant import make_operands
+
+    ops = make_operands(mnkl, seed=seed)
+    max_active = _max_active(kw)
+    ctas, tiles_per_cta = grid_ctas(mnkl, kw["tile_n"], kw["cluster_m"], max_active)
+    plan = None
+    if timing:
+        from bsprof.analyzers.timing_buffer import plan_buffer
+
+        plan = plan_buffer(ctas, 12, tiles_per_cta)
+        kw["sample_every"] = plan.sample_every   # compiled in
+        tbuf = torch.zeros(math.prod(plan.shape), dtype=torch.int64, device="cuda")
+        slots = plan.tile_slots
+    else:
+        tbuf = torch.zeros(2, dtype=torch.int64, device="cuda")
+        slots = 1
+    stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
+    tail = (_dyn(tbuf, 0, 16), cutlass.Int32(slots), stream)
+    args = (*_cute_views(ops), *tail)
+    fn = _compiled_for(kw, args, max_active)
+    m, n, k, l = mnkl
+    return Prepared(
+        variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
+        config=kw, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
+    )
+
+
+def rebind(p: Prepared, ops) -> Prepared:
+    """Point ``p`` at other operands of the same shape (so several kernels share one input set)."""
+    p.ops = ops
+    p._args = (*_cute_views(ops), *p._tail)
+    p._ref = None
+    return p

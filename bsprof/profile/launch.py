@@ -1,0 +1,121 @@
+"""The process ncu runs: warm-ups, then ONE measured launch inside an NVTX range ncu filters on.
+
+    python -m bsprof.profile.launch --family fp8-blockwise --variant optimized --mnkl 4096,4096,4096,1 \
+        --warmup 3 --info /tmp/launch.json
+
+The measured launch is wrapped in the push/pop range :data:`NVTX_RANGE`, so ncu (``--nvtx
+--nvtx-include bsprof_measured/``) captures it and nothing else: not the warm-ups, not the input
+set-up or reference kernels. It is also bracketed by cudaProfilerStart/Stop, for ncu's
+``--profile-from-start off`` (the runner's ``capture="profiler-api"``). What was launched (kernel name, FLOPs, problem, device) goes to
+``--info`` as JSON for the runner. Errors: ``error: <one line>`` on stderr, exit code 2.
+
+``--torch-scaled-mm`` profiles ``torch._scaled_mm`` (FP8 e4m3, bf16 out, cuBLAS) instead of a bundled
+kernel: a reference point, and what the triage-vs-full measurement uses when no bundled kernel runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+NVTX_RANGE = "bsprof_measured"
+
+
+class _TorchScaledMM:
+    """cuBLAS FP8 GEMM through torch._scaled_mm (per-tensor scales), the shape of the fixtures."""
+
+    def __init__(self, mnkl):
+        import torch
+
+        m, n, k, l = mnkl
+        if l != 1:
+            raise ValueError("--torch-scaled-mm supports L=1 only")
+        dev = torch.device("cuda")
+        g = torch.Generator(device=dev).manual_seed(0)
+        self.a = torch.randn(m, k, device=dev, generator=g).to(torch.float8_e4m3fn)
+        self.b = torch.randn(n, k, device=dev, generator=g).to(torch.float8_e4m3fn).t()  # column-major B
+        self.sa = torch.ones((), device=dev)
+        self.sb = torch.ones((), device=dev)
+        self.flops = 2.0 * m * n * k
+        self.kernel_name = "torch._scaled_mm (cuBLAS)"
+
+    def launch(self):
+        import torch
+
+        torch._scaled_mm(self.a, self.b, scale_a=self.sa, scale_b=self.sb, out_dtype=torch.bfloat16)
+
+
+def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
+    if torch_scaled_mm:
+        return _TorchScaledMM(mnkl)
+    from bsprof.kernels.api import family_module
+
+    module = family_module(family)
+    if not hasattr(module, "prepare"):
+        from bsprof.errors import BsprofError
+        raise BsprofError(f"no bundled {family} kernel is available in this build yet "
+                          f"(bsprof.kernels.{module.__name__.rsplit('.', 1)[-1]} has no prepare()); "
+                          "profile an existing report with: bsprof ncu --report FILE.ncu-rep")
+    return module.prepare(variant, tuple(mnkl))
+
+
+def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:
+    import torch
+
+    from bsprof.profile.gpu import device_info
+
+    info = device_info()
+    prep = prepare(family, variant, mnkl, torch_scaled_mm)
+    for _ in range(warmup):
+        prep.launch()
+    torch.cuda.synchronize()
+    # both markers: the NVTX range (ncu --nvtx-include) and the profiler API (ncu --profile-from-start off)
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    torch.cuda.profiler.start()
+    prep.launch()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    torch.cuda.nvtx.range_pop()
+    return {
+        "kernel_name": getattr(prep, "kernel_name", None),
+        "flops": float(getattr(prep, "flops", 0.0) or 0.0),
+        "family": "torch-scaled-mm" if torch_scaled_mm else family,
+        "variant": "cublas" if torch_scaled_mm else variant,
+        "mnkl": list(mnkl),
+        "warmup": warmup,
+        "device": info["name"],
+        "capability": list(info["capability"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bsprof.errors import BsprofError
+
+    p = argparse.ArgumentParser(prog="python -m bsprof.profile.launch")
+    p.add_argument("--family", default="fp8-blockwise")
+    p.add_argument("--variant", default="optimized")
+    p.add_argument("--mnkl", required=True)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--info", default=None, help="write what was launched here (JSON)")
+    p.add_argument("--torch-scaled-mm", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        from bsprof.kernels.api import parse_mnkl
+
+        result = run(args.family, args.variant, parse_mnkl(args.mnkl), args.warmup, args.torch_scaled_mm)
+    except BsprofError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:  # the kernel's own failure: one line for the runner, not a traceback
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"error: the launcher failed: {type(exc).__name__}: {first}", file=sys.stderr, flush=True)
+        return 2
+    if args.info:
+        from bsprof.io import write_text_atomic
+        write_text_atomic(args.info, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

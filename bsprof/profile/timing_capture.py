@@ -1,0 +1,106 @@
+"""GPU side of `bsprof timing`: build, launch, time and capture a bundled kernel's timing build.
+
+Wall times are medians over many launches in one process, the variants interleaved round by
+round (plain, timing, plain, ...) so clock and thermal drift hit them alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from bsprof.errors import BsprofError
+
+# The three benchmark shapes of the Hopper family (issue #4); overhead is reported on each.
+BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
+                                                       (8192, 8192, 1024, 1))
+
+
+def prepare(family: str, variant: str, mnkl, **kwargs):
+    """``family.prepare(variant, mnkl, **kwargs)`` with a one-line error when the family has none."""
+    from bsprof.kernels.api import family_module
+
+    module = family_module(family)
+    if not hasattr(module, "prepare"):
+        raise BsprofError(f"the {family} family has no runnable kernel in this build (no prepare()); "
+                          "on Hopper use --family fp8-blockwise")
+    return module.prepare(variant, tuple(mnkl), **kwargs)
+
+
+def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5) -> dict[str, float]:
+    """Median per-launch time (µs) of each launcher; each round times ``inner`` back-to-back launches
+    of every launcher in turn with CUDA events."""
+    import torch
+
+    if not launchers:
+        return {}
+    for fn in launchers.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {k: [] for k in launchers}
+    names = list(launchers)
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]  # alternate order: no variant always goes first
+        for name in order:
+            fn = launchers[name]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) * 1000.0 / inner)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def raw_launcher(prep):
+    """The launch to time. A timing build need not zero its buffer between launches (fixed slots:
+    every launch rewrites the same slots), so where a Prepared exposes its compiled function and
+    arguments we call them directly, keeping a per-launch memset out of the overhead figure."""
+    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    if callable(fn) and isinstance(args, tuple):
+        return lambda: fn(*args)
+    return prep.launch
+
+
+@dataclass
+class Capture:
+    table: object              # pandas DataFrame (timing_schema)
+    raw: object | None         # the int64 event buffer as numpy, when the kernel exposes it
+    plan: object | None        # its BufferPlan
+    kernel_name: str
+
+
+def capture(prep, *, warmup: int = 3) -> Capture:
+    """Launch the timing build ``warmup + 1`` times (fixed slots: the last launch overwrites every
+    slot) and decode its buffer."""
+    import torch
+
+    for _ in range(warmup + 1):
+        prep.launch()
+    torch.cuda.synchronize()
+    if not hasattr(prep, "timing_table"):
+        raise BsprofError("this kernel build has no timing_table(); was it prepared with timing=True?")
+    table = prep.timing_table()
+    raw = getattr(prep, "timing_buffer", None)
+    plan = getattr(prep, "timing_plan", None)
+    if raw is not None and hasattr(raw, "detach"):
+        raw = raw.detach().cpu().numpy()
+    return Capture(table, raw, plan, getattr(prep, "kernel_name", "?"))
+
+
+def overhead(family: str, variant: str, shapes, *, rounds: int = 30, inner: int = 10, log=None) -> list[dict]:
+    """Plain vs timing build on each shape: median µs of each and the overhead in percent."""
+    out = []
+    for mnkl in shapes:
+        plain = prepare(family, variant, mnkl, timing=False)
+        timed = prepare(family, variant, mnkl, timing=True)
+        med = median_us({"plain": raw_launcher(plain), "timing": raw_launcher(timed)}, rounds=rounds, inner=inner)
+        row = {"mnkl": list(mnkl), "plain_us": med["plain"], "timing_us": med["timing"],
+               "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0)}
+        out.append(row)
+        if log:
+            log(row)
+        del plain, timed
+    return out

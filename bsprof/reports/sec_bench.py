@@ -1,0 +1,111 @@
+"""Bench results: the kernel's time beside cuBLAS (and DeepGEMM on Hopper), measured in one process.
+
+Reads the ``bench`` artifact (``bsprof bench --json > DIR/bench.json``): ``family``, ``variant``,
+``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
+median, ``tflops``, ``rel_err``) and ``skipped`` (peers that could not run, with why).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bsprof.reports.artifacts import Artifact, Run
+from bsprof.reports.fmt import fmt, num
+from bsprof.reports.page import Figure, Section, note, table
+
+
+def _bench(run: Run) -> tuple[Artifact, dict, dict | None] | None:
+    """(artifact, its data, the row of the variant it was run for)."""
+    for art in run.of("bench"):
+        rows = [r for r in art.data.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
+        if not rows:
+            continue
+        variant = art.data.get("variant")
+        mine = next((r for r in rows if r.get("ours") and r.get("name") == variant), None)
+        mine = mine or next((r for r in rows if r.get("ours")), None)
+        return art, art.data, mine
+    return None
+
+
+def _device_name(d: dict) -> str | None:
+    dev = d.get("device")
+    if isinstance(dev, dict):
+        return dev.get("name")
+    return dev if isinstance(dev, str) else None
+
+
+def peak_for(device: str | None, family: str | None, precision: str | None = None) -> tuple[float | None, str | None]:
+    """Dense peak TFLOP/s of the device for the family's precision (the ncu analyzer's table)."""
+    try:
+        from bsprof.analyzers.ncu.peaks import FAMILY_PRECISION, peak_tflops
+    except ImportError:
+        return None, None
+    prec = precision or FAMILY_PRECISION.get(family or "")
+    if not prec or not device:
+        return None, prec
+    return peak_tflops(device, prec), prec
+
+
+def headline(run: Run) -> dict[str, Any]:
+    got = _bench(run)
+    if not got:
+        return {}
+    art, d, mine = got
+    out: dict[str, Any] = {"family": d.get("family"), "variant": d.get("variant"), "device": _device_name(d)}
+    if isinstance(d.get("mnkl"), list) and len(d["mnkl"]) in (3, 4):
+        out["mnkl"] = tuple(int(x) for x in (list(d["mnkl"]) + [1])[:4])
+    if mine is None:
+        return out
+    out["kernel"] = f"bsprof {d.get('family', '')} {mine.get('name')}".strip()
+    out["time_ms"] = num(mine.get("ms"))
+    out["tflops"] = num(mine.get("tflops"))
+    out["time_how"] = f"median of {d.get('iters', '?')} launches after {d.get('warmup', '?')} warm-up, bench"
+    peak, prec = peak_for(out["device"], d.get("family"))
+    if peak:
+        out["peak_tflops"], out["precision"] = peak, prec
+    out["peer_ratios"] = {r["name"]: num(mine["ms"]) / num(r["ms"]) for r in d.get("rows") or []
+                          if isinstance(r, dict) and not r.get("ours") and num(r.get("ms"))}
+    out["source"] = art.path.name
+    return out
+
+
+def peers_table(run: Run) -> Section | None:
+    """The bench rows as a table and a TFLOP/s bar chart (with the device peak), or None."""
+    import plotly.graph_objects as go
+
+    got = _bench(run)
+    if not got:
+        return None
+    art, d, mine = got
+    rows = [r for r in d.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
+    ref = num(mine["ms"]) if mine else None
+    body = []
+    for r in rows:
+        err = r.get("rel_err")
+        body.append([r.get("name"), "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
+                     fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—",
+                     f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—")])
+    sec = Section("peers", "")
+    sec.add(table(body, ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}",
+                         "rel. error vs float64"], numeric=(2, 3, 4),
+                  caption=f"measured in one process on the same inputs: {d.get('warmup', '?')} warm-up, median of "
+                          f"{d.get('iters', '?')} launches ({art.path.name})"))
+    for name, why in (d.get("skipped") or {}).items():
+        sec.add(note(f"peer {name} not measured: {why}"))
+    peak, prec = peak_for(_device_name(d), d.get("family"))
+    names = [str(r.get("name")) for r in rows][::-1]
+    vals = [num(r.get("tflops")) or 0 for r in rows][::-1]
+    fig = go.Figure(go.Bar(x=vals, y=names, orientation="h",
+                           marker_color=["#c0504d" if r.get("ours") else "#7f7f7f" for r in rows][::-1],
+                           text=[f"{v:,.0f}" for v in vals], textposition="outside",
+                           hovertemplate="%{y}: %{x:,.0f} TFLOP/s<extra></extra>"))
+    if peak:
+        fig.add_vline(x=peak, line_dash="dash", line_color="#1d2330",
+                      annotation_text=f"dense {prec} peak {peak:,.0f}", annotation_position="top left")
+    fig.update_layout(xaxis=dict(title="TFLOP/s", range=[0, max(vals + [peak or 0]) * 1.15]), showlegend=False,
+                      title=dict(text="Throughput beside the peers (speed of light dashed)", font=dict(size=13)))
+    sec.add(Figure(fig, height=110 + 30 * len(rows)))
+    return sec
+
+
+__all__ = ["headline", "peers_table", "peak_for"]

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Regenerates the shipped sample artifacts (bsprof/data/samples/) by RUNNING the bsprof verbs on the
+# repository's real inputs; `bsprof report` with no DIR renders samples/run. No GPU needed.
+#
+#   scripts/make_samples.sh            (from anywhere; works on the repository it lives in)
+#
+# Inputs: tests/data/h100_cublas_fp8_4096.ncu-rep (H100, cuBLAS FP8 4096^3), the real sm_100a cubin
+# in tests/data/sass/, the bundled fp8-blockwise kernels (compiled for sm_90a on the CPU), the
+# model's embedded B200 default, and the H100 timing/validation captures under tests/data/h100_timing/.
+# A step whose input or verb is missing says so and is skipped; nothing is hand-written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BSPROF=${BSPROF:-"python3 -m bsprof"}
+OUT=bsprof/data/samples
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+new="$tmp/samples"; run="$new/run"; mkdir -p "$run" "$new/pair"
+have_verb() { python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('bsprof.commands.$1') is None)"; }
+skip() { echo "   skipped: $*"; }
+# the one directory a verb created under $1 (verbs name their result directories by time)
+only_dir() { local d=("$1"/*/); [ ${#d[@]} -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]%/}"; }
+
+echo "== ncu: H100 cuBLAS FP8 4096^3 (2*4096^3 FLOPs)"
+$BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep --flops 137438953472 -o "$tmp/ncu" >/dev/null
+mv "$(only_dir "$tmp/ncu")" "$run/ncu_h100_cublas"
+
+echo "== sass: the same cuBLAS launch from its SourceCounters (per-PC executed counts, stall samples)"
+$BSPROF sass tests/data/h100_cublas_fp8_4096.ncu-rep --mma-detail --mnkl 4096,4096,4096 --tile-mn 128,128 \
+  -o "$run/sass_h100_cublas" >/dev/null
+
+echo "== sass: NVIDIA's CuTe DSL persistent dense GEMM, sm_100a cubin (2-CTA UTCHMMA, TMA store)"
+$BSPROF sass tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin --mma-detail --features \
+  -o "$run/sass_sm100a_cubin" >/dev/null
+
+echo "== sass: the bundled fp8-blockwise kernels, compiled for sm_90a on this CPU (warp roles from line info)"
+for v in baseline optimized; do
+  $BSPROF sass --kernel "$v" --arch sm_90a --mma-detail --features -o "$new/pair/$v/sass" >/dev/null
+done
+cp -r "$new/pair/optimized/sass" "$run/sass_fp8_optimized"
+
+if have_verb model; then
+  echo "== model: the embedded B200 default, a K-loop x Phase-1 sweep"
+  $BSPROF model --sweep kloop=-600:600:100,phase1=-600:600:100 -o "$run/model_b200_default" >/dev/null
+else
+  skip "bsprof model is not in this build"
+fi
+
+cap=tests/data/h100_timing
+if [ -d "$cap" ]; then
+  echo "== timing + validation: the H100 capture in $cap"
+  for j in $(grep -l '"kind": *"timing"' -r "$cap" --include='*.json' || true); do
+    d=$(dirname "$j"); cp -r "$d" "$run/timing_h100"; break
+  done
+  for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' || true); do
+    d=$(dirname "$j"); mkdir -p "$run/validation_h100"
+    cp "$d"/validation.json "$d"/validation.csv "$run/validation_h100/"; break
+  done
+else
+  skip "no H100 timing capture in $cap"
+fi
+
+rm -rf "$OUT.new" && mv "$new" "$OUT.new"
+rm -rf "$OUT" && mv "$OUT.new" "$OUT"
+du -sh "$OUT"; (cd "$OUT" && find . -type f | sort)

@@ -1,0 +1,1 @@
+"""Small CuTe DSL kernels compiled (never run) by the SASS analyzer tests."""

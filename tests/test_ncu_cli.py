@@ -1,0 +1,141 @@
+"""`bsprof ncu` as a user runs it: --report, --json contract, --compare, -o, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from bsprof.cli import cli
+
+CUBLAS = "h100_cublas_fp8_4096.ncu-rep"
+TINY = "h100_cute_tiny.ncu-rep"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["ncu", *map(str, args)])
+
+
+def _one_line_error(res, *needles):
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    assert "Traceback" not in res.output
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_report_human_output(data_dir):
+    res = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT" in out
+    assert "verdict: compute-bound (near-peak)" in out
+    assert "because sol_compute_pct = 81.1 >= 60 (sol_bound_pct)" in out
+    assert "try: fusion" in out
+    assert "MemoryWorkloadAnalysis_Tables/MemoryCacheAccessPattern" in out and "56.7% global" in out
+    assert "1,327" in out  # TFLOP/s
+
+
+def test_json_contract(data_dir):
+    res = run("--report", data_dir / CUBLAS, "--json")
+    assert res.exit_code == 0
+    js = json.loads(res.output)
+    assert js["bsprof"] == {"kind": "ncu", "version": 1}
+    (launch,) = js["launches"]
+    assert launch["kernel"].startswith("nvjet_sm90")
+    assert launch["duration_ns"] == 103552.0
+    assert launch["registers_per_thread"] == 168
+    assert launch["grid"] == [2, 66, 1] and launch["block"] == [384, 1, 1] and launch["cluster"] == [2, 1, 1]
+    assert launch["verdict"] == "compute-bound"
+    assert launch["metrics"]["sm__throughput.avg.pct_of_peak_sustained_elapsed"] == pytest.approx(81.08, abs=0.01)
+    assert launch["inst_executed_by_opcode"]["QGMMA"] == 1048576
+    assert launch["rules"][0]["speedup_pct"] == pytest.approx(56.72, abs=0.01)
+    assert launch["derived"]["tflops"] is None  # no --flops: unknown, not 0
+
+
+def test_report_with_output_dir(data_dir, tmp_path):
+    res = run("--report", data_dir / TINY, "-o", tmp_path, "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)["output_dir"]
+    (sub,) = list(tmp_path.iterdir())
+    assert str(sub) == d and sorted(p.name for p in sub.iterdir()) == ["summary.json", "summary.parquet"]
+    again = json.loads(run("--report", data_dir / TINY, "-o", tmp_path, "--json").output)["output_dir"]
+    assert again != d and len(list(tmp_path.iterdir())) == 2
+
+
+def test_compare_reports_and_dirs(data_dir, tmp_path):
+    res = run("--compare", data_dir / CUBLAS, data_dir / TINY)
+    assert res.exit_code == 0, res.output
+    assert "verdict A: compute-bound (near-peak)" in res.output
+    assert "verdict B: occupancy-limited" in res.output
+    js = json.loads(run("--compare", data_dir / CUBLAS, data_dir / TINY, "--json").output)
+    rows = {r["metric"]: r for r in js["compare"]["metrics"]}
+    assert rows["duration_ns"]["delta"] == pytest.approx(2656.0 - 103552.0)
+    assert rows["registers_per_thread"]["b"] == 16
+    # a result directory stands for the report inside it
+    rd = tmp_path / "run1"
+    rd.mkdir()
+    shutil.copy(data_dir / TINY, rd / "x.ncu-rep")
+    assert run("--compare", rd, data_dir / TINY).exit_code == 0
+    _one_line_error(run("--compare", tmp_path, data_dir / TINY), "expected one .ncu-rep")
+
+
+def test_filter_matching_nothing_lists_kernels(data_dir):
+    _one_line_error(run("--report", data_dir / CUBLAS, "--filter", "fp4_gemm"), "matches no kernel",
+                    "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT")
+
+
+def test_bad_report_files(data_dir, tmp_path):
+    raw = (data_dir / TINY).read_bytes()
+    (tmp_path / "empty.ncu-rep").write_bytes(b"")
+    (tmp_path / "cut.ncu-rep").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "head.ncu-rep").write_bytes(raw[:100])
+    (tmp_path / "notes.ncu-rep").write_text("not a report\n" * 50)
+    newer = bytearray(raw)
+    newer[4] = 99  # the file-format version field after the "NVR\0" magic: a future format
+    (tmp_path / "newer.ncu-rep").write_bytes(bytes(newer))
+    _one_line_error(run("--report", tmp_path / "empty.ncu-rep"), "empty")
+    _one_line_error(run("--report", tmp_path / "cut.ncu-rep"), "truncated")
+    _one_line_error(run("--report", tmp_path / "head.ncu-rep"), "truncated")
+    _one_line_error(run("--report", tmp_path / "notes.ncu-rep"), "not a readable Nsight Compute report")
+    _one_line_error(run("--report", tmp_path / "newer.ncu-rep"), "newer ncu", "ncu-report")
+    _one_line_error(run("--report", tmp_path / "missing.ncu-rep"), "no such report file")
+
+
+def test_bad_report_leaves_no_output(tmp_path):
+    (tmp_path / "cut.ncu-rep").write_bytes(b"NVR\x00" + b"\x00" * 200)
+    out = tmp_path / "out"
+    _one_line_error(run("--report", tmp_path / "cut.ncu-rep", "-o", out))
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_usage_errors(data_dir):
+    _one_line_error(run(), "exactly one of")
+    _one_line_error(run("--report", data_dir / TINY, "--kernel", "optimized"), "exactly one of")
+    _one_line_error(run("--report", data_dir / TINY, "--flops", "-5"), "--flops must be positive")
+
+
+def test_kernel_mode_without_ncu_or_kernel(monkeypatch, tmp_path):
+    """On this machine: either the family has no prepare() yet, or ncu is missing; both one line."""
+    from bsprof.profile import ncu_runner
+
+    monkeypatch.setattr(ncu_runner.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ncu_runner, "_NCU_GLOBS", ())
+    line = _one_line_error(run("--kernel", "optimized", "--family", "fp8-blockwise", "-o", tmp_path))
+    assert "no bundled fp8-blockwise kernel is available" in line or "ncu (Nsight Compute) is not installed" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_kernel_mode_without_gpu(monkeypatch, tmp_path):
+    from bsprof.profile import gpu, ncu_runner
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU")
+    gpu.device_info.cache_clear()
+    monkeypatch.setattr(ncu_runner, "find_ncu", lambda: "/usr/bin/ncu")
+    _one_line_error(run("--kernel", "optimized", "--family", "auto", "-o", tmp_path), "no NVIDIA GPU")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,44 @@
+"""End to end on a GPU: `bsprof ncu --kernel optimized` profiles the bundled kernel with real ncu."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.gpu
+def test_ncu_kernel_optimized_end_to_end(tmp_path):
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.api import family_for_capability, family_module
+    from bsprof.profile.gpu import device_info
+    from bsprof.profile.ncu_runner import find_ncu
+
+    try:
+        find_ncu()
+    except BsprofError as exc:
+        pytest.skip(str(exc))
+    family = family_for_capability(device_info()["capability"])
+    if not hasattr(family_module(family), "prepare"):
+        pytest.skip(f"the {family} kernel has no prepare() in this build")
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized", "--set", "triage",
+                           "-o", str(tmp_path), "--json"], capture_output=True, text=True, env=env, timeout=540)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    js = json.loads(proc.stdout)
+    assert js["bsprof"] == {"kind": "ncu", "version": 1}
+    (launch,) = js["launches"]  # only the measured launch was captured
+    assert launch["duration_ns"] > 0 and launch["registers_per_thread"] > 0
+    assert launch["verdict"] in ("memory-bound", "compute-bound", "latency/sync-bound", "occupancy-limited")
+    assert launch["derived"]["tflops"] > 0
+    assert js["replay_passes"] and js["replay_passes"] > 0
+    assert "replay pass" in proc.stderr
+    (d,) = [p for p in tmp_path.iterdir()]
+    assert d.name.startswith(f"optimized_{family}_")
+    assert any(p.suffix == ".ncu-rep" for p in d.iterdir()) and (d / "summary.json").is_file()

@@ -1,0 +1,128 @@
+"""The report built from the shipped samples (real artifacts written by the other verbs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from bsprof.reports.artifacts import discover, identity
+from bsprof.reports.build import build
+from bsprof.reports.samples import RUN as SAMPLES
+
+
+def _sample(name: str) -> Path:
+    p = SAMPLES / name
+    if not p.is_dir():
+        pytest.skip(f"sample {name} not shipped (scripts/make_samples.sh)")
+    return p
+
+
+def _figure_specs(html: str) -> list[dict]:
+    return [json.loads(m.replace("<\\/", "</")) for m in
+            re.findall(r'<script type="application/json" class="bsprof-fig"[^>]*>(.*?)</script>', html, re.S)]
+
+
+def test_samples_report_small_fast_and_complete():
+    t0 = time.perf_counter()
+    html, info = build([SAMPLES])
+    elapsed = time.perf_counter() - t0
+    assert info.failed == {}
+    assert info.bytes < 10 * 1024 * 1024, info.bytes
+    assert elapsed < 10, elapsed
+    # plotly.js is embedded exactly once, and no figure carries its own copy or a CDN link
+    assert html.count("plotly.js v") <= 2 and "cdn.plot.ly" not in html
+    run = discover(SAMPLES)
+    expect = {"ncu": {"verdict", "sol", "stalls"}, "sass": {"sass-mix", "mma-gaps"}, "timing": {"timing", "timeline"},
+              "model": {"model"}, "validation": {"validation"}}
+    for kind, sections in expect.items():
+        if run.of(kind):
+            assert sections <= set(info.sections), (kind, info.sections)
+    assert "summary" in info.sections
+    assert info.figures == len(_figure_specs(html)) >= 5
+
+
+def test_verdict_and_sol_come_from_the_ncu_summary():
+    d = _sample("ncu_h100_cublas")
+    summary = json.loads((d / "summary.json").read_text())
+    launch = summary["launches"][0]
+    html, info = build([d])
+    for line in launch["verdict_detail"]["evidence"]:
+        assert line.replace(">", "&gt;") in html
+    assert launch["verdict_detail"]["class"] in html
+    sol = next(s for s in _figure_specs(html) if "speed of light" in json.dumps(s.get("layout", {})).lower())
+    bars = dict(zip(sol["data"][0]["y"], sol["data"][0]["x"]))
+    assert bars["SM (compute) SOL"] == pytest.approx(launch["columns"]["sol_compute_pct"])
+    assert bars["memory SOL"] == pytest.approx(launch["columns"]["sol_memory_pct"])
+    # the problem size was given: TFLOP/s and the gap to the device peak are in the summary
+    tflops = launch["derived"]["tflops"]
+    assert f"{tflops:,.0f} TFLOP/s" in html and "of the 1,979 TFLOP/s dense fp8 peak" in html
+
+
+def test_sass_mix_shows_the_kloop_of_the_sm100_cubin():
+    d = _sample("sass_sm100a_cubin")
+    html, info = build([d])
+    assert {"sass-mix", "mma-gaps"} <= set(info.sections)
+    # the fixture's documented K-loop: 87 instructions, 4 UTCHMMA.2CTA
+    assert "K-loop @0x13e0 (87 inst, 4 MMA)" in html
+    gaps = next(s for s in _figure_specs(html) if any("MMA %{x}" in str(t.get("hovertemplate")) for t in s["data"]))
+    per_gap = [sum(t["y"][i] for t in gaps["data"]) for i in range(len(gaps["data"][0]["y"]))]
+    assert len(per_gap) == 4 and sum(per_gap) == 87 - 4
+
+
+def test_stall_samples_per_region_from_source_counters():
+    d = _sample("sass_h100_cublas")
+    html, _ = build([d, ])
+    assert "Stall samples per SASS region" in html
+
+
+def test_two_runs_of_different_kernels_get_a_marked_section_not_a_crash():
+    a, b = _sample("ncu_h100_cublas"), _sample("sass_sm100a_cubin")
+    html, info = build([a, b])
+    assert "compare" in info.sections
+    assert "runs of different kernels" in html and "architecture: baseline has sm_90, optimized has sm_100" in html
+    assert 'class="warning"' in html
+
+
+def test_same_run_twice_compares_cell_by_cell_with_zero_difference():
+    d = _sample("ncu_h100_cublas")
+    html, info = build([d, d], labels=["baseline", "optimized"])
+    assert "compare" in info.sections
+    row = re.search(r"<tr[^>]*><td>ncu</td><td>SM \(compute\) SOL \(%\)</td>(.*?)</tr>", html)
+    assert row and "+0.0 %" in row.group(1)
+
+
+def test_a_section_that_throws_becomes_a_warning(monkeypatch):
+    from bsprof.reports import sec_ncu
+
+    def broken(run):
+        raise KeyError("launches")
+
+    monkeypatch.setattr(sec_ncu, "sol", broken)
+    html, info = build([_sample("ncu_h100_cublas")])
+    assert "sol/ncu_h100_cublas" in info.failed
+    assert "could not be rendered" in html and "KeyError" in html
+    assert "verdict" in info.sections  # the rest of the page is intact
+
+
+def test_timing_json_without_its_table_is_marked(tmp_path):
+    src = SAMPLES / "timing_h100"
+    if not src.is_dir():
+        pytest.skip("timing sample not shipped yet")
+    dst = tmp_path / "half"
+    shutil.copytree(src, dst)
+    for p in dst.glob("timing.*"):
+        if p.suffix in (".parquet", ".csv"):
+            p.unlink()
+    html, info = build([dst])
+    assert "timing table" in html and "half-written" in html
+
+
+def test_identity_reads_every_kind():
+    ident = identity(discover(_sample("ncu_h100_cublas")))
+    assert ident["arch"] == "sm_90" and "H100" in ident["device"]
+    assert identity(discover(_sample("sass_sm100a_cubin")))["arch"] == "sm_100"

@@ -1,0 +1,155 @@
+"""Validation arithmetic: ratios, errors, summary, the sweep plan, and re-scoring from a CSV."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from bsprof.analyzers import validation as V
+from bsprof.errors import BsprofError
+from bsprof.profile.validate import _delay_for, plan_sweep
+
+
+def serial_model():
+    """A deliberately simple model (tile = kloop + phase1 means) with #6's JSON contract, so the
+    arithmetic around the model can be checked by hand."""
+    def calibrate(table):
+        d = (table["end"] - table["start"])
+        k = d[(table["role"] == "mma") & (table["phase"] == "kloop")].mean()
+        p = d[(table["role"] == "epilogue") & (table["phase"] == "phase1")].mean()
+        return {"tile": k + p}
+
+    def project(params, deltas):
+        new = params["tile"] + deltas.get("kloop", 0) + deltas.get("phase1", 0)
+        side = {"wall_ratio": new / params["tile"], "baseline_tile_cycles": params["tile"],
+                "projected_tile_cycles": new, "binding_before": "epilogue", "binding_after": "epilogue"}
+        return {"deterministic": side, "stochastic": dict(side, wall_ratio=new / params["tile"] * 1.001,
+                                                             wall_ratio_p05=0.99, wall_ratio_p95=1.01)}
+    return calibrate, project
+
+
+def table(kloop=4000, phase1=1000):
+    rows = []
+    for tile in range(4):
+        rows.append((0, 0, 4, "mma", tile, "kloop", 100, 100 + kloop))
+        rows.append((0, 0, 4, "epilogue", tile, "phase1", 200 + kloop, 200 + kloop + phase1))
+    return pd.DataFrame(rows, columns=["sm", "cta", "warp", "role", "tile", "phase", "start", "end"])
+
+
+def test_evaluate_scores_forward_and_reverse_points():
+    cal, proj = serial_model()
+    tables = {"plain": table(), "slow": table(kloop=4500)}
+    pts = [
+        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0),
+        V.Point("reverse", "kloop", "slow", 0, 0, -500.0, 0.0, base_us=110.0, meas_us=100.0),
+    ]
+    V.evaluate(pts, tables, calibrate=cal, project=proj)
+    f, r = pts
+    assert f.measured_ratio == pytest.approx(1.10)
+    assert f.projected_det == pytest.approx(5500 / 5000)
+    assert f.err_det_pct == pytest.approx(0.0, abs=1e-9)
+    assert f.err_sto_pct == pytest.approx(0.1, abs=1e-6)
+    assert r.projected_det == pytest.approx(5000 / 5500)
+    assert r.err_det_pct == pytest.approx(100 * ((5000 / 5500) / (100 / 110) - 1), abs=1e-9)
+    s = V.summary(pts)
+    assert s["n"] == 2 and s["det"]["max_abs_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert s["det"]["pass"] is False  # fewer than 12 points never passes
+
+
+def test_summary_target_thresholds():
+    pts = [V.Point("forward", "kloop", "plain", 1, 0, 1.0, 0.0, 1.0, 1.0) for _ in range(12)]
+    for i, p in enumerate(pts):
+        p.err_det_pct = 1.0 if i < 11 else -4.9
+        p.err_sto_pct = 1.0 if i < 11 else 5.1
+    s = V.summary(pts)
+    assert s["det"]["pass"] and s["det"]["median_abs_pct"] == 1.0 and s["det"]["max_abs_pct"] == 4.9
+    assert not s["sto"]["pass"]
+
+
+def test_frame_roundtrip_recomputes_the_same_errors(tmp_path):
+    cal, proj = serial_model()
+    pts = [V.Point("forward", "phase1", "plain", 0, 300, 0.0, 320.0, 100.0, 106.0, extra={"d_mma_kloop": 3.0})]
+    V.evaluate(pts, {"plain": table()}, calibrate=cal, project=proj)
+    V.to_frame(pts).to_csv(tmp_path / "v.csv", index=False)
+    back = V.from_frame(pd.read_csv(tmp_path / "v.csv"))
+    assert back[0].extra == {"d_mma_kloop": 3.0}
+    V.evaluate(back, {"plain": table()}, calibrate=cal, project=proj)
+    assert back[0].err_det_pct == pytest.approx(pts[0].err_det_pct)
+    with pytest.raises(BsprofError, match="lacks columns"):
+        V.from_frame(pd.DataFrame({"knob": ["kloop"]}))
+
+
+def test_missing_calibration_table_is_an_error():
+    cal, proj = serial_model()
+    with pytest.raises(BsprofError, match="no timing table"):
+        V.evaluate([V.Point("reverse", "kloop", "nope", 0, 0, -1.0, 0.0, 1.0, 1.0)], {}, calibrate=cal, project=proj)
+
+
+def test_spin_cost_fit_and_delay_inversion():
+    slope, icpt = V.spin_cost_fit({64: 64 * 1.01 + 30, 256: 256 * 1.01 + 30, 1024: 1024 * 1.01 + 30})
+    assert slope == pytest.approx(1.01) and icpt == pytest.approx(30)
+    d, cost = _delay_for(500.0, {"slope": slope, "intercept": icpt})
+    assert d == round((500 - 30) / 1.01) and cost == pytest.approx(500, abs=1.1)
+
+
+def test_sweep_crosses_the_deficit_on_the_slack_side():
+    spin = {"slope": 1.0, "intercept": 20.0}
+    plan = plan_sweep(tile=20_000, deficit=1_000, binding="epilogue", k_blocks=32, spin=spin)
+    kl = [v["delta_kloop"] for v in plan if v["knob"] == "kloop"]
+    assert min(kl) < 1_000 < max(kl) and max(kl) >= 3_000  # from below to well above the deficit
+    assert all(v["delay_kloop"] >= 1 for v in plan if v["knob"] != "phase1")
+    assert len(plan) >= 12
+    # injected cost = k_blocks * spin cost of the per-block delay
+    v = plan[0]
+    assert v["delta_kloop"] == pytest.approx(32 * (v["delay_kloop"] + 20))
+    no_deficit = plan_sweep(tile=20_000, deficit=0, binding="", k_blocks=32, spin=spin)
+    assert max(v["delta_phase1"] for v in no_deficit) == pytest.approx(0.25 * 20_000, abs=1.0)
+    with pytest.raises(BsprofError):
+        plan_sweep(tile=0, deficit=0, binding="", k_blocks=1, spin=spin)
+
+
+def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
+    """validate.run end to end with the GPU pieces replaced by a simulated serial kernel whose
+    wall time is tiles x (kloop + phase1): the serial model must then score ~0 error."""
+    import json
+
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile import validate
+
+    cal, proj = serial_model()
+    monkeypatch.setattr(V, "model_api", lambda: (cal, proj))
+    monkeypatch.setattr("bsprof.profile.gpu.device_info",
+                        lambda: {"name": "SimGPU", "capability": (9, 0), "sm_count": 132})
+    spin = {"slope": 1.0, "intercept": 10.0, "samples": {}, "record_floor": 30.0}
+
+    class Sim:
+        def __init__(self, timing, delay_kloop=0, delay_phase1=0):
+            self.k = 4000 + 32 * (delay_kloop + 10 if delay_kloop else 0)
+            self.p = 1000 + (delay_phase1 + 10 if delay_phase1 else 0)
+            self.kernel_name = "sim"
+
+        def launch(self):
+            pass
+
+    def prepare(family, variant, mnkl, timing=False, delay_kloop=0, delay_phase1=0):
+        return Sim(timing, delay_kloop, delay_phase1)
+
+    monkeypatch.setattr(tc, "prepare", prepare)
+    monkeypatch.setattr(tc, "capture", lambda p: tc.Capture(table(p.k, p.p), None, None, "sim"))
+    monkeypatch.setattr(tc, "raw_launcher", lambda p: p)
+    monkeypatch.setattr(tc, "median_us", lambda launchers, **kw: {k: 8 * (p.k + p.p) / 1755.0
+                                                                   for k, p in launchers.items()})
+    doc = validate.run(kernel="optimized", family="fp8-blockwise", mnkl="4096,4096,4096", out_dir=tmp_path,
+                       spin=spin)
+    assert doc["summary"]["n"] >= 12
+    assert doc["summary"]["det"]["max_abs_pct"] < 1e-9  # the simulated kernel IS the serial model
+    assert doc["summary"]["det"]["pass"]
+    kinds = {(p["direction"], p["knob"]) for p in doc["points"]}
+    assert ("reverse", "kloop") in kinds and ("forward", "both") in kinds
+    run_dir = tmp_path / next(iter(p.name for p in tmp_path.iterdir()))
+    assert json.loads((run_dir / "validation.json").read_text())["bsprof"]["kind"] == "validation"
+    # the same measurements re-scored from disk give the same errors
+    again = validate.rescore(run_dir)
+    assert again["summary"]["det"]["max_abs_pct"] < 1e-9
