@@ -1,7 +1,8 @@
 """Every command in PROFILE_INSTRUCTIONS.md runs, so the document cannot rot.
 
 Convention (stated in the document): fenced ```bash blocks are commands; a block with a line ending
-in ``# gpu`` needs a GPU and is skipped without one. CPU blocks run from a scratch directory that
+in ``# gpu`` needs a GPU and is skipped without one; a line ending in ``# setup`` installs packages
+and is left to CI's own set-up step (the rest of its block still runs). CPU blocks run from a scratch directory that
 links the repository's ``tests``, ``bsprof``, ``scripts`` and ``benchmarks`` (so commands read the
 shipped artifacts and write nowhere in the checkout). A ```text block right after a bash block is a
 real output excerpt: each of its lines must appear in what that block printed (``...`` elides).
@@ -62,6 +63,9 @@ _BLOCKS = blocks() if DOC.exists() else []
 def test_command_block_runs(line, kind, body, excerpt, workdir):
     if kind == "gpu" and not _has_gpu():
         pytest.skip(f"PROFILE_INSTRUCTIONS.md line {line}: GPU command (# gpu), no GPU here")
+    body = "\n".join(x for x in body.splitlines() if not re.search(r"#\s*setup\s*$", x))
+    if not body.strip():
+        pytest.skip(f"PROFILE_INSTRUCTIONS.md line {line}: package set-up (# setup), done by CI's set-up step")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                COLUMNS="120", NO_COLOR="1", TERM="dumb")
     res = subprocess.run(["bash", "-e", "-c", body], cwd=workdir, env=env, capture_output=True, text=True,

@@ -23,6 +23,8 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
     from bsprof.reports.samples import sample_runs
 
     paths = list(dirs) or sample_runs()
+    if not dirs and title is None:
+        title = "bsprof sample report (shipped artifacts: bsprof/data/samples/run)"
     if labels and len(labels) != len(paths):
         raise BsprofError(f"{len(labels)} --label given for {len(paths)} inputs; give one per DIR or none")
     if out.exists() and out.is_dir():

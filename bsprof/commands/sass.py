@@ -153,6 +153,8 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
                   "functions": [_function_json(fa, mma_detail, tiles, by) for fa in analyses[0]]}
     csv_text = _csv(result, by)
     written = _write(out_dir, result, csv_text) if out_dir is not None else None
+    if written is not None and (as_json or as_csv):
+        click.echo(f"wrote {written}/sass.json and regions.csv", err=True)
     if as_json:
         click.echo(json.dumps(result, indent=1, default=str))
         return

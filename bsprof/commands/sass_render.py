@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
@@ -19,7 +20,7 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
     if isinstance(v, int):
-        return f"{v:,}"
+        return f"{v / 1e6:,.1f}M" if abs(v) >= 10_000_000 else f"{v:,}"
     return str(v)
 
 
@@ -35,7 +36,7 @@ def _cats_present(rows: list[dict]) -> list[str]:
 
 def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
-    head = (f"[bold]{_short(fn['name'])}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
+    head = (f"[bold]{escape(_short(fn['name']))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
     if "executed" in fn:
         head += f" · {fn['executed']:,} warp-instructions executed"
@@ -53,7 +54,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     cats = _cats_present(rows)
     t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
                     "(static counts; ◀ = K-loop)", header_style="bold")
-    t.add_column("")
+    t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
         t.add_column(_short(r["region"], 24) + (" ◀" if r["is_kloop"] else ""), justify="right")
     t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
@@ -67,11 +68,18 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         if any("executed_per_tile" in r for r in rows):
             t.add_row("executed / tile", *[_fmt(r.get("executed_per_tile")) for r in rows])
         t.add_row("stall samples", *[_fmt(r.get("stall_samples")) for r in rows])
+        if any(r.get("executed_per_mma") is not None for r in rows):
+            t.add_row("executed / MMA", *[_fmt(r.get("executed_per_mma")) for r in rows])
+            t.add_row("hot instructions", *[_fmt(r.get("hot_instructions")) for r in rows])
     if rows:
         console.print(t)
-    for r in fn[key]:
-        if r.get("per_tile_breakdown") and (r["is_kloop"] or r["region"] == "function" or key == "role_regions"):
-            console.print(f"  {r['region']}: {r['per_tile_breakdown']}")
+    shown = [r for r in fn[key] if r.get("per_tile_breakdown") and (r["mma"] or r["region"] == "function")]
+    if key == "role_regions":  # and the busiest roles
+        busy = sorted((r for r in fn[key] if r.get("per_tile_breakdown") and r not in shown),
+                      key=lambda r: -(r.get("executed") or 0))
+        shown += busy[:3]
+    for r in shown:
+        console.print(f"  {escape(r['region'])}: {r['per_tile_breakdown']}")
     if fn.get("stalls_by_category"):
         st = Table(title="stall samples by instruction category (top reasons)", header_style="bold")
         st.add_column("category")
@@ -89,14 +97,14 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         console.print(f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {', '.join(fn['unclassified'])}")
     for note in fn.get("notes", []):
         if not note.startswith("opcodes not in"):
-            console.print(f"[dim]note: {note}[/dim]")
+            console.print(f"[dim]note: {escape(note)}[/dim]")
     console.print()
 
 
 def _print_roles(console: Console, rows: list[dict]) -> None:
     rows = sorted(rows, key=lambda r: (-r["mma"], -r["instructions"]))
     dyn = any("executed" in r for r in rows)
-    room = max(2, (console.width - 44 - (30 if dyn else 0)) // 8)
+    room = max(2, (console.width - 52 - (32 if dyn else 0)) // 9)
     cats = [c for c in _cats_present(rows) if c != "mma"][:room]
     t = Table(title="instruction mix by warp role / phase (line info + the kernel's scopes)", header_style="bold")
     t.add_column("role / phase", overflow="fold", min_width=min(36, max(16, console.width // 3)))
@@ -110,7 +118,7 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
             t.add_column("/tile", justify="right")
         t.add_column("stalls", justify="right")
     for r in rows:
-        cells = [r["region"], _fmt(r["instructions"]), _fmt(r["mma"])]
+        cells = [escape(r["region"]), _fmt(r["instructions"]), _fmt(r["mma"])]
         cells += [_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for c in cats]
         if dyn:
             cells.append(_fmt(r.get("executed")))
@@ -136,7 +144,12 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
             console.print("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
         if d.get("stalls_on_mma"):
             console.print("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
+        back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
+        if back_to_back:
+            console.print(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
         for g, gap in enumerate(d["gaps"]):
+            if gap["between"] == 0:
+                continue
             t = Table(title=f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
                       if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions",
                       header_style="bold", title_justify="left")
@@ -150,7 +163,7 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
                 t.add_column("stalls")
             for x in gap["stream"]:
                 cells = [f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
-                         f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or ""]
+                         escape(f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip()), x["category"], x["group"] or ""]
                 if has_ex:
                     cells.append(_fmt(x.get("executed")))
                     cells.append(", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
@@ -173,6 +186,7 @@ def _print_features(console: Console, fn: dict) -> None:
         ev = "\n".join(info["evidence"][:4])
         if info.get("note"):
             ev = (ev + "\n" if ev else "") + f"({info['note']})"
+        ev = escape(ev)
         t.add_row(DESCRIPTIONS.get(name, name), mark, ev)
     console.print(t)
 
@@ -180,8 +194,8 @@ def _print_features(console: Console, fn: dict) -> None:
 def print_compare(console: Console, result: dict) -> None:
     for cmp in result["compare"]:
         a, b = cmp["a"], cmp["b"]
-        console.print(f"[bold]A[/bold] {_short(a['name'], 70)} ({a['source']})")
-        console.print(f"[bold]B[/bold] {_short(b['name'], 70)} ({b['source']})")
+        console.print(f"[bold]A[/bold] {escape(_short(a['name'], 70))} ({escape(str(a['source']))})")
+        console.print(f"[bold]B[/bold] {escape(_short(b['name'], 70))} ({escape(str(b['source']))})")
         t = Table(title="A → B", header_style="bold")
         t.add_column("")
         t.add_column("A", justify="right")

@@ -61,9 +61,9 @@ def spin_calibration(console=None) -> dict:
 
 def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
     """Device knob d for a wanted per-unit cost, and the cost it really injects."""
-    d = int(round((delta_per_unit - spin["intercept"]) / spin["slope"]))
-    if d <= 0:
-        d = 1
+    raw = (delta_per_unit - spin["intercept"]) / spin["slope"]
+    # two significant digits: shapes with similar per-unit targets share compiled builds
+    d = int(float(f"{raw:.2g}")) if raw >= 1 else 1
     return d, spin["slope"] * d + spin["intercept"]
 
 

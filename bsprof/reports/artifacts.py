@@ -25,6 +25,7 @@ class Artifact:
     kind: str
     path: Path
     data: dict[str, Any]
+    _tables: dict[Path, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def dir(self) -> Path:
@@ -50,10 +51,14 @@ class Artifact:
         path = self.table(*names)
         if path is None:
             return None
+        if path in self._tables:  # several sections read the same table
+            return self._tables[path]
         import pandas as pd
 
         try:
-            return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+            df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+            self._tables[path] = df
+            return df
         except Exception as exc:  # a half-written table is a note on the page, not a crash
             raise TableError(f"{path.name} could not be read ({type(exc).__name__}: {exc})") from exc
 

@@ -135,9 +135,16 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
 
 
 def write(html: str, out: Path) -> Path:
+    """Replace ``out`` atomically; readable like any file the user creates (temp files are 0600)."""
+    import os
+
     from bsprof.io import write_text_atomic
 
-    return write_text_atomic(out, html)
+    path = write_text_atomic(out, html)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+    return path
 
 
 __all__ = ["build", "write", "ReportInfo", "KINDS"]

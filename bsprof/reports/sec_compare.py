@@ -121,6 +121,8 @@ def render(a: Run, b: Run) -> Section:
             label, better = key
             va, vb = ma.get(key), mb.get(key)
             na, nb = num(va), num(vb)
+            if not na and not nb and not isinstance(va, str) and not isinstance(vb, str):
+                continue  # zero (or absent) on both sides says nothing
             if na is not None and nb is not None:
                 diff, rel = fmt(nb - na), signed_pct(nb, na)
                 cls = ""

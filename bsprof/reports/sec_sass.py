@@ -291,8 +291,13 @@ def compare_metrics(run: Run) -> dict[tuple[str, str | None], Any]:
         out[("K-loop instructions", "lower")] = num(lp.get("instructions"))
         out[("K-loop MMAs", None)] = num(lp.get("mma"))
         out[("K-loop overhead / MMA", "lower")] = num(lp.get("overhead_per_mma"))
-        for cat in ("sync", "tc_control", "uniform"):
-            out[(f"K-loop {cat}", "lower")] = num((lp.get("categories") or {}).get(cat, 0))
+        kcats = lp.get("categories") or {}
+        for cat in category_order():  # zeros too: the other run may have some (rows 0 in both are dropped)
+            if cat != "mma":
+                out[(f"K-loop {cat}", "lower")] = float(num(kcats.get(cat)) or 0)
+    cats = fn.get("categories") or {}
+    for cat in category_order():
+        out[(f"function {cat}", None if cat == "mma" else "lower")] = float(num(cats.get(cat)) or 0)
     feats = fn.get("features") or {}
     for name, present in feats.items() if isinstance(feats, dict) else []:
         out[(f"feature: {name}", None)] = "yes" if present else "no"

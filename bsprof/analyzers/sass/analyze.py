@@ -87,6 +87,21 @@ class FunctionAnalysis:
             return None
         return int(sum(self.executed[i] for i in indices))
 
+    def steady_state(self, lp: Loop) -> dict:
+        """With ncu counts: executed instructions per executed MMA in the loop's own blocks, and the
+        instructions that run at least half as often as its MMAs (the hot path, not the prologue,
+        epilogue or rare branches the natural loop also contains)."""
+        if self.executed is None or not lp.own_mma:
+            return {}
+        own = lp.own_instructions
+        mma_ex = [self.executed[i] for i in own if self.instructions[i].category == "mma"]
+        peak = max(mma_ex)
+        if peak == 0:
+            return {"executed_per_mma": None, "hot_instructions": 0}
+        hot = [i for i in own if self.executed[i] >= 0.5 * peak]
+        return {"executed_per_mma": round(sum(self.executed[i] for i in own) / sum(mma_ex), 2),
+                "hot_instructions": len(hot), "hot_categories": self.categories(hot)}
+
     def loop_dict(self, lp: Loop) -> dict:
         cats = self.categories(lp.instructions)
         head = self.instructions[lp.instructions[0]] if lp.instructions else None
@@ -96,10 +111,13 @@ class FunctionAnalysis:
             "mma": lp.mma,
             "categories": cats,
             "is_kloop": lp.is_kloop,
+            "own_mma": lp.own_mma,
+            "own_instructions": len(lp.own_instructions),
             "id": lp.id,
             "parent": lp.parent,
             "start_pc": head.pc if head is not None else None,
             "start_index": lp.instructions[0] if lp.instructions else None,
+            "header_pc": self.instructions[lp.header_start].pc if lp.header_start is not None else None,
             "overhead_per_mma": round((lp.size - lp.mma) / lp.mma, 2) if lp.mma else None,
             "opcodes": self.opcode_counts(lp.instructions),
         }
@@ -108,6 +126,7 @@ class FunctionAnalysis:
             d["source_lines"] = [lines[0], lines[-1]]
         if self.executed is not None:
             d["executed"] = self.executed_in(lp.instructions)
+            d.update(self.steady_state(lp))
         if self.roles is not None:
             d["roles"] = dict(Counter(self.roles[j] for j in lp.instructions))
         return d
@@ -157,7 +176,8 @@ def analyze_function(fn: Function, source: str = "") -> FunctionAnalysis:
 
 def select_functions(functions: list[Function], pattern: str | None, where: str) -> list[Function]:
     if not functions:
-        raise BsprofError(f"{where}: no SASS instructions found; pass nvdisasm/cuobjdump output, a cubin or an .ncu-rep")
+        raise BsprofError(f"{where}: not an ELF/cubin, fatbin or SASS listing (no instructions found); "
+                          "pass a .cubin, nvdisasm/cuobjdump --dump-sass output or an .ncu-rep")
     if pattern is None:
         return functions
     try:

@@ -30,7 +30,7 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
     PC offset from the function start (a cubin analysis + the ncu report of the same build)."""
     n = len(fa.instructions)
     if fa.function is sc.function or (len(sc.executed) == n and all(
-            a.pc == b.pc for a, b in zip(fa.instructions, sc.function.instructions))):
+            a.pc == b.pc and a.base == b.base for a, b in zip(fa.instructions, sc.function.instructions))):
         fa.executed, fa.stalls = list(sc.executed), list(sc.stalls)
     else:
         base = sc.function.instructions[0].pc if sc.function.instructions else 0
@@ -79,10 +79,11 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
         return [Region(lab, idx, is_kloop=bool(kset.intersection(idx))) for lab, idx in groups.items()]
     out = [Region("function", list(range(len(fa.instructions))))]
     for lp in fa.loops:
-        head = fa.instructions[lp.instructions[0]]
+        extra = fa.steady_state(lp)
+        head = fa.instructions[lp.header_start if lp.header_start is not None else lp.instructions[0]]
         where = f"{head.pc:#06x}" if head.pc is not None else f"#{head.index}"
         tag = "K-loop" if lp.is_kloop else "loop"
-        out.append(Region(f"{tag} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth))
+        out.append(Region(f"{tag} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth, extra))
     return out
 
 
@@ -99,6 +100,7 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
             "mma": mma, "categories": dict(cats),
             "overhead_per_mma": round((len(ins) - mma) / mma, 2) if mma else None,
         }
+        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions")})
         if fa.executed is not None:
             ex = [fa.executed[i] for i in reg.indices]
             ex_cats: Counter = Counter()
@@ -131,7 +133,7 @@ def per_tile_text(ex_cats: Counter, fa: FunctionAnalysis, indices: list[int], ti
             ops[ins.base] += fa.executed[i]
         elif ins.base in ("SYNCS", "UTCBAR", "R2UR"):
             ops[ins.base] += fa.executed[i]
-    parts = [f"{total:.0f} instructions per tile"]
+    parts = [f"{total:.0f} warp-instructions per tile"]
     rest = total
     for op, c in ops.most_common():
         v = c / tiles
@@ -169,7 +171,7 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         raise BsprofError(f"{fa.name}: no loop issues MMAs, so there is no K-loop to detail")
     out = []
     for lp in loops:
-        body = lp.instructions
+        body = lp.own_instructions or lp.instructions
         mpos = [k for k, i in enumerate(body) if fa.instructions[i].category == "mma"]
         gaps = []
         for g, k in enumerate(mpos):
@@ -195,9 +197,9 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         groups = Counter(_group(fa.instructions[i].opcode) for i in body if fa.instructions[i].category != "mma")
         cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
         d = {
-            "loop": lp.id, "instructions": lp.size, "mma": n_mma,
-            "mean_between_mma": round((lp.size - n_mma) / n_mma, 2) if n_mma else None,
-            "mean_between": round((lp.size - n_mma) / n_mma, 2) if n_mma else None,
+            "loop": lp.id, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
+            "mean_between_mma": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
+            "mean_between": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "per_mma": {name: round(groups.get(name, 0) / n_mma, 2) for name, _ in DETAIL_GROUPS},
             "counts": {name: groups.get(name, 0) for name, _ in DETAIL_GROUPS},
             "categories_per_mma": {c: round(v / n_mma, 2) for c, v in cats.most_common()},

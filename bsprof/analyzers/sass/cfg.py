@@ -50,7 +50,10 @@ def _branch_targets(fn: Function, ins: Instruction, pc_index: dict[int, int]) ->
         return out if len(out) == len(labels) else None
     hm = _HEX_TARGET_RE.search(ins.operands)
     if hm is not None:
-        idx = pc_index.get(int(hm.group(1), 16))
+        target = int(hm.group(1), 16)
+        idx = pc_index.get(target)
+        if idx is None and fn.pc_base:
+            idx = pc_index.get(target - fn.pc_base)
         return None if idx is None else [idx]
     return None
 

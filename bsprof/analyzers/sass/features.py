@@ -47,9 +47,14 @@ class Feature:
     present: bool | None
     evidence: list[str] = field(default_factory=list)
     note: str = ""
+    # a number when the check measures one (pipeline stages)
+    value: int | None = None
 
     def to_dict(self) -> dict:
-        return {"present": self.present, "evidence": self.evidence, "note": self.note}
+        d = {"present": self.present, "evidence": self.evidence, "note": self.note}
+        if self.value is not None:
+            d["value"] = self.value
+        return d
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,8 +71,17 @@ def evidence_line(ins: Instruction) -> str:
     return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
 
 
+_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UBLKST", "STG", "ST", "UTCCP", "SYNCS", "UTMAPF",
+                           "LDL", "STL"})
+
+
 def _pick(fn: Function, pred) -> list[Instruction]:
-    return [ins for ins in fn.instructions if pred(ins)]
+    # feature checks only look at a handful of opcodes (and MMAs): filter once per function
+    cand = getattr(fn, "_feature_candidates", None)
+    if cand is None:
+        cand = [i for i in fn.instructions if i.base in _PICKED_BASES or i.category in ("mma", "local")]
+        fn._feature_candidates = cand  # type: ignore[attr-defined]
+    return [ins for ins in cand if pred(ins)]
 
 
 def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
@@ -94,11 +108,20 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
     out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
 
+    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.is_kloop])
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
     waits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.PHASECHK"))
-    if inits:
+    if rings:
+        stages = max(n for n, _ in rings)
+        out["multi_stage_pipeline"] = Feature(
+            "multi_stage_pipeline", stages >= 2, [f"{evidence_line(i)}  (stage index wraps at {n})" for n, i in rings[:MAX_EVIDENCE]],
+            f"K-loop stage ring(s) of {', '.join(str(n) for n, _ in rings)} stages; "
+            f"{len(inits)} static mbarrier inits, {len(waits)} phase waits",
+        )
+        out["multi_stage_pipeline"].value = stages
+    elif inits:
         out["multi_stage_pipeline"] = Feature(
             "multi_stage_pipeline", len(inits) >= 4, [evidence_line(i) for i in inits[:MAX_EVIDENCE]],
             f"{len(inits)} static mbarrier inits (SYNCS.EXCH.64; a loop of inits counts once), "
@@ -112,11 +135,12 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["tma_cache_hint"] = _feature("tma_cache_hint", hinted,
                                      "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
 
-    kloops = [lp for lp in loops if lp.is_kloop]
     outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
+    # prefer the loops that issue no MMA themselves (the tile loop) as the evidence
+    outer.sort(key=lambda lp: (lp.is_kloop, lp.depth))
     ev = []
     for lp in outer[:MAX_EVIDENCE]:
-        head = fn.instructions[lp.instructions[0]]
+        head = fn.instructions[header_index(lp)]
         ev.append(f"loop at {evidence_line(head)} ({lp.size} instructions, depth {lp.depth}) encloses a K-loop")
     note = "" if kloops else "no K-loop found"
     if kloops and not outer:
@@ -136,6 +160,37 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     return out
 
 
+_SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
+
+
+def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
+    """Pipeline stage rings a K-loop advances: ``idx += 1; p = idx != N; idx = p ? idx : 0``
+    (``(U)ISETP.NE`` against an immediate, then ``(U)SEL idx, idx, (U)RZ, p``). Returns (N, setp)."""
+    out: list[tuple[int, Instruction]] = []
+    seen: set[int] = set()
+    for lp in kloops:
+        body = [fn.instructions[i] for i in lp.own_instructions]
+        setps: dict[tuple[str, str], tuple[int, Instruction]] = {}
+        for ins in body:
+            if ins.base in ("ISETP", "UISETP") and "NE" in ins.modifiers:
+                m = _SETP_RE.match(ins.operands)
+                if m:
+                    setps[(m.group(1), m.group(2))] = (int(m.group(3), 0), ins)
+            elif ins.base in ("SEL", "USEL"):
+                ops = [o.strip() for o in ins.operands.split(",")]
+                if len(ops) == 4 and ops[0] == ops[1] and ops[2] in ("RZ", "URZ"):
+                    hit = setps.get((ops[3], ops[0]))
+                    if hit and hit[1].index not in seen and 2 <= hit[0] <= 64:
+                        seen.add(hit[1].index)
+                        out.append(hit)
+    return out
+
+
+def header_index(lp: Loop) -> int:
+    """Index of the loop header's first instruction (set by loops.find_loops)."""
+    return lp.header_start if lp.header_start is not None else lp.instructions[0]
+
+
 def _encloses(loops: list[Loop], outer: Loop, inner: Loop) -> bool:
     p = inner.parent
     while p is not None:
@@ -149,7 +204,8 @@ def refine_with_launch(features: dict[str, Feature], launch_info: dict) -> None:
     """ncu knows the grid: a grid no larger than the SM count means CTAs loop over tiles."""
     grid, sms = launch_info.get("launch__grid_size"), launch_info.get("launch__sm_count")
     f = features.get("persistent_tile_loop")
-    if f is None or f.present or not grid or not sms:
+    # only a kernel with a K-loop has tiles to loop over (present None = no K-loop)
+    if f is None or f.present is not False or not grid or not sms:
         return
     if grid <= sms:
         f.present = True

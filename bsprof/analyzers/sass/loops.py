@@ -1,4 +1,4 @@
-"""Dominators, natural loops, their nesting, and the K-loops (innermost loops that issue MMAs).
+"""Dominators, natural loops, their nesting, and the K-loops (loops whose own blocks issue MMAs).
 
 A back edge is t -> h where h dominates t; its natural loop is h plus everything that reaches t
 without passing h. Loops sharing a header are merged. Irreducible cycles (no dominating header)
@@ -24,7 +24,13 @@ class Loop:
     # instruction indices in the body, ascending
     instructions: list[int] = field(default_factory=list)
     mma: int = 0
+    # MMAs issued by this loop's own blocks, not by a nested loop
+    own_mma: int = 0
+    # body minus the nested loops that issue MMAs (what --mma-detail walks)
+    own_instructions: list[int] = field(default_factory=list)
     is_kloop: bool = False
+    # instruction index where the header block starts (the loop's entry)
+    header_start: int | None = None
 
     @property
     def size(self) -> int:
@@ -55,12 +61,17 @@ def dominators(fn: Function, cfg: CFG) -> list[int]:
 
     order: list[int] = []
     visited = [False] * nb
+    # component of each block: 0 = reachable from the real entries; dead code gets its own, and
+    # its edges into live code are ignored (they would make the dead block an extra entry)
+    comp = [-1] * nb
+    n_comp = 0
 
     def dfs_from(starts: list[int]) -> None:
         for s in starts:
             if visited[s]:
                 continue
             visited[s] = True
+            comp[s] = n_comp
             stack = [(s, 0)]
             while stack:
                 node, i = stack[-1]
@@ -69,6 +80,7 @@ def dominators(fn: Function, cfg: CFG) -> list[int]:
                     nxt = succs[node][i]
                     if not visited[nxt]:
                         visited[nxt] = True
+                        comp[nxt] = n_comp
                         stack.append((nxt, 0))
                 else:
                     stack.pop()
@@ -77,12 +89,13 @@ def dominators(fn: Function, cfg: CFG) -> list[int]:
     dfs_from(sorted(extra_roots))
     for b in range(nb):  # unreachable pieces become roots of their own
         if not visited[b]:
+            n_comp += 1
             extra_roots.add(b)
             dfs_from([b])
     rpo = list(reversed(order))
     rpo_num = {b: i + 1 for i, b in enumerate(rpo)}
     rpo_num[root] = 0
-    preds: list[list[int]] = [list(blk.preds) for blk in cfg.blocks]
+    preds: list[list[int]] = [[p for p in blk.preds if comp[p] == comp[blk.id]] for blk in cfg.blocks]
     for r in extra_roots:
         preds[r] = preds[r] + [root]
     idom: dict[int, int] = {root: root}
@@ -134,7 +147,7 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                 stack = [blk.id]
                 while stack:
                     x = stack.pop()
-                    if x in body:
+                    if x in body or not _dominates(idom, h, x):
                         continue
                     body.add(x)
                     stack.extend(cfg.blocks[x].preds)
@@ -166,5 +179,13 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
         lp.instructions = idx
         lp.mma = sum(1 for i in idx if fn.instructions[i].category == "mma")
     for lp in loops:
-        lp.is_kloop = lp.mma > 0 and not any(loops[c].mma > 0 for c in lp.children)
+        lp.header_start = cfg.blocks[lp.header].start
+        nested = set()
+        for c in lp.children:
+            if loops[c].mma > 0:
+                nested.update(loops[c].instructions)
+        lp.own_instructions = [i for i in lp.instructions if i not in nested]
+        lp.own_mma = sum(1 for i in lp.own_instructions if fn.instructions[i].category == "mma")
+        # a K-loop issues MMAs itself; a loop whose MMAs all sit in nested loops (a tile loop) is not one
+        lp.is_kloop = lp.own_mma > 0
     return loops

@@ -56,11 +56,11 @@ def _arch(action) -> str | None:
 
 def _attach_line_info(action, fn: Function) -> None:
     """Reports of -lineinfo builds (with --import-source) map PCs to source lines; use them for roles."""
-    probe = [ins.pc for ins in fn.instructions[:: max(1, len(fn.instructions) // 16)]]
+    probe = [ins.pc + fn.pc_base for ins in fn.instructions[:: max(1, len(fn.instructions) // 16)]]
     if not any(_source_loc(action, pc) for pc in probe):
         return
     for ins in fn.instructions:
-        loc = _source_loc(action, ins.pc)
+        loc = _source_loc(action, ins.pc + fn.pc_base)
         if loc is not None:
             ins.file, ins.line = loc
             fn.has_line_info = True

@@ -44,10 +44,12 @@ class Instruction:
     inlined_at: tuple[tuple[str, int], ...] = ()
     category: str = "other"
     text: str = ""
+    # opcode without modifiers; derived once (it is read for every instruction by every pass)
+    base: str = ""
 
-    @property
-    def base(self) -> str:
-        return self.opcode.split(".", 1)[0]
+    def __post_init__(self) -> None:
+        if not self.base:
+            self.base = self.opcode.split(".", 1)[0]
 
     @property
     def modifiers(self) -> tuple[str, ...]:
@@ -69,6 +71,9 @@ class Function:
     has_line_info: bool = False
     # "nvdisasm" | "cuobjdump" | "ncu" | "text"
     dialect: str = "text"
+    # ncu gives absolute PCs: instructions keep offsets from this base (so they compare with a
+    # cubin's), branch targets in the text stay absolute
+    pc_base: int = 0
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -164,7 +169,10 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
         if ins is None:
             continue
         if current is None:
+            keep = pending_loc
             current = start("<sass>")
+            pending_loc = keep  # line info before the first instruction of a header-less listing
+            current.has_line_info = keep is not None
         ins.index = len(current.instructions)
         if pending_loc is not None:
             ins.file, ins.line, ins.inlined_at = pending_loc
@@ -180,13 +188,13 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
 
 def function_from_pcs(name: str, arch: str | None, pcs: list[int], texts: list[str]) -> Function:
     """Build a function from (pc, text) pairs, as ncu's SourceCounters give them."""
-    fn = Function(name=name, arch=arch, dialect="ncu")
+    fn = Function(name=name, arch=arch, dialect="ncu", pc_base=min(pcs) if pcs else 0)
     for pc, text in zip(pcs, texts):
         ins = parse_instruction(text)
         if ins is None:
             # keep the PC so per-PC counts stay aligned; an unparsable line is an unknown opcode
             ins = Instruction(index=0, opcode=(text.strip().split() or ["?"])[0].upper() or "?", operands="", text=text.strip())
         ins.index = len(fn.instructions)
-        ins.pc = pc
+        ins.pc = pc - fn.pc_base
         fn.instructions.append(ins)
     return fn

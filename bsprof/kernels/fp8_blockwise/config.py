@@ -11,7 +11,7 @@ VARIANTS: dict[str, dict] = {
 }
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
-KNOBS = ("tile_n", "cluster_m", "ab_stage", "epilogue", "promote", "consumer_regs")
+KNOBS = ("tile_n", "cluster_m", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle")
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:

@@ -59,6 +59,7 @@ class Fp8BlockwiseGemm:
         sample_every: int = 1,
         consumer_regs: int = 232,
         producer_regs: int = 40,
+        swizzle: int = 1,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -78,6 +79,7 @@ class Fp8BlockwiseGemm:
         self.delay_phase1 = int(delay_phase1)
         self.sample_every = int(sample_every)
         self.consumer_regs = consumer_regs
+        self.swizzle = int(swizzle)
         self.producer_regs = producer_regs
 
         self.acc_dtype = cutlass.Float32
@@ -163,8 +165,10 @@ class Fp8BlockwiseGemm:
 
         gc = cute.zipped_divide(c, tiler=(TILE_M, self.tile_n))
         num_ctas_mnl = gc[(0, (None, None, None))].shape
+        # swizzle > 1: consecutive CTAs walk `swizzle` N tiles before the next M tile, so one
+        # wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
         tile_sched_params = utils.PersistentTileSchedulerParams(
-            num_ctas_mnl, (*self.cluster_shape_mn, 1))
+            num_ctas_mnl, (*self.cluster_shape_mn, 1), self.swizzle, True)
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue == "tma" else 8
@@ -328,6 +332,15 @@ class Fp8BlockwiseGemm:
         tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
     ):
         mma_tidx = tidx - self.threads_per_wg
+        # Two MMA objects with the ACCUMULATE field fixed once, outside every loop: calling
+        # tiled_mma.set() inside staged loops makes values escape their region.
+        mma_first = sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype, self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n))
+        mma_first.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        mmas = (mma_first, tiled_mma)
         thr_mma = tiled_mma.get_slice(mma_tidx)
         tCsA = thr_mma.partition_A(sA)
         tCsB = thr_mma.partition_B(sB)
@@ -346,8 +359,6 @@ class Fp8BlockwiseGemm:
         # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
         r_lo = tCcC[0][0]
         r_hi = tCcC[2][0]
-        # elements with column >= 128 in the tile use the second B-scale block
-        n_half = 128 // 8  # number of 8-col groups in one 128-wide scale block
 
         m_limit = cute.size(mSFA, mode=[0]) - 1
         nb_limit = cute.size(mSFB, mode=[0]) - 1
@@ -395,19 +406,23 @@ class Fp8BlockwiseGemm:
             l_idx = tile_coord_mnl[2]
             row_lo = cutlass.min(m0 + r_lo, m_limit)
             row_hi = cutlass.min(m0 + r_hi, m_limit)
-            nb0 = n0 // 128
-            nb1 = cutlass.min(nb0 + 1, nb_limit)
+            # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
+            # clipped/predicated, their scale reads must stay in bounds)
+            nb0 = cutlass.min(n0 // 128, nb_limit)
+            nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
+            # first tile column that belongs to the next 128-wide B-scale block
+            split = 128 - n0 % 128
             acc_total.fill(0.0)
             with Scope("kloop"):
                 if cutlass.const_expr(self.promote == "serial"):
-                    self.kloop_serial(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                    read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                                      row_lo, row_hi, nb0, nb1, l_idx, n_half,
+                                      row_lo, row_hi, nb0, nb1, l_idx, split,
                                       tbuf, cta_linear, warp_idx, tile_count)
                 else:
-                    self.kloop_overlap(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
+                    read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
                                        mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                                       row_lo, row_hi, nb0, nb1, l_idx, n_half,
+                                       row_lo, row_hi, nb0, nb1, l_idx, split,
                                        tbuf, cta_linear, warp_idx, tile_count)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
 
@@ -439,15 +454,16 @@ class Fp8BlockwiseGemm:
 
     @cute.jit
     def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index):
+        mma_first, mma_rest = tiled_mma
         for kb_i in cutlass.range_constexpr(num_k_blocks):
             # the first wgmma of a K block overwrites: a fresh accumulator per scale block
-            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, kb_i != 0)
-            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb_i, stage_index)],
+            mma = mma_first if kb_i == 0 else mma_rest
+            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index)],
                       tCrB[(None, None, kb_i, stage_index)], acc)
         cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
-    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, n_half):
+    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
         s00 = sa_lo * sb0
         s10 = sa_hi * sb0
         s01 = s00
@@ -456,51 +472,82 @@ class Fp8BlockwiseGemm:
             s01 = sa_lo * sb1
             s11 = sa_hi * sb1
         n = cute.size(acc_total)
-        for i in cutlass.range_constexpr(n):
+        for g in cutlass.range_constexpr(n // 4):
             # fragment order: (col pair, row half, 8-col group): i = c + 2*h + 4*g
-            hi = (i // 2) % 2 == 1
-            second = (i // 4) >= n_half
-            if cutlass.const_expr(hi):
-                if cutlass.const_expr(second):
-                    acc_total[i] = acc_total[i] + acc_blk[i] * s11
-                else:
-                    acc_total[i] = acc_total[i] + acc_blk[i] * s10
-            else:
-                if cutlass.const_expr(second):
-                    acc_total[i] = acc_total[i] + acc_blk[i] * s01
-                else:
-                    acc_total[i] = acc_total[i] + acc_blk[i] * s00
+            lo = s00
+            hi = s10
+            if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128):
+                lo = s01
+                hi = s11
+            if cutlass.const_expr(self.tile_n == 192):
+                # a 192-wide tile starts at column 0 or 64 of a scale block: the block boundary
+                # moves with the tile, so each 8-column group picks its scale at run time
+                second = split <= g * 8
+                lo = cutlass.select_(second, s01, s00)
+                hi = cutlass.select_(second, s11, s10)
+            for c in cutlass.range_constexpr(2):
+                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
+                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
+
+    @cute.jit
+    def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                      mainloop_pipeline, read_state, s_lo, s_hi, s0, s1, split):
+        mainloop_pipeline.consumer_wait(read_state)
+        cute.nvgpu.warpgroup.fence()
+        self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index)
+        cute.nvgpu.warpgroup.wait_group(0)
+        mainloop_pipeline.consumer_release(read_state)
+        read_state.advance()
+        self.rec.spin(self.delay_kloop)
+        self._promote(acc_total, acc_blk, s_lo, s_hi, s0, s1, split)
+        return read_state
 
     @cute.jit
     def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                     row_lo, row_hi, nb0, nb1, l_idx, n_half,
+                     row_lo, row_hi, nb0, nb1, l_idx, split,
                      tbuf, cta_linear, warp_idx, tile_count):
         read_state.reset_count()
-        for k_tile in range(k_tile_cnt):
-            # scales first: their global-load latency hides behind this block's MMAs
-            sa_lo, sa_hi, sb0, sb1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, k_tile, l_idx)
-            mainloop_pipeline.consumer_wait(read_state)
-            if k_tile == 0:
-                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            cute.nvgpu.warpgroup.fence()
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index)
-            cute.nvgpu.warpgroup.wait_group(0)
-            mainloop_pipeline.consumer_release(read_state)
-            read_state.advance()
-            self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, n_half)
+        last = k_tile_cnt - 1
+        # Scales are loaded two K blocks before their promotion, into two register sets used
+        # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
+        # up in front of a QGMMA: the global-load latency hides behind whole blocks.
+        ta_lo, ta_hi, ta0, ta1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, 0, l_idx)
+        tb_lo, tb_hi, tb0, tb1 = self._load_scales(
+            mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(1, last), l_idx)
+        mainloop_pipeline.consumer_wait(read_state)
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+        for pair in range(k_tile_cnt // 2):
+            kb = pair * 2
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                                            mainloop_pipeline, read_state, ta_lo, ta_hi, ta0, ta1, split)
+            ta_lo, ta_hi, ta0, ta1 = self._load_scales(
+                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                                            mainloop_pipeline, read_state, tb_lo, tb_hi, tb0, tb1, split)
+            tb_lo, tb_hi, tb0, tb1 = self._load_scales(
+                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
+        if k_tile_cnt % 2 == 1:
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                                            mainloop_pipeline, read_state, ta_lo, ta_hi, ta0, ta1, split)
+        # returned and re-bound by the caller: a state only mutated inside a callee is not
+        # carried through the caller's persistent tile loop
+        return read_state
 
     @cute.jit
     def kloop_overlap(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, acc_b, acc_total,
                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                      row_lo, row_hi, nb0, nb1, l_idx, n_half,
+                      row_lo, row_hi, nb0, nb1, l_idx, split,
                       tbuf, cta_linear, warp_idx, tile_count):
         # Two block accumulators: block k+1's wgmma runs while block k is promoted. K blocks are
         # taken in pairs so each accumulator has a fixed register home (no dynamic indexing).
+        # Each accumulator's scales are loaded two blocks before they are used.
         read_state.reset_count()
         release_state = read_state.clone()
-        sa_lo, sa_hi, sb0, sb1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, 0, l_idx)
+        last = k_tile_cnt - 1
+        ta_lo, ta_hi, ta0, ta1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, 0, l_idx)
+        tb_lo, tb_hi, tb0, tb1 = self._load_scales(
+            mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
         cute.nvgpu.warpgroup.fence()
@@ -509,8 +556,6 @@ class Fp8BlockwiseGemm:
         num_pairs = k_tile_cnt // 2
         for pair in range(num_pairs):
             kb1 = pair * 2 + 1
-            # block kb1 into acc_b (always exists: kb1 <= k_tile_cnt - 1)
-            nsa_lo, nsa_hi, nsb0, nsb1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, kb1, l_idx)
             mainloop_pipeline.consumer_wait(read_state)
             cute.nvgpu.warpgroup.fence()
             self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_b, read_state.index)
@@ -519,11 +564,10 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, sa_lo, sa_hi, sb0, sb1, n_half)
-            # block kb1 + 1 into acc_a, if any
-            kb2 = kb1 + 1
-            if kb2 < k_tile_cnt:
-                sa_lo, sa_hi, sb0, sb1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, kb2, l_idx)
+            self._promote(acc_total, acc_a, ta_lo, ta_hi, ta0, ta1, split)
+            ta_lo, ta_hi, ta0, ta1 = self._load_scales(
+                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb1 + 1, last), l_idx)
+            if kb1 + 1 < k_tile_cnt:
                 mainloop_pipeline.consumer_wait(read_state)
                 cute.nvgpu.warpgroup.fence()
                 self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, read_state.index)
@@ -534,14 +578,17 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_b, nsa_lo, nsa_hi, nsb0, nsb1, n_half)
+            self._promote(acc_total, acc_b, tb_lo, tb_hi, tb0, tb1, split)
+            tb_lo, tb_hi, tb0, tb1 = self._load_scales(
+                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb1 + 2, last), l_idx)
         if k_tile_cnt % 2 == 1:
             # the last block sits in acc_a
             cute.nvgpu.warpgroup.wait_group(0)
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, sa_lo, sa_hi, sb0, sb1, n_half)
+            self._promote(acc_total, acc_a, ta_lo, ta_hi, ta0, ta1, split)
+        return read_state
 
     # ----------------------------------------------------------------------------------------
     @cute.jit

@@ -1,0 +1,153 @@
+"""`bsprof sass` end to end: tables, --json contract, --csv, -o artifacts, compare, bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import struct
+
+import pytest
+from click.testing import CliRunner
+
+from bsprof.cli import cli
+
+FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"
+
+
+def run(*args):
+    res = CliRunner().invoke(cli, ["sass", *map(str, args)], catch_exceptions=False)
+    return res
+
+
+def test_default_tables(data_dir):
+    res = run(data_dir / f"{FIXTURE}.cubin", "--features", "--mma-detail")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "816 instructions" in out and "1 K-loop(s)" in out
+    assert "feature checklist" in out and "2-CTA MMA" in out
+    assert "UTCBAR.2CTA.MULTICAST" in out  # in the MMA-detail stream
+    assert "regions are loops" in out
+
+
+def test_json_contract(data_dir):
+    res = run(data_dir / f"{FIXTURE}.cubin", "--json", "--mma-detail")
+    assert res.exit_code == 0
+    d = json.loads(res.output)
+    assert d["bsprof"] == {"kind": "sass", "version": 1}
+    (fn,) = d["functions"]
+    assert {"name", "arch", "instructions", "categories", "loops", "features", "unclassified"} <= set(fn)
+    assert fn["instructions"] == 816 and fn["unclassified"] == []
+    (k,) = [lp for lp in fn["loops"] if lp["is_kloop"]]
+    assert (k["instructions"], k["mma"], k["depth"]) == (87, 4, 1)
+    assert fn["features"]["mma_2cta"] is True
+    assert fn["mma_detail"][0]["mma"] == 4
+
+
+def test_ncu_json_carries_executed(data_dir):
+    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep", "--json", "--tiles", "1024")
+    d = json.loads(res.output)
+    (fn,) = d["functions"]
+    assert all("executed" in lp for lp in fn["loops"])
+    assert fn["executed"] == fn["regions"][0]["executed"]
+    assert fn["regions"][0]["executed_per_tile"] == pytest.approx(fn["executed"] / 1024, abs=0.1)
+    assert fn["region_stalls"] and fn["stalls_by_category"]
+
+
+def test_mnkl_derives_tiles(data_dir):
+    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep", "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
+    assert json.loads(res.output)["functions"][0]["tiles"] == 1024
+
+
+def test_csv(data_dir):
+    res = run(data_dir / f"{FIXTURE}.cubin", "--csv")
+    rows = list(csv.DictReader(io.StringIO(res.output)))
+    assert rows[0]["region"] == "function" and rows[0]["instructions"] == "816"
+    k = [r for r in rows if r["is_kloop"] == "True"]
+    assert len(k) == 1 and k[0]["instructions"] == "87" and k[0]["cat_mma"] == "4"
+
+
+def test_output_dir_artifacts_never_reused(data_dir, tmp_path):
+    out = tmp_path / "run"
+    for _ in range(2):
+        assert run(data_dir / f"{FIXTURE}.cubin", "-o", out).exit_code == 0
+    dirs = sorted(p.name for p in tmp_path.iterdir())
+    assert dirs == ["run", "run-2"]
+    d = json.loads((tmp_path / "run" / "sass.json").read_text())
+    assert d["bsprof"] == {"kind": "sass", "version": 1}
+    assert (tmp_path / "run" / "regions.csv").read_text().startswith("function,region")
+
+
+def test_compare_mode(data_dir, tmp_path):
+    a = data_dir / f"{FIXTURE}.sass"
+    # B: the same kernel with its K-loop's UTCBARs dropped (a real listing, edited)
+    lines = a.read_text().splitlines()
+    b = tmp_path / "b.sass"
+    b.write_text("\n".join(ln for ln in lines if "UTCBAR.2CTA.MULTICAST" not in ln))
+    res = run(a, b, "--json")
+    d = json.loads(res.output)
+    (c,) = d["compare"]
+    assert c["instructions"]["delta"] == -2
+    assert c["kloop"]["instructions_delta"] == -2
+    assert c["categories"]["tc_control"]["delta"] == -2
+    assert c["opcodes"]["UTCBAR"]["delta"] == -2
+    text = run(a, b).output
+    assert "K-loop instructions" in text and "-2" in text
+
+
+@pytest.mark.parametrize("make, expect", [
+    (lambda p: p.write_bytes(b"hello world\n"), "not an ELF/cubin"),
+    (lambda p: p.write_bytes(b""), "empty"),
+    (lambda p: p.write_bytes(b"\x7fELF" + b"\x00" * 60), "no CUDA cubin inside"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, make, expect):
+    p = tmp_path / "in.bin"
+    make(p)
+    res = CliRunner().invoke(cli, ["sass", str(p)])
+    assert res.exit_code == 2
+    err = res.output.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and expect in err[0]
+    assert "Traceback" not in res.output
+
+
+def test_arch_nvdisasm_cannot_read(data_dir, tmp_path):
+    raw = bytearray((data_dir / f"{FIXTURE}.cubin").read_bytes())
+    struct.pack_into("<I", raw, 48, 0)  # e_flags: no SM version
+    p = tmp_path / "future.cubin"
+    p.write_bytes(bytes(raw))
+    res = CliRunner().invoke(cli, ["sass", str(p)])
+    assert res.exit_code == 2 and "architecture" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_function_pattern_lists_functions(data_dir):
+    res = CliRunner().invoke(cli, ["sass", str(data_dir / f"{FIXTURE}.cubin"), "--function", "nope"])
+    assert res.exit_code == 2
+    assert "matches none" in res.output and "PersistentDenseGemmKernel" in res.output
+
+
+def test_bundled_kernel_unavailable_is_one_line(monkeypatch):
+    import bsprof.kernels.nvfp4 as nvfp4
+
+    if hasattr(nvfp4, "compile_cubin"):
+        monkeypatch.delattr(nvfp4, "compile_cubin")
+    res = CliRunner().invoke(cli, ["sass", "--kernel", "baseline", "--arch", "sm_100a"])
+    assert res.exit_code == 2 and "compile_cubin is missing" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_fatbin_through_cuobjdump(data_dir, tmp_path):
+    from bsprof.analyzers.sass import analyze_cubin
+    from bsprof.analyzers.sass.disasm import tool_path
+
+    fatbinary = shutil.which("fatbinary")
+    if fatbinary is None:
+        pytest.skip("no fatbinary tool here to build a fatbin")
+    out = tmp_path / "k.fatbin"
+    import subprocess
+
+    subprocess.run([fatbinary, "--create", str(out), f"--image3=kind=elf,sm=100a,file={data_dir / f'{FIXTURE}.cubin'}"],
+                   check=True)
+    assert tool_path("cuobjdump")
+    (fa,) = analyze_cubin(out)
+    assert len(fa.instructions) == 816

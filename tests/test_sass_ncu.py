@@ -1,0 +1,142 @@
+"""SourceCounters from the real H100 reports: per-PC SASS, executed counts, stall samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from bsprof.analyzers.sass import analyze_ncu_report
+from bsprof.analyzers.sass.budget import mma_detail, region_rows, stalls_by_category
+from bsprof.analyzers.sass.ncu_source import extract, read_source_counters
+from bsprof.errors import BsprofError
+
+
+@pytest.fixture(scope="module")
+def cublas(data_dir):
+    (fa,) = analyze_ncu_report(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    return fa
+
+
+def test_source_counters_extraction(data_dir):
+    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    assert sc.name.startswith("nvjet_sm90_qqtst")
+    assert sc.function.arch == "sm_90"
+    n = len(sc.function.instructions)
+    assert n == len(sc.executed) == len(sc.stalls) == 1487
+    pcs = [i.pc for i in sc.function.instructions]
+    assert pcs == sorted(pcs) and all(b - a == 16 for a, b in zip(pcs, pcs[1:]))
+    assert sc.function.instructions[0].opcode == "LDC"
+    assert "barrier" in sc.reasons and "long_scoreboard" in sc.reasons
+    assert sc.launch_info["launch__grid_size"] == 132
+    assert sc.function.pc_base > 0 and pcs[0] == 0  # offsets from the function start, like a cubin
+
+
+def test_qgmma_kloops_hold_every_executed_mma(cublas):
+    fa = cublas
+    assert fa.unclassified == []
+    assert fa.count("QGMMA") == 8
+    # 4096^3 FP8, 128x128 tiles: 1024 tiles x 32 k-tiles x 4 QGMMA x (2 consumer warpgroups x 4 warps)
+    mma_idx = [i.index for i in fa.instructions if i.category == "mma"]
+    assert sum(fa.executed[i] for i in mma_idx) == 1024 * 32 * 4 * 8
+    ks = fa.kloops
+    # cuBLAS enters its main K-loop in the middle (software pipelining): the dead block after the
+    # loop must not count as an entry, or the loop vanishes from the dominator tree
+    assert len(ks) == 2
+    in_kloops = {i for lp in ks for i in lp.own_instructions if fa.instructions[i].category == "mma"}
+    assert in_kloops == set(mma_idx)
+    hot = max(ks, key=lambda lp: fa.executed[lp.own_instructions[0]])
+    assert hot.own_mma == 4 and all(fa.executed[i] == 219072 for i in hot.own_instructions
+                                    if fa.instructions[i].category == "mma")
+    # the tile loop encloses the K-loops; grid 132 = SM count as well
+    tile = [lp for lp in fa.loops if lp.depth == 1 and lp.mma == 8 and not lp.is_kloop]
+    assert len(tile) == 1
+    assert fa.features["persistent_tile_loop"].present
+    assert fa.features["tma_multicast"].present
+    assert fa.features["tma_store_epilogue"].present
+
+
+def test_budget_per_tile_and_stalls(cublas):
+    rows = region_rows(cublas, tiles=1024)
+    total = rows[0]
+    assert total["executed"] == sum(cublas.executed)
+    assert total["executed_per_tile"] == pytest.approx(total["executed"] / 1024, abs=0.1)
+    assert "QGMMA" in total["per_tile_breakdown"]
+    assert total["stall_samples"] == sum(sum(s.values()) for s in cublas.stalls) > 0
+    ks = [r for r in rows if r["is_kloop"]]
+    assert len(ks) == 2 and all(0 < k["mma_executed"] and k["executed"] < total["executed"] for k in ks)
+    cats = stalls_by_category(cublas)
+    assert sum(sum(v.values()) for v in cats.values()) == total["stall_samples"]
+
+
+def test_mma_detail_with_stalls(cublas):
+    ds = mma_detail(cublas)["kloops"]
+    assert len(ds) == 2
+    d = ds[0]
+    assert d["mma"] == 4
+    # the outer K-loop's stream skips the nested K-loop (its own blocks only)
+    assert d["instructions"] < d["loop_instructions"]
+    assert sum(g["between"] for g in d["gaps"]) == d["instructions"] - 4
+    assert d["stalls_between"] and d["stalls_on_mma"]
+    assert all("executed" in x for g in d["gaps"] for x in g["stream"])
+
+
+def test_tiny_report_edge_cases(data_dir):
+    (fa,) = analyze_ncu_report(data_dir / "h100_cute_tiny.ncu-rep")
+    assert len(fa.instructions) == 16
+    assert fa.loops == [] and fa.kloops == [] and fa.mma_count == 0
+    assert fa.executed == [1] * 16
+    assert fa.features["persistent_tile_loop"].present is None
+    with pytest.raises(BsprofError, match="no loop issues MMAs"):
+        mma_detail(fa)
+
+
+class _NoCounters:
+    """An action as ncu_report exposes it when the report was taken without SourceCounters."""
+
+    def name(self):
+        return "k"
+
+    def metric_by_name(self, name):
+        return None
+
+    def metric_names(self):
+        return []
+
+
+def test_missing_source_counters_names_the_ncu_option():
+    with pytest.raises(BsprofError, match=r"--section SourceCounters.*--import-source yes"):
+        extract(_NoCounters(), 0, "r.ncu-rep")
+
+
+def test_kernel_regex_matching_nothing_lists_launches(data_dir):
+    with pytest.raises(BsprofError, match="matches none.*nvjet_sm90"):
+        read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep", kernel="^nope$")
+
+
+def test_counts_attach_to_a_listing_by_pc_offset(data_dir):
+    """`bsprof sass CUBIN --ncu REPORT`: the report's PCs are absolute, the cubin's are offsets."""
+    from bsprof.analyzers.sass import analyze_sass_text
+    from bsprof.analyzers.sass.budget import attach_counts
+
+    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    base = sc.function.instructions[0].pc
+    listing = "\n".join(f"/*{i.pc - base:04x}*/ {i.text} ;" for i in sc.function.instructions)
+    (fa,) = analyze_sass_text(listing, arch="sm_90a")
+    attach_counts(fa, sc)
+    assert fa.executed == sc.executed
+    assert fa.stalls == sc.stalls
+    bad = listing.replace("QGMMA", "HGMMA", 1)
+    (fb,) = analyze_sass_text(bad, arch="sm_90a")
+    with pytest.raises(BsprofError, match="does not match"):
+        attach_counts(fb, sc)
+
+
+def test_steady_state_of_the_hot_kloop(cublas):
+    """The natural loop of the hot K-loop also holds the tile loop's way back; ncu counts pick out
+    the steady-state body (blocks executed at least half as often as the MMAs)."""
+    hot = max(cublas.kloops, key=lambda lp: cublas.executed[lp.own_instructions[0]])
+    ss = cublas.steady_state(hot)
+    assert ss["hot_instructions"] < len(hot.own_instructions) / 4
+    assert 4 <= ss["hot_categories"]["mma"] == hot.own_mma
+    # FP8 promotion into FP32 in the loop: the hot path is mostly FADD/FFMA
+    assert ss["hot_categories"]["float"] > ss["hot_instructions"] / 2
+    assert 4 < ss["executed_per_mma"] < 60
