@@ -48,7 +48,8 @@ cap=tests/data/h100_timing
 if [ -d "$cap" ]; then
   echo "== timing + validation: the H100 capture in $cap"
   for j in $(grep -l '"kind": *"timing"' -r "$cap" --include='*.json' || true); do
-    d=$(dirname "$j"); cp -r "$d" "$run/timing_h100"; break
+    # the JSON and its Parquet table; the CSV twin, Chrome trace and raw buffer stay in tests/data
+    d=$(dirname "$j"); mkdir -p "$run/timing_h100"; cp "$j" "$d"/timing.parquet "$run/timing_h100/"; break
   done
   for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' || true); do
     d=$(dirname "$j"); mkdir -p "$run/validation_h100"
@@ -57,6 +58,13 @@ if [ -d "$cap" ]; then
 else
   skip "no H100 timing capture in $cap"
 fi
+
+echo "== bench: an H100 bench capture (bsprof bench --json), when one is shipped in tests/data"
+found=""
+for j in $(grep -l '"kind": *"bench"' -r tests/data --include='*.json' 2>/dev/null || true); do
+  mkdir -p "$run/bench_h100"; cp "$j" "$run/bench_h100/bench.json"; found=1; break
+done
+[ -n "$found" ] || skip "no bench JSON under tests/data (python3 -m bsprof bench --json > tests/data/h100_bench.json on the H100)"
 
 rm -rf "$OUT.new" && mv "$new" "$OUT.new"
 rm -rf "$OUT" && mv "$OUT.new" "$OUT"

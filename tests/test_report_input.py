@@ -109,3 +109,20 @@ def test_output_is_a_directory(tmp_path):
     run_dir = _one_artifact_dir(tmp_path)
     res = _run([str(run_dir), "-o", str(tmp_path)])
     assert res.exit_code == 2 and "is a directory" in res.output
+
+
+def test_no_dir_renders_the_shipped_samples(tmp_path):
+    out = tmp_path / "report.html"
+    res = _run(["-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "section verdict" in res.output and "wrote" in res.output
+    html = out.read_text()
+    assert "bsprof sample report" in html and 'data-figures-total="' in html
+    assert (out.stat().st_mode & 0o777) != 0o600  # a report is a normal file, not a private temp file
+
+
+def test_unknown_section_and_label_count(tmp_path):
+    res = _run(["--only", "nonsense", "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and "unknown section nonsense" in res.output
+    res = _run([str(SAMPLES), "--label", "a", "--label", "b", "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and "--label" in res.output

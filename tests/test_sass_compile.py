@@ -118,3 +118,16 @@ def test_bundled_fp8_blockwise(tmp_path):
     assert all(lp.mma > 0 for lp in fa.kloops)
     assert fa.features["tma_load"].present and not fa.features["register_spills"].present
     assert fa.roles_source in ("scope", "warp-if", "function")
+
+
+def test_bundled_nvfp4_is_block_scaled(tmp_path):
+    """Once the NVFP4 family lands: its cubin issues block-scaled UTCOMMA with UTCCP scale copies."""
+    pytest.importorskip("cutlass")
+    fam = pytest.importorskip("bsprof.kernels.nvfp4")
+    if not hasattr(fam, "compile_cubin"):
+        pytest.skip("bundled nvfp4 kernel not in this build yet")
+    (fa,) = analyze_cubin(fam.compile_cubin("optimized", tmp_path))
+    assert fa.has("UTCOMMA") and fa.has("UTCCP")
+    assert fa.features["block_scaled_mma"].present and fa.features["tmem_copy"].present
+    assert fa.kloops and all(lp.mma > 0 for lp in fa.kloops)
+    assert not fa.features["register_spills"].present

@@ -29,6 +29,11 @@ def test_reference_numbers(fa):
     assert fa.count("UTCBAR.2CTA.MULTICAST", k.instructions) == 2
     assert fa.count("R2UR", k.instructions) == 0
     assert k.mma == 4 and fa.mma_count == 4
+    # the API the kernel tests use: prefix counts, regex counts, has()
+    assert fa.count(r"\.2CTA") == fa.count("UTCHMMA.2CTA") + fa.count("UTCBAR.2CTA") + fa.count("UTMALDG.3D.2CTA") \
+        + fa.count("UTCATOMSWS.2CTA")
+    assert fa.has("UTMASTG") and not fa.has("UTCCP") and not fa.has("LDL")
+    assert fa.opcode_counts()["UTCHMMA.2CTA"] == 4
 
 
 def test_listing_gives_the_same_analysis(fa, data_dir):

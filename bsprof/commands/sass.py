@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import tempfile
 from pathlib import Path
 
 import click
@@ -44,7 +43,10 @@ def _compile_bundled(variant: str, arch: str) -> Path:
     if compile_cubin is None:
         raise BsprofError(f"the bundled {family} kernels are not available in this build yet "
                           f"({FAMILIES[family]}.compile_cubin is missing); pass a cubin instead")
-    out_dir = Path(tempfile.mkdtemp(prefix=f"bsprof-sass-{family}-"))
+    from bsprof.kernels.build import cache_root
+
+    # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
+    out_dir = cache_root().parent / "sass" / family
     return Path(compile_cubin(variant, out_dir, lineinfo=True))
 
 

@@ -9,14 +9,21 @@ Public API (no GPU needed; every bad input raises :class:`bsprof.errors.BsprofEr
     fa.count("UTCQMMA")          # opcode-prefix count (modifiers included: "UTCHMMA.2CTA")
     fa.count(r"\\.2CTA")          # regex when the pattern has regex characters
     fa.has("UTMASTG"), fa.mma_count, fa.categories(), fa.opcode_counts()
-    fa.kloops                    # innermost loops that issue MMAs: .size, .mma, .instructions (indices)
+    fa.kloops                    # loops whose own blocks issue MMAs: .size, .mma, .own_mma,
+                                 # .instructions / .own_instructions (indices into fa.instructions)
     fa.loops                     # every natural loop (dominator based): .depth, .parent, .is_kloop
-    fa.features["register_spills"].present        # Feature(present, evidence lines, note)
+    fa.features["register_spills"].present        # Feature(present, evidence lines, note, value)
+    fa.features["multi_stage_pipeline"].value     # stages, when the K-loop's stage ring shows them
     features("kernel.cubin")     # {function name: {feature: bool}} in one call
     fa.to_dict()                 # the `bsprof sass --json` contract for one function
 
     analyze_sass_text(text)                          # nvdisasm / cuobjdump --dump-sass / ncu text
     analyze_ncu_report("r.ncu-rep", kernel=None)     # SourceCounters: per-PC executed + stall samples
+                                                     # in fa.executed / fa.stalls; fa.steady_state(loop)
+
+    from bsprof.analyzers.sass.budget import region_rows, mma_detail, stalls_by_category, attach_counts
+    region_rows(fa, by="loops" | "roles", tiles=N)   # per-region table rows (the --csv / --json rows)
+    mma_detail(fa)                                   # the --mma-detail dict
 
 Feature names: tma_load, tma_multicast, tma_store_epilogue, simt_global_stores, mma_2cta,
 block_scaled_mma, tmem_copy, multi_stage_pipeline, tma_cache_hint, persistent_tile_loop,

@@ -164,8 +164,9 @@ _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
 
 
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
-    """Pipeline stage rings a K-loop advances: ``idx += 1; p = idx != N; idx = p ? idx : 0``
-    (``(U)ISETP.NE`` against an immediate, then ``(U)SEL idx, idx, (U)RZ, p``). Returns (N, setp)."""
+    """Pipeline stage rings a K-loop advances: ``next = idx + 1; p = next != N; idx = p ? next : 0``
+    (``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, that register, (U)RZ, p``).
+    Returns (N, the setp)."""
     out: list[tuple[int, Instruction]] = []
     seen: set[int] = set()
     for lp in kloops:
@@ -178,8 +179,9 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
                     setps[(m.group(1), m.group(2))] = (int(m.group(3), 0), ins)
             elif ins.base in ("SEL", "USEL"):
                 ops = [o.strip() for o in ins.operands.split(",")]
-                if len(ops) == 4 and ops[0] == ops[1] and ops[2] in ("RZ", "URZ"):
-                    hit = setps.get((ops[3], ops[0]))
+                # idx = (next != N) ? next : 0, where next is idx itself or idx + 1 in another register
+                if len(ops) == 4 and ops[2] in ("RZ", "URZ"):
+                    hit = setps.get((ops[3], ops[1]))
                     if hit and hit[1].index not in seen and 2 <= hit[0] <= 64:
                         seen.add(hit[1].index)
                         out.append(hit)

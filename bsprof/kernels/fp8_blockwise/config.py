@@ -11,7 +11,7 @@ VARIANTS: dict[str, dict] = {
 }
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
-KNOBS = ("tile_n", "cluster_m", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle")
+KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle")
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -24,17 +24,18 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             continue
         if key == "mma_tiler":
             tm, tn = val
-            if tm != 128:
-                raise BsprofError(f"--mma-tiler {tm},{tn}: the fp8-blockwise tile M is fixed at 128 "
-                                  "(two consumer warpgroups x 64 rows); choose e.g. --mma-tiler 128,128")
+            if tm not in (128, 256):
+                raise BsprofError(f"--mma-tiler {tm},{tn}: the fp8-blockwise tile M is 128 or 256 "
+                                  "(two consumer warpgroups x 64 rows, one or two waves); e.g. --mma-tiler 256,128")
+            out["tile_m"] = tm
             if tn not in (64, 128, 192, 256):
                 raise BsprofError(f"--mma-tiler {tm},{tn}: tile N must be 64, 128, 192 or 256")
             out["tile_n"] = tn
         elif key == "cluster":
             cm, cn = val
-            if cn != 1 or cm not in (1, 2):
-                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1 and 2,1")
-            out["cluster_m"] = cm
+            if (cm, cn) not in ((1, 1), (2, 1), (1, 2)):
+                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1, 2,1 and 1,2")
+            out["cluster_m"], out["cluster_n"] = cm, cn
         elif key == "c_dtype":
             if val not in ("BFloat16", "bfloat16"):
                 raise BsprofError(f"--c-dtype {val}: the fp8-blockwise family writes BFloat16 only")

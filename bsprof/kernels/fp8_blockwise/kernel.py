@@ -50,6 +50,8 @@ class Fp8BlockwiseGemm:
         *,
         tile_n: int = 128,
         cluster_m: int = 1,
+        cluster_n: int = 1,
+        tile_m: int = 128,
         ab_stage: int = 0,
         epilogue: str = "direct",
         promote: str = "serial",
@@ -63,14 +65,23 @@ class Fp8BlockwiseGemm:
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
-        if cluster_m not in (1, 2):
-            raise ValueError(f"cluster_m must be 1 or 2 (got {cluster_m})")
+        if cluster_m not in (1, 2) or cluster_n not in (1, 2) or cluster_m * cluster_n > 2:
+            raise ValueError(f"cluster must be 1x1, 2x1 or 1x2 (got {cluster_m}x{cluster_n})")
+        if tile_m not in (128, 256):
+            raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
+        if tile_m == 256 and promote != "serial":
+            raise ValueError("tile_m=256 supports promote='serial' only (registers)")
         if epilogue not in ("direct", "tma"):
             raise ValueError(f"epilogue must be 'direct' or 'tma' (got {epilogue!r})")
         if promote not in ("serial", "overlap"):
             raise ValueError(f"promote must be 'serial' or 'overlap' (got {promote!r})")
         self.tile_n = tile_n
         self.cluster_m = cluster_m
+        self.cluster_n = cluster_n
+        self.tile_m = tile_m
+        # a 256-row tile is two 128-row "waves" (DeepGEMM's WAVE_BLOCK_M): each consumer
+        # warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block accumulator
+        self.waves = tile_m // TILE_M
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
         self.promote = promote
@@ -83,8 +94,8 @@ class Fp8BlockwiseGemm:
         self.producer_regs = producer_regs
 
         self.acc_dtype = cutlass.Float32
-        self.tile_shape_mnk = (TILE_M, tile_n, BLOCK_K)
-        self.cluster_shape_mn = (cluster_m, 1)
+        self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
+        self.cluster_shape_mn = (cluster_m, cluster_n)
         self.atom_layout_mnk = (2, 1, 1)
         self.num_mma_warp_groups = 2
         self.threads_per_wg = 128
@@ -95,7 +106,8 @@ class Fp8BlockwiseGemm:
         self.buffer_align_bytes = 1024
         self.epi_stage = 4
         # B is the operand shared by the CTAs of a 2x1 cluster (same N tile, different M tiles)
-        self.num_mcast_ctas_a = 1
+        # (a 1x2 cluster shares the A tile: same M tile, two N tiles)
+        self.num_mcast_ctas_a = cluster_n
         self.num_mcast_ctas_b = cluster_m
         self.epilog_sync_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
 
@@ -110,7 +122,7 @@ class Fp8BlockwiseGemm:
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.epi_tile = (TILE_M, 32)
-        ab_bytes = (TILE_M + self.tile_n) * BLOCK_K  # fp8: 1 byte each
+        ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
         epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue == "tma" else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
@@ -120,7 +132,7 @@ class Fp8BlockwiseGemm:
         a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
         self.a_smem_layout_staged = cute.tile_to_shape(
-            a_atom, (TILE_M, BLOCK_K, self.ab_stage), order=(0, 1, 2))
+            a_atom, (TILE_M, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
         b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype)
         self.b_smem_layout_staged = cute.tile_to_shape(
@@ -153,8 +165,10 @@ class Fp8BlockwiseGemm:
 
         a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, 0))
         b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
+        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), a, a_smem_layout, (TILE_M, BLOCK_K))
+            a_op, a, a_smem_layout, (TILE_M, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
         b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -163,7 +177,7 @@ class Fp8BlockwiseGemm:
         tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
 
-        gc = cute.zipped_divide(c, tiler=(TILE_M, self.tile_n))
+        gc = cute.zipped_divide(c, tiler=(self.tile_m, self.tile_n))
         num_ctas_mnl = gc[(0, (None, None, None))].shape
         # swizzle > 1: consecutive CTAs walk `swizzle` N tiles before the next M tile, so one
         # wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
@@ -242,10 +256,12 @@ class Fp8BlockwiseGemm:
         cluster_coord_mnk = cta_layout_mnk.get_flat_coord(cta_rank_in_cluster)
         b_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=0)
         b_mcast_mask = b_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_b > 1) else 0
+        a_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=1)
+        a_mcast_mask = a_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_a > 1) else 0
 
         a_smem_layout = cute.slice_(a_smem_layout_staged, (None, None, 0))
         b_smem_layout = cute.slice_(b_smem_layout_staged, (None, None, 0))
-        tma_copy_bytes = cute.size_in_bytes(self.a_dtype, a_smem_layout) + cute.size_in_bytes(
+        tma_copy_bytes = self.waves * cute.size_in_bytes(self.a_dtype, a_smem_layout) + cute.size_in_bytes(
             self.b_dtype, b_smem_layout)
 
         smem = cutlass.utils.SmemAllocator()
@@ -271,8 +287,9 @@ class Fp8BlockwiseGemm:
         gA_mkl = cute.local_tile(mA_mkl, (TILE_M, BLOCK_K), (None, None, None))
         gB_nkl = cute.local_tile(mB_nkl, (self.tile_n, BLOCK_K), (None, None, None))
 
+        a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
-            tma_atom_a, 0, cute.make_layout(1),
+            tma_atom_a, cluster_coord_mnk[1], a_cta_layout,
             cute.group_modes(sA, 0, 2), cute.group_modes(gA_mkl, 0, 2))
         b_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape)
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
@@ -296,15 +313,20 @@ class Fp8BlockwiseGemm:
             while work_tile.is_valid_tile:
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
                 tile_coord_mnl = work_tile.tile_idx
-                tAgA_mkl = tAgA[(None, tile_coord_mnl[0], None, tile_coord_mnl[2])]
                 tBgB_nkl = tBgB[(None, tile_coord_mnl[1], None, tile_coord_mnl[2])]
                 prod_state.reset_count()
                 with Scope("load"):
                     for k_tile in range(k_tile_cnt):
                         mainloop_pipeline.producer_acquire(prod_state)
                         bar = mainloop_pipeline.producer_get_barrier(prod_state)
-                        cute.copy(tma_atom_a, tAgA_mkl[(None, prod_state.count)],
-                                  tAsA[(None, prod_state.index)], tma_bar_ptr=bar)
+                        # A smem buffer (stage, wave) = stage * waves + wave; wave w of the tile is
+                        # the 128-row A tile (tile_m_idx * waves + w)
+                        for w in cutlass.range_constexpr(self.waves):
+                            cute.copy(tma_atom_a,
+                                      tAgA[(None, tile_coord_mnl[0] * self.waves + w, prod_state.count,
+                                            tile_coord_mnl[2])],
+                                      tAsA[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar,
+                                      mcast_mask=a_mcast_mask)
                         cute.copy(tma_atom_b, tBgB_nkl[(None, prod_state.count)],
                                   tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
                         mainloop_pipeline.producer_commit(prod_state)
@@ -352,7 +374,8 @@ class Fp8BlockwiseGemm:
         cC = cute.make_identity_tensor((TILE_M, self.tile_n))
         tCcC = thr_mma.partition_C(cC)
         acc_shape = tCcC.shape
-        acc_total = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
+        acc_total = acc_totals[0]
         acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
         acc_blk2 = cute.make_rmem_tensor(acc_shape, self.acc_dtype) if cutlass.const_expr(
             self.promote == "overlap") else acc_blk
@@ -387,10 +410,10 @@ class Fp8BlockwiseGemm:
             tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
             thr_copy_r2s = tiled_copy_r2s.get_slice(mma_tidx)
             tRS_sD = thr_copy_r2s.partition_D(sC)
-            tRS_rAcc = tiled_copy_r2s.retile(acc_total)
+            tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
             rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
             gC_tma = cute.local_tile(mC_tma, (TILE_M, self.tile_n), (None, None, None))
-            epi = (tiled_copy_r2s, tRS_sD, tRS_rAcc, rD_shape, gC_tma)
+            epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
 
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
@@ -401,39 +424,49 @@ class Fp8BlockwiseGemm:
             # registers are the accumulator: nothing to wait for on Hopper
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
             tile_coord_mnl = work_tile.tile_idx
-            m0 = tile_coord_mnl[0] * TILE_M
+            m0 = tile_coord_mnl[0] * self.tile_m
             n0 = tile_coord_mnl[1] * self.tile_n
             l_idx = tile_coord_mnl[2]
-            row_lo = cutlass.min(m0 + r_lo, m_limit)
-            row_hi = cutlass.min(m0 + r_hi, m_limit)
+            rows = []
+            for w in cutlass.range_constexpr(self.waves):
+                rows.append(cutlass.min(m0 + w * TILE_M + r_lo, m_limit))
+                rows.append(cutlass.min(m0 + w * TILE_M + r_hi, m_limit))
+            rows = tuple(rows)
             # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
             # clipped/predicated, their scale reads must stay in bounds)
             nb0 = cutlass.min(n0 // 128, nb_limit)
             nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
             # first tile column that belongs to the next 128-wide B-scale block
             split = 128 - n0 % 128
-            acc_total.fill(0.0)
+            for w in cutlass.range_constexpr(self.waves):
+                acc_totals[w].fill(0.0)
             with Scope("kloop"):
                 if cutlass.const_expr(self.promote == "serial"):
-                    read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+                    read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                                      row_lo, row_hi, nb0, nb1, l_idx, split,
+                                      rows, nb0, nb1, l_idx, split,
                                       tbuf, cta_linear, warp_idx, tile_count)
                 else:
                     read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
                                        mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                                       row_lo, row_hi, nb0, nb1, l_idx, split,
+                                       rows, nb0, nb1, l_idx, split,
                                        tbuf, cta_linear, warp_idx, tile_count)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
 
             with Scope("epilogue"):
-                if cutlass.const_expr(self.epilogue == "direct"):
-                    self.epilogue_direct(tCgC_all, tCcC, acc_total, mC_mnl, m0, n0, tile_coord_mnl,
-                                         tbuf, cta_linear, warp_idx, tile_count)
-                else:
-                    self.epilogue_tma(epi, sC, tma_atom_c, tile_coord_mnl,
-                                      mma_tidx, warp_idx, tma_store_pipeline, tile_sched,
-                                      tbuf, cta_linear, tile_count)
+                for w in cutlass.range_constexpr(self.waves):
+                    # the epilogue works on 128-row C tiles: wave w of this tile is C tile
+                    # (tile_m_idx * waves + w, tile_n_idx, l)
+                    c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                    last_wave = w == self.waves - 1
+                    if cutlass.const_expr(self.epilogue == "direct"):
+                        self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
+                                             c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
+                    else:
+                        epi_base = (tile_sched.num_tiles_executed * self.waves + w)
+                        self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
+                                          mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                                          tbuf, cta_linear, tile_count, last_wave)
             tile_count += 1
             tile_sched.advance_to_next_work()
             work_tile = tile_sched.get_current_work()
@@ -443,14 +476,18 @@ class Fp8BlockwiseGemm:
 
     # ----------------------------------------------------------------------------------------
     @cute.jit
-    def _load_scales(self, mSFA, mSFB, row_lo, row_hi, nb0, nb1, kb, l_idx):
-        sa_lo = mSFA[(row_lo, kb, l_idx)]
-        sa_hi = mSFA[(row_hi, kb, l_idx)]
+    def _load_scales(self, mSFA, mSFB, rows, nb0, nb1, kb, l_idx):
+        """(sa_lo, sa_hi per wave ..., sb0, sb1) of K block ``kb`` for this thread's rows."""
+        out = []
+        for r in cutlass.range_constexpr(2 * self.waves):
+            out.append(mSFA[(rows[r], kb, l_idx)])
         sb0 = mSFB[(nb0, kb, l_idx)]
         sb1 = sb0
         if cutlass.const_expr(self.tile_n > 128):
             sb1 = mSFB[(nb1, kb, l_idx)]
-        return sa_lo, sa_hi, sb0, sb1
+        out.append(sb0)
+        out.append(sb1)
+        return tuple(out)
 
     @cute.jit
     def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index):
@@ -490,46 +527,45 @@ class Fp8BlockwiseGemm:
                 acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
 
     @cute.jit
-    def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
-                      mainloop_pipeline, read_state, s_lo, s_hi, s0, s1, split):
+    def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                      mainloop_pipeline, read_state, sc, split):
         mainloop_pipeline.consumer_wait(read_state)
-        cute.nvgpu.warpgroup.fence()
-        self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index)
-        cute.nvgpu.warpgroup.wait_group(0)
-        mainloop_pipeline.consumer_release(read_state)
-        read_state.advance()
-        self.rec.spin(self.delay_kloop)
-        self._promote(acc_total, acc_blk, s_lo, s_hi, s0, s1, split)
+        for w in cutlass.range_constexpr(self.waves):
+            cute.nvgpu.warpgroup.fence()
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index * self.waves + w)
+            cute.nvgpu.warpgroup.wait_group(0)
+            if cutlass.const_expr(w == self.waves - 1):
+                mainloop_pipeline.consumer_release(read_state)
+                read_state.advance()
+                self.rec.spin(self.delay_kloop)
+            self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split)
         return read_state
 
     @cute.jit
-    def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
+    def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                     row_lo, row_hi, nb0, nb1, l_idx, split,
+                     rows, nb0, nb1, l_idx, split,
                      tbuf, cta_linear, warp_idx, tile_count):
         read_state.reset_count()
         last = k_tile_cnt - 1
         # Scales are loaded two K blocks before their promotion, into two register sets used
         # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
         # up in front of a QGMMA: the global-load latency hides behind whole blocks.
-        ta_lo, ta_hi, ta0, ta1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, 0, l_idx)
-        tb_lo, tb_hi, tb0, tb1 = self._load_scales(
-            mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(1, last), l_idx)
+        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
         for pair in range(k_tile_cnt // 2):
             kb = pair * 2
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
-                                            mainloop_pipeline, read_state, ta_lo, ta_hi, ta0, ta1, split)
-            ta_lo, ta_hi, ta0, ta1 = self._load_scales(
-                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
-                                            mainloop_pipeline, read_state, tb_lo, tb_hi, tb0, tb1, split)
-            tb_lo, tb_hi, tb0, tb1 = self._load_scales(
-                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, tb, split)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
         if k_tile_cnt % 2 == 1:
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_total,
-                                            mainloop_pipeline, read_state, ta_lo, ta_hi, ta0, ta1, split)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
         return read_state
@@ -537,17 +573,16 @@ class Fp8BlockwiseGemm:
     @cute.jit
     def kloop_overlap(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, acc_b, acc_total,
                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                      row_lo, row_hi, nb0, nb1, l_idx, split,
+                      rows, nb0, nb1, l_idx, split,
                       tbuf, cta_linear, warp_idx, tile_count):
-        # Two block accumulators: block k+1's wgmma runs while block k is promoted. K blocks are
-        # taken in pairs so each accumulator has a fixed register home (no dynamic indexing).
+        # Two block accumulators (one wave only): block k+1's wgmma runs while block k is
+        # promoted. K blocks are taken in pairs so each accumulator has a fixed register home.
         # Each accumulator's scales are loaded two blocks before they are used.
         read_state.reset_count()
         release_state = read_state.clone()
         last = k_tile_cnt - 1
-        ta_lo, ta_hi, ta0, ta1 = self._load_scales(mSFA, mSFB, row_lo, row_hi, nb0, nb1, 0, l_idx)
-        tb_lo, tb_hi, tb0, tb1 = self._load_scales(
-            mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(1, last), l_idx)
+        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
         cute.nvgpu.warpgroup.fence()
@@ -564,9 +599,8 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, ta_lo, ta_hi, ta0, ta1, split)
-            ta_lo, ta_hi, ta0, ta1 = self._load_scales(
-                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb1 + 1, last), l_idx)
+            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 1, last), l_idx)
             if kb1 + 1 < k_tile_cnt:
                 mainloop_pipeline.consumer_wait(read_state)
                 cute.nvgpu.warpgroup.fence()
@@ -578,28 +612,28 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_b, tb_lo, tb_hi, tb0, tb1, split)
-            tb_lo, tb_hi, tb0, tb1 = self._load_scales(
-                mSFA, mSFB, row_lo, row_hi, nb0, nb1, cutlass.min(kb1 + 2, last), l_idx)
+            self._promote(acc_total, acc_b, tb[0], tb[1], tb[2], tb[3], split)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 2, last), l_idx)
         if k_tile_cnt % 2 == 1:
             # the last block sits in acc_a
             cute.nvgpu.warpgroup.wait_group(0)
             mainloop_pipeline.consumer_release(release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, ta_lo, ta_hi, ta0, ta1, split)
+            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
         return read_state
 
     # ----------------------------------------------------------------------------------------
     @cute.jit
     def epilogue_direct(self, tCgC_all, tCcC, acc_total, mC_mnl, m0, n0, tile_coord_mnl,
-                        tbuf, cta_linear, warp_idx, tile_count):
+                        tbuf, cta_linear, warp_idx, tile_count, last_wave):
         # phase 1: accumulator -> bf16 registers (frees nothing on Hopper, but it is the
         # register-side work the model calls phase 1)
         rD = cute.make_rmem_tensor(acc_total.shape, self.c_dtype)
         rD.store(acc_total.load().to(self.c_dtype))
         self.rec.spin(self.delay_phase1)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+        if cutlass.const_expr(last_wave):
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
         # phase 2: predicated stores straight to global memory
         M = cute.size(mC_mnl, mode=[0])
         N = cute.size(mC_mnl, mode=[1])
@@ -611,13 +645,15 @@ class Fp8BlockwiseGemm:
                 crd = tCcC[i]
                 if m0 + crd[0] < M and n0 + crd[1] < N:
                     tCgC[i] = rD[i]
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+        if cutlass.const_expr(last_wave):
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
 
     @cute.jit
-    def epilogue_tma(self, epi, sC, tma_atom_c, tile_coord_mnl,
-                     mma_tidx, warp_idx, tma_store_pipeline, tile_sched,
-                     tbuf, cta_linear, tile_count):
-        tiled_copy_r2s, tRS_sD, tRS_rAcc, rD_shape, gC_tma = epi
+    def epilogue_tma(self, epi, wave, sC, tma_atom_c, tile_coord_mnl,
+                     mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                     tbuf, cta_linear, tile_count, last_wave):
+        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
+        tRS_rAcc = tRS_rAccs[wave]
         tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
         tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
         size_tRS_rD = cute.size(tRS_rD)
@@ -628,8 +664,9 @@ class Fp8BlockwiseGemm:
         epi_tile_num = cute.size(tCgC_epi, mode=[1])
         epi_tile_shape = tCgC_epi.shape[1]
         epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
-        num_prev_epi_tiles = tile_sched.num_tiles_executed * epi_tile_num
-        self.rec.spin(self.delay_phase1)
+        num_prev_epi_tiles = epi_base * epi_tile_num
+        if cutlass.const_expr(wave == 0):
+            self.rec.spin(self.delay_phase1)
         for epi_idx in cutlass.range_constexpr(epi_tile_num):
             for v in cutlass.range_constexpr(size_tRS_rD):
                 tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
@@ -646,5 +683,6 @@ class Fp8BlockwiseGemm:
             self.epilog_sync_barrier.arrive_and_wait()
         # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
         # asynchronously (phase 2 is their issue)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+        if cutlass.const_expr(last_wave):
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)

@@ -55,7 +55,7 @@ def _compile(kw: dict, max_active_clusters: int):
 
 def compile_entry(**kw) -> None:
     """Entry for :func:`bsprof.kernels.build.compile_to_cubin` (runs in a fresh interpreter)."""
-    max_active = H100_SMS // kw.get("cluster_m", 1)
+    max_active = H100_SMS // (kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
     _compile(kw, max_active)
 
 
@@ -97,7 +97,7 @@ def _max_active(kw: dict) -> int:
     import torch
 
     torch.empty(1, device="cuda")  # HardwareInfo needs torch's (primary) context to be current
-    return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1))
+    return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
 def _dyn(t, leading: int, align: int):
@@ -173,14 +173,17 @@ class Prepared:
         return self._tbuf
 
 
-def grid_ctas(mnkl, tile_n: int, cluster_m: int, max_active_clusters: int) -> tuple[int, int]:
+def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
     m, n, _, l = mnkl
-    tiles_m = -(-m // 128)
-    tiles_m = -(-tiles_m // cluster_m) * cluster_m
-    tiles = tiles_m * -(-n // tile_n) * l
-    clusters = min(max_active_clusters, tiles // cluster_m)
-    ctas = clusters * cluster_m
+    cm, cn, sw = kw.get("cluster_m", 1), kw.get("cluster_n", 1), kw.get("swizzle", 1)
+    tiles_m = -(-(-(-m // kw.get("tile_m", 128))) // cm) * cm
+    tiles_n = -(-(-(-n // kw["tile_n"])) // cn) * cn
+    if sw > 1:  # the swizzled scheduler rounds the cluster count along N up to the swizzle
+        tiles_n = -(-tiles_n // (cn * sw)) * cn * sw
+    tiles = tiles_m * tiles_n * l
+    clusters = min(max_active_clusters, tiles // (cm * cn))
+    ctas = clusters * cm * cn
     return ctas, -(-tiles // ctas)
 
 
@@ -205,7 +208,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     ops = make_operands(mnkl, seed=seed)
     max_active = _max_active(kw)
-    ctas, tiles_per_cta = grid_ctas(mnkl, kw["tile_n"], kw["cluster_m"], max_active)
+    ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
     if timing:
         from bsprof.analyzers.timing_buffer import plan_buffer

@@ -1,0 +1,80 @@
+"""Dominators and natural loops on random control-flow graphs, checked against the textbook
+set-based definitions (property-based)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bsprof.analyzers.sass import analyze_sass_text
+from bsprof.analyzers.sass.loops import dominators
+
+
+@st.composite
+def listings(draw):
+    n = draw(st.integers(2, 14))
+    lines, pc = [], 0
+    for b in range(n):
+        lines.append(f".L_x_{b}:")
+        for _ in range(draw(st.integers(0, 2))):
+            op = draw(st.sampled_from(["IADD3 R1, R1, 0x1, RZ", "UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], idesc[UR9], UPT",
+                                       "SYNCS.ARRIVE.TRANS64 RZ, [UR4], RZ"]))
+            lines.append(f"/*{pc:04x}*/ {op} ;")
+            pc += 16
+        kind = draw(st.sampled_from(["fall", "bra", "cond", "uniform", "exit"]))
+        t = draw(st.integers(0, n - 1))
+        term = {"fall": "NOP", "bra": f"BRA `(.L_x_{t})", "cond": f"@!P0 BRA `(.L_x_{t})",
+                "uniform": f"BRA.U UP1, `(.L_x_{t})", "exit": "@P1 EXIT"}[kind]
+        lines.append(f"/*{pc:04x}*/ {term} ;")
+        pc += 16
+    lines.append(f"/*{pc:04x}*/ EXIT ;")
+    return "\n".join(lines)
+
+
+def _set_dominators(cfg, reachable):
+    dom = {b: set(reachable) for b in reachable}
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for b in reachable:
+            if b == 0:
+                continue
+            preds = [dom[p] for p in cfg.blocks[b].preds if p in reachable]
+            new = {b} | (set.intersection(*preds) if preds else set())
+            if new != dom[b]:
+                dom[b], changed = new, True
+    return dom
+
+
+@settings(max_examples=200, deadline=None)
+@given(listings())
+def test_dominators_and_loops_match_the_definitions(text):
+    (fa,) = analyze_sass_text(text, arch="sm_100a")
+    cfg = fa.cfg
+    reach, stack = {0}, [0]
+    while stack:
+        for s in cfg.blocks[stack.pop()].succs:
+            if s not in reach:
+                reach.add(s)
+                stack.append(s)
+    dom = _set_dominators(cfg, reach)
+    idom = dominators(fa.function, cfg)
+    for b in reach:
+        chain, x = {b}, b
+        while idom[x] != -1:
+            x = idom[x]
+            chain.add(x)
+        assert chain == dom[b], (b, chain, dom[b])
+    # every natural loop: its header dominates its body, and a back edge closes it
+    headers = {h for b in reach for h in cfg.blocks[b].succs if h in dom[b]}
+    assert {lp.header for lp in fa.loops if lp.header in reach} == headers
+    for lp in fa.loops:
+        if lp.header not in reach:
+            continue
+        assert all(lp.header in dom[b] for b in lp.blocks)
+        assert any(lp.header in cfg.blocks[b].succs for b in lp.blocks)
+        if lp.parent is not None:
+            assert lp.blocks < fa.loops[lp.parent].blocks
+        assert lp.is_kloop == (lp.own_mma > 0)
+        assert lp.mma == sum(1 for i in lp.instructions if fa.instructions[i].category == "mma")
