@@ -32,14 +32,18 @@ $BSPROF sass tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.c
   -o "$run/sass_sm100a_cubin" >/dev/null
 
 echo "== sass: the bundled fp8-blockwise kernels, compiled for sm_90a on this CPU (warp roles from line info)"
+# (no --mma-detail here: its per-instruction streams would triple the samples' size)
 for v in baseline optimized; do
-  $BSPROF sass --kernel "$v" --arch sm_90a --mma-detail --features -o "$new/pair/$v/sass" >/dev/null
+  $BSPROF sass --kernel "$v" --arch sm_90a --features -o "$new/pair/$v/sass" >/dev/null
 done
 cp -r "$new/pair/optimized/sass" "$run/sass_fp8_optimized"
 
 if have_verb model; then
-  echo "== model: the embedded B200 default, a K-loop x Phase-1 sweep"
-  $BSPROF model --sweep kloop=-600:600:100,phase1=-600:600:100 -o "$run/model_b200_default" >/dev/null
+  echo "== model: the embedded B200 default: a K-loop x Phase-1 sweep across the binding flip, one projection"
+  $BSPROF model --sweep kloop=-1000:1500:125,phase1=-1500:500:125 -o "$tmp/model_sweep" >/dev/null 2>&1
+  mv "$(only_dir "$tmp/model_sweep")" "$run/model_b200_sweep"
+  $BSPROF model --kloop -300 --phase1 -200 -o "$tmp/model_proj" >/dev/null 2>&1
+  mv "$(only_dir "$tmp/model_proj")" "$run/model_b200_projection"
 else
   skip "bsprof model is not in this build"
 fi

@@ -126,3 +126,40 @@ def test_identity_reads_every_kind():
     ident = identity(discover(_sample("ncu_h100_cublas")))
     assert ident["arch"] == "sm_90" and "H100" in ident["device"]
     assert identity(discover(_sample("sass_sm100a_cubin")))["arch"] == "sm_100"
+
+
+def test_model_heatmap_marks_current_point_and_binding_flip():
+    d = _sample("model_b200_sweep")
+    doc = json.loads((d / "model.json").read_text())
+    html, info = build([d])
+    assert "model" in info.sections
+    fig = next(s for s in _figure_specs(html) if any(t.get("type") == "heatmap" for t in s["data"]))
+    names = [t.get("name") for t in fig["data"]]
+    assert "current kernel" in names and "binding side flips" in names
+    heat = next(t for t in fig["data"] if t.get("type") == "heatmap")
+    axes = doc["axes"]
+    assert heat["x"] == axes["kloop"] and heat["y"] == axes["phase1"]
+    # z[y][x] is the model's stochastic grid (indexed [kloop][phase1]) as a percentage
+    sto = doc["stochastic"]["wall_ratio"]
+    z = heat["z"]
+    if isinstance(z, dict):  # plotly's typed-array encoding
+        import base64
+
+        import numpy as np
+
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(z["shape"]
+                                                                                 if isinstance(z["shape"], list)
+                                                                                 else [int(x) for x in z["shape"].split(",")])
+    i, j = axes["phase1"].index(-500.0), axes["kloop"].index(250.0)
+    assert float(z[i][j]) == pytest.approx((sto[j][i] - 1) * 100)
+    # both sides bind somewhere in the shipped sweep, so the boundary is inside the grid
+    flat = {b for row in doc["deterministic"]["binding"] for b in row}
+    assert {"producer", "epilogue"} <= flat
+
+
+def test_model_projection_sentence_and_table():
+    d = _sample("model_b200_projection")
+    doc = json.loads((d / "model.json").read_text())
+    html, _ = build([d])
+    assert doc["sentence"].split(":")[0] in html
+    assert f"{doc['deterministic']['wall_ratio']:.4f}" in html

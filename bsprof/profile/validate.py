@@ -231,7 +231,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
-    write_text_atomic(run_dir / "validation.json", json.dumps(doc, indent=2, default=_jd) + "\n")
+    write_text_atomic(run_dir / "validation.json", json.dumps(_clean(doc), indent=2, default=_jd) + "\n")
     doc["run_dir"] = str(run_dir)
     if console is not None:
         print_table(points, summ, console)
@@ -246,6 +246,17 @@ def _landed(before: dict, after: dict) -> dict:
         if key in before and key in after:
             out[f"d_{key.replace('.', '_')}"] = after[key] - before[key]
     return out
+
+
+def _clean(o):
+    """Strict JSON: NaN / inf become null (a point the model could not score)."""
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
 
 
 def _jd(o):

@@ -60,6 +60,18 @@ def _model_artifacts(run: Run) -> list[Artifact]:
 
 def _baseline_rows(art: Artifact) -> list[list[Any]]:
     d = art.data
+    if isinstance(dig(d, "deterministic", "wall_ratio"), list):  # a sweep: the point it starts from
+        rows = []
+        axes = _axes(d) or {}
+        at0 = [v.index(0.0) if 0.0 in v else None for v in axes.values()]
+        for model in ("deterministic", "stochastic"):
+            m = d.get(model) if isinstance(d.get(model), dict) else {}
+            bind = m.get("binding")
+            side = "—"
+            if isinstance(bind, list) and None not in at0 and len(at0) == 2:
+                side = bind[at0[0]][at0[1]]
+            rows.append([model, fmt(m.get("baseline_tile_cycles")), side])
+        return rows
     rows = []
     for model in ("deterministic", "stochastic"):
         m = d.get(model)
@@ -73,18 +85,6 @@ def _baseline_rows(art: Artifact) -> list[list[Any]]:
                      (f"{ratio:.4f}" if ratio is not None else "—") + band,
                      f"{m.get('binding_before', '—')} → {m.get('binding_after', '—')}"])
     return rows
-
-
-def _builder():
-    try:
-        from bsprof.reports import figures_model
-    except ImportError:
-        return None
-    for name in ("heatmap_figure", "sweep_heatmap", "heatmap"):
-        fn = getattr(figures_model, name, None)
-        if callable(fn):
-            return fn
-    return None
 
 
 def heatmap(run: Run) -> Section | None:
@@ -102,13 +102,7 @@ def _one(sec: Section, art: Artifact) -> None:
     sentence = d.get("sentence") or d.get("explanation") or dig(d, "deterministic", "sentence")
     if isinstance(sentence, str) and sentence:
         sec.add(f"<p><b>{_esc(sentence)}</b></p>")
-    fig = None
-    builder = _builder()
-    if builder is not None:
-        try:
-            fig = builder(d)
-        except Exception:  # the builder wants another shape: draw our own from the grid below
-            fig = None
+    fig = _sweep_json_figure(d)
     if fig is None:
         df = sweep_frame(art)
         fig = _heatmap(df) if df is not None and len(df) else None
@@ -122,15 +116,112 @@ def _one(sec: Section, art: Artifact) -> None:
                      "warning"))
         return
     rows = _baseline_rows(art)
-    if rows:
+    if rows and len(rows[0]) == 3:
+        sec.add(table(rows, ["model", "current tile period (cycles)", "binding side now"], numeric=(1,),
+                      caption=f"calibrated on: {d.get('source') or '?'}"))
+    elif rows:
         sec.add(table(rows, ["model", "baseline tile (cycles)", "projected tile", "wall ratio", "binding side"],
-                      numeric=(1, 2)))
+                      numeric=(1, 2), caption=f"calibrated on: {d.get('source') or '?'}; deltas: "
+                                              f"{d.get('deltas') or d.get('fixed') or 'none'}"))
 
 
 def _esc(s: str) -> str:
     from bsprof.reports.page import esc
 
     return esc(s)
+
+
+def _axes(d: dict) -> dict[str, list[float]] | None:
+    axes = d.get("axes")
+    if isinstance(axes, dict) and axes and all(isinstance(v, list) for v in axes.values()):
+        return {k: [float(x) for x in v] for k, v in axes.items()}
+    return None
+
+
+def _grid(g: Any, transpose: bool):
+    import numpy as np
+
+    a = np.array([[np.nan if v is None else v for v in row] for row in g], dtype=object)
+    return a.T if transpose else a
+
+
+def _sweep_json_figure(d: dict):
+    """The sweep the model stored in its JSON (``SweepResult.to_json()``): K-loop delta on x, the
+    epilogue knob on y, coloured by the stochastic wall-time change (deterministic when absent)."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    axes = _axes(d)
+    det, sto = d.get("deterministic") or {}, d.get("stochastic") or {}
+    if not axes or not isinstance(det.get("wall_ratio"), list):
+        return None
+    knobs = list(axes)
+    if len(knobs) == 1:  # a one-axis sweep: the model's own line chart
+        from bsprof.reports.figures_model import sweep_figure
+
+        return sweep_figure(d, title="Projected wall-time change")
+    # x: the K-loop side (kloop or tma0) when present; y: the other knob
+    xk = next((k for k in knobs if k in ("kloop", "tma0")), knobs[1])
+    yk = next(k for k in knobs if k != xk)
+    transpose = knobs[0] == xk  # grids are indexed [knobs[0]][knobs[1]]; plotly wants z[y][x]
+    zdet = _grid(det["wall_ratio"], transpose).astype(float)
+    zsto = _grid(sto["wall_ratio"], transpose).astype(float) if isinstance(sto.get("wall_ratio"), list) else None
+    z = (zsto if zsto is not None else zdet - 0) * 100 - 100
+    bind = _grid(det["binding"], transpose) if isinstance(det.get("binding"), list) else None
+    xs, ys = axes[xk], axes[yk]
+    text = [[f"deterministic {(zdet[i][j] - 1) * 100:+.2f}%" + (f", {bind[i][j]} binds" if bind is not None else "")
+             for j in range(len(xs))] for i in range(len(ys))]
+    lim = float(np.nanmax(np.abs(z))) or 1.0
+    fig = go.Figure(go.Heatmap(
+        x=xs, y=ys, z=z, text=text, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
+        colorbar=dict(title="wall %"),
+        hovertemplate=(f"{_name(xk)} Δ %{{x:+,.0f}}, {_name(yk)} Δ %{{y:+,.0f}} cycles/tile<br>"
+                       + ("stochastic" if zsto is not None else "deterministic")
+                       + " %{z:+.2f}%<br>%{text}<extra></extra>")))
+    if bind is not None:
+        _boundary(fig, xs, ys, bind)
+    if 0.0 in xs and 0.0 in ys or (min(xs) <= 0 <= max(xs) and min(ys) <= 0 <= max(ys)):
+        fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["current"], textposition="top right",
+                                 marker=dict(symbol="x", size=14, color="#000"), name="current kernel",
+                                 hovertemplate="current kernel (no change)<extra></extra>"))
+    fig.update_layout(xaxis_title=f"{_name(xk)} Δ, cycles per tile", yaxis_title=f"{_name(yk)} Δ, cycles per tile",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+                      title=dict(text="Projected wall-time change, %" + (" (stochastic model; hover for deterministic)"
+                                                                           if zsto is not None else ""),
+                                 font=dict(size=13)))
+    return fig
+
+
+def _name(knob: str) -> str:
+    return {"kloop": "K-loop", "tma0": "TMA0", "phase1": "epilogue Phase 1", "phase2": "epilogue Phase 2"}.get(knob, knob)
+
+
+def _boundary(fig, xs, ys, bind) -> None:
+    """The line where the binding side flips: between adjacent grid cells whose binding differs, on
+    each row and each column, joined in order of x."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    pts = set()
+    for i in range(len(ys)):
+        for j in range(len(xs) - 1):
+            if bind[i][j] != bind[i][j + 1]:
+                pts.add(((xs[j] + xs[j + 1]) / 2, ys[i]))
+    for j in range(len(xs)):
+        for i in range(len(ys) - 1):
+            if bind[i][j] != bind[i + 1][j]:
+                pts.add((xs[j], (ys[i] + ys[i + 1]) / 2))
+    if pts:
+        pts = sorted(pts)
+        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines",
+                                 line=dict(color="#1d2330", width=2.5), name="binding side flips",
+                                 hovertemplate="binding side flips here<extra></extra>"))
+    flat = [str(v) for v in np.ravel(bind) if v not in (None, "") and str(v) != "nan"]
+    for side in sorted(set(flat)):
+        ii, jj = np.where(bind == side)
+        k = len(ii) // 2
+        fig.add_annotation(x=xs[jj[k]], y=ys[ii[k]], text=f"{side} binds", showarrow=False,
+                           font=dict(color="#1d2330", size=12), bgcolor="rgba(255,255,255,0.7)")
 
 
 def _heatmap(df):

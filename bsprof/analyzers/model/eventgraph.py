@@ -53,7 +53,7 @@ class Equilibrium:
 
 def _release(p: ModelParams, w: int) -> float:
     s = p.structure
-    return s.release_frac * p.epi.phase1[w] + (p.epi.phase2[w] if s.release_after_phase2 else 0.0)
+    return s.release_frac * p.epi.phase1[w] + (s.phase2_blocking * p.epi.phase2[w] if s.release_after_phase2 else 0.0)
 
 
 def solve(p: ModelParams) -> Equilibrium:
@@ -72,7 +72,7 @@ def solve(p: ModelParams) -> Equilibrium:
         binding = "epilogue"
         critical = "accumulator-cycle" if acc_cycle >= epi_chain - TIE else "epilogue-chain"
     kloop_slack = min(period - mma_chain, S * (period - acc_cycle))
-    rel_per_p1 = s.release_frac + 0.0
+    rel_per_p1 = 1.0 if s.release_after_phase2 else s.release_frac
     p1_slack = period - epi_chain
     if rel_per_p1 > 0:
         p1_slack = min(p1_slack, S * (period - acc_cycle) / rel_per_p1)
@@ -81,9 +81,10 @@ def solve(p: ModelParams) -> Equilibrium:
         # a Hopper consumer runs its own epilogue: that time is work, not waiting
         own = sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
         epi_wait = max(0.0, period - mma_chain - (own if s.name == "hopper-coop" else 0.0))
+        ml_wait = 0.0 if s.name == "hopper-coop" else period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
     else:
-        epi_wait = period - mma_chain + m.overhead - m.overhead  # MMA idle per tile
-    ml_wait = period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
+        epi_wait = period - mma_chain  # MMA idle per tile
+        ml_wait = period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
     return Equilibrium(period, binding, critical, max(0.0, deficit), max(0.0, kloop_slack),
                        max(0.0, p1_slack), max(0.0, epi_wait), max(0.0, ml_wait),
                        {"mma_chain": mma_chain, "epilogue_chain": epi_chain, "accumulator_cycle": acc_cycle})

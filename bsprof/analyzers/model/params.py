@@ -30,10 +30,11 @@ PHASE_KNOBS: tuple[str, ...] = ("tma0", "kloop", "phase1", "phase2")
 @dataclass(frozen=True)
 class Structure:
     name: str = "blackwell"
-    acc_stages: int = 1
-    release_frac: float = 0.125   # fraction of each warp's Phase 1 done when it releases the accumulator
+    acc_stages: int = 2
+    release_frac: float = 1.0     # fraction of each warp's Phase 1 done when it releases the accumulator
     release_after_phase2: bool = False
     handoff: float = 100.0        # cycles from a barrier's last arrival to the waiter running (each barrier)
+    phase2_blocking: float = 1.0  # Hopper: fraction of Phase 2 the next K-loop waits for (stores in flight overlap)
 
     @classmethod
     def named(cls, name: str, acc_stages: int | None = None, **kw: Any) -> "Structure":
@@ -51,7 +52,8 @@ class Structure:
 
     def to_json(self) -> dict:
         return {"name": self.name, "acc_stages": self.acc_stages, "release_frac": self.release_frac,
-                "release_after_phase2": self.release_after_phase2, "handoff": self.handoff}
+                "release_after_phase2": self.release_after_phase2, "handoff": self.handoff,
+                "phase2_blocking": self.phase2_blocking}
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ class Fp8BlockwiseGemm:
             raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
         if tile_m == 256 and promote != "serial":
             raise ValueError("tile_m=256 supports promote='serial' only (registers)")
-        if epilogue not in ("direct", "tma"):
-            raise ValueError(f"epilogue must be 'direct' or 'tma' (got {epilogue!r})")
+        if epilogue not in ("direct", "tma", "tma_tile"):
+            raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
         if promote not in ("serial", "overlap"):
             raise ValueError(f"promote must be 'serial' or 'overlap' (got {promote!r})")
         self.tile_n = tile_n
@@ -123,7 +123,10 @@ class Fp8BlockwiseGemm:
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.epi_tile = (TILE_M, 32)
         ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
-        epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue == "tma" else 0
+        if self.epilogue == "tma_tile":
+            # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
+            self.epi_stage = self.waves * (self.tile_n // 32)
+        epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue != "direct" else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
@@ -185,7 +188,7 @@ class Fp8BlockwiseGemm:
             num_ctas_mnl, (*self.cluster_shape_mn, 1), self.swizzle, True)
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
 
-        epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue == "tma" else 8
+        epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
 
         @cute.struct
         class SharedStorage:
@@ -249,7 +252,7 @@ class Fp8BlockwiseGemm:
         if warp_idx == 0:
             cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_a)
             cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
-            if cutlass.const_expr(self.epilogue == "tma"):
+            if cutlass.const_expr(self.epilogue != "direct"):
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_c)
 
         cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
@@ -390,7 +393,7 @@ class Fp8BlockwiseGemm:
 
         sC = None
         tiled_copy_r2s = None
-        if cutlass.const_expr(self.epilogue == "tma"):
+        if cutlass.const_expr(self.epilogue != "direct"):
             sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
             tma_store_pipeline = pipeline.PipelineTmaStore.create(
                 num_stages=self.epi_stage,
@@ -401,7 +404,7 @@ class Fp8BlockwiseGemm:
         gC_mnl = cute.local_tile(mC_mnl, (TILE_M, self.tile_n), (None, None, None))
         tCgC_all = thr_mma.partition_C(gC_mnl)
         epi = None
-        if cutlass.const_expr(self.epilogue == "tma"):
+        if cutlass.const_expr(self.epilogue != "direct"):
             copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
                 self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype)
             copy_atom_C = cute.make_copy_atom(
@@ -459,7 +462,9 @@ class Fp8BlockwiseGemm:
                     # (tile_m_idx * waves + w, tile_n_idx, l)
                     c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
                     last_wave = w == self.waves - 1
-                    if cutlass.const_expr(self.epilogue == "direct"):
+                    if cutlass.const_expr(self.epilogue == "tma_tile"):
+                        pass
+                    elif cutlass.const_expr(self.epilogue == "direct"):
                         self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
                                              c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
                     else:
@@ -467,12 +472,18 @@ class Fp8BlockwiseGemm:
                         self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
                                           mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                           tbuf, cta_linear, tile_count, last_wave)
+                if cutlass.const_expr(self.epilogue == "tma_tile"):
+                    self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
+                                           tbuf, cta_linear, tile_count)
             tile_count += 1
             tile_sched.advance_to_next_work()
             work_tile = tile_sched.get_current_work()
 
         if cutlass.const_expr(self.epilogue == "tma"):
             tma_store_pipeline.producer_tail()
+        if cutlass.const_expr(self.epilogue == "tma_tile"):
+            if warp_idx == self.epi_store_warp_id:
+                cute.arch.cp_async_bulk_wait_group(0)
 
     # ----------------------------------------------------------------------------------------
     @cute.jit
@@ -490,12 +501,13 @@ class Fp8BlockwiseGemm:
         return tuple(out)
 
     @cute.jit
-    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index):
+    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0):
         mma_first, mma_rest = tiled_mma
         for kb_i in cutlass.range_constexpr(num_k_blocks):
             # the first wgmma of a K block overwrites: a fresh accumulator per scale block
             mma = mma_first if kb_i == 0 else mma_rest
-            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index)],
+            # A has one smem buffer per (stage, wave); B one per stage
+            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
                       tCrB[(None, None, kb_i, stage_index)], acc)
         cute.nvgpu.warpgroup.commit_group()
 
@@ -532,7 +544,7 @@ class Fp8BlockwiseGemm:
         mainloop_pipeline.consumer_wait(read_state)
         for w in cutlass.range_constexpr(self.waves):
             cute.nvgpu.warpgroup.fence()
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index * self.waves + w)
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
             cute.nvgpu.warpgroup.wait_group(0)
             if cutlass.const_expr(w == self.waves - 1):
                 mainloop_pipeline.consumer_release(read_state)
@@ -686,3 +698,43 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(last_wave):
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+
+    @cute.jit
+    def epilogue_tma_tile(self, epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
+                          tbuf, cta_linear, tile_count):
+        """Whole-tile staging: every sub-tile of every wave goes to its own smem buffer, then one
+        warp issues all TMA stores. Two named barriers per tile instead of two per sub-tile."""
+        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
+        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
+        tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
+        size_tRS_rD = cute.size(tRS_rD)
+        epi_per_wave = self.tile_n // 32
+        # the previous tile's stores must have finished reading smem before it is rewritten
+        if warp_idx == self.epi_store_warp_id:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        self.epilog_sync_barrier.arrive_and_wait()
+        self.rec.spin(self.delay_phase1)
+        for w in cutlass.range_constexpr(self.waves):
+            tRS_rAcc = tRS_rAccs[w]
+            for epi_idx in cutlass.range_constexpr(epi_per_wave):
+                for v in cutlass.range_constexpr(size_tRS_rD):
+                    tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
+                tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
+                cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, w * epi_per_wave + epi_idx)])
+        cute.arch.fence_proxy("async.shared", space="cta")
+        self.epilog_sync_barrier.arrive_and_wait()
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+        if warp_idx == self.epi_store_warp_id:
+            for w in cutlass.range_constexpr(self.waves):
+                c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                gC_tile = gC_tma[(None, None, *c_coord)]
+                tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
+                bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
+                    tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi)
+                epi_tile_shape = tCgC_epi.shape[1]
+                epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
+                for epi_idx in cutlass.range_constexpr(epi_per_wave):
+                    gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
+                    cute.copy(tma_atom_c, bSG_sD[(None, w * epi_per_wave + epi_idx)], bSG_gD[(None, gmem_coord)])
+            cute.arch.cp_async_bulk_commit_group()
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)

@@ -19,21 +19,28 @@ KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (
 
 def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
+    kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
 
-def _fake_args(kw: dict, max_active_clusters: int):
+def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
+    """Fake tensors for a CPU compile: symbolic shapes, or the concrete ``mnkl`` for a
+    shape-specialized (static_shapes) build."""
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 
-    m = cute.sym_int64(symbol="M")
-    n = cute.sym_int64(divisibility=8, symbol="N")
-    k = cute.sym_int64(divisibility=BLOCK, symbol="K")
-    kb = cute.sym_int64(symbol="KB")
-    nb = cute.sym_int64(symbol="NB")
-    l = cute.sym_int64(symbol="L")
+    if mnkl is not None:
+        m, n, k, l = (int(x) for x in mnkl)
+        kb, nb = k // BLOCK, -(-n // BLOCK)
+    else:
+        m = cute.sym_int64(symbol="M")
+        n = cute.sym_int64(divisibility=8, symbol="N")
+        k = cute.sym_int64(divisibility=BLOCK, symbol="K")
+        kb = cute.sym_int64(symbol="KB")
+        nb = cute.sym_int64(symbol="NB")
+        l = cute.sym_int64(symbol="L")
     a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (m, k, l), stride_order=(1, 0, 2), assumed_align=16)
     b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
     sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
@@ -43,20 +50,20 @@ def _fake_args(kw: dict, max_active_clusters: int):
     return a, b, sfa, sfb, c, tbuf, cutlass.Int32(1), max_active_clusters, make_fake_stream()
 
 
-def _compile(kw: dict, max_active_clusters: int):
+def _compile(kw: dict, max_active_clusters: int, mnkl=None):
     import cutlass.cute as cute
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
     gemm = Fp8BlockwiseGemm(**kw)
-    args = _fake_args(kw, max_active_clusters)
+    args = _fake_args(kw, max_active_clusters, mnkl)
     return cute.compile(gemm, *args)
 
 
-def compile_entry(**kw) -> None:
+def compile_entry(mnkl=None, **kw) -> None:
     """Entry for :func:`bsprof.kernels.build.compile_to_cubin` (runs in a fresh interpreter)."""
     max_active = H100_SMS // (kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
-    _compile(kw, max_active)
+    _compile(kw, max_active, mnkl)
 
 
 def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
@@ -66,8 +73,12 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     The kernel is shape-generic (M, N, K, L are runtime), so ``mnkl`` only validates the problem."""
     from bsprof.kernels.build import compile_to_cubin
 
-    check_shape(tuple(mnkl))
+    mnkl = tuple(int(x) for x in mnkl)
+    check_shape(mnkl)
+    static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    if static:
+        kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""
     out = Path(out_dir) / f"fp8_blockwise_{variant}{suffix}.{ARCH}.cubin"
     return compile_to_cubin("bsprof.kernels.fp8_blockwise.launch:compile_entry", kw, ARCH, out, lineinfo=lineinfo)
@@ -79,13 +90,14 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
 _COMPILED: dict = {}
 
 
-def _compiled_for(kw: dict, args: tuple, max_active: int):
-    """Compile once per knob set with real layout-dynamic tensors: the result runs any shape."""
+def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
+    """Compile once per knob set (and per shape for static-shape builds); layout-dynamic builds
+    run any shape."""
     import cutlass.cute as cute
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
-    key = tuple(sorted(kw.items()))
+    key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
         a, b, sfa, sfb, c, tbuf, slots, stream = args
         _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), a, b, sfa, sfb, c, tbuf, slots, max_active, stream)
@@ -100,19 +112,21 @@ def _max_active(kw: dict) -> int:
     return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
-def _dyn(t, leading: int, align: int):
+def _dyn(t, leading: int, align: int, static: bool = False):
     from cutlass.cute.runtime import from_dlpack
 
-    return from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=leading)
+    v = from_dlpack(t, assumed_align=align)
+    return v if static else v.mark_layout_dynamic(leading_dim=leading)
 
 
-def _cute_views(ops):
-    """torch operands -> layout-dynamic cute tensors in the kernel's (M, K, L)-style mode order."""
-    a = _dyn(ops.a.permute(1, 2, 0), 1, 16)
-    b = _dyn(ops.b.permute(1, 2, 0), 1, 16)
-    sfa = _dyn(ops.sfa.permute(2, 1, 0), 0, 4)
-    sfb = _dyn(ops.sfb.permute(1, 2, 0), 1, 4)
-    c = _dyn(ops.d.permute(1, 2, 0), 1, 16)
+def _cute_views(ops, static: bool = False):
+    """torch operands -> cute tensors in the kernel's (M, K, L)-style mode order. Layout-dynamic
+    by default (one compile runs every shape); ``static`` bakes the shape into the kernel."""
+    a = _dyn(ops.a.permute(1, 2, 0), 1, 16, static)
+    b = _dyn(ops.b.permute(1, 2, 0), 1, 16, static)
+    sfa = _dyn(ops.sfa.permute(2, 1, 0), 0, 4, static)
+    sfb = _dyn(ops.sfb.permute(1, 2, 0), 1, 4, static)
+    c = _dyn(ops.d.permute(1, 2, 0), 1, 16, static)
     return a, b, sfa, sfb, c
 
 
@@ -130,6 +144,7 @@ class Prepared:
     _plan: object = None
     _tbuf: object = None
     _ref: object = field(default=None, repr=False)
+    _static: bool = False
 
     def launch(self) -> None:
         if self._tbuf is not None:
@@ -200,7 +215,9 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     if major != 9:
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
+    static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    kw.pop("static_shapes", None)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 
@@ -222,18 +239,19 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         slots = 1
     stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
     tail = (_dyn(tbuf, 0, 16), cutlass.Int32(slots), stream)
-    args = (*_cute_views(ops), *tail)
-    fn = _compiled_for(kw, args, max_active)
+    args = (*_cute_views(ops, static), *tail)
+    fn = _compiled_for(kw, args, max_active, mnkl if static else None)
     m, n, k, l = mnkl
     return Prepared(
         variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
         config=kw, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
+        _static=static,
     )
 
 
 def rebind(p: Prepared, ops) -> Prepared:
     """Point ``p`` at other operands of the same shape (so several kernels share one input set)."""
     p.ops = ops
-    p._args = (*_cute_views(ops), *p._tail)
+    p._args = (*_cute_views(ops, p._static), *p._tail)
     p._ref = None
     return p

@@ -1,0 +1,92 @@
+"""Load a bsprof timing table (CSV or Parquet, or a results directory holding one) and check it
+against ``timing_schema`` before the model trusts it. Every problem is one BsprofError line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bsprof.analyzers.timing_schema import COLUMNS, INT_COLUMNS, PHASES, REQUIRED_PHASES, ROLES
+from bsprof.errors import BsprofError
+
+SCHEMA_HINT = "see docs/model.md (timing table schema)"
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        for name in ("timing.parquet", "timing.csv"):
+            if (p / name).is_file():
+                return p / name
+        raise BsprofError(f"{p} holds no timing.parquet or timing.csv; give a timing table or a directory "
+                          "written by `bsprof timing -o DIR`")
+    if not p.is_file():
+        raise BsprofError(f"timing table {p} does not exist; give a .parquet/.csv file or a `bsprof timing` results dir")
+    if p.suffix.lower() not in (".parquet", ".csv"):
+        raise BsprofError(f"timing table {p} is neither .parquet nor .csv; convert it or give a results dir")
+    return p
+
+
+def load(path: str | os.PathLike):
+    """The validated timing table at ``path`` (file or results directory)."""
+    import pandas as pd
+
+    p = resolve(path)
+    try:
+        t = pd.read_parquet(p) if p.suffix.lower() == ".parquet" else pd.read_csv(p)
+    except pd.errors.EmptyDataError:
+        raise BsprofError(f"timing table {p} is empty; capture again with `bsprof timing`") from None
+    except Exception as exc:
+        raise BsprofError(f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing "
+                          f"file? {SCHEMA_HINT}") from None
+    return validate(t, name=str(p))
+
+
+def validate(table, name: str = "timing table"):
+    """Check columns, emptiness, numbers, roles, phases and durations; returns the table with its
+    integer columns as int64 (a copy when anything had to be converted)."""
+    import pandas as pd
+
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise BsprofError(f"{name} lacks column(s) {', '.join(missing)}; a timing table needs "
+                          f"{', '.join(COLUMNS)} ({SCHEMA_HINT})")
+    if len(table) == 0:
+        raise BsprofError(f"{name} has no rows; capture again with `bsprof timing`")
+    t = table
+    for c in INT_COLUMNS:
+        if not pd.api.types.is_integer_dtype(t[c]):
+            num = pd.to_numeric(t[c], errors="coerce")
+            bad = num.isna() | (num != num.round())
+            if bad.any():
+                i = int(bad.to_numpy().nonzero()[0][0])
+                raise BsprofError(f"{name}: column {c!r} row {i} is {t[c].iloc[i]!r}, not an integer; "
+                                  "fix or drop that row (times are integer cycles)")
+            if t is table:
+                t = table.copy()
+            t[c] = num.astype("int64")
+    roles = set(t["role"].astype(str).unique())
+    unknown = sorted(roles - set(ROLES))
+    if unknown:
+        raise BsprofError(f"{name}: unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
+    for role in REQUIRED_PHASES:
+        if role not in roles:
+            raise BsprofError(f"{name} has no {role!r} rows; the model needs both the mma and the epilogue "
+                              "role (was the recorder enabled for every warp role?)")
+    for role in roles:
+        have = set(t.loc[t["role"] == role, "phase"].astype(str).unique())
+        odd = sorted(have - set(PHASES[role]))
+        if odd:
+            raise BsprofError(f"{name}: role {role!r} has unknown phase(s) {', '.join(odd)}; "
+                              f"its phases are {', '.join(PHASES[role])}")
+        lack = [ph for ph in REQUIRED_PHASES.get(role, ()) if ph not in have]
+        if lack:
+            raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; the model needs them "
+                              f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})")
+    neg = (t["end"] < t["start"]).to_numpy()
+    if neg.any():
+        i = int(neg.nonzero()[0][0])
+        r = t.iloc[i]
+        raise BsprofError(f"{name}: row {i} ({r['role']} {r['phase']}, CTA {r['cta']} warp {r['warp']} tile "
+                          f"{r['tile']}) ends before it starts (negative duration); capture again or drop the row")
+    return t

@@ -1,0 +1,114 @@
+"""`bsprof bench --family nvfp4`: correctness against the float32 reference, then timing beside
+cuBLAS (``torch._scaled_mm`` with FP4 operands and block scales, where this torch supports it).
+
+Runs only on an sm_100 GPU; anywhere else it raises BsprofError (the CLI prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bsprof.errors import BsprofError
+
+# dense FP4 tensor-core peak, TFLOP/s, by device-name substring (NVIDIA data sheets)
+PEAK_FP4_TFLOPS = {"GB200": 10000.0, "B200": 9000.0}
+# fall-back estimate: dense FP4 FLOP per SM per clock on sm_100 (2x FP8) at a 1.965 GHz boost clock
+FP4_FLOP_PER_SM_CLK = 32768
+BOOST_HZ = 1.965e9
+
+
+def peak_tflops(info: dict) -> tuple[float, str]:
+    for key, val in PEAK_FP4_TFLOPS.items():
+        if key in info.get("name", ""):
+            return val, "data sheet"
+    return info["sm_count"] * FP4_FLOP_PER_SM_CLK * BOOST_HZ / 1e12, "estimated from SM count"
+
+
+def time_fn(fn, warmup: int, iters: int) -> list[float]:
+    """Milliseconds of each of ``iters`` launches of ``fn`` (CUDA events around each)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _cublas(ops: dict, kw: dict, mnkl):
+    """cuBLAS block-scaled FP4 through torch._scaled_mm; (fn, out) or a reason it cannot run."""
+    import torch
+
+    m, n, k, l = mnkl
+    if l != 1:
+        return None, "batched (L > 1) problems have no cuBLAS peer here"
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        return None, f"torch {torch.__version__} has no float4_e2m1fn_x2 dtype"
+    sf_t = torch.float8_e4m3fn if kw["sf_dtype"] == "Float8E4M3FN" else torch.float8_e8m0fnu
+    a = ops["a"][0].view(torch.float4_e2m1fn_x2)
+    b = ops["b"][0].view(torch.float4_e2m1fn_x2)
+    # our scale layout is the 128x4-atom layout cuBLAS also reads ("blocked")
+    sfa = ops["sfa"].view(sf_t)
+    sfb = ops["sfb"].view(sf_t)
+    out_dtype = ops["d"].dtype
+    out = torch.empty(m, n, dtype=out_dtype, device="cuda")
+
+    def fn():
+        return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb, out_dtype=out_dtype, out=out)
+
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return (fn, out), None
+
+
+def run(request, console) -> dict:
+    from bsprof.kernels.nvfp4.launch import prepare
+    from bsprof.profile.gpu import require_capability
+
+    info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
+    import torch
+
+    p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
+    m, n, k, l = request.mnkl
+    err = None
+    if not request.skip_ref_check:
+        err = p.check()
+        if err > 2e-2:
+            raise BsprofError(f"nvfp4 {request.variant} relative error {err:.3e} > 2e-2 on {request.mnkl}: kernel bug")
+    times = time_fn(p.launch, request.warmup, request.iters)
+    med, best = statistics.median(times), min(times)
+    peak, peak_src = peak_tflops(info)
+    row = dict(name=request.variant, ms_median=med, ms_min=best, tflops=p.flops / med / 1e9,
+               pct_peak=100.0 * p.flops / med / 1e9 / peak, rel_err=err, config=p.kw)
+    peer, why = _cublas(p.operands, p.kw, request.mnkl)
+    cub = None
+    if peer is not None:
+        fn, out = peer
+        ct = time_fn(fn, request.warmup, request.iters)
+        cub = dict(name="cublas", ms_median=statistics.median(ct), ms_min=min(ct),
+                   tflops=p.flops / statistics.median(ct) / 1e9)
+        if not request.skip_ref_check:
+            ref = p.operands["d"][0].float()
+            cub["rel_err_vs_ours"] = float((out.float() - ref).norm() / ref.norm().clamp(min=1e-30))
+        row["vs_cublas"] = cub["ms_median"] / med
+    console.print(f"nvfp4 {request.variant} on {info['name']} {request.mnkl}: median {med:.4f} ms, "
+                  f"min {best:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of {peak:,.0f}, "
+                  f"{peak_src})" + (f", rel. err {err:.2e}" if err is not None else ""))
+    if cub:
+        console.print(f"cuBLAS (torch._scaled_mm): median {cub['ms_median']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
+                      f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x")
+    else:
+        console.print(f"cuBLAS peer skipped: {why}")
+    return {"bsprof": {"kind": "bench", "version": 1}, "family": "nvfp4", "variant": request.variant,
+            "device": info, "mnkl": list(request.mnkl), "warmup": request.warmup, "iters": request.iters,
+            "rows": [row] + ([cub] if cub else []), "skipped": {} if cub else {"cublas": why},
+            "peak_tflops": peak, "peak_source": peak_src}

@@ -1,0 +1,61 @@
+"""Plotly figures of model sweeps: used by ``bsprof model --html`` and by ``bsprof report``.
+
+Works from the sweep's JSON form (``SweepResult.to_json()``, also stored in model.json), so the
+report can redraw a sweep without re-running the model. plotly is imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _pct(rows):
+    if rows and isinstance(rows[0], list):
+        return [[None if v is None else (v - 1.0) * 100.0 for v in r] for r in rows]
+    return [None if v is None else (v - 1.0) * 100.0 for v in rows]
+
+
+def _label(knob: str) -> str:
+    return {"tma0": "TMA0", "kloop": "K-loop", "phase1": "Phase 1", "phase2": "Phase 2"}.get(knob, knob) + " delta"
+
+
+def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
+    """A heatmap (two axes) or line chart (one axis) of the projected wall-time change in percent,
+    stochastic model in colour/solid, deterministic as text/dashed, with the 90% band on lines."""
+    import plotly.graph_objects as go
+
+    axes = sweep["axes"]
+    knobs = list(axes)
+    sto = sweep.get("stochastic", {})
+    det = sweep.get("deterministic", {})
+    if len(knobs) == 2:
+        z = _pct(sto.get("wall_ratio") or det["wall_ratio"])
+        zd = _pct(det["wall_ratio"])
+        binding = det.get("binding") or [[""] * len(axes[knobs[1]]) for _ in axes[knobs[0]]]
+        text = [[f"det {d:+.2f}%<br>{b}" for d, b in zip(rd, rb)] for rd, rb in zip(zd, binding)]
+        fig = go.Figure(go.Heatmap(
+            x=[str(v) for v in axes[knobs[1]]], y=[str(v) for v in axes[knobs[0]]], z=z, text=text,
+            colorscale="RdBu_r", zmid=0, colorbar={"title": "wall %"},
+            hovertemplate=(f"{_label(knobs[0])} %{{y}}<br>{_label(knobs[1])} %{{x}}<br>"
+                           "stochastic %{z:+.2f}%<br>%{text}<extra></extra>")))
+        fig.update_layout(xaxis_title=_label(knobs[1]) + " (cycles/tile)",
+                          yaxis_title=_label(knobs[0]) + " (cycles/tile)")
+    else:
+        x = [str(v) for v in axes[knobs[0]]]
+        fig = go.Figure()
+        if sto.get("wall_ratio_p05"):
+            fig.add_trace(go.Scatter(x=x + x[::-1], y=_pct(sto["wall_ratio_p95"]) + _pct(sto["wall_ratio_p05"])[::-1],
+                                     fill="toself", line={"width": 0}, opacity=0.25, name="stochastic 90% band"))
+        if sto.get("wall_ratio"):
+            fig.add_trace(go.Scatter(x=x, y=_pct(sto["wall_ratio"]), name="stochastic mean"))
+        fig.add_trace(go.Scatter(x=x, y=_pct(det["wall_ratio"]), name="deterministic", line={"dash": "dash"}))
+        fig.update_layout(xaxis_title=_label(knobs[0]) + " (cycles/tile)", yaxis_title="wall time change (%)")
+    fig.update_layout(title=title, template="plotly_white")
+    return fig
+
+
+def write_html(fig, path: str | os.PathLike) -> None:
+    """Self-contained HTML (plotly.js inlined), written atomically."""
+    from bsprof.io import write_text_atomic
+
+    write_text_atomic(path, fig.to_html(include_plotlyjs=True, full_html=True))

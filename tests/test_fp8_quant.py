@@ -1,0 +1,101 @@
+"""Host side of the FP8-blockwise family on CPU torch: DeepSeek-V3 quantization, the float64
+reference, the output checks and the variant/knob resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bsprof.errors import BsprofError  # noqa: E402
+from bsprof.kernels.fp8_blockwise import config as cfg  # noqa: E402
+from bsprof.kernels.fp8_blockwise import quant  # noqa: E402
+from bsprof.kernels.fp8_blockwise.launch import grid_ctas  # noqa: E402
+
+
+def test_row_quantization_layout_and_scales():
+    x = torch.randn(2, 5, 384) * torch.tensor([1.0, 100.0, 0.01]).repeat_interleave(128)
+    q, s = quant.quantize_rows(x)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == (2, 5, 384)
+    assert s.shape == (2, 3, 5) and s.is_contiguous()          # (L, K/128, M): M contiguous
+    # one scale per (row, K block): amax / 448, so every block uses the full FP8 range
+    amax = x.reshape(2, 5, 3, 128).abs().amax(-1).transpose(1, 2)
+    torch.testing.assert_close(s, amax / quant.FP8_MAX)
+    assert q.float().abs().max() <= quant.FP8_MAX
+    deq = q.float() * s.transpose(1, 2).repeat_interleave(128, dim=2)
+    rel = (deq - x).norm() / x.norm()
+    assert rel < 0.05                                           # e4m3: 3 mantissa bits
+
+
+def test_block_quantization_pads_ragged_n():
+    x = torch.randn(1, 200, 256)
+    q, s = quant.quantize_blocks(x)
+    assert q.shape == (1, 200, 256) and s.shape == (1, 2, 2)    # ceil(200/128) x K/128
+    amax01 = x[0, 128:, 0:128].abs().max()                      # the ragged block uses its real rows
+    torch.testing.assert_close(s[0, 1, 0], amax01 / quant.FP8_MAX)
+
+
+def test_reference_matches_explicit_dequantized_product():
+    ops_a = quant.quantize_rows(torch.randn(1, 7, 256))
+    ops_b = quant.quantize_blocks(torch.randn(1, 130, 256))
+    ref = quant.reference(ops_a[0], ops_a[1], ops_b[0], ops_b[1])
+    a = ops_a[0].double()[0]
+    b = ops_b[0].double()[0]
+    sa, sb = ops_a[1][0].double(), ops_b[1][0].double()
+    want = torch.zeros(7, 130, dtype=torch.float64)
+    for kb in range(2):
+        ks = slice(kb * 128, kb * 128 + 128)
+        part = a[:, ks] @ b[:, ks].T
+        want += part * sa[kb][:, None] * torch.stack([sb[n // 128, kb] for n in range(130)])[None, :]
+    torch.testing.assert_close(ref[0], want)
+
+
+def test_make_operands_on_cpu_has_varied_block_scales():
+    ops = quant.make_operands((64, 136, 256, 1), seed=3, device="cpu")
+    assert ops.d.dtype == torch.bfloat16 and ops.d.shape == (1, 64, 136)
+    assert ops.sfa.unique().numel() > 10 and ops.sfb.unique().numel() > 1
+    again = quant.make_operands((64, 136, 256, 1), seed=3, device="cpu")
+    assert torch.equal(ops.sfa, again.sfa)
+
+
+@pytest.mark.parametrize("mnkl,needle", [((64, 64, 100, 1), "multiple of 128"),
+                                         ((64, 60, 128, 1), "multiple of 8"),
+                                         ((0, 64, 128, 1), "positive")])
+def test_shape_errors_are_one_line(mnkl, needle):
+    with pytest.raises(BsprofError) as exc:
+        quant.check_shape(mnkl)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_rel_error_detects_unwritten_and_nan():
+    ref = torch.ones(1, 4, 8, dtype=torch.float64)
+    d = torch.ones(1, 4, 8, dtype=torch.bfloat16)
+    assert quant.rel_error(d, ref) == 0.0
+    quant.poison(d)
+    with pytest.raises(BsprofError, match="never written"):
+        quant.rel_error(d, ref)
+    d.fill_(1.0)
+    d[0, 0, 0] = float("nan")
+    with pytest.raises(BsprofError, match="NaN"):
+        quant.rel_error(d, ref)
+
+
+def test_variant_resolution_and_cli_knobs():
+    opt = cfg.resolve("optimized")
+    assert opt["tile_m"] == 256 and opt["epilogue"] == "tma"
+    base = cfg.resolve("baseline", {"mma_tiler": (256, 128), "cluster": (1, 2)})
+    assert base["tile_m"] == 256 and base["cluster_n"] == 2
+    for bad in ({"mma_tiler": (64, 128)}, {"cluster": (2, 2)}, {"sf_vec": 16}, {"bogus": 1},
+                {"c_dtype": "Float16"}):
+        with pytest.raises(BsprofError):
+            cfg.resolve("optimized", bad)
+    with pytest.raises(BsprofError):
+        cfg.resolve("fastest")
+
+
+def test_grid_for_the_persistent_scheduler():
+    kw = cfg.resolve("optimized")
+    assert grid_ctas((4096, 4096, 4096, 1), kw, 132) == (132, 4)     # 512 tiles of 256x128
+    assert grid_ctas((256, 256, 256, 1), kw, 132) == (2, 1)
+    base = cfg.resolve("baseline")
+    assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
