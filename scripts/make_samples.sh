@@ -48,14 +48,19 @@ else
   skip "bsprof model is not in this build"
 fi
 
-cap=tests/data/h100_timing
+cap=${BSPROF_TIMING_CAPTURE:-tests/data/h100_timing}
 if [ -d "$cap" ]; then
-  echo "== timing + validation: the H100 capture in $cap"
-  for j in $(grep -l '"kind": *"timing"' -r "$cap" --include='*.json' || true); do
-    # the JSON and its Parquet table; the CSV twin, Chrome trace and raw buffer stay in tests/data
-    d=$(dirname "$j"); mkdir -p "$run/timing_h100"; cp "$j" "$d"/timing.parquet "$run/timing_h100/"; break
+  echo "== timing + validation: the H100 captures in $cap"
+  # each timing capture: its JSON and Parquet table (the CSV twin, Chrome trace and raw buffer stay in
+  # tests/data); the optimized one joins the sample run, each variant its side of the pair
+  for j in $(grep -l '"kind": *"timing"' -r "$cap" --include='*.json' | sort || true); do
+    d=$(dirname "$j")
+    v=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('variant', ''))" "$j")
+    case "$v" in baseline|optimized) ;; *) continue ;; esac
+    mkdir -p "$new/pair/$v/timing"; cp "$j" "$d"/timing.parquet "$new/pair/$v/timing/"
+    if [ "$v" = optimized ] && [ ! -d "$run/timing_h100" ]; then cp -r "$new/pair/$v/timing" "$run/timing_h100"; fi
   done
-  for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' || true); do
+  for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' | sort || true); do
     d=$(dirname "$j"); mkdir -p "$run/validation_h100"
     cp "$d"/validation.json "$d"/validation.csv "$run/validation_h100/"; break
   done

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import types
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -24,8 +23,13 @@ def test_default_prints_calibrated_equilibrium_and_projection():
     r = run()
     assert r.exit_code == 0, r.output
     out = r.output
-    for s in ("embedded B200 default", "6,067", "1,056", "epilogue", "kloop -5%", "phase1 -5%", "Pays"):
+    for s in ("embedded B200 default", "6,067", "1,056", "epilogue", "kloop -5%", "phase1 -5%", "Pays",
+              "Measured on this kernel", "K-loop -76", "0.536"):
         assert s in out, s
+    j = json.loads(run("--json").stdout)
+    kl, rw = j["observed_checks"]
+    assert round(kl["det_ms"], 3) == 0.543 and round(rw["det_ms"], 3) == 0.536 and round(rw["sto_ms"], 3) == 0.536
+    assert -100 < rw["deltas"]["phase1"] < -60
 
 
 def test_projection_json_contract():
@@ -95,6 +99,8 @@ BAD = [
     (["--sweep", "nope=0:1:1"], "not one of"),
     (["--html", "x.html"], "draws a sweep"),
     (["--bogus"], "No such option"),
+    (["--kloop"], "requires an argument"),
+    (["--structure", "foo"], "is not one of"),
     (["--from", "/nonexistent/timing.csv"], "does not exist"),
     (["--structure", "hopper-coop"], "needs a Hopper timing table"),
     (["--release", "2"], "between 0 and 1"),
@@ -107,8 +113,7 @@ def test_bad_input_is_one_line_exit_2(args, msg):
     assert p.returncode == 2, p.stderr
     assert msg in p.stderr
     assert "Traceback" not in p.stderr
-    if "No such option" not in msg:
-        assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
+    assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
 
 
 def test_model_does_not_import_heavy_modules():

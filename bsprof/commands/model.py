@@ -16,7 +16,17 @@ def _delta_opt(name: str, what: str):
                         help=f"change of {what} per tile: cycles (-300) or percent (-5%)")
 
 
-@click.command(name="model")
+class _OneLineErrors(click.Command):
+    """Usage errors (unknown flag, missing value, bad choice) as one ``error:`` line, exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.UsageError as exc:
+            raise BsprofError(f"{exc.format_message()} (see `bsprof model --help`)") from None
+
+
+@click.command(name="model", cls=_OneLineErrors)
 @click.option("--from", "source", default=None, type=click.Path(), metavar="TIMING",
               help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
                    "default: the embedded B200 measurement")
@@ -95,11 +105,14 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
 
     pj = M.project(params, deltas, tiles=tiles, seed=seed)
     doc = pj.to_json()
-    what_if = None
+    what_if = checks = None
     if not deltas:
         what_if = _what_if(M, params, tiles, seed)
         doc["what_if"] = what_if
-    _render(console, params, pj, what_if)
+        if source is None and release_frac is None and handoff is None:
+            checks = _observed_checks(M, params, tiles, seed)
+            doc["observed_checks"] = checks
+    _render(console, params, pj, what_if, checks)
     _emit(doc, as_json, as_csv, _projection_rows(doc), out, params)
 
 
@@ -133,16 +146,36 @@ def _what_if(M, params, tiles, seed) -> list[dict]:
             continue
         if knob == "phase2" and max(params.epi.phase2) <= 0:
             continue
-        pj = M.project(params, {knob: "-5%"}, tiles=max(10_000, tiles // 5), seed=seed)
+        pj = M.project(params, {knob: "-5%"}, tiles=tiles, seed=seed)
         j = pj.to_json()
         rows.append({"change": f"{knob} -5%", "det": j["deterministic"], "sto": j["stochastic"],
                      "sentence": pj.sentence})
-    pj = M.project(params, {"acc_stages": params.structure.acc_stages + 1}, tiles=max(10_000, tiles // 5), seed=seed)
+    pj = M.project(params, {"acc_stages": params.structure.acc_stages + 1}, tiles=tiles, seed=seed)
     j = pj.to_json()
-    label = ("ping-pong (2 consumer WGs)" if params.structure.name == "hopper-coop"
+    label = ("ping-pong" if params.structure.name == "hopper-coop"
              else f"acc-stages {params.structure.acc_stages + 1}")
     rows.append({"change": label, "det": j["deterministic"],
                  "sto": j["stochastic"], "sentence": pj.sentence})
+    return rows
+
+
+def _observed_checks(M, params, tiles, seed) -> list[dict]:
+    """The embedded kernel's two measured changes, replayed through the model."""
+    from bsprof.analyzers.model.default import OBSERVED
+    from bsprof.analyzers.model.project import required_delta
+
+    rows = []
+    for ob in OBSERVED:
+        deltas = ob["deltas"]
+        if deltas is None:  # the size of the change was not recorded: what the model needs
+            need = required_delta(params, ob["knob"], ob["after_ms"] / ob["before_ms"])
+            deltas = {ob["knob"]: round(need)}
+        j = M.project(params, deltas, tiles=tiles, seed=seed).to_json()
+        rows.append({"change": ob["change"], "deltas": deltas, "observed_ms": ob["after_ms"],
+                     "det_ms": ob["before_ms"] * j["deterministic"]["wall_ratio"],
+                     "sto_ms": ob["before_ms"] * j["stochastic"]["wall_ratio"],
+                     "sto_p05_ms": ob["before_ms"] * j["stochastic"]["wall_ratio_p05"],
+                     "sto_p95_ms": ob["before_ms"] * j["stochastic"]["wall_ratio_p95"]})
     return rows
 
 
@@ -265,19 +298,35 @@ def _equilibrium_table(params, pj):
     return t
 
 
-def _render(console, params, pj, what_if) -> None:
+def _render(console, params, pj, what_if, checks=None) -> None:
     from rich.table import Table
 
     _header(console, params)
     console.print(_equilibrium_table(params, pj))
+    if checks:
+        t = Table(title="Measured on this kernel vs the model (wall time, ms; baseline 0.543)",
+                  title_justify="left", header_style="bold")
+        for c in ("change", "measured", "deterministic", "stochastic"):
+            t.add_column(c, justify="left" if c == "change" else "right", no_wrap=True)
+        for r in checks:
+            knob, val = next(iter(r["deltas"].items()))
+            name = {"kloop": "K-loop", "phase1": "Phase 1"}.get(knob, knob)
+            inferred = not r["change"].startswith("K-loop")
+            label = f"{r['change']} ({name} {val:+,}*)" if inferred else f"{name} {val:+,}"
+            t.add_row(label, f"{r['observed_ms']:.3f}", f"{r['det_ms']:.3f}", f"{r['sto_ms']:.3f}")
+            if inferred:
+                pct = 100 * abs(val) / (sum(params.epi.phase1) / params.epi.warps)
+                t.caption = (f"* the rewrite's Phase-1 cut was not recorded; {val:+,} cycles/warp/tile "
+                             f"({pct:.1f}% of Phase 1) is what the model needs")
+        console.print(t)
     if what_if is not None:
         t = Table(title="What a change would buy (wall time)", title_justify="left", header_style="bold")
-        for c in ("change", "deterministic", "stochastic", "90% band", "binding"):
-            t.add_column(c, justify="left" if c in ("change", "binding") else "right", no_wrap=True)
+        for c in ("change", "deterministic", "stochastic", "90% band", "binding after"):
+            t.add_column(c, justify="left" if c in ("change", "binding after") else "right", no_wrap=True)
         for r in what_if:
             sto = r["sto"]
             t.add_row(r["change"], _style(r["det"]["wall_ratio"]), _style(sto["wall_ratio"]),
-                      _band(sto), _flip(r["det"]))
+                      _band(sto), _after(r["det"]))
         console.print(t)
         best = min(what_if, key=lambda r: r["sto"]["wall_ratio"])
         console.print(f"[bold]→[/] {pj.sentence}")
@@ -288,14 +337,15 @@ def _render(console, params, pj, what_if) -> None:
     j = pj.to_json()
     t = Table(title="Projection: " + ", ".join(f"{k} {v}" for k, v in j["deltas"].items()),
               title_justify="left", header_style="bold")
-    for c in ("model", "baseline", "projected", "wall time", "90% band", "binding"):
-        t.add_column(c, justify="left" if c in ("model", "binding") else "right", no_wrap=True)
+    for c in ("model", "baseline", "projected", "wall time", "90% band"):
+        t.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
     d, s = j["deterministic"], j["stochastic"]
     t.add_row("deterministic", _f(d["baseline_tile_cycles"]), _f(d["projected_tile_cycles"]), _style(d["wall_ratio"]),
-              "", _flip(d))
+              "")
     t.add_row("stochastic", _f(s["baseline_tile_cycles"]), _f(s["projected_tile_cycles"]), _style(s["wall_ratio"]),
-              _band(s), _flip(s))
+              _band(s))
     console.print(t)
+    console.print(f"binding side: {_flip(d)} (deterministic), {_flip(s)} (stochastic)")
     if params.wall_ms:
         w = j["wall_ms"]
         console.print(f"wall time {w['baseline']:.3f} ms → [bold]{w['projected_deterministic']:.3f} ms[/] deterministic, "
@@ -304,12 +354,18 @@ def _render(console, params, pj, what_if) -> None:
 
 
 def _band(s: dict) -> str:
-    return f"{_pct(s['wall_ratio_p05'])}…{_pct(s['wall_ratio_p95'])}"
+    a, b = (s["wall_ratio_p05"] - 1) * 100, (s["wall_ratio_p95"] - 1) * 100
+    return f"{a:+.2f}…{b:+.2f}%"
 
 
 def _flip(d: dict) -> str:
     b, a = d.get("binding_before"), d.get("binding_after")
     return b if a == b else f"{b} → [bold]{a}[/]"
+
+
+def _after(d: dict) -> str:
+    a = d.get("binding_after")
+    return a if a == d.get("binding_before") else f"[bold]{a}[/]"
 
 
 def _style(ratio: float) -> str:

@@ -59,3 +59,41 @@ def write_html(fig, path: str | os.PathLike) -> None:
     from bsprof.io import write_text_atomic
 
     write_text_atomic(path, fig.to_html(include_plotlyjs=True, full_html=True))
+
+
+def projection_figure(doc: dict, title: str = "Tile period: baseline vs projected"):
+    """Bars of baseline and projected tile cycles for both models (stochastic with its 90% band)."""
+    import plotly.graph_objects as go
+
+    det, sto = doc.get("deterministic") or {}, doc.get("stochastic") or {}
+    fig = go.Figure()
+    fig.add_trace(go.Bar(name="baseline", x=["deterministic", "stochastic"],
+                         y=[det.get("baseline_tile_cycles"), sto.get("baseline_tile_cycles")]))
+    err = None
+    if sto.get("projected_tile_p05") is not None:
+        err = {"type": "data", "symmetric": False,
+               "array": [0, sto["projected_tile_p95"] - sto["projected_tile_cycles"]],
+               "arrayminus": [0, sto["projected_tile_cycles"] - sto["projected_tile_p05"]]}
+    fig.add_trace(go.Bar(name="projected", x=["deterministic", "stochastic"],
+                         y=[det.get("projected_tile_cycles"), sto.get("projected_tile_cycles")], error_y=err))
+    deltas = ", ".join(f"{k} {v}" for k, v in (doc.get("deltas") or {}).items()) or "no change"
+    fig.update_layout(title=f"{title} ({deltas})", barmode="group", yaxis_title="cycles per tile",
+                      template="plotly_white")
+    return fig
+
+
+def figure_for(doc: dict):
+    """The figure of a model.json: the sweep heatmap/line when it holds a sweep, else the bars."""
+    return sweep_figure(doc) if "axes" in doc else projection_figure(doc)
+
+
+def metrics(doc: dict) -> dict:
+    """Headline numbers of a model.json for run-to-run comparison: {(name, better): value}."""
+    out = {}
+    for model in ("deterministic", "stochastic"):
+        d = doc.get(model) or {}
+        if isinstance(d.get("baseline_tile_cycles"), (int, float)):
+            out[(f"model {model} baseline tile (cycles)", "lower")] = d["baseline_tile_cycles"]
+        if isinstance(d.get("wall_ratio"), (int, float)):
+            out[(f"model {model} projected wall ratio", "lower")] = d["wall_ratio"]
+    return out

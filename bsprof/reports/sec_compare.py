@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from bsprof.reports.artifacts import Run, identity
 from bsprof.reports.fmt import fmt, num, signed_pct
-from bsprof.reports.page import Raw, Section, esc, note, table
+from bsprof.reports.page import Section, note, table
 
 # (label, better direction) -> value; "lower" / "higher" colour the row, None leaves it neutral
 Metrics = dict[tuple[str, str | None], Any]
@@ -145,4 +145,4 @@ def render(a: Run, b: Run) -> Section:
     return sec
 
 
-__all__ = ["render", "mismatch", "Raw", "esc"]
+__all__ = ["render", "mismatch"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.reports.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num, pct
+from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, esc, note, table
 
 # (column, label) in the order a kernel engineer reads them; the first two are ncu's SOL headline.
@@ -167,4 +167,4 @@ def headline(run: Run) -> dict[str, Any]:
     }
 
 
-__all__ = ["verdict", "sol", "stalls", "headline", "main_launch", "pct"]
+__all__ = ["verdict", "sol", "stalls", "headline", "main_launch"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from bsprof.reports.artifacts import Artifact, Run
 from bsprof.reports.fmt import dig, fmt, num
-from bsprof.reports.page import Figure, Section, esc, note, table
+from bsprof.reports.page import Figure, Section, note, table
 
 # fixed colours so one category looks the same in every figure (and in both runs)
 CATEGORY_COLORS: dict[str, str] = {
@@ -304,4 +304,4 @@ def compare_metrics(run: Run) -> dict[tuple[str, str | None], Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-__all__ = ["mix", "mma_gaps", "stall_samples_figure", "compare_metrics", "esc"]
+__all__ = ["mix", "mma_gaps", "stall_samples_figure", "compare_metrics"]

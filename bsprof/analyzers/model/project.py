@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from bsprof.analyzers.model import montecarlo as mc
 from bsprof.analyzers.model.eventgraph import Equilibrium, solve
-from bsprof.analyzers.model.params import PHASE_KNOBS, EpilogueSide, MmaSide, ModelParams
+from bsprof.analyzers.model.params import PHASE_KNOBS, EpilogueSide, ModelParams
 from bsprof.errors import BsprofError
 
 DEFAULT_TILES = 50_000
@@ -431,7 +431,9 @@ def explain(pj: Projection) -> str:
     if saved > 0:
         flip = ""
         if a.binding != b.binding or a.critical != b.critical:
-            flip = f"; after it {crit_after[a.critical]} binds, so further cuts on the same phase stop paying"
+            flip = f"; after it {crit_after[a.critical]} binds"
+            if not any(k in pj.deltas for k in STRUCT_KEYS):
+                flip += ", so further cuts on the same phase stop paying"
         return f"Pays {pct:.2f}% ({saved:,.0f} cycles/tile): the change ({what}) shortens {crit[b.critical]}{flip}."
     return (f"Costs {-pct:.2f}% ({-saved:,.0f} cycles/tile): the change ({what}) lengthens {crit_after[a.critical]}, "
             f"which {'now ' if a.critical != b.critical else ''}binds.")

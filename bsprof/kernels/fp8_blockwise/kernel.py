@@ -42,6 +42,7 @@ BLOCK_K = 128           # scale block along K == CTA tile K
 TILE_M = 128            # 2 consumer warpgroups x 64 rows
 SMEM_CAPACITY = 232448  # sm_90 dynamic shared memory per CTA (227 KiB)
 WARPS_PER_CTA = 12
+SFB_SMEM_KB = 128       # K blocks whose B scales fit the smem stash (K <= 16384)
 
 
 class Fp8BlockwiseGemm:
@@ -62,6 +63,7 @@ class Fp8BlockwiseGemm:
         consumer_regs: int = 232,
         producer_regs: int = 40,
         swizzle: int = 1,
+        sfb_smem: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -91,6 +93,11 @@ class Fp8BlockwiseGemm:
         self.sample_every = int(sample_every)
         self.consumer_regs = consumer_regs
         self.swizzle = int(swizzle)
+        # B scales of the tile's N block(s) for every K block, staged in smem at tile start
+        # (DeepGEMM does the same): the K-loop reads them with LDS instead of a uniform LDG
+        # whose R2UR move stalls on the load (ncu: long-scoreboard on the scale FMUL)
+        self.sfb_smem = bool(sfb_smem)
+        self.sfb_cap = SFB_SMEM_KB
         self.producer_regs = producer_regs
 
         self.acc_dtype = cutlass.Float32
@@ -127,6 +134,7 @@ class Fp8BlockwiseGemm:
             # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
             self.epi_stage = self.waves * (self.tile_n // 32)
         epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue != "direct" else 0
+        epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
@@ -189,6 +197,7 @@ class Fp8BlockwiseGemm:
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
+        sfb_words = 2 * SFB_SMEM_KB if self.sfb_smem else 4
 
         @cute.struct
         class SharedStorage:
@@ -200,6 +209,7 @@ class Fp8BlockwiseGemm:
                 cute.struct.MemRange[self.b_dtype, cute.cosize(self.b_smem_layout_staged)],
                 self.buffer_align_bytes]
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, epi_cosize], self.buffer_align_bytes]
+            sSFB: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfb_words], 16]
 
         self.shared_storage = SharedStorage
 
@@ -301,6 +311,10 @@ class Fp8BlockwiseGemm:
 
         warp_group_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         k_tile_cnt = cute.size(gA_mkl, mode=[3])
+        # 128-row A tiles: the second wave of a 256-row tile can lie wholly past M; it then
+        # re-loads the last real A tile (never stored) instead of indexing past the tensor,
+        # which static layouts do not tolerate
+        a_mtiles = cute.size(gA_mkl, mode=[2])
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
 
@@ -326,8 +340,8 @@ class Fp8BlockwiseGemm:
                         # the 128-row A tile (tile_m_idx * waves + w)
                         for w in cutlass.range_constexpr(self.waves):
                             cute.copy(tma_atom_a,
-                                      tAgA[(None, tile_coord_mnl[0] * self.waves + w, prod_state.count,
-                                            tile_coord_mnl[2])],
+                                      tAgA[(None, cutlass.min(tile_coord_mnl[0] * self.waves + w, a_mtiles - 1),
+                                            prod_state.count, tile_coord_mnl[2])],
                                       tAsA[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar,
                                       mcast_mask=a_mcast_mask)
                         cute.copy(tma_atom_b, tBgB_nkl[(None, prod_state.count)],
@@ -403,6 +417,7 @@ class Fp8BlockwiseGemm:
         # staged inside a loop must not escape it.
         gC_mnl = cute.local_tile(mC_mnl, (TILE_M, self.tile_n), (None, None, None))
         tCgC_all = thr_mma.partition_C(gC_mnl)
+        c_mtiles = cute.size(gC_mnl, mode=[2])
         epi = None
         if cutlass.const_expr(self.epilogue != "direct"):
             copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
@@ -417,6 +432,9 @@ class Fp8BlockwiseGemm:
             rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
             gC_tma = cute.local_tile(mC_tma, (TILE_M, self.tile_n), (None, None, None))
             epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
+
+        sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
+        sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
@@ -443,15 +461,24 @@ class Fp8BlockwiseGemm:
             split = 128 - n0 % 128
             for w in cutlass.range_constexpr(self.waves):
                 acc_totals[w].fill(0.0)
+            if cutlass.const_expr(self.sfb_smem):
+                # previous tile's readers are done before the stash is rewritten
+                self.epilog_sync_barrier.arrive_and_wait()
+                kb_total = cute.size(mSFB, mode=[1])
+                for kb in range(mma_tidx, kb_total, self.num_mma_threads):
+                    sSFB[kb] = mSFB[(nb0, kb, l_idx)]
+                    if cutlass.const_expr(self.tile_n > 128):
+                        sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
+                self.epilog_sync_barrier.arrive_and_wait()
             with Scope("kloop"):
                 if cutlass.const_expr(self.promote == "serial"):
                     read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
+                                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
                                       rows, nb0, nb1, l_idx, split,
                                       tbuf, cta_linear, warp_idx, tile_count)
                 else:
                     read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
-                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
+                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
                                        rows, nb0, nb1, l_idx, split,
                                        tbuf, cta_linear, warp_idx, tile_count)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
@@ -461,17 +488,23 @@ class Fp8BlockwiseGemm:
                     # the epilogue works on 128-row C tiles: wave w of this tile is C tile
                     # (tile_m_idx * waves + w, tile_n_idx, l)
                     c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
-                    last_wave = w == self.waves - 1
+                    # the last wave that stores anything records the tile's epilogue events
+                    last_wave = True
+                    if cutlass.const_expr(w < self.waves - 1):
+                        last_wave = c_coord[0] + 1 >= c_mtiles
                     if cutlass.const_expr(self.epilogue == "tma_tile"):
                         pass
                     elif cutlass.const_expr(self.epilogue == "direct"):
-                        self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
-                                             c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
+                        if c_coord[0] < c_mtiles:
+                            self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
+                                                 c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
                     else:
                         epi_base = (tile_sched.num_tiles_executed * self.waves + w)
-                        self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
-                                          mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                                          tbuf, cta_linear, tile_count, last_wave)
+                        # a wave wholly past M stores nothing (uniform across the CTA)
+                        if c_coord[0] < c_mtiles:
+                            self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
+                                              mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                                              tbuf, cta_linear, tile_count, last_wave)
                 if cutlass.const_expr(self.epilogue == "tma_tile"):
                     self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
                                            tbuf, cta_linear, tile_count)
@@ -492,10 +525,16 @@ class Fp8BlockwiseGemm:
         out = []
         for r in cutlass.range_constexpr(2 * self.waves):
             out.append(mSFA[(rows[r], kb, l_idx)])
-        sb0 = mSFB[(nb0, kb, l_idx)]
-        sb1 = sb0
-        if cutlass.const_expr(self.tile_n > 128):
-            sb1 = mSFB[(nb1, kb, l_idx)]
+        if cutlass.const_expr(self.sfb_smem):
+            sb0 = mSFB[kb]                       # here mSFB is the smem stash
+            sb1 = sb0
+            if cutlass.const_expr(self.tile_n > 128):
+                sb1 = mSFB[SFB_SMEM_KB + kb]
+        else:
+            sb0 = mSFB[(nb0, kb, l_idx)]
+            sb1 = sb0
+            if cutlass.const_expr(self.tile_n > 128):
+                sb1 = mSFB[(nb1, kb, l_idx)]
         out.append(sb0)
         out.append(sb1)
         return tuple(out)
@@ -644,7 +683,7 @@ class Fp8BlockwiseGemm:
         rD = cute.make_rmem_tensor(acc_total.shape, self.c_dtype)
         rD.store(acc_total.load().to(self.c_dtype))
         self.rec.spin(self.delay_phase1)
-        if cutlass.const_expr(last_wave):
+        if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
         # phase 2: predicated stores straight to global memory
         M = cute.size(mC_mnl, mode=[0])
@@ -657,7 +696,7 @@ class Fp8BlockwiseGemm:
                 crd = tCcC[i]
                 if m0 + crd[0] < M and n0 + crd[1] < N:
                     tCgC[i] = rD[i]
-        if cutlass.const_expr(last_wave):
+        if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
 
     @cute.jit
@@ -695,7 +734,7 @@ class Fp8BlockwiseGemm:
             self.epilog_sync_barrier.arrive_and_wait()
         # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
         # asynchronously (phase 2 is their issue)
-        if cutlass.const_expr(last_wave):
+        if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
 

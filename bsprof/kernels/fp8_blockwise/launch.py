@@ -77,6 +77,7 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    _check_knobs_fit(kw, mnkl)
     if static:
         kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""
@@ -188,6 +189,14 @@ class Prepared:
         return self._tbuf
 
 
+def _check_knobs_fit(kw: dict, mnkl) -> None:
+    from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
+
+    if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
+        raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash of "
+                          "this variant; run it with sfb_smem=0 (or split K)")
+
+
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
     m, n, _, l = mnkl
@@ -218,6 +227,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
     kw.pop("static_shapes", None)
+    _check_knobs_fit(kw, mnkl)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 

@@ -39,7 +39,8 @@ from cutlass.utils.profiling import Scope, WarpScope
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 WARPS_PER_CTA = 6
-EPI_WARPS = (0, 1, 2, 3)
+EPILOGUE_WARPS = 4   # warps 0..3 (a count, so `warp_idx < EPILOGUE_WARPS` reads as the epilogue role)
+EPI_WARPS = tuple(range(EPILOGUE_WARPS))
 MMA_WARP = 4
 TMA_WARP = 5
 MMA_K_PER_STAGE = 4  # K=64 FP4 MMAs per pipeline stage -> 256 K elements per stage
@@ -219,6 +220,11 @@ class Nvfp4Gemm:
             sSFB: cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_staged)], 1024]
 
         self.shared_storage = SharedStorage
+        # what the launch will ask for: the struct plus the 1024-aligned C staging buffer
+        self.smem_bytes = SharedStorage.size_in_bytes() + (
+            cute.size_in_bytes(self.c_dtype, self.c_smem_staged) + 1024 if self.use_tma_store else 0)
+        if cutlass.const_expr(self.smem_bytes > self.smem_capacity):
+            raise ValueError(f"shared memory {self.smem_bytes} B > {self.smem_capacity} B: lower ab_stage")
         tbuf = cute.make_tensor(tbuf_ptr, cute.make_layout(1))
 
         self.kernel(tiled_mma, tiled_mma_sfb, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_sfb, gSFB_tma,
@@ -368,7 +374,7 @@ class Nvfp4Gemm:
                          sched_params, tbuf, cta_linear, warp_idx)
 
         # ---------------------------------------------------------------- epilogue warps
-        if warp_idx < MMA_WARP:
+        if warp_idx < EPILOGUE_WARPS:
             with WarpScope("EpilogueWarps", warp_start=EPI_WARPS[0], warp_end=EPI_WARPS[-1] + 1):
                 tmem.allocate(self.tmem_cols)
                 tmem.wait_for_alloc()
@@ -541,37 +547,41 @@ class Nvfp4Gemm:
                 bSG_gC = cute.group_modes(bSG_gC, 1, cute.rank(bSG_gC))
                 with Scope("epi_tma"):
                     for st in cutlass.range(subtiles):
-                        cute.copy(t2r, tTR_tAcc[(None, None, None, st)], tTR_rAcc)
-                        self.rec.spin(self.delay_phase1)
-                        if st == subtiles - 1:
-                            # last TMEM read of the tile: hand the accumulator back to the MMA warp
-                            cute.arch.fence_view_async_tmem_load()
-                            acc_pipe.consumer_release(acc_state)
-                            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-                        tRS_rC.store(r2s.retile(tTR_rAcc).load().to(self.c_dtype))
                         buf = (subtiles_done + st) % self.c_stage
-                        cute.copy(r2s, tRS_rC, tRS_sC[(None, None, None, buf)])
-                        # make the generic-proxy smem writes visible to the TMA (async proxy)
-                        cute.arch.fence_proxy("async.shared", space="cta")
-                        self.epi_sync.arrive_and_wait()
-                        if warp_idx == EPI_WARPS[0]:
-                            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, st)])
-                            c_pipe.producer_commit()
-                            c_pipe.producer_acquire()
-                        self.epi_sync.arrive_and_wait()
+                        with Scope("phase1"):
+                            cute.copy(t2r, tTR_tAcc[(None, None, None, st)], tTR_rAcc)
+                            self.rec.spin(self.delay_phase1)
+                            if st == subtiles - 1:
+                                # last TMEM read of the tile: hand the accumulator back to the MMA warp
+                                cute.arch.fence_view_async_tmem_load()
+                                acc_pipe.consumer_release(acc_state)
+                                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+                            tRS_rC.store(r2s.retile(tTR_rAcc).load().to(self.c_dtype))
+                            cute.copy(r2s, tRS_rC, tRS_sC[(None, None, None, buf)])
+                        with Scope("phase2"):
+                            # make the generic-proxy smem writes visible to the TMA (async proxy)
+                            cute.arch.fence_proxy("async.shared", space="cta")
+                            self.epi_sync.arrive_and_wait()
+                            if warp_idx == EPI_WARPS[0]:
+                                cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, st)])
+                                c_pipe.producer_commit()
+                                c_pipe.producer_acquire()
+                            self.epi_sync.arrive_and_wait()
             else:
                 tTR_gC = tTR_gC_all[(None, None, None, None, None, *mnl)]
                 tTR_gC = cute.group_modes(tTR_gC, 3, cute.rank(tTR_gC))
                 with Scope("epi_simt"):
                     for st in cutlass.range(subtiles):
-                        cute.copy(t2r, tTR_tAcc[(None, None, None, st)], tTR_rAcc)
-                        self.rec.spin(self.delay_phase1)
-                        if st == subtiles - 1:
-                            cute.arch.fence_view_async_tmem_load()
-                            acc_pipe.consumer_release(acc_state)
-                            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-                        tTR_rC.store(tTR_rAcc.load().to(self.c_dtype))
-                        cute.copy(simt_atom, tTR_rC, tTR_gC[(None, None, None, st)])
+                        with Scope("phase1"):
+                            cute.copy(t2r, tTR_tAcc[(None, None, None, st)], tTR_rAcc)
+                            self.rec.spin(self.delay_phase1)
+                            if st == subtiles - 1:
+                                cute.arch.fence_view_async_tmem_load()
+                                acc_pipe.consumer_release(acc_state)
+                                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+                            tTR_rC.store(tTR_rAcc.load().to(self.c_dtype))
+                        with Scope("phase2"):
+                            cute.copy(simt_atom, tTR_rC, tTR_gC[(None, None, None, st)])
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
             subtiles_done += subtiles
             acc_state.advance()
