@@ -70,9 +70,21 @@ def cli() -> None:
     and what an optimization would buy before you spend a day on it."""
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every user error is one ``error:`` line and exit code 2, never a traceback."""
     try:
-        cli.main(prog_name="bsprof", standalone_mode=True)
+        rc = cli.main(args=argv, prog_name="bsprof", standalone_mode=False)
     except BsprofError as exc:  # raised outside a verb's invoke (e.g. while loading one)
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:  # unknown flag, missing value, bad choice
+        where = exc.ctx.command_path if exc.ctx is not None else "bsprof"
+        click.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)

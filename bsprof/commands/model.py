@@ -16,17 +16,7 @@ def _delta_opt(name: str, what: str):
                         help=f"change of {what} per tile: cycles (-300) or percent (-5%)")
 
 
-class _OneLineErrors(click.Command):
-    """Usage errors (unknown flag, missing value, bad choice) as one ``error:`` line, exit 2."""
-
-    def make_context(self, info_name, args, parent=None, **extra):
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.exceptions.UsageError as exc:
-            raise BsprofError(f"{exc.format_message()} (see `bsprof model --help`)") from None
-
-
-@click.command(name="model", cls=_OneLineErrors)
+@click.command(name="model")
 @click.option("--from", "source", default=None, type=click.Path(), metavar="TIMING",
               help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
                    "default: the embedded B200 measurement")
