@@ -70,3 +70,11 @@ def test_timing_table_has_every_role():
     assert set(df["role"]) == {"producer", "mma", "epilogue"}
     kl = df[df.phase == "kloop"]
     assert ((kl.end - kl.start) >= 2000 * 4).all()   # 4 K-tiles of 256, each spinning 2000 cycles
+
+
+def test_bench_cli_shape_errors_come_first():
+    """Bad shapes and options are reported on any machine, before the GPU check."""
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "nvfp4", "--mnkl", "8192,8192,1000"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: K=1000 is not a multiple of the scale vector 16; pad K to a multiple of 16"

@@ -194,3 +194,25 @@ def test_config_errors(over, needle):
         cfg.resolve("optimized", over, (8192, 8192, 1024, 1))
     with pytest.raises(BsprofError, match="unknown nvfp4 variant"):
         cfg.resolve("fast", {})
+
+
+def test_grid_matches_static_persistent_scheduler():
+    """The timing buffer is sized from grid_ctas: it must cover every CTA the scheduler launches."""
+    from bsprof.kernels.nvfp4.launch import grid_ctas
+
+    kw = cfg.resolve("optimized", {"mma_tiler": (256, 128), "cluster": (2, 1)})
+    # 8192x8192: 64 x 64 CTA tiles of 128x128 -> 2048 clusters of 2; 74 fit -> 148 CTAs, 28 tiles each
+    assert grid_ctas((8192, 8192, 1024, 1), kw, 74) == (148, 28)
+    # fewer clusters than fit: one wave, one tile each
+    assert grid_ctas((512, 256, 1024, 1), kw, 74) == (8, 1)
+    kw1 = cfg.resolve("baseline", {})
+    assert grid_ctas((384, 384, 256, 3), kw1, 148) == (27, 1)
+    assert grid_ctas((4096, 4096, 256, 2), kw1, 148) == (148, 14)    # 2048 tiles / 148
+
+
+def test_peak_table():
+    from bsprof.kernels.nvfp4.bench import peak_tflops
+
+    assert peak_tflops({"name": "NVIDIA B200", "sm_count": 148}) == (9000.0, "data sheet")
+    val, src = peak_tflops({"name": "NVIDIA RTX PRO 6000", "sm_count": 188})
+    assert src.startswith("estimated") and val > 0

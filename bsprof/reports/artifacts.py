@@ -173,6 +173,9 @@ def identity(run: Run) -> dict[str, Any]:
 
     for art in run.artifacts:
         d = art.data
+        # an ncu summary of a bundled kernel keeps the launcher's facts under "launch"
+        if isinstance(d.get("launch"), dict):
+            d = {**d["launch"], **{k: v for k, v in d.items() if k != "launch"}}
         meta = d.get("bsprof", {})
         for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)),
                              ("device", ("device_name",))):

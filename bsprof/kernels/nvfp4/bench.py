@@ -71,9 +71,10 @@ def _cublas(ops: dict, kw: dict, mnkl):
 
 
 def run(request, console) -> dict:
-    from bsprof.kernels.nvfp4.launch import prepare
+    from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
     from bsprof.profile.gpu import require_capability
 
+    kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     import torch
 
