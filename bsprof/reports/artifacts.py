@@ -187,6 +187,7 @@ def identity(run: Run) -> dict[str, Any]:
                 if isinstance(val, str):
                     put(key, val)
         put("arch", _norm_arch(meta.get("arch", d.get("arch"))))
+        put("arch", _norm_arch(d.get("capability")))
         mnkl = meta.get("mnkl", d.get("mnkl"))
         if isinstance(mnkl, (list, tuple)) and len(mnkl) in (3, 4):
             put("mnkl", tuple(int(x) for x in (list(mnkl) + [1])[:4]))

@@ -58,8 +58,13 @@ def _scope_label(call: ast.Call) -> str | None:
 
 
 def _warp_if_label(test: ast.AST) -> str | None:
-    """`warp_idx == self.tma_warp_id` -> 'tma_warp'; `warp_idx < self.mma_warp_id` -> 'mma_warp'."""
-    if not isinstance(test, ast.Compare):
+    """`warp_idx == self.tma_warp_id` -> 'tma_warp'.
+
+    Only equality / membership names a role: `warp_idx < self.mma_warp_id` selects the warps
+    *before* the MMA warp (the epilogue warps in NVIDIA's layouts), so an ordering test says nothing
+    about which role the body runs.
+    """
+    if not isinstance(test, ast.Compare) or not all(isinstance(op, (ast.Eq, ast.In)) for op in test.ops):
         return None
     names = []
     for node in [test.left, *test.comparators]:
