@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
-    console = Console()
+    console = Console(width=160)
     kernels = args.kernels.split()
     shapes = [parse_mnkl(s) for s in args.shapes.split(";") if s.strip()]
     import torch
