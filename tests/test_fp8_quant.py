@@ -99,3 +99,18 @@ def test_grid_for_the_persistent_scheduler():
     assert grid_ctas((256, 256, 256, 1), kw, 132) == (2, 1)
     base = cfg.resolve("baseline")
     assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
+
+
+def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+
+    kw = cfg.resolve("optimized")
+    assert kw["sfb_smem"]
+    small = dict(kw)
+    _check_knobs_fit(small, (4096, 4096, 16384, 1), static=True)
+    assert small["sfb_smem"]
+    big = dict(kw)
+    _check_knobs_fit(big, (4096, 4096, 32768, 1), static=True)       # shape-specialized: just drop it
+    assert not big["sfb_smem"]
+    with pytest.raises(BsprofError, match="sfb_smem=0"):
+        _check_knobs_fit(dict(kw), (4096, 4096, 32768, 1), static=False)

@@ -139,7 +139,7 @@ def synth_hopper_buffer(num_ctas=2, tiles=5, consumers=range(4, 12), ghz=1.755):
                          ("phase1_end", 9800 + w), ("phase2_end", 9810 + w)]) for w in consumers]:
                 for ev, dt in evs:
                     clk = t + dt
-                    word1 = np.uint64(((2 * cta) << 56) | (NS0 + int(clk / ghz))).astype(np.int64)
+                    word1 = np.uint64((((2 * cta) % 256) << 56) | (NS0 + int(clk / ghz))).astype(np.int64)
                     buf[cta, w, tile, EVENT_ID[ev]] = (clk, word1)
             t += 10_000
     return buf, plan

@@ -20,15 +20,17 @@ def _ordered(table):
     return out
 
 
-def write_table(table, out_dir: str | os.PathLike, stem: str = "timing") -> dict[str, Path]:
-    """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically; returns both paths."""
+def write_table(table, out_dir: str | os.PathLike, stem: str = "timing", *, csv: bool = True) -> dict[str, Path]:
+    """Write ``<stem>.parquet`` and (unless ``csv=False``) ``<stem>.csv`` atomically."""
     out_dir = Path(out_dir)
     t = _ordered(table)
-    paths = {"parquet": out_dir / f"{stem}.parquet", "csv": out_dir / f"{stem}.csv"}
+    paths = {"parquet": out_dir / f"{stem}.parquet"}
     with atomic_path(paths["parquet"]) as tmp:
-        t.to_parquet(tmp, index=False)
-    with atomic_path(paths["csv"]) as tmp:
-        t.to_csv(tmp, index=False)
+        t.to_parquet(tmp, index=False, compression="zstd")
+    if csv:
+        paths["csv"] = out_dir / f"{stem}.csv"
+        with atomic_path(paths["csv"]) as tmp:
+            t.to_csv(tmp, index=False)
     return paths
 
 

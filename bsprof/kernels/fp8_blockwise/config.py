@@ -12,9 +12,10 @@ VARIANTS: dict[str, dict] = {
                      promote="serial", swizzle=1, static_shapes=False),
     # kept after measurement (docs/optimizations.md): 256x128 tile in two 128-row waves (halves
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
-    # shape-specialized compile (static layouts: no runtime index math in the K-loop)
+    # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
+    # staged in smem per tile (dropped automatically when K > 16384)
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
-                      promote="serial", swizzle=1, static_shapes=True),
+                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True),
 }
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)

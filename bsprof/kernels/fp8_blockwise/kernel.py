@@ -5,31 +5,38 @@ One persistent, warp-specialized kernel; every optimization is a constructor swi
 
 CTA = 3 warpgroups. Warpgroup 0 is the producer (warp 0 issues the TMA loads of A and B into an
 ``ab_stage``-deep shared-memory ring guarded by mbarriers; the other three warps only give their
-registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of the 128-row tile and
+registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of a 128-row wave and
 issues wgmma (QGMMA in SASS) for one 128-wide K block into a fresh register accumulator, waits
 for it, then promotes it into the float32 total with the block scales,
-``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). The scales are read
-by the consumer threads straight from global memory at the top of the K block, so their latency
-hides behind that block's MMAs. The epilogue is either a direct (SIMT) store of the bf16 tile to
-global memory or a staged smem + TMA store.
+``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). A 256-row tile is two
+waves through the same block accumulator. The thread's scales are loaded from global memory two
+K blocks before use (or, for B, from a per-tile smem stash). The epilogue is either a direct
+(SIMT) store of the bf16 tile to global memory or a staged smem + TMA store.
 
 Switches:
-``tile_n``        64/128/192 (N of the CTA tile; M is 128 = 2 consumer warpgroups x 64)
-``cluster_m``     1 or 2: a 2x1 cluster multicasts the B tile to both CTAs
+``tile_m``        128 or 256 (one or two 128-row waves)
+``tile_n``        64/128/192/256 (192 spills at 232 registers)
+``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A
 ``ab_stage``      depth of the smem ring (0 = as many as the shared-memory budget allows)
-``epilogue``      "direct" (registers -> global) or "tma" (registers -> smem -> TMA store)
+``epilogue``      "direct" (registers -> global), "tma" (4 x 128x32 smem ring -> TMA store),
+                  "tma_tile" (whole tile staged, one TMA burst per tile)
 ``promote``       "serial": wait for the K block's wgmma, then promote (the other warpgroup keeps
                   the tensor cores busy); "overlap": two block accumulators, promote block k
-                  while the wgmma of block k+1 runs (wait_group(1))
+                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only
+``swizzle``       persistent-scheduler swizzle
+``sfb_smem``      stage the tile's B scales in smem once per tile (K <= 16384)
+``consumer_regs``/``producer_regs``  the setmaxnreg split
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
 """
 
+
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
@@ -277,7 +284,7 @@ class Fp8BlockwiseGemm:
         tma_copy_bytes = self.waves * cute.size_in_bytes(self.a_dtype, a_smem_layout) + cute.size_in_bytes(
             self.b_dtype, b_smem_layout)
 
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
 
         mcast_size = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1

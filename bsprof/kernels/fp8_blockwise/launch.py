@@ -77,7 +77,7 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl)
+    _check_knobs_fit(kw, mnkl, static)
     if static:
         kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""
@@ -189,12 +189,17 @@ class Prepared:
         return self._tbuf
 
 
-def _check_knobs_fit(kw: dict, mnkl) -> None:
+def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
+    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks. A
+    shape-specialized build simply goes without it past that; a shape-generic one must refuse."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
 
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
-        raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash of "
-                          "this variant; run it with sfb_smem=0 (or split K)")
+        if static:
+            kw["sfb_smem"] = False
+        else:
+            raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
+                              "run with sfb_smem=0 (or static_shapes=1)")
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
@@ -214,6 +219,10 @@ def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
 def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
             seed: int = 0, **config) -> Prepared:
     """GPU: compile for this device (once per process and knob set), fresh random inputs."""
+    import os
+
+    # line info for ncu / sass source attribution; CuTe DSL reads it when cutlass is first imported
+    os.environ.setdefault("CUTE_DSL_LINEINFO", "1")
     import torch
 
     mnkl = tuple(int(x) for x in mnkl)
@@ -227,7 +236,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
     kw.pop("static_shapes", None)
-    _check_knobs_fit(kw, mnkl)
+    _check_knobs_fit(kw, mnkl, static)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 
