@@ -139,7 +139,3 @@ def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
     assert calls["mnkl"] == "4096,4096,4096" and calls["out_dir"] == str(tmp_path) and "console" in calls
 
 
-def test_validate_missing_module_is_a_one_line_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "bsprof.profile.validate", None)
-    r = CliRunner().invoke(cli, ["model", "--validate"])
-    assert r.exit_code == 2 and "validation is not available yet" in r.output

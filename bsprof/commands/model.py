@@ -227,14 +227,9 @@ def _json_default(o):
 
 
 def _validate(kernel, family, mnkl, out, console) -> None:
-    try:
-        from bsprof.profile import validate as V
-    except ImportError as exc:
-        raise BsprofError(f"model validation is not available yet in this build ({exc}); update bsprof") from None
-    fn = getattr(V, "run", None)
-    if fn is None:
-        raise BsprofError("model validation is not available yet (bsprof.profile.validate.run is missing); update bsprof")
-    fn(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console)
+    from bsprof.profile import validate
+
+    validate.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console)
 
 
 # ---------------------------------------------------------------------------------------------
