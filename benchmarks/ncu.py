@@ -40,7 +40,22 @@ def bench_load(repeat: int = 10) -> dict:
     return res
 
 
-def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family: str) -> dict:
+PICK_ORDER = ("all", "all_no_occ", "no_hit_smem", "no_units", "no_sol", "no_units_no_occ", "no_sol_no_occ",
+              "no_units_hit_smem_no_occ", "no_sol_hit_smem_no_occ", "core", "core_few_stalls")
+
+
+def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]] | None:
+    """The most complete candidate with <= 1/3 of full's passes and the verdict of 'all'."""
+    ref = search["runs"].get("all", {})
+    for name in PICK_ORDER:
+        r = search["runs"].get(name, {})
+        if r.get("passes") and r["passes"] <= full_passes / 3 and (r["verdict"], r["detail"]) == (ref.get("verdict"), ref.get("detail")):
+            return name, r["metrics"], r["sections"]
+    return None
+
+
+def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family: str,
+                         override: tuple[list[str], list[str]] | None = None) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
     from bsprof.kernels.api import parse_mnkl
     from bsprof.profile.gpu import device_info
@@ -55,6 +70,8 @@ def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family:
     parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-bench-"))
     for set_name in ("triage", "full"):
         req = NcuRequest(launcher_args=launcher, arch=arch_key(info["capability"][0]), set_name=set_name)
+        if override and set_name == "triage":
+            req.metrics_override, req.sections_override = override
         t = time.perf_counter()
         d, payload = profile_to_dir(req, parent, f"{set_name}", mnkl=shape, emit=lambda s: print(s, file=sys.stderr))
         wall = time.perf_counter() - t
@@ -72,16 +89,98 @@ def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family:
     return out
 
 
+def _groups(arch: str) -> dict[str, list[str]]:
+    """The triage list split by what each part feeds (for finding where the replay passes go)."""
+    from bsprof.analyzers.ncu.metrics import triage_metric_names
+
+    names = triage_metric_names(arch)
+    g = {
+        "sol": [n for n in names if n.startswith(("sm__throughput", "gpu__compute_memory_throughput"))],
+        "units": [n for n in names if n.startswith(("dram__throughput", "lts__throughput", "l1tex__throughput"))],
+        "hit": [n for n in names if "hit_rate" in n],
+        "smem": [n for n in names if n.startswith("l1tex__data")],
+        "tensor": [n for n in names if "pipe_tensor" in n or "pipe_tc" in n],
+        "stall": [n for n in names if n.startswith("smsp__average_warps_issue_stalled")],
+        "sched": [n for n in names if n.startswith(("smsp__issue_active", "smsp__warps_eligible", "smsp__average_warp_latency",
+                                                     "sm__warps_active"))],
+    }
+    used = {n for v in g.values() for n in v}
+    g["base"] = [n for n in names if n not in used]   # duration, clocks, launch facts
+    return g
+
+
+def bench_triage_search(mnkl: str) -> dict:
+    """Replay passes of each metric group alone and of candidate triage lists (torch._scaled_mm FP8)."""
+    from bsprof.analyzers.ncu.metrics import arch_key
+    from bsprof.kernels.api import parse_mnkl
+    from bsprof.profile.gpu import device_info
+    from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
+
+    info = device_info()
+    arch = arch_key(info["capability"][0])
+    shape = parse_mnkl(mnkl)
+    launcher = ["--mnkl", ",".join(map(str, shape)), "--warmup", "3", "--torch-scaled-mm"]
+    g = _groups(arch)
+    every = [n for v in g.values() for n in v]
+    minus = lambda *ks: [n for n in every if not any(n in g[k] for k in ks)]  # noqa: E731
+    occ = ["LaunchStats", "Occupancy"]
+    few = [n for n in g["stall"] if any(f"stalled_{r}_per" in n for r in
+                                        ("barrier", "membar", "sleeping", "long_scoreboard", "wait", "gmma", "selected"))]
+    runs: dict[str, tuple[list[str], list[str]]] = {f"only_{k}": (v + g["base"], []) for k, v in g.items() if k != "base"}
+    runs["only_base"] = (g["base"], [])
+    runs["only_occupancy_section"] = (g["base"], occ)
+    runs.update({
+        "all": (every, occ), "all_no_occ": (every, ["LaunchStats"]),
+        "no_sol": (minus("sol"), occ), "no_units": (minus("units"), occ), "no_hit_smem": (minus("hit", "smem"), occ),
+        "no_sol_no_occ": (minus("sol"), ["LaunchStats"]), "no_units_no_occ": (minus("units"), ["LaunchStats"]),
+        "no_sol_hit_smem_no_occ": (minus("sol", "hit", "smem"), ["LaunchStats"]),
+        "no_units_hit_smem_no_occ": (minus("units", "hit", "smem"), ["LaunchStats"]),
+        "core": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + g["stall"], ["LaunchStats"]),
+        "core_few_stalls": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + few, ["LaunchStats"]),
+    })
+    parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-search-"))
+    out = {"device": info["name"], "groups": g, "runs": {}}
+    for name, (metrics, sections) in runs.items():
+        req = NcuRequest(launcher_args=launcher, arch=arch, set_name="triage", metrics_override=metrics,
+                         sections_override=sections)
+        try:
+            _, payload = profile_to_dir(req, parent, name, mnkl=shape, emit=lambda s: None)
+            l0 = payload["launches"][0]
+            out["runs"][name] = {"passes": payload["replay_passes"], "verdict": l0["verdict"],
+                                 "detail": l0["verdict_detail"]["detail"], "n_metrics": len(metrics), "sections": sections,
+                                 "metrics": metrics}
+        except Exception as exc:  # keep searching; record why
+            out["runs"][name] = {"error": str(exc)[:300]}
+        print(name, out["runs"][name], file=sys.stderr, flush=True)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["load", "triage-vs-full"])
+    p.add_argument("what", choices=["load", "triage-vs-full", "triage-search"])
     p.add_argument("--mnkl", default="4096,4096,4096,1")
     p.add_argument("--torch-scaled-mm", action="store_true")
     p.add_argument("--variant", default="optimized")
     p.add_argument("--family", default="fp8-blockwise")
     p.add_argument("--out", default=None)
+    p.add_argument("--search-json", default=None, help="triage-vs-full: use the list picked from a triage-search result")
     a = p.parse_args()
-    res = bench_load() if a.what == "load" else bench_triage_vs_full(a.mnkl, a.torch_scaled_mm, a.variant, a.family)
+    if a.what == "load":
+        res = bench_load()
+    elif a.what == "triage-search":
+        res = bench_triage_search(a.mnkl)
+    else:
+        override = None
+        picked = None
+        if a.search_json:
+            picked = pick(json.loads(Path(a.search_json).read_text()))
+            if picked is None:
+                print("no candidate met the target", file=sys.stderr)
+                return 1
+            override = (picked[1], picked[2])
+        res = bench_triage_vs_full(a.mnkl, a.torch_scaled_mm, a.variant, a.family, override)
+        if picked:
+            res["picked"] = {"name": picked[0], "metrics": picked[1], "sections": picked[2]}
     text = json.dumps(res, indent=2)
     print(text)
     if a.out:

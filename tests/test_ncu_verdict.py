@@ -96,3 +96,41 @@ def test_ncu_rules_with_speedups(data_dir):
 def test_clean_message_links():
     assert clean_message("see the @section:WarpStateStats:Warp State Statistics@ and @url:Guide:https://x@") == \
         "see the Warp State Statistics and Guide"
+
+
+# --- the bundled FP8-blockwise optimized kernel, profiled by `bsprof ncu --kernel optimized` on H100 ---
+# (tests/data/h100_bsprof_fp8_optimized.ncu-rep: --set full, 38 passes;
+#  tests/data/h100_bsprof_fp8_optimized_triage.ncu-rep: a triage run of the same kernel and problem)
+
+def _nosol(row: dict) -> dict:
+    """What a current --set triage row lacks: ncu's two SOL breakdowns."""
+    return dict(row, sol_compute_pct=float("nan"), sol_memory_pct=float("nan"))
+
+
+def test_bundled_kernel_full_and_triage_agree(data_dir):
+    full = extract(data_dir / "h100_bsprof_fp8_optimized.ncu-rep", flops=2 * 4096**3).table.iloc[0].to_dict()
+    tri = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep", flops=2 * 4096**3).table.iloc[0].to_dict()
+    assert "Fp8BlockwiseGemm" in full["kernel"] and full["kernel"] == tri["kernel"]
+    assert full["replay_passes"] == 38 and tri["replay_passes"] < 38
+    assert full["inst_op_QGMMA"] == 1048576
+    vf, vt = classify(full, k=4096), classify(tri, k=4096)
+    assert (vf.cls, vf.detail) == (vt.cls, vt.detail) == ("compute-bound", "")  # tensor pipe 69.5 % < 80
+    # and without the SOL breakdowns (today's triage list) the fallbacks decide the same
+    for row in (full, tri):
+        v = classify(_nosol(row), k=4096)
+        assert (v.cls, v.detail) == ("compute-bound", "")
+        assert str(v.evidence[0]).startswith("tensor_pipe_elapsed_pct = 65")
+
+
+def test_cublas_verdict_survives_without_sol(cublas_row):
+    v = classify(_nosol(cublas_row))
+    assert (v.cls, v.detail) == ("compute-bound", "near-peak")
+
+
+def test_triage_report_notes_what_it_lacks(data_dir):
+    ex = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep")
+    notes = ex.table.iloc[0]["notes"]
+    assert "inst_op_*" in notes and "dram_bytes_read (dram__bytes_read.sum)" in notes
+    assert not [c for c in ex.table.columns if c.startswith("inst_op_")]
+    rules = ex.rules[0]
+    assert {r["section"] for r in rules} <= {"LaunchStats", "Occupancy"}  # only the sections triage collects

@@ -27,6 +27,16 @@ def _dims(launch: dict, key: str) -> str:
     return "x".join("?" if v is None else str(v) for v in vals)
 
 
+def _sol_text(c: dict) -> str:
+    """ncu's SOL pair; where a triage report lacks it, the verdict's stand-ins marked with '*'."""
+    from bsprof.analyzers.ncu.verdict import compute_sol, memory_sol
+
+    row = {k: (math.nan if v is None else v) for k, v in c.items()}
+    (comp, ccol), (mem, mcol) = compute_sol(row), memory_sol(row)
+    text = f"{_fmt(comp)}{'' if ccol == 'sol_compute_pct' else '*'} / {_fmt(mem)}{'' if mcol == 'sol_memory_pct' else '*'} %"
+    return text + (" (*: from " + ", ".join(x for x in (ccol, mcol) if not x.startswith("sol_")) + ")" if "*" in text else "")
+
+
 def print_launch(console, launch: dict, *, max_rules: int = 8) -> None:
     from rich.table import Table
 
@@ -46,7 +56,7 @@ def print_launch(console, launch: dict, *, max_rules: int = 8) -> None:
         ("eligible warps / cycle", _fmt(c.get("eligible_warps_per_cycle"))),
     ]
     right = [
-        ("SOL compute / memory", f"{_fmt(c.get('sol_compute_pct'))} / {_fmt(c.get('sol_memory_pct'))} %"),
+        ("SOL compute / memory", _sol_text(c)),
         ("tensor pipe", f"{_fmt(c.get('tensor_pipe_pct'), '%')} [{c.get('tensor_pipe_metric', '').split('.')[0]}]"),
         ("DRAM / L2 / L1 throughput", f"{_fmt(c.get('dram_throughput_pct'))} / {_fmt(c.get('l2_throughput_pct'))} / {_fmt(c.get('l1_throughput_pct'))} %"),
         ("L2 / L1 hit rate", f"{_fmt(c.get('l2_hit_pct'))} / {_fmt(c.get('l1_hit_pct'))} %"),

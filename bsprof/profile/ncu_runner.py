@@ -27,7 +27,7 @@ _NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/
 
 # Replay passes measured per (set, arch) so progress can say "pass i of n" before ncu prints n.
 # Measured on H100 80GB HBM3, Nsight Compute 2025.3.1 (docs/perf.md); unknown pairs show percent only.
-EXPECTED_PASSES: dict[tuple[str, str], int] = {("full", "sm_90"): 38}
+EXPECTED_PASSES: dict[tuple[str, str], int] = {("full", "sm_90"): 38, ("triage", "sm_90"): 10}
 
 _PERM_HELP = ("GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM); run as root / with "
               "CAP_SYS_ADMIN (containers: --cap-add SYS_ADMIN), or allow all users: put "
@@ -59,6 +59,7 @@ class NcuRequest:
     capture: str = field(default_factory=lambda: os.environ.get("BSPROF_NCU_CAPTURE", "nvtx"))
     extra_env: dict = field(default_factory=dict)
     metrics_override: list[str] | None = None   # triage experiments (benchmarks/ncu.py): replace the list
+    sections_override: list[str] | None = None  # ... and the sections
 
 
 def build_command(ncu: str, req: NcuRequest, out_base: str | os.PathLike, info_path: str | os.PathLike) -> list[str]:
@@ -74,7 +75,7 @@ def build_command(ncu: str, req: NcuRequest, out_base: str | os.PathLike, info_p
         cmd += ["--set", "full", "--import-source", "yes"]
     else:
         # only what the verdict reads: no sections, so no rules and no SASS-patching passes
-        for section in TRIAGE_SECTIONS:
+        for section in (TRIAGE_SECTIONS if req.sections_override is None else req.sections_override):
             cmd += ["--section", section]
         cmd += ["--metrics", ",".join(req.metrics_override or triage_metric_names(req.arch))]
     if req.kernel_regex:

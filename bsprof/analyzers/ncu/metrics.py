@@ -134,8 +134,13 @@ def metrics_for_arch(arch: str) -> list[Metric]:
     return [m for m in METRICS if m.arch in ("any", arch)]
 
 
-# computed by ncu's Occupancy section, not collectable by name: triage adds that section instead
+# Left out of --set triage's --metrics:
+# * sm__maximum_warps_per_active_cycle_pct comes from ncu's Occupancy section (triage adds the section);
+# * the two SOL breakdowns cost 10 replay passes on their own on H100 (of triage's 17 with them, full's
+#   38); without them triage takes 10 passes and the verdict reads compute SOL from the tensor pipe /
+#   issue activity and memory SOL from DRAM/L2/L1 throughput (docs/perf.md, benchmarks/ncu.py).
 SECTION_ONLY = {"sm__maximum_warps_per_active_cycle_pct"}
+TRIAGE_SKIP = SECTION_ONLY | {"sm__throughput" + PCT_ELAPSED, "gpu__compute_memory_throughput" + PCT_ELAPSED}
 TRIAGE_SECTIONS = ("LaunchStats", "Occupancy")
 
 
@@ -145,7 +150,7 @@ def triage_metric_names(arch: str) -> list[str]:
     that arch), plus the stall reasons and launch facts."""
     names: list[str] = []
     for m in metrics_for_arch(arch):
-        if m.names[0] in SECTION_ONLY:
+        if m.names[0] in TRIAGE_SKIP:
             continue
         if m.verdict or m.names[0].startswith("launch__"):
             # gpu__dram_throughput is a section-level name; the raw counter rollup is collectable.

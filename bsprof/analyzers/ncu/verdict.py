@@ -4,6 +4,9 @@ candidate optimizations the class points to.
 Like ncu's own ``sections/*.py`` rules, each rule is a tiny function over the extracted metrics; all
 thresholds live in :data:`THRESHOLDS`. Classes, checked in order:
 
+(SOL: ncu's sm__throughput / gpu__compute_memory_throughput; where a triage report lacks them, compute
+SOL = max(tensor pipe elapsed, issue slots) and memory SOL = max(DRAM, L2, L1 throughput).)
+
 1. memory-bound        memory SOL >= sol_bound_pct and >= compute SOL
 2. compute-bound       compute SOL >= sol_bound_pct (near-peak flag when the tensor pipe or the
                        TFLOP/s is >= near_peak_pct)
@@ -120,32 +123,38 @@ def _lt(row, col: str, thr: str) -> Evidence | None:
     return Evidence(col, v, "<", THRESHOLDS[thr], thr)
 
 
-def compute_sol(row) -> float:
+def compute_sol(row) -> tuple[float, str]:
+    """(value, column): ncu's SM SOL, or (triage reports lack it) the busier of the tensor pipe and
+    the issue slots, the two SM units a GEMM can saturate."""
     v = _get(row, "sol_compute_pct")
-    return _get(row, "tensor_pipe_elapsed_pct") if math.isnan(v) else v
+    if not math.isnan(v):
+        return v, "sol_compute_pct"
+    parts = [(x, c) for c in ("tensor_pipe_elapsed_pct", "issue_active_pct") if not math.isnan(x := _get(row, c))]
+    return max(parts) if parts else (math.nan, "sol_compute_pct")
 
 
-def memory_sol(row) -> float:
-    """ncu's memory SOL, or (reports without it) the busiest of DRAM / L2 / L1 throughput."""
+def memory_sol(row) -> tuple[float, str]:
+    """(value, column): ncu's memory SOL, or the busiest of DRAM / L2 / L1 throughput."""
     v = _get(row, "sol_memory_pct")
     if not math.isnan(v):
-        return v
-    parts = [x for x in (_get(row, c) for c in ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct")) if not math.isnan(x)]
-    return max(parts) if parts else math.nan
+        return v, "sol_memory_pct"
+    parts = [(x, c) for c in ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct") if not math.isnan(x := _get(row, c))]
+    return max(parts) if parts else (math.nan, "sol_memory_pct")
 
 
 # --- rules: each returns the evidence that fired it, or None -------------------------------------
 
 def rule_memory_bound(row) -> list[Evidence] | None:
-    mem, comp = memory_sol(row), compute_sol(row)
-    ev = _ge(row, "sol_memory_pct", "sol_bound_pct", mem)
+    (mem, mcol), (comp, ccol) = memory_sol(row), compute_sol(row)
+    ev = _ge(row, mcol, "sol_bound_pct", mem)
     if ev is None or (not math.isnan(comp) and comp > mem):
         return None
-    return [ev, Evidence("sol_memory_pct - compute SOL", mem - (0.0 if math.isnan(comp) else comp), ">=", 0.0, "memory over compute")]
+    return [ev, Evidence(f"{mcol} - {ccol}", mem - (0.0 if math.isnan(comp) else comp), ">=", 0.0, "memory over compute")]
 
 
 def rule_compute_bound(row) -> list[Evidence] | None:
-    ev = _ge(row, "sol_compute_pct", "sol_bound_pct", compute_sol(row))
+    comp, col = compute_sol(row)
+    ev = _ge(row, col, "sol_bound_pct", comp)
     return [ev] if ev else None
 
 
@@ -215,7 +224,7 @@ def classify(row, *, k: int | None = None) -> Verdict:
     elif ev := rule_occupancy_limited(row):
         v = Verdict("occupancy-limited", evidence=ev, candidates=list(CANDIDATES["occupancy-limited"]))
     else:
-        sol = Evidence("max(compute, memory) SOL", max(_nz(compute_sol(row)), _nz(memory_sol(row))),
+        sol = Evidence("max(compute, memory) SOL", max(_nz(compute_sol(row)[0]), _nz(memory_sol(row)[0])),
                        "<", THRESHOLDS["sol_bound_pct"], "sol_bound_pct")
         v = Verdict("latency/sync-bound", evidence=[sol])
         if ev := rule_sync_bound(row):
