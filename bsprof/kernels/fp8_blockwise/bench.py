@@ -11,25 +11,14 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError
+from bsprof.profile.timer import launch_times_ms
 
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
 
 
 def time_fn(fn, warmup: int, iters: int) -> float:
     """Median milliseconds of ``iters`` launches of ``fn`` (each timed alone with CUDA events)."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return statistics.median(launch_times_ms(fn, warmup, iters))
 
 
 def _peer_fns(ops, mnkl):

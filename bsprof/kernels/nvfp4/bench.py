@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError
+from bsprof.profile.timer import launch_times_ms
 
 # dense FP4 tensor-core peak, TFLOP/s, by device-name substring (NVIDIA data sheets)
 PEAK_FP4_TFLOPS = {"GB200": 10000.0, "B200": 9000.0}
@@ -22,23 +23,6 @@ def peak_tflops(info: dict) -> tuple[float, str]:
         if key in info.get("name", ""):
             return val, "data sheet"
     return info["sm_count"] * FP4_FLOP_PER_SM_CLK * BOOST_HZ / 1e12, "estimated from SM count"
-
-
-def time_fn(fn, warmup: int, iters: int) -> list[float]:
-    """Milliseconds of each of ``iters`` launches of ``fn`` (CUDA events around each)."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
 def _cublas(ops: dict, kw: dict, mnkl):
@@ -76,8 +60,6 @@ def run(request, console) -> dict:
 
     kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
-    import torch
-
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
     m, n, k, l = request.mnkl
     err = None
@@ -85,7 +67,7 @@ def run(request, console) -> dict:
         err = p.check()
         if err > 2e-2:
             raise BsprofError(f"nvfp4 {request.variant} relative error {err:.3e} > 2e-2 on {request.mnkl}: kernel bug")
-    times = time_fn(p.launch, request.warmup, request.iters)
+    times = launch_times_ms(p.launch, request.warmup, request.iters)
     med, best = statistics.median(times), min(times)
     peak, peak_src = peak_tflops(info)
     row = dict(name=request.variant, ms_median=med, ms_min=best, tflops=p.flops / med / 1e9,
@@ -94,7 +76,7 @@ def run(request, console) -> dict:
     cub = None
     if peer is not None:
         fn, out = peer
-        ct = time_fn(fn, request.warmup, request.iters)
+        ct = launch_times_ms(fn, request.warmup, request.iters)
         cub = dict(name="cublas", ms_median=statistics.median(ct), ms_min=min(ct),
                    tflops=p.flops / statistics.median(ct) / 1e9)
         if not request.skip_ref_check:
