@@ -4,9 +4,10 @@
 #
 #   scripts/make_samples.sh            (from anywhere; works on the repository it lives in)
 #
-# Inputs: tests/data/h100_cublas_fp8_4096.ncu-rep (H100, cuBLAS FP8 4096^3), the real sm_100a cubin
-# in tests/data/sass/, the bundled fp8-blockwise kernels (compiled for sm_90a on the CPU), the
-# model's embedded B200 default, and the H100 timing/validation captures under tests/data/h100_timing/.
+# Inputs: the H100 Nsight Compute reports in tests/data (the bundled fp8-blockwise optimized kernel,
+# --set full with line info; cuBLAS FP8 at the same 4096^3), the real sm_100a cubin in
+# tests/data/sass/, the bundled kernels compiled for sm_90a on the CPU, the model's embedded B200
+# default, and the H100 timing/validation captures under tests/data/h100_timing/.
 # A step whose input or verb is missing says so and is skipped; nothing is hand-written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,24 +20,26 @@ skip() { echo "   skipped: $*"; }
 # the one directory a verb created under $1 (verbs name their result directories by time)
 only_dir() { local d=("$1"/*/); [ ${#d[@]} -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]%/}"; }
 
-echo "== ncu: H100 cuBLAS FP8 4096^3 (2*4096^3 FLOPs)"
-$BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep --flops 137438953472 -o "$tmp/ncu" >/dev/null
-mv "$(only_dir "$tmp/ncu")" "$run/ncu_h100_cublas"
+echo "== ncu: the bundled fp8-blockwise optimized kernel on the H100, 4096^3 (--set full report)"
+$BSPROF ncu --report tests/data/h100_bsprof_fp8_optimized.ncu-rep --flops 137438953472 -o "$tmp/ncu_ours" >/dev/null
+mv "$(only_dir "$tmp/ncu_ours")" "$run/ncu_h100_fp8_optimized"
 
-echo "== sass: the same cuBLAS launch from its SourceCounters (per-PC executed counts, stall samples)"
-$BSPROF sass tests/data/h100_cublas_fp8_4096.ncu-rep --mma-detail --mnkl 4096,4096,4096 --tile-mn 128,128 \
-  -o "$run/sass_h100_cublas" >/dev/null
+echo "== ncu: its peer, cuBLAS FP8 (torch._scaled_mm) at 4096^3 on the same H100"
+$BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep --flops 137438953472 -o "$tmp/ncu_peer" >/dev/null
+mv "$(only_dir "$tmp/ncu_peer")" "$run/ncu_h100_cublas"
+
+echo "== sass: the bundled kernel's SASS from that report, with line info -> warp roles, stall samples per role"
+$BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep --source bsprof/kernels/fp8_blockwise/kernel.py \
+  --mma-detail --mnkl 4096,4096,4096 --tile-mn 256,128 -o "$run/sass_h100_fp8_optimized" >/dev/null
 
 echo "== sass: NVIDIA's CuTe DSL persistent dense GEMM, sm_100a cubin (2-CTA UTCHMMA, TMA store)"
 $BSPROF sass tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin --mma-detail --features \
   -o "$run/sass_sm100a_cubin" >/dev/null
 
-echo "== sass: the bundled fp8-blockwise kernels, compiled for sm_90a on this CPU (warp roles from line info)"
-# (no --mma-detail here: its per-instruction streams would triple the samples' size)
+echo "== sass: the bundled fp8-blockwise kernels, compiled for sm_90a on this CPU (the baseline/optimized pair)"
 for v in baseline optimized; do
   $BSPROF sass --kernel "$v" --arch sm_90a --features -o "$new/pair/$v/sass" >/dev/null
 done
-cp -r "$new/pair/optimized/sass" "$run/sass_fp8_optimized"
 
 if have_verb model; then
   echo "== model: the embedded B200 default: a K-loop x Phase-1 sweep across the binding flip, one projection"
@@ -74,6 +77,9 @@ for j in $(grep -l '"kind": *"bench"' -r tests/data --include='*.json' 2>/dev/nu
   mkdir -p "$run/bench_h100"; cp "$j" "$run/bench_h100/bench.json"; found=1; break
 done
 [ -n "$found" ] || skip "no bench JSON under tests/data (python3 -m bsprof bench --json > tests/data/h100_bench.json on the H100)"
+
+# the report reads the ncu summaries' JSON; their Parquet twins (one row per launch, 80 KB each) stay out
+rm -f "$run"/ncu_*/summary.parquet
 
 rm -rf "$OUT.new" && mv "$new" "$OUT.new"
 rm -rf "$OUT" && mv "$OUT.new" "$OUT"

@@ -74,10 +74,25 @@ def test_sass_mix_shows_the_kloop_of_the_sm100_cubin():
     assert len(per_gap) == 4 and sum(per_gap) == 87 - 4
 
 
-def test_stall_samples_per_region_from_source_counters():
-    d = _sample("sass_h100_cublas")
-    html, _ = build([d, ])
-    assert "Stall samples per SASS region" in html
+def test_stall_samples_per_warp_role_from_source_counters():
+    # the bundled kernel's --set full report + its source: ncu's per-PC stall samples land on roles
+    d = _sample("sass_h100_fp8_optimized")
+    fn = json.loads((d / "sass.json").read_text())["functions"][0]
+    html, _ = build([d])
+    assert "Stall samples per warp role" in html
+    fig = next(s for s in _figure_specs(html) if "Stall samples per warp role" in json.dumps(s["layout"]))
+    roles = set(fig["data"][0]["y"])
+    assert roles <= set(fn["role_stalls"]) and any("kloop" in r for r in roles)
+    # the trace of the largest reason carries the analyzer's own sample counts
+    reason = fig["data"][0]["name"]
+    for role, x in zip(fig["data"][0]["y"], fig["data"][0]["x"]):
+        assert x == fn["role_stalls"][role].get(reason, 0)
+
+
+def test_subject_is_the_bundled_kernel_and_cublas_a_profiled_peer():
+    html, _ = build([SAMPLES])
+    assert "this run&#x27;s subject" in html or "this run's subject" in html
+    assert "nvjet_sm90" in html and "time ÷ subject" in html
 
 
 def test_two_runs_of_different_kernels_get_a_marked_section_not_a_crash():

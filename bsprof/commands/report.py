@@ -36,6 +36,8 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
         click.echo(f"{run.label}: {run.root} ({', '.join(run.kinds) or 'no artifacts'})")
     for sid, who in info.sections.items():
         click.echo(f"  section {sid}: {', '.join(who)}")
+    for line in info.notes:
+        click.echo(f"  warning: {line}", err=True)
     for key, line in info.failed.items():
         click.echo(f"  warning: {key}: {line}", err=True)
     for run in info.runs:

@@ -126,8 +126,6 @@ def _phase_means(table) -> dict:
 def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
         *, rounds: int = 40, inner: int = 10, spin: dict | None = None) -> dict:
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
-    import pandas as pd
-
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing_io import write_table
     from bsprof.io import unique_dir, write_text_atomic
@@ -156,10 +154,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         spin = spin_calibration(console)
 
     _log(console, f"[dim]calibrating the model on the plain {kernel} timing build ({shape})...[/]")
-    tables = {}
+    tables, cap_wall = {}, {}
     base_timed = tc.prepare(family, kernel, mnkl, timing=True)
-    tables["plain"] = tc.capture(base_timed).table
-    del base_timed
+    cap = tc.capture(base_timed)
+    tables["plain"], cap_wall["plain"] = cap.table, cap.wall_us
+    del base_timed, cap
     if calibrate is not None:
         params = calibrate(tables["plain"])
         tile, deficit, binding = _baseline_numbers(params, project)
@@ -170,6 +169,12 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     _log(console, f"model: tile {tile:,.0f} cycles, binding {binding or '?'}, deficit {deficit:,.0f} cycles; "
                   f"{k_blocks} K blocks per tile")
     variants = plan_sweep(tile, deficit, binding, k_blocks, spin)
+    seen, uniq = set(), []
+    for v in variants:  # the spin's floor can map two small targets onto the same build
+        if _key(v) not in seen:
+            seen.add(_key(v))
+            uniq.append(v)
+    variants = uniq
 
     _log(console, f"[dim]building {len(variants) + 1} plain-code variants...[/]")
     launchers = {"plain": tc.prepare(family, kernel, mnkl, timing=False)}
@@ -184,35 +189,35 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     reverse_src = [max((v for v in variants if v["knob"] == k), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
                    for k in ("kloop", "phase1", "both")]
     measured_phases = {"plain": _phase_means(tables["plain"])}
-    # timing builds (one compile each) only where they answer a question: the reverse
-    # calibrations, and whether the smallest delays landed or were absorbed by waits
-    probe = list(reverse_src)
-    for knob in ("kloop", "phase1"):
-        small = min((v for v in variants if v["knob"] == knob), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
-        if small not in probe:
-            probe.append(small)
-    for v in probe:
+    # Every delayed build's own timing: the model's input is the change the delay made to the
+    # phase it sits in (a spin inside the K-loop also holds back the next wgmma issue, so its
+    # in-situ cost is not the probe's spin cost), and the reverse points calibrate on it.
+    for v in variants:
         p = tc.prepare(family, kernel, mnkl, timing=True, delay_kloop=v["delay_kloop"],
                        delay_phase1=v["delay_phase1"])
-        tab = tc.capture(p).table
+        cap = tc.capture(p)
         del p
-        measured_phases[_key(v)] = _phase_means(tab)
+        measured_phases[_key(v)] = _phase_means(cap.table)
         if v in reverse_src:
-            tables[_key(v)] = tab
+            tables[_key(v)], cap_wall[_key(v)] = cap.table, cap.wall_us
 
     points = []
     for v in variants:
         k = _key(v)
-        points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"],
-                              v["delta_kloop"], v["delta_phase1"], med["plain"], med[k],
-                              extra=_landed(measured_phases["plain"], measured_phases.get(k, {}))))
+        landed = _landed(measured_phases["plain"], measured_phases[k])
+        dk, dp = _model_deltas(v, landed)
+        points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"], dk, dp,
+                              med["plain"], med[k], extra={**landed, "inj_kloop": v["delta_kloop"],
+                                                           "inj_phase1": v["delta_phase1"]}))
     for v in reverse_src:
         k = _key(v)
-        points.append(V.Point("reverse", v["knob"], k, 0, 0, -v["delta_kloop"], -v["delta_phase1"],
-                              med[k], med["plain"],
-                              extra=_landed(measured_phases[k], measured_phases["plain"])))
+        landed = _landed(measured_phases["plain"], measured_phases[k])
+        dk, dp = _model_deltas(v, landed)
+        points.append(V.Point("reverse", v["knob"], k, 0, 0, -dk, -dp, med[k], med["plain"],
+                              extra={**{a: -b for a, b in landed.items()}, "inj_kloop": -v["delta_kloop"],
+                                     "inj_phase1": -v["delta_phase1"]}))
     if calibrate is not None:
-        V.evaluate(points, tables, calibrate=calibrate, project=project)
+        V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall)
     else:
         for p in points:
             p.measured_ratio = p.meas_us / p.base_us
@@ -233,7 +238,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "capability": list(info["capability"]), "k_blocks": k_blocks,
         "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
         "spin": spin, "rounds": rounds, "inner": inner,
-        "wall_us": med, "measured_phase_means": measured_phases,
+        "wall_us": med, "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
@@ -244,6 +249,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         print_table(points, summ, console)
         console.print(f"wrote {run_dir}/ (validation.csv, validation.json, tables/)")
     return doc
+
+
+def _model_deltas(v: dict, landed: dict) -> tuple[float, float]:
+    """Model input of a delayed build: the measured change of the phase each delay sits in (the
+    other phases' responses are the model's to predict); the injected estimate where unmeasured."""
+    dk = landed.get("d_mma_kloop", v["delta_kloop"]) if v["delay_kloop"] else 0.0
+    dp = landed.get("d_epilogue_phase1", v["delta_phase1"]) if v["delay_phase1"] else 0.0
+    return float(dk), float(dp)
 
 
 def _landed(before: dict, after: dict) -> dict:
@@ -283,15 +296,17 @@ def print_table(points, summ: dict, console) -> None:
 
     t = Table(title="model validation: projected vs measured wall-time ratio", title_justify="left")
     for c in ("dir", "knob", "Δkloop/tile", "Δphase1/tile", "measured", "det", "stoch", "err det", "err stoch",
-              "binding"):
+              "raw err det", "busy", "binding"):
         t.add_column(c, justify="left" if c in ("dir", "knob", "binding") else "right")
     for p in points:
         t.add_row(p.direction, p.knob, f"{p.delta_kloop:+,.0f}", f"{p.delta_phase1:+,.0f}",
-                  f"{p.measured_ratio:.4f}", f"{p.projected_det:.4f}", f"{p.projected_sto:.4f}",
-                  f"{p.err_det_pct:+.2f}%", f"{p.err_sto_pct:+.2f}%",
-                  f"{p.binding_before}→{p.binding_after}" if p.binding_before else "")
+                  f"{p.measured_ratio:.4f}", f"{p.projected_wall_det:.4f}", f"{p.projected_wall_sto:.4f}",
+                  f"{p.err_det_pct:+.2f}%", f"{p.err_sto_pct:+.2f}%", f"{p.err_raw_det_pct:+.2f}%",
+                  f"{p.busy:.3f}", f"{p.binding_before}→{p.binding_after}" if p.binding_before else "")
     console.print(t)
-    for key, name in (("det", "deterministic"), ("sto", "stochastic")):
+    console.print("det / stoch: the model's period ratio mapped to wall time through the calibration "
+                  "build's busy share; raw: the bare period ratio")
+    for key, name in (("det", "deterministic"), ("sto", "stochastic"), ("raw_det", "raw deterministic")):
         s = summ.get(key, {})
         if s.get("median_abs_pct") is None:
             continue

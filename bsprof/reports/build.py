@@ -37,6 +37,7 @@ class ReportInfo:
     runs: list[Run]
     sections: dict[str, list[str]] = field(default_factory=dict)  # section id -> run labels that had data
     failed: dict[str, str] = field(default_factory=dict)  # "section/run" -> error line
+    notes: list[str] = field(default_factory=list)  # page-level warnings worth a line on the console
     figures: int = 0
     bytes: int = 0
     seconds: float = 0.0
@@ -108,6 +109,11 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
         unknown = sorted(set(only) - set(section_ids()))
         if unknown:
             raise BsprofError(f"unknown section {', '.join(unknown)}; sections: {', '.join(section_ids())}")
+    if len(runs) == 2 and not empty:
+        why = sec_compare.mismatch(runs[0], runs[1])
+        if why:
+            info.notes.append(f"{runs[0].label} and {runs[1].label} are runs of different kernels, not compared "
+                              "cell by cell: " + "; ".join(why))
     if len(runs) == 2 and not empty and (not only or "compare" in only):
         cmp = _safe(lambda _r: sec_compare.render(runs[0], runs[1]), runs[0], "compare", "Baseline vs optimized", info)
         if cmp is not None:

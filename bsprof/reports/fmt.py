@@ -53,3 +53,9 @@ def dig(data: Any, *path: Any, default: Any = None) -> Any:
         else:
             return default
     return cur
+
+
+def short_name(name: object, width: int = 64) -> str:
+    """A kernel name that fits a table cell: CuTe DSL names run to hundreds of characters."""
+    text = str(name or "")
+    return text if len(text) <= width else text[: width - 1] + "…"

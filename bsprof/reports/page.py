@@ -87,14 +87,15 @@ section.warning { border-left:4px solid var(--warn); }
 .cols { display:grid; grid-template-columns: repeat(var(--ncols,1), minmax(0,1fr)); gap:18px; }
 .col h3 { font-size:13px; margin:2px 0 6px; color:var(--muted); text-transform:uppercase; letter-spacing:.04em; }
 .fig { width:100%; }
-.caption { color:var(--muted); font-size:12px; margin:2px 0 10px; }
+.caption { color:var(--muted); font-size:12px; margin:2px 0 10px; overflow-wrap:anywhere; }
 p.note { color:var(--muted); margin:6px 0; }
 p.note::before { content:"note: "; font-weight:600; }
 p.warning { color:var(--warn); margin:6px 0; }
 p.warning::before { content:"⚠ "; }
 table.kv { border-collapse:collapse; margin:6px 0 10px; font-size:13px; }
 table.kv caption { text-align:left; color:var(--muted); font-size:12px; padding-bottom:3px; }
-table.kv th, table.kv td { border-bottom:1px solid var(--line); padding:3px 10px 3px 0; text-align:left; vertical-align:top; }
+table.kv th, table.kv td { border-bottom:1px solid var(--line); padding:3px 10px 3px 0; text-align:left; vertical-align:top; overflow-wrap:break-word; }
+table.kv { max-width:100%; }
 table.kv th { color:var(--muted); font-weight:600; }
 table.kv td.num, table.kv th.num { text-align:right; }
 tr.better td { color:var(--ok); } tr.worse td { color:var(--warn); }

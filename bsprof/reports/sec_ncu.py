@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.reports.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.reports.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, esc, note, table
 
 # (column, label) in the order a kernel engineer reads them; the first two are ncu's SOL headline.
@@ -37,17 +37,40 @@ def main_launch(art: Artifact) -> tuple[dict | None, int]:
     return best, len(launches)
 
 
-def _launch(run: Run) -> tuple[Artifact, dict, int] | None:
+def _is_ours(art: Artifact, launch: dict) -> bool:
+    """A bundled bsprof kernel (the launcher recorded its family, or the CuTe DSL name says so)."""
+    fam = (art.data.get("launch") or {}).get("family") if isinstance(art.data.get("launch"), dict) else None
+    return bool(fam and fam in ("nvfp4", "fp8-blockwise")) or "bsprof" in str(launch.get("kernel", ""))
+
+
+def _launches(run: Run) -> list[tuple[Artifact, dict, int]]:
+    out = []
     for art in run.of("ncu"):
         launch, n = main_launch(art)
         if launch is not None:
-            return art, launch, n
-    return None
+            out.append((art, launch, n))
+    # the run's subject first: a bundled kernel before a peer (cuBLAS) profiled beside it
+    return sorted(out, key=lambda x: not _is_ours(x[0], x[1]))
+
+
+def _launch(run: Run) -> tuple[Artifact, dict, int] | None:
+    found = _launches(run)
+    return found[0] if found else None
+
+
+def profiled_peers(run: Run) -> list[dict[str, Any]]:
+    """The other kernels profiled in the run (each its longest launch): kernel, duration, TFLOP/s."""
+    out = []
+    for art, launch, _ in _launches(run)[1:]:
+        der = launch.get("derived") or {}
+        out.append({"kernel": launch.get("kernel"), "duration_ns": launch.get("duration_ns"),
+                    "tflops": der.get("tflops"), "source": art.path.parent.name + "/" + art.path.name})
+    return out
 
 
 def _which(art: Artifact, launch: dict, n: int) -> str:
     extra = f" (the longest of {n} launches)" if n > 1 else ""
-    return f"{launch.get('kernel', '?')}{extra} — {art.path.name}"
+    return f"{short_name(launch.get('kernel', '?'), 90)}{extra} — {art.path.parent.name}/{art.path.name}"
 
 
 def verdict(run: Run) -> Section | None:

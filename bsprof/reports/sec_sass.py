@@ -202,7 +202,7 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
     if gaps:
         cats = [c for c in order if any((g.get("categories") or {}).get(c) for g in gaps)]
         cats += sorted({c for g in gaps for c in (g.get("categories") or {})} - set(cats))
-        xs = [f"{i}→{i + 1}" if g.get("label") is None else str(g["label"]) for i, g in enumerate(gaps)]
+        xs = [f"{i}→{(i + 1) % len(gaps)}" if g.get("label") is None else str(g["label"]) for i, g in enumerate(gaps)]
         fig = go.Figure()
         for cat in cats:
             fig.add_trace(go.Bar(x=xs, y=[(g.get("categories") or {}).get(cat, 0) for g in gaps], name=cat,

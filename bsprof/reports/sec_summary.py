@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.reports.artifacts import Run, identity
-from bsprof.reports.fmt import fmt, num, pct
+from bsprof.reports.fmt import fmt, num, pct, short_name
 from bsprof.reports.page import Section, note, table
 
 
@@ -42,7 +42,7 @@ def render(run: Run) -> Section | None:
         return None
     rows: list[list[Any]] = []
     if f.get("kernel"):
-        rows.append(["kernel", f["kernel"]])
+        rows.append(["kernel", short_name(f["kernel"], 110)])
     for key, label in (("family", "family"), ("variant", "variant")):
         if f.get(key):
             rows.append([label, f[key]])
@@ -72,7 +72,8 @@ def render(run: Run) -> Section | None:
         rows.append(["speed of light", f"{pct(p)} of the {fmt(peak)} TFLOP/s dense {f.get('precision') or ''} peak "
                                        f"(gap: {100 - p:.1f} points, {peak / num(f['tflops']):.2f}× headroom)"])
     if f.get("ncu_kernel"):
-        rows.append(["profiled launch", f"{num(f['ncu_duration_ns']) / 1e3:,.1f} µs under ncu ({f['ncu_kernel']})"])
+        rows.append(["profiled launch", f"{num(f['ncu_duration_ns']) / 1e3:,.1f} µs under ncu "
+                                        f"({short_name(f['ncu_kernel'])})"])
     for peer, ratio in (f.get("peer_ratios") or {}).items():
         if num(ratio):
             rows.append([f"vs {peer}", f"{1 / num(ratio):.3f}× its speed (time ratio {num(ratio):.3f})"])
@@ -84,12 +85,34 @@ def render(run: Run) -> Section | None:
     peers = sec_bench.peers_table(run)
     if peers:
         sec.add(*peers.blocks)
+    else:
+        sec.add(*_profiled_peers(run, f))
     if not f.get("tflops") and f.get("kernel"):
         sec.add(note("no TFLOP/s: the problem size is unknown for this kernel (bsprof ncu --flops N, or a bench run)"))
     if len(sec.blocks) == 0:
         return None
     sec.add(artifacts_table(run))
     return sec
+
+
+def _profiled_peers(run: Run, f: dict) -> list[str]:
+    """Without a bench run: the other kernels profiled in this run (ncu durations of one launch each;
+    separate ncu sessions, so a coarser comparison than bench's same-process medians)."""
+    from bsprof.reports import sec_ncu
+
+    peers = sec_ncu.profiled_peers(run)
+    mine = num(f.get("duration_ns"))
+    if not peers or mine is None:
+        return []
+    rows = [[short_name(f.get("kernel", "this kernel")) + " (this run's subject)", f"{mine / 1e3:,.1f}",
+             fmt(f.get("tflops")), "1.000×"]]
+    for p in peers:
+        d = num(p.get("duration_ns"))
+        rows.append([short_name(p.get("kernel")), f"{d / 1e3:,.1f}" if d else "—", fmt(p.get("tflops")),
+                     f"{d / mine:.3f}×" if d else "—"])
+    return [table(rows, ["kernel", "µs (one profiled launch)", "TFLOP/s", "time ÷ subject's"], numeric=(1, 2, 3),
+                  caption="other kernels profiled in this run (ncu, one launch each, separate sessions; "
+                          "for same-process peer timing add a bench artifact: bsprof bench --json > DIR/bench.json)")]
 
 
 def _subject(kind: str, d: dict) -> str:
@@ -104,7 +127,7 @@ def _subject(kind: str, d: dict) -> str:
     if kind == "ncu":
         ls = d.get("launches") or [{}]
         cols = ls[0].get("columns") or {}
-        return " · ".join(str(x) for x in (ls[0].get("kernel"), cols.get("device"),
+        return " · ".join(str(x) for x in (short_name(ls[0].get("kernel")), cols.get("device"),
                                            f"{len(ls)} launch(es)" if len(ls) > 1 else "",
                                            Path(str(d.get("report") or "")).name) if x)
     if kind == "sass":
