@@ -20,6 +20,10 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp makes the file owner-only; give it the mode a plain open() would have
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)
     try:
         yield tmp_path
         os.replace(tmp_path, dest)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from bsprof.analyzers.timing_buffer import decode_buffer
 from bsprof.analyzers.timing_io import read_table, write_table, write_timing_run
-from bsprof.analyzers.timing_stats import epilogue_spread, fit_clock, phase_stats, summarize, tiles_per_sm
+from bsprof.analyzers.timing_stats import epilogue_spread, fit_clock, phase_stats, tiles_per_sm
 from bsprof.errors import BsprofError
 from bsprof.reports.chrome_trace import build_trace
 from test_timing_buffer import synth_buffer

@@ -31,8 +31,9 @@ def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int
               prequeue: int = 2) -> dict[str, float]:
     """Median per-launch time (µs) of each launcher; each round times ``inner`` back-to-back launches
     of every launcher in turn with CUDA events. ``prequeue`` launches are enqueued before the start
-    event, so the GPU is already busy when it fires: the host's launch cost does not show up as an
-    idle gap inside the timed window (it did, ~14 µs per launch at 4096^3, on the first H100 run)."""
+    event, so the GPU is already busy when it fires and an idle gap before the first launch stays
+    out of the window. (When one launch costs the host more than the GPU, ~125 us for a CuTe DSL
+    call, the loop is host-bound whatever is queued: see docs/perf.md.)"""
     import torch
 
     if not launchers:

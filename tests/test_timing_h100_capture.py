@@ -1,0 +1,104 @@
+"""The shipped H100 capture (tests/data/h100_timing: fp8-blockwise optimized, 4096^3, see its
+timing.json): decoder, statistics, trace and the validation arithmetic on real data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bsprof.analyzers.timing_buffer import BufferPlan, decode_buffer
+from bsprof.analyzers.timing_io import read_table
+from bsprof.analyzers.timing_stats import epilogue_spread, fit_clock, phase_stats, summarize, tiles_per_sm
+
+
+@pytest.fixture(scope="module")
+def cap(data_dir):
+    return data_dir / "h100_timing"
+
+
+def test_real_buffer_decodes_to_the_shipped_table(cap):
+    plan = BufferPlan.from_json(json.loads((cap / "buffer_4ctas.json").read_text()))
+    t = decode_buffer(np.load(cap / "buffer_4ctas.npy"), plan)
+    ref = read_table(cap / "timing.parquet")
+    ref = ref[ref["cta"] < 4]
+    key = ["cta", "warp", "role", "tile", "phase"]
+    got = t.set_index(key).sort_index()
+    want = ref.set_index(key).sort_index()
+    assert len(got) == len(want) > 0
+    for col in ("sm", "start", "end", "start_ns", "end_ns"):
+        assert (got[col].to_numpy() == want[col].to_numpy()).all(), col
+    # Hopper layout: warp 0 produces, warps 4-11 run their K-loop and their own epilogue
+    assert set(t.loc[t["role"] == "producer", "warp"]) == {0}
+    assert set(t.loc[t["role"] == "mma", "warp"]) == set(range(4, 12))
+    assert "ml_wait" not in set(t["phase"])
+
+
+def test_real_buffer_damage_is_caught(cap):
+    from bsprof.errors import BsprofError
+
+    plan = BufferPlan.from_json(json.loads((cap / "buffer_4ctas.json").read_text()))
+    buf = np.load(cap / "buffer_4ctas.npy")
+    with pytest.raises(BsprofError, match="truncated"):
+        decode_buffer(buf[:-16], plan)
+    bad = buf.reshape(plan.shape).copy()
+    bad[2, 0, 1] = 0  # the producer's records of CTA 2 tile 1 are gone
+    with pytest.raises(BsprofError, match="missing tiles"):
+        decode_buffer(bad, plan)
+
+
+def test_stats_of_the_real_capture_match_its_artifact(cap):
+    t = read_table(cap / "timing.parquet")
+    doc = json.loads((cap / "timing.json").read_text())
+    s = summarize(t).to_json()
+    assert s["rows"] == doc["stats"]["rows"]
+    kl = {(r["role"], r["phase"]): r for r in s["phases"]}[("mma", "kloop")]
+    assert kl["mean"] == pytest.approx(next(r["mean"] for r in doc["stats"]["phases"] if r["phase"] == "kloop"))
+    # the clock was measured, not assumed: an H100 SXM under load runs 1.4-1.98 GHz
+    assert 1.3 < fit_clock(t).cycles_per_ns < 2.0
+    assert fit_clock(t).cycles_per_ns == pytest.approx(doc["stats"]["clock"]["cycles_per_ns"], rel=1e-9)
+    tl = tiles_per_sm(t)
+    assert tl["sms"] == 132 and tl["max"] == 4 and tl["min"] == 3  # 512 tiles of 256x128 on 132 SMs
+    sp = epilogue_spread(t)
+    assert sp["warps_per_tile"] == 8 and 0 < sp["mean"] <= sp["p95"]
+    st = phase_stats(t).set_index(["role", "phase"])
+    assert st.loc[("mma", "kloop"), "mean"] > 10 * st.loc[("epilogue", "phase1"), "mean"]
+
+
+def test_shipped_trace_is_openable_and_labelled(cap):
+    tr = json.loads((cap / "trace.json").read_text())
+    ev = tr["traceEvents"]
+    assert {e["ph"] for e in ev} >= {"M", "X", "s", "f"}
+    names = {e["name"] for e in ev if e["ph"] == "X"}
+    assert {"t0 kloop", "t0 phase1", "t0 load"} <= names
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ev if e["ph"] == "X")
+    assert tr["otherData"]["tile_sampling"] and tr["otherData"]["cycles_per_ns"] > 1.0
+
+
+def test_validation_arithmetic_on_the_shipped_run(cap):
+    """Measured ratios and errors follow from the shipped columns; re-calibrating the model on the
+    shipped timing tables (16 of 132 CTAs) reproduces the projections."""
+    from bsprof.profile.validate import rescore
+
+    v = pd.read_csv(cap / "validation" / "validation.csv")
+    doc = json.loads((cap / "validation" / "validation.json").read_text())
+    assert doc["bsprof"] == {"kind": "validation", "version": 1} and len(v) >= 12
+    assert np.allclose(v["measured_ratio"], v["meas_us"] / v["base_us"])
+    wall = 1 + v["busy"] * (v["projected_det"] - 1)
+    assert np.allclose(v["projected_wall_det"], wall)
+    assert np.allclose(v["err_det_pct"], 100 * (wall / v["measured_ratio"] - 1))
+    errs = v["err_det_pct"].abs()
+    assert doc["summary"]["det"]["median_abs_pct"] == pytest.approx(errs.median())
+    assert doc["summary"]["det"]["max_abs_pct"] == pytest.approx(errs.max())
+    # forward points slow down, reverse ones speed up, in the measurement and in the model
+    fwd, rev = v[v["direction"] == "forward"], v[v["direction"] == "reverse"]
+    assert (fwd["measured_ratio"] > 1).all() and (rev["measured_ratio"] < 1).all()
+    assert (fwd["projected_det"] > 1).all() and (rev["projected_det"] < 1).all()
+    again = rescore(cap / "validation")
+    by = {(p.direction, p.knob, p.delay_kloop, p.delay_phase1): p for p in again["points"]}
+    for r in v.to_dict("records"):
+        p = by[(r["direction"], r["knob"], r["delay_kloop"], r["delay_phase1"])]
+        assert p.err_det_pct == pytest.approx(r["err_det_pct"], abs=0.5)
+    assert again["summary"]["det"]["median_abs_pct"] <= 2.0 and again["summary"]["det"]["max_abs_pct"] <= 5.0
