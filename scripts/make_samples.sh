@@ -60,9 +60,13 @@ if [ -d "$cap" ]; then
     d=$(dirname "$j")
     v=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('variant', ''))" "$j")
     case "$v" in baseline|optimized) ;; *) continue ;; esac
-    mkdir -p "$new/pair/$v/timing"; cp "$j" "$d"/timing.parquet "$new/pair/$v/timing/"
-    if [ "$v" = optimized ] && [ ! -d "$run/timing_h100" ]; then cp -r "$new/pair/$v/timing" "$run/timing_h100"; fi
+    [ -d "$tmp/timing/$v" ] && continue
+    mkdir -p "$tmp/timing/$v"; cp "$j" "$d"/timing.parquet "$tmp/timing/$v/"
   done
+  [ -d "$tmp/timing/optimized" ] && cp -r "$tmp/timing/optimized" "$run/timing_h100"
+  if [ -d "$tmp/timing/baseline" ] && [ -d "$tmp/timing/optimized" ]; then  # the pair only with both sides
+    for v in baseline optimized; do cp -r "$tmp/timing/$v" "$new/pair/$v/timing"; done
+  fi
   for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' | sort || true); do
     d=$(dirname "$j"); mkdir -p "$run/validation_h100"
     cp "$d"/validation.json "$d"/validation.csv "$run/validation_h100/"; break

@@ -89,11 +89,12 @@ def distributions(run: Run) -> Section | None:
                                  upperfence=[q[4]], mean=[float(sel.mean())], x=[name],
                                  marker_color=PHASE_COLORS.get(phase, "#888"), showlegend=False,
                                  hovertemplate=f"{name}<br>n={len(sel)}<extra></extra>"))
-    fig.update_layout(yaxis_title="cycles per tile (whiskers p5–p95, dashed: mean)",
+    fig.update_layout(yaxis_title="cycles per tile",
                       title=dict(text="Phase durations per warp and tile", font=dict(size=13)))
     sec = Section("timing", "Per-phase timing")
     sec.add(Figure(fig, height=360, caption=" · ".join(x for x in (
-        f"{len(t):,} intervals from {art.path.parent.name}/{art.path.name}", _clock_line(art)) if x)))
+        f"{len(t):,} intervals from {art.path.parent.name}/{art.path.name}; boxes p25–p75 with the median, "
+        "whiskers p5–p95, dashed line the mean", _clock_line(art)) if x)))
 
     # per epilogue warp: Phase 1 histograms (the slowest warp sets the pace, not the mean)
     ep = t[(t["role"] == "epilogue") & (t["phase"] == "phase1")]
