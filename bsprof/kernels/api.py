@@ -75,3 +75,32 @@ class BenchRequest:
     seed: int = 0
     # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
     config: dict = field(default_factory=dict)
+
+
+class TimingBuildMixin:
+    """What every family's ``Prepared`` shares for timing builds: the decoded per-warp table.
+
+    The host class holds ``_plan`` (the buffer plan, None for a plain build), ``_tbuf`` (the
+    device buffer), ``kernel_name`` and ``variant``.
+    """
+
+    _plan: object = None
+    _tbuf: object = None
+
+    def timing_table(self):
+        if self._plan is None:
+            raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
+        import torch
+
+        from bsprof.analyzers.timing_buffer import decode_buffer
+
+        torch.cuda.synchronize()
+        return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
+
+    @property
+    def timing_plan(self):
+        return self._plan
+
+    @property
+    def timing_buffer(self):
+        return self._tbuf

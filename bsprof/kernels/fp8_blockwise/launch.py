@@ -9,6 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise import config as cfg
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, check_shape
+from bsprof.kernels.api import TimingBuildMixin
 
 ARCH = "sm_90a"
 DEFAULT_MNKL = (4096, 4096, 4096, 1)
@@ -131,7 +132,7 @@ def _cute_views(ops, static: bool = False):
 
 
 @dataclass
-class Prepared:
+class Prepared(TimingBuildMixin):
     variant: str
     mnkl: tuple
     kernel_name: str
@@ -168,24 +169,6 @@ class Prepared:
         self.launch()
         torch.cuda.synchronize()
         return rel_error(self.ops.d, self.reference())
-
-    def timing_table(self):
-        if self._plan is None:
-            raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
-        import torch
-
-        from bsprof.analyzers.timing_buffer import decode_buffer
-
-        torch.cuda.synchronize()
-        return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
-
-    @property
-    def timing_plan(self):
-        return self._plan
-
-    @property
-    def timing_buffer(self):
-        return self._tbuf
 
 
 def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:

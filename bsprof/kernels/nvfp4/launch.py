@@ -9,6 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.nvfp4 import config as cfg
 from bsprof.kernels.nvfp4.quant import check_shape
+from bsprof.kernels.api import TimingBuildMixin
 
 ARCH = "sm_100a"
 DEFAULT_MNKL = (8192, 8192, 1024, 1)
@@ -85,7 +86,7 @@ TORCH_C = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32"}
 
 
 @dataclass
-class Prepared:
+class Prepared(TimingBuildMixin):
     variant: str
     mnkl: tuple
     kernel_name: str
@@ -125,24 +126,6 @@ class Prepared:
                               "(NaN); the tiling or launch is wrong for this shape")
         ref = self.reference()
         return float((out - ref).norm() / ref.norm().clamp(min=1e-30))
-
-    def timing_table(self):
-        if self._plan is None:
-            raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
-        import torch
-
-        from bsprof.analyzers.timing_buffer import decode_buffer
-
-        torch.cuda.synchronize()
-        return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
-
-    @property
-    def timing_plan(self):
-        return self._plan
-
-    @property
-    def timing_buffer(self):
-        return self._tbuf
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
