@@ -77,15 +77,22 @@ class BenchRequest:
     config: dict = field(default_factory=dict)
 
 
-class TimingBuildMixin:
-    """What every family's ``Prepared`` shares for timing builds: the decoded per-warp table.
+class PreparedMixin:
+    """What every family's ``Prepared`` shares: the launch and the decoded timing-build table.
 
-    The host class holds ``_plan`` (the buffer plan, None for a plain build), ``_tbuf`` (the
-    device buffer), ``kernel_name`` and ``variant``.
+    The host class holds ``_fn`` / ``_args`` (the compiled kernel and its arguments), ``_plan``
+    (the timing-buffer plan, None for a plain build), ``_tbuf`` (the device buffer),
+    ``kernel_name`` and ``variant``.
     """
 
     _plan: object = None
     _tbuf: object = None
+
+    def launch(self) -> None:
+        """One asynchronous launch; a timing build starts from an empty buffer (0 = not written)."""
+        if self._tbuf is not None:
+            self._tbuf.zero_()
+        self._fn(*self._args)
 
     def timing_table(self):
         if self._plan is None:

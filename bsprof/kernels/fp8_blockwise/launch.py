@@ -9,7 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise import config as cfg
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, check_shape
-from bsprof.kernels.api import TimingBuildMixin
+from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_90a"
 DEFAULT_MNKL = (4096, 4096, 4096, 1)
@@ -132,7 +132,7 @@ def _cute_views(ops, static: bool = False):
 
 
 @dataclass
-class Prepared(TimingBuildMixin):
+class Prepared(PreparedMixin):
     variant: str
     mnkl: tuple
     kernel_name: str
@@ -146,11 +146,6 @@ class Prepared(TimingBuildMixin):
     _tbuf: object = None
     _ref: object = field(default=None, repr=False)
     _static: bool = False
-
-    def launch(self) -> None:
-        if self._tbuf is not None:
-            self._tbuf.zero_()
-        self._fn(*self._args)
 
     def reference(self):
         from bsprof.kernels.fp8_blockwise.quant import reference

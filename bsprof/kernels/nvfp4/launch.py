@@ -9,7 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.nvfp4 import config as cfg
 from bsprof.kernels.nvfp4.quant import check_shape
-from bsprof.kernels.api import TimingBuildMixin
+from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_100a"
 DEFAULT_MNKL = (8192, 8192, 1024, 1)
@@ -86,7 +86,7 @@ TORCH_C = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32"}
 
 
 @dataclass
-class Prepared(TimingBuildMixin):
+class Prepared(PreparedMixin):
     variant: str
     mnkl: tuple
     kernel_name: str
@@ -99,11 +99,6 @@ class Prepared(TimingBuildMixin):
     _tbuf: object = None
     _ref: object = field(default=None, repr=False)
     extra: dict = field(default_factory=dict)
-
-    def launch(self) -> None:
-        if self._tbuf is not None:
-            self._tbuf.zero_()
-        self._fn(*self._args)
 
     def reference(self):
         from bsprof.kernels.nvfp4.quant import reference_gemm
