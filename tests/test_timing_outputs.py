@@ -61,7 +61,7 @@ def test_table_roundtrip_parquet_and_csv(tmp_path, table):
         assert len(back) == len(table)
         assert (back["end"] - back["start"]).sum() == (table["end"] - table["start"]).sum()
     assert len(read_table(tmp_path)) == len(table)  # a directory works too
-    with pytest.raises(BsprofError, match="lacks columns"):
+    with pytest.raises(BsprofError, match="lacks column"):
         table.drop(columns=["phase"]).to_csv(tmp_path / "bad.csv", index=False)
         read_table(tmp_path / "bad.csv")
 

@@ -15,12 +15,10 @@ import math
 from typing import NamedTuple
 
 from bsprof.analyzers.timing_schema import (
-    COLUMNS,
     EVENT_ID,
     EVENTS,
     NUM_EVENTS,
     PHASE_EVENTS,
-    REQUIRED_PHASES,
 )
 from bsprof.errors import BsprofError
 
@@ -181,30 +179,14 @@ def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, varian
 
 
 def check_table(table) -> None:
-    """One-line BsprofError unless the table can calibrate the model: required roles and phases,
-    ``end >= start``, no zero clocks, and every role covering the same tiles of each CTA."""
-    missing_cols = [c for c in COLUMNS if c not in table.columns]
-    if missing_cols:
-        raise BsprofError(f"timing table lacks columns {', '.join(missing_cols)}; see bsprof/analyzers/timing_schema.py")
-    if len(table) == 0:
-        raise BsprofError("timing table is empty; capture again with `bsprof timing`")
-    for role, phases in REQUIRED_PHASES.items():
-        have = set(table.loc[table["role"] == role, "phase"])
-        lack = [p for p in phases if p not in have]
-        if lack:
-            raise BsprofError(
-                f"timing table has no {role} {'/'.join(lack)} rows; the capture is missing a role "
-                "(was the timing build's recorder enabled for every warp role?)"
-            )
+    """One-line BsprofError unless the table can calibrate the model: the schema checks of
+    :func:`bsprof.analyzers.timing_table.validate`, plus no zero clocks and every role covering the
+    same tiles of each CTA (what a broken or partial capture looks like)."""
+    from bsprof.analyzers.timing_table import validate
+
+    table = validate(table, name="timing table")
     if (table["start"] == 0).any() or (table["end"] == 0).any():
         raise BsprofError("timing table has a clock of 0; the capture is corrupt, capture again")
-    neg = table["end"] < table["start"]
-    if neg.any():
-        r = table[neg].iloc[0]
-        raise BsprofError(
-            f"timing table: {r['role']} {r['phase']} of CTA {r['cta']} warp {r['warp']} tile {r['tile']} "
-            "ends before it starts; the clock is not monotonic in that warp, capture again"
-        )
     tiles = {role: set(map(tuple, g[["cta", "tile"]].drop_duplicates().to_numpy()))
              for role, g in table.groupby("role")}
     ref_role = "mma" if "mma" in tiles else next(iter(tiles))

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from bsprof.analyzers.timing_schema import COLUMNS, INT_COLUMNS
-from bsprof.errors import BsprofError
 from bsprof.io import atomic_path
 
 _OPTIONAL = ("start_ns", "end_ns", "kernel", "variant")
@@ -35,27 +34,10 @@ def write_table(table, out_dir: str | os.PathLike, stem: str = "timing", *, csv:
 
 
 def read_table(path: str | os.PathLike):
-    """A timing table from a .parquet / .csv file, or from a directory holding timing.parquet."""
-    import pandas as pd
+    """A validated timing table from a .parquet / .csv file, or from a directory holding one."""
+    from bsprof.analyzers.timing_table import load
 
-    p = Path(path)
-    if p.is_dir():
-        for name in ("timing.parquet", "timing.csv"):
-            if (p / name).is_file():
-                p = p / name
-                break
-        else:
-            raise BsprofError(f"{path} holds no timing.parquet or timing.csv; run `bsprof timing -o {path}` first")
-    if not p.is_file():
-        raise BsprofError(f"timing table {path} does not exist; give a file written by `bsprof timing`")
-    try:
-        t = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except Exception as exc:
-        raise BsprofError(f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing file?") from None
-    missing = [c for c in COLUMNS if c not in t.columns]
-    if missing:
-        raise BsprofError(f"timing table {p} lacks columns {', '.join(missing)}; see docs/timing.md for the schema")
-    return t
+    return load(path)
 
 
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
