@@ -41,7 +41,7 @@ def _set(doc, path, value, delete):
 
 
 @pytest.mark.skipif(not ARTIFACTS, reason="no shipped samples (scripts/make_samples.sh)")
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_artifact_never_raises(tmp_path_factory, data):
     src = data.draw(st.sampled_from(ARTIFACTS))

@@ -163,6 +163,17 @@ def _norm_arch(val: Any) -> str | None:
     return None
 
 
+def mnkl_of(value: Any) -> tuple[int, int, int, int] | None:
+    """(M, N, K, L) from an artifact's ``mnkl`` list, or None when it is not one."""
+    if not isinstance(value, (list, tuple)) or len(value) not in (3, 4):
+        return None
+    try:
+        out = tuple(int(x) for x in (list(value) + [1])[:4])
+    except (TypeError, ValueError):
+        return None
+    return out if min(out) > 0 else None  # type: ignore[return-value]
+
+
 def identity(run: Run) -> dict[str, Any]:
     """Which kernel, family, architecture and problem a run is about, as far as its artifacts say."""
     ident: dict[str, Any] = {}
@@ -172,32 +183,36 @@ def identity(run: Run) -> dict[str, Any]:
             ident[key] = val
 
     for art in run.artifacts:
-        d = art.data
-        # an ncu summary of a bundled kernel keeps the launcher's facts under "launch"
-        if isinstance(d.get("launch"), dict):
-            d = {**d["launch"], **{k: v for k, v in d.items() if k != "launch"}}
-        meta = d.get("bsprof", {})
-        for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)),
-                             ("device", ("device_name",))):
-            for name in (key, *aliases):
-                val = meta.get(name, d.get(name))
-                if isinstance(val, dict):  # e.g. "device": {"name": ..., "capability": ...}
-                    put("arch", _norm_arch(val.get("capability")))
-                    val = val.get("name")
-                if isinstance(val, str):
-                    put(key, val)
-        put("arch", _norm_arch(meta.get("arch", d.get("arch"))))
-        put("arch", _norm_arch(d.get("capability")))
-        mnkl = meta.get("mnkl", d.get("mnkl"))
-        if isinstance(mnkl, (list, tuple)) and len(mnkl) in (3, 4):
-            put("mnkl", tuple(int(x) for x in (list(mnkl) + [1])[:4]))
-        launches = d.get("launches")
-        if isinstance(launches, list) and launches and isinstance(launches[0], dict):
-            cols = launches[0].get("columns") or {}
-            put("kernel", launches[0].get("kernel"))
-            put("device", cols.get("device"))
-            put("arch", _norm_arch(cols.get("arch") or cols.get("compute_capability")))
-        fns = d.get("functions")
-        if isinstance(fns, list) and fns and isinstance(fns[0], dict):
-            put("arch", _norm_arch(fns[0].get("arch")))
+        try:
+            _identity_of(art.data, put)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            continue  # a malformed artifact says nothing about identity; its sections will say what is wrong
     return ident
+
+
+def _identity_of(d: dict, put) -> None:
+    # an ncu summary of a bundled kernel keeps the launcher's facts under "launch"
+    if isinstance(d.get("launch"), dict):
+        d = {**d["launch"], **{k: v for k, v in d.items() if k != "launch"}}
+    meta = d.get("bsprof", {})
+    for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)),
+                         ("device", ("device_name",))):
+        for name in (key, *aliases):
+            val = meta.get(name, d.get(name))
+            if isinstance(val, dict):  # e.g. "device": {"name": ..., "capability": ...}
+                put("arch", _norm_arch(val.get("capability")))
+                val = val.get("name")
+            if isinstance(val, str):
+                put(key, val)
+    put("arch", _norm_arch(meta.get("arch", d.get("arch"))))
+    put("arch", _norm_arch(d.get("capability")))
+    put("mnkl", mnkl_of(meta.get("mnkl", d.get("mnkl"))))
+    launches = d.get("launches")
+    if isinstance(launches, list) and launches and isinstance(launches[0], dict):
+        cols = launches[0].get("columns") or {}
+        put("kernel", launches[0].get("kernel"))
+        put("device", cols.get("device"))
+        put("arch", _norm_arch(cols.get("arch") or cols.get("compute_capability")))
+    fns = d.get("functions")
+    if isinstance(fns, list) and fns and isinstance(fns[0], dict):
+        put("arch", _norm_arch(fns[0].get("arch")))

@@ -110,7 +110,10 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
         if unknown:
             raise BsprofError(f"unknown section {', '.join(unknown)}; sections: {', '.join(section_ids())}")
     if len(runs) == 2 and not empty:
-        why = sec_compare.mismatch(runs[0], runs[1])
+        try:
+            why = sec_compare.mismatch(runs[0], runs[1])
+        except Exception:  # noqa: BLE001 - the comparison section itself reports what broke
+            why = []
         if why:
             info.notes.append(f"{runs[0].label} and {runs[1].label} are runs of different kernels, not compared "
                               "cell by cell: " + "; ".join(why))
@@ -129,8 +132,11 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
         info.sections[sid] = present
         rows.append(Row(sid, title_, cols if len(runs) > 1 else [("", cols[0][1])]))
 
-    ident = identity(runs[0])
-    what = " · ".join(str(ident[k]) for k in ("kernel", "device") if k in ident) or str(runs[0].root)
+    try:
+        ident = identity(runs[0])
+    except Exception:  # a title is not worth failing the page for
+        ident = {}
+    what = " · ".join(str(ident[k])[:80] for k in ("kernel", "device") if k in ident) or str(runs[0].root)
     page_title = title or ("bsprof report: " + (" vs ".join(r.label for r in runs) if len(runs) > 1 else what))
     kinds = ", ".join(f"{r.label}: {', '.join(r.kinds) or 'none'}" for r in runs)
     html = render_page(page_title, f"artifacts — {kinds}", rows)

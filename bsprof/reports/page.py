@@ -228,7 +228,7 @@ def render_page(title: str, subtitle: str, rows: list[Row], preamble: list[str] 
                 body.append("</div>")
             body.append("</div>")
         body.append("</section>")
-    nav = "".join(f'<a href="#{esc(r.id)}">{esc(r.title)}</a>' for r in rows)
+    nav = " ".join(f'<a href="#{esc(r.id)}">{esc(r.title)}</a>' for r in rows)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return "".join([
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",

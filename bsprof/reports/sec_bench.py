@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run
+from bsprof.reports.artifacts import Artifact, Run, mnkl_of
 from bsprof.reports.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
@@ -52,8 +52,8 @@ def headline(run: Run) -> dict[str, Any]:
         return {}
     art, d, mine = got
     out: dict[str, Any] = {"family": d.get("family"), "variant": d.get("variant"), "device": _device_name(d)}
-    if isinstance(d.get("mnkl"), list) and len(d["mnkl"]) in (3, 4):
-        out["mnkl"] = tuple(int(x) for x in (list(d["mnkl"]) + [1])[:4])
+    if mnkl_of(d.get("mnkl")):
+        out["mnkl"] = mnkl_of(d.get("mnkl"))
     if mine is None:
         return out
     out["kernel"] = f"bsprof {d.get('family', '')} {mine.get('name')}".strip()
