@@ -68,7 +68,8 @@ def main(argv=None) -> int:
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}, warm L2")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"bsprof": {"kind": "bench", "version": 1}, "device": dev, "date": when,
+            json.dump({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",
+                       "variant": "optimized", "device": dev, "date": when,
                        "results": results}, fh, indent=1, default=str)
     return 1 if failed else 0
 

@@ -17,14 +17,25 @@ from bsprof.reports.page import Figure, Section, note, table
 def _bench(run: Run) -> tuple[Artifact, dict, dict | None] | None:
     """(artifact, its data, the row of the variant it was run for)."""
     for art in run.of("bench"):
-        rows = [r for r in art.data.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
-        if not rows:
-            continue
-        variant = art.data.get("variant")
-        mine = next((r for r in rows if r.get("ours") and r.get("name") == variant), None)
-        mine = mine or next((r for r in rows if r.get("ours")), None)
-        return art, art.data, mine
+        for d in _problems(art.data):
+            rows = [r for r in d.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
+            if not rows:
+                continue
+            variant = d.get("variant")
+            mine = next((r for r in rows if r.get("ours") and r.get("name") == variant), None)
+            mine = mine or next((r for r in rows if r.get("ours")), None)
+            return art, d, mine
     return None
+
+
+def _problems(data: dict) -> list[dict]:
+    """`bsprof bench --json` holds one problem; `benchmarks/*.py --json` a list under ``results``.
+    Each problem inherits the file's family / variant / device."""
+    results = data.get("results")
+    if not isinstance(results, list):
+        return [data]
+    shared = {k: v for k, v in data.items() if k != "results"}
+    return [{**shared, **r} for r in results if isinstance(r, dict)]
 
 
 def _device_name(d: dict) -> str | None:
