@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from bsprof.errors import BsprofError
-from bsprof.reports.artifacts import KINDS, Run, discover, identity
+from bsprof.reports.artifacts import KINDS, Run, discover
 from bsprof.reports.page import Row, Section, note, render_page
 
 
@@ -132,8 +132,10 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
         info.sections[sid] = present
         rows.append(Row(sid, title_, cols if len(runs) > 1 else [("", cols[0][1])]))
 
-    try:
-        ident = identity(runs[0])
+    try:  # the summary's subject (bench, then the subject ncu launch), not whichever artifact came first
+        from bsprof.reports.sec_summary import facts
+
+        ident = facts(runs[0])
     except Exception:  # a title is not worth failing the page for
         ident = {}
     what = " · ".join(str(ident[k])[:80] for k in ("kernel", "device") if k in ident) or str(runs[0].root)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run, mnkl_of
+from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
@@ -67,7 +67,8 @@ def headline(run: Run) -> dict[str, Any]:
         out["mnkl"] = mnkl_of(d.get("mnkl"))
     if mine is None:
         return out
-    out["kernel"] = f"bsprof {d.get('family', '')} {mine.get('name')}".strip()
+    family = d.get("family") or identity(run).get("family")  # older bench files name no family
+    out["kernel"] = " ".join(str(x) for x in ("bsprof", family, mine.get("name")) if x)
     out["time_ms"] = num(mine.get("ms"))
     out["tflops"] = num(mine.get("tflops"))
     out["time_how"] = f"median of {d.get('iters', '?')} launches after {d.get('warmup', '?')} warm-up, bench"
