@@ -92,7 +92,7 @@ def test_stall_samples_per_warp_role_from_source_counters():
 def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_bench():
     html, _ = build([SAMPLES])
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
-    assert "kernel bsprof optimized family fp8-blockwise" in text
+    assert "kernel bsprof fp8-blockwise optimized family fp8-blockwise" in text
     # the shipped H100 bench (benchmarks/fp8_blockwise.py --json: several problems) feeds the peers table
     assert "measured in one process on the same inputs" in text
     for peer in ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm"):
