@@ -114,3 +114,13 @@ def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
     assert not big["sfb_smem"]
     with pytest.raises(BsprofError, match="sfb_smem=0"):
         _check_knobs_fit(dict(kw), (4096, 4096, 32768, 1), static=False)
+
+
+def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    r = CliRunner().invoke(cli, ["bench", "--family", "fp8-blockwise", "--mnkl", "4096,4096,100"])
+    assert r.exit_code == 2
+    assert "K=100 is not a multiple of 128" in r.output and "Traceback" not in r.output

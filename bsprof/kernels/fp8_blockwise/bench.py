@@ -173,8 +173,10 @@ def print_table(console, results: list[dict], title: str) -> None:
 
 def run(request, console) -> dict:
     """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
+    from bsprof.kernels.fp8_blockwise.quant import check_shape
     from bsprof.profile.gpu import device_info
 
+    check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
     info = device_info()
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
