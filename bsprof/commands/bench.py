@@ -33,8 +33,10 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.option("-o", "--output", "out", default=None,
+              help="also write bench.json into a fresh directory under this one (for `bsprof report`)")
 def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
-            skip_ref_check, seed, as_json) -> None:
+            skip_ref_check, seed, as_json, out) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
@@ -56,5 +58,15 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
                        warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config)
     from importlib import import_module
     result = import_module(module.__name__ + ".bench").run(req, Console(stderr=as_json))
+    text = json.dumps(result, indent=2, default=str)
+    if out is not None:
+        import time
+
+        from bsprof.io import unique_dir, write_text_atomic
+
+        shape = "x".join(map(str, req.mnkl))
+        run_dir = unique_dir(out, f"bench_{family}_{variant}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
+        write_text_atomic(run_dir / "bench.json", text)
+        click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
+        click.echo(text)

@@ -1,6 +1,6 @@
 """Bench results: the kernel's time beside cuBLAS (and DeepGEMM on Hopper), measured in one process.
 
-Reads the ``bench`` artifact (``bsprof bench --json > DIR/bench.json``): ``family``, ``variant``,
+Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.json``): ``family``, ``variant``,
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
 median, ``tflops``, ``rel_err``) and ``skipped`` (peers that could not run, with why).
 """

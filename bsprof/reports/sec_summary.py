@@ -112,7 +112,7 @@ def _profiled_peers(run: Run, f: dict) -> list[str]:
                      f"{d / mine:.3f}×" if d else "—"])
     return [table(rows, ["kernel", "µs (one profiled launch)", "TFLOP/s", "time ÷ subject's"], numeric=(1, 2, 3),
                   caption="other kernels profiled in this run (ncu, one launch each, separate sessions; "
-                          "for same-process peer timing add a bench artifact: bsprof bench --json > DIR/bench.json)")]
+                          "for same-process peer timing add a bench artifact: bsprof bench -o DIR)")]
 
 
 def _subject(kind: str, d: dict) -> str:
