@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from bsprof.errors import BsprofError
+from bsprof.io import atomic_path
 
 KERNELS_DIR = Path(__file__).resolve().parent
 
@@ -73,11 +74,9 @@ def compile_to_cubin(
     out_path = Path(out_path)
     if not cached.is_file():
         _build(entry, kwargs, arch, lineinfo, cached, timeout_s)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     if out_path.resolve() != cached.resolve():
-        tmp = out_path.with_name(f".{out_path.name}.tmp")
-        shutil.copyfile(cached, tmp)
-        os.replace(tmp, out_path)
+        with atomic_path(out_path) as tmp:
+            shutil.copyfile(cached, tmp)
     return out_path
 
 
@@ -98,8 +97,8 @@ def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, time
         cubins = sorted(Path(dump).glob("*.cubin"), key=lambda p: p.stat().st_mtime)
         if not cubins:
             raise BsprofError(f"CuTe DSL compile of {entry} for {arch} kept no cubin; is nvidia-cutlass-dsl >= 4.8?")
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        shutil.copyfile(cubins[-1], tmp)
         for ptx in Path(dump).glob("*.ptx"):
-            shutil.copyfile(ptx, dest.with_suffix(".ptx"))
-        os.replace(tmp, dest)
+            with atomic_path(dest.with_suffix(".ptx")) as tmp:
+                shutil.copyfile(ptx, tmp)
+        with atomic_path(dest) as tmp:  # last: a cached cubin implies its ptx is there too
+            shutil.copyfile(cubins[-1], tmp)

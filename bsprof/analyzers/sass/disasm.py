@@ -6,6 +6,7 @@ binaries are unpacked with ``cuobjdump -xelf all`` first, so every embedded cubi
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -21,24 +22,16 @@ EM_CUDA = 190
 
 def tool_path(name: str) -> str:
     """``nvdisasm`` / ``cuobjdump``: the pip package's copy first, then PATH and CUDA_HOME."""
-    try:
-        import nvidia.cu13  # type: ignore[import-not-found]
-
-        for base in nvidia.cu13.__path__:
+    # nvidia.cu13: the CUDA 13 wheels; nvidia.cuda_nvdisasm: the older split packages (…-cu12)
+    for module in ("nvidia.cu13", "nvidia.cuda_nvdisasm"):
+        try:
+            pkg = importlib.import_module(module)
+        except ImportError:
+            continue
+        for base in pkg.__path__:
             cand = os.path.join(base, "bin", name)
             if os.access(cand, os.X_OK):
                 return cand
-    except ImportError:
-        pass
-    try:  # older split packages (nvidia-cuda-nvdisasm-cu12)
-        import nvidia.cuda_nvdisasm  # type: ignore[import-not-found]
-
-        for base in nvidia.cuda_nvdisasm.__path__:
-            cand = os.path.join(base, "bin", name)
-            if os.access(cand, os.X_OK):
-                return cand
-    except ImportError:
-        pass
     found = shutil.which(name)
     if found:
         return found
