@@ -88,7 +88,11 @@ def test_timing_build_records_and_plain_build_does_not(built):
     _, plain = built("optimized")
     _, timed = built("optimized", timing=True)
     clock = [i for i in timed.instructions if "SR_GLOBALTIMER" in i.text]
-    assert len(clock) >= 8                      # one per recorded event site
+    # one clock read per record site: producer tile_start/load_end, consumer (tile_start +
+    # acc_acquired), tma0_landed, kloop_end, (phase1_end + phase2_end); events of the same
+    # instant share a read and are two stores
+    assert len(clock) >= 6
     assert not any("SR_GLOBALTIMER" in i.text for i in plain.instructions)
-    assert timed.count("STG") > plain.count("STG")   # 16-byte event records
+    records = timed.count("STG") - plain.count("STG")   # 16-byte event records
+    assert records >= len(clock) + 2
     assert not timed.features["register_spills"].present

@@ -23,6 +23,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from bsprof.analyzers.model.params import ModelParams
 from bsprof.errors import BsprofError
 
 
@@ -101,6 +102,13 @@ def project_point(params, deltas: dict, project) -> dict:
     }
 
 
+def busiest_tiles(table) -> int:
+    """Tiles the busiest CTA ran (sampled tables count every ``sample_every``-th tile)."""
+    every = int(table.attrs.get("sample_every", 1)) if hasattr(table, "attrs") else 1
+    ref = table[table["role"] == "mma"]
+    return int(ref.groupby("cta")["tile"].nunique().max()) * every
+
+
 def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     """Share of the measured wall time that scales with the tile period: tiles of the busiest CTA
     x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps)."""
@@ -111,10 +119,22 @@ def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     fit = fit_clock(table)
     if fit.cycles_per_ns <= 0 or wall_us <= 0 or tile_cycles <= 0:
         return 1.0
-    every = int(table.attrs.get("sample_every", 1)) if hasattr(table, "attrs") else 1
-    ref = table[table["role"] == "mma"]
-    n = int(ref.groupby("cta")["tile"].nunique().max()) * every
-    return min(1.0, n * tile_cycles / (wall_us * 1000.0 * fit.cycles_per_ns))
+    return min(1.0, busiest_tiles(table) * tile_cycles / (wall_us * 1000.0 * fit.cycles_per_ns))
+
+
+def tail_shift(params, deltas: dict, tiles: int, tile_cycles: float) -> tuple[float, float]:
+    """(change of the makespan of ``tiles`` tiles, change of its part outside ``tiles x period``)
+    in cycles, deterministic. The second is what a steady-state period misses: the pipeline fill
+    and the last tile's epilogue, exposed when nothing follows it (ping-pong and Blackwell; a
+    cooperative Hopper tile has its epilogue inside the period already)."""
+    from bsprof.analyzers.model.eventgraph import makespan, solve
+    from bsprof.analyzers.model.project import apply, parse_deltas
+
+    new = apply(params, parse_deltas(deltas))
+    base_ms, new_ms = makespan(params, tiles), makespan(new, tiles)
+    base_tail = base_ms - tiles * solve(params).period
+    new_tail = new_ms - tiles * solve(new).period
+    return new_ms - base_ms, new_tail - base_tail
 
 
 def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
@@ -128,6 +148,7 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
         calibrate, project = model_api()
     params = {}
     busy = {}
+    frame = {}   # calib -> (tiles of the busiest CTA, calibration wall time in cycles)
     for p in points:
         if p.calib not in tables:
             raise BsprofError(f"validation point calibrates on {p.calib!r}, which has no timing table")
@@ -136,6 +157,8 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
             tile = project_point(params[p.calib], {}, _det_only(project))["tile"]
             wall = (capture_wall_us or {}).get(p.calib, p.base_us)
             busy[p.calib] = p.busy if math.isfinite(p.busy) else busy_fraction(tables[p.calib], tile, wall)
+            n = busiest_tiles(tables[p.calib])
+            frame[p.calib] = (n, n * tile / busy[p.calib], tile)
         deltas = {}
         if p.delta_kloop:
             deltas["kloop"] = float(p.delta_kloop)
@@ -147,8 +170,18 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
         p.projected_sto_p05, p.projected_sto_p95 = pr["sto_p05"], pr["sto_p95"]
         p.binding_before, p.binding_after = pr["binding_before"], pr["binding_after"]
         p.busy = busy[p.calib]
-        p.projected_wall_det = 1.0 + p.busy * (p.projected_det - 1.0)
-        p.projected_wall_sto = 1.0 + p.busy * (p.projected_sto - 1.0)
+        # wall time = the busiest CTA's makespan plus what does not scale (launch, ramp): the
+        # deterministic projection moves the makespan of its tiles; the stochastic one its
+        # period, plus the same fill/tail change
+        # (a model given by the caller, without bsprof's event graph, maps its period alone)
+        n, wall_cycles, tile = frame[p.calib]
+        if isinstance(params[p.calib], ModelParams):
+            d_ms, d_tail = tail_shift(params[p.calib], deltas, n, tile)
+            p.projected_wall_det = 1.0 + d_ms / wall_cycles
+        else:
+            d_tail = 0.0
+            p.projected_wall_det = 1.0 + p.busy * (p.projected_det - 1.0)
+        p.projected_wall_sto = 1.0 + p.busy * (p.projected_sto - 1.0) + d_tail / wall_cycles
         p.err_raw_det_pct = 100.0 * (p.projected_det / p.measured_ratio - 1.0)
         p.err_raw_sto_pct = 100.0 * (p.projected_sto / p.measured_ratio - 1.0)
         p.err_det_pct = 100.0 * (p.projected_wall_det / p.measured_ratio - 1.0)

@@ -7,6 +7,7 @@ import json
 import click
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import VARIANTS
 
 
 def _pair(text: str | None, name: str) -> tuple[int, int] | None:
@@ -21,7 +22,7 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 
 @click.command(name="bench")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--kernel", "variant", type=click.Choice(["baseline", "optimized"]), default="optimized", show_default=True)
+@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default="optimized", show_default=True)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("--mma-tiler", default=None, help="tile M,N (family default if omitted)")
 @click.option("--cluster", default=None, help="cluster M,N (family default if omitted)")

@@ -8,6 +8,7 @@ import math
 import click
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import VARIANTS
 
 
 def _fmt(v, unit: str = "") -> str:
@@ -188,7 +189,7 @@ def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: b
 
 
 @click.command(name="ncu")
-@click.option("--kernel", "variant", type=click.Choice(["baseline", "optimized"]), default=None,
+@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
               help="profile this bundled kernel (needs a GPU and ncu)")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")

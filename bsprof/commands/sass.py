@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import VARIANTS
 
 ARTIFACT_KEY = {"kind": "sass", "version": 1}
 CSV_FIXED = ["function", "region", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
@@ -90,7 +91,7 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str) -> dict:
 @click.command(name="sass")
 @click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--function", "function", default=None, help="regex picking the kernel(s) (the launch name for .ncu-rep)")
-@click.option("--kernel", "variant", type=click.Choice(["baseline", "optimized"]), default=None,
+@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
               help="compile a bundled kernel on the CPU and analyze it (needs --arch)")
 @click.option("--arch", default=None, type=click.Choice(["sm_100a", "sm_90a"]), help="architecture for --kernel")
 @click.option("--source", "source", type=click.Path(path_type=Path), default=None,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import VARIANTS
 
 
 @click.command(name="timing")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--kernel", "variant", type=click.Choice(["baseline", "optimized"]), default="optimized",
+@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default="optimized",
               show_default=True)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("-o", "--output", "out", default="bsprof-results", show_default=True,
@@ -125,7 +126,8 @@ def _print(console, doc: dict, run_dir) -> None:
     for row in doc.get("overhead", []):
         shape = "x".join(str(x) for x in row["mnkl"][:3])
         console.print(f"timing-build overhead on {shape}: plain {row['plain_us']:,.1f} us, timing "
-                      f"{row['timing_us']:,.1f} us -> {row['overhead_pct']:+.2f}%")
+                      f"{row['timing_us']:,.1f} us -> {row['overhead_pct']:+.2f}% "
+                      f"({'CUDA graph replays: GPU time' if row.get('timed_with') == 'graph' else 'eager launches'})")
     if run_dir is not None:
         tr = doc.get("trace", {})
         console.print(f"wrote {run_dir}/ (timing.parquet, timing.csv, trace.json [{tr.get('tile_sampling', '')}], "

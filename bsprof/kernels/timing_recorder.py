@@ -49,10 +49,11 @@ EV = SimpleNamespace(**EVENT_ID)
 _RECORD_BYTES = 16
 
 
-def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, event: int) -> tuple[str, str]:
+def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[int, ...]) -> tuple[str, str]:
     """PTX for one event and its constraint string. Operands: $0 base (u64), $1 cta, $2 warp,
     $3 tile (u32) and, when ``tile_slots`` is not a Python int, $4 tile_slots (u32)."""
     slots = str(int(tile_slots)) if isinstance(tile_slots, int) else "$4"
+    stores = "\n".join(f"\t@p st.global.v2.u64 [addr+{ev * _RECORD_BYTES}], {{clk, gt}};" for ev in events)
     limit = (f"mul.lo.u32 lim, {slots}, {sample_every};" if sample_every > 1
              else f"mov.u32 lim, {slots};")
     # sample_every is a power of two: mask and shift (ptxas does not strength-reduce div.u32 here)
@@ -81,7 +82,7 @@ def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, event: int) -
 \tshl.b64 smw, smw, 56;
 \tand.b64 gt, gt, 0x00FFFFFFFFFFFFFF;
 \tor.b64 gt, gt, smw;
-\t@p st.global.v2.u64 [addr+{event * _RECORD_BYTES}], {{clk, gt}};
+{stores}
 }}"""
     cons = "l,r,r,r" + ("" if isinstance(tile_slots, int) else ",r") + ",~{memory}"
     return asm, cons
@@ -92,7 +93,7 @@ _SPIN_ASM = """{{
 \t.reg .u64 t0, t1;
 \tmov.u64 t0, %clock64;
 SPIN_LOOP:
-\tmov.u64 t1, %clock64;
+{backoff}\tmov.u64 t1, %clock64;
 \tsub.u64 t1, t1, t0;
 \tsetp.lt.u64 p, t1, {cycles};
 \t@p bra SPIN_LOOP;
@@ -119,17 +120,22 @@ class TimingRecorder:
     def from_plan(cls, enabled: bool, plan: BufferPlan) -> "TimingRecorder":
         return cls(enabled, plan.warps_per_cta, plan.tile_slots, plan.sample_every)
 
-    def record(self, buf, cta, warp, tile, event: int) -> None:
-        """Store event ``event`` (a Python int, ``EV.<name>``) of ``(cta, warp, tile)``."""
+    def record(self, buf, cta, warp, tile, event) -> None:
+        """Store event ``event`` (a Python int, ``EV.<name>``) of ``(cta, warp, tile)``. A tuple of
+        events that happen at the same instant (``(EV.phase1_end, EV.phase2_end)``) shares one
+        clock read: each clock read costs the warp ~60 cycles on its critical path, a store little."""
         if not self.enabled:
             return
-        if not isinstance(event, int) or not 0 <= event < NUM_EVENTS:
-            raise ValueError(f"TimingRecorder.record: event must be a constexpr int in [0, {NUM_EVENTS})")
-        _emit_record(buf, cta, warp, tile, self.tile_slots, self.warps_per_cta, self.sample_every, event)
+        events = tuple(event) if isinstance(event, tuple) else (event,)
+        if not events or not all(isinstance(e, int) and 0 <= e < NUM_EVENTS for e in events):
+            raise ValueError(f"TimingRecorder.record: events must be constexpr ints in [0, {NUM_EVENTS})")
+        _emit_record(buf, cta, warp, tile, self.tile_slots, self.warps_per_cta, self.sample_every, events)
 
-    def spin(self, cycles: int) -> None:
-        """Busy-wait ``cycles`` SM cycles on ``clock64`` (not nanosleep: the warp stays issuing)."""
-        spin(cycles)
+    def spin(self, cycles: int, backoff_ns: int = 0) -> None:
+        """Wait ``cycles`` SM cycles on ``clock64`` (timed by the clock, not by nanosleep).
+        ``backoff_ns`` > 0 naps that long between clock reads, so a delay in one warpgroup does not
+        take issue slots from another warpgroup's work on the same SM (ping-pong)."""
+        spin(cycles, backoff_ns)
 
 
 def _u32(x, loc=None, ip=None):
@@ -143,10 +149,10 @@ def _u32(x, loc=None, ip=None):
     return x  # already an MLIR i32 value
 
 
-def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, event, *, loc=None, ip=None):
+def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, events, *, loc=None, ip=None):
     from cutlass._mlir.dialects import llvm
 
-    asm, cons = _record_asm(warps_per_cta, tile_slots, sample_every, event)
+    asm, cons = _record_asm(warps_per_cta, tile_slots, sample_every, events)
     ptr = buf.iterator if hasattr(buf, "iterator") else buf
     operands = [ptr.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
                 _u32(cta, loc, ip), _u32(warp, loc, ip), _u32(tile, loc, ip)]
@@ -155,11 +161,12 @@ def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, 
     llvm.inline_asm(None, operands, asm, cons, has_side_effects=True, asm_dialect=0, loc=loc, ip=ip)
 
 
-def spin(cycles: int) -> None:
+def spin(cycles: int, backoff_ns: int = 0) -> None:
     """Compile-time clock64 spin of ``cycles`` cycles; ``cycles == 0`` emits nothing."""
     cycles = int(cycles)
+    backoff = f"\tnanosleep.u32 {int(backoff_ns)};\n" if backoff_ns > 0 else ""
     if cycles <= 0:
         return
     from cutlass._mlir.dialects import llvm
 
-    llvm.inline_asm(None, [], _SPIN_ASM.format(cycles=cycles), "~{memory}", has_side_effects=True, asm_dialect=0)
+    llvm.inline_asm(None, [], _SPIN_ASM.format(cycles=cycles, backoff=backoff), "~{memory}", has_side_effects=True, asm_dialect=0)

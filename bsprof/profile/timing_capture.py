@@ -28,12 +28,13 @@ def prepare(family: str, variant: str, mnkl, **kwargs):
 
 
 def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
-              prequeue: int = 2) -> dict[str, float]:
+              prequeue: int = 2, batch: int = 1) -> dict[str, float]:
     """Median per-launch time (µs) of each launcher; each round times ``inner`` back-to-back launches
     of every launcher in turn with CUDA events. ``prequeue`` launches are enqueued before the start
     event, so the GPU is already busy when it fires and an idle gap before the first launch stays
     out of the window. (When one launch costs the host more than the GPU, ~125 us for a CuTe DSL
-    call, the loop is host-bound whatever is queued: see docs/perf.md.)"""
+    call, the loop is host-bound whatever is queued: see docs/perf.md; :func:`graph_launcher`
+    takes the host out.) ``batch``: kernel launches one launcher call makes (a graph replay).""" 
     import torch
 
     if not launchers:
@@ -56,7 +57,7 @@ def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int
                 fn()
             end.record()
             end.synchronize()
-            samples[name].append(start.elapsed_time(end) * 1000.0 / inner)
+            samples[name].append(start.elapsed_time(end) * 1000.0 / (inner * batch))
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -68,6 +69,44 @@ def raw_launcher(prep):
     if callable(fn) and isinstance(args, tuple):
         return lambda: fn(*args)
     return prep.launch
+
+
+def graph_launcher(prep, launches: int):
+    """A callable replaying one CUDA graph of ``launches`` back-to-back launches of ``prep``, or
+    None when the build cannot be captured. A CuTe DSL launch costs the host about as much as a
+    4096^3 kernel runs, so eager back-to-back launches measure the host; a graph replay measures
+    the GPU. The kernel's stream argument (the last) is swapped for the capture stream."""
+    import torch
+
+    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    if not (callable(fn) and isinstance(args, tuple) and args):
+        return None
+    try:
+        import cuda.bindings.driver as drv
+
+        side = torch.cuda.Stream()
+        cap_args = (*args[:-1], drv.CUstream(side.cuda_stream))
+        with torch.cuda.stream(side):
+            fn(*cap_args)   # first call on this stream outside the capture (lazy module set-up)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            for _ in range(launches):
+                fn(*cap_args)
+        torch.cuda.synchronize()
+    except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
+        torch.cuda.synchronize()
+        return None
+    return graph.replay
+
+
+def median_us_graphs(preps: dict, *, rounds: int = 30, launches: int = 10) -> tuple[dict[str, float], str]:
+    """Median µs per launch of each Prepared, through CUDA graphs when every one can be captured
+    (GPU time only), else eager launches; returns (medians, "graph" | "eager")."""
+    graphs = {k: graph_launcher(p, launches) for k, p in preps.items()}
+    if all(g is not None for g in graphs.values()):
+        return median_us(graphs, rounds=rounds, inner=1, prequeue=1, batch=launches), "graph"
+    return median_us({k: raw_launcher(p) for k, p in preps.items()}, rounds=rounds, inner=launches), "eager"
 
 
 @dataclass
@@ -114,9 +153,9 @@ def overhead(family: str, variant: str, shapes, *, rounds: int = 30, inner: int 
     for mnkl in shapes:
         plain = prepare(family, variant, mnkl, timing=False)
         timed = prepare(family, variant, mnkl, timing=True)
-        med = median_us({"plain": raw_launcher(plain), "timing": raw_launcher(timed)}, rounds=rounds, inner=inner)
+        med, how = median_us_graphs({"plain": plain, "timing": timed}, rounds=rounds, launches=inner)
         row = {"mnkl": list(mnkl), "plain_us": med["plain"], "timing_us": med["timing"],
-               "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0)}
+               "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0), "timed_with": how}
         out.append(row)
         if log:
             log(row)

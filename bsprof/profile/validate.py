@@ -181,7 +181,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     for v in variants:
         launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
                                         delay_phase1=v["delay_phase1"])
-    med = tc.median_us({k: tc.raw_launcher(p) for k, p in launchers.items()}, rounds=rounds, inner=inner)
+    med, timed_with = tc.median_us_graphs(launchers, rounds=rounds, launches=inner)
     launchers.clear()
 
     # what each delayed build's own timing says (diagnostics: did the injected cost land where
@@ -238,7 +238,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "capability": list(info["capability"]), "k_blocks": k_blocks,
         "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
         "spin": spin, "rounds": rounds, "inner": inner,
-        "wall_us": med, "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
+        "wall_us": med, "wall_timed_with": timed_with, "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,

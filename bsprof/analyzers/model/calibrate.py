@@ -35,14 +35,17 @@ def detect_structure(table) -> str:
     return "hopper-pingpong" if total and disjoint > 0.8 * total else "hopper-coop"
 
 
-def observed_period(table) -> float:
-    """Median over CTAs of the slope of MMA-side tile start vs tile index (first tile dropped)."""
+def observed_period(table, stride: int = 1) -> float:
+    """Median over CTAs of the slope of MMA-side tile start vs tile index (first tile dropped).
+    ``stride`` > 1 (ping-pong: tile t runs on warpgroup t % 2) takes the slope within each
+    warpgroup's own tiles: the two warpgroups start their first tiles together, and across them
+    the starts zig-zag around the line."""
     import numpy as np
 
     mma = table[table["role"] == "mma"]
     starts = mma.groupby(["cta", "tile"])["start"].min().reset_index()
     slopes = []
-    for _, g in starts.groupby("cta"):
+    for (_, _), g in starts.groupby([starts["cta"], starts["tile"] % stride]):
         g = g[g["tile"] > g["tile"].min()].sort_values("tile")
         if len(g) >= 2:
             dt = float(g["tile"].iloc[-1] - g["tile"].iloc[0])
@@ -77,8 +80,26 @@ def _per_tile(table):
         "tma0": col("tma0"), "kloop": col("kloop"), "acc_wait": col("acc_wait"),
         "phase1": p1.loc[keys].to_numpy(dtype=float),
         "phase2": p2.to_numpy(dtype=float) if p2 is not None else np.zeros((len(keys), W)),
-        "ml_wait": float(ml.mean()) if len(ml) else None, "tiles": len(keys), "warps": W,
+        "ml_wait": float(ml.mean()) if len(ml) else None, "tiles": len(keys), "warps": W, "keys": keys,
     }
+
+
+def pingpong_acc_wait(table, keys):
+    """Per tile, how long the tensor cores sat idle waiting for the tile's warpgroup: from the end
+    of the previous tile's K-loop (the other warpgroup hands the tensor cores over there) to this
+    tile's ``acc_acquired``, floored at 0. That is the model's "MMA waits for a free accumulator".
+    The recorded ``acc_wait`` phase is the opposite: the warpgroup waiting for its turn."""
+    import numpy as np
+
+    mma = table[table["role"] == "mma"]
+    acq = mma[mma["phase"] == "tma0"].groupby(["cta", "tile"])["start"].min()
+    kend = mma[mma["phase"] == "kloop"].groupby(["cta", "tile"])["end"].max()
+    out = np.zeros(len(keys))
+    for i, (cta, tile) in enumerate(keys):
+        prev = (cta, tile - 1)
+        if prev in kend.index and (cta, tile) in acq.index:
+            out[i] = max(0.0, float(acq[(cta, tile)] - kend[prev]))
+    return out
 
 
 def calibrate(table, structure: str | None = None, *, acc_stages: int | None = None,
@@ -90,8 +111,10 @@ def calibrate(table, structure: str | None = None, *, acc_stages: int | None = N
     validate(table)
     name = structure or detect_structure(table)
     d = _per_tile(table)
+    if name == "hopper-pingpong":
+        d["acc_wait"] = pingpong_acc_wait(table, d["keys"])
     st = Structure.named(name, acc_stages, release_frac=release_frac, handoff=handoff)
-    lam = observed_period(table)
+    lam = observed_period(table, stride=st.acc_stages if name == "hopper-pingpong" else 1)
     epi_wait = float(d["acc_wait"].mean())
     p = ModelParams(
         structure=st,

@@ -62,7 +62,7 @@ def solve(p: ModelParams) -> Equilibrium:
     S = max(1, int(s.acc_stages))
     mk = m.tma0 + m.kloop
     mma_chain = mk + m.overhead
-    epi_chains = [e.overhead + e.phase1[w] + e.phase2[w] for w in range(e.warps)]
+    epi_chains = [(e.overhead + e.phase1[w] + e.phase2[w]) / s.epilogue_tokens for w in range(e.warps)]
     acc = [(mk + 2 * s.handoff + _release(p, w)) / S for w in range(e.warps)]
     epi_chain, acc_cycle = max(epi_chains), max(acc)
     period = max(mma_chain, epi_chain, acc_cycle)
@@ -105,7 +105,7 @@ def build_graph(p: ModelParams) -> tuple[list[str], list[tuple[int, int, float, 
     arcs = [(M, A, m.overhead, 1), (A, M, m.tma0 + m.kloop, 0), (R, A, s.handoff, max(1, int(s.acc_stages)))]
     for w in range(W):
         arcs += [(M, U[w], s.handoff, 0), (U[w], R, _release(p, w), 0),
-                 (U[w], E[w], e.phase1[w] + e.phase2[w], 0), (E[w], U[w], e.overhead, 1)]
+                 (U[w], E[w], e.phase1[w] + e.phase2[w], 0), (E[w], U[w], e.overhead, s.epilogue_tokens)]
     return names, arcs
 
 
@@ -162,3 +162,29 @@ def max_cycle_mean(n: int, arcs: list[tuple[int, int, float, int]]) -> float:
 def period_karp(p: ModelParams) -> float:
     names, arcs = build_graph(p)
     return max_cycle_mean(len(names), arcs)
+
+
+def makespan(p: ModelParams, tiles: int) -> float:
+    """Cycles from the first tile's start to the last tile's stored output, for ``tiles`` tiles
+    run from an idle start with every phase at its mean: the recurrence of the event graph,
+    unrolled. Unlike ``tiles x period`` it keeps the pipeline fill and the last epilogue, which
+    no later tile hides when the tensor cores bind (ping-pong, Blackwell)."""
+    s, m, e = p.structure, p.mma, p.epi
+    S, T = max(1, int(s.acc_stages)), s.epilogue_tokens
+    mk = m.tma0 + m.kloop
+    neg = -1e30
+    m_prev = 0.0
+    ring = [neg] * S
+    hist = [[-e.overhead] * e.warps for _ in range(T)]   # epilogue ends of the last T tiles
+    done = 0.0
+    for i in range(int(tiles)):
+        a = max(m_prev + m.overhead if i else 0.0, ring[i % S] + s.handoff)
+        mm = a + mk
+        prev = hist[i % T]
+        u = [max(mm + s.handoff, prev[w] + e.overhead) for w in range(e.warps)]
+        ring[i % S] = max(u[w] + _release(p, w) for w in range(e.warps))
+        ends = [u[w] + e.phase1[w] + e.phase2[w] for w in range(e.warps)]
+        hist[i % T] = ends
+        done = max(ends)
+        m_prev = mm
+    return done

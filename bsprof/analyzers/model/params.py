@@ -36,6 +36,13 @@ class Structure:
     handoff: float = 100.0        # cycles from a barrier's last arrival to the waiter running (each barrier)
     phase2_blocking: float = 1.0  # Hopper: fraction of Phase 2 the next K-loop waits for (stores in flight overlap)
 
+    @property
+    def epilogue_tokens(self) -> int:
+        """How many tiles' epilogues may run at once: Blackwell's epilogue warps take the tiles
+        one after another (1); a ping-pong warpgroup runs its own tiles' epilogues, so the two
+        warpgroups' epilogues overlap (acc_stages)."""
+        return max(1, int(self.acc_stages)) if self.name == "hopper-pingpong" else 1
+
     @classmethod
     def named(cls, name: str, acc_stages: int | None = None, **kw: Any) -> "Structure":
         if name == "hopper-coop":

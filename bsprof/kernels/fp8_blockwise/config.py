@@ -16,11 +16,17 @@ VARIANTS: dict[str, dict] = {
     # staged in smem per tile (dropped automatically when K > 16384)
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=1, sfb_smem=True, static_shapes=True),
+    # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
+    # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
+    # K-loop and epilogue are on different cycles, so the model's binding side can flip
+    # (bsprof model --validate --kernel pingpong)
+    "pingpong": dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
+                     promote="serial", swizzle=1, sfb_smem=False, static_shapes=True, schedule="pingpong"),
 }
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
-         "static_shapes")
+         "static_shapes", "schedule")
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:

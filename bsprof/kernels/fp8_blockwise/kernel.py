@@ -26,6 +26,10 @@ Switches:
 ``swizzle``       persistent-scheduler swizzle
 ``sfb_smem``      stage the tile's B scales in smem once per tile (K <= 16384)
 ``consumer_regs``/``producer_regs``  the setmaxnreg split
+``schedule``      "coop": both consumer warpgroups share every tile (64 rows each per wave) and
+                  run the epilogue together; "pingpong": each warpgroup owns whole 128-row tiles
+                  (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
+                  pair of named barriers) and one's epilogue runs under the other's K-loop
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -71,6 +75,7 @@ class Fp8BlockwiseGemm:
         producer_regs: int = 40,
         swizzle: int = 1,
         sfb_smem: bool = False,
+        schedule: str = "coop",
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -84,13 +89,23 @@ class Fp8BlockwiseGemm:
             raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
         if promote not in ("serial", "overlap"):
             raise ValueError(f"promote must be 'serial' or 'overlap' (got {promote!r})")
+        if schedule not in ("coop", "pingpong"):
+            raise ValueError(f"schedule must be 'coop' or 'pingpong' (got {schedule!r})")
+        if schedule == "pingpong" and (tile_m != 128 or promote != "serial" or cluster_m * cluster_n > 1
+                                       or sfb_smem or epilogue == "tma_tile"):
+            raise ValueError("schedule='pingpong' takes tile_m=128, promote='serial', cluster 1x1, "
+                             "sfb_smem=0 and epilogue 'direct' or 'tma'")
         self.tile_n = tile_n
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
         self.tile_m = tile_m
-        # a 256-row tile is two 128-row "waves" (DeepGEMM's WAVE_BLOCK_M): each consumer
-        # warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block accumulator
-        self.waves = tile_m // TILE_M
+        self.pingpong = schedule == "pingpong"
+        # a wave is the rows one round of wgmma covers: 128 in coop (two warpgroups x 64), 64 in
+        # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
+        # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
+        # accumulator; a 128-row ping-pong tile is two 64-row waves of one warpgroup
+        self.wave_m = 64 if self.pingpong else TILE_M
+        self.waves = tile_m // self.wave_m
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
         self.promote = promote
@@ -110,7 +125,7 @@ class Fp8BlockwiseGemm:
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
         self.cluster_shape_mn = (cluster_m, cluster_n)
-        self.atom_layout_mnk = (2, 1, 1)
+        self.atom_layout_mnk = (1, 1, 1) if self.pingpong else (2, 1, 1)
         self.num_mma_warp_groups = 2
         self.threads_per_wg = 128
         self.threads_per_cta = 3 * self.threads_per_wg
@@ -124,6 +139,11 @@ class Fp8BlockwiseGemm:
         self.num_mcast_ctas_a = cluster_n
         self.num_mcast_ctas_b = cluster_m
         self.epilog_sync_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
+        # ping-pong: threads that store one tile (one warpgroup, else both)
+        self.epi_threads = self.threads_per_wg if self.pingpong else self.num_mma_threads
+        # a ping-pong epilogue shares the SM's issue slots with the other warpgroup's K-loop: its
+        # injected delay naps between clock reads so it costs time, not issue bandwidth
+        self.phase1_backoff_ns = 64 if self.pingpong else 0
 
     # ----------------------------------------------------------------------------------------
     # host-side setup
@@ -135,12 +155,14 @@ class Fp8BlockwiseGemm:
             self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
-        self.epi_tile = (TILE_M, 32)
+        self.epi_tile = (self.wave_m, 32)
         ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
         if self.epilogue == "tma_tile":
             # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
             self.epi_stage = self.waves * (self.tile_n // 32)
-        epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue != "direct" else 0
+        # ping-pong: each warpgroup has its own ring of epilogue buffers
+        self.epi_buffers = self.epi_stage * (2 if self.pingpong else 1)
+        epi_bytes = self.wave_m * 32 * 2 * self.epi_buffers if self.epilogue != "direct" else 0
         epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
@@ -150,7 +172,7 @@ class Fp8BlockwiseGemm:
         a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
         self.a_smem_layout_staged = cute.tile_to_shape(
-            a_atom, (TILE_M, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
+            a_atom, (self.wave_m, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
         b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype)
         self.b_smem_layout_staged = cute.tile_to_shape(
@@ -158,7 +180,7 @@ class Fp8BlockwiseGemm:
         c_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.c_layout, self.c_dtype, self.epi_tile[1]), self.c_dtype)
         self.epi_smem_layout_staged = cute.tile_to_shape(
-            c_atom, (*self.epi_tile, self.epi_stage), order=(0, 1, 2))
+            c_atom, (*self.epi_tile, self.epi_buffers), order=(0, 1, 2))
 
     @cute.jit
     def __call__(
@@ -186,7 +208,7 @@ class Fp8BlockwiseGemm:
         a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            a_op, a, a_smem_layout, (TILE_M, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
+            a_op, a, a_smem_layout, (self.wave_m, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
         b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -209,6 +231,8 @@ class Fp8BlockwiseGemm:
         @cute.struct
         class SharedStorage:
             mainloop_pipeline_array_ptr: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
+            # ping-pong: the tensor-core turn of even / odd tiles (one mbarrier each)
+            turn_mbar: cute.struct.MemRange[cutlass.Int64, 2]
             sA: cute.struct.Align[
                 cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged)],
                 self.buffer_align_bytes]
@@ -288,7 +312,9 @@ class Fp8BlockwiseGemm:
         storage = smem.allocate(self.shared_storage)
 
         mcast_size = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
-        consumer_arrive_cnt = mcast_size * self.num_mma_warp_groups * 4
+        # every consumer warp that read a stage releases it: both warpgroups in coop, the one
+        # that owns the tile in ping-pong
+        consumer_arrive_cnt = mcast_size * (1 if self.pingpong else self.num_mma_warp_groups) * 4
         mainloop_pipeline = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mainloop_pipeline_array_ptr.data_ptr(),
             num_stages=self.ab_stage,
@@ -298,13 +324,20 @@ class Fp8BlockwiseGemm:
             cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)),
             defer_sync=True,
         )
+        if cutlass.const_expr(self.pingpong):
+            if warp_idx == 0:
+                with cute.arch.elect_one():
+                    for j in cutlass.range_constexpr(2):
+                        # every thread of the warpgroup that hands the turn over arrives
+                        cute.arch.mbarrier_init(storage.turn_mbar.data_ptr() + j, self.threads_per_wg)
+                cute.arch.mbarrier_init_fence()
         pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
 
         sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
         sB = storage.sB.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
 
         # (bM, bK, RestM, RestK, RestL) etc.
-        gA_mkl = cute.local_tile(mA_mkl, (TILE_M, BLOCK_K), (None, None, None))
+        gA_mkl = cute.local_tile(mA_mkl, (self.wave_m, BLOCK_K), (None, None, None))
         gB_nkl = cute.local_tile(mB_nkl, (self.tile_n, BLOCK_K), (None, None, None))
 
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
@@ -318,7 +351,7 @@ class Fp8BlockwiseGemm:
 
         warp_group_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         k_tile_cnt = cute.size(gA_mkl, mode=[3])
-        # 128-row A tiles: the second wave of a 256-row tile can lie wholly past M; it then
+        # wave-row A tiles: the second wave of a tile can lie wholly past M; it then
         # re-loads the last real A tile (never stored) instead of indexing past the tensor,
         # which static layouts do not tolerate
         a_mtiles = cute.size(gA_mkl, mode=[2])
@@ -377,7 +410,10 @@ class Fp8BlockwiseGemm:
         mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
         tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
     ):
+        # the thread's index among the threads that share a tile (both warpgroups, or its own)
         mma_tidx = tidx - self.threads_per_wg
+        if cutlass.const_expr(self.pingpong):
+            mma_tidx = tidx % self.threads_per_wg
         # Two MMA objects with the ACCUMULATE field fixed once, outside every loop: calling
         # tiled_mma.set() inside staged loops makes values escape their region.
         mma_first = sm90_utils.make_trivial_tiled_mma(
@@ -395,7 +431,7 @@ class Fp8BlockwiseGemm:
         num_k_blocks = cute.size(tCrA, mode=[2])
 
         # per-thread coordinates of the accumulator elements inside the CTA tile
-        cC = cute.make_identity_tensor((TILE_M, self.tile_n))
+        cC = cute.make_identity_tensor((self.wave_m, self.tile_n))
         tCcC = thr_mma.partition_C(cC)
         acc_shape = tCcC.shape
         acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
@@ -418,11 +454,11 @@ class Fp8BlockwiseGemm:
             sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
             tma_store_pipeline = pipeline.PipelineTmaStore.create(
                 num_stages=self.epi_stage,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads))
 
         # Epilogue partitions are built once, before any tiled_mma.set() inside the K-loop: values
         # staged inside a loop must not escape it.
-        gC_mnl = cute.local_tile(mC_mnl, (TILE_M, self.tile_n), (None, None, None))
+        gC_mnl = cute.local_tile(mC_mnl, (self.wave_m, self.tile_n), (None, None, None))
         tCgC_all = thr_mma.partition_C(gC_mnl)
         c_mtiles = cute.size(gC_mnl, mode=[2])
         epi = None
@@ -437,93 +473,155 @@ class Fp8BlockwiseGemm:
             tRS_sD = thr_copy_r2s.partition_D(sC)
             tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
             rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
-            gC_tma = cute.local_tile(mC_tma, (TILE_M, self.tile_n), (None, None, None))
+            gC_tma = cute.local_tile(mC_tma, (self.wave_m, self.tile_n), (None, None, None))
             epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
 
         sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
         sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
+        # epilogue sync and store warp: per warpgroup in ping-pong (each stores its own tiles)
+        wg = warp_group_idx - 1
+        self.epi_bar = self.epilog_sync_barrier
+        self.epi_store_warp = self.epi_store_warp_id
+        self.epi_buf0 = 0
+        if cutlass.const_expr(self.pingpong):
+            self.epi_bar = pipeline.NamedBarrier(barrier_id=4 + wg, num_threads=self.threads_per_wg)
+            self.epi_store_warp = warp_group_idx * 4
+            self.epi_buf0 = wg * self.epi_stage
+        if cutlass.const_expr(not self.epilogue == "tma"):
+            tma_store_pipeline = None
+        consume = (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
+                   m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
+                   tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
+                   cta_linear, tbuf)
+
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work_tile = tile_sched.initial_work_tile_info()
         tile_count = cutlass.Int32(0)
-        while work_tile.is_valid_tile:
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
-            # registers are the accumulator: nothing to wait for on Hopper
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
-            tile_coord_mnl = work_tile.tile_idx
-            m0 = tile_coord_mnl[0] * self.tile_m
-            n0 = tile_coord_mnl[1] * self.tile_n
-            l_idx = tile_coord_mnl[2]
-            rows = []
-            for w in cutlass.range_constexpr(self.waves):
-                rows.append(cutlass.min(m0 + w * TILE_M + r_lo, m_limit))
-                rows.append(cutlass.min(m0 + w * TILE_M + r_hi, m_limit))
-            rows = tuple(rows)
-            # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
-            # clipped/predicated, their scale reads must stay in bounds)
-            nb0 = cutlass.min(n0 // 128, nb_limit)
-            nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
-            # first tile column that belongs to the next 128-wide B-scale block
-            split = 128 - n0 % 128
-            for w in cutlass.range_constexpr(self.waves):
-                acc_totals[w].fill(0.0)
-            if cutlass.const_expr(self.sfb_smem):
-                # previous tile's readers are done before the stash is rewritten
-                self.epilog_sync_barrier.arrive_and_wait()
-                kb_total = cute.size(mSFB, mode=[1])
-                for kb in range(mma_tidx, kb_total, self.num_mma_threads):
-                    sSFB[kb] = mSFB[(nb0, kb, l_idx)]
-                    if cutlass.const_expr(self.tile_n > 128):
-                        sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
-                self.epilog_sync_barrier.arrive_and_wait()
-            with Scope("kloop"):
-                if cutlass.const_expr(self.promote == "serial"):
-                    read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
-                                      rows, nb0, nb1, l_idx, split,
-                                      tbuf, cta_linear, warp_idx, tile_count)
+        if cutlass.const_expr(not self.pingpong):
+            while work_tile.is_valid_tile:
+                # registers are the accumulator: nothing to wait for on Hopper (one clock read)
+                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
+                read_state = self._consume_tile(consume, work_tile.tile_idx, tile_sched.num_tiles_executed,
+                                                read_state, tile_count, False, False)
+                tile_count += 1
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+        else:
+            # Ping-pong: both warpgroups walk the CTA's whole tile list; tile t belongs to warpgroup
+            # t % 2. The tensor cores are handed over in tile order by two mbarriers (t's owner
+            # waits on turn[t % 2], which the owner of t - 1 arrives on when its K-loop is done),
+            # so the shared smem ring is consumed in order. The other warpgroup's tiles only
+            # advance the ring position. (mbarriers, not named barriers: a bar.sync lets the warp
+            # run ahead to its next memory operation, so the timing build would stamp the turn
+            # before it was granted.)
+            turn = storage.turn_mbar.data_ptr()
+            self.turn_mbar = turn
+            mine_count = cutlass.Int32(0)
+            while work_tile.is_valid_tile:
+                tile_idx = work_tile.tile_idx
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+                if tile_count % 2 == wg:
+                    self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
+                    if tile_count > 0:
+                        # completion k of turn[wg] is tile 2k + 1 (wg 1) or 2k + 2 (wg 0)
+                        cute.arch.mbarrier_wait(turn + wg, (mine_count + 1 + wg) % 2)
+                    self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
+                    read_state = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
+                                                    True, work_tile.is_valid_tile)
+                    mine_count += 1
                 else:
-                    read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
-                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
-                                       rows, nb0, nb1, l_idx, split,
-                                       tbuf, cta_linear, warp_idx, tile_count)
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
-
-            with Scope("epilogue"):
-                for w in cutlass.range_constexpr(self.waves):
-                    # the epilogue works on 128-row C tiles: wave w of this tile is C tile
-                    # (tile_m_idx * waves + w, tile_n_idx, l)
-                    c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
-                    # the last wave that stores anything records the tile's epilogue events
-                    last_wave = True
-                    if cutlass.const_expr(w < self.waves - 1):
-                        last_wave = c_coord[0] + 1 >= c_mtiles
-                    if cutlass.const_expr(self.epilogue == "tma_tile"):
-                        pass
-                    elif cutlass.const_expr(self.epilogue == "direct"):
-                        if c_coord[0] < c_mtiles:
-                            self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
-                                                 c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
-                    else:
-                        epi_base = (tile_sched.num_tiles_executed * self.waves + w)
-                        # a wave wholly past M stores nothing (uniform across the CTA)
-                        if c_coord[0] < c_mtiles:
-                            self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
-                                              mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                                              tbuf, cta_linear, tile_count, last_wave)
-                if cutlass.const_expr(self.epilogue == "tma_tile"):
-                    self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
-                                           tbuf, cta_linear, tile_count)
-            tile_count += 1
-            tile_sched.advance_to_next_work()
-            work_tile = tile_sched.get_current_work()
+                    for _ in range(k_tile_cnt):
+                        read_state.advance()
+                tile_count += 1
 
         if cutlass.const_expr(self.epilogue == "tma"):
             tma_store_pipeline.producer_tail()
         if cutlass.const_expr(self.epilogue == "tma_tile"):
             if warp_idx == self.epi_store_warp_id:
                 cute.arch.cp_async_bulk_wait_group(0)
+
+    @cute.jit
+    def _consume_tile(self, consume, tile_coord_mnl, tiles_done, read_state, tile_count,
+                      handover: cutlass.Constexpr, has_next):
+        """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
+        the next tile's turn barrier when the K-loop is done, if there is a next tile."""
+        (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
+         m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
+         tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
+         cta_linear, tbuf) = consume
+        acc_total = acc_totals[0]
+        m0 = tile_coord_mnl[0] * self.tile_m
+        n0 = tile_coord_mnl[1] * self.tile_n
+        l_idx = tile_coord_mnl[2]
+        rows = []
+        for w in cutlass.range_constexpr(self.waves):
+            rows.append(cutlass.min(m0 + w * self.wave_m + r_lo, m_limit))
+            rows.append(cutlass.min(m0 + w * self.wave_m + r_hi, m_limit))
+        rows = tuple(rows)
+        # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
+        # clipped/predicated, their scale reads must stay in bounds)
+        nb0 = cutlass.min(n0 // 128, nb_limit)
+        nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
+        # first tile column that belongs to the next 128-wide B-scale block
+        split = 128 - n0 % 128
+        for w in cutlass.range_constexpr(self.waves):
+            acc_totals[w].fill(0.0)
+        if cutlass.const_expr(self.sfb_smem):
+            # previous tile's readers are done before the stash is rewritten
+            self.epilog_sync_barrier.arrive_and_wait()
+            kb_total = cute.size(mSFB, mode=[1])
+            for kb in range(mma_tidx, kb_total, self.num_mma_threads):
+                sSFB[kb] = mSFB[(nb0, kb, l_idx)]
+                if cutlass.const_expr(self.tile_n > 128):
+                    sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
+            self.epilog_sync_barrier.arrive_and_wait()
+        with Scope("kloop"):
+            if cutlass.const_expr(self.promote == "serial"):
+                read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                  mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                  rows, nb0, nb1, l_idx, split,
+                                  tbuf, cta_linear, warp_idx, tile_count)
+            else:
+                read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
+                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                   rows, nb0, nb1, l_idx, split,
+                                   tbuf, cta_linear, warp_idx, tile_count)
+        if cutlass.const_expr(handover):
+            # every wgmma of this tile has completed (the last wave waited for them): the next
+            # tile's owner may take the tensor cores
+            if has_next:
+                cute.arch.mbarrier_arrive(self.turn_mbar + (tile_count + 1) % 2)
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
+
+        with Scope("epilogue"):
+            for w in cutlass.range_constexpr(self.waves):
+                # the epilogue works on wave-row C tiles: wave w of this tile is C tile
+                # (tile_m_idx * waves + w, tile_n_idx, l)
+                c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                # the last wave that stores anything records the tile's epilogue events
+                last_wave = True
+                if cutlass.const_expr(w < self.waves - 1):
+                    last_wave = c_coord[0] + 1 >= c_mtiles
+                if cutlass.const_expr(self.epilogue == "tma_tile"):
+                    pass
+                elif cutlass.const_expr(self.epilogue == "direct"):
+                    if c_coord[0] < c_mtiles:
+                        self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * self.wave_m, n0,
+                                             c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
+                else:
+                    epi_base = tiles_done * self.waves + w
+                    # a wave wholly past M stores nothing (uniform across the CTA)
+                    if c_coord[0] < c_mtiles:
+                        self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
+                                          mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                                          tbuf, cta_linear, tile_count, last_wave)
+            if cutlass.const_expr(self.epilogue == "tma_tile"):
+                self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
+                                       tbuf, cta_linear, tile_count)
+        return read_state
 
     # ----------------------------------------------------------------------------------------
     @cute.jit
@@ -689,14 +787,14 @@ class Fp8BlockwiseGemm:
         # register-side work the model calls phase 1)
         rD = cute.make_rmem_tensor(acc_total.shape, self.c_dtype)
         rD.store(acc_total.load().to(self.c_dtype))
-        self.rec.spin(self.delay_phase1)
+        self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
         if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
         # phase 2: predicated stores straight to global memory
         M = cute.size(mC_mnl, mode=[0])
         N = cute.size(mC_mnl, mode=[1])
         tCgC = tCgC_all[(None, None, None, *tile_coord_mnl)]
-        if m0 + TILE_M <= M and n0 + self.tile_n <= N:
+        if m0 + self.wave_m <= M and n0 + self.tile_n <= N:
             cute.autovec_copy(rD, tCgC)
         else:
             for i in cutlass.range_constexpr(cute.size(rD)):
@@ -724,26 +822,25 @@ class Fp8BlockwiseGemm:
         epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
         num_prev_epi_tiles = epi_base * epi_tile_num
         if cutlass.const_expr(wave == 0):
-            self.rec.spin(self.delay_phase1)
+            self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
         for epi_idx in cutlass.range_constexpr(epi_tile_num):
             for v in cutlass.range_constexpr(size_tRS_rD):
                 tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
             tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
-            epi_buffer = (num_prev_epi_tiles + epi_idx) % self.epi_stage
+            epi_buffer = self.epi_buf0 + (num_prev_epi_tiles + epi_idx) % self.epi_stage
             cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, epi_buffer)])
             cute.arch.fence_proxy("async.shared", space="cta")
-            self.epilog_sync_barrier.arrive_and_wait()
+            self.epi_bar.arrive_and_wait()
             gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
-            if warp_idx == self.epi_store_warp_id:
+            if warp_idx == self.epi_store_warp:
                 cute.copy(tma_atom_c, bSG_sD[(None, epi_buffer)], bSG_gD[(None, gmem_coord)])
                 tma_store_pipeline.producer_commit()
                 tma_store_pipeline.producer_acquire()
-            self.epilog_sync_barrier.arrive_and_wait()
+            self.epi_bar.arrive_and_wait()
         # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
         # asynchronously (phase 2 is their issue)
         if last_wave:
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.phase1_end, EV.phase2_end))
 
     @cute.jit
     def epilogue_tma_tile(self, epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
@@ -759,7 +856,7 @@ class Fp8BlockwiseGemm:
         if warp_idx == self.epi_store_warp_id:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
         self.epilog_sync_barrier.arrive_and_wait()
-        self.rec.spin(self.delay_phase1)
+        self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
         for w in cutlass.range_constexpr(self.waves):
             tRS_rAcc = tRS_rAccs[w]
             for epi_idx in cutlass.range_constexpr(epi_per_wave):

@@ -1,0 +1,786 @@
+"""The FP8-blockwise Hopper GEMM in CuTe DSL: D (bf16) = A · Bᵀ with DeepSeek-V3 block scales.
+
+One persistent, warp-specialized kernel; every optimization is a constructor switch, so the
+"baseline" and "optimized" variants (see ``config.py``) are the same source with different knobs.
+
+CTA = 3 warpgroups. Warpgroup 0 is the producer (warp 0 issues the TMA loads of A and B into an
+``ab_stage``-deep shared-memory ring guarded by mbarriers; the other three warps only give their
+registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of a 128-row wave and
+issues wgmma (QGMMA in SASS) for one 128-wide K block into a fresh register accumulator, waits
+for it, then promotes it into the float32 total with the block scales,
+``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). A 256-row tile is two
+waves through the same block accumulator. The thread's scales are loaded from global memory two
+K blocks before use (or, for B, from a per-tile smem stash). The epilogue is either a direct
+(SIMT) store of the bf16 tile to global memory or a staged smem + TMA store.
+
+Switches:
+``tile_m``        128 or 256 (one or two 128-row waves)
+``tile_n``        64/128/192/256 (192 spills at 232 registers)
+``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A
+``ab_stage``      depth of the smem ring (0 = as many as the shared-memory budget allows)
+``epilogue``      "direct" (registers -> global), "tma" (4 x 128x32 smem ring -> TMA store),
+                  "tma_tile" (whole tile staged, one TMA burst per tile)
+``promote``       "serial": wait for the K block's wgmma, then promote (the other warpgroup keeps
+                  the tensor cores busy); "overlap": two block accumulators, promote block k
+                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only
+``swizzle``       persistent-scheduler swizzle
+``sfb_smem``      stage the tile's B scales in smem once per tile (K <= 16384)
+``consumer_regs``/``producer_regs``  the setmaxnreg split
+``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
+``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
+``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
+"""
+
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.memory
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+from cutlass.utils.profiling import Scope, WarpScope
+
+from bsprof.kernels.timing_recorder import EV, TimingRecorder
+
+BLOCK_K = 128           # scale block along K == CTA tile K
+TILE_M = 128            # 2 consumer warpgroups x 64 rows
+SMEM_CAPACITY = 232448  # sm_90 dynamic shared memory per CTA (227 KiB)
+WARPS_PER_CTA = 12
+SFB_SMEM_KB = 128       # K blocks whose B scales fit the smem stash (K <= 16384)
+
+
+class Fp8BlockwiseGemm:
+    def __init__(
+        self,
+        *,
+        tile_n: int = 128,
+        cluster_m: int = 1,
+        cluster_n: int = 1,
+        tile_m: int = 128,
+        ab_stage: int = 0,
+        epilogue: str = "direct",
+        promote: str = "serial",
+        timing: bool = False,
+        delay_kloop: int = 0,
+        delay_phase1: int = 0,
+        sample_every: int = 1,
+        consumer_regs: int = 232,
+        producer_regs: int = 40,
+        swizzle: int = 1,
+        sfb_smem: bool = False,
+    ):
+        if tile_n not in (64, 128, 192, 256):
+            raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
+        if cluster_m not in (1, 2) or cluster_n not in (1, 2) or cluster_m * cluster_n > 2:
+            raise ValueError(f"cluster must be 1x1, 2x1 or 1x2 (got {cluster_m}x{cluster_n})")
+        if tile_m not in (128, 256):
+            raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
+        if tile_m == 256 and promote != "serial":
+            raise ValueError("tile_m=256 supports promote='serial' only (registers)")
+        if epilogue not in ("direct", "tma", "tma_tile"):
+            raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
+        if promote not in ("serial", "overlap"):
+            raise ValueError(f"promote must be 'serial' or 'overlap' (got {promote!r})")
+        self.tile_n = tile_n
+        self.cluster_m = cluster_m
+        self.cluster_n = cluster_n
+        self.tile_m = tile_m
+        # a 256-row tile is two 128-row "waves" (DeepGEMM's WAVE_BLOCK_M): each consumer
+        # warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block accumulator
+        self.waves = tile_m // TILE_M
+        self.ab_stage_req = ab_stage
+        self.epilogue = epilogue
+        self.promote = promote
+        self.timing = bool(timing)
+        self.delay_kloop = int(delay_kloop)
+        self.delay_phase1 = int(delay_phase1)
+        self.sample_every = int(sample_every)
+        self.consumer_regs = consumer_regs
+        self.swizzle = int(swizzle)
+        # B scales of the tile's N block(s) for every K block, staged in smem at tile start
+        # (DeepGEMM does the same): the K-loop reads them with LDS instead of a uniform LDG
+        # whose R2UR move stalls on the load (ncu: long-scoreboard on the scale FMUL)
+        self.sfb_smem = bool(sfb_smem)
+        self.sfb_cap = SFB_SMEM_KB
+        self.producer_regs = producer_regs
+
+        self.acc_dtype = cutlass.Float32
+        self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
+        self.cluster_shape_mn = (cluster_m, cluster_n)
+        self.atom_layout_mnk = (2, 1, 1)
+        self.num_mma_warp_groups = 2
+        self.threads_per_wg = 128
+        self.threads_per_cta = 3 * self.threads_per_wg
+        self.num_mma_threads = 2 * self.threads_per_wg
+        self.load_warp_id = 0
+        self.epi_store_warp_id = 4
+        self.buffer_align_bytes = 1024
+        self.epi_stage = 4
+        # B is the operand shared by the CTAs of a 2x1 cluster (same N tile, different M tiles)
+        # (a 1x2 cluster shares the A tile: same M tile, two N tiles)
+        self.num_mcast_ctas_a = cluster_n
+        self.num_mcast_ctas_b = cluster_m
+        self.epilog_sync_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
+
+    # ----------------------------------------------------------------------------------------
+    # host-side setup
+    # ----------------------------------------------------------------------------------------
+    def _setup(self):
+        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype, self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
+        )
+        self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
+        self.epi_tile = (TILE_M, 32)
+        ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
+        if self.epilogue == "tma_tile":
+            # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
+            self.epi_stage = self.waves * (self.tile_n // 32)
+        epi_bytes = TILE_M * 32 * 2 * self.epi_stage if self.epilogue != "direct" else 0
+        epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem else 0
+        max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
+        self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
+        if self.ab_stage < 2:
+            raise ValueError(f"tile 128x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
+
+        a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
+        self.a_smem_layout_staged = cute.tile_to_shape(
+            a_atom, (TILE_M, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
+        b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype)
+        self.b_smem_layout_staged = cute.tile_to_shape(
+            b_atom, (self.tile_n, BLOCK_K, self.ab_stage), order=(0, 1, 2))
+        c_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.c_layout, self.c_dtype, self.epi_tile[1]), self.c_dtype)
+        self.epi_smem_layout_staged = cute.tile_to_shape(
+            c_atom, (*self.epi_tile, self.epi_stage), order=(0, 1, 2))
+
+    @cute.jit
+    def __call__(
+        self,
+        a: cute.Tensor,      # (M, K, L) fp8, K-major
+        b: cute.Tensor,      # (N, K, L) fp8, K-major
+        sfa: cute.Tensor,    # (M, K/128, L) f32, M-major
+        sfb: cute.Tensor,    # (ceil(N/128), K/128, L) f32
+        c: cute.Tensor,      # (M, N, L) bf16, N-major
+        tbuf: cute.Tensor,   # timing event buffer (int64); unused in plain builds
+        tile_slots: cutlass.Int32,
+        max_active_clusters: cutlass.Constexpr,
+        stream,
+    ):
+        self.a_dtype = a.element_type
+        self.b_dtype = b.element_type
+        self.c_dtype = c.element_type
+        self.a_layout = utils.LayoutEnum.from_tensor(a)
+        self.b_layout = utils.LayoutEnum.from_tensor(b)
+        self.c_layout = utils.LayoutEnum.from_tensor(c)
+        self._setup()
+
+        a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, 0))
+        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
+        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            a_op, a, a_smem_layout, (TILE_M, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
+        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
+        epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
+        tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
+
+        gc = cute.zipped_divide(c, tiler=(self.tile_m, self.tile_n))
+        num_ctas_mnl = gc[(0, (None, None, None))].shape
+        # swizzle > 1: consecutive CTAs walk `swizzle` N tiles before the next M tile, so one
+        # wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
+        tile_sched_params = utils.PersistentTileSchedulerParams(
+            num_ctas_mnl, (*self.cluster_shape_mn, 1), self.swizzle, True)
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
+
+        epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
+        sfb_words = 2 * SFB_SMEM_KB if self.sfb_smem else 4
+
+        @cute.struct
+        class SharedStorage:
+            mainloop_pipeline_array_ptr: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
+            sA: cute.struct.Align[
+                cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged)],
+                self.buffer_align_bytes]
+            sB: cute.struct.Align[
+                cute.struct.MemRange[self.b_dtype, cute.cosize(self.b_smem_layout_staged)],
+                self.buffer_align_bytes]
+            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, epi_cosize], self.buffer_align_bytes]
+            sSFB: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfb_words], 16]
+
+        self.shared_storage = SharedStorage
+
+        self.kernel(
+            tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
+            sfa, sfb, c, tbuf, tile_slots,
+            self.tiled_mma, self.cta_layout_mnk,
+            self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged,
+            tile_sched_params,
+        ).launch(
+            grid=grid,
+            block=[self.threads_per_cta, 1, 1],
+            cluster=(*self.cluster_shape_mn, 1),
+            min_blocks_per_mp=1,
+            stream=stream,
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # device kernel
+    # ----------------------------------------------------------------------------------------
+    @cute.kernel
+    def kernel(
+        self,
+        tma_atom_a: cute.CopyAtom,
+        mA_mkl: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB_nkl: cute.Tensor,
+        tma_atom_c: cute.CopyAtom,
+        mC_tma: cute.Tensor,
+        mSFA: cute.Tensor,
+        mSFB: cute.Tensor,
+        mC_mnl: cute.Tensor,
+        tbuf: cute.Tensor,
+        tile_slots: cutlass.Int32,
+        tiled_mma: cute.TiledMma,
+        cta_layout_mnk: cute.Layout,
+        a_smem_layout_staged: cute.ComposedLayout,
+        b_smem_layout_staged: cute.ComposedLayout,
+        epi_smem_layout_staged: cute.ComposedLayout,
+        tile_sched_params: utils.PersistentTileSchedulerParams,
+    ):
+        # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
+        self.rec = TimingRecorder(self.timing, WARPS_PER_CTA, tile_slots, self.sample_every)
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        bidx, bidy, bidz = cute.arch.block_idx()
+        gdx, gdy, _ = cute.arch.grid_dim()
+        cta_linear = bidx + bidy * gdx + bidz * gdx * gdy
+
+        if warp_idx == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_a)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
+            if cutlass.const_expr(self.epilogue != "direct"):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_c)
+
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cluster_coord_mnk = cta_layout_mnk.get_flat_coord(cta_rank_in_cluster)
+        b_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=0)
+        b_mcast_mask = b_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_b > 1) else 0
+        a_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=1)
+        a_mcast_mask = a_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_a > 1) else 0
+
+        a_smem_layout = cute.slice_(a_smem_layout_staged, (None, None, 0))
+        b_smem_layout = cute.slice_(b_smem_layout_staged, (None, None, 0))
+        tma_copy_bytes = self.waves * cute.size_in_bytes(self.a_dtype, a_smem_layout) + cute.size_in_bytes(
+            self.b_dtype, b_smem_layout)
+
+        smem = cutlass.memory.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+
+        mcast_size = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
+        consumer_arrive_cnt = mcast_size * self.num_mma_warp_groups * 4
+        mainloop_pipeline = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.mainloop_pipeline_array_ptr.data_ptr(),
+            num_stages=self.ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumer_arrive_cnt),
+            tx_count=tma_copy_bytes,
+            cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)),
+            defer_sync=True,
+        )
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+
+        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
+        sB = storage.sB.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+
+        # (bM, bK, RestM, RestK, RestL) etc.
+        gA_mkl = cute.local_tile(mA_mkl, (TILE_M, BLOCK_K), (None, None, None))
+        gB_nkl = cute.local_tile(mB_nkl, (self.tile_n, BLOCK_K), (None, None, None))
+
+        a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
+        tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
+            tma_atom_a, cluster_coord_mnk[1], a_cta_layout,
+            cute.group_modes(sA, 0, 2), cute.group_modes(gA_mkl, 0, 2))
+        b_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape)
+        tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
+            tma_atom_b, cluster_coord_mnk[0], b_cta_layout,
+            cute.group_modes(sB, 0, 2), cute.group_modes(gB_nkl, 0, 2))
+
+        warp_group_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
+        k_tile_cnt = cute.size(gA_mkl, mode=[3])
+        # 128-row A tiles: the second wave of a 256-row tile can lie wholly past M; it then
+        # re-loads the last real A tile (never stored) instead of indexing past the tensor,
+        # which static layouts do not tolerate
+        a_mtiles = cute.size(gA_mkl, mode=[2])
+
+        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+
+        scope = WarpScope("ProducerWarp", warp_start=0, warp_end=4)
+        if warp_group_idx == 0:
+            cute.arch.setmaxregister_decrease(self.producer_regs)
+        if warp_idx == self.load_warp_id:
+            tile_sched = utils.StaticPersistentTileScheduler.create(
+                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+            work_tile = tile_sched.initial_work_tile_info()
+            prod_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
+            tile_count = cutlass.Int32(0)
+            while work_tile.is_valid_tile:
+                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
+                tile_coord_mnl = work_tile.tile_idx
+                tBgB_nkl = tBgB[(None, tile_coord_mnl[1], None, tile_coord_mnl[2])]
+                prod_state.reset_count()
+                with Scope("load"):
+                    for k_tile in range(k_tile_cnt):
+                        mainloop_pipeline.producer_acquire(prod_state)
+                        bar = mainloop_pipeline.producer_get_barrier(prod_state)
+                        # A smem buffer (stage, wave) = stage * waves + wave; wave w of the tile is
+                        # the 128-row A tile (tile_m_idx * waves + w)
+                        for w in cutlass.range_constexpr(self.waves):
+                            cute.copy(tma_atom_a,
+                                      tAgA[(None, cutlass.min(tile_coord_mnl[0] * self.waves + w, a_mtiles - 1),
+                                            prod_state.count, tile_coord_mnl[2])],
+                                      tAsA[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar,
+                                      mcast_mask=a_mcast_mask)
+                        cute.copy(tma_atom_b, tBgB_nkl[(None, prod_state.count)],
+                                  tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
+                        mainloop_pipeline.producer_commit(prod_state)
+                        prod_state.advance()
+                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
+                tile_count += 1
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+            mainloop_pipeline.producer_tail(prod_state)
+
+        scope.switch("ConsumerWarpgroups", warp_start=4, warp_end=12)
+        if warp_group_idx > 0:
+            cute.arch.setmaxregister_increase(self.consumer_regs)
+            self.consumer(
+                tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
+                mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
+                tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
+            )
+        scope.close()
+
+    @cute.jit
+    def consumer(
+        self, tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
+        mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
+        tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
+    ):
+        mma_tidx = tidx - self.threads_per_wg
+        # Two MMA objects with the ACCUMULATE field fixed once, outside every loop: calling
+        # tiled_mma.set() inside staged loops makes values escape their region.
+        mma_first = sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype, self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n))
+        mma_first.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        mmas = (mma_first, tiled_mma)
+        thr_mma = tiled_mma.get_slice(mma_tidx)
+        tCsA = thr_mma.partition_A(sA)
+        tCsB = thr_mma.partition_B(sB)
+        tCrA = tiled_mma.make_fragment_A(tCsA)
+        tCrB = tiled_mma.make_fragment_B(tCsB)
+        num_k_blocks = cute.size(tCrA, mode=[2])
+
+        # per-thread coordinates of the accumulator elements inside the CTA tile
+        cC = cute.make_identity_tensor((TILE_M, self.tile_n))
+        tCcC = thr_mma.partition_C(cC)
+        acc_shape = tCcC.shape
+        acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
+        acc_total = acc_totals[0]
+        acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        acc_blk2 = cute.make_rmem_tensor(acc_shape, self.acc_dtype) if cutlass.const_expr(
+            self.promote == "overlap") else acc_blk
+        # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
+        r_lo = tCcC[0][0]
+        r_hi = tCcC[2][0]
+
+        m_limit = cute.size(mSFA, mode=[0]) - 1
+        nb_limit = cute.size(mSFB, mode=[0]) - 1
+
+        read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
+
+        sC = None
+        tiled_copy_r2s = None
+        if cutlass.const_expr(self.epilogue != "direct"):
+            sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
+            tma_store_pipeline = pipeline.PipelineTmaStore.create(
+                num_stages=self.epi_stage,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
+
+        # Epilogue partitions are built once, before any tiled_mma.set() inside the K-loop: values
+        # staged inside a loop must not escape it.
+        gC_mnl = cute.local_tile(mC_mnl, (TILE_M, self.tile_n), (None, None, None))
+        tCgC_all = thr_mma.partition_C(gC_mnl)
+        c_mtiles = cute.size(gC_mnl, mode=[2])
+        epi = None
+        if cutlass.const_expr(self.epilogue != "direct"):
+            copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
+                self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype)
+            copy_atom_C = cute.make_copy_atom(
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype)
+            tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, tiled_mma)
+            tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
+            thr_copy_r2s = tiled_copy_r2s.get_slice(mma_tidx)
+            tRS_sD = thr_copy_r2s.partition_D(sC)
+            tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
+            rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
+            gC_tma = cute.local_tile(mC_tma, (TILE_M, self.tile_n), (None, None, None))
+            epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
+
+        sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
+        sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
+
+        tile_sched = utils.StaticPersistentTileScheduler.create(
+            tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+        work_tile = tile_sched.initial_work_tile_info()
+        tile_count = cutlass.Int32(0)
+        while work_tile.is_valid_tile:
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
+            # registers are the accumulator: nothing to wait for on Hopper
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
+            tile_coord_mnl = work_tile.tile_idx
+            m0 = tile_coord_mnl[0] * self.tile_m
+            n0 = tile_coord_mnl[1] * self.tile_n
+            l_idx = tile_coord_mnl[2]
+            rows = []
+            for w in cutlass.range_constexpr(self.waves):
+                rows.append(cutlass.min(m0 + w * TILE_M + r_lo, m_limit))
+                rows.append(cutlass.min(m0 + w * TILE_M + r_hi, m_limit))
+            rows = tuple(rows)
+            # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
+            # clipped/predicated, their scale reads must stay in bounds)
+            nb0 = cutlass.min(n0 // 128, nb_limit)
+            nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
+            # first tile column that belongs to the next 128-wide B-scale block
+            split = 128 - n0 % 128
+            for w in cutlass.range_constexpr(self.waves):
+                acc_totals[w].fill(0.0)
+            if cutlass.const_expr(self.sfb_smem):
+                # previous tile's readers are done before the stash is rewritten
+                self.epilog_sync_barrier.arrive_and_wait()
+                kb_total = cute.size(mSFB, mode=[1])
+                for kb in range(mma_tidx, kb_total, self.num_mma_threads):
+                    sSFB[kb] = mSFB[(nb0, kb, l_idx)]
+                    if cutlass.const_expr(self.tile_n > 128):
+                        sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
+                self.epilog_sync_barrier.arrive_and_wait()
+            with Scope("kloop"):
+                if cutlass.const_expr(self.promote == "serial"):
+                    read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                      rows, nb0, nb1, l_idx, split,
+                                      tbuf, cta_linear, warp_idx, tile_count)
+                else:
+                    read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
+                                       mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                       rows, nb0, nb1, l_idx, split,
+                                       tbuf, cta_linear, warp_idx, tile_count)
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
+
+            with Scope("epilogue"):
+                for w in cutlass.range_constexpr(self.waves):
+                    # the epilogue works on 128-row C tiles: wave w of this tile is C tile
+                    # (tile_m_idx * waves + w, tile_n_idx, l)
+                    c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                    # the last wave that stores anything records the tile's epilogue events
+                    last_wave = True
+                    if cutlass.const_expr(w < self.waves - 1):
+                        last_wave = c_coord[0] + 1 >= c_mtiles
+                    if cutlass.const_expr(self.epilogue == "tma_tile"):
+                        pass
+                    elif cutlass.const_expr(self.epilogue == "direct"):
+                        if c_coord[0] < c_mtiles:
+                            self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * TILE_M, n0,
+                                                 c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
+                    else:
+                        epi_base = (tile_sched.num_tiles_executed * self.waves + w)
+                        # a wave wholly past M stores nothing (uniform across the CTA)
+                        if c_coord[0] < c_mtiles:
+                            self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
+                                              mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                                              tbuf, cta_linear, tile_count, last_wave)
+                if cutlass.const_expr(self.epilogue == "tma_tile"):
+                    self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
+                                           tbuf, cta_linear, tile_count)
+            tile_count += 1
+            tile_sched.advance_to_next_work()
+            work_tile = tile_sched.get_current_work()
+
+        if cutlass.const_expr(self.epilogue == "tma"):
+            tma_store_pipeline.producer_tail()
+        if cutlass.const_expr(self.epilogue == "tma_tile"):
+            if warp_idx == self.epi_store_warp_id:
+                cute.arch.cp_async_bulk_wait_group(0)
+
+    # ----------------------------------------------------------------------------------------
+    @cute.jit
+    def _load_scales(self, mSFA, mSFB, rows, nb0, nb1, kb, l_idx):
+        """(sa_lo, sa_hi per wave ..., sb0, sb1) of K block ``kb`` for this thread's rows."""
+        out = []
+        for r in cutlass.range_constexpr(2 * self.waves):
+            out.append(mSFA[(rows[r], kb, l_idx)])
+        if cutlass.const_expr(self.sfb_smem):
+            sb0 = mSFB[kb]                       # here mSFB is the smem stash
+            sb1 = sb0
+            if cutlass.const_expr(self.tile_n > 128):
+                sb1 = mSFB[SFB_SMEM_KB + kb]
+        else:
+            sb0 = mSFB[(nb0, kb, l_idx)]
+            sb1 = sb0
+            if cutlass.const_expr(self.tile_n > 128):
+                sb1 = mSFB[(nb1, kb, l_idx)]
+        out.append(sb0)
+        out.append(sb1)
+        return tuple(out)
+
+    @cute.jit
+    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0):
+        mma_first, mma_rest = tiled_mma
+        for kb_i in cutlass.range_constexpr(num_k_blocks):
+            # the first wgmma of a K block overwrites: a fresh accumulator per scale block
+            mma = mma_first if kb_i == 0 else mma_rest
+            # A has one smem buffer per (stage, wave); B one per stage
+            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
+                      tCrB[(None, None, kb_i, stage_index)], acc)
+        cute.nvgpu.warpgroup.commit_group()
+
+    @cute.jit
+    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
+        s00 = sa_lo * sb0
+        s10 = sa_hi * sb0
+        s01 = s00
+        s11 = s10
+        if cutlass.const_expr(self.tile_n > 128):
+            s01 = sa_lo * sb1
+            s11 = sa_hi * sb1
+        n = cute.size(acc_total)
+        for g in cutlass.range_constexpr(n // 4):
+            # fragment order: (col pair, row half, 8-col group): i = c + 2*h + 4*g
+            lo = s00
+            hi = s10
+            if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128):
+                lo = s01
+                hi = s11
+            if cutlass.const_expr(self.tile_n == 192):
+                # a 192-wide tile starts at column 0 or 64 of a scale block: the block boundary
+                # moves with the tile, so each 8-column group picks its scale at run time
+                second = split <= g * 8
+                lo = cutlass.select_(second, s01, s00)
+                hi = cutlass.select_(second, s11, s10)
+            for c in cutlass.range_constexpr(2):
+                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
+                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
+
+    @cute.jit
+    def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                      mainloop_pipeline, read_state, sc, split):
+        mainloop_pipeline.consumer_wait(read_state)
+        for w in cutlass.range_constexpr(self.waves):
+            cute.nvgpu.warpgroup.fence()
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
+            cute.nvgpu.warpgroup.wait_group(0)
+            if cutlass.const_expr(w == self.waves - 1):
+                mainloop_pipeline.consumer_release(read_state)
+                read_state.advance()
+                self.rec.spin(self.delay_kloop)
+            self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split)
+        return read_state
+
+    @cute.jit
+    def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                     mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
+                     rows, nb0, nb1, l_idx, split,
+                     tbuf, cta_linear, warp_idx, tile_count):
+        read_state.reset_count()
+        last = k_tile_cnt - 1
+        # Scales are loaded two K blocks before their promotion, into two register sets used
+        # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
+        # up in front of a QGMMA: the global-load latency hides behind whole blocks.
+        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
+        mainloop_pipeline.consumer_wait(read_state)
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+        for pair in range(k_tile_cnt // 2):
+            kb = pair * 2
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, tb, split)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
+        if k_tile_cnt % 2 == 1:
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
+        # returned and re-bound by the caller: a state only mutated inside a callee is not
+        # carried through the caller's persistent tile loop
+        return read_state
+
+    @cute.jit
+    def kloop_overlap(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, acc_b, acc_total,
+                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
+                      rows, nb0, nb1, l_idx, split,
+                      tbuf, cta_linear, warp_idx, tile_count):
+        # Two block accumulators (one wave only): block k+1's wgmma runs while block k is
+        # promoted. K blocks are taken in pairs so each accumulator has a fixed register home.
+        # Each accumulator's scales are loaded two blocks before they are used.
+        read_state.reset_count()
+        release_state = read_state.clone()
+        last = k_tile_cnt - 1
+        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
+        mainloop_pipeline.consumer_wait(read_state)
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+        cute.nvgpu.warpgroup.fence()
+        self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, read_state.index)
+        read_state.advance()
+        num_pairs = k_tile_cnt // 2
+        for pair in range(num_pairs):
+            kb1 = pair * 2 + 1
+            mainloop_pipeline.consumer_wait(read_state)
+            cute.nvgpu.warpgroup.fence()
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_b, read_state.index)
+            read_state.advance()
+            cute.nvgpu.warpgroup.wait_group(1)
+            mainloop_pipeline.consumer_release(release_state)
+            release_state.advance()
+            self.rec.spin(self.delay_kloop)
+            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 1, last), l_idx)
+            if kb1 + 1 < k_tile_cnt:
+                mainloop_pipeline.consumer_wait(read_state)
+                cute.nvgpu.warpgroup.fence()
+                self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, read_state.index)
+                read_state.advance()
+                cute.nvgpu.warpgroup.wait_group(1)
+            else:
+                cute.nvgpu.warpgroup.wait_group(0)
+            mainloop_pipeline.consumer_release(release_state)
+            release_state.advance()
+            self.rec.spin(self.delay_kloop)
+            self._promote(acc_total, acc_b, tb[0], tb[1], tb[2], tb[3], split)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 2, last), l_idx)
+        if k_tile_cnt % 2 == 1:
+            # the last block sits in acc_a
+            cute.nvgpu.warpgroup.wait_group(0)
+            mainloop_pipeline.consumer_release(release_state)
+            release_state.advance()
+            self.rec.spin(self.delay_kloop)
+            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
+        return read_state
+
+    # ----------------------------------------------------------------------------------------
+    @cute.jit
+    def epilogue_direct(self, tCgC_all, tCcC, acc_total, mC_mnl, m0, n0, tile_coord_mnl,
+                        tbuf, cta_linear, warp_idx, tile_count, last_wave):
+        # phase 1: accumulator -> bf16 registers (frees nothing on Hopper, but it is the
+        # register-side work the model calls phase 1)
+        rD = cute.make_rmem_tensor(acc_total.shape, self.c_dtype)
+        rD.store(acc_total.load().to(self.c_dtype))
+        self.rec.spin(self.delay_phase1)
+        if last_wave:
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+        # phase 2: predicated stores straight to global memory
+        M = cute.size(mC_mnl, mode=[0])
+        N = cute.size(mC_mnl, mode=[1])
+        tCgC = tCgC_all[(None, None, None, *tile_coord_mnl)]
+        if m0 + TILE_M <= M and n0 + self.tile_n <= N:
+            cute.autovec_copy(rD, tCgC)
+        else:
+            for i in cutlass.range_constexpr(cute.size(rD)):
+                crd = tCcC[i]
+                if m0 + crd[0] < M and n0 + crd[1] < N:
+                    tCgC[i] = rD[i]
+        if last_wave:
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+
+    @cute.jit
+    def epilogue_tma(self, epi, wave, sC, tma_atom_c, tile_coord_mnl,
+                     mma_tidx, warp_idx, tma_store_pipeline, epi_base,
+                     tbuf, cta_linear, tile_count, last_wave):
+        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
+        tRS_rAcc = tRS_rAccs[wave]
+        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
+        tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
+        size_tRS_rD = cute.size(tRS_rD)
+        gC_tile = gC_tma[(None, None, *tile_coord_mnl)]
+        tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
+        bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
+            tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi)
+        epi_tile_num = cute.size(tCgC_epi, mode=[1])
+        epi_tile_shape = tCgC_epi.shape[1]
+        epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
+        num_prev_epi_tiles = epi_base * epi_tile_num
+        if cutlass.const_expr(wave == 0):
+            self.rec.spin(self.delay_phase1)
+        for epi_idx in cutlass.range_constexpr(epi_tile_num):
+            for v in cutlass.range_constexpr(size_tRS_rD):
+                tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
+            tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
+            epi_buffer = (num_prev_epi_tiles + epi_idx) % self.epi_stage
+            cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, epi_buffer)])
+            cute.arch.fence_proxy("async.shared", space="cta")
+            self.epilog_sync_barrier.arrive_and_wait()
+            gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
+            if warp_idx == self.epi_store_warp_id:
+                cute.copy(tma_atom_c, bSG_sD[(None, epi_buffer)], bSG_gD[(None, gmem_coord)])
+                tma_store_pipeline.producer_commit()
+                tma_store_pipeline.producer_acquire()
+            self.epilog_sync_barrier.arrive_and_wait()
+        # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
+        # asynchronously (phase 2 is their issue)
+        if last_wave:
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
+
+    @cute.jit
+    def epilogue_tma_tile(self, epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
+                          tbuf, cta_linear, tile_count):
+        """Whole-tile staging: every sub-tile of every wave goes to its own smem buffer, then one
+        warp issues all TMA stores. Two named barriers per tile instead of two per sub-tile."""
+        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
+        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
+        tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
+        size_tRS_rD = cute.size(tRS_rD)
+        epi_per_wave = self.tile_n // 32
+        # the previous tile's stores must have finished reading smem before it is rewritten
+        if warp_idx == self.epi_store_warp_id:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        self.epilog_sync_barrier.arrive_and_wait()
+        self.rec.spin(self.delay_phase1)
+        for w in cutlass.range_constexpr(self.waves):
+            tRS_rAcc = tRS_rAccs[w]
+            for epi_idx in cutlass.range_constexpr(epi_per_wave):
+                for v in cutlass.range_constexpr(size_tRS_rD):
+                    tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
+                tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
+                cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, w * epi_per_wave + epi_idx)])
+        cute.arch.fence_proxy("async.shared", space="cta")
+        self.epilog_sync_barrier.arrive_and_wait()
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
+        if warp_idx == self.epi_store_warp_id:
+            for w in cutlass.range_constexpr(self.waves):
+                c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                gC_tile = gC_tma[(None, None, *c_coord)]
+                tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
+                bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
+                    tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi)
+                epi_tile_shape = tCgC_epi.shape[1]
+                epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
+                for epi_idx in cutlass.range_constexpr(epi_per_wave):
+                    gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
+                    cute.copy(tma_atom_c, bSG_sD[(None, w * epi_per_wave + epi_idx)], bSG_gD[(None, gmem_coord)])
+            cute.arch.cp_async_bulk_commit_group()
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
