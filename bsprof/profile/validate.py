@@ -202,16 +202,17 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
             tables[_key(v)], cap_wall[_key(v)] = cap.table, cap.wall_us
 
     points = []
+    ref = reference_phases(measured_phases)
     for v in variants:
         k = _key(v)
-        landed = _landed(measured_phases["plain"], measured_phases[k])
+        landed = _landed(ref, measured_phases[k])
         dk, dp = _model_deltas(v, landed)
         points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"], dk, dp,
                               med["plain"], med[k], extra={**landed, "inj_kloop": v["delta_kloop"],
                                                            "inj_phase1": v["delta_phase1"]}))
     for v in reverse_src:
         k = _key(v)
-        landed = _landed(measured_phases["plain"], measured_phases[k])
+        landed = _landed(ref, measured_phases[k])
         dk, dp = _model_deltas(v, landed)
         points.append(V.Point("reverse", v["knob"], k, 0, 0, -dk, -dp, med[k], med["plain"],
                               extra={**{a: -b for a, b in landed.items()}, "inj_kloop": -v["delta_kloop"],
@@ -257,6 +258,30 @@ def _model_deltas(v: dict, landed: dict) -> tuple[float, float]:
     dk = landed.get("d_mma_kloop", v["delta_kloop"]) if v["delay_kloop"] else 0.0
     dp = landed.get("d_epilogue_phase1", v["delta_phase1"]) if v["delay_phase1"] else 0.0
     return float(dk), float(dp)
+
+
+def reference_phases(measured: dict) -> dict:
+    """Undelayed per-tile phase means: each delayed phase (K-loop, Phase 1) averaged over every
+    capture whose build does not delay it (the plain build and the builds that delay only the
+    other phase); the rest from the plain capture. Captures run minutes apart at whatever clock
+    the GPU is at, and memory-bound parts of a phase cost a different number of cycles at another
+    clock: one plain capture as the zero point puts its drift into every delta."""
+    import statistics
+
+    ref = dict(measured["plain"])
+    for phase, knob in (("mma.kloop", "kloop"), ("epilogue.phase1", "phase1")):
+        vals = [m[phase] for key, m in measured.items() if phase in m and _undelayed(key, knob)]
+        if vals:
+            ref[phase] = statistics.fmean(vals)
+    return ref
+
+
+def _undelayed(key: str, knob: str) -> bool:
+    """Does build ``key`` ("plain" or "kloop{d}_phase1{d}") leave ``knob`` undelayed?"""
+    if key == "plain":
+        return True
+    dk, dp = key[len("kloop"):].split("_phase1")
+    return int(dk) == 0 if knob == "kloop" else int(dp) == 0
 
 
 def _landed(before: dict, after: dict) -> dict:

@@ -30,6 +30,7 @@ Switches:
                   run the epilogue together; "pingpong": each warpgroup owns whole 128-row tiles
                   (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
                   pair of named barriers) and one's epilogue runs under the other's K-loop
+``stagger``       coop: cycles the second consumer warpgroup waits at each tile start (0 = none)
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -76,6 +77,7 @@ class Fp8BlockwiseGemm:
         swizzle: int = 1,
         sfb_smem: bool = False,
         schedule: str = "coop",
+        stagger: int = 0,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -100,6 +102,9 @@ class Fp8BlockwiseGemm:
         self.cluster_n = cluster_n
         self.tile_m = tile_m
         self.pingpong = schedule == "pingpong"
+        # coop: the second consumer warpgroup starts each tile this many cycles late, so the two
+        # warpgroups' waves alternate on the tensor cores instead of draining in lockstep
+        self.stagger = int(stagger)
         # a wave is the rows one round of wgmma covers: 128 in coop (two warpgroups x 64), 64 in
         # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
         # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
@@ -503,6 +508,9 @@ class Fp8BlockwiseGemm:
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
+                if cutlass.const_expr(self.stagger > 0):
+                    if warp_group_idx == 2:
+                        self.rec.spin(self.stagger)
                 read_state = self._consume_tile(consume, work_tile.tile_idx, tile_sched.num_tiles_executed,
                                                 read_state, tile_count, False, False)
                 tile_count += 1
