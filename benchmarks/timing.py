@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--capture-mnkl", default="4096,4096,4096")
     ap.add_argument("--validate", nargs="*", default=["4096,4096,4096", "8192,8192,1024", "8192,8192,8192"])
     ap.add_argument("--overhead", choices=["all", "shape", "none"], default="all")
-    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--budget-s", type=float, default=480.0, help="skip validation shapes past this")
     args = ap.parse_args(argv)
 

@@ -67,9 +67,13 @@ if [ -d "$cap" ]; then
   if [ -d "$tmp/timing/baseline" ] && [ -d "$tmp/timing/optimized" ]; then  # the pair only with both sides
     for v in baseline optimized; do cp -r "$tmp/timing/$v" "$new/pair/$v/timing"; done
   fi
+  # one validation sweep per variant: optimized -> validation_h100, pingpong -> validation_h100_pingpong
   for j in $(grep -l '"kind": *"validation"' -r "$cap" --include='*.json' | sort || true); do
-    d=$(dirname "$j"); mkdir -p "$run/validation_h100"
-    cp "$d"/validation.json "$d"/validation.csv "$run/validation_h100/"; break
+    d=$(dirname "$j")
+    v=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('variant', ''))" "$j")
+    case "$v" in optimized) out="$run/validation_h100" ;; pingpong) out="$run/validation_h100_pingpong" ;; *) continue ;; esac
+    [ -d "$out" ] && continue
+    mkdir -p "$out"; cp "$d"/validation.json "$d"/validation.csv "$out/"
   done
 else
   skip "no H100 timing capture in $cap"

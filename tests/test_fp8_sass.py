@@ -96,3 +96,19 @@ def test_timing_build_records_and_plain_build_does_not(built):
     records = timed.count("STG") - plain.count("STG")   # 16-byte event records
     assert records >= len(clock) + 2
     assert not timed.features["register_spills"].present
+
+
+def test_pingpong_schedule(built):
+    # each consumer warpgroup owns whole 128-row tiles: two 64-row waves per K block, the turn on
+    # the tensor cores handed over by mbarriers, epilogue through smem + TMA, no spills
+    cubin, pp = built("pingpong")
+    _, base = built("baseline")
+    assert all(ins.opcode.startswith("QGMMA.64x128x32.F32.E4M3.E4M3") for ins in pp.instructions
+               if ins.opcode.startswith("QGMMA"))
+    assert max(k.own_mma for k in pp.kloops) == 2 * max(k.own_mma for k in base.kloops)
+    assert pp.features["tma_store_epilogue"].present
+    assert not pp.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    # each warpgroup syncs its own epilogue (128 threads); the coop kernels sync both (256)
+    bars = [ins.text for ins in pp.instructions if "BAR.SYNC" in ins.text and "WARPGROUP" not in ins.text]
+    assert any(t.rstrip(" ;").endswith("0x80") for t in bars)
+    assert not any(t.rstrip(" ;").endswith("0x100") for t in bars)

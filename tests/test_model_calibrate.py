@@ -141,3 +141,19 @@ def test_hopper_tables_pick_their_structure(mode, tmp_path):
         assert j["deterministic"]["deficit"] == 0
     else:                # K = 4,300 > epilogue 2,100: the shared tensor core binds
         assert j["deterministic"]["binding_before"] == "producer"
+
+
+def test_pingpong_acc_wait_is_the_tensor_core_idling_for_a_warpgroup():
+    import pandas as pd
+
+    from bsprof.analyzers.model.calibrate import pingpong_acc_wait
+
+    # tile 1's warpgroup got the turn 300 cycles after tile 0's K-loop ended (it was still storing);
+    # tile 2's warpgroup was already waiting (its own acc_wait phase is long, the model's is 0)
+    rows = [(0, 0, 4, "mma", 0, "tma0", 0, 100), (0, 0, 4, "mma", 0, "kloop", 100, 5000),
+            (0, 0, 8, "mma", 1, "tma0", 5300, 5400), (0, 0, 8, "mma", 1, "kloop", 5400, 10000),
+            (0, 0, 4, "mma", 2, "acc_wait", 6000, 10050), (0, 0, 4, "mma", 2, "tma0", 10050, 10100),
+            (0, 0, 4, "mma", 2, "kloop", 10100, 15000)]
+    t = pd.DataFrame(rows, columns=["sm", "cta", "warp", "role", "tile", "phase", "start", "end"])
+    keys = pd.MultiIndex.from_tuples([(0, 0), (0, 1), (0, 2)], names=["cta", "tile"])
+    assert list(pingpong_acc_wait(t, keys)) == [0.0, 300.0, 50.0]

@@ -56,3 +56,15 @@ def test_recorder_rejects_non_power_of_two_sampling():
     with pytest.raises(ValueError, match="power of two"):
         TimingRecorder(True, 4, 8, 3)
     TimingRecorder(False, 4, 8, 3)  # the plain build never looks at the layout
+
+
+def test_events_of_one_instant_share_one_clock_read():
+    from bsprof.kernels.timing_recorder import _record_asm
+
+    one, _ = _record_asm(12, 4, 1, (5,))
+    two, _ = _record_asm(12, 4, 1, (5, 6))
+    for asm in (one, two):
+        assert asm.count("%clock64") == 1 and asm.count("%globaltimer") == 1
+    assert one.count("st.global.v2.u64") == 1 and two.count("st.global.v2.u64") == 2
+    # each event keeps its own slot: 16 bytes x event id past the (cta, warp, tile) base
+    assert "[addr+80]" in two and "[addr+96]" in two

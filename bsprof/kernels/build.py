@@ -2,8 +2,9 @@
 
 CuTe DSL reads ``CUTE_DSL_ARCH`` / ``CUTE_DSL_KEEP`` / ``CUTE_DSL_DUMP_DIR`` / ``CUTE_DSL_LINEINFO``
 when it is imported, so each build runs in a fresh interpreter with those set. Results are cached
-by a hash of the family's sources, the arguments, the architecture and the cutlass-dsl version, so
-a test session (or CI) compiles each configuration once.
+by a hash of the family's sources, the arguments, the architecture, the cutlass-dsl version and
+(with line info) where the sources live, so a test session (or CI) compiles each configuration
+once per checkout.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def compile_to_cubin(
     package_dir = Path(spec.origin).resolve().parent
     key_src = json.dumps(
         {"entry": entry, "kwargs": kwargs, "arch": arch, "lineinfo": lineinfo,
-         "src": _sources_digest(package_dir), "dsl": _dsl_version()},
+         "src": _sources_digest(package_dir), "dsl": _dsl_version(),
+         # line info records absolute source paths: a cubin built from another checkout (a test's
+         # temporary copy) would point `bsprof sass` at files that no longer exist
+         "where": str(package_dir) if lineinfo else ""},
         sort_keys=True,
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:24]

@@ -124,7 +124,7 @@ def _phase_means(table) -> dict:
 
 
 def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
-        *, rounds: int = 40, inner: int = 10, spin: dict | None = None) -> dict:
+        *, rounds: int = 60, inner: int = 10, spin: dict | None = None) -> dict:
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing_io import write_table
