@@ -112,3 +112,13 @@ def test_pingpong_schedule(built):
     bars = [ins.text for ins in pp.instructions if "BAR.SYNC" in ins.text and "WARPGROUP" not in ins.text]
     assert any(t.rstrip(" ;").endswith("0x80") for t in bars)
     assert not any(t.rstrip(" ;").endswith("0x100") for t in bars)
+
+
+def test_uniform_descriptors_remove_the_r2ur_moves(tmp_path, built):
+    # partitioning the smem operands for a warp-uniform thread index keeps the wgmma descriptors
+    # in uniform registers: the K-loop loses its R2UR moves (docs/optimizations.md #16)
+    _, opt = built("optimized")
+    (uni,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, uniform_desc=True))
+    assert opt.count("R2UR") > 16 and uni.count("R2UR") <= 2
+    assert uni.count("QGMMA") == opt.count("QGMMA")
+    assert len(uni.instructions) < len(opt.instructions)

@@ -31,6 +31,8 @@ Switches:
                   (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
                   pair of named barriers) and one's epilogue runs under the other's K-loop
 ``stagger``       coop: cycles the second consumer warpgroup waits at each tile start (0 = none)
+``uniform_desc``  partition the smem operands for a warp-uniform thread index (wgmma descriptors in
+                  uniform registers, no R2UR in the K-loop); measured neutral, off by default
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -78,6 +80,7 @@ class Fp8BlockwiseGemm:
         sfb_smem: bool = False,
         schedule: str = "coop",
         stagger: int = 0,
+        uniform_desc: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -105,6 +108,7 @@ class Fp8BlockwiseGemm:
         # coop: the second consumer warpgroup starts each tile this many cycles late, so the two
         # warpgroups' waves alternate on the tensor cores instead of draining in lockstep
         self.stagger = int(stagger)
+        self.uniform_desc = bool(uniform_desc)
         # a wave is the rows one round of wgmma covers: 128 in coop (two warpgroups x 64), 64 in
         # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
         # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
@@ -429,8 +433,16 @@ class Fp8BlockwiseGemm:
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         mmas = (mma_first, tiled_mma)
         thr_mma = tiled_mma.get_slice(mma_tidx)
-        tCsA = thr_mma.partition_A(sA)
-        tCsB = thr_mma.partition_B(sB)
+        # The smem operands of a wgmma are the same for every thread of a warpgroup: partition
+        # them for the warpgroup's first thread, an index the compiler knows is warp-uniform, so
+        # the wgmma descriptors live in uniform registers (no R2UR between the wgmma wait and the
+        # next issue; DeepGEMM gets the same with __shfl_sync)
+        wg_first = 0
+        if cutlass.const_expr(not self.pingpong):
+            wg_first = cute.arch.make_warp_uniform((warp_group_idx - 1) * self.threads_per_wg)
+        thr_mma_ab = tiled_mma.get_slice(wg_first) if cutlass.const_expr(self.uniform_desc) else thr_mma
+        tCsA = thr_mma_ab.partition_A(sA)
+        tCsB = thr_mma_ab.partition_B(sB)
         tCrA = tiled_mma.make_fragment_A(tCsA)
         tCrB = tiled_mma.make_fragment_B(tCsB)
         num_k_blocks = cute.size(tCrA, mode=[2])
