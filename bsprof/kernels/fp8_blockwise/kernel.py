@@ -31,6 +31,7 @@ Switches:
                   (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
                   pair of named barriers) and one's epilogue runs under the other's K-loop
 ``stagger``       coop: cycles the second consumer warpgroup waits at each tile start (0 = none)
+``early_scales``  load the first two K blocks' A scales before the per-tile B-scale stash
 ``uniform_desc``  partition the smem operands for a warp-uniform thread index (wgmma descriptors in
                   uniform registers, no R2UR in the K-loop); measured neutral, off by default
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
@@ -81,6 +82,7 @@ class Fp8BlockwiseGemm:
         schedule: str = "coop",
         stagger: int = 0,
         uniform_desc: bool = False,
+        early_scales: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -109,6 +111,7 @@ class Fp8BlockwiseGemm:
         # warpgroups' waves alternate on the tensor cores instead of draining in lockstep
         self.stagger = int(stagger)
         self.uniform_desc = bool(uniform_desc)
+        self.early_scales = bool(early_scales)
         # a wave is the rows one round of wgmma covers: 128 in coop (two warpgroups x 64), 64 in
         # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
         # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
@@ -587,6 +590,12 @@ class Fp8BlockwiseGemm:
         nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
         # first tile column that belongs to the next 128-wide B-scale block
         split = 128 - n0 % 128
+        early = None
+        if cutlass.const_expr(self.early_scales and self.promote == "serial"):
+            # the first two K blocks' A scales, issued before the B-scale stash (two barriers and
+            # a load) so their latency hides behind it instead of holding the first wave's issue
+            early = (self._load_sfa(mSFA, rows, 0, l_idx),
+                     self._load_sfa(mSFA, rows, cutlass.min(1, k_tile_cnt - 1), l_idx))
         for w in cutlass.range_constexpr(self.waves):
             acc_totals[w].fill(0.0)
         if cutlass.const_expr(self.sfb_smem):
@@ -603,7 +612,7 @@ class Fp8BlockwiseGemm:
                 read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
                                   rows, nb0, nb1, l_idx, split,
-                                  tbuf, cta_linear, warp_idx, tile_count)
+                                  tbuf, cta_linear, warp_idx, tile_count, early)
             else:
                 read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
                                    mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
@@ -647,9 +656,18 @@ class Fp8BlockwiseGemm:
     @cute.jit
     def _load_scales(self, mSFA, mSFB, rows, nb0, nb1, kb, l_idx):
         """(sa_lo, sa_hi per wave ..., sb0, sb1) of K block ``kb`` for this thread's rows."""
+        return self._load_sfa(mSFA, rows, kb, l_idx) + self._load_sfb(mSFB, nb0, nb1, kb, l_idx)
+
+    @cute.jit
+    def _load_sfa(self, mSFA, rows, kb, l_idx):
         out = []
         for r in cutlass.range_constexpr(2 * self.waves):
             out.append(mSFA[(rows[r], kb, l_idx)])
+        return tuple(out)
+
+    @cute.jit
+    def _load_sfb(self, mSFB, nb0, nb1, kb, l_idx):
+        out = []
         if cutlass.const_expr(self.sfb_smem):
             sb0 = mSFB[kb]                       # here mSFB is the smem stash
             sb1 = sb0
@@ -721,14 +739,18 @@ class Fp8BlockwiseGemm:
     def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
                      rows, nb0, nb1, l_idx, split,
-                     tbuf, cta_linear, warp_idx, tile_count):
+                     tbuf, cta_linear, warp_idx, tile_count, early=None):
         read_state.reset_count()
         last = k_tile_cnt - 1
         # Scales are loaded two K blocks before their promotion, into two register sets used
         # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
         # up in front of a QGMMA: the global-load latency hides behind whole blocks.
-        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
-        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
+        if cutlass.const_expr(early is None):
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
+        else:
+            ta = early[0] + self._load_sfb(mSFB, nb0, nb1, 0, l_idx)
+            tb = early[1] + self._load_sfb(mSFB, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
         for pair in range(k_tile_cnt // 2):
