@@ -84,3 +84,23 @@ def test_compute_sanitizer_clean(tool, tmp_path):
     tail = (proc.stdout + proc.stderr)[-3000:]
     assert proc.returncode == 0, tail
     assert "ERROR SUMMARY: 0 errors" in tail or "RACECHECK SUMMARY: 0 hazards" in tail, tail
+
+
+def test_pingpong_timing_build_is_recognised_as_pingpong():
+    from bsprof.analyzers.model.calibrate import calibrate, detect_structure
+    from bsprof.analyzers.model.eventgraph import solve
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    # ~8 tiles per CTA (4 per warpgroup): the period is measured within each warpgroup's tiles
+    p = prepare("pingpong", (4096, 4096, 1024, 1), timing=True)
+    assert p.check() < 1e-2
+    t = p.timing_table()
+    assert detect_structure(t) == "hopper-pingpong"
+    # consecutive tiles of a CTA run on different consumer warpgroups
+    mma = t[t.role == "mma"]
+    owners = mma.groupby(["cta", "tile"])["warp"].min().groupby(level=0).apply(list)
+    assert all(len(set(w[::2])) == 1 and set(w[::2]).isdisjoint(w[1::2]) for w in owners if len(w) >= 2)
+    params = calibrate(t)
+    eq = solve(params)
+    # 8 K blocks of K-loop against a short epilogue: the tensor cores bind, with slack
+    assert eq.binding == "producer" and eq.deficit > 0
