@@ -26,7 +26,7 @@ VARIANTS: dict[str, dict] = {
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
-         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "scale_ahead")
+         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales")
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:

@@ -31,7 +31,6 @@ Switches:
                   (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
                   pair of named barriers) and one's epilogue runs under the other's K-loop
 ``stagger``       coop: cycles the second consumer warpgroup waits at each tile start (0 = none)
-``scale_ahead``   2 or 4: register sets of scales, each loaded that many K blocks before its use
 ``early_scales``  load the first two K blocks' A scales before the per-tile B-scale stash
 ``uniform_desc``  partition the smem operands for a warp-uniform thread index (wgmma descriptors in
                   uniform registers, no R2UR in the K-loop); measured neutral, off by default
@@ -84,7 +83,6 @@ class Fp8BlockwiseGemm:
         stagger: int = 0,
         uniform_desc: bool = False,
         early_scales: bool = False,
-        scale_ahead: int = 2,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -114,9 +112,6 @@ class Fp8BlockwiseGemm:
         self.stagger = int(stagger)
         self.uniform_desc = bool(uniform_desc)
         self.early_scales = bool(early_scales)
-        if scale_ahead not in (2, 4):
-            raise ValueError(f"scale_ahead must be 2 or 4 (got {scale_ahead})")
-        self.scale_ahead = int(scale_ahead)
         # a wave is the rows one round of wgmma covers: 128 in coop (two warpgroups x 64), 64 in
         # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
         # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
@@ -756,51 +751,19 @@ class Fp8BlockwiseGemm:
         else:
             ta = early[0] + self._load_sfb(mSFB, nb0, nb1, 0, l_idx)
             tb = early[1] + self._load_sfb(mSFB, nb0, nb1, cutlass.min(1, last), l_idx)
-        if cutlass.const_expr(self.scale_ahead == 4):
-            # four register sets, each reloaded four blocks ahead: the load has three whole
-            # K blocks to land (one was not always enough under the TMA traffic: ncu showed the
-            # scale product waiting on its LDG)
-            tc = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(2, last), l_idx)
-            td = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(3, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        if cutlass.const_expr(self.scale_ahead == 4):
-            for quad in range(k_tile_cnt // 4):
-                kb = quad * 4
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, ta, split)
-                ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 4, last), l_idx)
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, tb, split)
-                tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 5, last), l_idx)
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, tc, split)
-                tc = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 6, last), l_idx)
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, td, split)
-                td = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 7, last), l_idx)
-            rem = k_tile_cnt % 4
-            if rem > 0:
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, ta, split)
-            if rem > 1:
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, tb, split)
-            if rem > 2:
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, tc, split)
-        else:
-            for pair in range(k_tile_cnt // 2):
-                kb = pair * 2
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, ta, split)
-                ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, tb, split)
-                tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
-            if k_tile_cnt % 2 == 1:
-                read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                mainloop_pipeline, read_state, ta, split)
+        for pair in range(k_tile_cnt // 2):
+            kb = pair * 2
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
+            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, tb, split)
+            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
+        if k_tile_cnt % 2 == 1:
+            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                            mainloop_pipeline, read_state, ta, split)
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
         return read_state
