@@ -166,25 +166,19 @@ def period_karp(p: ModelParams) -> float:
 
 def makespan(p: ModelParams, tiles: int) -> float:
     """Cycles from the first tile's start to the last tile's stored output, for ``tiles`` tiles
-    run from an idle start with every phase at its mean: the recurrence of the event graph,
-    unrolled. Unlike ``tiles x period`` it keeps the pipeline fill and the last epilogue, which
-    no later tile hides when the tensor cores bind (ping-pong, Blackwell)."""
-    s, m, e = p.structure, p.mma, p.epi
-    S, T = max(1, int(s.acc_stages)), s.epilogue_tokens
-    mk = m.tma0 + m.kloop
-    neg = -1e30
-    m_prev = 0.0
-    ring = [neg] * S
-    hist = [[-e.overhead] * e.warps for _ in range(T)]   # epilogue ends of the last T tiles
-    done = 0.0
-    for i in range(int(tiles)):
-        a = max(m_prev + m.overhead if i else 0.0, ring[i % S] + s.handoff)
-        mm = a + mk
-        prev = hist[i % T]
-        u = [max(mm + s.handoff, prev[w] + e.overhead) for w in range(e.warps)]
-        ring[i % S] = max(u[w] + _release(p, w) for w in range(e.warps))
-        ends = [u[w] + e.phase1[w] + e.phase2[w] for w in range(e.warps)]
-        hist[i % T] = ends
-        done = max(ends)
-        m_prev = mm
-    return done
+    run from an idle start with every phase at its mean: the Monte Carlo recurrence
+    (``montecarlo.simulate``) on one replica of constant draws. Unlike ``tiles x period`` it keeps
+    the pipeline fill and the last epilogue, which no later tile hides when the tensor cores bind
+    (ping-pong, Blackwell)."""
+    import numpy as np
+
+    from bsprof.analyzers.model import montecarlo as mc
+    from bsprof.analyzers.model.params import PHASE_KNOBS
+
+    n, e = int(tiles), p.epi
+    base = {"tma0": np.full((n, 1), p.mma.tma0), "kloop": np.full((n, 1), p.mma.kloop),
+            "phase1": np.tile(np.asarray(e.phase1, float), (n, 1, 1)),
+            "phase2": np.tile(np.asarray(e.phase2, float), (n, 1, 1))}
+    same = mc.Knobs({k: [1.0] for k in PHASE_KNOBS}, {k: [0.0] for k in PHASE_KNOBS}, e.warps)
+    with np.errstate(divide="ignore", invalid="ignore"):   # one tile: no period slope to fit
+        return float(mc.simulate(base, p, same, warmup=max(0, n - 2))["done"][0, 0])
