@@ -26,6 +26,7 @@ SHAPES = [
     (1000, 1000, 640, 1),      # M, N not multiples of any tile; N % 128 != 0 (ragged B-scale block)
     (384, 264, 512, 1),        # M one and a half 256-row tiles, N = 2 tiles + 8 columns
     (256, 512, 1024, 2),       # batched
+    (1002, 392, 640, 1),       # M % 4 != 0: optimized falls back from A scales by TMA to loads
     (4096, 4096, 4096, 1),
 ]
 

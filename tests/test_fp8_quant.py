@@ -113,7 +113,29 @@ def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
     _check_knobs_fit(big, (4096, 4096, 32768, 1), static=True)       # shape-specialized: just drop it
     assert not big["sfb_smem"]
     with pytest.raises(BsprofError, match="sfb_smem=0"):
-        _check_knobs_fit(dict(kw), (4096, 4096, 32768, 1), static=False)
+        _check_knobs_fit(dict(kw, sfa_tma=False), (4096, 4096, 32768, 1), static=False)
+
+
+def test_a_scale_tma_gives_way_where_it_cannot_work():
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+
+    assert cfg.resolve("optimized")["sfa_tma"] and not cfg.resolve("baseline").get("sfa_tma")
+    # overrides it does not combine with switch the variant's default off ...
+    assert not cfg.resolve("optimized", {"cluster": (2, 1)})["sfa_tma"]
+    assert not cfg.resolve("optimized", {"promote": "nsplit"})["sfa_tma"]
+    assert cfg.resolve("optimized", {"promote": "unscaled"})["sfa_tma"]
+    # ... an explicit request is left for the kernel to refuse
+    assert cfg.resolve("optimized", {"cluster": (2, 1), "sfa_tma": True})["sfa_tma"]
+    # TMA needs the scale rows' stride (M floats) 16-byte aligned
+    kw = cfg.resolve("optimized")
+    odd = dict(kw)
+    _check_knobs_fit(odd, (1001, 4096, 4096, 1), static=True)
+    assert not odd["sfa_tma"]
+    even = dict(kw)
+    _check_knobs_fit(even, (1000, 4096, 4096, 1), static=True)
+    assert even["sfa_tma"]
+    with pytest.raises(BsprofError, match="sfa_tma=0"):
+        _check_knobs_fit(dict(kw), (1000, 4096, 4096, 1), static=False)
 
 
 def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():

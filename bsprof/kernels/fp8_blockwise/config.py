@@ -13,9 +13,10 @@ VARIANTS: dict[str, dict] = {
     # kept after measurement (docs/optimizations.md): 256x128 tile in two 128-row waves (halves
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
     # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
-    # staged in smem per tile (dropped automatically when K > 16384)
+    # staged in smem per tile (dropped automatically when K > 16384), A scales by TMA with their
+    # stage (dropped automatically when M % 4 != 0)
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
-                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True),
+                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True, sfa_tma=True),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -26,7 +27,7 @@ VARIANTS: dict[str, dict] = {
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
-         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales")
+         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma")
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -60,4 +61,10 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
+    # a variant's A-scale TMA gives way to overrides it does not combine with; asked for
+    # explicitly, the kernel refuses the combination instead
+    if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and (
+            out.get("cluster_m", 1) * out.get("cluster_n", 1) > 1 or out.get("schedule", "coop") != "coop"
+            or out.get("promote") in ("overlap", "nsplit")):
+        out["sfa_tma"] = False
     return out

@@ -167,10 +167,18 @@ class Prepared(PreparedMixin):
 
 
 def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
-    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks. A
-    shape-specialized build simply goes without it past that; a shape-generic one must refuse."""
+    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks, and the
+    A-scale TMA needs M % 4 == 0. A shape-specialized build simply goes without them; a
+    shape-generic one must refuse."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
 
+    if kw.get("sfa_tma") and (mnkl[0] % 4 or not static):
+        # TMA needs the A-scale rows' stride (M floats) to be a multiple of 16 bytes
+        if static:
+            kw["sfa_tma"] = False
+        else:
+            raise BsprofError("sfa_tma loads the A scales by TMA and needs a shape-specialized build "
+                              "(static_shapes=1) with M a multiple of 4; run with sfa_tma=0")
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
