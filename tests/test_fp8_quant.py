@@ -122,7 +122,7 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
     assert cfg.resolve("optimized")["sfa_tma"] and not cfg.resolve("baseline").get("sfa_tma")
     # overrides it does not combine with switch the variant's default off ...
     assert not cfg.resolve("optimized", {"cluster": (2, 1)})["sfa_tma"]
-    assert not cfg.resolve("optimized", {"promote": "nsplit"})["sfa_tma"]
+    assert not cfg.resolve("optimized", {"promote": "overlap"})["sfa_tma"]
     assert cfg.resolve("optimized", {"promote": "unscaled"})["sfa_tma"]
     # ... an explicit request is left for the kernel to refuse
     assert cfg.resolve("optimized", {"cluster": (2, 1), "sfa_tma": True})["sfa_tma"]

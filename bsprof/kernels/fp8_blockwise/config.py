@@ -65,6 +65,6 @@ def resolve(variant: str, config: dict | None = None) -> dict:
     # explicitly, the kernel refuses the combination instead
     if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and (
             out.get("cluster_m", 1) * out.get("cluster_n", 1) > 1 or out.get("schedule", "coop") != "coop"
-            or out.get("promote") in ("overlap", "nsplit")):
+            or out.get("promote") == "overlap"):
         out["sfa_tma"] = False
     return out

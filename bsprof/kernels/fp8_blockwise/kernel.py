@@ -23,9 +23,8 @@ Switches:
                   "tma_tile" (whole tile staged, one TMA burst per tile)
 ``promote``       "serial": wait for the K block's wgmma, then promote (the other warpgroup keeps
                   the tensor cores busy); "overlap": two block accumulators, promote block k
-                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only;
-                  "nsplit": each wave as two 64-column commit groups, promote one half while the
-                  other runs (256x128 tiles). Ablations for speed-of-light measurements, WRONG
+                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only.
+                  Ablations for speed-of-light measurements, WRONG
                   results by design: "fakescales" (serial promotion with constant scales, no
                   scale loads), "drain" (no scales, no promotion, still one wgmma wait per wave),
                   "unscaled" (plain FP8 GEMM on the same pipeline: the ceiling)
@@ -100,14 +99,12 @@ class Fp8BlockwiseGemm:
         if tile_m not in (128, 256):
             raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
         if tile_m == 256 and promote == "overlap":
-            raise ValueError("tile_m=256 does not take promote='overlap' (registers); 'nsplit' fits")
+            raise ValueError("tile_m=256 does not take promote='overlap' (registers)")
         if epilogue not in ("direct", "tma", "tma_tile"):
             raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
-        if promote not in ("serial", "overlap", "nsplit", "unscaled", "drain", "fakescales"):
-            raise ValueError("promote must be 'serial', 'overlap', 'nsplit' or an ablation ('fakescales', "
-                             f"'drain', 'unscaled') (got {promote!r})")
-        if promote == "nsplit" and (tile_m != 256 or tile_n != 128 or schedule != "coop"):
-            raise ValueError("promote='nsplit' takes tile_m=256, tile_n=128 and the coop schedule")
+        if promote not in ("serial", "overlap", "unscaled", "drain", "fakescales"):
+            raise ValueError("promote must be 'serial', 'overlap' or an ablation ('fakescales', 'drain', "
+                             f"'unscaled') (got {promote!r})")
         if schedule not in ("coop", "pingpong"):
             raise ValueError(f"schedule must be 'coop' or 'pingpong' (got {schedule!r})")
         if schedule == "pingpong" and (tile_m != 128 or promote != "serial" or cluster_m * cluster_n > 1
@@ -116,7 +113,7 @@ class Fp8BlockwiseGemm:
                              "sfb_smem=0 and epilogue 'direct' or 'tma'")
         if sfa_tma and (schedule != "coop" or cluster_m * cluster_n > 1):
             raise ValueError("sfa_tma takes the coop schedule and cluster 1x1; add sfa_tma=0")
-        if sfa_tma and promote in ("overlap", "nsplit"):
+        if sfa_tma and promote == "overlap":
             raise ValueError(f"promote={promote!r} reads the A scales from global memory; add sfa_tma=0")
         self.tile_n = tile_n
         self.cluster_m = cluster_m
@@ -498,38 +495,15 @@ class Fp8BlockwiseGemm:
         tCrA = tiled_mma.make_fragment_A(tCsA)
         tCrB = tiled_mma.make_fragment_B(tCsB)
         num_k_blocks = cute.size(tCrA, mode=[2])
-        if cutlass.const_expr(self.promote == "nsplit"):
-            # each wave's wgmma in two 64-column halves, each its own commit group into its own
-            # 32-register half of the block accumulator (see kloop_nsplit)
-            h_first = sm90_utils.make_trivial_tiled_mma(
-                self.a_dtype, self.b_dtype,
-                self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-                self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, 64))
-            h_first.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
-            h_rest = sm90_utils.make_trivial_tiled_mma(
-                self.a_dtype, self.b_dtype,
-                self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-                self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, 64))
-            h_rest.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            mmas = (h_first, h_rest)
-            thr_h = h_rest.get_slice(mma_tidx)
-            tCrA = h_rest.make_fragment_A(thr_h.partition_A(sA))
-            tCrB = tuple(h_rest.make_fragment_B(thr_h.partition_B(
-                cute.local_tile(sB, (64, BLOCK_K, None), (h, 0, None)))) for h in range(2))
-            half_shape = thr_h.partition_C(cute.make_identity_tensor((self.wave_m, 64))).shape
 
         # per-thread coordinates of the accumulator elements inside the CTA tile
         cC = cute.make_identity_tensor((self.wave_m, self.tile_n))
         tCcC = thr_mma.partition_C(cC)
         acc_shape = tCcC.shape
         acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
-        acc_total = acc_totals[0]
         acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
         acc_blk2 = cute.make_rmem_tensor(acc_shape, self.acc_dtype) if cutlass.const_expr(
             self.promote == "overlap") else acc_blk
-        if cutlass.const_expr(self.promote == "nsplit"):
-            acc_blk = cute.make_rmem_tensor(half_shape, self.acc_dtype)
-            acc_blk2 = cute.make_rmem_tensor(half_shape, self.acc_dtype)
         # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
         r_lo = tCcC[0][0]
         r_hi = tCcC[2][0]
@@ -682,11 +656,6 @@ class Fp8BlockwiseGemm:
             if cutlass.const_expr(self.promote in ("unscaled", "drain")):
                 read_state = self.kloop_ablate(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt,
-                                               tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.promote == "nsplit"):
-                read_state = self.kloop_nsplit(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals,
-                                               mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
-                                               rows, nb0, nb1, l_idx, split,
                                                tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
@@ -882,89 +851,6 @@ class Fp8BlockwiseGemm:
                                             mainloop_pipeline, read_state, ta, split)
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
-        return read_state
-
-    @cute.jit
-    def _issue_half(self, mmas, tCrA, tCrB_h, num_k_blocks, acc, stage_index, wave: int):
-        mma_first, mma_rest = mmas
-        cute.nvgpu.warpgroup.fence()
-        for kb_i in cutlass.range_constexpr(num_k_blocks):
-            mma = mma_first if kb_i == 0 else mma_rest
-            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
-                      tCrB_h[(None, None, kb_i, 0, stage_index)], acc)   # (.., K, 1 tile, stage)
-        cute.nvgpu.warpgroup.commit_group()
-
-    @cute.jit
-    def _promote_half(self, acc_total, buf, half: int, sa_lo, sa_hi, sb0):
-        lo = sa_lo * sb0
-        hi = sa_hi * sb0
-        n = cute.size(buf)
-        for g in cutlass.range_constexpr(n // 4):
-            # the half's 8-column group g is group 8 * half + g of the 128-column fragment
-            base = (8 * half + g) * 4
-            for c in cutlass.range_constexpr(2):
-                acc_total[base + c] = acc_total[base + c] + buf[g * 4 + c] * lo
-                acc_total[base + 2 + c] = acc_total[base + 2 + c] + buf[g * 4 + 2 + c] * hi
-
-    @cute.jit
-    def _nsplit_rest(self, mmas, tCrA, tCrB, num_k_blocks, buf_a, buf_b, acc_totals, stage, sc):
-        """Steps 1-3 of a K block: each issues a group and promotes the one before it."""
-        self._issue_half(mmas, tCrA, tCrB[1], num_k_blocks, buf_b, stage, 0)   # (w0, hi) -> b
-        cute.nvgpu.warpgroup.wait_group(1)
-        self._promote_half(acc_totals[0], buf_a, 0, sc[0], sc[1], sc[4])       # (w0, lo)
-        self._issue_half(mmas, tCrA, tCrB[0], num_k_blocks, buf_a, stage, 1)   # (w1, lo) -> a
-        cute.nvgpu.warpgroup.wait_group(1)
-        self._promote_half(acc_totals[0], buf_b, 1, sc[0], sc[1], sc[4])       # (w0, hi)
-        self._issue_half(mmas, tCrA, tCrB[1], num_k_blocks, buf_b, stage, 1)   # (w1, hi) -> b
-        cute.nvgpu.warpgroup.wait_group(1)
-        self._promote_half(acc_totals[1], buf_a, 0, sc[2], sc[3], sc[4])       # (w1, lo)
-
-    @cute.jit
-    def kloop_nsplit(self, mmas, tCrA, tCrB, num_k_blocks, buf_a, buf_b, acc_totals,
-                     mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                     rows, nb0, nb1, l_idx, split,
-                     tbuf, cta_linear, warp_idx, tile_count):
-        """Per K block, four commit groups: (wave 0 | wave 1) x (columns 0-63 | 64-127), halves
-        alternating between buf_a and buf_b. Each step issues a group, waits for the one before
-        it (wait_group(1)) and promotes that one, so a warpgroup drains its wgmma queue once per
-        K block instead of once per wave. The block's last group is waited for at the end of the
-        block (a group in flight across the loop's back edge makes ptxas serialize every wgmma,
-        C7514) and promoted, with its stage released, after the next block's first issue."""
-        read_state.reset_count()
-        release_state = read_state.clone()
-        last = k_tile_cnt - 1
-        # scales one block ahead: the copies at the end of a block read values that landed during it
-        cur = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
-        nxt = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
-        mainloop_pipeline.consumer_wait(read_state)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        # block 0 has no previous group to finish: peeled, so the loop body has no branch
-        # between a wgmma issue and its wait
-        self._issue_half(mmas, tCrA, tCrB[0], num_k_blocks, buf_a, read_state.index, 0)
-        self._nsplit_rest(mmas, tCrA, tCrB, num_k_blocks, buf_a, buf_b, acc_totals, read_state.index, cur)
-        read_state.advance()
-        prev = cur
-        cur = nxt
-        for kb in range(1, k_tile_cnt):
-            nxt = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 1, last), l_idx)
-            mainloop_pipeline.consumer_wait(read_state)
-            # (w0, lo) -> a; finish the previous block's (w1, hi) in b and free its stage
-            self._issue_half(mmas, tCrA, tCrB[0], num_k_blocks, buf_a, read_state.index, 0)
-            cute.nvgpu.warpgroup.wait_group(1)
-            mainloop_pipeline.consumer_release(release_state)
-            release_state.advance()
-            self.rec.spin(self.delay_kloop)
-            self._promote_half(acc_totals[1], buf_b, 1, prev[2], prev[3], prev[4])
-            self._nsplit_rest(mmas, tCrA, tCrB, num_k_blocks, buf_a, buf_b, acc_totals, read_state.index, cur)
-            cute.nvgpu.warpgroup.wait_group(0)
-            read_state.advance()
-            prev = cur
-            cur = nxt
-        cute.nvgpu.warpgroup.wait_group(0)
-        mainloop_pipeline.consumer_release(release_state)
-        release_state.advance()
-        self.rec.spin(self.delay_kloop)
-        self._promote_half(acc_totals[1], buf_b, 1, prev[2], prev[3], prev[4])
         return read_state
 
     @cute.jit
