@@ -5,15 +5,26 @@ from __future__ import annotations
 from typing import Callable
 
 
-def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int) -> list[float]:
-    """Milliseconds of each of ``iters`` launches of ``fn``, after ``warmup`` untimed ones.
+def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmup_s: float = 0.3) -> list[float]:
+    """Milliseconds of each of ``iters`` launches of ``fn``, after at least ``warmup`` untimed ones
+    and at least ``min_warmup_s`` seconds of them (none at all with ``warmup=0``).
 
+    The time floor is there because a GPU that sat idle (compiling, building inputs, checking the
+    previous kernel) is still raising its clocks for the first few hundred milliseconds of work: ten
+    1 ms launches measured the first kernel of each problem up to 10% slow (H100, 8192^3).
     Each launch gets its own pair of events, so the median is robust to a stray slow launch.
     """
+    import time
+
     import torch
 
-    for _ in range(warmup):
-        fn()
+    t0 = time.perf_counter()
+    done = 0
+    while warmup > 0 and (done < warmup or time.perf_counter() - t0 < min_warmup_s):
+        for _ in range(warmup):
+            fn()
+        done += warmup
+        torch.cuda.synchronize()
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]

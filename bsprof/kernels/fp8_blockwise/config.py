@@ -14,9 +14,10 @@ VARIANTS: dict[str, dict] = {
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
     # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
     # staged in smem per tile (dropped automatically when K > 16384), A scales by TMA with their
-    # stage (dropped automatically when M % 4 != 0)
+    # stage (dropped automatically when M % 4 != 0), wgmma descriptors in uniform registers
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
-                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True, sfa_tma=True),
+                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True, sfa_tma=True,
+                      uniform_desc=True),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
