@@ -37,6 +37,8 @@ def main(argv=None) -> int:
                     help="space-separated specs variant[:knob=v,knob=v], e.g. 'optimized baseline:epilogue=tma'")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup-s", type=float, default=0.3,
+                    help="seconds of warm-up launches per kernel (0: just --warmup launches, burst clocks)")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
         try:
             res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
                           iters=3 if args.check_only else args.iters, check=True,
-                          peers=not (args.check_only or args.no_peers))
+                          peers=not (args.check_only or args.no_peers),
+                          warmup_s=0.0 if args.check_only else args.warmup_s)
         except BsprofError as exc:
             console.print(f"[red]{mnkl}: {exc}[/red]")
             failed = True

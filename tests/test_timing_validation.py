@@ -200,3 +200,30 @@ def test_shipped_pingpong_sweep_flips_the_binding_side():
     assert (past["binding_before"] == "producer").all() and (past["binding_after"] == "epilogue").all()
     below = p1[p1["delta_phase1"] < 0.8 * deficit]
     assert (below["binding_after"] == "producer").all()
+
+
+def test_cycle_domain_check_on_the_shipped_captures():
+    """The shipped 4096^3 captures: each build's busiest-CTA makespan in cycles and the clock it
+    ran at; the K-loop-delayed build is longer by at least the cycles its spins inject on that
+    CTA, and the cycle-domain errors join the summary only for points that carry them."""
+    from bsprof.analyzers.timing_io import read_table
+
+    run = H100 / "validation"
+    doc = json.loads((run / "validation.json").read_text())
+    tabs = {k: read_table(run / v) for k, v in doc["files"]["calibration_tables"].items()}
+    clocks = {k: V.capture_clock(t) for k, t in tabs.items()}
+    for cycles, ghz in clocks.values():
+        assert cycles > 100_000 and 1.2 < ghz < 2.1      # an H100 SM clock, not a unit slip
+    injected = 320 * doc["k_blocks"] * V.busiest_tiles(tabs["plain"])
+    assert clocks["kloop320_phase10"][0] - clocks["plain"][0] >= 0.9 * injected
+
+    points = V.from_frame(pd.read_csv(run / "validation.csv"))
+    V.evaluate(points, {k: tabs[k] for k in {p.calib for p in points}})
+    assert "cycles" not in V.summary(points)               # a run without clock extras
+    for p in points:
+        if p.direction == "reverse":
+            (cb, gb), (cm, gm) = clocks[p.calib], clocks["plain"]
+            p.extra.update(cycles_base=cb, cycles_meas=cm, ghz_base=gb, ghz_meas=gm)
+            assert V.cycle_error_pct(p) == pytest.approx((p.projected_wall_det * cb / cm - 1) * 100)
+    cyc = V.summary(points)["cycles"]
+    assert cyc["n"] == 3 and cyc["ghz_min"] == min(g for _, g in clocks.values())
