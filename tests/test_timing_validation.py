@@ -227,3 +227,20 @@ def test_cycle_domain_check_on_the_shipped_captures():
             assert V.cycle_error_pct(p) == pytest.approx((p.projected_wall_det * cb / cm - 1) * 100)
     cyc = V.summary(points)["cycles"]
     assert cyc["n"] == 3 and cyc["ghz_min"] == min(g for _, g in clocks.values())
+
+
+def test_shipped_8192_run_is_off_in_wall_time_but_not_in_cycles():
+    """The 8192^3 run of the A-scale-TMA build: its wall-time errors miss the target while the
+    same projections against the captures' cycle makespans are within 0.5%, and its builds ran
+    at clocks more than 5% apart (the power-limited H100 clocks up when a delay lowers the draw)."""
+    frame = pd.read_csv(H100 / "validation_8192" / "validation.csv")
+    doc = json.loads((H100 / "validation_8192" / "validation.json").read_text())
+    points = V.from_frame(frame)
+    for p, wall in zip(points, frame["projected_wall_det"]):
+        p.projected_wall_det = float(wall)   # the run's own projections (its tables are not shipped)
+    cyc = [abs(V.cycle_error_pct(p)) for p in points]
+    assert len(cyc) == doc["summary"]["n"] >= 12
+    assert max(cyc) < 0.5 and max(cyc) == pytest.approx(doc["summary"]["cycles"]["max_abs_pct"])
+    assert not doc["summary"]["det"]["pass"] and doc["summary"]["det"]["max_abs_pct"] > 5.0
+    lo, hi = V.clock_spread(points)
+    assert hi > 1.05 * lo
