@@ -44,8 +44,6 @@ def test_matches_float64_reference(variant, mnkl):
 
 
 def test_timing_build_table_and_delay_knob():
-    import torch
-
     from bsprof.analyzers.timing_schema import PHASES
     from bsprof.kernels.fp8_blockwise import prepare
 
@@ -58,9 +56,6 @@ def test_timing_build_table_and_delay_knob():
         got = set(t0[t0.role == role]["phase"])
         assert got <= set(phases) and got
     assert (t0["end"] >= t0["start"]).all()
-    # the SM id is read once per warp (TimingRecorder.begin): every CTA on one real SM
-    assert t0.groupby("cta")["sm"].nunique().max() == 1
-    assert t0["sm"].between(0, torch.cuda.get_device_properties(0).multi_processor_count - 1).all()
     slow = prepare("optimized", mnkl, timing=True, delay_kloop=2000)
     assert slow.check() < 1e-2
     t1 = slow.timing_table()

@@ -68,17 +68,3 @@ def test_events_of_one_instant_share_one_clock_read():
     assert one.count("st.global.v2.u64") == 1 and two.count("st.global.v2.u64") == 2
     # each event keeps its own slot: 16 bytes x event id past the (cta, warp, tile) base
     assert "[addr+80]" in two and "[addr+96]" in two
-
-
-def test_ids_read_once_per_warp_leave_the_event_asm():
-    # after begin(), each event takes the SM id and the lane-0 flag as operands: no S2R of
-    # %smid / %laneid (variable latency, waited for by the store) at every event
-    from bsprof.kernels.timing_recorder import _record_asm
-
-    plain, cons = _record_asm(12, 4, 1, (5,))
-    hoisted, hcons = _record_asm(12, 4, 1, (5,), ids=True)
-    assert "%smid" in plain and "%laneid" in plain
-    assert "%smid" not in hoisted and "%laneid" not in hoisted
-    assert hcons == "l,r,r,r,l,r,~{memory}" and cons == "l,r,r,r,~{memory}"
-    dyn, dcons = _record_asm(12, "runtime", 1, (5,), ids=True)   # tile_slots as operand $4
-    assert "mov.u64 smw, $5;" in dyn and "setp.ne.u32 p, $6, 0;" in dyn and dcons == "l,r,r,r,r,l,r,~{memory}"

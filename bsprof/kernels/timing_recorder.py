@@ -49,20 +49,10 @@ EV = SimpleNamespace(**EVENT_ID)
 _RECORD_BYTES = 16
 
 
-def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[int, ...],
-                ids: bool = False) -> tuple[str, str]:
+def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[int, ...]) -> tuple[str, str]:
     """PTX for one event and its constraint string. Operands: $0 base (u64), $1 cta, $2 warp,
-    $3 tile (u32), then, when ``tile_slots`` is not a Python int, tile_slots (u32), then, with
-    ``ids``, the warp's ``smid << 56`` (u64) and its lane-0 flag (u32) read once by ``begin``."""
+    $3 tile (u32) and, when ``tile_slots`` is not a Python int, $4 tile_slots (u32)."""
     slots = str(int(tile_slots)) if isinstance(tile_slots, int) else "$4"
-    nxt = 4 if isinstance(tile_slots, int) else 5
-    if ids:
-        # S2R of %smid / %laneid has a variable latency that the store then waits for, on the
-        # warp's critical path at every event; read once per warp instead (begin())
-        who = f"\tmov.u64 smw, ${nxt};\n\tsetp.ne.u32 p, ${nxt + 1}, 0;"
-    else:
-        who = ("\tmov.u32 sm, %smid;\n\tmov.u32 lane, %laneid;\n\tsetp.eq.u32 p, lane, 0;\n"
-               "\tcvt.u64.u32 smw, sm;\n\tshl.b64 smw, smw, 56;")
     stores = "\n".join(f"\t@p st.global.v2.u64 [addr+{ev * _RECORD_BYTES}], {{clk, gt}};" for ev in events)
     limit = (f"mul.lo.u32 lim, {slots}, {sample_every};" if sample_every > 1
              else f"mov.u32 lim, {slots};")
@@ -78,7 +68,9 @@ def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple
 \t.reg .u64 clk, gt, smw, off, addr;
 \tmov.u64 clk, %clock64;
 \tmov.u64 gt, %globaltimer;
-{who}
+\tmov.u32 sm, %smid;
+\tmov.u32 lane, %laneid;
+\tsetp.eq.u32 p, lane, 0;
 \t{limit}
 \tsetp.lt.and.u32 p, $3, lim, p;
 \t{sample}
@@ -86,11 +78,13 @@ def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple
 \tmad.lo.u32 idx, idx, {slots}, s;
 \tmul.wide.u32 off, idx, {NUM_EVENTS * _RECORD_BYTES};
 \tadd.u64 addr, $0, off;
+\tcvt.u64.u32 smw, sm;
+\tshl.b64 smw, smw, 56;
 \tand.b64 gt, gt, 0x00FFFFFFFFFFFFFF;
 \tor.b64 gt, gt, smw;
 {stores}
 }}"""
-    cons = "l,r,r,r" + ("" if isinstance(tile_slots, int) else ",r") + (",l,r" if ids else "") + ",~{memory}"
+    cons = "l,r,r,r" + ("" if isinstance(tile_slots, int) else ",r") + ",~{memory}"
     return asm, cons
 
 
@@ -126,15 +120,6 @@ class TimingRecorder:
     def from_plan(cls, enabled: bool, plan: BufferPlan) -> "TimingRecorder":
         return cls(enabled, plan.warps_per_cta, plan.tile_slots, plan.sample_every)
 
-    def begin(self) -> None:
-        """Read the warp's SM id and lane once (call at kernel start, outside any runtime branch);
-        later ``record`` calls take them as operands instead of reading them at every event.
-        (``%smid`` could change if the CTA were preempted and moved; a capture would then file the
-        rest of that warp's events under its first SM.)"""
-        if not self.enabled:
-            return
-        self._ids = _emit_ids()
-
     def record(self, buf, cta, warp, tile, event) -> None:
         """Store event ``event`` (a Python int, ``EV.<name>``) of ``(cta, warp, tile)``. A tuple of
         events that happen at the same instant (``(EV.phase1_end, EV.phase2_end)``) shares one
@@ -144,8 +129,7 @@ class TimingRecorder:
         events = tuple(event) if isinstance(event, tuple) else (event,)
         if not events or not all(isinstance(e, int) and 0 <= e < NUM_EVENTS for e in events):
             raise ValueError(f"TimingRecorder.record: events must be constexpr ints in [0, {NUM_EVENTS})")
-        _emit_record(buf, cta, warp, tile, self.tile_slots, self.warps_per_cta, self.sample_every, events,
-                     getattr(self, "_ids", None))
+        _emit_record(buf, cta, warp, tile, self.tile_slots, self.warps_per_cta, self.sample_every, events)
 
     def spin(self, cycles: int, backoff_ns: int = 0) -> None:
         """Wait ``cycles`` SM cycles on ``clock64`` (timed by the clock, not by nanosleep).
@@ -165,32 +149,15 @@ def _u32(x, loc=None, ip=None):
     return x  # already an MLIR i32 value
 
 
-def _emit_ids():
-    """(smid << 56 as u64, lane == 0 as u32) of the calling warp, as MLIR values."""
-    from cutlass._mlir import ir
+def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, events, *, loc=None, ip=None):
     from cutlass._mlir.dialects import llvm
 
-    smw = llvm.inline_asm(ir.IntegerType.get_signless(64), [],
-                          "{\n\t.reg .u32 s;\n\tmov.u32 s, %smid;\n\tcvt.u64.u32 $0, s;\n\tshl.b64 $0, $0, 56;\n}",
-                          "=l", has_side_effects=True, asm_dialect=0)
-    lane0 = llvm.inline_asm(ir.IntegerType.get_signless(32), [],
-                            "{\n\t.reg .u32 l;\n\t.reg .pred q;\n\tmov.u32 l, %laneid;\n\tsetp.eq.u32 q, l, 0;\n"
-                            "\tselp.u32 $0, 1, 0, q;\n}", "=r", has_side_effects=True, asm_dialect=0)
-    return smw, lane0
-
-
-def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, events, ids=None, *,
-                 loc=None, ip=None):
-    from cutlass._mlir.dialects import llvm
-
-    asm, cons = _record_asm(warps_per_cta, tile_slots, sample_every, events, ids is not None)
+    asm, cons = _record_asm(warps_per_cta, tile_slots, sample_every, events)
     ptr = buf.iterator if hasattr(buf, "iterator") else buf
     operands = [ptr.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
                 _u32(cta, loc, ip), _u32(warp, loc, ip), _u32(tile, loc, ip)]
     if not isinstance(tile_slots, int):
         operands.append(_u32(tile_slots, loc, ip))
-    if ids is not None:
-        operands.extend(ids)
     llvm.inline_asm(None, operands, asm, cons, has_side_effects=True, asm_dialect=0, loc=loc, ip=ip)
 
 

@@ -325,7 +325,6 @@ class Fp8BlockwiseGemm:
     ):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
         self.rec = TimingRecorder(self.timing, WARPS_PER_CTA, tile_slots, self.sample_every)
-        self.rec.begin()   # SM id and lane read once per warp, not at every event
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, bidz = cute.arch.block_idx()
