@@ -199,15 +199,15 @@ def _det_only(project):
 
 
 def capture_clock(table) -> tuple[float, float]:
-    """(cycles, GHz) of a capture's busiest CTA: its first-to-last event span in SM cycles, and
-    that span's cycles per nanosecond (``%globaltimer``) — the clock the build ran at."""
+    """(cycles, GHz) of a capture: its busiest CTA's first-to-last event span in SM cycles, and the
+    clock the build ran at (``fit_clock`` over every ``%globaltimer`` stamp)."""
+    from bsprof.analyzers.timing_stats import fit_clock
+
     if "start_ns" not in table.columns:
         return math.nan, math.nan
-    g = table.groupby("cta").agg(s=("start", "min"), e=("end", "max"), sn=("start_ns", "min"), en=("end_ns", "max"))
-    span = g["e"] - g["s"]
-    top = span.idxmax()
-    ns = float(g.loc[top, "en"] - g.loc[top, "sn"])
-    return float(span.max()), (float(span.max()) / ns if ns > 0 else math.nan)
+    g = table.groupby("cta").agg(s=("start", "min"), e=("end", "max"))
+    ghz = fit_clock(table).cycles_per_ns
+    return float((g["e"] - g["s"]).max()), (ghz if ghz > 0 else math.nan)
 
 
 def cycle_error_pct(p: Point) -> float:

@@ -19,12 +19,12 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     import torch
 
     t0 = time.perf_counter()
-    done = 0
-    while warmup > 0 and (done < warmup or time.perf_counter() - t0 < min_warmup_s):
+    while warmup > 0:
         for _ in range(warmup):
             fn()
-        done += warmup
         torch.cuda.synchronize()
+        if time.perf_counter() - t0 >= min_warmup_s:
+            break
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]

@@ -19,7 +19,7 @@ from bsprof.profile.timer import launch_times_ms
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
 
 
-def time_fn(fn, warmup: int, iters: int, warmup_s: float = 0.3) -> float:
+def time_fn(fn, warmup: int, iters: int, warmup_s: float) -> float:
     """Median milliseconds of ``iters`` launches of ``fn`` (each timed alone with CUDA events),
     after ``warmup`` launches and at least ``warmup_s`` seconds of them."""
     return statistics.median(launch_times_ms(fn, warmup, iters, warmup_s))

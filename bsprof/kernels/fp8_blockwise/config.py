@@ -31,6 +31,17 @@ KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "
          "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma")
 
 
+def sfa_tma_conflict(kw: dict) -> str | None:
+    """What in these kernel arguments the A-scale TMA (``sfa_tma``) cannot combine with, or None."""
+    if kw.get("cluster_m", 1) * kw.get("cluster_n", 1) > 1:
+        return "a cluster (it takes cluster 1x1)"
+    if kw.get("schedule", "coop") != "coop":
+        return "the ping-pong schedule (it takes the coop schedule)"
+    if kw.get("promote") == "overlap":
+        return "promote='overlap', which reads the A scales from global memory"
+    return None
+
+
 def resolve(variant: str, config: dict | None = None) -> dict:
     """The kernel constructor arguments for ``variant`` with ``config`` overrides applied."""
     if variant not in VARIANTS:
@@ -64,8 +75,6 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
     # a variant's A-scale TMA gives way to overrides it does not combine with; asked for
     # explicitly, the kernel refuses the combination instead
-    if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and (
-            out.get("cluster_m", 1) * out.get("cluster_n", 1) > 1 or out.get("schedule", "coop") != "coop"
-            or out.get("promote") == "overlap"):
+    if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and sfa_tma_conflict(out):
         out["sfa_tma"] = False
     return out

@@ -58,6 +58,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
+from bsprof.kernels.fp8_blockwise.config import sfa_tma_conflict
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -111,10 +112,10 @@ class Fp8BlockwiseGemm:
                                        or sfb_smem or epilogue == "tma_tile"):
             raise ValueError("schedule='pingpong' takes tile_m=128, promote='serial', cluster 1x1, "
                              "sfb_smem=0 and epilogue 'direct' or 'tma'")
-        if sfa_tma and (schedule != "coop" or cluster_m * cluster_n > 1):
-            raise ValueError("sfa_tma takes the coop schedule and cluster 1x1; add sfa_tma=0")
-        if sfa_tma and promote == "overlap":
-            raise ValueError(f"promote={promote!r} reads the A scales from global memory; add sfa_tma=0")
+        conflict = sfa_tma and sfa_tma_conflict(dict(cluster_m=cluster_m, cluster_n=cluster_n,
+                                                     schedule=schedule, promote=promote))
+        if conflict:
+            raise ValueError(f"sfa_tma does not combine with {conflict}; add sfa_tma=0")
         self.tile_n = tile_n
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
@@ -740,7 +741,9 @@ class Fp8BlockwiseGemm:
         return tuple(out)
 
     @cute.jit
-    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0):
+    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0,
+               commit: cutlass.Constexpr = True):
+        """One wave's wgmma of a K block; ``tiled_mma`` = (first, rest) MMA objects."""
         mma_first, mma_rest = tiled_mma
         for kb_i in cutlass.range_constexpr(num_k_blocks):
             # the first wgmma of a K block overwrites: a fresh accumulator per scale block
@@ -748,7 +751,8 @@ class Fp8BlockwiseGemm:
             # A has one smem buffer per (stage, wave); B one per stage
             cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
                       tCrB[(None, None, kb_i, stage_index)], acc)
-        cute.nvgpu.warpgroup.commit_group()
+        if cutlass.const_expr(commit):
+            cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
     def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
@@ -863,18 +867,12 @@ class Fp8BlockwiseGemm:
         return read_state
 
     @cute.jit
-    def _issue_acc(self, mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int):
-        for kb_i in cutlass.range_constexpr(num_k_blocks):
-            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
-                      tCrB[(None, None, kb_i, stage_index)], acc)
-
-    @cute.jit
     def kloop_ablate(self, mmas, tCrA, tCrB, num_k_blocks, acc_totals, mainloop_pipeline, read_state,
                      k_tile_cnt, tbuf, cta_linear, warp_idx, tile_count):
         """Ablation builds (wrong results, for speed-of-light): no block scales, wgmma accumulate
         straight into the totals. "unscaled": one commit group per K block, wait_group(1);
         "drain": every wave waited for (wait_group(0)) as the serial promotion does, no FFMA."""
-        mma = mmas[1]
+        acc_all = (mmas[1], mmas[1])   # every wgmma accumulates (totals zeroed at the tile start)
         read_state.reset_count()
         release_state = read_state.clone()
         mainloop_pipeline.consumer_wait(read_state)
@@ -884,7 +882,7 @@ class Fp8BlockwiseGemm:
                 mainloop_pipeline.consumer_wait(read_state)
                 cute.nvgpu.warpgroup.fence()
                 for w in cutlass.range_constexpr(self.waves):
-                    self._issue_acc(mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w)
+                    self._issue(acc_all, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
                 cute.nvgpu.warpgroup.commit_group()
                 cute.nvgpu.warpgroup.wait_group(1)
                 if kb > 0:
@@ -899,8 +897,7 @@ class Fp8BlockwiseGemm:
                 mainloop_pipeline.consumer_wait(read_state)
                 for w in cutlass.range_constexpr(self.waves):
                     cute.nvgpu.warpgroup.fence()
-                    self._issue_acc(mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w)
-                    cute.nvgpu.warpgroup.commit_group()
+                    self._issue(acc_all, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w)
                     cute.nvgpu.warpgroup.wait_group(0)
                 mainloop_pipeline.consumer_release(read_state)
                 read_state.advance()
