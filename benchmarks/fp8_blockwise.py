@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup-s", type=float, default=0.3,
                     help="seconds of warm-up launches per kernel (0: just --warmup launches, burst clocks)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every kernel this many times, interleaved, and keep each one's median round")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
@@ -57,7 +59,8 @@ def main(argv=None) -> int:
             res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
                           iters=3 if args.check_only else args.iters, check=True,
                           peers=not (args.check_only or args.no_peers),
-                          warmup_s=0.0 if args.check_only else args.warmup_s)
+                          warmup_s=0.0 if args.check_only else args.warmup_s,
+                          rounds=1 if args.check_only else args.rounds)
         except BsprofError as exc:
             console.print(f"[red]{mnkl}: {exc}[/red]")
             failed = True
@@ -68,7 +71,8 @@ def main(argv=None) -> int:
                 console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > 1e-2[/red]")
                 failed = True
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}, warm L2")
+    rounds = f", median round of {args.rounds}" if args.rounds > 1 else ""
+    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",

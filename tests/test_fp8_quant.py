@@ -94,9 +94,11 @@ def test_variant_resolution_and_cli_knobs():
 
 
 def test_grid_for_the_persistent_scheduler():
-    kw = cfg.resolve("optimized")
-    assert grid_ctas((4096, 4096, 4096, 1), kw, 132) == (132, 4)     # 512 tiles of 256x128
-    assert grid_ctas((256, 256, 256, 1), kw, 132) == (2, 1)
+    kw = cfg.resolve("optimized")                                     # 1x2 clusters: 66 fit
+    assert grid_ctas((4096, 4096, 4096, 1), kw, 66) == (132, 4)      # 512 tiles of 256x128
+    assert grid_ctas((256, 256, 256, 1), kw, 66) == (2, 1)
+    assert grid_ctas((256, 384, 256, 1), kw, 66) == (4, 1)           # 3 N tiles: the pair rounds up
+    assert grid_ctas((4096, 4096, 4096, 1), dict(kw, cluster_n=1), 132) == (132, 4)
     base = cfg.resolve("baseline")
     assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
 
@@ -121,11 +123,14 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
 
     assert cfg.resolve("optimized")["sfa_tma"] and not cfg.resolve("baseline").get("sfa_tma")
     # overrides it does not combine with switch the variant's default off ...
-    assert not cfg.resolve("optimized", {"cluster": (2, 1)})["sfa_tma"]
     assert not cfg.resolve("optimized", {"promote": "overlap"})["sfa_tma"]
+    assert not cfg.resolve("optimized", {"schedule": "pingpong"})["sfa_tma"]
     assert cfg.resolve("optimized", {"promote": "unscaled"})["sfa_tma"]
+    # each CTA of a cluster loads its own scales (only A/B are multicast), so clusters keep it
+    assert cfg.resolve("optimized", {"cluster": (2, 1)})["sfa_tma"]
+    assert cfg.resolve("optimized")["cluster_n"] == 2
     # ... an explicit request is left for the kernel to refuse
-    assert cfg.resolve("optimized", {"cluster": (2, 1), "sfa_tma": True})["sfa_tma"]
+    assert cfg.resolve("optimized", {"promote": "overlap", "sfa_tma": True})["sfa_tma"]
     # TMA needs the scale rows' stride (M floats) 16-byte aligned
     kw = cfg.resolve("optimized")
     odd = dict(kw)
@@ -146,3 +151,20 @@ def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
     r = CliRunner().invoke(cli, ["bench", "--family", "fp8-blockwise", "--mnkl", "4096,4096,100"])
     assert r.exit_code == 2
     assert "K=100 is not a multiple of 128" in r.output and "Traceback" not in r.output
+
+
+def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
+    from bsprof.kernels.fp8_blockwise.launch import AUTO_SWIZZLE, _check_knobs_fit
+
+    kw = cfg.resolve("optimized")
+    assert kw["swizzle"] == 0                                   # auto, resolved per problem
+    fits, big = dict(kw), dict(kw)
+    _check_knobs_fit(fits, (4096, 4096, 4096, 1), static=True)  # A + B = 32 MB < 50 MB of L2
+    _check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)   # 128 MB
+    assert fits["swizzle"] == 1 and big["swizzle"] == AUTO_SWIZZLE
+    explicit = cfg.resolve("optimized", {"swizzle": 4})
+    _check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
+    assert explicit["swizzle"] == 4                             # a user's choice is kept
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    with pytest.raises(ValueError, match="swizzle"):
+        Fp8BlockwiseGemm(swizzle=0)

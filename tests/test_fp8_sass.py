@@ -158,3 +158,31 @@ def test_a_scales_arrive_with_the_stage(built):
     tma = max(sum(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions)
               for lp in producer)
     assert tma % 5 == 0          # per stage: 2 A waves + 2 A-scale columns + B
+
+
+def test_a_multicast_across_the_cluster_pair(built):
+    # optimized runs 1x2 clusters (docs/optimizations.md #27): each stage's two A waves arrive by
+    # multicast TMA (the pair shares its A tile); the A scales and B stay per-CTA loads
+    _, opt = built("optimized")
+    _, base = built("baseline")
+    assert base.count("UTMALDG.2D.MULTICAST") == 0
+    producer = max((lp for lp in opt.loops), key=lambda lp: sum(
+        opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions))
+    ops = [opt.instructions[i].opcode for i in producer.own_instructions
+           if opt.instructions[i].opcode.startswith("UTMALDG")]
+    mcast = sum(op.startswith("UTMALDG.2D.MULTICAST") for op in ops)
+    assert mcast and mcast * 5 == len(ops) * 2      # per stage: 2 multicast A + 2 scales + B
+
+
+def test_b_scales_loaded_a_tile_ahead(tmp_path, built):
+    # sfb_ahead (a switch, off: docs/optimizations.md #29): the tile start keeps one of its two
+    # named barriers, and the next tile's B-scale load is issued early instead of waited for
+    _, opt = built("optimized")
+    (ahead,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, sfb_ahead=True))
+
+    def named_barriers(fa):
+        return sum(ins.opcode.startswith("BAR.SYNC") and " 0x1," in ins.text for ins in fa.instructions)
+
+    assert named_barriers(ahead) == named_barriers(opt) - 1
+    assert ahead.count("LDG") == opt.count("LDG") + 1
+    assert not ahead.features["register_spills"].present

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 
-def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmup_s: float = 0.3) -> list[float]:
+def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmup_s: float = 0.3,
+                    while_running: Callable[[], None] | None = None) -> list[float]:
     """Milliseconds of each of ``iters`` launches of ``fn``, after at least ``warmup`` untimed ones
     and at least ``min_warmup_s`` seconds of them (none at all with ``warmup=0``).
 
@@ -13,6 +14,8 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     previous kernel) is still raising its clocks for the first few hundred milliseconds of work: ten
     1 ms launches measured the first kernel of each problem up to 10% slow (H100, 8192^3).
     Each launch gets its own pair of events, so the median is robust to a stray slow launch.
+    ``while_running`` is called over and over while the timed launches run (to read the clock the
+    kernel ran at, :mod:`bsprof.profile.sensors`).
     """
     import time
 
@@ -32,5 +35,8 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
         s.record()
         fn()
         e.record()
+    if while_running is not None:
+        while not ends[-1].query():
+            while_running()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]

@@ -19,10 +19,24 @@ from bsprof.profile.timer import launch_times_ms
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
 
 
-def time_fn(fn, warmup: int, iters: int, warmup_s: float) -> float:
+def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None) -> tuple[float, dict]:
     """Median milliseconds of ``iters`` launches of ``fn`` (each timed alone with CUDA events),
-    after ``warmup`` launches and at least ``warmup_s`` seconds of them."""
-    return statistics.median(launch_times_ms(fn, warmup, iters, warmup_s))
+    after ``warmup`` launches and at least ``warmup_s`` seconds of them; with ``sensors``, also the
+    SM clock and power read while the timed launches ran (else an empty dict)."""
+    from bsprof.profile.sensors import SensorLog
+
+    log = SensorLog(sensors) if sensors is not None else None
+    ms = statistics.median(launch_times_ms(fn, warmup, iters, warmup_s,
+                                           while_running=log.poll if log else None))
+    return ms, (log.summary() if log else {})
+
+
+def _row(name: str, ours: bool, ms: float, flops: float, err, clocks: dict, num_sms: int) -> dict:
+    from bsprof.profile.sensors import flop_per_sm_cycle
+
+    return dict(name=name, ours=ours, ms=ms, tflops=flops / ms / 1e9, rel_err=err,
+                sm_mhz=clocks.get("sm_mhz"), watts=clocks.get("watts"), clock_limiters=clocks.get("clock_limiters"),
+                flop_per_sm_cycle=flop_per_sm_cycle(flops, ms, clocks.get("sm_mhz"), num_sms))
 
 
 def _graphed(p):
@@ -91,17 +105,24 @@ def _peer_fns(ops, mnkl):
 
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
-            warmup_s: float = 0.3) -> dict:
-    """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict."""
+            warmup_s: float = 0.3, rounds: int = 1) -> dict:
+    """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
+
+    ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
+    the median round: one pass moves a kernel by +-4% under the power cap, more than the
+    changes an A/B decides on, and interleaving spreads the drift over every kernel alike."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
     from bsprof.kernels.fp8_blockwise.quant import rel_error
+    from bsprof.profile.sensors import torch_device_sensors
 
     m, n, k, l = mnkl
     flops = 2.0 * m * n * k * l
-    rows = []
+    sensors = torch_device_sensors()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     first = None
+    timed: list[tuple[str, bool, object, object]] = []     # (name, ours, launch fn, rel. error)
     for spec in variants:
         v, over = parse_spec(spec)
         p = prepare(v, mnkl, seed=seed, **{**(config or {}), **over})
@@ -111,8 +132,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             p = _rebind(p, first)            # same inputs for every kernel
             p._ref = first._ref
         err = p.check() if check else None
-        ms = time_fn(_graphed(p), warmup, iters, warmup_s)
-        rows.append(dict(name=spec, ours=True, ms=ms, tflops=flops / ms / 1e9, rel_err=err))
+        timed.append((spec, True, _graphed(p), err))
     skipped = {}
     if peers:
         fns, skipped = _peer_fns(first.ops, mnkl)
@@ -126,12 +146,29 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                     err = rel_error(out.unsqueeze(0), ref)
                 except BsprofError as exc:
                     err = f"{exc}"
-            ms = time_fn(fn, warmup, iters, warmup_s)
-            rows.append(dict(name=name, ours=False, ms=ms, tflops=flops / ms / 1e9, rel_err=err))
+            timed.append((name, False, fn, err))
+    runs: dict[str, list] = {name: [] for name, *_ in timed}
+    for _ in range(max(1, rounds)):
+        for name, _ours, fn, _err in timed:
+            runs[name].append(time_fn(fn, warmup, iters, warmup_s, sensors))
+    rows = []
+    for name, ours, _fn, err in timed:
+        ms, clocks = _median_round(runs[name])
+        row = _row(name, ours, ms, flops, err, clocks, num_sms)
+        if len(runs[name]) > 1:
+            row["ms_rounds"] = [r[0] for r in runs[name]]
+        rows.append(row)
     base = {r["name"]: r for r in rows}.get("cublas_blockwise")
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
-    return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s)
+    return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
+                rounds=max(1, rounds))
+
+
+def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
+    """The round with the median time (its clock readings with it)."""
+    ordered = sorted(runs, key=lambda r: r[0])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:
@@ -176,6 +213,8 @@ def print_table(console, results: list[dict], title: str) -> None:
         cells.append(f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—")
         t.add_row(*cells)
     console.print(t)
+    if any(r.get("sm_mhz") for res in results for r in res["rows"]):
+        print_clocks(console, results, names)
     for res in results:
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
@@ -183,6 +222,29 @@ def print_table(console, results: list[dict], title: str) -> None:
             console.print(f"  {tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}")
         for nm, why in res["skipped"].items():
             console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
+
+
+def print_clocks(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
+    under the power limit a kernel can lose on either."""
+    from rich.table import Table
+
+    t = Table(title="while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped")
+    t.add_column("M,N,K,L")
+    for nm in names:
+        t.add_column(nm, justify="right")
+    for res in results:
+        by = {r["name"]: r for r in res["rows"]}
+        cells = [",".join(str(x) for x in res["mnkl"])]
+        for nm in names:
+            r = by.get(nm) or {}
+            capped = "*" if "power cap" in (r.get("clock_limiters") or []) else ""
+            parts = [f"{r['sm_mhz']:,.0f}{capped}" if r.get("sm_mhz") else "—",
+                     f"{r['watts']:,.0f}" if r.get("watts") else "—",
+                     f"{r['flop_per_sm_cycle']:,.0f}" if r.get("flop_per_sm_cycle") else "—"]
+            cells.append(" / ".join(parts))
+        t.add_row(*cells)
+    console.print(t)
 
 
 def run(request, console) -> dict:

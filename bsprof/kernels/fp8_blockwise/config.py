@@ -14,9 +14,12 @@ VARIANTS: dict[str, dict] = {
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
     # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
     # staged in smem per tile (dropped automatically when K > 16384), A scales by TMA with their
-    # stage (dropped automatically when M % 4 != 0), wgmma descriptors in uniform registers
-    "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
-                      promote="serial", swizzle=1, sfb_smem=True, static_shapes=True, sfa_tma=True,
+    # stage (dropped automatically when M % 4 != 0), wgmma descriptors in uniform registers,
+    # cluster 1x2 with A multicast (the pair shares its A tile: a third less L2->SMEM traffic,
+    # which under the power cap buys clock as well as cycles), tile order from the problem size
+    # (swizzle=0: grouped when A and B overflow L2)
+    "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
+                      promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
@@ -28,13 +31,12 @@ VARIANTS: dict[str, dict] = {
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
-         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma")
+         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
+         "sfb_ahead")
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:
     """What in these kernel arguments the A-scale TMA (``sfa_tma``) cannot combine with, or None."""
-    if kw.get("cluster_m", 1) * kw.get("cluster_n", 1) > 1:
-        return "a cluster (it takes cluster 1x1)"
     if kw.get("schedule", "coop") != "coop":
         return "the ping-pong schedule (it takes the coop schedule)"
     if kw.get("promote") == "overlap":
@@ -77,4 +79,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
     # explicitly, the kernel refuses the combination instead
     if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and sfa_tma_conflict(out):
         out["sfa_tma"] = False
+    if "sfb_ahead" not in (config or {}) and out.get("sfb_ahead") and not (
+            out.get("sfb_smem") and out["tile_n"] <= 128 and out.get("schedule", "coop") == "coop"):
+        out["sfb_ahead"] = False
     return out

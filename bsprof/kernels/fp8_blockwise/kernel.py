@@ -92,6 +92,7 @@ class Fp8BlockwiseGemm:
         uniform_desc: bool = False,
         early_scales: bool = False,
         sfa_tma: bool = False,
+        sfb_ahead: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -99,6 +100,8 @@ class Fp8BlockwiseGemm:
             raise ValueError(f"cluster must be 1x1, 2x1 or 1x2 (got {cluster_m}x{cluster_n})")
         if tile_m not in (128, 256):
             raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
+        if int(swizzle) < 1:
+            raise ValueError(f"swizzle must be >= 1 (got {swizzle}); swizzle=0 (auto) is resolved per problem by launch")
         if tile_m == 256 and promote == "overlap":
             raise ValueError("tile_m=256 does not take promote='overlap' (registers)")
         if epilogue not in ("direct", "tma", "tma_tile"):
@@ -149,6 +152,12 @@ class Fp8BlockwiseGemm:
         # whose R2UR move stalls on the load (ncu: long-scoreboard on the scale FMUL)
         self.sfb_smem = bool(sfb_smem)
         self.sfb_cap = SFB_SMEM_KB
+        # the stash double-buffered in its (otherwise unused) second half, the next tile's scales
+        # loaded at this tile's start: the tile start keeps one barrier and no global-load wait
+        # (timing build: tma0 was ~1,000 cycles a tile, 8% of a K=1024 tile)
+        self.sfb_ahead = bool(sfb_ahead)
+        if self.sfb_ahead and not (self.sfb_smem and tile_n <= 128 and schedule == "coop"):
+            raise ValueError("sfb_ahead takes sfb_smem=1, tile_n <= 128 and the coop schedule")
         self.producer_regs = producer_regs
 
         self.acc_dtype = cutlass.Float32
@@ -566,17 +575,22 @@ class Fp8BlockwiseGemm:
         work_tile = tile_sched.initial_work_tile_info()
         tile_count = cutlass.Int32(0)
         if cutlass.const_expr(not self.pingpong):
+            # sfb_ahead: this thread's B scale of the next tile, loaded one tile early
+            sfb_next = cutlass.Float32(0.0)
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
                 if cutlass.const_expr(self.stagger > 0):
                     if warp_group_idx == 2:
                         self.rec.spin(self.stagger)
-                read_state = self._consume_tile(consume, work_tile.tile_idx, tile_sched.num_tiles_executed,
-                                                read_state, tile_count, False, False)
-                tile_count += 1
+                tile_idx = work_tile.tile_idx
+                tiles_done = tile_sched.num_tiles_executed
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
+                read_state, sfb_next = self._consume_tile(
+                    consume, tile_idx, tiles_done, read_state, tile_count, False, False,
+                    work_tile.tile_idx, work_tile.is_valid_tile, sfb_next)
+                tile_count += 1
         else:
             # Ping-pong: both warpgroups walk the CTA's whole tile list; tile t belongs to warpgroup
             # t % 2. The tensor cores are handed over in tile order by two mbarriers (t's owner
@@ -598,8 +612,8 @@ class Fp8BlockwiseGemm:
                         # completion k of turn[wg] is tile 2k + 1 (wg 1) or 2k + 2 (wg 0)
                         cute.arch.mbarrier_wait(turn + wg, (mine_count + 1 + wg) % 2)
                     self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
-                    read_state = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
-                                                    True, work_tile.is_valid_tile)
+                    read_state, _ = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
+                                                       True, work_tile.is_valid_tile)
                     mine_count += 1
                 else:
                     for _ in range(k_tile_cnt):
@@ -614,9 +628,12 @@ class Fp8BlockwiseGemm:
 
     @cute.jit
     def _consume_tile(self, consume, tile_coord_mnl, tiles_done, read_state, tile_count,
-                      handover: cutlass.Constexpr, has_next):
+                      handover: cutlass.Constexpr, has_next, next_coord=None, next_valid=None,
+                      sfb_next=None):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
-        the next tile's turn barrier when the K-loop is done, if there is a next tile."""
+        the next tile's turn barrier when the K-loop is done, if there is a next tile. With
+        ``sfb_ahead``, ``sfb_next`` is this thread's B scale of this tile (loaded during the last
+        one); returns the read state and the one of ``next_coord``'s tile."""
         (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
@@ -644,7 +661,28 @@ class Fp8BlockwiseGemm:
                      self._load_sfa(mSFA, rows, cutlass.min(1, k_tile_cnt - 1), l_idx))
         for w in cutlass.range_constexpr(self.waves):
             acc_totals[w].fill(0.0)
-        if cutlass.const_expr(self.sfb_smem):
+        sfb_view = sfb_src
+        if cutlass.const_expr(self.sfb_ahead):
+            # buffer tile_count % 2 was last read two tiles ago; every thread passed the last
+            # tile's barrier after those reads, so no barrier is needed before writing it
+            kb_total = cute.size(mSFB, mode=[1])
+            kb_mine = cutlass.min(mma_tidx, kb_total - 1)
+            buf = (tile_count % 2) * SFB_SMEM_KB
+            if tile_count == 0:
+                sfb_next = mSFB[(nb0, kb_mine, l_idx)]
+            if mma_tidx < kb_total:
+                sSFB[buf + mma_tidx] = sfb_next
+            self.epilog_sync_barrier.arrive_and_wait()
+            # the next tile's, loaded now: it has this whole tile to land (past the last tile,
+            # this tile's again, always in bounds)
+            nb_n = nb0
+            l_n = l_idx
+            if next_valid:
+                nb_n = cutlass.min(next_coord[1] * self.tile_n // 128, nb_limit)
+                l_n = next_coord[2]
+            sfb_next = mSFB[(nb_n, kb_mine, l_n)]
+            sfb_view = cute.make_tensor(sSFB.iterator + buf, cute.make_layout(SFB_SMEM_KB))
+        elif cutlass.const_expr(self.sfb_smem):
             # previous tile's readers are done before the stash is rewritten
             self.epilog_sync_barrier.arrive_and_wait()
             kb_total = cute.size(mSFB, mode=[1])
@@ -660,17 +698,17 @@ class Fp8BlockwiseGemm:
                                                tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_src,
+                                               mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
                                                r_lo, r_hi, nb0, nb1, l_idx, split,
                                                tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.promote in ("serial", "fakescales")):
                 read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                  mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                  mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
                                   rows, nb0, nb1, l_idx, split,
                                   tbuf, cta_linear, warp_idx, tile_count, early)
             else:
                 read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
-                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_src,
+                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
                                    rows, nb0, nb1, l_idx, split,
                                    tbuf, cta_linear, warp_idx, tile_count)
         if cutlass.const_expr(handover):
@@ -705,7 +743,7 @@ class Fp8BlockwiseGemm:
             if cutlass.const_expr(self.epilogue == "tma_tile"):
                 self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
                                        tbuf, cta_linear, tile_count)
-        return read_state
+        return read_state, sfb_next
 
     # ----------------------------------------------------------------------------------------
     @cute.jit

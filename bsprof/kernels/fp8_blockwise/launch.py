@@ -166,12 +166,28 @@ class Prepared(PreparedMixin):
         return rel_error(self.ops.d, self.reference())
 
 
+# H100 and H200 both have 50 MB of L2
+L2_BYTES = 50 * 1024 * 1024
+AUTO_SWIZZLE = 8
+
+
+def auto_swizzle(mnkl) -> int:
+    """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together.
+    Then a wave in M-major order streams all of A from DRAM again for every few N columns, and
+    under the power cap that DRAM traffic costs clock; when they fit, grouping only spreads a
+    wave's reads over more strips."""
+    m, n, k, l = mnkl
+    return AUTO_SWIZZLE if (m + n) * k * l > L2_BYTES else 1
+
+
 def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
-    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks, and the
-    A-scale TMA needs M % 4 == 0. A shape-specialized build simply goes without them; a
-    shape-generic one must refuse."""
+    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks, the
+    A-scale TMA needs M % 4 == 0, and ``swizzle=0`` picks the tile order from the operands' size.
+    A shape-specialized build simply goes without what does not fit; a shape-generic one must refuse."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
 
+    if kw.get("swizzle", 1) == 0:
+        kw["swizzle"] = auto_swizzle(mnkl)
     if kw.get("sfa_tma") and (mnkl[0] % 4 or not static):
         # TMA needs the A-scale rows' stride (M floats) to be a multiple of 16 bytes
         if static:
@@ -182,6 +198,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
+            kw["sfb_ahead"] = False
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
