@@ -2,7 +2,8 @@
 
 Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.json``): ``family``, ``variant``,
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
-median, ``tflops``, ``rel_err``) and ``skipped`` (peers that could not run, with why).
+median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watts``,
+``clock_limiters``, ``flop_per_sm_cycle``) and ``skipped`` (peers that could not run, with why).
 """
 
 from __future__ import annotations
@@ -91,17 +92,32 @@ def peers_table(run: Run) -> Section | None:
     art, d, mine = got
     rows = [r for r in d.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
     ref = num(mine["ms"]) if mine else None
+    # benches since 2026-11-23 11:43 read the clock the kernel ran at (bsprof.profile.sensors)
+    clocks = any(num(r.get("sm_mhz")) for r in rows)
     body = []
     for r in rows:
         err = r.get("rel_err")
-        body.append([r.get("name"), "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
-                     fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—",
-                     f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—")])
+        line = [r.get("name"), "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
+                fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—"]
+        if clocks:
+            capped = " *" if "power cap" in (r.get("clock_limiters") or []) else ""
+            line += [f"{num(r['sm_mhz']):,.0f}{capped}" if num(r.get("sm_mhz")) else "—"]
+            line += [f"{num(r[k]):,.0f}" if num(r.get(k)) else "—" for k in ("watts", "flop_per_sm_cycle")]
+        line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
+        body.append(line)
+    head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]
+    if clocks:
+        head += ["SM MHz", "board W", "FLOP / SM-cycle"]
+    head.append("rel. error vs float64")
+    rounds = f", median round of {d['rounds']}" if (d.get("rounds") or 1) > 1 else ""
     sec = Section("peers", "")
-    sec.add(table(body, ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}",
-                         "rel. error vs float64"], numeric=(2, 3, 4),
+    sec.add(table(body, head, numeric=tuple(range(2, 8 if clocks else 5)),
                   caption=f"measured in one process on the same inputs: {d.get('warmup', '?')} warm-up, median of "
-                          f"{d.get('iters', '?')} launches ({art.path.name})"))
+                          f"{d.get('iters', '?')} launches{rounds} ({art.path.name})"))
+    if clocks:
+        sec.add(note("SM clock and power read from NVML while the timed launches ran (* = the driver named the "
+                     "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
+                     "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."))
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))
