@@ -168,3 +168,18 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     with pytest.raises(ValueError, match="swizzle"):
         Fp8BlockwiseGemm(swizzle=0)
+
+
+def test_b_scales_ahead_needs_the_stash_and_gives_way_with_it():
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+
+    kw = cfg.resolve("optimized", {"sfb_ahead": 1})
+    assert kw["sfb_ahead"] and not cfg.resolve("optimized").get("sfb_ahead")
+    long_k = dict(kw)
+    _check_knobs_fit(long_k, (4096, 4096, 32768, 1), static=True)   # past the stash: both go
+    assert not long_k["sfb_smem"] and not long_k["sfb_ahead"]
+    with pytest.raises(ValueError, match="sfb_ahead"):
+        Fp8BlockwiseGemm(tile_n=256, sfb_smem=True, sfb_ahead=True)
+    with pytest.raises(ValueError, match="sfb_ahead"):
+        Fp8BlockwiseGemm(sfb_smem=False, sfb_ahead=True)
