@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bsprof.profile.sensors import clock_cells
 from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table
@@ -100,9 +101,7 @@ def peers_table(run: Run) -> Section | None:
         line = [r.get("name"), "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
                 fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—"]
         if clocks:
-            capped = " *" if "power cap" in (r.get("clock_limiters") or []) else ""
-            line += [f"{num(r['sm_mhz']):,.0f}{capped}" if num(r.get("sm_mhz")) else "—"]
-            line += [f"{num(r[k]):,.0f}" if num(r.get(k)) else "—" for k in ("watts", "flop_per_sm_cycle")]
+            line += clock_cells(r)
         line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
         body.append(line)
     head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]

@@ -147,16 +147,17 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                 except BsprofError as exc:
                     err = f"{exc}"
             timed.append((name, False, fn, err))
-    runs: dict[str, list] = {name: [] for name, *_ in timed}
+    # by position, not name: the same spec twice is how one measures the noise floor
+    runs: list[list] = [[] for _ in timed]
     for _ in range(max(1, rounds)):
-        for name, _ours, fn, _err in timed:
-            runs[name].append(time_fn(fn, warmup, iters, warmup_s, sensors))
+        for (_name, _ours, fn, _err), got in zip(timed, runs):
+            got.append(time_fn(fn, warmup, iters, warmup_s, sensors))
     rows = []
-    for name, ours, _fn, err in timed:
-        ms, clocks = _median_round(runs[name])
+    for (name, ours, _fn, err), got in zip(timed, runs):
+        ms, clocks = _median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
-        if len(runs[name]) > 1:
-            row["ms_rounds"] = [r[0] for r in runs[name]]
+        if len(got) > 1:
+            row["ms_rounds"] = [r[0] for r in got]
         rows.append(row)
     base = {r["name"]: r for r in rows}.get("cublas_blockwise")
     for r in rows:
@@ -229,6 +230,8 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
     under the power limit a kernel can lose on either."""
     from rich.table import Table
 
+    from bsprof.profile.sensors import clock_cells
+
     t = Table(title="while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped")
     t.add_column("M,N,K,L")
     for nm in names:
@@ -237,12 +240,7 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
         by = {r["name"]: r for r in res["rows"]}
         cells = [",".join(str(x) for x in res["mnkl"])]
         for nm in names:
-            r = by.get(nm) or {}
-            capped = "*" if "power cap" in (r.get("clock_limiters") or []) else ""
-            parts = [f"{r['sm_mhz']:,.0f}{capped}" if r.get("sm_mhz") else "—",
-                     f"{r['watts']:,.0f}" if r.get("watts") else "—",
-                     f"{r['flop_per_sm_cycle']:,.0f}" if r.get("flop_per_sm_cycle") else "—"]
-            cells.append(" / ".join(parts))
+            cells.append(" / ".join(clock_cells(by.get(nm) or {}, capped_mark="*")))
         t.add_row(*cells)
     console.print(t)
 

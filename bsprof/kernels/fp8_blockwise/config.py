@@ -79,7 +79,4 @@ def resolve(variant: str, config: dict | None = None) -> dict:
     # explicitly, the kernel refuses the combination instead
     if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and sfa_tma_conflict(out):
         out["sfa_tma"] = False
-    if "sfb_ahead" not in (config or {}) and out.get("sfb_ahead") and not (
-            out.get("sfb_smem") and out["tile_n"] <= 128 and out.get("schedule", "coop") == "coop"):
-        out["sfb_ahead"] = False
     return out
