@@ -115,7 +115,7 @@ def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
     _check_knobs_fit(big, (4096, 4096, 32768, 1), static=True)       # shape-specialized: just drop it
     assert not big["sfb_smem"]
     with pytest.raises(BsprofError, match="sfb_smem=0"):
-        _check_knobs_fit(dict(kw, sfa_tma=False), (4096, 4096, 32768, 1), static=False)
+        _check_knobs_fit(dict(kw, sfa_tma=False, sfb_tma=False), (4096, 4096, 32768, 1), static=False)
 
 
 def test_a_scale_tma_gives_way_where_it_cannot_work():
@@ -183,3 +183,34 @@ def test_b_scales_ahead_needs_the_stash_and_gives_way_with_it():
         Fp8BlockwiseGemm(tile_n=256, sfb_smem=True, sfb_ahead=True)
     with pytest.raises(ValueError, match="sfb_ahead"):
         Fp8BlockwiseGemm(sfb_smem=False, sfb_ahead=True)
+
+
+def test_b_scale_tma_gives_way_where_it_cannot_work():
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+
+    opt = cfg.resolve("optimized")
+    assert opt["sfb_tma"] and opt["peek"] and opt["elect_release"]
+    assert not any(cfg.resolve("baseline").get(k) for k in ("sfb_tma", "peek", "elect_release"))
+    # a variant default yields to overrides it cannot take ...
+    assert not cfg.resolve("optimized", {"sfb_ahead": 1})["sfb_tma"]
+    assert not cfg.resolve("optimized", {"mma_tiler": (256, 256)})["sfb_tma"]
+    over = cfg.resolve("optimized", {"promote": "overlap", "tile_m": 128})
+    assert not over["sfa_tma"] and not over["sfb_tma"] and not over["peek"]
+    assert cfg.resolve("optimized", {"promote": "fakescales"})["peek"]
+    # ... an explicit request is refused by the kernel, naming the knob to drop
+    with pytest.raises(ValueError, match="sfb_tma=0"):
+        Fp8BlockwiseGemm(tile_n=256, sfa_tma=True, sfb_tma=True)
+    with pytest.raises(ValueError, match="peek=0"):
+        Fp8BlockwiseGemm(promote="overlap", peek=True)
+    # the 4-block box needs the scale rows' stride (K/128 floats) 16-byte aligned, and the A-scale
+    # path: a shape-specialized build goes without (the smem stash serves), a generic one refuses
+    for mnkl, keeps in (((4096, 4096, 4096, 1), True), ((1000, 1000, 640, 1), False),
+                        ((1001, 4096, 4096, 1), False), ((4096, 4096, 2176, 1), False)):
+        kw = dict(opt)
+        _check_knobs_fit(kw, mnkl, static=True)
+        assert kw["sfb_tma"] is keeps and kw["sfb_smem"]
+    with pytest.raises(BsprofError, match="sfa_tma=0,sfb_tma=0"):
+        _check_knobs_fit(dict(opt), (1024, 1024, 640, 1), static=False)
+    with pytest.raises(BsprofError, match="sfb_tma=0"):
+        _check_knobs_fit(dict(opt, sfa_tma=False), (1024, 1024, 640, 1), static=False)

@@ -81,12 +81,13 @@ def _inner_kloop(fa):
     return max(fa.kloops, key=lambda k: (k.depth, k.own_mma))
 
 
-def _waves_per_kblock(fa) -> float:
-    """A wave starts with an overwriting wgmma (`RZ, !UPT`); a K block ends with one release of its
-    stage's mbarrier. The K-loops may unroll differently, so count per K block."""
+def _waves_per_kblock(fa, ctas_released: int = 1) -> float:
+    """A wave starts with an overwriting wgmma (`RZ, !UPT`); a K block ends with the release of its
+    stage: one arrival per CTA it is released on (elect_release: every CTA of the cluster). The
+    K-loops may unroll differently, so count per K block."""
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
     starts = sum(1 for ins in body if ins.opcode.startswith("QGMMA") and "RZ, !UPT" in ins.operands)
-    releases = sum(1 for ins in body if ins.opcode.startswith("SYNCS.ARRIVE"))
+    releases = sum(1 for ins in body if ins.opcode.startswith("SYNCS.ARRIVE")) / ctas_released
     return starts / releases
 
 
@@ -95,7 +96,7 @@ def test_two_wave_tile_doubles_mma_per_kblock(built):
     _, base = built("baseline")
     _, opt = built("optimized")
     assert _waves_per_kblock(base) == 1
-    assert _waves_per_kblock(opt) == 2
+    assert _waves_per_kblock(opt, ctas_released=2) == 2      # 1x2 cluster
 
 
 def test_timing_build_records_and_plain_build_does_not(built):
@@ -157,12 +158,12 @@ def test_a_scales_arrive_with_the_stage(built):
                                               for i in lp.own_instructions)]
     tma = max(sum(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions)
               for lp in producer)
-    assert tma % 5 == 0          # per stage: 2 A waves + 2 A-scale columns + B
+    assert tma % 6 == 0          # per stage: 2 A waves + 2 A-scale columns + B + a B-scale box
 
 
 def test_a_multicast_across_the_cluster_pair(built):
     # optimized runs 1x2 clusters (docs/optimizations.md #27): each stage's two A waves arrive by
-    # multicast TMA (the pair shares its A tile); the A scales and B stay per-CTA loads
+    # multicast TMA (the pair shares its A tile); the scales and B stay per-CTA loads
     _, opt = built("optimized")
     _, base = built("baseline")
     assert base.count("UTMALDG.2D.MULTICAST") == 0
@@ -171,13 +172,13 @@ def test_a_multicast_across_the_cluster_pair(built):
     ops = [opt.instructions[i].opcode for i in producer.own_instructions
            if opt.instructions[i].opcode.startswith("UTMALDG")]
     mcast = sum(op.startswith("UTMALDG.2D.MULTICAST") for op in ops)
-    assert mcast and mcast * 5 == len(ops) * 2      # per stage: 2 multicast A + 2 scales + B
+    assert mcast and mcast * 6 == len(ops) * 2      # per stage: 2 multicast A + 3 scale boxes + B
 
 
 def test_b_scales_loaded_a_tile_ahead(tmp_path, built):
     # sfb_ahead (a switch, off: docs/optimizations.md #29): the tile start keeps one of its two
     # named barriers, and the next tile's B-scale load is issued early instead of waited for
-    _, opt = built("optimized")
+    (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path / "stash", mnkl=MNKL, sfb_tma=False))
     (ahead,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, sfb_ahead=True))
 
     def named_barriers(fa):
@@ -186,3 +187,47 @@ def test_b_scales_loaded_a_tile_ahead(tmp_path, built):
     assert named_barriers(ahead) == named_barriers(opt) - 1
     assert ahead.count("LDG") == opt.count("LDG") + 1
     assert not ahead.features["register_spills"].present
+
+
+def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built):
+    # sfb_tma (docs/optimizations.md #34): the per-tile B-scale stash and its two named barriers
+    # and global load are gone; the K-loop reads its B scale from the stage like the A scales
+    _, base = built("baseline")
+    _, opt = built("optimized")
+
+    def named_barriers(fa):
+        return sum(ins.opcode.startswith("BAR.SYNC") and " 0x1," in ins.text for ins in fa.instructions)
+
+    assert opt.count("LDG") == 0 and base.count("LDG") > 0
+    kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
+    assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
+    # what remains of the named barriers is the epilogue's: 2 per 128x32 sub-tile, 8 sub-tiles
+    assert named_barriers(opt) == 16
+
+
+def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, built):
+    # elect_release + peek (docs/optimizations.md #32, #33): the library's release picks lanes by
+    # thread index, which ptxas re-reads (S2R) inside the K-loop; one elected lane releases
+    # instead. The next stage's barrier is tested without blocking (PHASECHK, no TRYWAIT) before
+    # the promotion, so the blocking wait at the top of the K-loop is branched around
+    _, opt = built("optimized")
+    (lib,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL,
+                                                       elect_release=False, peek=False))
+
+    def kloop(fa):
+        return [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
+
+    assert any(ins.opcode.startswith("S2R") for ins in kloop(lib))
+    assert not any(ins.opcode.startswith(("S2R", "CS2R")) and "SR_TID" in ins.text for ins in kloop(opt))
+    assert any(ins.opcode.startswith("ELECT") for ins in kloop(opt))
+    def tests(fa):       # unpredicated: a blocking wait's retry path tests with a guard
+        return [ins for ins in kloop(fa) if ins.opcode.startswith("SYNCS.PHASECHK")
+                and "TRYWAIT" not in ins.opcode and not ins.guard]
+
+    assert len(tests(opt)) == 1 and not tests(lib)
+    # the test sits among the promotion's FFMAs, after the stage's release arrivals
+    body = kloop(opt)
+    at = body.index(tests(opt)[0])
+    assert any(ins.opcode.startswith("SYNCS.ARRIVE") for ins in body[:at])
+    assert sum(ins.opcode.startswith("FFMA") for ins in body[at:]) >= 8    # ptxas leaves ~18 after it
+    assert not opt.features["register_spills"].present

@@ -18,9 +18,12 @@ VARIANTS: dict[str, dict] = {
     # cluster 1x2 with A multicast (the pair shares its A tile: a third less L2->SMEM traffic,
     # which under the power cap buys clock as well as cycles), tile order from the problem size
     # (swizzle=0: grouped when A and B overflow L2)
+    # Since #32-#34: a stage is released by one elected lane per warp, the next stage's barrier
+    # is tested before the promotion instead of waited on after it, and B scales ride the stage's
+    # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves)
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -32,7 +35,7 @@ VARIANTS: dict[str, dict] = {
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
          "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
-         "sfb_ahead")
+         "sfb_ahead", "elect_release", "peek", "sfb_tma")
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:
@@ -42,6 +45,30 @@ def sfa_tma_conflict(kw: dict) -> str | None:
     if kw.get("promote") == "overlap":
         return "promote='overlap', which reads the A scales from global memory"
     return None
+
+
+def sfb_tma_conflict(kw: dict) -> str | None:
+    """What in these kernel arguments the B-scale TMA (``sfb_tma``) cannot combine with, or None."""
+    if not kw.get("sfa_tma"):
+        return "sfa_tma=0 (the B scale is read beside the A scales the stage brings)"
+    if kw.get("promote", "serial") != "serial":
+        return f"promote={kw.get('promote')!r}"
+    if kw.get("tile_n", 128) > 128:
+        return "tile_n > 128 (two B-scale blocks per tile)"
+    if kw.get("sfb_ahead"):
+        return "sfb_ahead (the per-tile stash it replaces)"
+    return None
+
+
+def peek_conflict(kw: dict) -> str | None:
+    if kw.get("promote", "serial") not in ("serial", "fakescales"):
+        return f"promote={kw.get('promote')!r}"
+    return None
+
+
+# variant defaults that give way to overrides they do not combine with (asked for explicitly,
+# the kernel refuses the combination instead); checked in this order
+_YIELDING = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -75,8 +102,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
-    # a variant's A-scale TMA gives way to overrides it does not combine with; asked for
-    # explicitly, the kernel refuses the combination instead
-    if "sfa_tma" not in (config or {}) and out.get("sfa_tma") and sfa_tma_conflict(out):
-        out["sfa_tma"] = False
+    for knob, conflict in _YIELDING:
+        if knob not in (config or {}) and out.get(knob) and conflict(out):
+            out[knob] = False
     return out

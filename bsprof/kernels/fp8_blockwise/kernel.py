@@ -41,6 +41,13 @@ Switches:
 ``early_scales``  load the first two K blocks' A scales before the per-tile B-scale stash
 ``uniform_desc``  partition the smem operands for a warp-uniform thread index (wgmma descriptors in
                   uniform registers, no R2UR in the K-loop); measured neutral, off by default
+``sfb_tma``       the B scale of a stage arrives by TMA with it (a 16-byte box of 4 K blocks'
+                  scales): no per-tile smem stash, no named barrier or global load at a tile start;
+                  needs sfa_tma, tile_n <= 128 and K % 512 == 0
+``elect_release`` one elected lane per warp releases a stage on every CTA of the cluster (the
+                  library's lane-indexed release costs an S2R in the K-loop at 232 registers)
+``peek``          test the next stage's full barrier (non-blocking) right after releasing this
+                  one, before the promotion, and skip the blocking wait when it had landed
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -58,7 +65,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import sfa_tma_conflict
+from bsprof.kernels.fp8_blockwise.config import peek_conflict, sfa_tma_conflict, sfb_tma_conflict
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -66,6 +73,8 @@ TILE_M = 128            # 2 consumer warpgroups x 64 rows
 SMEM_CAPACITY = 232448  # sm_90 dynamic shared memory per CTA (227 KiB)
 WARPS_PER_CTA = 12
 SFB_SMEM_KB = 128       # K blocks whose B scales fit the smem stash (K <= 16384)
+SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
+SFB_TMA_SLOT = 32       # floats per stage slot (128 bytes: a TMA destination's alignment)
 
 
 class Fp8BlockwiseGemm:
@@ -93,6 +102,9 @@ class Fp8BlockwiseGemm:
         early_scales: bool = False,
         sfa_tma: bool = False,
         sfb_ahead: bool = False,
+        elect_release: bool = False,
+        peek: bool = False,
+        sfb_tma: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -159,6 +171,24 @@ class Fp8BlockwiseGemm:
         if self.sfb_ahead and not (self.sfb_smem and tile_n <= 128 and schedule == "coop"):
             raise ValueError("sfb_ahead takes sfb_smem=1, tile_n <= 128 and the coop schedule")
         self.producer_regs = producer_regs
+        # A stage is released by one elected lane per warp, arriving on each CTA of the cluster
+        # by constant rank. The library's release picks lanes 0..n-1 by thread index, a value
+        # ptxas rematerializes with S2R inside the K-loop at 232 registers (ncu: the S2R -> LOP3
+        # chain sat between the second wave's QGMMA issues)
+        self.elect_release = bool(elect_release)
+        # test (without blocking) the next stage's full barrier right after releasing this one,
+        # before the promotion: the barrier read's latency hides behind 128 FFMA instead of
+        # holding the next block's issue (ncu: TRYWAIT + its branch were 5% of the samples;
+        # DeepGEMM's 8-way unrolled K-loop gets the same from ptxas)
+        self.peek = bool(peek)
+        # the B scale of each stage rides its TMA too (a 16-byte box of 4 K blocks' scales): no
+        # per-tile stash, so the tile start has no named barrier and no global load
+        self.sfb_tma = bool(sfb_tma)
+        knobs = dict(sfa_tma=sfa_tma, promote=promote, tile_n=tile_n, sfb_ahead=sfb_ahead)
+        for name, on, conflict in (("sfb_tma", sfb_tma, sfb_tma_conflict), ("peek", peek, peek_conflict)):
+            why = on and conflict(knobs)
+            if why:
+                raise ValueError(f"{name} does not combine with {why}; add {name}=0")
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -197,13 +227,14 @@ class Fp8BlockwiseGemm:
         self.epi_tile = (self.wave_m, 32)
         ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
         ab_bytes += self.tile_m * 4 if self.sfa_tma else 0  # float32 A scale per row
+        ab_bytes += SFB_TMA_SLOT * 4 if self.sfb_tma else 0
         if self.epilogue == "tma_tile":
             # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
             self.epi_stage = self.waves * (self.tile_n // 32)
         # ping-pong: each warpgroup has its own ring of epilogue buffers
         self.epi_buffers = self.epi_stage * (2 if self.pingpong else 1)
         epi_bytes = self.wave_m * 32 * 2 * self.epi_buffers if self.epilogue != "direct" else 0
-        epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem else 0
+        epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem and not self.sfb_tma else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
@@ -223,6 +254,9 @@ class Fp8BlockwiseGemm:
             c_atom, (*self.epi_tile, self.epi_buffers), order=(0, 1, 2))
         # one column of wave_m A scales per (stage, wave), indexed like the A buffers
         self.sfa_smem_layout_staged = cute.make_layout((self.wave_m, 1, self.ab_stage * self.waves))
+        # one 4-float box of B scales per stage (N block, K blocks 4j..4j+3), K contiguous
+        self.sfb_smem_layout_staged = cute.make_layout(
+            (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT))
 
     @cute.jit
     def __call__(
@@ -260,6 +294,11 @@ class Fp8BlockwiseGemm:
             tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
                 cute.slice_(self.sfa_smem_layout_staged, (None, None, 0)), (self.wave_m, 1))
+        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
+        if cutlass.const_expr(self.sfb_tma):
+            tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
+                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
         epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
         tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
@@ -273,8 +312,9 @@ class Fp8BlockwiseGemm:
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
-        sfb_words = 2 * SFB_SMEM_KB if self.sfb_smem else 4
+        sfb_words = 2 * SFB_SMEM_KB if self.sfb_smem and not self.sfb_tma else 4
         sfa_words = cute.cosize(self.sfa_smem_layout_staged) if self.sfa_tma else 4
+        sfbt_words = SFB_TMA_SLOT * self.ab_stage if self.sfb_tma else 4
 
         @cute.struct
         class SharedStorage:
@@ -290,12 +330,13 @@ class Fp8BlockwiseGemm:
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, epi_cosize], self.buffer_align_bytes]
             sSFB: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfb_words], 16]
             sSFA: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfa_words], 128]
+            sSFBT: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfbt_words], 128]
 
         self.shared_storage = SharedStorage
 
         self.kernel(
             tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
-            tma_atom_sfa, tma_tensor_sfa, sfa, sfb, c, tbuf, tile_slots,
+            tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, tile_slots,
             self.tiled_mma, self.cta_layout_mnk,
             self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged,
             tile_sched_params,
@@ -321,6 +362,8 @@ class Fp8BlockwiseGemm:
         mC_tma: cute.Tensor,
         tma_atom_sfa: cute.CopyAtom,
         mSFA_tma: cute.Tensor,
+        tma_atom_sfb: cute.CopyAtom,
+        mSFB_tma: cute.Tensor,
         mSFA: cute.Tensor,
         mSFB: cute.Tensor,
         mC_mnl: cute.Tensor,
@@ -348,6 +391,8 @@ class Fp8BlockwiseGemm:
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_c)
             if cutlass.const_expr(self.sfa_tma):
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfa)
+            if cutlass.const_expr(self.sfb_tma):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfb)
 
         cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         cluster_coord_mnk = cta_layout_mnk.get_flat_coord(cta_rank_in_cluster)
@@ -362,6 +407,8 @@ class Fp8BlockwiseGemm:
             self.b_dtype, b_smem_layout)
         if cutlass.const_expr(self.sfa_tma):
             tma_copy_bytes += self.waves * self.wave_m * 4
+        if cutlass.const_expr(self.sfb_tma):
+            tma_copy_bytes += SFB_TMA_GROUP * 4
 
         smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -412,6 +459,15 @@ class Fp8BlockwiseGemm:
             tFsF, tFgF = cute.nvgpu.cpasync.tma_partition(
                 tma_atom_sfa, 0, cute.make_layout(1),
                 cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
+        sSFBT = storage.sSFBT.get_tensor(cute.make_layout(
+            (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT)))
+        tGsG, tGgG = None, None
+        if cutlass.const_expr(self.sfb_tma):
+            # (box, N block, group of 4 K blocks, L)
+            gSFB = cute.local_tile(mSFB_tma, (1, SFB_TMA_GROUP), (None, None, None))
+            tGsG, tGgG = cute.nvgpu.cpasync.tma_partition(
+                tma_atom_sfb, 0, cute.make_layout(1),
+                cute.group_modes(sSFBT, 0, 2), cute.group_modes(gSFB, 0, 2))
 
         warp_group_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         k_tile_cnt = cute.size(gA_mkl, mode=[3])
@@ -454,6 +510,12 @@ class Fp8BlockwiseGemm:
                                           tFsF[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar)
                         cute.copy(tma_atom_b, tBgB_nkl[(None, prod_state.count)],
                                   tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
+                        if cutlass.const_expr(self.sfb_tma):
+                            # a tile's N block is one B-scale block (tile_n <= 128, aligned)
+                            nb = tile_coord_mnl[1] * self.tile_n // 128
+                            cute.copy(tma_atom_sfb,
+                                      tGgG[(None, nb, prod_state.count // SFB_TMA_GROUP, tile_coord_mnl[2])],
+                                      tGsG[(None, prod_state.index)], tma_bar_ptr=bar)
                         mainloop_pipeline.producer_commit(prod_state)
                         prod_state.advance()
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
@@ -467,7 +529,7 @@ class Fp8BlockwiseGemm:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(
                 tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-                sSFA, mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
+                (sSFA, sSFBT), mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
                 tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
             )
         scope.close()
@@ -475,9 +537,10 @@ class Fp8BlockwiseGemm:
     @cute.jit
     def consumer(
         self, tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-        sSFA, mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
+        sSF, mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
         tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
     ):
+        sSFA, sSFBT = sSF
         # the thread's index among the threads that share a tile (both warpgroups, or its own)
         mma_tidx = tidx - self.threads_per_wg
         if cutlass.const_expr(self.pingpong):
@@ -568,7 +631,7 @@ class Fp8BlockwiseGemm:
         consume = (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
                    m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
                    tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-                   cta_linear, tbuf, sSFA)
+                   cta_linear, tbuf, sSFA, sSFBT)
 
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
@@ -637,7 +700,7 @@ class Fp8BlockwiseGemm:
         (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-         cta_linear, tbuf, sSFA) = consume
+         cta_linear, tbuf, sSFA, sSFBT) = consume
         acc_total = acc_totals[0]
         m0 = tile_coord_mnl[0] * self.tile_m
         n0 = tile_coord_mnl[1] * self.tile_n
@@ -662,7 +725,9 @@ class Fp8BlockwiseGemm:
         for w in cutlass.range_constexpr(self.waves):
             acc_totals[w].fill(0.0)
         sfb_view = sfb_src
-        if cutlass.const_expr(self.sfb_ahead):
+        if cutlass.const_expr(self.sfb_tma):
+            sfb_view = sSFBT        # the stage brings its B scale: nothing to stage per tile
+        elif cutlass.const_expr(self.sfb_ahead):
             # buffer tile_count % 2 was last read two tiles ago; every thread passed the last
             # tile's barrier after those reads, so no barrier is needed before writing it
             kb_total = cute.size(mSFB, mode=[1])
@@ -820,20 +885,46 @@ class Fp8BlockwiseGemm:
                 acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
 
     @cute.jit
+    def _release(self, mainloop_pipeline, state):
+        """Give a stage back to the producer(s): one arrival per warp on every CTA's empty barrier
+        (the cluster's CTAs all read each other's multicast halves)."""
+        if cutlass.const_expr(self.elect_release):
+            bar = mainloop_pipeline.consumer_get_barrier(state)
+            with cute.arch.elect_one():
+                if cutlass.const_expr(self.cluster_m * self.cluster_n == 1):
+                    cute.arch.mbarrier_arrive(bar)
+                else:
+                    for r in cutlass.range_constexpr(self.cluster_m * self.cluster_n):
+                        cute.arch.mbarrier_arrive(bar, r)
+        else:
+            mainloop_pipeline.consumer_release(state)
+
+    @cute.jit
     def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                      mainloop_pipeline, read_state, sc, split, wait: cutlass.Constexpr = True):
+                      mainloop_pipeline, read_state, sc, split, wait: cutlass.Constexpr = True,
+                      landed=None):
+        """One K block, serial promotion. Returns the next read state and, with ``peek``, whether
+        the next stage had already landed when this block's last wave finished (``landed``: that
+        answer from the block before, so the wait can be skipped)."""
         if cutlass.const_expr(wait):
-            mainloop_pipeline.consumer_wait(read_state)
+            if cutlass.const_expr(self.peek):
+                mainloop_pipeline.consumer_wait(read_state, landed)
+            else:
+                mainloop_pipeline.consumer_wait(read_state)
+        landed = cutlass.Boolean(False)
         for w in cutlass.range_constexpr(self.waves):
             cute.nvgpu.warpgroup.fence()
             self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
             cute.nvgpu.warpgroup.wait_group(0)
             if cutlass.const_expr(w == self.waves - 1):
-                mainloop_pipeline.consumer_release(read_state)
+                self._release(mainloop_pipeline, read_state)
                 read_state.advance()
+                if cutlass.const_expr(self.peek):
+                    landed = cute.arch.mbarrier_test_wait(
+                        mainloop_pipeline.producer_get_barrier(read_state), read_state.phase)
                 self.rec.spin(self.delay_kloop)
             self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split)
-        return read_state
+        return read_state, landed
 
     @cute.jit
     def _stage_scales(self, sSFA, stage_index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx):
@@ -842,6 +933,9 @@ class Fp8BlockwiseGemm:
             buf = stage_index * self.waves + w
             sc.append(sSFA[(r_lo, 0, buf)])
             sc.append(sSFA[(r_hi, 0, buf)])
+        if cutlass.const_expr(self.sfb_tma):
+            sb = mSFB[(0, kb % SFB_TMA_GROUP, stage_index)]     # the stage's 4-block box
+            return tuple(sc) + (sb, sb)
         return tuple(sc) + self._load_sfb(mSFB, nb0, nb1, kb, l_idx)
 
     @cute.jit
@@ -861,14 +955,18 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_wait(read_state)
             sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                            mainloop_pipeline, read_state, sc0, split, False)
+            read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                               mainloop_pipeline, read_state, sc0, split, False)
             first = 1
+        landed = cutlass.Boolean(False)
         for kb in range(first, k_tile_cnt):
-            mainloop_pipeline.consumer_wait(read_state)
+            if cutlass.const_expr(self.peek):
+                mainloop_pipeline.consumer_wait(read_state, landed)
+            else:
+                mainloop_pipeline.consumer_wait(read_state)
             sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                            mainloop_pipeline, read_state, sc, split, False)
+            read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                                    mainloop_pipeline, read_state, sc, split, False)
         return read_state
 
     @cute.jit
@@ -889,17 +987,18 @@ class Fp8BlockwiseGemm:
             tb = early[1] + self._load_sfb(mSFB, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+        landed = cutlass.Boolean(True)   # the first stage was just waited for
         for pair in range(k_tile_cnt // 2):
             kb = pair * 2
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                            mainloop_pipeline, read_state, ta, split)
+            read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                                    mainloop_pipeline, read_state, ta, split, True, landed)
             ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                            mainloop_pipeline, read_state, tb, split)
+            read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                                    mainloop_pipeline, read_state, tb, split, True, landed)
             tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
         if k_tile_cnt % 2 == 1:
-            read_state = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                            mainloop_pipeline, read_state, ta, split)
+            read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                               mainloop_pipeline, read_state, ta, split, True, landed)
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
         return read_state
@@ -924,11 +1023,11 @@ class Fp8BlockwiseGemm:
                 cute.nvgpu.warpgroup.commit_group()
                 cute.nvgpu.warpgroup.wait_group(1)
                 if kb > 0:
-                    mainloop_pipeline.consumer_release(release_state)
+                    self._release(mainloop_pipeline, release_state)
                     release_state.advance()
                 read_state.advance()
             cute.nvgpu.warpgroup.wait_group(0)
-            mainloop_pipeline.consumer_release(release_state)
+            self._release(mainloop_pipeline, release_state)
             release_state.advance()
         else:
             for kb in range(k_tile_cnt):
@@ -937,7 +1036,7 @@ class Fp8BlockwiseGemm:
                     cute.nvgpu.warpgroup.fence()
                     self._issue(acc_all, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w)
                     cute.nvgpu.warpgroup.wait_group(0)
-                mainloop_pipeline.consumer_release(read_state)
+                self._release(mainloop_pipeline, read_state)
                 read_state.advance()
         return read_state
 
@@ -967,7 +1066,7 @@ class Fp8BlockwiseGemm:
             self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_b, read_state.index)
             read_state.advance()
             cute.nvgpu.warpgroup.wait_group(1)
-            mainloop_pipeline.consumer_release(release_state)
+            self._release(mainloop_pipeline, release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
             self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
@@ -980,7 +1079,7 @@ class Fp8BlockwiseGemm:
                 cute.nvgpu.warpgroup.wait_group(1)
             else:
                 cute.nvgpu.warpgroup.wait_group(0)
-            mainloop_pipeline.consumer_release(release_state)
+            self._release(mainloop_pipeline, release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
             self._promote(acc_total, acc_b, tb[0], tb[1], tb[2], tb[3], split)
@@ -988,7 +1087,7 @@ class Fp8BlockwiseGemm:
         if k_tile_cnt % 2 == 1:
             # the last block sits in acc_a
             cute.nvgpu.warpgroup.wait_group(0)
-            mainloop_pipeline.consumer_release(release_state)
+            self._release(mainloop_pipeline, release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
             self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)

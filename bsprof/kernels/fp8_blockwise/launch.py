@@ -193,8 +193,17 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
         if static:
             kw["sfa_tma"] = False
         else:
+            drop = "sfa_tma=0,sfb_tma=0" if kw.get("sfb_tma") else "sfa_tma=0"
             raise BsprofError("sfa_tma loads the A scales by TMA and needs a shape-specialized build "
-                              "(static_shapes=1) with M a multiple of 4; run with sfa_tma=0")
+                              f"(static_shapes=1) with M a multiple of 4; run with {drop}")
+    if kw.get("sfb_tma") and (mnkl[2] % (4 * BLOCK) or not kw.get("sfa_tma")):
+        # the 16-byte box of 4 K blocks' B scales needs the scale rows' stride (K/128 floats) to
+        # be a multiple of 16 bytes; it rides the A-scale TMA's path in the K-loop
+        if static:
+            kw["sfb_tma"] = False
+        else:
+            raise BsprofError("sfb_tma loads the B scales by TMA and needs a shape-specialized build "
+                              "with K a multiple of 512 and sfa_tma=1; run with sfb_tma=0")
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
