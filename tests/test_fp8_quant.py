@@ -214,3 +214,21 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
         _check_knobs_fit(dict(opt), (1024, 1024, 640, 1), static=False)
     with pytest.raises(BsprofError, match="sfb_tma=0"):
         _check_knobs_fit(dict(opt, sfa_tma=False), (1024, 1024, 640, 1), static=False)
+
+
+def test_epilogue_split_per_warpgroup_is_chosen_by_k():
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, _check_knobs_fit
+
+    opt = cfg.resolve("optimized")
+    assert opt["epi_split"] == "auto"
+    for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):
+        kw = dict(opt)
+        _check_knobs_fit(kw, (8192, 8192, k, 1), static=True)
+        assert kw["epi_split"] is split
+    # the kernel takes a decision, not "auto"; ping-pong and the other epilogues yield or refuse
+    with pytest.raises(ValueError, match="resolved per problem"):
+        Fp8BlockwiseGemm(epilogue="tma", epi_split="auto")
+    assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
+    with pytest.raises(ValueError, match="epi_split=0"):
+        Fp8BlockwiseGemm(epilogue="direct", epi_split=True)

@@ -201,8 +201,11 @@ def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built)
     assert opt.count("LDG") == 0 and base.count("LDG") > 0
     kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
     assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
-    # what remains of the named barriers is the epilogue's: 2 per 128x32 sub-tile, 8 sub-tiles
-    assert named_barriers(opt) == 16
+    # no barrier of both consumer warpgroups is left (epi_split at K <= 4096: each warpgroup syncs
+    # its own epilogue, 2 named barriers of 128 threads per 64x32 sub-tile, 4 sub-tiles a wave)
+    assert named_barriers(opt) == 0
+    per_wg = [ins for ins in opt.instructions if ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80")]
+    assert len(per_wg) == 16 and len({ins.operands.split(",")[0] for ins in per_wg}) == 2
 
 
 def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, built):

@@ -20,10 +20,11 @@ VARIANTS: dict[str, dict] = {
     # (swizzle=0: grouped when A and B overflow L2)
     # Since #32-#34: a stage is released by one elected lane per warp, the next stage's barrier
     # is tested before the promotion instead of waited on after it, and B scales ride the stage's
-    # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves)
+    # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves);
+    # #35: up to K = 4096 each consumer warpgroup stores its own rows (epi_split="auto")
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto"),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -35,7 +36,7 @@ VARIANTS: dict[str, dict] = {
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
          "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
-         "sfb_ahead", "elect_release", "peek", "sfb_tma")
+         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split")
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:
@@ -60,6 +61,12 @@ def sfb_tma_conflict(kw: dict) -> str | None:
     return None
 
 
+def epi_split_conflict(kw: dict) -> str | None:
+    if kw.get("schedule", "coop") != "coop" or kw.get("epilogue", "direct") != "tma":
+        return "a schedule other than coop or an epilogue other than 'tma'"
+    return None
+
+
 def peek_conflict(kw: dict) -> str | None:
     if kw.get("promote", "serial") not in ("serial", "fakescales"):
         return f"promote={kw.get('promote')!r}"
@@ -68,7 +75,8 @@ def peek_conflict(kw: dict) -> str | None:
 
 # variant defaults that give way to overrides they do not combine with (asked for explicitly,
 # the kernel refuses the combination instead); checked in this order
-_YIELDING = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict))
+_YIELDING = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
+             ("epi_split", epi_split_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:

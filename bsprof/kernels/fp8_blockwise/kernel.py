@@ -48,6 +48,8 @@ Switches:
                   library's lane-indexed release costs an S2R in the K-loop at 232 registers)
 ``peek``          test the next stage's full barrier (non-blocking) right after releasing this
                   one, before the promotion, and skip the blocking wait when it had landed
+``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
+                  named barrier): no CTA-wide barrier at a tile end
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -65,7 +67,12 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import peek_conflict, sfa_tma_conflict, sfb_tma_conflict
+from bsprof.kernels.fp8_blockwise.config import (
+    epi_split_conflict,
+    peek_conflict,
+    sfa_tma_conflict,
+    sfb_tma_conflict,
+)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -105,6 +112,7 @@ class Fp8BlockwiseGemm:
         elect_release: bool = False,
         peek: bool = False,
         sfb_tma: bool = False,
+        epi_split: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -208,8 +216,19 @@ class Fp8BlockwiseGemm:
         self.num_mcast_ctas_a = cluster_n
         self.num_mcast_ctas_b = cluster_m
         self.epilog_sync_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
-        # ping-pong: threads that store one tile (one warpgroup, else both)
-        self.epi_threads = self.threads_per_wg if self.pingpong else self.num_mma_threads
+        # coop: each warpgroup stores its own 64 rows of a wave (its own smem ring, store warp and
+        # named barrier, as ping-pong does), so nothing ties the two warpgroups together at a tile
+        # end and one's epilogue can run while the other is still in its K-loop
+        if epi_split == "auto":
+            raise ValueError("epi_split='auto' is resolved per problem by the launcher; pass 0 or 1")
+        self.epi_split = bool(epi_split)
+        why = self.epi_split and epi_split_conflict(dict(schedule=schedule, epilogue=epilogue))
+        if why:
+            raise ValueError(f"epi_split does not combine with {why}; add epi_split=0")
+        self.epi_per_wg = self.pingpong or self.epi_split
+        self.epi_rows = 64 if self.epi_per_wg else self.wave_m
+        # threads that store one C tile: one warpgroup (ping-pong, epi_split) or both
+        self.epi_threads = self.threads_per_wg if self.epi_per_wg else self.num_mma_threads
         # a ping-pong epilogue shares the SM's issue slots with the other warpgroup's K-loop: its
         # injected delay naps between clock reads so it costs time, not issue bandwidth
         self.phase1_backoff_ns = 64 if self.pingpong else 0
@@ -224,7 +243,7 @@ class Fp8BlockwiseGemm:
             self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
-        self.epi_tile = (self.wave_m, 32)
+        self.epi_tile = (self.epi_rows, 32)
         ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
         ab_bytes += self.tile_m * 4 if self.sfa_tma else 0  # float32 A scale per row
         ab_bytes += SFB_TMA_SLOT * 4 if self.sfb_tma else 0
@@ -232,8 +251,8 @@ class Fp8BlockwiseGemm:
             # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
             self.epi_stage = self.waves * (self.tile_n // 32)
         # ping-pong: each warpgroup has its own ring of epilogue buffers
-        self.epi_buffers = self.epi_stage * (2 if self.pingpong else 1)
-        epi_bytes = self.wave_m * 32 * 2 * self.epi_buffers if self.epilogue != "direct" else 0
+        self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
+        epi_bytes = self.epi_rows * 32 * 2 * self.epi_buffers if self.epilogue != "direct" else 0
         epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem and not self.sfb_tma else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
@@ -605,24 +624,35 @@ class Fp8BlockwiseGemm:
                 self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype)
             copy_atom_C = cute.make_copy_atom(
                 cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype)
-            tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, tiled_mma)
+            copy_mma = tiled_mma
+            copy_tidx = mma_tidx
+            if cutlass.const_expr(self.epi_split):
+                # one warpgroup's 64 rows: its accumulator fragment is the same registers as a
+                # 64-row MMA's, so the copy is laid out for one warpgroup
+                copy_mma = sm90_utils.make_trivial_tiled_mma(
+                    self.a_dtype, self.b_dtype,
+                    self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
+                    self.acc_dtype, (1, 1, 1), tiler_mn=(64, self.tile_n))
+                copy_tidx = mma_tidx % self.threads_per_wg
+            tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, copy_mma)
             tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
-            thr_copy_r2s = tiled_copy_r2s.get_slice(mma_tidx)
+            thr_copy_r2s = tiled_copy_r2s.get_slice(copy_tidx)
             tRS_sD = thr_copy_r2s.partition_D(sC)
             tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
             rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
-            gC_tma = cute.local_tile(mC_tma, (self.wave_m, self.tile_n), (None, None, None))
+            gC_tma = cute.local_tile(mC_tma, (self.epi_rows, self.tile_n), (None, None, None))
             epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
 
         sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
         sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
-        # epilogue sync and store warp: per warpgroup in ping-pong (each stores its own tiles)
+        # epilogue sync and store warp: per warpgroup in ping-pong (each stores its own tiles) and
+        # with epi_split (each stores its own rows)
         wg = warp_group_idx - 1
         self.epi_bar = self.epilog_sync_barrier
         self.epi_store_warp = self.epi_store_warp_id
         self.epi_buf0 = 0
-        if cutlass.const_expr(self.pingpong):
+        if cutlass.const_expr(self.epi_per_wg):
             self.epi_bar = pipeline.NamedBarrier(barrier_id=4 + wg, num_threads=self.threads_per_wg)
             self.epi_store_warp = warp_group_idx * 4
             self.epi_buf0 = wg * self.epi_stage
@@ -701,6 +731,8 @@ class Fp8BlockwiseGemm:
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
          cta_linear, tbuf, sSFA, sSFBT) = consume
+        # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
+        c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
         acc_total = acc_totals[0]
         m0 = tile_coord_mnl[0] * self.tile_m
         n0 = tile_coord_mnl[1] * self.tile_n
@@ -792,6 +824,12 @@ class Fp8BlockwiseGemm:
                 last_wave = True
                 if cutlass.const_expr(w < self.waves - 1):
                     last_wave = c_coord[0] + 1 >= c_mtiles
+                if cutlass.const_expr(self.epi_split):
+                    # this warpgroup's half of the wave is 64-row C tile 2 * wave tile + warpgroup
+                    wg = warp_idx // 4 - 1
+                    c_coord = ((tile_coord_mnl[0] * self.waves + w) * 2 + wg, tile_coord_mnl[1], tile_coord_mnl[2])
+                    if cutlass.const_expr(w < self.waves - 1):
+                        last_wave = c_coord[0] + 2 >= c_mtiles64
                 if cutlass.const_expr(self.epilogue == "tma_tile"):
                     pass
                 elif cutlass.const_expr(self.epilogue == "direct"):
@@ -800,8 +838,10 @@ class Fp8BlockwiseGemm:
                                              c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
                 else:
                     epi_base = tiles_done * self.waves + w
-                    # a wave wholly past M stores nothing (uniform across the CTA)
-                    if c_coord[0] < c_mtiles:
+                    # a wave wholly past M stores nothing (uniform across the CTA; across the
+                    # warpgroup with epi_split)
+                    c_limit = c_mtiles64 if cutlass.const_expr(self.epi_split) else c_mtiles
+                    if c_coord[0] < c_limit:
                         self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
                                           mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                           tbuf, cta_linear, tile_count, last_wave)
