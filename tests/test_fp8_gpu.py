@@ -43,6 +43,15 @@ def test_matches_float64_reference(variant, mnkl):
     assert "Fp8BlockwiseGemm" in p.kernel_name
 
 
+@pytest.mark.parametrize("mnkl", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_split_epilogue_matches_float64_reference(mnkl):
+    # epi_split (a switch): each warpgroup stores its own 64-row halves, incl. halves past M
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", mnkl, seed=1, epi_split=True)
+    assert p.config["epi_split"] and p.check() < 1e-2
+
+
 def test_timing_build_table_and_delay_knob():
     from bsprof.analyzers.timing_schema import PHASES
     from bsprof.kernels.fp8_blockwise import prepare
@@ -72,8 +81,9 @@ def test_compute_sanitizer_clean(tool, tmp_path):
     if exe is None:
         pytest.skip("compute-sanitizer not on PATH")
     code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
-            "for v in ('baseline', 'optimized', 'pingpong'):\n"
-            "    p = prepare(v, (320, 264, 384, 1))\n"
+            "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}),\n"
+            "              ('optimized', {'epi_split': True})):\n"
+            "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
             "    assert p.check() < 1e-2\n")
     env = dict(os.environ)
     # only our kernels: torch's own (init, reference) are not under test

@@ -201,11 +201,27 @@ def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built)
     assert opt.count("LDG") == 0 and base.count("LDG") > 0
     kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
     assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
-    # no barrier of both consumer warpgroups is left (epi_split at K <= 4096: each warpgroup syncs
-    # its own epilogue, 2 named barriers of 128 threads per 64x32 sub-tile, 4 sub-tiles a wave)
-    assert named_barriers(opt) == 0
-    per_wg = [ins for ins in opt.instructions if ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80")]
+    # what remains of the named barriers is the epilogue's: 2 per 128x32 sub-tile, 8 sub-tiles
+    assert named_barriers(opt) == 16
+
+
+def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, built):
+    # epi_split (docs/optimizations.md #35): each consumer warpgroup stores its own 64 rows through
+    # its own ring, so no barrier of both warpgroups is left; each syncs its own epilogue (2 named
+    # barriers of 128 threads per 64x32 sub-tile, 8 sub-tiles a tile) and issues its own stores
+    _, opt = built("optimized")
+    (split,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_split=True))
+
+    def bars(fa, threads):
+        return [ins for ins in fa.instructions if ins.opcode.startswith("BAR.SYNC")
+                and ins.text.rstrip(" ;").endswith(threads)]
+
+    assert len(bars(opt, "0x100")) == 16 and not bars(opt, "0x80")
+    assert not bars(split, "0x100")
+    per_wg = bars(split, "0x80")
     assert len(per_wg) == 16 and len({ins.operands.split(",")[0] for ins in per_wg}) == 2
+    assert split.count("UTMASTG") == opt.count("UTMASTG") and split.count("STSM") == opt.count("STSM")
+    assert not split.features["register_spills"].present
 
 
 def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, built):

@@ -20,11 +20,12 @@ VARIANTS: dict[str, dict] = {
     # (swizzle=0: grouped when A and B overflow L2)
     # Since #32-#34: a stage is released by one elected lane per warp, the next stage's barrier
     # is tested before the promotion instead of waited on after it, and B scales ride the stage's
-    # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves);
-    # #35: up to K = 4096 each consumer warpgroup stores its own rows (epi_split="auto")
+    # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves).
+    # Per-warpgroup epilogues (#35, epi_split=auto: up to K = 4096) measured +2-3% where K-loops
+    # are short in one run; not yet through the GPU tests (sanitizers), so a switch for now
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto"),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
