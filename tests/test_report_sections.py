@@ -97,10 +97,10 @@ def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_benc
     assert "measured in one process on the same inputs" in text
     for peer in ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm"):
         assert f"{peer} peer" in text
-    # ... with the clock each kernel ran at (the 12:09 run: every kernel power-capped) and the
+    # ... with the clock each kernel ran at (the 13:10 run: every kernel power-capped) and the
     # interleaved rounds the medians come from
     assert "FLOP / SM-cycle" in text and "median round of 5" in text
-    assert re.search(r"optimized bsprof [\d.,]+ 1,144\.1 1\.000× 1,530 \* 686 5,665 1\.66e-03", text)
+    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 1\.66e-03", text)
 
 
 def test_two_runs_of_different_kernels_get_a_marked_section_not_a_crash():

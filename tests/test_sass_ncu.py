@@ -140,3 +140,41 @@ def test_steady_state_of_the_hot_kloop(cublas):
     # FP8 promotion into FP32 in the loop: the hot path is mostly FADD/FFMA
     assert ss["hot_categories"]["float"] > ss["hot_instructions"] / 2
     assert 4 < ss["executed_per_mma"] < 60
+
+
+def test_hot_instructions_rank_the_stall_sites(data_dir):
+    # the shipped report of our optimized kernel (an 09:17 build): its hottest site is the scale
+    # product waiting on its load (docs/optimizations.md #17), then the four wave waits
+    from bsprof.analyzers.sass.budget import hot_instructions
+
+    (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep")
+    hot = hot_instructions(fa, 5)
+    assert [h["samples"] for h in hot] == sorted((h["samples"] for h in hot), reverse=True)
+    by_pc = {ins.pc: i for i, ins in enumerate(fa.instructions)}
+    for h in hot:
+        assert h["samples"] == sum(fa.stalls[by_pc[h["pc"]]].values())
+        assert h["kloop"] and h["role"] == "ConsumerWarpgroups"
+    assert hot[0]["opcode"] == "FMUL" and next(iter(hot[0]["reasons"])) == "long_scoreboard"
+    assert [h["opcode"] for h in hot[1:]] == ["WARPGROUP.DEPBAR.LE"] * 4
+    total = sum(sum(s.values()) for s in fa.stalls)
+    assert abs(hot[0]["share"] - hot[0]["samples"] / total) < 1e-12
+
+
+def test_hot_needs_stall_samples_and_shows_each_side(data_dir, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    run = CliRunner().invoke
+    cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin"
+    r = run(cli, ["sass", str(cubin), "--hot", "3"])
+    assert r.exit_code == 2 and "--hot needs an .ncu-rep with SourceCounters" in r.output
+    a, b = data_dir / "h100_cublas_fp8_4096.ncu-rep", data_dir / "h100_bsprof_fp8_optimized.ncu-rep"
+    r = run(cli, ["sass", str(a), str(b), "--hot", "3"])
+    assert r.exit_code == 0, r.output
+    assert "A hottest instructions" in r.output and "B hottest instructions" in r.output
+    r = run(cli, ["sass", str(b), "--hot", "3", "--json"])
+    (fn,) = json.loads(r.output)["functions"]
+    assert len(fn["hot"]) == 3 and fn["hot"][0]["opcode"] == "FMUL"

@@ -73,8 +73,8 @@ def _analyze(path: Path, function, source, ncu, launch):
     return fas
 
 
-def _function_json(fa, mma_detail: bool, tiles: int | None, by: str) -> dict:
-    from bsprof.analyzers.sass.budget import mma_detail as detail, region_rows, role_tables
+def _function_json(fa, mma_detail: bool, tiles: int | None, by: str, hot: int | None = None) -> dict:
+    from bsprof.analyzers.sass.budget import hot_instructions, mma_detail as detail, region_rows, role_tables
 
     d = fa.to_dict()
     d.update(role_tables(fa))
@@ -85,6 +85,8 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str) -> dict:
         d["tiles"] = tiles
     if mma_detail and fa.kloops:
         d["mma_detail"] = detail(fa)["kloops"]
+    if hot:
+        d["hot"] = hot_instructions(fa, hot)
     return d
 
 
@@ -106,12 +108,15 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str) -> dict:
               help="regions of the budget table")
 @click.option("--mma-detail", is_flag=True, help="the instruction stream between consecutive MMA issues of the K-loop")
 @click.option("--features", "show_features", is_flag=True, help="the optimization checklist with evidence lines")
+@click.option("--hot", type=click.IntRange(min=1), default=None, metavar="N",
+              help="the N instructions with the most stall samples (needs ncu SourceCounters); with two "
+                   "reports, each side's")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON contract")
 @click.option("--csv", "as_csv", is_flag=True, help="print the region table as CSV")
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
 def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
-            show_features, as_json, as_csv, out_dir) -> None:
+            show_features, hot, as_json, as_csv, out_dir) -> None:
     """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters).
 
     Two inputs (A B) compare baseline -> optimized. `--kernel baseline|optimized --arch sm_100a|sm_90a`
@@ -147,13 +152,13 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
 
         result = {"bsprof": dict(ARTIFACT_KEY), "mode": "compare",
                   "compare": [compare(a, b) for a, b in pair_functions(analyses[0], analyses[1])],
-                  "a": {"source": str(inputs[0]), "functions": [_function_json(fa, mma_detail, tiles, by) for fa in analyses[0]]},
-                  "b": {"source": str(inputs[1]), "functions": [_function_json(fa, mma_detail, tiles, by) for fa in analyses[1]]}}
+                  "a": {"source": str(inputs[0]), "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[0]]},
+                  "b": {"source": str(inputs[1]), "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[1]]}}
         # the contract's top-level functions are the optimized side's
         result["functions"] = result["b"]["functions"]
     else:
         result = {"bsprof": dict(ARTIFACT_KEY), "source": str(inputs[0]),
-                  "functions": [_function_json(fa, mma_detail, tiles, by) for fa in analyses[0]]}
+                  "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[0]]}
     csv_text = _csv(result, by)
     written = _write(out_dir, result, csv_text) if out_dir is not None else None
     if written is not None and (as_json or as_csv):
@@ -171,6 +176,10 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     console = Console()
     if "compare" in result:
         sass_render.print_compare(console, result)
+        if hot:
+            for side in ("a", "b"):
+                for fn in result[side]["functions"]:
+                    sass_render.print_hot(console, fn, f"{side.upper()} ")
     else:
         sass_render.print_analysis(console, result, by=by, mma_detail=mma_detail, show_features=show_features)
     if written is not None:

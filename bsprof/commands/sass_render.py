@@ -91,6 +91,8 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         console.print(st)
     if mma_detail:
         _print_mma_detail(console, fn)
+    if "hot" in fn:
+        print_hot(console, fn)
     if show_features:
         _print_features(console, fn)
     if fn.get("unclassified"):
@@ -225,3 +227,23 @@ def print_compare(console: Console, result: dict) -> None:
         if top:
             console.print("opcode deltas: " + ", ".join(f"{k} {v['delta']:+}" for k, v in top))
         console.print()
+
+
+def print_hot(console: Console, fn: dict, label: str = "") -> None:
+    """The hottest instructions by stall samples (``--hot``), one row per instruction."""
+    if not fn["hot"]:
+        console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(_short(fn['name'], 60))}[/dim]")
+        return
+    t = Table(title=f"{label}hottest instructions by stall samples · {escape(_short(fn['name'], 60))}",
+              header_style="bold")
+    for col, just in (("pc", "left"), ("", "left"), ("instruction", "left"), ("executed", "right"),
+                      ("samples", "right"), ("share", "right"), ("top reasons", "left"), ("where", "left")):
+        t.add_column(col, justify=just, overflow="fold")
+    for h in fn["hot"]:
+        where = " · ".join(x for x in (h.get("role"), h.get("line")) if x)
+        t.add_row(f"{h['pc']:#06x}" if h["pc"] is not None else "", "◀" if h["kloop"] else "",
+                  escape(f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}"[:60]),
+                  _fmt(h["executed"]), _fmt(h["samples"]), f"{h['share']:.1%}",
+                  ", ".join(f"{k} {v}" for k, v in h["reasons"].items()), escape(where))
+    console.print(t)
+    console.print("[dim]◀ = in the K-loop[/dim]")

@@ -155,6 +155,32 @@ def stalls_by_category(fa: FunctionAnalysis, indices: list[int] | None = None) -
     return {k: dict(v.most_common()) for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1].values()))}
 
 
+def hot_instructions(fa: FunctionAnalysis, n: int = 20) -> list[dict]:
+    """The ``n`` instructions with the most stall samples, hottest first: where the warps of a
+    launch waited, site by site (two kernels side by side show which sites one pays and the other
+    does not). Needs ncu SourceCounters."""
+    if fa.stalls is None:
+        raise BsprofError(f"{fa.name[:60]}: no stall samples; --hot needs an .ncu-rep with SourceCounters "
+                          "(ncu --set full --import-source yes), or --ncu REPORT beside a cubin")
+    total = sum(sum(s.values()) for s in fa.stalls) or 1
+    kloop = {i for lp in fa.kloops for i in lp.instructions}
+    ranked = sorted(range(len(fa.instructions)), key=lambda i: (-sum(fa.stalls[i].values()), i))
+    out = []
+    for i in ranked[:max(0, n)]:
+        samples = sum(fa.stalls[i].values())
+        if not samples:
+            break
+        ins = fa.instructions[i]
+        out.append(dict(
+            pc=ins.pc, opcode=ins.opcode, operands=ins.operands, guard=ins.guard,
+            executed=fa.executed[i] if fa.executed is not None else None,
+            samples=samples, share=samples / total,
+            reasons=dict(Counter(fa.stalls[i]).most_common(3)),
+            kloop=i in kloop, role=fa.roles[i] if fa.roles is not None else None,
+            line=f"{ins.file.rsplit('/', 1)[-1]}:{ins.line}" if ins.file and ins.line else None))
+    return out
+
+
 def _group(opcode: str) -> str | None:
     for name, prefixes in DETAIL_GROUPS:
         for p in prefixes:
