@@ -100,7 +100,8 @@ def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_benc
     # ... with the clock each kernel ran at (the 13:10 run: every kernel power-capped) and the
     # interleaved rounds the medians come from
     assert "FLOP / SM-cycle" in text and "median round of 5" in text
-    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 1\.66e-03", text)
+    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 9\.5% 1\.66e-03", text)
+    assert "round spread" in text
 
 
 def test_two_runs_of_different_kernels_get_a_marked_section_not_a_crash():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bsprof.analyzers.bench_rows import column_labels, round_spread
 from bsprof.profile.sensors import clock_cells
 from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
@@ -95,32 +96,41 @@ def peers_table(run: Run) -> Section | None:
     ref = num(mine["ms"]) if mine else None
     # benches since 2026-11-23 11:43 read the clock the kernel ran at (bsprof.profile.sensors)
     clocks = any(num(r.get("sm_mhz")) for r in rows)
+    spreads = [round_spread(r) for r in rows]
+    labels = column_labels(rows)
     body = []
-    for r in rows:
+    for r, label, spread in zip(rows, labels, spreads):
         err = r.get("rel_err")
-        line = [r.get("name"), "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
+        line = [label, "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
                 fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—"]
         if clocks:
             line += clock_cells(r)
+        if any(x is not None for x in spreads):
+            line.append("—" if spread is None else f"{spread:.1%}")
         line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
         body.append(line)
     head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]
     if clocks:
         head += ["SM MHz", "board W", "FLOP / SM-cycle"]
+    if any(x is not None for x in spreads):
+        head.append("round spread")
     head.append("rel. error vs float64")
     rounds = f", median round of {d['rounds']}" if (d.get("rounds") or 1) > 1 else ""
     sec = Section("peers", "")
-    sec.add(table(body, head, numeric=tuple(range(2, 8 if clocks else 5)),
+    sec.add(table(body, head, numeric=tuple(range(2, len(head) - 1)),
                   caption=f"measured in one process on the same inputs: {d.get('warmup', '?')} warm-up, median of "
                           f"{d.get('iters', '?')} launches{rounds} ({art.path.name})"))
     if clocks:
         sec.add(note("SM clock and power read from NVML while the timed launches ran (* = the driver named the "
                      "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
                      "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."))
+    if any(x is not None for x in spreads):
+        sec.add(note("round spread: slowest over fastest of the interleaved rounds, minus one. A difference "
+                     "between two kernels smaller than their spreads is not one a single run decides."))
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))
-    names = [str(r.get("name")) for r in rows][::-1]
+    names = labels[::-1]
     vals = [num(r.get("tflops")) or 0 for r in rows][::-1]
     fig = go.Figure(go.Bar(x=vals, y=names, orientation="h",
                            marker_color=["#c0504d" if r.get("ours") else "#7f7f7f" for r in rows][::-1],

@@ -191,21 +191,29 @@ def _rebind(p, first):
     return rebind(p, first.ops)
 
 
+def _by_label(res: dict) -> dict[str, dict]:
+    from bsprof.analyzers.bench_rows import column_labels
+
+    return dict(zip(column_labels(res["rows"]), res["rows"]))
+
+
 def print_table(console, results: list[dict], title: str) -> None:
     from rich.table import Table
 
+    from bsprof.analyzers.bench_rows import column_labels, round_spread
+
     names: list[str] = []
     for res in results:
-        for r in res["rows"]:
-            if r["name"] not in names:
-                names.append(r["name"])
+        for nm in column_labels(res["rows"]):
+            if nm not in names:
+                names.append(nm)
     t = Table(title=title)
     t.add_column("M,N,K,L")
     for nm in names:
         t.add_column(f"{nm}\nTFLOP/s", justify="right")
     t.add_column("optimized /\ncuBLAS bw", justify="right")
     for res in results:
-        by = {r["name"]: r for r in res["rows"]}
+        by = _by_label(res)
         cells = [",".join(str(x) for x in res["mnkl"])]
         for nm in names:
             r = by.get(nm)
@@ -216,6 +224,8 @@ def print_table(console, results: list[dict], title: str) -> None:
     console.print(t)
     if any(r.get("sm_mhz") for res in results for r in res["rows"]):
         print_clocks(console, results, names)
+    if any(round_spread(r) is not None for res in results for r in res["rows"]):
+        print_spread(console, results, names)
     for res in results:
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
@@ -237,10 +247,31 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
     for nm in names:
         t.add_column(nm, justify="right")
     for res in results:
-        by = {r["name"]: r for r in res["rows"]}
+        by = _by_label(res)
         cells = [",".join(str(x) for x in res["mnkl"])]
         for nm in names:
             cells.append(" / ".join(clock_cells(by.get(nm) or {}, capped_mark="*")))
+        t.add_row(*cells)
+    console.print(t)
+
+
+def print_spread(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
+    kernels smaller than this is not one a single run decides."""
+    from rich.table import Table
+
+    from bsprof.analyzers.bench_rows import round_spread
+
+    t = Table(title="round-to-round spread of each kernel's time (slowest / fastest round - 1)")
+    t.add_column("M,N,K,L")
+    for nm in names:
+        t.add_column(nm, justify="right")
+    for res in results:
+        by = _by_label(res)
+        cells = [",".join(str(x) for x in res["mnkl"])]
+        for nm in names:
+            sp = round_spread(by.get(nm) or {})
+            cells.append("—" if sp is None else f"{sp:.1%}")
         t.add_row(*cells)
     console.print(t)
 

@@ -1,0 +1,47 @@
+"""The fp8-blockwise bench table from a real H100 bench JSON (no GPU): every timed row gets its own
+column, by position, and the round-to-round spread is shown beside the medians."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from rich.console import Console
+
+from bsprof.analyzers.bench_rows import column_labels, round_spread
+from bsprof.kernels.fp8_blockwise.bench import print_table
+
+
+def _printed(results) -> str:
+    con = Console(record=True, width=400)
+    print_table(con, results, "t")
+    return con.export_text()
+
+
+def test_the_same_spec_twice_keeps_both_columns(data_dir):
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    twice = copy.deepcopy(res)
+    for r in twice:                      # optimized timed a second time, after the baseline
+        again = dict(r["rows"][0], tflops=r["rows"][0]["tflops"] * 0.9)
+        r["rows"].insert(3, again)
+    labels = column_labels(twice[0]["rows"])
+    assert labels[0] == "optimized" and labels[3] == "optimized #2"
+    text = _printed(twice)
+    header = next(line for line in text.splitlines() if "optimized #2" in line)
+    assert header.count("optimized") >= 3
+    first = twice[0]["rows"]
+    row = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("4096,4096,4096,1"))
+    assert f"{first[0]['tflops']:,.0f}" in row and f"{first[3]['tflops']:,.0f}" in row
+
+
+def test_round_spread_is_slowest_over_fastest(data_dir):
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    row = res[0]["rows"][0]
+    ms = row["ms_rounds"]
+    assert len(ms) == 5 and round_spread(row) == max(ms) / min(ms) - 1
+    assert round_spread({"ms_rounds": [1.0]}) is None and round_spread({}) is None
+    text = _printed(res)
+    assert "round-to-round spread" in text
+    line = next(ln for ln in text.splitlines() if "spread" not in ln and ln.lstrip("│ ").startswith("4096,4096,4096,1")
+                and "%" in ln)
+    assert f"{round_spread(row):.1%}" in line
