@@ -235,45 +235,41 @@ def print_table(console, results: list[dict], title: str) -> None:
             console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
 
 
-def print_clocks(console, results: list[dict], names: list[str]) -> None:
-    """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
-    under the power limit a kernel can lose on either."""
+def _per_kernel_table(console, results: list[dict], names: list[str], title: str, cell) -> None:
+    """One row per problem, one column per timed kernel, ``cell(row) -> str``."""
     from rich.table import Table
 
-    from bsprof.profile.sensors import clock_cells
-
-    t = Table(title="while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped")
+    t = Table(title=title)
     t.add_column("M,N,K,L")
     for nm in names:
         t.add_column(nm, justify="right")
     for res in results:
         by = _by_label(res)
-        cells = [",".join(str(x) for x in res["mnkl"])]
-        for nm in names:
-            cells.append(" / ".join(clock_cells(by.get(nm) or {}, capped_mark="*")))
-        t.add_row(*cells)
+        t.add_row(",".join(str(x) for x in res["mnkl"]), *[cell(by.get(nm) or {}) for nm in names])
     console.print(t)
+
+
+def print_clocks(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
+    under the power limit a kernel can lose on either."""
+    from bsprof.profile.sensors import clock_cells
+
+    _per_kernel_table(console, results, names,
+                      "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
+                      lambda r: " / ".join(clock_cells(r, capped_mark="*")))
 
 
 def print_spread(console, results: list[dict], names: list[str]) -> None:
     """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
     kernels smaller than this is not one a single run decides."""
-    from rich.table import Table
-
     from bsprof.analyzers.bench_rows import round_spread
 
-    t = Table(title="round-to-round spread of each kernel's time (slowest / fastest round - 1)")
-    t.add_column("M,N,K,L")
-    for nm in names:
-        t.add_column(nm, justify="right")
-    for res in results:
-        by = _by_label(res)
-        cells = [",".join(str(x) for x in res["mnkl"])]
-        for nm in names:
-            sp = round_spread(by.get(nm) or {})
-            cells.append("—" if sp is None else f"{sp:.1%}")
-        t.add_row(*cells)
-    console.print(t)
+    def cell(r: dict) -> str:
+        sp = round_spread(r)
+        return "—" if sp is None else f"{sp:.1%}"
+
+    _per_kernel_table(console, results, names,
+                      "round-to-round spread of each kernel's time (slowest / fastest round - 1)", cell)
 
 
 def run(request, console) -> dict:
