@@ -45,3 +45,16 @@ def test_round_spread_is_slowest_over_fastest(data_dir):
     line = next(ln for ln in text.splitlines() if "spread" not in ln and ln.lstrip("│ ").startswith("4096,4096,4096,1")
                 and "%" in ln)
     assert f"{round_spread(row):.1%}" in line
+
+
+def test_cycle_spread_separates_the_clock_from_the_kernel():
+    from bsprof.analyzers.bench_rows import cycle_spread
+
+    # the same cycles at two clocks: the time moves 10%, the cycles do not
+    clock = {"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1650.0, 1500.0]}
+    assert abs(round_spread(clock) - 0.1) < 1e-12 and abs(cycle_spread(clock)) < 1e-12
+    # the same clock, 10% more cycles
+    kernel = {"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, 1500.0]}
+    assert abs(cycle_spread(kernel) - 0.1) < 1e-12
+    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # benches before 13:45
+    assert cycle_spread({"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, None]}) is None

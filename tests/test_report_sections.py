@@ -187,3 +187,19 @@ def test_model_projection_sentence_and_table():
     html, _ = build([d])
     assert doc["sentence"].split(":")[0] in html
     assert f"{doc['deterministic']['wall_ratio']:.4f}" in html
+
+
+def test_bench_round_spread_shows_cycles_when_the_bench_kept_per_round_clocks(tmp_path):
+    # the shipped bench (13:10) predates per-round clocks; give its optimized row the clock of each
+    # round such that its cycles did not move: the time's spread stays, the cycles' is 0.0%
+    d = json.loads((_sample("bench_h100") / "bench.json").read_text())
+    row = d["results"][0]["rows"][0]
+    ms = row["ms_rounds"]
+    row["sm_mhz_rounds"] = [1500.0 * min(ms) / t for t in ms]
+    run = tmp_path / "bench_run"
+    run.mkdir()
+    (run / "bench.json").write_text(json.dumps(d))
+    html, _ = build([run])
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 9\.5% \(0\.0%\) 1\.66e-03", text)
+    assert "time × the SM clock" in text

@@ -15,8 +15,22 @@ def column_labels(rows: list[dict]) -> list[str]:
     return out
 
 
+def _spread(values: list) -> float | None:
+    vals = [x for x in values if isinstance(x, (int, float)) and x == x]
+    return max(vals) / min(vals) - 1 if len(vals) > 1 and min(vals) > 0 else None
+
+
 def round_spread(row: dict) -> float | None:
     """Slowest over fastest round, minus one (None without several rounds): how far one pass of this
     kernel can move, so how large a difference one run can decide."""
-    ms = [x for x in row.get("ms_rounds") or [] if isinstance(x, (int, float))]
-    return max(ms) / min(ms) - 1 if len(ms) > 1 and min(ms) > 0 else None
+    return _spread(row.get("ms_rounds") or [])
+
+
+def cycle_spread(row: dict) -> float | None:
+    """The same over each round's cycles (its time times the SM clock read while it ran), None
+    without per-round clocks. Small beside ``round_spread``: the rounds moved with the clock (the
+    power cap); as large: the kernel itself ran a different number of cycles."""
+    ms, mhz = row.get("ms_rounds") or [], row.get("sm_mhz_rounds") or []
+    if len(ms) != len(mhz):
+        return None
+    return _spread([t * f for t, f in zip(ms, mhz) if isinstance(t, (int, float)) and isinstance(f, (int, float))])

@@ -3,14 +3,16 @@
 Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.json``): ``family``, ``variant``,
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
 median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watts``,
-``clock_limiters``, ``flop_per_sm_cycle``) and ``skipped`` (peers that could not run, with why).
+``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and, since
+13:45 on 2026-11-23, ``sm_mhz_rounds`` / ``watts_rounds``) and ``skipped`` (peers that could not
+run, with why).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bsprof.analyzers.bench_rows import column_labels, round_spread
+from bsprof.analyzers.bench_rows import column_labels, cycle_spread, round_spread
 from bsprof.profile.sensors import clock_cells
 from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
@@ -106,7 +108,8 @@ def peers_table(run: Run) -> Section | None:
         if clocks:
             line += clock_cells(r)
         if any(x is not None for x in spreads):
-            line.append("—" if spread is None else f"{spread:.1%}")
+            cyc = cycle_spread(r)
+            line.append("—" if spread is None else f"{spread:.1%}" + ("" if cyc is None else f" ({cyc:.1%})"))
         line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
         body.append(line)
     head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]
@@ -125,8 +128,10 @@ def peers_table(run: Run) -> Section | None:
                      "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
                      "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."))
     if any(x is not None for x in spreads):
-        sec.add(note("round spread: slowest over fastest of the interleaved rounds, minus one. A difference "
-                     "between two kernels smaller than their spreads is not one a single run decides."))
+        sec.add(note("round spread: slowest over fastest of the interleaved rounds, minus one (in brackets the "
+                     "same over each round's cycles, time × the SM clock it ran at, where the bench kept "
+                     "per-round clocks: small beside the time's spread, the rounds moved with the clock). A "
+                     "difference between two kernels smaller than their spreads is not one a single run decides."))
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))

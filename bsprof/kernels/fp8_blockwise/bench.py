@@ -158,6 +158,11 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
         if len(got) > 1:
             row["ms_rounds"] = [r[0] for r in got]
+            # the clock of every round, not just the median's: a round that ran slow at the same
+            # clock lost cycles; one that ran slow at a lower clock lost the clock
+            if any(r[1].get("sm_mhz") for r in got):
+                row["sm_mhz_rounds"] = [r[1].get("sm_mhz") for r in got]
+                row["watts_rounds"] = [r[1].get("watts") for r in got]
         rows.append(row)
     base = {r["name"]: r for r in rows}.get("cublas_blockwise")
     for r in rows:
@@ -262,14 +267,15 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
 def print_spread(console, results: list[dict], names: list[str]) -> None:
     """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
     kernels smaller than this is not one a single run decides."""
-    from bsprof.analyzers.bench_rows import round_spread
+    from bsprof.analyzers.bench_rows import cycle_spread, round_spread
 
     def cell(r: dict) -> str:
-        sp = round_spread(r)
-        return "—" if sp is None else f"{sp:.1%}"
+        sp, cyc = round_spread(r), cycle_spread(r)
+        return "—" if sp is None else f"{sp:.1%}" + ("" if cyc is None else f" ({cyc:.1%})")
 
     _per_kernel_table(console, results, names,
-                      "round-to-round spread of each kernel's time (slowest / fastest round - 1)", cell)
+                      "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
+                      "(in brackets: of its cycles, time x SM clock of each round)", cell)
 
 
 def run(request, console) -> dict:
