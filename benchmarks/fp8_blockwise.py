@@ -43,6 +43,8 @@ def main(argv=None) -> int:
                     help="time every kernel this many times, interleaved, and keep each one's median round")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--peers-graph", action="store_true",
+                    help="launch the peers as CUDA-graph replays too (ours always are), so every kernel pays the same launch path")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
                           iters=3 if args.check_only else args.iters, check=True,
                           peers=not (args.check_only or args.no_peers),
                           warmup_s=0.0 if args.check_only else args.warmup_s,
-                          rounds=1 if args.check_only else args.rounds)
+                          rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph)
         except BsprofError as exc:
             console.print(f"[red]{mnkl}: {exc}[/red]")
             failed = True

@@ -58,3 +58,23 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
     assert abs(cycle_spread(kernel) - 0.1) < 1e-12
     assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # benches before 13:45
     assert cycle_spread({"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, None]}) is None
+
+
+def test_each_kernels_launch_path_is_printed(data_dir):
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    assert "launched as" not in _printed(res)          # the 13:10 bench predates the field
+    res = copy.deepcopy(res)
+    for r in res:
+        for row in r["rows"]:
+            row["launch"] = "graph" if row["ours"] else "eager"
+    text = _printed(res)
+    assert "launched as: optimized graph" in text and "deepgemm eager" in text
+
+
+def test_bench_script_offers_graph_launched_peers():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "benchmarks/fp8_blockwise.py", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--peers-graph" in out

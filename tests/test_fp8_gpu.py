@@ -115,3 +115,13 @@ def test_pingpong_timing_build_is_recognised_as_pingpong():
     eq = solve(params)
     # 8 K blocks of K-loop against a short epilogue: the tensor cores bind, with slack
     assert eq.binding == "producer" and eq.deficit > 0
+
+
+def test_bench_launches_peers_through_graphs_when_asked():
+    from bsprof.kernels.fp8_blockwise.bench import measure
+
+    res = measure((1024, 1024, 1024, 1), ("optimized",), warmup=2, iters=5, warmup_s=0.0, peers_graph=True)
+    how = {r["name"]: r["launch"] for r in res["rows"]}
+    assert how["optimized"] == "graph" and how["cublas_blockwise"] == "graph"
+    assert set(how.values()) <= {"graph", "eager"}
+    assert all(isinstance(r["rel_err"], float) and r["rel_err"] < 1e-2 for r in res["rows"] if r["rel_err"] is not None)

@@ -40,12 +40,35 @@ def _row(name: str, ours: bool, ms: float, flops: float, err, clocks: dict, num_
 
 
 def _graphed(p):
-    """Our kernel as a one-launch CUDA graph replay: an eager CuTe DSL launch costs the host
-    ~125 us, so back-to-back eager launches leave the GPU idle between them and it runs cooler
-    (higher clocks) than a peer launched back to back. Eager when the build cannot be captured."""
+    """Our kernel as a one-launch CUDA graph replay, and how it is launched: an eager CuTe DSL
+    launch costs the host ~125 us, so back-to-back eager launches leave the GPU idle between them
+    and it runs cooler (higher clocks) than a peer launched back to back. Eager when the build
+    cannot be captured."""
     from bsprof.profile.timing_capture import graph_launcher
 
-    return graph_launcher(p, 1) or p.launch
+    fn = graph_launcher(p, 1)
+    return (fn, "graph") if fn else (p.launch, "eager")
+
+
+def _torch_graphed(fn):
+    """A peer (a torch call) as a one-launch CUDA graph replay, so it is launched the way ours is;
+    eager when it cannot be captured."""
+    import torch
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()                          # lazy set-up (JIT, workspace) outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            fn()
+        torch.cuda.synchronize()
+    except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
+        torch.cuda.synchronize()
+        return fn, "eager"
+    return graph.replay, "graph"
 
 
 def _peer_fns(ops, mnkl):
@@ -105,12 +128,14 @@ def _peer_fns(ops, mnkl):
 
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
-            warmup_s: float = 0.3, rounds: int = 1) -> dict:
+            warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = False) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
     the median round: one pass moves a kernel by +-4% under the power cap, more than the
-    changes an A/B decides on, and interleaving spreads the drift over every kernel alike."""
+    changes an A/B decides on, and interleaving spreads the drift over every kernel alike.
+    Ours run as CUDA-graph replays; ``peers_graph`` launches the peers that way too (each row
+    says how it was launched)."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
@@ -122,7 +147,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     sensors = torch_device_sensors()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     first = None
-    timed: list[tuple[str, bool, object, object]] = []     # (name, ours, launch fn, rel. error)
+    timed: list[tuple[str, bool, tuple, object]] = []     # (name, ours, (launch fn, how), rel. error)
     for spec in variants:
         v, over = parse_spec(spec)
         p = prepare(v, mnkl, seed=seed, **{**(config or {}), **over})
@@ -146,16 +171,17 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                     err = rel_error(out.unsqueeze(0), ref)
                 except BsprofError as exc:
                     err = f"{exc}"
-            timed.append((name, False, fn, err))
+            timed.append((name, False, _torch_graphed(fn) if peers_graph else (fn, "eager"), err))
     # by position, not name: the same spec twice is how one measures the noise floor
     runs: list[list] = [[] for _ in timed]
     for _ in range(max(1, rounds)):
-        for (_name, _ours, fn, _err), got in zip(timed, runs):
+        for (_name, _ours, (fn, _how), _err), got in zip(timed, runs):
             got.append(time_fn(fn, warmup, iters, warmup_s, sensors))
     rows = []
-    for (name, ours, _fn, err), got in zip(timed, runs):
+    for (name, ours, (_fn, how), err), got in zip(timed, runs):
         ms, clocks = _median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
+        row["launch"] = how
         if len(got) > 1:
             row["ms_rounds"] = [r[0] for r in got]
             # the clock of every round, not just the median's: a round that ran slow at the same
@@ -231,6 +257,11 @@ def print_table(console, results: list[dict], title: str) -> None:
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
         print_spread(console, results, names)
+    hows = {}
+    for res in results:
+        hows.update({nm: r["launch"] for nm, r in _by_label(res).items() if r.get("launch")})
+    if hows:
+        console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
     for res in results:
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
