@@ -34,3 +34,10 @@ def cycle_spread(row: dict) -> float | None:
     if len(ms) != len(mhz):
         return None
     return _spread([t * f for t, f in zip(ms, mhz) if isinstance(t, (int, float)) and isinstance(f, (int, float))])
+
+
+def spread_cell(row: dict) -> str:
+    """The round spread as a display string, its cycle spread in brackets where known; "—" without
+    several rounds."""
+    sp, cyc = round_spread(row), cycle_spread(row)
+    return "—" if sp is None else f"{sp:.1%}" + ("" if cyc is None else f" ({cyc:.1%})")

@@ -71,33 +71,42 @@ def raw_launcher(prep):
     return prep.launch
 
 
-def graph_launcher(prep, launches: int):
-    """A callable replaying one CUDA graph of ``launches`` back-to-back launches of ``prep``, or
-    None when the build cannot be captured. A CuTe DSL launch costs the host about as much as a
-    4096^3 kernel runs, so eager back-to-back launches measure the host; a graph replay measures
-    the GPU. The kernel's stream argument (the last) is swapped for the capture stream."""
+def graph_replay(launch_on, launches: int = 1):
+    """A callable replaying one CUDA graph of ``launches`` calls of ``launch_on(stream)`` (each
+    issuing its work on the torch stream it is given), or None when the work cannot be captured.
+    One call runs on that stream first, outside the capture (lazy set-up: modules, JIT, workspace)."""
     import torch
 
-    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
-    if not (callable(fn) and isinstance(args, tuple) and args):
-        return None
     try:
-        import cuda.bindings.driver as drv
-
         side = torch.cuda.Stream()
-        cap_args = (*args[:-1], drv.CUstream(side.cuda_stream))
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            fn(*cap_args)   # first call on this stream outside the capture (lazy module set-up)
+            launch_on(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
             for _ in range(launches):
-                fn(*cap_args)
+                launch_on(side)
         torch.cuda.synchronize()
     except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
         torch.cuda.synchronize()
         return None
     return graph.replay
+
+
+def graph_launcher(prep, launches: int):
+    """A callable replaying one CUDA graph of ``launches`` back-to-back launches of ``prep``, or
+    None when the build cannot be captured. A CuTe DSL launch costs the host about as much as a
+    4096^3 kernel runs, so eager back-to-back launches measure the host; a graph replay measures
+    the GPU. The kernel's stream argument (the last) is swapped for the capture stream."""
+    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    if not (callable(fn) and isinstance(args, tuple) and args):
+        return None
+    try:
+        import cuda.bindings.driver as drv
+    except ImportError:
+        return None
+    return graph_replay(lambda side: fn(*args[:-1], drv.CUstream(side.cuda_stream)), launches)
 
 
 def median_us_graphs(preps: dict, *, rounds: int = 30, launches: int = 10) -> tuple[dict[str, float], str]:

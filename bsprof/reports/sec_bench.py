@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.analyzers.bench_rows import column_labels, cycle_spread, round_spread
+from bsprof.analyzers.bench_rows import column_labels, round_spread, spread_cell
 from bsprof.profile.sensors import clock_cells
 from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
@@ -98,24 +98,23 @@ def peers_table(run: Run) -> Section | None:
     ref = num(mine["ms"]) if mine else None
     # benches since 2026-11-23 11:43 read the clock the kernel ran at (bsprof.profile.sensors)
     clocks = any(num(r.get("sm_mhz")) for r in rows)
-    spreads = [round_spread(r) for r in rows]
+    spreads = any(round_spread(r) is not None for r in rows)
     labels = column_labels(rows)
     body = []
-    for r, label, spread in zip(rows, labels, spreads):
+    for r, label in zip(rows, labels):
         err = r.get("rel_err")
         line = [label, "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
                 fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—"]
         if clocks:
             line += clock_cells(r)
-        if any(x is not None for x in spreads):
-            cyc = cycle_spread(r)
-            line.append("—" if spread is None else f"{spread:.1%}" + ("" if cyc is None else f" ({cyc:.1%})"))
+        if spreads:
+            line.append(spread_cell(r))
         line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
         body.append(line)
     head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]
     if clocks:
         head += ["SM MHz", "board W", "FLOP / SM-cycle"]
-    if any(x is not None for x in spreads):
+    if spreads:
         head.append("round spread")
     head.append("rel. error vs float64")
     rounds = f", median round of {d['rounds']}" if (d.get("rounds") or 1) > 1 else ""
@@ -127,7 +126,7 @@ def peers_table(run: Run) -> Section | None:
         sec.add(note("SM clock and power read from NVML while the timed launches ran (* = the driver named the "
                      "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
                      "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."))
-    if any(x is not None for x in spreads):
+    if spreads:
         sec.add(note("round spread: slowest over fastest of the interleaved rounds, minus one (in brackets the "
                      "same over each round's cycles, time × the SM clock it ran at, where the bench kept "
                      "per-round clocks: small beside the time's spread, the rounds moved with the clock). A "

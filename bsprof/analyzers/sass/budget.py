@@ -162,12 +162,13 @@ def hot_instructions(fa: FunctionAnalysis, n: int = 20) -> list[dict]:
     if fa.stalls is None:
         raise BsprofError(f"{fa.name[:60]}: no stall samples; --hot needs an .ncu-rep with SourceCounters "
                           "(ncu --set full --import-source yes), or --ncu REPORT beside a cubin")
-    total = sum(sum(s.values()) for s in fa.stalls) or 1
+    per = [sum(s.values()) for s in fa.stalls]
+    total = sum(per) or 1
     kloop = {i for lp in fa.kloops for i in lp.instructions}
-    ranked = sorted(range(len(fa.instructions)), key=lambda i: (-sum(fa.stalls[i].values()), i))
+    ranked = sorted(range(len(fa.instructions)), key=lambda i: (-per[i], i))
     out = []
     for i in ranked[:max(0, n)]:
-        samples = sum(fa.stalls[i].values())
+        samples = per[i]
         if not samples:
             break
         ins = fa.instructions[i]

@@ -53,22 +53,10 @@ def _graphed(p):
 def _torch_graphed(fn):
     """A peer (a torch call) as a one-launch CUDA graph replay, so it is launched the way ours is;
     eager when it cannot be captured."""
-    import torch
+    from bsprof.profile.timing_capture import graph_replay
 
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()                          # lazy set-up (JIT, workspace) outside the capture
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-            fn()
-        torch.cuda.synchronize()
-    except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
-        torch.cuda.synchronize()
-        return fn, "eager"
-    return graph.replay, "graph"
+    replay = graph_replay(lambda _side: fn())    # torch calls go to the current (capture) stream
+    return (replay, "graph") if replay else (fn, "eager")
 
 
 def _peer_fns(ops, mnkl):
@@ -298,15 +286,11 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
 def print_spread(console, results: list[dict], names: list[str]) -> None:
     """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
     kernels smaller than this is not one a single run decides."""
-    from bsprof.analyzers.bench_rows import cycle_spread, round_spread
-
-    def cell(r: dict) -> str:
-        sp, cyc = round_spread(r), cycle_spread(r)
-        return "—" if sp is None else f"{sp:.1%}" + ("" if cyc is None else f" ({cyc:.1%})")
+    from bsprof.analyzers.bench_rows import spread_cell
 
     _per_kernel_table(console, results, names,
                       "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
-                      "(in brackets: of its cycles, time x SM clock of each round)", cell)
+                      "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
 
 
 def run(request, console) -> dict:

@@ -74,9 +74,9 @@ def peek_conflict(kw: dict) -> str | None:
     return None
 
 
-# variant defaults that give way to overrides they do not combine with (asked for explicitly,
-# the kernel refuses the combination instead); checked in this order
-_YIELDING = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
+# switches and what they cannot combine with: a variant's default gives way to an override it does
+# not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
+KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
              ("epi_split", epi_split_conflict))
 
 
@@ -111,7 +111,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
-    for knob, conflict in _YIELDING:
+    for knob, conflict in KNOB_CONFLICTS:
         if knob not in (config or {}) and out.get(knob) and conflict(out):
             out[knob] = False
     return out

@@ -67,12 +67,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import (
-    epi_split_conflict,
-    peek_conflict,
-    sfa_tma_conflict,
-    sfb_tma_conflict,
-)
+from bsprof.kernels.fp8_blockwise.config import KNOB_CONFLICTS
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -135,10 +130,14 @@ class Fp8BlockwiseGemm:
                                        or sfb_smem or epilogue == "tma_tile"):
             raise ValueError("schedule='pingpong' takes tile_m=128, promote='serial', cluster 1x1, "
                              "sfb_smem=0 and epilogue 'direct' or 'tma'")
-        conflict = sfa_tma and sfa_tma_conflict(dict(cluster_m=cluster_m, cluster_n=cluster_n,
-                                                     schedule=schedule, promote=promote))
-        if conflict:
-            raise ValueError(f"sfa_tma does not combine with {conflict}; add sfa_tma=0")
+        if epi_split == "auto":
+            raise ValueError("epi_split='auto' is resolved per problem by the launcher; pass 0 or 1")
+        args = dict(schedule=schedule, promote=promote, tile_n=tile_n, epilogue=epilogue, sfb_ahead=sfb_ahead,
+                    sfa_tma=sfa_tma, sfb_tma=sfb_tma, peek=peek, epi_split=epi_split)
+        for name, conflict in KNOB_CONFLICTS:
+            why = args[name] and conflict(args)
+            if why:
+                raise ValueError(f"{name} does not combine with {why}; add {name}=0")
         self.tile_n = tile_n
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
@@ -192,11 +191,6 @@ class Fp8BlockwiseGemm:
         # the B scale of each stage rides its TMA too (a 16-byte box of 4 K blocks' scales): no
         # per-tile stash, so the tile start has no named barrier and no global load
         self.sfb_tma = bool(sfb_tma)
-        knobs = dict(sfa_tma=sfa_tma, promote=promote, tile_n=tile_n, sfb_ahead=sfb_ahead)
-        for name, on, conflict in (("sfb_tma", sfb_tma, sfb_tma_conflict), ("peek", peek, peek_conflict)):
-            why = on and conflict(knobs)
-            if why:
-                raise ValueError(f"{name} does not combine with {why}; add {name}=0")
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -219,12 +213,7 @@ class Fp8BlockwiseGemm:
         # coop: each warpgroup stores its own 64 rows of a wave (its own smem ring, store warp and
         # named barrier, as ping-pong does), so nothing ties the two warpgroups together at a tile
         # end and one's epilogue can run while the other is still in its K-loop
-        if epi_split == "auto":
-            raise ValueError("epi_split='auto' is resolved per problem by the launcher; pass 0 or 1")
         self.epi_split = bool(epi_split)
-        why = self.epi_split and epi_split_conflict(dict(schedule=schedule, epilogue=epilogue))
-        if why:
-            raise ValueError(f"epi_split does not combine with {why}; add epi_split=0")
         self.epi_per_wg = self.pingpong or self.epi_split
         self.epi_rows = 64 if self.epi_per_wg else self.wave_m
         # threads that store one C tile: one warpgroup (ping-pong, epi_split) or both
