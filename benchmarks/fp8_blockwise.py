@@ -43,8 +43,15 @@ def main(argv=None) -> int:
                     help="time every kernel this many times, interleaved, and keep each one's median round")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--peers-graph", action="store_true",
-                    help="launch the peers as CUDA-graph replays too (ours always are), so every kernel pays the same launch path")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--peers-graph", dest="peers_graph", action="store_true", default=True,
+                     help="launch the peers as CUDA-graph replays, as ours always are (the default: every "
+                          "kernel pays the same launch path)")
+    how.add_argument("--peers-eager", dest="peers_graph", action="store_false",
+                     help="launch the peers as eager torch calls instead")
+    ap.add_argument("--launch-gaps", action="store_true",
+                    help="also trace 30 launches of every kernel with CUPTI (torch.profiler): its GPU "
+                         "duration and the idle gap before it")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
@@ -62,7 +69,8 @@ def main(argv=None) -> int:
                           iters=3 if args.check_only else args.iters, check=True,
                           peers=not (args.check_only or args.no_peers),
                           warmup_s=0.0 if args.check_only else args.warmup_s,
-                          rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph)
+                          rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
+                          launch_gaps=args.launch_gaps and not args.check_only)
         except BsprofError as exc:
             console.print(f"[red]{mnkl}: {exc}[/red]")
             failed = True

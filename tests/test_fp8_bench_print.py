@@ -62,13 +62,17 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
 
 def test_each_kernels_launch_path_is_printed(data_dir):
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
-    assert "launched as" not in _printed(res)          # the 13:10 bench predates the field
+    text = _printed(res)                               # the 14:25 bench ran with --peers-graph
+    assert "launched as: optimized graph" in text and "deepgemm graph" in text
     res = copy.deepcopy(res)
     for r in res:
         for row in r["rows"]:
             row["launch"] = "graph" if row["ours"] else "eager"
-    text = _printed(res)
-    assert "launched as: optimized graph" in text and "deepgemm eager" in text
+    assert "deepgemm eager" in _printed(res)
+    for r in res:                                      # benches before 14:00 had no such field
+        for row in r["rows"]:
+            del row["launch"]
+    assert "launched as" not in _printed(res)
 
 
 def test_bench_script_offers_graph_launched_peers():
@@ -77,4 +81,4 @@ def test_bench_script_offers_graph_launched_peers():
 
     out = subprocess.run([sys.executable, "benchmarks/fp8_blockwise.py", "--help"], capture_output=True,
                          text=True, check=True).stdout
-    assert "--peers-graph" in out
+    assert "--peers-graph" in out and "--peers-eager" in out

@@ -82,7 +82,7 @@ def test_compute_sanitizer_clean(tool, tmp_path):
         pytest.skip("compute-sanitizer not on PATH")
     code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
             "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}),\n"
-            "              ('optimized', {'epi_split': True})):\n"
+            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
             "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
             "    assert p.check() < 1e-2\n")
     env = dict(os.environ)
@@ -125,3 +125,12 @@ def test_bench_launches_peers_through_graphs_when_asked():
     assert how["optimized"] == "graph" and how["cublas_blockwise"] == "graph"
     assert set(how.values()) <= {"graph", "eager"}
     assert all(isinstance(r["rel_err"], float) and r["rel_err"] < 1e-2 for r in res["rows"] if r["rel_err"] is not None)
+
+
+def test_bench_traces_kernel_time_and_launch_gap_with_cupti():
+    from bsprof.kernels.fp8_blockwise.bench import measure
+
+    res = measure((2048, 2048, 2048, 1), ("optimized",), warmup=2, iters=10, warmup_s=0.05, launch_gaps=True)
+    for r in res["rows"]:
+        # the kernel alone is shorter than its event-timed launch, and something idles between launches
+        assert 0 < r["kernel_us"] < r["ms"] * 1e3 * 1.5 and r["gap_us"] > 0, r

@@ -85,7 +85,8 @@ def test_variant_resolution_and_cli_knobs():
     assert opt["tile_m"] == 256 and opt["epilogue"] == "tma"
     base = cfg.resolve("baseline", {"mma_tiler": (256, 128), "cluster": (1, 2)})
     assert base["tile_m"] == 256 and base["cluster_n"] == 2
-    for bad in ({"mma_tiler": (64, 128)}, {"cluster": (2, 2)}, {"sf_vec": 16}, {"bogus": 1},
+    assert cfg.resolve("optimized", {"cluster": (2, 2)})["cluster_m"] == 2    # A and B multicast
+    for bad in ({"mma_tiler": (64, 128)}, {"cluster": (4, 1)}, {"sf_vec": 16}, {"bogus": 1},
                 {"c_dtype": "Float16"}):
         with pytest.raises(BsprofError):
             cfg.resolve("optimized", bad)
@@ -101,6 +102,25 @@ def test_grid_for_the_persistent_scheduler():
     assert grid_ctas((4096, 4096, 4096, 1), dict(kw, cluster_n=1), 132) == (132, 4)
     base = cfg.resolve("baseline")
     assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
+
+
+def test_balanced_grid_keeps_the_waves_with_fewer_ctas():
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs, balanced_clusters
+
+    kw = cfg.resolve("optimized")
+    for mnkl in ((4096, 4096, 4096, 1), (8192, 8192, 1024, 1), (8192, 8192, 8192, 1)):
+        k = dict(kw)
+        _check_knobs_fit(k, mnkl, static=True)
+        # 512 or 2,048 tiles: 66 pairs leave 16 CTAs idle in the last wave, 64 pairs none
+        assert balanced_clusters(mnkl, k, 66) == 64
+        assert grid_ctas(mnkl, k, 64)[1] == grid_ctas(mnkl, k, 66)[1]
+        assert grid_ctas(mnkl, k, 63)[1] > grid_ctas(mnkl, k, 66)[1]
+    # 12 x 22 tiles = 132 pairs' worth: two full waves on 66 pairs, nothing to give back
+    assert balanced_clusters((3072, 2816, 1024, 1), dict(kw, swizzle=1), 66) == 66
+    assert balanced_clusters((256, 256, 256, 1), kw, 66) == 1
+    # a launch option: the kernel never sees it
+    assert cfg.resolve("optimized", {"balance_grid": True})["balance_grid"]
+    assert "balance_grid" not in _kernel_kwargs("optimized", {"balance_grid": True}, False, 0, 0)
 
 
 def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
@@ -220,8 +240,10 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, _check_knobs_fit
 
-    opt = cfg.resolve("optimized", {"epi_split": "auto"})
-    assert not cfg.resolve("optimized").get("epi_split")         # a switch until it passes the sanitizers
+    opt = cfg.resolve("optimized")
+    assert opt["epi_split"] == "auto"           # optimized decides per problem (#35)
+    # an epilogue that cannot be split makes the variant's default give way
+    assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
     for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):
         kw = dict(opt)
         _check_knobs_fit(kw, (8192, 8192, k, 1), static=True)

@@ -175,6 +175,21 @@ def test_a_multicast_across_the_cluster_pair(built):
     assert mcast and mcast * 6 == len(ops) * 2      # per stage: 2 multicast A + 3 scale boxes + B
 
 
+def test_two_by_two_cluster_multicasts_a_and_b(tmp_path):
+    # cluster 2x2 (a switch, docs/optimizations.md #36): B is multicast down the cluster column as
+    # A is along its row, so per stage 3 of the 6 TMA loads are multicast; each consumer warp
+    # releases the stage on the 3 CTAs that wrote into it (the diagonal one did not)
+    (c22,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(1024, 1024, 1024, 1),
+                                                       cluster_m=2))
+    producer = max((lp for lp in c22.loops), key=lambda lp: sum(
+        c22.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions))
+    ops = [c22.instructions[i].opcode for i in producer.own_instructions
+           if c22.instructions[i].opcode.startswith("UTMALDG")]
+    mcast = sum(op.startswith("UTMALDG.2D.MULTICAST") for op in ops)
+    assert mcast and mcast * 2 == len(ops)
+    assert not c22.features["register_spills"].present
+
+
 def test_b_scales_loaded_a_tile_ahead(tmp_path, built):
     # sfb_ahead (a switch, off: docs/optimizations.md #29): the tile start keeps one of its two
     # named barriers, and the next tile's B-scale load is issued early instead of waited for
@@ -201,16 +216,20 @@ def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built)
     assert opt.count("LDG") == 0 and base.count("LDG") > 0
     kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
     assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
-    # what remains of the named barriers is the epilogue's: 2 per 128x32 sub-tile, 8 sub-tiles
-    assert named_barriers(opt) == 16
+    # no named barrier of both warpgroups is left (the tile start had two); what remains is the
+    # per-warpgroup epilogue's (#35): 2 per 64x32 sub-tile, 8 sub-tiles, 128 threads each
+    assert named_barriers(opt) == 0
+    assert sum(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80")
+               for ins in opt.instructions) == 16
 
 
 def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, built):
-    # epi_split (docs/optimizations.md #35): each consumer warpgroup stores its own 64 rows through
-    # its own ring, so no barrier of both warpgroups is left; each syncs its own epilogue (2 named
-    # barriers of 128 threads per 64x32 sub-tile, 8 sub-tiles a tile) and issues its own stores
-    _, opt = built("optimized")
-    (split,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_split=True))
+    # epi_split (docs/optimizations.md #35, on in optimized up to K = 4096): each consumer
+    # warpgroup stores its own 64 rows through its own ring, so no barrier of both warpgroups is
+    # left; each syncs its own epilogue (2 named barriers of 128 threads per 64x32 sub-tile, 8
+    # sub-tiles a tile) and issues its own stores
+    _, split = built("optimized")
+    (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_split=False))
 
     def bars(fa, threads):
         return [ins for ins in fa.instructions if ins.opcode.startswith("BAR.SYNC")

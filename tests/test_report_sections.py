@@ -10,9 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from bsprof.analyzers.bench_rows import cycle_spread, round_spread
 from bsprof.reports.artifacts import discover, identity
 from bsprof.reports.build import build
 from bsprof.reports.samples import RUN as SAMPLES
+
+
+def _bench_rows() -> list[dict]:
+    """The shipped H100 bench's rows of its first problem (4096^3)."""
+    return json.loads((_sample("bench_h100") / "bench.json").read_text())["results"][0]["rows"]
+
+
+def _row_pattern(row: dict, cycles: float | None) -> str:
+    """How the report's bench table prints ``row`` (our subject: 1.000x itself), as a regex."""
+    star = " *" if "power cap" in (row.get("clock_limiters") or []) else ""
+    spread = f"{round_spread(row):.1%}" + (f" ({cycles:.1%})" if cycles is not None else "")
+    cells = (f"{row['tflops']:,.1f} 1.000× {row['sm_mhz']:,.0f}{star} {row['watts']:.0f} "
+             f"{row['flop_per_sm_cycle']:,.0f} {spread} {row['rel_err']:.2e}")
+    return re.escape(row["name"]) + r" bsprof [\d.,]+ " + re.escape(cells)
 
 
 def _sample(name: str) -> Path:
@@ -97,10 +112,11 @@ def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_benc
     assert "measured in one process on the same inputs" in text
     for peer in ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm"):
         assert f"{peer} peer" in text
-    # ... with the clock each kernel ran at (the 13:10 run: every kernel power-capped) and the
-    # interleaved rounds the medians come from
+    # ... with the clock each kernel ran at (the 14:25 run: every kernel power-capped), the
+    # interleaved rounds the medians come from and their spread in time and in cycles
     assert "FLOP / SM-cycle" in text and "median round of 5" in text
-    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 9\.5% 1\.66e-03", text)
+    row = _bench_rows()[0]
+    assert re.search(_row_pattern(row, cycle_spread(row)), text)
     assert "round spread" in text
 
 
@@ -190,16 +206,38 @@ def test_model_projection_sentence_and_table():
 
 
 def test_bench_round_spread_shows_cycles_when_the_bench_kept_per_round_clocks(tmp_path):
-    # the shipped bench (13:10) predates per-round clocks; give its optimized row the clock of each
-    # round such that its cycles did not move: the time's spread stays, the cycles' is 0.0%
+    # give the shipped bench's optimized row the clock of each round such that its cycles did not
+    # move: the time's spread stays, the cycles' is 0.0%
     d = json.loads((_sample("bench_h100") / "bench.json").read_text())
     row = d["results"][0]["rows"][0]
     ms = row["ms_rounds"]
     row["sm_mhz_rounds"] = [1500.0 * min(ms) / t for t in ms]
+    assert cycle_spread(row) < 1e-9 < round_spread(row)
     run = tmp_path / "bench_run"
     run.mkdir()
     (run / "bench.json").write_text(json.dumps(d))
     html, _ = build([run])
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
-    assert re.search(r"optimized bsprof [\d.,]+ 1,142\.6 1\.000× 1,515 \* 689 5,713 9\.5% \(0\.0%\) 1\.66e-03", text)
+    assert re.search(_row_pattern(row, 0.0), text)
     assert "time × the SM clock" in text
+
+
+def test_bench_table_shows_cupti_kernel_time_and_gap_when_traced(tmp_path, data_dir):
+    # rows of a bench run with --launch-gaps carry CUPTI kernel time and gap: give the shipped
+    # bench's DeepGEMM row those of the real 14:24 DeepGEMM trace
+    from bsprof.analyzers.kernel_trace import kernel_spans, launch_summary, load_trace
+
+    d = json.loads((_sample("bench_h100") / "bench.json").read_text())
+    html, _ = build([_sample("bench_h100")])
+    assert "gap µs" not in html
+    dg = launch_summary(kernel_spans(load_trace(data_dir / "h100_trace_deepgemm_4096.json.gz")))
+    for row in d["results"][0]["rows"]:
+        if row["name"] == "deepgemm":
+            row.update(kernel_us=dg["kernel_us"], gap_us=dg["gap_us"])
+    run = tmp_path / "bench_run"
+    run.mkdir()
+    (run / "bench.json").write_text(json.dumps(d))
+    html, _ = build([run])
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "kernel µs (CUPTI)" in text and "gap µs" in text
+    assert f"{dg['kernel_us']:,.1f} {dg['gap_us']:,.1f}" in text

@@ -77,23 +77,27 @@ def compile_to_cubin(
     cached = cache_root() / f"{key}.cubin"
     out_path = Path(out_path)
     if not cached.is_file():
-        _build(entry, kwargs, arch, lineinfo, cached, timeout_s)
+        # the build imports the kernel from where this process found it, not from the caller's
+        # working directory (a copy of the sources there would be what the line info names)
+        root = Path(spec.origin).resolve().parents[module_name.count(".")]
+        _build(entry, kwargs, arch, lineinfo, cached, timeout_s, root)
     if out_path.resolve() != cached.resolve():
         with atomic_path(out_path) as tmp:
             shutil.copyfile(cached, tmp)
     return out_path
 
 
-def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, timeout_s: float) -> None:
+def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, timeout_s: float, root: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bsprof-cute-") as dump:
         env = dict(os.environ)
         env.update(CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="cubin,ptx", CUTE_DSL_DUMP_DIR=dump,
-                   CUTE_DSL_LINEINFO="1" if lineinfo else "0")
+                   CUTE_DSL_LINEINFO="1" if lineinfo else "0",
+                   PYTHONPATH=os.pathsep.join(filter(None, (str(root), env.get("PYTHONPATH")))))
         mod, func = entry.split(":")
         code = (f"import json, sys, importlib; m = importlib.import_module({mod!r}); "
                 f"getattr(m, {func!r})(**json.loads(sys.argv[1]))")
-        proc = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], env=env,
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], env=env, cwd=root,
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -4,7 +4,8 @@ Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.j
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
 median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watts``,
 ``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and, since
-13:45 on 2026-11-23, ``sm_mhz_rounds`` / ``watts_rounds``) and ``skipped`` (peers that could not
+13:45 on 2026-11-23, ``sm_mhz_rounds`` / ``watts_rounds``; with ``--launch-gaps`` ``kernel_us`` /
+``gap_us``) and ``skipped`` (peers that could not
 run, with why).
 """
 
@@ -99,6 +100,8 @@ def peers_table(run: Run) -> Section | None:
     # benches since 2026-11-23 11:43 read the clock the kernel ran at (bsprof.profile.sensors)
     clocks = any(num(r.get("sm_mhz")) for r in rows)
     spreads = any(round_spread(r) is not None for r in rows)
+    # `benchmarks/fp8_blockwise.py --launch-gaps`: CUPTI's kernel duration and the idle gap before it
+    gaps = any(num(r.get("kernel_us")) is not None for r in rows)
     labels = column_labels(rows)
     body = []
     for r, label in zip(rows, labels):
@@ -109,6 +112,8 @@ def peers_table(run: Run) -> Section | None:
             line += clock_cells(r)
         if spreads:
             line.append(spread_cell(r))
+        if gaps:
+            line += [f"{v:,.1f}" if v is not None else "—" for v in (num(r.get("kernel_us")), num(r.get("gap_us")))]
         line.append(f"{err:.2e}" if isinstance(err, float) else (str(err) if err is not None else "—"))
         body.append(line)
     head = ["kernel", "", "median µs", "TFLOP/s", f"speed vs {mine.get('name') if mine else '?'}"]
@@ -116,6 +121,8 @@ def peers_table(run: Run) -> Section | None:
         head += ["SM MHz", "board W", "FLOP / SM-cycle"]
     if spreads:
         head.append("round spread")
+    if gaps:
+        head += ["kernel µs (CUPTI)", "gap µs"]
     head.append("rel. error vs float64")
     rounds = f", median round of {d['rounds']}" if (d.get("rounds") or 1) > 1 else ""
     sec = Section("peers", "")
@@ -131,6 +138,9 @@ def peers_table(run: Run) -> Section | None:
                      "same over each round's cycles, time × the SM clock it ran at, where the bench kept "
                      "per-round clocks: small beside the time's spread, the rounds moved with the clock). A "
                      "difference between two kernels smaller than their spreads is not one a single run decides."))
+    if gaps:
+        sec.add(note("kernel µs and gap µs: CUPTI (torch.profiler) over 30 back-to-back launches, the kernel's GPU "
+                     "duration and the idle time before it; the median µs column is both, timed with CUDA events."))
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))

@@ -5,8 +5,9 @@ with 1x128 / 128x128 scales), cuBLAS tensorwise FP8, bf16 cuBLAS (``torch.matmul
 (``deep_gemm.fp8_gemm_nt``) when it imports. Every kernel is timed the same way: CUDA events around
 each launch, warm L2 (the same operands every iteration), the median of ``iters`` launches, after
 ``warmup_s`` seconds of warm-up so every kernel is measured at the clocks it sustains (a GPU
-fresh from idle boosts higher for a while, which favours whichever kernel is timed first). Our
-kernels launch as one-launch CUDA graphs so they run back to back like the peers.
+fresh from idle boosts higher for a while, which favours whichever kernel is timed first). Every
+kernel, ours and the peers, launches as a one-launch CUDA graph (the peers eagerly on request), so
+all pay the same launch path.
 """
 
 from __future__ import annotations
@@ -116,14 +117,17 @@ def _peer_fns(ops, mnkl):
 
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
-            warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = False) -> dict:
+            warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
+            launch_gaps: bool = False) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
     the median round: one pass moves a kernel by +-4% under the power cap, more than the
     changes an A/B decides on, and interleaving spreads the drift over every kernel alike.
-    Ours run as CUDA-graph replays; ``peers_graph`` launches the peers that way too (each row
-    says how it was launched)."""
+    Ours run as CUDA-graph replays; ``peers_graph`` (the default) launches the peers that way too
+    (the CUPTI launch gap is then 4-5 us for ours and DeepGEMM, 6.3 us for cuBLAS; each row
+    says how it was launched). ``launch_gaps`` also traces 30 launches of every kernel with CUPTI
+    and adds its GPU duration and the gap before it (``kernel_us``, ``gap_us``) to its row."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
@@ -166,10 +170,12 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         for (_name, _ours, (fn, _how), _err), got in zip(timed, runs):
             got.append(time_fn(fn, warmup, iters, warmup_s, sensors))
     rows = []
-    for (name, ours, (_fn, how), err), got in zip(timed, runs):
+    for (name, ours, (fn, how), err), got in zip(timed, runs):
         ms, clocks = _median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
         row["launch"] = how
+        if launch_gaps:
+            row.update(_launch_gap_fields(fn, warmup_s))
         if len(got) > 1:
             row["ms_rounds"] = [r[0] for r in got]
             # the clock of every round, not just the median's: a round that ran slow at the same
@@ -183,6 +189,15 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
                 rounds=max(1, rounds))
+
+
+def _launch_gap_fields(fn, warmup_s: float) -> dict:
+    """The kernel's GPU duration and the launch gap before it (medians over 30 traced launches)."""
+    from bsprof.analyzers.kernel_trace import launch_summary
+    from bsprof.profile.kernel_trace import trace_launches
+
+    summary = launch_summary(trace_launches(fn, 30, warmup_s))
+    return dict(kernel_us=summary["kernel_us"], gap_us=summary["gap_us"])
 
 
 def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
@@ -245,6 +260,8 @@ def print_table(console, results: list[dict], title: str) -> None:
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
         print_spread(console, results, names)
+    if any(r.get("gap_us") is not None for res in results for r in res["rows"]):
+        print_launch_gaps(console, results, names)
     hows = {}
     for res in results:
         hows.update({nm: r["launch"] for nm, r in _by_label(res).items() if r.get("launch")})
@@ -291,6 +308,19 @@ def print_spread(console, results: list[dict], names: list[str]) -> None:
     _per_kernel_table(console, results, names,
                       "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
                       "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
+
+
+def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: its GPU duration and the idle gap before it, from CUPTI (``--launch-gaps``):
+    an event-timed launch is both, and only the first is the kernel's."""
+    def cell(r: dict) -> str:
+        if r.get("kernel_us") is None:
+            return "—"
+        gap = r.get("gap_us")
+        return f"{r['kernel_us']:,.1f} / " + ("—" if gap is None else f"{gap:.1f}")
+
+    _per_kernel_table(console, results, names,
+                      "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)
 
 
 def run(request, console) -> dict:

@@ -21,11 +21,11 @@ VARIANTS: dict[str, dict] = {
     # Since #32-#34: a stage is released by one elected lane per warp, the next stage's barrier
     # is tested before the promotion instead of waited on after it, and B scales ride the stage's
     # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves).
-    # Per-warpgroup epilogues (#35, epi_split=auto: up to K = 4096) measured +2-3% where K-loops
-    # are short in one run; not yet through the GPU tests (sanitizers), so a switch for now
+    # Per-warpgroup epilogues (#35, epi_split=auto: on up to K = 4096, where the tile end is a
+    # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto"),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -37,7 +37,7 @@ VARIANTS: dict[str, dict] = {
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
          "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
-         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split")
+         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split", "balance_grid")
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:
@@ -99,8 +99,8 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out["tile_n"] = tn
         elif key == "cluster":
             cm, cn = val
-            if (cm, cn) not in ((1, 1), (2, 1), (1, 2)):
-                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1, 2,1 and 1,2")
+            if (cm, cn) not in ((1, 1), (2, 1), (1, 2), (2, 2)):
+                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1, 2,1, 1,2 and 2,2")
             out["cluster_m"], out["cluster_n"] = cm, cn
         elif key == "c_dtype":
             if val not in ("BFloat16", "bfloat16"):

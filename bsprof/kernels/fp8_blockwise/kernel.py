@@ -17,7 +17,7 @@ from a per-tile smem stash or global memory. The epilogue is either a direct
 Switches:
 ``tile_m``        128 or 256 (one or two 128-row waves)
 ``tile_n``        64/128/192/256 (192 spills at 232 registers)
-``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A
+``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A, 2x2 both
 ``ab_stage``      depth of the smem ring (0 = as many as the shared-memory budget allows)
 ``epilogue``      "direct" (registers -> global), "tma" (4 x 128x32 smem ring -> TMA store),
                   "tma_tile" (whole tile staged, one TMA burst per tile)
@@ -111,8 +111,8 @@ class Fp8BlockwiseGemm:
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
-        if cluster_m not in (1, 2) or cluster_n not in (1, 2) or cluster_m * cluster_n > 2:
-            raise ValueError(f"cluster must be 1x1, 2x1 or 1x2 (got {cluster_m}x{cluster_n})")
+        if cluster_m not in (1, 2) or cluster_n not in (1, 2):
+            raise ValueError(f"cluster must be 1x1, 2x1, 1x2 or 2x2 (got {cluster_m}x{cluster_n})")
         if tile_m not in (128, 256):
             raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
         if int(swizzle) < 1:
@@ -915,16 +915,23 @@ class Fp8BlockwiseGemm:
 
     @cute.jit
     def _release(self, mainloop_pipeline, state):
-        """Give a stage back to the producer(s): one arrival per warp on every CTA's empty barrier
-        (the cluster's CTAs all read each other's multicast halves)."""
+        """Give a stage back to the producer(s): one arrival per warp on the empty barrier of every
+        CTA whose producer wrote into this stage: the CTAs of this CTA's cluster row (A multicast)
+        and column (B multicast); in a 2x2 cluster, not the diagonal one."""
         if cutlass.const_expr(self.elect_release):
             bar = mainloop_pipeline.consumer_get_barrier(state)
             with cute.arch.elect_one():
                 if cutlass.const_expr(self.cluster_m * self.cluster_n == 1):
                     cute.arch.mbarrier_arrive(bar)
-                else:
-                    for r in cutlass.range_constexpr(self.cluster_m * self.cluster_n):
+                elif cutlass.const_expr(self.cluster_m * self.cluster_n == 2):
+                    for r in cutlass.range_constexpr(2):
                         cute.arch.mbarrier_arrive(bar, r)
+                else:
+                    # ranks are column-major over (cluster_m, cluster_n): rank = m + 2 n
+                    me = cute.arch.block_idx_in_cluster()
+                    for r in cutlass.range_constexpr(4):
+                        if (r % 2 == me % 2) or (r // 2 == me // 2):
+                            cute.arch.mbarrier_arrive(bar, r)
         else:
             mainloop_pipeline.consumer_release(state)
 

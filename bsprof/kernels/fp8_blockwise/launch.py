@@ -20,6 +20,7 @@ KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (
 def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
     kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
+    kw.pop("balance_grid", None)    # a launch option (how many CTAs), see balanced_clusters
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
@@ -223,6 +224,20 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
                               "run with sfb_smem=0 (or static_shapes=1)")
 
 
+def balanced_clusters(mnkl, kw: dict, max_active_clusters: int) -> int:
+    """The fewest clusters that run the problem in as many waves as ``max_active_clusters`` do.
+    512 tiles on 66 pairs take 4 waves with 16 CTAs idle in the last; 64 pairs take the same 4
+    waves with none idle, and under the power cap the 4 SMs left out give their power to the
+    clock of the others."""
+    waves = grid_ctas(mnkl, kw, max_active_clusters)[1]
+    best = max_active_clusters
+    for clusters in range(max_active_clusters - 1, 0, -1):
+        if grid_ctas(mnkl, kw, clusters)[1] > waves:
+            break
+        best = clusters
+    return best
+
+
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
     m, n, _, l = mnkl
@@ -265,6 +280,8 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     ops = make_operands(mnkl, seed=seed)
     max_active = _max_active(kw)
+    if cfg.resolve(variant, config).get("balance_grid"):
+        max_active = balanced_clusters(mnkl, kw, max_active)
     ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
     if timing:
