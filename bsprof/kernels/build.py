@@ -92,11 +92,11 @@ def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, time
     with tempfile.TemporaryDirectory(prefix="bsprof-cute-") as dump:
         env = dict(os.environ)
         env.update(CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="cubin,ptx", CUTE_DSL_DUMP_DIR=dump,
-                   CUTE_DSL_LINEINFO="1" if lineinfo else "0",
-                   PYTHONPATH=os.pathsep.join(filter(None, (str(root), env.get("PYTHONPATH")))))
+                   CUTE_DSL_LINEINFO="1" if lineinfo else "0")
         mod, func = entry.split(":")
         code = (f"import json, sys, importlib; m = importlib.import_module({mod!r}); "
                 f"getattr(m, {func!r})(**json.loads(sys.argv[1]))")
+        # `python -c` imports from its working directory first: run it where the kernel was found
         proc = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], env=env, cwd=root,
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from typing import Callable
 
 
@@ -17,24 +16,17 @@ def trace_launches(fn: Callable[[], object], launches: int = 30, warmup_s: float
     import torch
 
     from bsprof.analyzers.kernel_trace import kernel_spans, load_trace
+    from bsprof.profile.timer import launch_times_ms
 
     calls = 0
+
+    def counted() -> None:
+        nonlocal calls
+        calls += 1
+        fn()
+
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        while True:
-            for _ in range(10):
-                fn()
-            calls += 10
-            torch.cuda.synchronize()
-            if time.perf_counter() - t0 >= warmup_s:
-                break
-        for _ in range(launches):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-        calls += launches
-        torch.cuda.synchronize()
+        launch_times_ms(counted, 10, launches, warmup_s)
     if keep:
         path = os.fspath(keep)
     else:

@@ -227,8 +227,8 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
 def balanced_clusters(mnkl, kw: dict, max_active_clusters: int) -> int:
     """The fewest clusters that run the problem in as many waves as ``max_active_clusters`` do.
     512 tiles on 66 pairs take 4 waves with 16 CTAs idle in the last; 64 pairs take the same 4
-    waves with none idle, and under the power cap the 4 SMs left out give their power to the
-    clock of the others."""
+    waves with none idle, and under the power cap the 4 SMs left out might give their power to
+    the clock of the others (measured neutral on the H100: docs/optimizations.md #37)."""
     waves = grid_ctas(mnkl, kw, max_active_clusters)[1]
     best = max_active_clusters
     for clusters in range(max_active_clusters - 1, 0, -1):
@@ -270,6 +270,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
+    balance = bool(config.pop("balance_grid", cfg.VARIANTS.get(variant, {}).get("balance_grid", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
     kw.pop("static_shapes", None)
     _check_knobs_fit(kw, mnkl, static)
@@ -280,7 +281,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     ops = make_operands(mnkl, seed=seed)
     max_active = _max_active(kw)
-    if cfg.resolve(variant, config).get("balance_grid"):
+    if balance:
         max_active = balanced_clusters(mnkl, kw, max_active)
     ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
