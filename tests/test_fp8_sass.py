@@ -269,3 +269,19 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
     assert any(ins.opcode.startswith("SYNCS.ARRIVE") for ins in body[:at])
     assert sum(ins.opcode.startswith("FFMA") for ins in body[at:]) >= 8    # ptxas leaves ~18 after it
     assert not opt.features["register_spills"].present
+
+
+def test_unrolled_kloop_takes_two_k_blocks_per_trip(tmp_path, built):
+    # kloop_unroll=2 (docs/optimizations.md #38, a switch, off): the staged K-loop body holds two
+    # K blocks (16 QGMMA, two full-barrier tests) and still fits the registers
+    _, opt = built("optimized")
+    (unrolled,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, kloop_unroll=2))
+    assert _inner_kloop(opt).own_mma == 8 and _inner_kloop(unrolled).own_mma == 16
+
+    def tests(fa):
+        return [i for i in _inner_kloop(fa).own_instructions
+                if fa.instructions[i].opcode.startswith("SYNCS.PHASECHK") and not fa.instructions[i].guard
+                and "TRYWAIT" not in fa.instructions[i].opcode]
+
+    assert len(tests(unrolled)) == 2 * len(tests(opt)) == 2
+    assert not unrolled.features["register_spills"].present

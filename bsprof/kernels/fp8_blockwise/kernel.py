@@ -62,6 +62,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.memory
 import cutlass.pipeline as pipeline
+import cutlass.tensor_utils as tensor_utils
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
@@ -108,6 +109,7 @@ class Fp8BlockwiseGemm:
         peek: bool = False,
         sfb_tma: bool = False,
         epi_split: bool = False,
+        kloop_unroll: int = 1,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -191,6 +193,9 @@ class Fp8BlockwiseGemm:
         # the B scale of each stage rides its TMA too (a 16-byte box of 4 K blocks' scales): no
         # per-tile stash, so the tile start has no named barrier and no global load
         self.sfb_tma = bool(sfb_tma)
+        # the staged K-loop unrolled (DeepGEMM unrolls 8-way): lets ptxas schedule one block's
+        # barrier test and scale reads among the previous block's promotion
+        self.kloop_unroll = int(kloop_unroll)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -282,9 +287,9 @@ class Fp8BlockwiseGemm:
         self.a_dtype = a.element_type
         self.b_dtype = b.element_type
         self.c_dtype = c.element_type
-        self.a_layout = utils.LayoutEnum.from_tensor(a)
-        self.b_layout = utils.LayoutEnum.from_tensor(b)
-        self.c_layout = utils.LayoutEnum.from_tensor(c)
+        self.a_layout = tensor_utils.LayoutEnum.from_tensor(a)
+        self.b_layout = tensor_utils.LayoutEnum.from_tensor(b)
+        self.c_layout = tensor_utils.LayoutEnum.from_tensor(c)
         self._setup()
 
         a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, 0))
@@ -995,7 +1000,7 @@ class Fp8BlockwiseGemm:
                                                mainloop_pipeline, read_state, sc0, split, False)
             first = 1
         landed = cutlass.Boolean(False)
-        for kb in range(first, k_tile_cnt):
+        for kb in cutlass.range(first, k_tile_cnt, unroll=self.kloop_unroll):
             if cutlass.const_expr(self.peek):
                 mainloop_pipeline.consumer_wait(read_state, landed)
             else:

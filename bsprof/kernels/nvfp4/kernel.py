@@ -29,6 +29,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+import cutlass.tensor_utils as tensor_utils
 import cutlass.utils as utils
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as bs_layout
@@ -84,7 +85,7 @@ class Nvfp4Gemm:
         self.tmem_cols = cute.arch.get_max_tmem_alloc_cols("sm_100")
         self.a_major = OperandMajorMode.K
         self.b_major = OperandMajorMode.K
-        self.c_layout = utils.LayoutEnum.ROW_MAJOR
+        self.c_layout = tensor_utils.LayoutEnum.ROW_MAJOR
 
     # ------------------------------------------------------------------------------------------
     # trace-time set-up (host side of the JIT)
