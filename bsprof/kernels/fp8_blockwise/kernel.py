@@ -110,7 +110,6 @@ class Fp8BlockwiseGemm:
         sfb_tma: bool = False,
         epi_split: bool = False,
         kloop_unroll: int = 1,
-        epi_defer: bool = False,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -197,15 +196,6 @@ class Fp8BlockwiseGemm:
         # the staged K-loop unrolled (DeepGEMM unrolls 8-way): lets ptxas schedule one block's
         # barrier test and scale reads among the previous block's promotion
         self.kloop_unroll = int(kloop_unroll)
-        # the tile's output leaves the accumulators as packed bf16 at the end of its K-loop and
-        # goes to smem (and out by TMA) while the next tile's first wave runs, so the tensor
-        # cores do not idle through the epilogue; the first promotion of a tile initializes the
-        # totals (no zeroing, which would keep them live beside the packed output)
-        self.epi_defer = bool(epi_defer)
-        if self.epi_defer and not (epilogue == "tma_tile" and schedule == "coop" and sfa_tma
-                                   and promote == "serial" and not timing and not epi_split):
-            raise ValueError("epi_defer takes epilogue='tma_tile', the coop schedule, sfa_tma, "
-                             "promote='serial', epi_split=0 and no timing build")
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -646,11 +636,6 @@ class Fp8BlockwiseGemm:
             rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
             gC_tma = cute.local_tile(mC_tma, (self.epi_rows, self.tile_n), (None, None, None))
             epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
-        packed_rs = None
-        if cutlass.const_expr(self.epi_defer):
-            # the finished tile as bf16, held over the next tile's first wave (64 registers)
-            packed = [cute.make_rmem_tensor(acc_shape, self.c_dtype) for _ in range(self.waves)]
-            packed_rs = [tiled_copy_r2s.retile(t) for t in packed]
 
         sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
         sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
@@ -670,7 +655,7 @@ class Fp8BlockwiseGemm:
         consume = (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
                    m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
                    tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-                   cta_linear, tbuf, sSFA, sSFBT, packed_rs)
+                   cta_linear, tbuf, sSFA, sSFBT)
 
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
@@ -679,11 +664,6 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(not self.pingpong):
             # sfb_ahead: this thread's B scale of the next tile, loaded one tile early
             sfb_next = cutlass.Float32(0.0)
-            # epi_defer: the tile whose packed output waits to be stored
-            prev_m = cutlass.Int32(0)
-            prev_n = cutlass.Int32(0)
-            prev_l = cutlass.Int32(0)
-            has_prev = cutlass.Boolean(False)
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
@@ -696,18 +676,8 @@ class Fp8BlockwiseGemm:
                 work_tile = tile_sched.get_current_work()
                 read_state, sfb_next = self._consume_tile(
                     consume, tile_idx, tiles_done, read_state, tile_count, False, False,
-                    work_tile.tile_idx, work_tile.is_valid_tile, sfb_next,
-                    (epi, sC, tma_atom_c, packed_rs, prev_m, prev_n, prev_l, has_prev))
-                if cutlass.const_expr(self.epi_defer):
-                    prev_m = tile_idx[0]
-                    prev_n = tile_idx[1]
-                    prev_l = tile_idx[2]
-                    has_prev = cutlass.Boolean(True)
+                    work_tile.tile_idx, work_tile.is_valid_tile, sfb_next)
                 tile_count += 1
-            if cutlass.const_expr(self.epi_defer):
-                if has_prev:
-                    self._stage_tile(epi, sC, packed_rs, warp_idx)
-                    self._store_tile(epi, sC, tma_atom_c, (prev_m, prev_n, prev_l), warp_idx)
         else:
             # Ping-pong: both warpgroups walk the CTA's whole tile list; tile t belongs to warpgroup
             # t % 2. The tensor cores are handed over in tile order by two mbarriers (t's owner
@@ -746,7 +716,7 @@ class Fp8BlockwiseGemm:
     @cute.jit
     def _consume_tile(self, consume, tile_coord_mnl, tiles_done, read_state, tile_count,
                       handover: cutlass.Constexpr, has_next, next_coord=None, next_valid=None,
-                      sfb_next=None, defer=None):
+                      sfb_next=None):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
         the next tile's turn barrier when the K-loop is done, if there is a next tile. With
         ``sfb_ahead``, ``sfb_next`` is this thread's B scale of this tile (loaded during the last
@@ -754,7 +724,7 @@ class Fp8BlockwiseGemm:
         (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-         cta_linear, tbuf, sSFA, sSFBT, packed_rs) = consume
+         cta_linear, tbuf, sSFA, sSFBT) = consume
         # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
         c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
         acc_total = acc_totals[0]
@@ -778,9 +748,8 @@ class Fp8BlockwiseGemm:
             # a load) so their latency hides behind it instead of holding the first wave's issue
             early = (self._load_sfa(mSFA, rows, 0, l_idx),
                      self._load_sfa(mSFA, rows, cutlass.min(1, k_tile_cnt - 1), l_idx))
-        if cutlass.const_expr(not self.epi_defer):
-            for w in cutlass.range_constexpr(self.waves):
-                acc_totals[w].fill(0.0)
+        for w in cutlass.range_constexpr(self.waves):
+            acc_totals[w].fill(0.0)
         sfb_view = sfb_src
         if cutlass.const_expr(self.sfb_tma):
             sfb_view = sSFBT        # the stage brings its B scale: nothing to stage per tile
@@ -822,7 +791,7 @@ class Fp8BlockwiseGemm:
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
                                                r_lo, r_hi, nb0, nb1, l_idx, split,
-                                               tbuf, cta_linear, warp_idx, tile_count, defer)
+                                               tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.promote in ("serial", "fakescales")):
                 read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
@@ -870,11 +839,7 @@ class Fp8BlockwiseGemm:
                         self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
                                           mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                           tbuf, cta_linear, tile_count, last_wave)
-            if cutlass.const_expr(self.epi_defer):
-                # packed now, stored under the next tile's first wave (or after the last tile)
-                for w in cutlass.range_constexpr(self.waves):
-                    packed_rs[w].store(epi[2][w].load().to(self.c_dtype))
-            elif cutlass.const_expr(self.epilogue == "tma_tile"):
+            if cutlass.const_expr(self.epilogue == "tma_tile"):
                 self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
                                        tbuf, cta_linear, tile_count)
         return read_state, sfb_next
@@ -927,7 +892,7 @@ class Fp8BlockwiseGemm:
             cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
-    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split, init: cutlass.Constexpr = False):
+    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
         s00 = sa_lo * sb0
         s10 = sa_hi * sb0
         s01 = s00
@@ -950,12 +915,8 @@ class Fp8BlockwiseGemm:
                 lo = cutlass.select_(second, s01, s00)
                 hi = cutlass.select_(second, s11, s10)
             for c in cutlass.range_constexpr(2):
-                if cutlass.const_expr(init):
-                    acc_total[g * 4 + c] = acc_blk[g * 4 + c] * lo
-                    acc_total[g * 4 + 2 + c] = acc_blk[g * 4 + 2 + c] * hi
-                else:
-                    acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
-                    acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
+                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
+                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
 
     @cute.jit
     def _release(self, mainloop_pipeline, state):
@@ -1019,41 +980,15 @@ class Fp8BlockwiseGemm:
         return tuple(sc) + self._load_sfb(mSFB, nb0, nb1, kb, l_idx)
 
     @cute.jit
-    def _deferred_first_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                              mainloop_pipeline, read_state, sc, split, defer, warp_idx):
-        """A tile's first K block with ``epi_defer``: while its first wave runs on the tensor
-        cores, the previous tile's packed output goes to smem and out by TMA; its promotions
-        initialize the totals."""
-        epi, sC, tma_atom_c, packed_rs, prev_m, prev_n, prev_l, has_prev = defer
-        landed = cutlass.Boolean(False)
-        for w in cutlass.range_constexpr(self.waves):
-            cute.nvgpu.warpgroup.fence()
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
-            if cutlass.const_expr(w == 0):
-                if has_prev:
-                    self._stage_tile(epi, sC, packed_rs, warp_idx)
-                    self._store_tile(epi, sC, tma_atom_c, (prev_m, prev_n, prev_l), warp_idx)
-            cute.nvgpu.warpgroup.wait_group(0)
-            if cutlass.const_expr(w == self.waves - 1):
-                self._release(mainloop_pipeline, read_state)
-                read_state.advance()
-                if cutlass.const_expr(self.peek):
-                    landed = cute.arch.mbarrier_test_wait(
-                        mainloop_pipeline.producer_get_barrier(read_state), read_state.phase)
-            self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split, True)
-        return read_state, landed
-
-    @cute.jit
     def kloop_staged(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                      mainloop_pipeline, read_state, k_tile_cnt, sSFA, mSFB, r_lo, r_hi,
-                     nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count, defer=None):
+                     nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count):
         """Serial promotion with the A scales taken from the stage (``sfa_tma``), read from smem
         once the stage has landed and before it is released. (Reading the next block's scales
         right after this block's last wave, to hide the load behind the promotion, measured
-        3-4% slower.) ``defer`` (``epi_defer``): what the previous tile left to store."""
+        3-4% slower.)"""
         read_state.reset_count()
         first = 0
-        landed = cutlass.Boolean(False)
         if cutlass.const_expr(self.timing):
             # timing build: the first block is peeled so tma0 is stamped after its scale reads are
             # issued (the clock read's latency overlaps theirs instead of adding to every tile: a
@@ -1064,13 +999,7 @@ class Fp8BlockwiseGemm:
             read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                mainloop_pipeline, read_state, sc0, split, False)
             first = 1
-        if cutlass.const_expr(self.epi_defer):
-            mainloop_pipeline.consumer_wait(read_state)
-            sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
-            read_state, landed = self._deferred_first_block(
-                tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, mainloop_pipeline,
-                read_state, sc0, split, defer, warp_idx)
-            first = 1
+        landed = cutlass.Boolean(False)
         for kb in cutlass.range(first, k_tile_cnt, unroll=self.kloop_unroll):
             if cutlass.const_expr(self.peek):
                 mainloop_pipeline.consumer_wait(read_state, landed)
@@ -1273,41 +1202,26 @@ class Fp8BlockwiseGemm:
                           tbuf, cta_linear, tile_count):
         """Whole-tile staging: every sub-tile of every wave goes to its own smem buffer, then one
         warp issues all TMA stores. Two named barriers per tile instead of two per sub-tile."""
-        self._stage_tile(epi, sC, epi[2], warp_idx)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-        self._store_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
-
-    @cute.jit
-    def _stage_tile(self, epi, sC, srcs, warp_idx):
-        """Every wave's accumulator (float32 totals, or bf16 already packed by ``epi_defer``) into
-        its smem sub-tile buffers, once the previous tile's stores have read them."""
-        tiled_copy_r2s, tRS_sD, _, rD_shape, _ = epi
-        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], srcs[0].element_type)
+        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
+        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
         tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
         size_tRS_rD = cute.size(tRS_rD)
         epi_per_wave = self.tile_n // 32
+        # the previous tile's stores must have finished reading smem before it is rewritten
         if warp_idx == self.epi_store_warp_id:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
         self.epilog_sync_barrier.arrive_and_wait()
         self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
         for w in cutlass.range_constexpr(self.waves):
+            tRS_rAcc = tRS_rAccs[w]
             for epi_idx in cutlass.range_constexpr(epi_per_wave):
                 for v in cutlass.range_constexpr(size_tRS_rD):
-                    tRS_rD[v] = srcs[w][epi_idx * size_tRS_rD + v]
-                if cutlass.const_expr(srcs[0].element_type == self.c_dtype):
-                    tRS_rD_out.store(tRS_rD.load())
-                else:
-                    tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
+                    tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
+                tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
                 cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, w * epi_per_wave + epi_idx)])
         cute.arch.fence_proxy("async.shared", space="cta")
         self.epilog_sync_barrier.arrive_and_wait()
-
-    @cute.jit
-    def _store_tile(self, epi, sC, tma_atom_c, tile_coord_mnl, warp_idx):
-        """One warp issues the TMA stores of a tile staged by ``_stage_tile``."""
-        gC_tma = epi[4]
-        epi_per_wave = self.tile_n // 32
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
         if warp_idx == self.epi_store_warp_id:
             for w in cutlass.range_constexpr(self.waves):
                 c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
@@ -1321,3 +1235,4 @@ class Fp8BlockwiseGemm:
                     gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
                     cute.copy(tma_atom_c, bSG_sD[(None, w * epi_per_wave + epi_idx)], bSG_gD[(None, gmem_coord)])
             cute.arch.cp_async_bulk_commit_group()
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
