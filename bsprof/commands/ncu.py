@@ -61,6 +61,7 @@ def print_launch(console, launch: dict, *, max_rules: int = 8) -> None:
         ("tensor pipe", f"{_fmt(c.get('tensor_pipe_pct'), '%')} [{c.get('tensor_pipe_metric', '').split('.')[0]}]"),
         ("DRAM / L2 / L1 throughput", f"{_fmt(c.get('dram_throughput_pct'))} / {_fmt(c.get('l2_throughput_pct'))} / {_fmt(c.get('l1_throughput_pct'))} %"),
         ("L2 / L1 hit rate", f"{_fmt(c.get('l2_hit_pct'))} / {_fmt(c.get('l1_hit_pct'))} %"),
+        ("shared-memory pipe", _fmt(c.get("smem_pipe_pct"), "%")),
         ("TFLOP/s", _fmt(c.get("tflops"))),
         ("% of peak", f"{_fmt(c.get('pct_of_peak'))} % of {_fmt(c.get('peak_tflops'))} ({c.get('precision') or '?'})"
          if c.get("tflops") is not None else "n/a (problem size unknown: pass --flops)"),

@@ -21,6 +21,7 @@ SOL_BARS: tuple[tuple[str, str], ...] = (
     ("dram_throughput_pct", "DRAM"),
     ("l2_throughput_pct", "L2"),
     ("l1_throughput_pct", "L1/TEX"),
+    ("smem_pipe_pct", "shared-memory pipe"),
     ("tma_pipe_pct", "TMA unit"),
     ("tmem_pct", "TMEM"),
     ("issue_active_pct", "issue slots"),

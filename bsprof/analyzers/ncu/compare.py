@@ -15,7 +15,7 @@ from bsprof.errors import BsprofError
 
 KEY_COLUMNS: tuple[str, ...] = (
     "duration_ns", "tflops", "pct_of_peak", "sol_compute_pct", "sol_memory_pct", "tensor_pipe_pct",
-    "dram_throughput_pct", "l2_throughput_pct", "l2_hit_pct", "l1_hit_pct", "achieved_occupancy_pct",
+    "dram_throughput_pct", "l2_throughput_pct", "smem_pipe_pct", "l2_hit_pct", "l1_hit_pct", "achieved_occupancy_pct",
     "issue_active_pct", "eligible_warps_per_cycle", "warp_cycles_per_issue", "registers_per_thread",
     "smem_per_block_bytes", "inst_executed", "replay_passes",
 )

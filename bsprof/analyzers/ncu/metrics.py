@@ -77,7 +77,13 @@ METRICS: tuple[Metric, ...] = (
     _m("l2_hit_pct", "lts__t_sector_hit_rate.pct", "%", "L2 sector hit rate", verdict=True),
     _m("l1_hit_pct", "l1tex__t_sector_hit_rate.pct", "%", "L1/TEX sector hit rate", verdict=True),
     _m("smem_bank_conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "", "shared-memory bank conflicts (LSU path; TMA/GMMA traffic is not counted)", verdict=True),
-    _m("smem_wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "", "shared-memory wavefronts (LSU path)", verdict=True),
+    # On Hopper the wgmma operand reads from smem are counted here too (~11.7 wavefronts per
+    # executed QGMMA warp-instruction on top of the LDS/STS/STSM ones, in the shipped reports)
+    _m("smem_wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "",
+       "shared-memory wavefronts on the LSU data pipe (loads, stores and, on Hopper, wgmma operand reads)", verdict=True),
+    # how much room an overlap that reads or writes smem (an epilogue under the K-loop) has left
+    _m("smem_pipe_pct", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed", "%",
+       "shared-memory data pipe busy, % of peak (wavefronts incl. wgmma operand reads)"),
     _m("tensor_pipe_pct", "sm__pipe_tensor_cycles_active" + PCT_ACTIVE, "%",
        "tensor pipe busy, % of active cycles (HGMMA/QGMMA/HMMA on Hopper)", arch="sm_90", verdict=True),
     _m("tensor_pipe_pct", ("sm__pipe_tc_cycles_active" + PCT_ACTIVE, "sm__pipe_tensor_cycles_active" + PCT_ACTIVE), "%",
