@@ -3,6 +3,7 @@ and are not multiples of the tile, the timing build and its delay knob, and comp
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -134,3 +135,18 @@ def test_bench_traces_kernel_time_and_launch_gap_with_cupti():
     for r in res["rows"]:
         # the kernel alone is shorter than its event-timed launch, and something idles between launches
         assert 0 < r["kernel_us"] < r["ms"] * 1e3 * 1.5 and r["gap_us"] > 0, r
+
+
+def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
+    # `bsprof bench --kernel optimized:epi_split=0`: the switched build, checked and timed beside
+    # optimized and baseline; its result directory name stays free of ':' ',' '='
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise",
+                           "--kernel", "optimized:epi_split=0", "--mnkl", "1024,1024,1024", "--iters", "5",
+                           "--json", "-o", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    ours = [r["name"] for r in res["rows"] if r["ours"]]
+    assert ours == ["optimized:epi_split=0", "optimized", "baseline"]
+    assert all(r["rel_err"] < 1e-2 for r in res["rows"] if r["ours"])
+    (run_dir,) = tmp_path.iterdir()
+    assert run_dir.name.startswith("bench_fp8-blockwise_optimized_epi_split_0_1024x1024x1024x1_")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import click
 
@@ -22,7 +23,9 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 
 @click.command(name="bench")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default="optimized", show_default=True)
+@click.option("--kernel", "variant", default="optimized", show_default=True,
+              help=f"{' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches after ':', "
+                   "e.g. optimized:epi_split=0,swizzle=8 (docs/kernels-fp8-blockwise.md lists them)")
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("--mma-tiler", default=None, help="tile M,N (family default if omitted)")
 @click.option("--cluster", default=None, help="cluster M,N (family default if omitted)")
@@ -46,9 +49,16 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
+    name, switches, _ = variant.partition(":")
+    if name not in VARIANTS:
+        raise BsprofError(f"--kernel {variant!r}: unknown kernel {name!r}; choose {', '.join(VARIANTS)} "
+                          "(fp8-blockwise switches go after ':', e.g. optimized:epi_split=0)")
     if family == "auto":
         family = family_for_capability(device_info()["capability"])
         click.echo(f"family: {family} (picked from the GPU)", err=True)
+    if switches and family != "fp8-blockwise":
+        raise BsprofError(f"--kernel {variant!r}: switches after ':' are an fp8-blockwise option; "
+                          f"for {family} use --mma-tiler / --cluster / --sf-dtype / --sf-vec / --c-dtype")
     module = family_module(family)
     config = {k: v for k, v in {
         "mma_tiler": _pair(mma_tiler, "mma-tiler"), "cluster": _pair(cluster, "cluster"),
@@ -66,7 +76,8 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
         from bsprof.io import unique_dir, write_text_atomic
 
         shape = "x".join(map(str, req.mnkl))
-        run_dir = unique_dir(out, f"bench_{family}_{variant}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
+        label = re.sub(r"[^A-Za-z0-9_.-]+", "_", variant)    # a spec's ':' ',' '=' stay out of the path
+        run_dir = unique_dir(out, f"bench_{family}_{label}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
         write_text_atomic(run_dir / "bench.json", text)
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:

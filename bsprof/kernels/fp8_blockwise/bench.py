@@ -325,11 +325,15 @@ def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
 
 def run(request, console) -> dict:
     """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
+    from bsprof.kernels.fp8_blockwise import config as cfg
     from bsprof.kernels.fp8_blockwise.quant import check_shape
     from bsprof.profile.gpu import device_info
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
+    name, over = parse_spec(request.variant)
+    cfg.resolve(name, {**(request.config or {}), **over})      # so is an unknown switch
     info = device_info()
+    # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
                   check=not request.skip_ref_check, seed=request.seed, config=request.config)
