@@ -42,3 +42,29 @@ def test_ncu_kernel_optimized_end_to_end(tmp_path):
     (d,) = [p for p in tmp_path.iterdir()]
     assert d.name.startswith(f"optimized_{family}_")
     assert any(p.suffix == ".ncu-rep" for p in d.iterdir()) and (d / "summary.json").is_file()
+
+
+@pytest.mark.gpu
+def test_ncu_profiles_a_switched_build(tmp_path):
+    # `--kernel optimized:epi_split=0` (fp8-blockwise): the launcher builds the switched kernel, and
+    # the result directory is named without the spec's ':' and '='
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.api import family_for_capability
+    from bsprof.profile.gpu import device_info
+    from bsprof.profile.ncu_runner import find_ncu
+
+    try:
+        find_ncu()
+    except BsprofError as exc:
+        pytest.skip(str(exc))
+    if family_for_capability(device_info()["capability"]) != "fp8-blockwise":
+        pytest.skip("switch specs are an fp8-blockwise option")
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized:epi_split=0",
+                           "--mnkl", "1024,1024,1024", "--set", "triage", "-o", str(tmp_path), "--json"],
+                          capture_output=True, text=True, env=env, timeout=540)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (launch,) = json.loads(proc.stdout)["launches"]
+    assert "Fp8BlockwiseGemm" in launch["kernel"] and launch["duration_ns"] > 0
+    (d,) = list(tmp_path.iterdir())
+    assert d.name.startswith("optimized_epi_split_0_fp8-blockwise_1024x1024x1024x1_")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
@@ -44,21 +43,16 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
-    from bsprof.kernels.api import BenchRequest, family_for_capability, family_module, parse_mnkl
+    from bsprof.kernels.api import BenchRequest, family_for_capability, family_module, parse_kernel_spec, parse_mnkl
     from bsprof.profile.gpu import device_info
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
-    name, switches, _ = variant.partition(":")
-    if name not in VARIANTS:
-        raise BsprofError(f"--kernel {variant!r}: unknown kernel {name!r}; choose {', '.join(VARIANTS)} "
-                          "(fp8-blockwise switches go after ':', e.g. optimized:epi_split=0)")
+    parse_kernel_spec(variant)
     if family == "auto":
         family = family_for_capability(device_info()["capability"])
         click.echo(f"family: {family} (picked from the GPU)", err=True)
-    if switches and family != "fp8-blockwise":
-        raise BsprofError(f"--kernel {variant!r}: switches after ':' are an fp8-blockwise option; "
-                          f"for {family} use --mma-tiler / --cluster / --sf-dtype / --sf-vec / --c-dtype")
+    parse_kernel_spec(variant, family)
     module = family_module(family)
     config = {k: v for k, v in {
         "mma_tiler": _pair(mma_tiler, "mma-tiler"), "cluster": _pair(cluster, "cluster"),
@@ -76,8 +70,9 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
         from bsprof.io import unique_dir, write_text_atomic
 
         shape = "x".join(map(str, req.mnkl))
-        label = re.sub(r"[^A-Za-z0-9_.-]+", "_", variant)    # a spec's ':' ',' '=' stay out of the path
-        run_dir = unique_dir(out, f"bench_{family}_{label}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
+        from bsprof.kernels.api import spec_label
+
+        run_dir = unique_dir(out, f"bench_{family}_{spec_label(variant)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
         write_text_atomic(run_dir / "bench.json", text)
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:

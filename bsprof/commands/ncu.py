@@ -130,11 +130,13 @@ def _read(report: str, filter: str | None, flops: float | None, precision: str |
 
 def _profile(variant, family, mnkl, set_name, clock_control, out, warmup, console) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
-    from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl
+    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile.ncu_runner import NcuRequest, find_ncu, profile_to_dir, result_name
 
+    parse_kernel_spec(variant)
     if family != "auto":
         _require_prepare(family_module(family), family)
+        parse_kernel_spec(variant, family)
     find_ncu()
     from bsprof.profile.gpu import device_info
 
@@ -143,13 +145,14 @@ def _profile(variant, family, mnkl, set_name, clock_control, out, warmup, consol
         family = family_for_capability(info["capability"])
         console.print(f"family: {family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")
         _require_prepare(family_module(family), family)
+        parse_kernel_spec(variant, family)
     module = family_module(family)
     shape = parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL)
     req = NcuRequest(
         launcher_args=["--family", family, "--variant", variant, "--mnkl", ",".join(map(str, shape)), "--warmup", str(warmup)],
         arch=arch_key(info["capability"][0]), set_name=set_name, clock_control=clock_control,
     )
-    directory, payload = profile_to_dir(req, out, result_name(variant, family, shape), mnkl=shape,
+    directory, payload = profile_to_dir(req, out, result_name(spec_label(variant), family, shape), mnkl=shape,
                                         emit=lambda s: console.print(s, highlight=False))
     payload["output_dir"] = str(directory)
     return payload
@@ -190,8 +193,9 @@ def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: b
 
 
 @click.command(name="ncu")
-@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
-              help="profile this bundled kernel (needs a GPU and ncu)")
+@click.option("--kernel", "variant", default=None,
+              help=f"profile this bundled kernel (needs a GPU and ncu): {' | '.join(VARIANTS)}, on "
+                   "fp8-blockwise optionally with switches, e.g. optimized:epi_split=0")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("--set", "set_name", type=click.Choice(["triage", "full"]), default="triage", show_default=True,

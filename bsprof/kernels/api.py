@@ -21,6 +21,7 @@ of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, f
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -50,6 +51,31 @@ def family_for_capability(capability: tuple[int, int]) -> str:
             "bsprof's kernels need sm_90 (Hopper) or sm_100 (Blackwell)"
         )
     return fam
+
+
+def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None = None) -> tuple[str, dict]:
+    """'optimized' or, on fp8-blockwise, 'optimized:epi_split=0,swizzle=8' -> (variant, switches).
+    With ``family`` known, the switches are checked against that family's kernel (``config``: the
+    other overrides they must combine with), so a bad spec is refused before any GPU work."""
+    name, sep, _ = spec.partition(":")
+    if name not in VARIANTS:
+        raise BsprofError(f"--kernel {spec!r}: unknown kernel {name!r}; choose {', '.join(VARIANTS)} "
+                          "(fp8-blockwise switches go after ':', e.g. optimized:epi_split=0)")
+    if not sep or family is None:
+        return name, {}
+    if family != "fp8-blockwise":
+        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; "
+                          f"for {family} use --mma-tiler / --cluster / --sf-dtype / --sf-vec / --c-dtype")
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    name, over = cfg.parse_spec(spec)
+    cfg.resolve(name, {**(config or {}), **over})
+    return name, over
+
+
+def spec_label(spec: str) -> str:
+    """A kernel spec as a file-name part: its ':' ',' '=' become '_'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
 
 
 def parse_mnkl(text: str) -> tuple[int, int, int, int]:

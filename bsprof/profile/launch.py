@@ -49,7 +49,7 @@ class _TorchScaledMM:
 def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
     if torch_scaled_mm:
         return _TorchScaledMM(mnkl)
-    from bsprof.kernels.api import family_module
+    from bsprof.kernels.api import family_module, parse_kernel_spec
 
     module = family_module(family)
     if not hasattr(module, "prepare"):
@@ -57,7 +57,8 @@ def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
         raise BsprofError(f"no bundled {family} kernel is available in this build yet "
                           f"(bsprof.kernels.{module.__name__.rsplit('.', 1)[-1]} has no prepare()); "
                           "profile an existing report with: bsprof ncu --report FILE.ncu-rep")
-    return module.prepare(variant, tuple(mnkl))
+    name, switches = parse_kernel_spec(variant, family)
+    return module.prepare(name, tuple(mnkl), **switches)
 
 
 def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
@@ -206,18 +207,6 @@ def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def parse_spec(spec: str) -> tuple[str, dict]:
-    """'optimized' or 'baseline:epilogue=tma,ab_stage=6' -> (variant, knob overrides)."""
-    name, _, rest = spec.partition(":")
-    over: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq:
-            raise BsprofError(f"kernel spec {spec!r}: expected key=value after ':', e.g. baseline:epilogue=tma")
-        over[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
-    return name, over
-
-
 def _rebind(p, first):
     """Point a second prepared kernel at the first one's operands (one set of inputs per problem)."""
     from bsprof.kernels.fp8_blockwise.launch import rebind
@@ -325,13 +314,12 @@ def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
 
 def run(request, console) -> dict:
     """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
-    from bsprof.kernels.fp8_blockwise import config as cfg
+    from bsprof.kernels.api import parse_kernel_spec
     from bsprof.kernels.fp8_blockwise.quant import check_shape
     from bsprof.profile.gpu import device_info
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
-    name, over = parse_spec(request.variant)
-    cfg.resolve(name, {**(request.config or {}), **over})      # so is an unknown switch
+    parse_kernel_spec(request.variant, "fp8-blockwise", request.config)   # so is an unknown switch
     info = device_info()
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)

@@ -115,3 +115,15 @@ def resolve(variant: str, config: dict | None = None) -> dict:
         if knob not in (config or {}) and out.get(knob) and conflict(out):
             out[knob] = False
     return out
+
+
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """'optimized' or 'baseline:epilogue=tma,ab_stage=6' -> (variant, knob overrides)."""
+    name, _, rest = spec.partition(":")
+    over: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise BsprofError(f"kernel spec {spec!r}: expected key=value after ':', e.g. baseline:epilogue=tma")
+        over[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
+    return name, over
