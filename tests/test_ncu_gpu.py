@@ -13,8 +13,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.gpu
-def test_ncu_kernel_optimized_end_to_end(tmp_path):
+def _ncu_family() -> tuple[str, dict]:
+    """The GPU's kernel family and an environment that imports this checkout; skips without ncu
+    or without a bundled kernel for the GPU."""
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import family_for_capability, family_module
     from bsprof.profile.gpu import device_info
@@ -27,7 +28,12 @@ def test_ncu_kernel_optimized_end_to_end(tmp_path):
     family = family_for_capability(device_info()["capability"])
     if not hasattr(family_module(family), "prepare"):
         pytest.skip(f"the {family} kernel has no prepare() in this build")
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return family, dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+@pytest.mark.gpu
+def test_ncu_kernel_optimized_end_to_end(tmp_path):
+    family, env = _ncu_family()
     proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized", "--set", "triage",
                            "-o", str(tmp_path), "--json"], capture_output=True, text=True, env=env, timeout=540)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -48,18 +54,9 @@ def test_ncu_kernel_optimized_end_to_end(tmp_path):
 def test_ncu_profiles_a_switched_build(tmp_path):
     # `--kernel optimized:epi_split=0` (fp8-blockwise): the launcher builds the switched kernel, and
     # the result directory is named without the spec's ':' and '='
-    from bsprof.errors import BsprofError
-    from bsprof.kernels.api import family_for_capability
-    from bsprof.profile.gpu import device_info
-    from bsprof.profile.ncu_runner import find_ncu
-
-    try:
-        find_ncu()
-    except BsprofError as exc:
-        pytest.skip(str(exc))
-    if family_for_capability(device_info()["capability"]) != "fp8-blockwise":
+    family, env = _ncu_family()
+    if family != "fp8-blockwise":
         pytest.skip("switch specs are an fp8-blockwise option")
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized:epi_split=0",
                            "--mnkl", "1024,1024,1024", "--set", "triage", "-o", str(tmp_path), "--json"],
                           capture_output=True, text=True, env=env, timeout=540)
