@@ -173,7 +173,7 @@ def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
     assert "K=100 is not a multiple of 128" in r.output and "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("verb", ["bench", "ncu"])
+@pytest.mark.parametrize("verb", ["bench", "ncu", "timing"])
 @pytest.mark.parametrize("argv, message", [
     (["--family", "fp8-blockwise", "--kernel", "optimized:nope=1"], "unknown fp8-blockwise option 'nope'"),
     (["--family", "fp8-blockwise", "--kernel", "optimized:epi_split"], "expected key=value after ':'"),

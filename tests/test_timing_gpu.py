@@ -50,3 +50,23 @@ def test_timing_cli_end_to_end_on_hopper(tmp_path):
     assert doc["stats"]["clock"]["cycles_per_ns"] > 0.5
     for name in ("timing.parquet", "timing.csv", "trace.json"):
         assert (run / name).stat().st_size > 0
+
+
+def test_timing_cli_captures_a_switched_build(tmp_path):
+    # `--kernel optimized:epi_split=0`: the timing build of the switched kernel (one warpgroup-pair
+    # epilogue again: every consumer warp still records its phases)
+    import torch
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("switch specs are an fp8-blockwise option")
+    res = CliRunner().invoke(cli, ["timing", "--family", "fp8-blockwise", "--kernel", "optimized:epi_split=0",
+                                   "--mnkl", "1024,1024,2048", "-o", str(tmp_path), "--overhead", "none"])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    assert run.name.startswith("timing_fp8-blockwise_optimized_epi_split_0_1024x1024x2048_")
+    doc = json.loads((run / "timing.json").read_text())
+    assert doc["variant"] == "optimized:epi_split=0"
+    assert {"producer", "mma", "epilogue"} <= {r["role"] for r in doc["stats"]["phases"]}

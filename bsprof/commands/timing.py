@@ -10,8 +10,8 @@ from bsprof.kernels.api import VARIANTS
 
 @click.command(name="timing")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default="optimized",
-              show_default=True)
+@click.option("--kernel", "variant", default="optimized", show_default=True,
+              help=f"{' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches, e.g. optimized:epi_split=0")
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("-o", "--output", "out", default="bsprof-results", show_default=True,
               help="parent directory; each capture gets a fresh sub-directory")
@@ -50,6 +50,9 @@ def command(family, variant, mnkl, out, overhead, rounds, max_trace_events, from
             click.echo(json.dumps(doc, indent=2, default=str))
         return
 
+    from bsprof.kernels.api import parse_kernel_spec
+
+    parse_kernel_spec(variant, None if family == "auto" else family)   # a bad spec before any GPU work
     doc, run_dir = run_capture(family, variant, mnkl, out, overhead=overhead, rounds=rounds,
                                max_trace_events=max_trace_events, console=console)
     _print(console, doc, run_dir)
@@ -64,7 +67,7 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
 
     from bsprof.analyzers.timing_io import write_timing_run
     from bsprof.io import unique_dir
-    from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl
+    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.gpu import device_info
 
@@ -72,6 +75,7 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
     if family == "auto":
         family = family_for_capability(info["capability"])
     module = family_module(family)
+    parse_kernel_spec(variant, family)
     want = getattr(module, "ARCH", None)
     have = "sm_%d%d" % info["capability"]
     if want and not want.startswith(have[:5]):
@@ -89,7 +93,7 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
         del timed  # free its inputs before building the overhead pairs
         log(f"[dim]overhead: plain vs timing build on {len(shapes)} shape(s), {rounds} rounds each...[/]")
         ovh = tc.overhead(family, variant, shapes, rounds=rounds)
-    stem = f"timing_{family}_{variant}_{'x'.join(map(str, mnkl_t[:3]))}_{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = f"timing_{family}_{spec_label(variant)}_{'x'.join(map(str, mnkl_t[:3]))}_{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = unique_dir(out, stem)
     meta = {"family": family, "variant": variant, "mnkl": list(mnkl_t), "device": info["name"],
             "capability": list(info["capability"]), "sm_count": info["sm_count"],
