@@ -173,7 +173,7 @@ def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
     assert "K=100 is not a multiple of 128" in r.output and "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("verb", ["bench", "ncu", "timing"])
+@pytest.mark.parametrize("verb", ["bench", "ncu", "timing", "model"])
 @pytest.mark.parametrize("argv, message", [
     (["--family", "fp8-blockwise", "--kernel", "optimized:nope=1"], "unknown fp8-blockwise option 'nope'"),
     (["--family", "fp8-blockwise", "--kernel", "optimized:epi_split"], "expected key=value after ':'"),
@@ -185,7 +185,8 @@ def test_a_bad_kernel_spec_is_refused_before_looking_for_a_gpu_or_ncu(verb, argv
 
     from bsprof.cli import cli
 
-    r = CliRunner().invoke(cli, [verb, *argv, "--mnkl", "4096,4096,4096"])
+    head = ["model", "--validate"] if verb == "model" else [verb]
+    r = CliRunner().invoke(cli, [*head, *argv, "--mnkl", "4096,4096,4096"])
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output
 

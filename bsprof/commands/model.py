@@ -41,7 +41,8 @@ def _delta_opt(name: str, what: str):
 @click.option("--tiles", type=int, default=50_000, show_default=True, help="Monte Carlo tiles per projection")
 @click.option("--seed", type=int, default=0, show_default=True, help="Monte Carlo seed")
 @click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
-@click.option("--kernel", default="optimized", show_default=True, help="with --validate: bundled kernel variant")
+@click.option("--kernel", default="optimized", show_default=True,
+              help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
 @click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
 @click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
 def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
@@ -227,8 +228,10 @@ def _json_default(o):
 
 
 def _validate(kernel, family, mnkl, out, console) -> None:
+    from bsprof.kernels.api import parse_kernel_spec
     from bsprof.profile import validate
 
+    parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
     validate.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console)
 
 

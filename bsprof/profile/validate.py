@@ -129,7 +129,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing_io import write_table
     from bsprof.io import unique_dir, write_text_atomic
-    from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl
+    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.gpu import device_info
 
@@ -142,6 +142,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     if family in (None, "auto"):
         family = family_for_capability(info["capability"])
     module = family_module(family)
+    parse_kernel_spec(kernel, family)
     if isinstance(mnkl, str):
         mnkl = parse_mnkl(mnkl)
     mnkl = tuple(mnkl) if mnkl else tuple(getattr(module, "DEFAULT_MNKL", (4096, 4096, 4096, 1)))
@@ -227,7 +228,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
             p.measured_ratio = p.meas_us / p.base_us
     summ = V.summary(points)
 
-    run_dir = unique_dir(out_dir, f"validation_{family}_{kernel}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
     frame = V.to_frame(points)
     from bsprof.io import atomic_path
 
