@@ -43,16 +43,17 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
-    from bsprof.kernels.api import BenchRequest, family_for_capability, family_module, parse_kernel_spec, parse_mnkl
+    from bsprof.kernels.api import (BenchRequest, family_for_capability, family_module, parse_kernel_spec,
+                                    parse_mnkl, spec_label)
     from bsprof.profile.gpu import device_info
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
-    parse_kernel_spec(variant)
+    parse_kernel_spec(variant, None if family == "auto" else family)
     if family == "auto":
         family = family_for_capability(device_info()["capability"])
         click.echo(f"family: {family} (picked from the GPU)", err=True)
-    parse_kernel_spec(variant, family)
+        parse_kernel_spec(variant, family)
     module = family_module(family)
     config = {k: v for k, v in {
         "mma_tiler": _pair(mma_tiler, "mma-tiler"), "cluster": _pair(cluster, "cluster"),
@@ -70,8 +71,6 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
         from bsprof.io import unique_dir, write_text_atomic
 
         shape = "x".join(map(str, req.mnkl))
-        from bsprof.kernels.api import spec_label
-
         run_dir = unique_dir(out, f"bench_{family}_{spec_label(variant)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
         write_text_atomic(run_dir / "bench.json", text)
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)

@@ -133,10 +133,9 @@ def _profile(variant, family, mnkl, set_name, clock_control, out, warmup, consol
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile.ncu_runner import NcuRequest, find_ncu, profile_to_dir, result_name
 
-    parse_kernel_spec(variant)
+    parse_kernel_spec(variant, None if family == "auto" else family)
     if family != "auto":
         _require_prepare(family_module(family), family)
-        parse_kernel_spec(variant, family)
     find_ncu()
     from bsprof.profile.gpu import device_info
 

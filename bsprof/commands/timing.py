@@ -67,7 +67,7 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
 
     from bsprof.analyzers.timing_io import write_timing_run
     from bsprof.io import unique_dir
-    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
+    from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.gpu import device_info
 
@@ -75,7 +75,6 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
     if family == "auto":
         family = family_for_capability(info["capability"])
     module = family_module(family)
-    parse_kernel_spec(variant, family)
     want = getattr(module, "ARCH", None)
     have = "sm_%d%d" % info["capability"]
     if want and not want.startswith(have[:5]):

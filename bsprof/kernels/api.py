@@ -73,6 +73,16 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     return name, over
 
 
+def prepare_kernel(family: str, spec: str, mnkl, *, missing: str, **kwargs):
+    """``family.prepare(variant, mnkl, **switches, **kwargs)`` for a kernel spec; ``missing`` is the
+    error when the family has no prepare() in this build."""
+    module = family_module(family)
+    if not hasattr(module, "prepare"):
+        raise BsprofError(missing)
+    name, switches = parse_kernel_spec(spec, family)
+    return module.prepare(name, tuple(mnkl), **{**switches, **kwargs})
+
+
 def spec_label(spec: str) -> str:
     """A kernel spec as a file-name part: its ':' ',' '=' become '_'."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)

@@ -49,16 +49,12 @@ class _TorchScaledMM:
 def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
     if torch_scaled_mm:
         return _TorchScaledMM(mnkl)
-    from bsprof.kernels.api import family_module, parse_kernel_spec
+    from bsprof.kernels.api import FAMILIES, prepare_kernel
 
-    module = family_module(family)
-    if not hasattr(module, "prepare"):
-        from bsprof.errors import BsprofError
-        raise BsprofError(f"no bundled {family} kernel is available in this build yet "
-                          f"(bsprof.kernels.{module.__name__.rsplit('.', 1)[-1]} has no prepare()); "
-                          "profile an existing report with: bsprof ncu --report FILE.ncu-rep")
-    name, switches = parse_kernel_spec(variant, family)
-    return module.prepare(name, tuple(mnkl), **switches)
+    return prepare_kernel(family, variant, mnkl, missing=(
+        f"no bundled {family} kernel is available in this build yet "
+        f"(bsprof.kernels.{FAMILIES.get(family, '').rsplit('.', 1)[-1]} has no prepare()); "
+        "profile an existing report with: bsprof ncu --report FILE.ncu-rep"))
 
 
 def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:

@@ -19,14 +19,11 @@ BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8
 def prepare(family: str, variant: str, mnkl, **kwargs):
     """``family.prepare(variant, mnkl, **kwargs)`` with a one-line error when the family has none;
     ``variant`` may be a switch spec (``optimized:epi_split=0``)."""
-    from bsprof.kernels.api import family_module, parse_kernel_spec
+    from bsprof.kernels.api import prepare_kernel
 
-    module = family_module(family)
-    if not hasattr(module, "prepare"):
-        raise BsprofError(f"the {family} family has no runnable kernel in this build (no prepare()); "
-                          "on Hopper use --family fp8-blockwise")
-    name, switches = parse_kernel_spec(variant, family)
-    return module.prepare(name, tuple(mnkl), **{**switches, **kwargs})
+    return prepare_kernel(family, variant, mnkl, missing=(
+        f"the {family} family has no runnable kernel in this build (no prepare()); "
+        "on Hopper use --family fp8-blockwise"), **kwargs)
 
 
 def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
