@@ -4,6 +4,7 @@ and DeepGEMM, side by side in ONE process, fresh random inputs, warm L2, median 
 Target (issue 4): optimized >= 1.15x cuBLAS blockwise FP8 on 4096^3, 8192^3 and 8192x8192x1024.
 
     python3 benchmarks/fp8_blockwise.py                       # the three target problems
+    python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
     python3 benchmarks/fp8_blockwise.py --check-only --shapes 1000,1000,512;256,384,1024,2
 

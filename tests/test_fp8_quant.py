@@ -271,3 +271,19 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
         Fp8BlockwiseGemm(epilogue="tma", epi_split="auto")
     with pytest.raises(ValueError, match="epi_split=0"):
         Fp8BlockwiseGemm(epilogue="direct", epi_split=True)
+
+
+def test_rescaled_variant_and_its_k_limit():
+    from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, _check_knobs_fit
+
+    kw = cfg.resolve("rescaled")
+    # optimized with one switch: its tile, cluster and scale paths (the peek belongs to the serial loop)
+    assert {k: v for k, v in kw.items() if k not in ("promote", "peek")} == \
+        {k: v for k, v in cfg.resolve("optimized").items() if k not in ("promote", "peek")}
+    assert kw["promote"] == "rescale" and kw["sfb_tma"] and not kw["peek"]
+    # the B-scale TMA box holds one N block: a 256-wide rescaled tile takes the smem stash
+    assert not cfg.resolve("rescaled", {"tile_m": 128, "tile_n": 256})["sfb_tma"]
+    _check_knobs_fit(dict(kw), (4096, 4096, RESCALE_MAX_K, 1), static=True)
+    for static in (True, False):
+        with pytest.raises(BsprofError, match=f"K <= {RESCALE_MAX_K}.*use optimized"):
+            _check_knobs_fit(dict(kw), (4096, 4096, 2 * RESCALE_MAX_K, 1), static=static)

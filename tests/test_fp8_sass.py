@@ -271,6 +271,25 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
     assert not opt.features["register_spills"].present
 
 
+def test_rescaled_build_waits_once_per_k_block_without_block_accumulator(built):
+    # promote="rescale" (docs/optimizations.md #40): both waves of a K block accumulate into their
+    # totals (no overwriting `RZ, !UPT` wgmma in the loop) behind one wgmma wait, after the
+    # totals' rescale (2 x 64 accumulator registers: FMUL, no promotion FFMA)
+    cubin, fa = built("rescaled")
+    assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
+    qgmma = [i for i in body if i.opcode.startswith("QGMMA")]
+    assert len(qgmma) == 8 and not any("RZ, !UPT" in i.operands for i in qgmma)
+    assert [i.operands for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")] == ["gsb0, 0x0"]
+    assert sum(i.opcode.startswith("FMUL") for i in body) >= 128
+    assert not any(i.opcode.startswith("FFMA") for i in body)
+    # the serial promotion waits once per wave
+    _, opt = built("optimized")
+    opt_body = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
+    assert sum(i.opcode.startswith("WARPGROUP.DEPBAR") for i in opt_body) == 2
+
+
 def test_unrolled_kloop_takes_two_k_blocks_per_trip(tmp_path, built):
     # kloop_unroll=2 (docs/optimizations.md #38, a switch, off): the staged K-loop body holds two
     # K blocks (16 QGMMA, two full-barrier tests) and still fits the registers

@@ -31,8 +31,9 @@ FAMILIES: dict[str, str] = {
     "nvfp4": "bsprof.kernels.nvfp4",
     "fp8-blockwise": "bsprof.kernels.fp8_blockwise",
 }
-# every family has baseline and optimized; pingpong is a schedule only the Hopper family has
-VARIANTS: tuple[str, ...] = ("baseline", "optimized", "pingpong")
+# every family has baseline and optimized; pingpong (a schedule) and rescaled (an accumulation)
+# only the Hopper family has
+VARIANTS: tuple[str, ...] = ("baseline", "optimized", "rescaled", "pingpong")
 # compute-capability major -> family that runs there
 FAMILY_BY_MAJOR: dict[int, str] = {10: "nvfp4", 9: "fp8-blockwise"}
 

@@ -23,7 +23,11 @@ Switches:
                   "tma_tile" (whole tile staged, one TMA burst per tile)
 ``promote``       "serial": wait for the K block's wgmma, then promote (the other warpgroup keeps
                   the tensor cores busy); "overlap": two block accumulators, promote block k
-                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only.
+                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only;
+                  "rescale": no block accumulator: the totals, kept divided by the current
+                  block's scale product, are multiplied by s_(k-1)/s_k before block k's wgmma
+                  accumulates into them (fits a 128x256 tile; all of K accumulates in the tensor
+                  cores, so the error grows with K: the launcher caps K).
                   Ablations for speed-of-light measurements, WRONG
                   results by design: "fakescales" (serial promotion with constant scales, no
                   scale loads), "drain" (no scales, no promotion, still one wgmma wait per wave),
@@ -123,9 +127,11 @@ class Fp8BlockwiseGemm:
             raise ValueError("tile_m=256 does not take promote='overlap' (registers)")
         if epilogue not in ("direct", "tma", "tma_tile"):
             raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
-        if promote not in ("serial", "overlap", "unscaled", "drain", "fakescales"):
-            raise ValueError("promote must be 'serial', 'overlap' or an ablation ('fakescales', 'drain', "
-                             f"'unscaled') (got {promote!r})")
+        if promote not in ("serial", "overlap", "rescale", "unscaled", "drain", "fakescales"):
+            raise ValueError("promote must be 'serial', 'overlap', 'rescale' or an ablation ('fakescales', "
+                             f"'drain', 'unscaled') (got {promote!r})")
+        if promote == "rescale" and (schedule != "coop" or tile_n == 192):
+            raise ValueError("promote='rescale' takes the coop schedule and tile_n 64, 128 or 256")
         if schedule not in ("coop", "pingpong"):
             raise ValueError(f"schedule must be 'coop' or 'pingpong' (got {schedule!r})")
         if schedule == "pingpong" and (tile_m != 128 or promote != "serial" or cluster_m * cluster_n > 1
@@ -787,6 +793,11 @@ class Fp8BlockwiseGemm:
                 read_state = self.kloop_ablate(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt,
                                                tbuf, cta_linear, warp_idx, tile_count)
+            elif cutlass.const_expr(self.promote == "rescale"):
+                read_state = self.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
+                                                mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA), sfb_view,
+                                                rows, r_lo, r_hi, nb0, nb1, l_idx,
+                                                tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
@@ -1008,6 +1019,88 @@ class Fp8BlockwiseGemm:
             sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
             read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                     mainloop_pipeline, read_state, sc, split, False)
+        return read_state
+
+    @cute.jit
+    def _block_scales(self, sSFA, mSFA, stage_index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx):
+        if cutlass.const_expr(self.sfa_tma):
+            return self._stage_scales(sSFA, stage_index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
+        return self._load_scales(mSFA, mSFB, rows, nb0, nb1, kb, l_idx)
+
+    @cute.jit
+    def _scale_products(self, sc, prev):
+        """Per wave, row half and N block (w, h, j -> index 4w + 2h + j): the block's scale
+        product, or the previous one where it is zero (a zero scale comes with zero data, whose
+        block adds nothing at any weight; keeping the carried scale avoids 0/0)."""
+        out = []
+        for w in cutlass.range_constexpr(self.waves):
+            for h in cutlass.range_constexpr(2):
+                for j in cutlass.range_constexpr(2):
+                    s = sc[2 * w + h] * sc[2 * self.waves + j]
+                    out.append(cutlass.select_(s == cutlass.Float32(0.0), prev[4 * w + 2 * h + j], s))
+        return tuple(out)
+
+    @cute.jit
+    def _rescale(self, acc, f, w: int):
+        """``acc`` (wave ``w``'s accumulator) times ``f[4w + 2h + j]`` per row half h, N block j."""
+        n = cute.size(acc)
+        for g in cutlass.range_constexpr(n // 4):
+            j = 1 if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128) else 0
+            for h in cutlass.range_constexpr(2):
+                for c in cutlass.range_constexpr(2):
+                    acc[g * 4 + 2 * h + c] = acc[g * 4 + 2 * h + c] * f[4 * w + 2 * h + j]
+
+    @cute.jit
+    def kloop_rescale(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals, mainloop_pipeline,
+                      read_state, k_tile_cnt, sfa, mSFB, rows, r_lo, r_hi, nb0, nb1, l_idx,
+                      tbuf, cta_linear, warp_idx, tile_count):
+        """Rescaled accumulation (``promote="rescale"``): wgmma accumulates every K block straight
+        into the totals, which are kept divided by the current block's scale product s_k:
+        before block k the totals are multiplied by s_(k-1) / s_k, after the last block by
+        s_(K-1). One FMUL per element and block, as the serial promotion's FFMA, but no block
+        accumulator: a 128x256 tile fits as one m64n256 wave per warpgroup, which reads A from
+        smem once per 256 columns instead of once per 128. The next block's scales and ratio are
+        computed while this block's wgmma runs. The A scales come from the stage (``sfa_tma``)
+        or, where M % 4 != 0, from global memory after the stage has landed."""
+        sSFA, mSFA = sfa
+        read_state.reset_count()
+        release_state = read_state.clone()
+        ones = (cutlass.Float32(1.0),) * (4 * self.waves)
+        mainloop_pipeline.consumer_wait(read_state)
+        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+        sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, 0, l_idx)
+        s_prev = self._scale_products(sc, ones)
+        cute.nvgpu.warpgroup.fence()
+        for w in cutlass.range_constexpr(self.waves):
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
+        cute.nvgpu.warpgroup.commit_group()
+        read_state.advance()
+        for kb in range(1, k_tile_cnt):
+            mainloop_pipeline.consumer_wait(read_state)
+            sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx)
+            s_cur = self._scale_products(sc, s_prev)
+            ratio = []
+            for i in cutlass.range_constexpr(4 * self.waves):
+                ratio.append(s_prev[i] * cute.arch.rcp_approx(s_cur[i]))
+            s_prev = s_cur
+            cute.nvgpu.warpgroup.wait_group(0)
+            self._release(mainloop_pipeline, release_state)
+            release_state.advance()
+            self.rec.spin(self.delay_kloop)
+            for w in cutlass.range_constexpr(self.waves):
+                self._rescale(acc_totals[w], tuple(ratio), w)
+            cute.nvgpu.warpgroup.fence()
+            for w in cutlass.range_constexpr(self.waves):
+                self._issue((tiled_mma[1], tiled_mma[1]), tCrA, tCrB, num_k_blocks, acc_totals[w],
+                            read_state.index, w, False)
+            cute.nvgpu.warpgroup.commit_group()
+            read_state.advance()
+        cute.nvgpu.warpgroup.wait_group(0)
+        self._release(mainloop_pipeline, release_state)
+        release_state.advance()
+        self.rec.spin(self.delay_kloop)       # the K-th block's delay: one per K block, as serial
+        for w in cutlass.range_constexpr(self.waves):
+            self._rescale(acc_totals[w], s_prev, w)
         return read_state
 
     @cute.jit
