@@ -218,7 +218,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     console = Console(stderr=as_json, highlight=False)
     modes = [m for m in (variant, report, compare) if m]
     if len(modes) != 1:
-        raise BsprofError("give exactly one of --kernel baseline|optimized, --report FILE.ncu-rep, --compare A B")
+        raise BsprofError("give exactly one of --kernel VARIANT (e.g. optimized), --report FILE.ncu-rep, --compare A B")
     if warmup < 0:
         raise BsprofError("--warmup must be >= 0")
     if flops is not None and flops <= 0:

@@ -119,8 +119,8 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
             show_features, hot, as_json, as_csv, out_dir) -> None:
     """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters).
 
-    Two inputs (A B) compare baseline -> optimized. `--kernel baseline|optimized --arch sm_100a|sm_90a`
-    compiles a bundled kernel on the CPU first.
+    Two inputs (A B) compare baseline -> optimized. `--kernel VARIANT --arch sm_100a|sm_90a`
+    compiles a bundled kernel on the CPU first (rescaled and pingpong are sm_90a only).
     """
     if as_json and as_csv:
         raise BsprofError("--json and --csv are exclusive; pick one")
@@ -129,7 +129,7 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
             raise BsprofError("--kernel needs --arch sm_100a or --arch sm_90a")
         inputs = (*inputs, _compile_bundled(variant, arch))
     if not inputs:
-        raise BsprofError("pass a cubin, SASS listing or .ncu-rep (or --kernel baseline|optimized --arch ARCH)")
+        raise BsprofError("pass a cubin, SASS listing or .ncu-rep (or --kernel VARIANT --arch ARCH, e.g. --kernel optimized)")
     if len(inputs) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     if tiles is None and mnkl is not None:
