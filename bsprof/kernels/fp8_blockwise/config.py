@@ -37,8 +37,8 @@ VARIANTS: dict[str, dict] = {
 # optimized with rescaled accumulation (promote="rescale", docs/optimizations.md #40): no
 # block accumulator; wgmma accumulates every K block into the totals, which are kept divided
 # by the current block's scale product (one FMUL per element and block), so each warpgroup
-# issues both waves of a K block back to back and waits once. +3-7% over optimized at
-# K >= 4096 and up to +7% at K=1024 on the H100, at the cost of accumulation precision: the
+# issues both waves of a K block back to back and waits once. +3-7% over optimized at the
+# three issue-4 targets on the H100, at the cost of accumulation precision: the
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False)

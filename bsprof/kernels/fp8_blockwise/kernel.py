@@ -1058,11 +1058,12 @@ class Fp8BlockwiseGemm:
         into the totals, which are kept divided by the current block's scale product s_k:
         before block k the totals are multiplied by s_(k-1) / s_k, after the last block by
         s_(K-1). One FMUL per element and block, as the serial promotion's FFMA, but no block
-        accumulator: a 128x256 tile fits as one m64n256 wave per warpgroup, which reads A from
-        smem once per 256 columns instead of once per 128. The next block's scales and ratio are
-        computed while this block's wgmma runs. The A scales come from the stage (``sfa_tma``)
-        or, where M % 4 != 0, from global memory after the stage has landed."""
+        accumulator, so a warpgroup issues all its waves of a K block behind one wgmma wait (and a
+        128x256 tile fits as one m64n256 wave). The next block's scales are read before this
+        block's wgmma is waited for. The A scales come from the stage (``sfa_tma``) or, where
+        M % 4 != 0, from global memory after the stage has landed."""
         sSFA, mSFA = sfa
+        accumulate = (tiled_mma[1], tiled_mma[1])    # every wgmma after the tile's first block
         read_state.reset_count()
         release_state = read_state.clone()
         ones = (cutlass.Float32(1.0),) * (4 * self.waves)
@@ -1091,8 +1092,7 @@ class Fp8BlockwiseGemm:
                 self._rescale(acc_totals[w], tuple(ratio), w)
             cute.nvgpu.warpgroup.fence()
             for w in cutlass.range_constexpr(self.waves):
-                self._issue((tiled_mma[1], tiled_mma[1]), tCrA, tCrB, num_k_blocks, acc_totals[w],
-                            read_state.index, w, False)
+                self._issue(accumulate, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
             cute.nvgpu.warpgroup.commit_group()
             read_state.advance()
         cute.nvgpu.warpgroup.wait_group(0)

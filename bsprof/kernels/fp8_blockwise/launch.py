@@ -281,7 +281,6 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     balance = bool(config.pop("balance_grid", cfg.VARIANTS.get(variant, {}).get("balance_grid", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    kw.pop("static_shapes", None)
     _check_knobs_fit(kw, mnkl, static)
     import cuda.bindings.driver as cuda_drv
     import cutlass
