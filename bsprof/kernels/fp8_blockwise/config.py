@@ -46,8 +46,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
          "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
-         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split", "balance_grid", "kloop_unroll",
-         "flush")
+         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split", "balance_grid", "kloop_unroll")
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:

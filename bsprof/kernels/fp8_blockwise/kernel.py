@@ -27,15 +27,11 @@ Switches:
                   "rescale": no block accumulator: the totals, kept divided by the current
                   block's scale product, are multiplied by s_(k-1)/s_k before block k's wgmma
                   accumulates into them (fits a 128x256 tile; all of K accumulates in the tensor
-                  cores, so the error grows with K: the launcher caps K without ``flush``).
+                  cores, so the error grows with K: the launcher caps K).
                   Ablations for speed-of-light measurements, WRONG
                   results by design: "fakescales" (serial promotion with constant scales, no
                   scale loads), "drain" (no scales, no promotion, still one wgmma wait per wave),
                   "unscaled" (plain FP8 GEMM on the same pipeline: the ceiling)
-``flush``         rescale: every this many K blocks a wave's totals move into a bf16 running sum
-                  (64 registers for the tile) and only the bf16 rounding remainder stays in the
-                  wgmma accumulator, so the accumulator never holds more than ``flush`` K blocks
-                  (0 = never: all of K accumulates in the tensor cores)
 ``sfa_tma``       the A scales of a stage arrive by TMA with it (smem reads in the K-loop instead
                   of global loads); needs M % 4 == 0 and a shape-specialized build
 ``swizzle``       persistent-scheduler swizzle
@@ -118,7 +114,6 @@ class Fp8BlockwiseGemm:
         sfb_tma: bool = False,
         epi_split: bool = False,
         kloop_unroll: int = 1,
-        flush: int = 0,
     ):
         if tile_n not in (64, 128, 192, 256):
             raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
@@ -137,9 +132,6 @@ class Fp8BlockwiseGemm:
                              f"'drain', 'unscaled') (got {promote!r})")
         if promote == "rescale" and (schedule != "coop" or tile_n == 192):
             raise ValueError("promote='rescale' takes the coop schedule and tile_n 64, 128 or 256")
-        if int(flush) < 0 or (int(flush) and promote != "rescale"):
-            raise ValueError(f"flush takes promote='rescale' and a number of K blocks >= 1 (got flush={flush}, "
-                             f"promote={promote!r})")
         if schedule not in ("coop", "pingpong"):
             raise ValueError(f"schedule must be 'coop' or 'pingpong' (got {schedule!r})")
         if schedule == "pingpong" and (tile_m != 128 or promote != "serial" or cluster_m * cluster_n > 1
@@ -210,10 +202,6 @@ class Fp8BlockwiseGemm:
         # the staged K-loop unrolled (DeepGEMM unrolls 8-way): lets ptxas schedule one block's
         # barrier test and scale reads among the previous block's promotion
         self.kloop_unroll = int(kloop_unroll)
-        # the tensor cores' FP8 accumulation keeps ~14 bits relative to what the accumulator
-        # already holds (DeepSeek-V3, sec. 3.3.2), so rescaled totals lose precision in
-        # proportion to K; moving them out every `flush` K blocks keeps the accumulator small
-        self.flush = int(flush)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -1063,43 +1051,6 @@ class Fp8BlockwiseGemm:
                     acc[g * 4 + 2 * h + c] = acc[g * 4 + 2 * h + c] * f[4 * w + 2 * h + j]
 
     @cute.jit
-    def _flush(self, acc, hi, s_old, inv, w: int):
-        """Move wave ``w``'s totals (``acc``, in units of the block product ``s_old``) into the
-        running sum ``hi`` (the upper 16 bits of each float32, two to a register); what those bits
-        cannot hold stays in ``acc``, now in units of the next block's product (``inv`` = its
-        reciprocal). Truncating a float32 to its upper half leaves an exact remainder, so
-        hi + acc * s is the same total to float32 rounding, with no conversion instructions."""
-        n = cute.size(acc)
-        top = cutlass.Uint32(0xFFFF0000)
-        for g in cutlass.range_constexpr(n // 4):
-            j = 1 if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128) else 0
-            for h in cutlass.range_constexpr(2):
-                f = 4 * w + 2 * h + j
-                i = g * 4 + 2 * h
-                p = hi[g * 2 + h]
-                t0 = acc[i] * s_old[f] + (p << 16).bitcast(cutlass.Float32)
-                t1 = acc[i + 1] * s_old[f] + (p & top).bitcast(cutlass.Float32)
-                b0 = t0.bitcast(cutlass.Uint32) & top
-                b1 = t1.bitcast(cutlass.Uint32) & top
-                hi[g * 2 + h] = b1 | (b0 >> 16)
-                acc[i] = (t0 - b0.bitcast(cutlass.Float32)) * inv[f]
-                acc[i + 1] = (t1 - b1.bitcast(cutlass.Float32)) * inv[f]
-
-    @cute.jit
-    def _unflush(self, acc, hi, s, w: int):
-        """The tile's totals: ``acc`` (in units of the last block's product ``s``) plus ``hi``."""
-        n = cute.size(acc)
-        top = cutlass.Uint32(0xFFFF0000)
-        for g in cutlass.range_constexpr(n // 4):
-            j = 1 if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128) else 0
-            for h in cutlass.range_constexpr(2):
-                f = 4 * w + 2 * h + j
-                i = g * 4 + 2 * h
-                p = hi[g * 2 + h]
-                acc[i] = acc[i] * s[f] + (p << 16).bitcast(cutlass.Float32)
-                acc[i + 1] = acc[i + 1] * s[f] + (p & top).bitcast(cutlass.Float32)
-
-    @cute.jit
     def kloop_rescale(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals, mainloop_pipeline,
                       read_state, k_tile_cnt, sfa, mSFB, rows, r_lo, r_hi, nb0, nb1, l_idx,
                       tbuf, cta_linear, warp_idx, tile_count):
@@ -1125,37 +1076,20 @@ class Fp8BlockwiseGemm:
             self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
         cute.nvgpu.warpgroup.commit_group()
         read_state.advance()
-        hi = []
-        wg = warp_idx // 4 - 1                      # consumer warpgroup 0 or 1
-        if cutlass.const_expr(self.flush):
-            for w in cutlass.range_constexpr(self.waves):
-                hi.append(cute.make_rmem_tensor(cute.size(acc_totals[w]) // 2, cutlass.Uint32))
-                hi[w].fill(0)
         for kb in range(1, k_tile_cnt):
             mainloop_pipeline.consumer_wait(read_state)
             sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx)
             s_cur = self._scale_products(sc, s_prev)
-            inv = []
             ratio = []
             for i in cutlass.range_constexpr(4 * self.waves):
-                inv.append(cute.arch.rcp_approx(s_cur[i]))
-                ratio.append(s_prev[i] * inv[i])
-            s_old = s_prev
+                ratio.append(s_prev[i] * cute.arch.rcp_approx(s_cur[i]))
             s_prev = s_cur
             cute.nvgpu.warpgroup.wait_group(0)
             self._release(mainloop_pipeline, release_state)
             release_state.advance()
             self.rec.spin(self.delay_kloop)
             for w in cutlass.range_constexpr(self.waves):
-                if cutlass.const_expr(self.flush):
-                    # the warpgroups' waves take turns (slot wg * waves + w), so a K block carries
-                    # at most one warpgroup's flush (flush >= 2) and the other's wgmma covers it
-                    if kb % self.flush == ((wg * self.waves + w) * self.flush) // (2 * self.waves):
-                        self._flush(acc_totals[w], hi[w], s_old, tuple(inv), w)
-                    else:
-                        self._rescale(acc_totals[w], tuple(ratio), w)
-                else:
-                    self._rescale(acc_totals[w], tuple(ratio), w)
+                self._rescale(acc_totals[w], tuple(ratio), w)
             cute.nvgpu.warpgroup.fence()
             for w in cutlass.range_constexpr(self.waves):
                 self._issue(accumulate, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
@@ -1166,10 +1100,7 @@ class Fp8BlockwiseGemm:
         release_state.advance()
         self.rec.spin(self.delay_kloop)       # the K-th block's delay: one per K block, as serial
         for w in cutlass.range_constexpr(self.waves):
-            if cutlass.const_expr(self.flush):
-                self._unflush(acc_totals[w], hi[w], s_prev, w)
-            else:
-                self._rescale(acc_totals[w], s_prev, w)
+            self._rescale(acc_totals[w], s_prev, w)
         return read_state
 
     @cute.jit

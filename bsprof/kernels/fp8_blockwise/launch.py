@@ -199,11 +199,10 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
     The rescaled accumulation is refused past RESCALE_MAX_K at any build: its error grows with K."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
 
-    if kw.get("promote") == "rescale" and not kw.get("flush") and mnkl[2] > RESCALE_MAX_K:
+    if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
         raise BsprofError(f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
                           f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
-                          "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block, "
-                          "or add flush=4")
+                          "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block")
 
     if kw.get("swizzle", 1) == 0:
         kw["swizzle"] = auto_swizzle(mnkl)
