@@ -7,6 +7,7 @@ Target (issue 4): optimized >= 1.15x cuBLAS blockwise FP8 on 4096^3, 8192^3 and 
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
     python3 benchmarks/fp8_blockwise.py --check-only --shapes 1000,1000,512;256,384,1024,2
+    python3 benchmarks/fp8_blockwise.py --inputs int --cute-example ~/cutlass   # + NVIDIA's dense FP8 example
 
 On the device machine: ``source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh;
 export PYTHONPATH=$PWD:$PYTHONPATH; python3 benchmarks/fp8_blockwise.py``.
@@ -53,10 +54,25 @@ def main(argv=None) -> int:
     ap.add_argument("--launch-gaps", action="store_true",
                     help="also trace 30 launches of every kernel with CUPTI (torch.profiler): its GPU "
                          "duration and the idle gap before it")
+    ap.add_argument("--inputs", choices=("randn", "int"), default="randn",
+                    help="operands: randn (DeepSeek-quantized Gaussians, the default) or int (integers in "
+                         "[-2, 2] with unit scales, what the CuTe DSL examples time on; ~10%% faster for "
+                         "every kernel on the power-capped H100)")
+    ap.add_argument("--cute-example", default=os.environ.get("BSPROF_CUTE_EXAMPLE"),
+                    help="NVIDIA's CuTe DSL Hopper dense_gemm_persistent.py (or a CUTLASS checkout): time it "
+                         "as the peer without block scaling (default: $BSPROF_CUTE_EXAMPLE)")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
     console = Console(width=160)
+    if args.cute_example:
+        from bsprof.kernels.fp8_blockwise.cute_example_peer import example_file
+
+        try:
+            args.cute_example = str(example_file(args.cute_example))
+        except BsprofError as exc:
+            console.print(f"[red]{exc}[/red]")
+            return 2
     kernels = args.kernels.split()
     shapes = [parse_mnkl(s) for s in args.shapes.split(";") if s.strip()]
     import torch
@@ -71,7 +87,8 @@ def main(argv=None) -> int:
                           peers=not (args.check_only or args.no_peers),
                           warmup_s=0.0 if args.check_only else args.warmup_s,
                           rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
-                          launch_gaps=args.launch_gaps and not args.check_only)
+                          launch_gaps=args.launch_gaps and not args.check_only, inputs=args.inputs,
+                          cute_example=None if (args.check_only or args.no_peers) else args.cute_example)
         except BsprofError as exc:
             console.print(f"[red]{mnkl}: {exc}[/red]")
             failed = True
@@ -83,12 +100,14 @@ def main(argv=None) -> int:
                 failed = True
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rounds = f", median round of {args.rounds}" if args.rounds > 1 else ""
-    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2")
+    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
+                                  f"{args.inputs} inputs")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",
-                       "variant": "optimized", "device": dev, "date": when,
-                       "results": results}, fh, indent=1, default=str)
+        from bsprof.io import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",
+                                                 "variant": "optimized", "device": dev, "date": when,
+                                                 "inputs": args.inputs, "results": results}, indent=1, default=str))
     return 1 if failed else 0
 
 

@@ -191,3 +191,25 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     assert all(r["rel_err"] < 1e-2 for r in res["rows"] if r["ours"])
     (run_dir,) = tmp_path.iterdir()
     assert run_dir.name.startswith("bench_fp8-blockwise_optimized_epi_split_0_1024x1024x1024x1_")
+
+
+def test_int_inputs_give_every_kernel_the_exact_integer_product():
+    # unit scales and small integers: every variant, the rescaled one too, is exact up to the
+    # bf16 rounding of the output, so all errors agree
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    errs = {v: prepare(v, (384, 264, 2048, 1), seed=4, inputs="int").check() for v in ("optimized", "rescaled", "baseline")}
+    assert max(errs.values()) < 2e-3 and max(errs.values()) - min(errs.values()) < 1e-6, errs
+
+
+@pytest.mark.skipif(not os.environ.get("BSPROF_CUTE_EXAMPLE"),
+                    reason="set BSPROF_CUTE_EXAMPLE to NVIDIA's dense_gemm_persistent.py or a CUTLASS checkout")
+def test_cute_example_peer_computes_the_same_product_on_unit_scales():
+    from bsprof.kernels.fp8_blockwise.bench import measure
+
+    res = measure((512, 512, 1024, 1), ["optimized"], warmup=0, iters=3, warmup_s=0.0, inputs="int",
+                  cute_example=os.environ["BSPROF_CUTE_EXAMPLE"])
+    rows = {r["name"]: r for r in res["rows"]}
+    assert "cute_dense_fp8" in rows, res["skipped"]
+    assert rows["cute_dense_fp8"]["rel_err"] == pytest.approx(rows["optimized"]["rel_err"], abs=1e-6)
+    assert rows["cute_dense_fp8"]["tflops"] > 0 and res["inputs"] == "int"

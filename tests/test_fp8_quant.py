@@ -58,6 +58,20 @@ def test_make_operands_on_cpu_has_varied_block_scales():
     assert torch.equal(ops.sfa, again.sfa)
 
 
+def test_int_inputs_are_small_integers_with_unit_scales():
+    # the CuTe DSL examples' data: the reference is the exact integer product
+    ops = quant.make_operands((64, 136, 256, 1), seed=3, device="cpu", inputs="int")
+    vals = set(ops.a.float().unique().tolist()) | set(ops.b.float().unique().tolist())
+    assert vals == {-2.0, -1.0, 0.0, 1.0, 2.0}
+    assert ops.sfa.shape == (1, 2, 64) and bool((ops.sfa == 1).all())
+    assert ops.sfb.shape == (1, 2, 2) and bool((ops.sfb == 1).all())
+    ref = quant.reference(ops.a, ops.sfa, ops.b, ops.sfb)
+    exact = ops.a.float().to(torch.int64)[0] @ ops.b.float().to(torch.int64)[0].T
+    assert torch.equal(ref[0], exact.to(torch.float64))
+    with pytest.raises(BsprofError, match="choose one of randn, int"):
+        quant.make_operands((64, 136, 256, 1), device="cpu", inputs="ones")
+
+
 @pytest.mark.parametrize("mnkl,needle", [((64, 64, 100, 1), "multiple of 128"),
                                          ((64, 60, 128, 1), "multiple of 8"),
                                          ((0, 64, 128, 1), "positive")])

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import statistics
 
-from bsprof.errors import BsprofError
+from bsprof.errors import BsprofError, one_line
 from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
-PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
+PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm", "cute_dense_fp8")
 
 
 def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None) -> tuple[float, dict]:
@@ -61,8 +61,10 @@ def _torch_graphed(fn):
     return (replay, "graph") if replay else (fn, "eager")
 
 
-def _peer_fns(ops, mnkl):
-    """name -> (launch fn, output tensor or None). Peers that cannot run here are left out with a reason."""
+def _peer_fns(ops, mnkl, cute_example=None):
+    """name -> (launch fn, output tensor or None). Peers that cannot run here are left out with a
+    reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
+    its output is checked only on unit-scale inputs, the only ones it computes the same product on)."""
     import torch
 
     m, n, k, l = mnkl
@@ -82,7 +84,7 @@ def _peer_fns(ops, mnkl):
         bw()
         fns["cublas_blockwise"] = (bw, out_bw)
     except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
-        skipped["cublas_blockwise"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        skipped["cublas_blockwise"] = one_line(exc)
 
     one = torch.ones((), device="cuda", dtype=torch.float32)
     out_tw = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -94,7 +96,7 @@ def _peer_fns(ops, mnkl):
         tw()
         fns["cublas_tensorwise"] = (tw, None)
     except Exception as exc:  # noqa: BLE001
-        skipped["cublas_tensorwise"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        skipped["cublas_tensorwise"] = one_line(exc)
 
     a16 = a.to(torch.bfloat16)
     b16 = b.to(torch.bfloat16)
@@ -112,14 +114,23 @@ def _peer_fns(ops, mnkl):
         dg()
         fns["deepgemm"] = (dg, out_dg)
     except Exception as exc:  # noqa: BLE001
-        skipped["deepgemm"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        skipped["deepgemm"] = one_line(exc)
+    if cute_example:
+        from bsprof.kernels.fp8_blockwise.cute_example_peer import dense_fp8_launcher
+
+        out_cx = torch.empty(1, m, n, device="cuda", dtype=torch.bfloat16)
+        unit = bool((ops.sfa == 1).all()) and bool((ops.sfb == 1).all())
+        try:
+            fns["cute_dense_fp8"] = (dense_fp8_launcher(cute_example, ops.a, ops.b, out_cx), out_cx[0] if unit else None)
+        except Exception as exc:  # noqa: BLE001
+            skipped["cute_dense_fp8"] = one_line(exc)
     return fns, skipped
 
 
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
             warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
-            launch_gaps: bool = False) -> dict:
+            launch_gaps: bool = False, inputs: str = "randn", cute_example=None) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
@@ -128,7 +139,9 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     Ours run as CUDA-graph replays; ``peers_graph`` (the default) launches the peers that way too
     (the CUPTI launch gap is then 4-5 us for ours and DeepGEMM, 6.3 us for cuBLAS; each row
     says how it was launched). ``launch_gaps`` also traces 30 launches of every kernel with CUPTI
-    and adds its GPU duration and the gap before it (``kernel_us``, ``gap_us``) to its row."""
+    and adds its GPU duration and the gap before it (``kernel_us``, ``gap_us``) to its row.
+    ``inputs`` picks the operands (``quant.INPUTS``); ``cute_example`` adds NVIDIA's CuTe DSL
+    dense FP8 GEMM (no block scaling) from that path as a peer."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
@@ -143,7 +156,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     timed: list[tuple[str, bool, tuple, object]] = []     # (name, ours, (launch fn, how), rel. error)
     for spec in variants:
         v, over = parse_spec(spec)
-        p = prepare(v, mnkl, seed=seed, **{**(config or {}), **over})
+        p = prepare(v, mnkl, seed=seed, inputs=inputs, **{**(config or {}), **over})
         if first is None:
             first = p
         else:
@@ -153,7 +166,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         timed.append((spec, True, _graphed(p), err))
     skipped = {}
     if peers:
-        fns, skipped = _peer_fns(first.ops, mnkl)
+        fns, skipped = _peer_fns(first.ops, mnkl, cute_example)
         ref = first.reference() if check else None
         for name, (fn, out) in fns.items():
             err = None
@@ -189,7 +202,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
-                rounds=max(1, rounds))
+                rounds=max(1, rounds), inputs=inputs)
 
 
 def _launch_gap_fields(fn, warmup_s: float) -> dict:

@@ -262,8 +262,9 @@ def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
 
 
 def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
-            seed: int = 0, **config) -> Prepared:
-    """GPU: compile for this device (once per process and knob set), fresh random inputs."""
+            seed: int = 0, inputs: str = "randn", **config) -> Prepared:
+    """GPU: compile for this device (once per process and knob set), fresh random inputs
+    (``inputs``: see :func:`~bsprof.kernels.fp8_blockwise.quant.make_operands`)."""
     import os
 
     # line info for ncu / sass source attribution; CuTe DSL reads it when cutlass is first imported
@@ -287,7 +288,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     from bsprof.kernels.fp8_blockwise.quant import make_operands
 
-    ops = make_operands(mnkl, seed=seed)
+    ops = make_operands(mnkl, seed=seed, inputs=inputs)
     max_active = _max_active(kw)
     if balance:
         max_active = balanced_clusters(mnkl, kw, max_active)

@@ -92,21 +92,39 @@ class Operands:
     d: object
 
 
-def make_operands(mnkl, *, seed: int = 0, device: str = "cuda") -> Operands:
-    """Fresh random inputs. Each 128-block gets its own magnitude (2^[-4, 4]) so a wrong scale
-    index shows up as a large error instead of hiding behind uniform scales."""
+# what make_operands can draw: "randn" (ours: DeepSeek-quantized Gaussians) or "int" (small
+# integers with unit scales, the data CUTLASS's CuTe DSL examples time on)
+INPUTS = ("randn", "int")
+
+
+def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "randn") -> Operands:
+    """Fresh random inputs.
+
+    ``randn``: Gaussians quantized per block, each 128-block with its own magnitude (2^[-4, 4]),
+    so a wrong scale index shows up as a large error instead of hiding behind uniform scales.
+    ``int``: integers in [-2, 2] with unit scales, what ``cutlass.torch.matrix`` gives the CuTe DSL
+    examples. Their few set bits draw less power: on the power-capped H100 every kernel runs
+    ~10% faster on them (docs/perf.md), so compare numbers taken on the same inputs."""
     import torch
 
     check_shape(mnkl)
+    if inputs not in INPUTS:
+        raise BsprofError(f"--inputs {inputs!r}: choose one of {', '.join(INPUTS)}")
     m, n, k, l = mnkl
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     kb = k // BLOCK
+    nb = -(-n // BLOCK)
+    if inputs == "int":
+        a = torch.randint(-2, 3, (l, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
+        b = torch.randint(-2, 3, (l, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
+        sfa = torch.ones(l, kb, m, device=device)
+        sfb = torch.ones(l, nb, kb, device=device)
+        return Operands(a, sfa, b, sfb, torch.empty(l, m, n, device=device, dtype=torch.bfloat16))
     xa = torch.randn(l, m, k, device=device, generator=g)
     mag_a = torch.exp2(torch.randint(-4, 5, (l, m, kb), device=device, generator=g).float())
     xa = xa * mag_a.repeat_interleave(BLOCK, dim=2)
     xb = torch.randn(l, n, k, device=device, generator=g)
-    nb = -(-n // BLOCK)
     mag_b = torch.exp2(torch.randint(-4, 5, (l, nb, kb), device=device, generator=g).float())
     xb = xb * mag_b.repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)
     a, sfa = quantize_rows(xa)

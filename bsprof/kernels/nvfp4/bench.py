@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from bsprof.errors import BsprofError
+from bsprof.errors import BsprofError, one_line
 from bsprof.profile.timer import launch_times_ms
 
 # dense FP4 tensor-core peak, TFLOP/s, by device-name substring (NVIDIA data sheets)
@@ -50,7 +50,7 @@ def _cublas(ops: dict, kw: dict, mnkl):
         fn()
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        return None, one_line(exc)
     return (fn, out), None
 
 
