@@ -59,3 +59,17 @@ def test_one_line_keeps_the_type_and_the_first_line():
     assert one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
     assert one_line(ValueError("")) == "ValueError"
     assert len(one_line(OSError("x" * 500))) == len("OSError: ") + 160
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--family", "fp8-blockwise", "--cute-example", "/no/such/dense_gemm.py"], "no such file"),
+    (["--family", "nvfp4", "--inputs", "int"], "--inputs and --cute-example are fp8-blockwise options"),
+])
+def test_bench_verb_refuses_these_before_looking_for_a_gpu(argv, message):
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    r = CliRunner().invoke(cli, ["bench", *argv])
+    assert r.exit_code == 2
+    assert message in r.output and "Traceback" not in r.output

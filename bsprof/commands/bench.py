@@ -35,11 +35,17 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 @click.option("--iters", type=int, default=50, show_default=True)
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--inputs", type=click.Choice(["randn", "int"]), default="randn", show_default=True,
+              help="fp8-blockwise: randn (DeepSeek-quantized Gaussians) or int (integers in [-2, 2] with unit "
+                   "scales, the CuTe DSL examples' data: every kernel runs faster on them under a power cap)")
+@click.option("--cute-example", default=None, envvar="BSPROF_CUTE_EXAMPLE",
+              help="fp8-blockwise: NVIDIA's CuTe DSL Hopper dense_gemm_persistent.py (or a CUTLASS checkout), "
+                   "timed as the peer without block scaling [env: BSPROF_CUTE_EXAMPLE]")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("-o", "--output", "out", default=None,
               help="also write bench.json into a fresh directory under this one (for `bsprof report`)")
 def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
-            skip_ref_check, seed, as_json, out) -> None:
+            skip_ref_check, seed, inputs, cute_example, as_json, out) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
@@ -61,7 +67,8 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
     }.items() if v is not None}
     req = BenchRequest(family=family, variant=variant,
                        mnkl=parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL),
-                       warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config)
+                       warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config,
+                       inputs=inputs, cute_example=cute_example)
     from importlib import import_module
     result = import_module(module.__name__ + ".bench").run(req, Console(stderr=as_json))
     text = json.dumps(result, indent=2, default=str)

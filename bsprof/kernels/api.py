@@ -113,6 +113,9 @@ class BenchRequest:
     seed: int = 0
     # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
     config: dict = field(default_factory=dict)
+    # fp8-blockwise only: the operands (quant.INPUTS) and NVIDIA's CuTe DSL example as a peer
+    inputs: str = "randn"
+    cute_example: str | None = None
 
 
 class PreparedMixin:

@@ -333,12 +333,19 @@ def run(request, console) -> dict:
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
     parse_kernel_spec(request.variant, "fp8-blockwise", request.config)   # so is an unknown switch
+    cute_example = None
+    if request.cute_example:
+        from bsprof.kernels.fp8_blockwise.cute_example_peer import example_file
+
+        cute_example = str(example_file(request.cute_example))   # and a wrong path
     info = device_info()
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
-                  check=not request.skip_ref_check, seed=request.seed, config=request.config)
-    print_table(console, [res], f"fp8-blockwise on {info.get('name', 'GPU')} (median of {request.iters})")
+                  check=not request.skip_ref_check, seed=request.seed, config=request.config,
+                  inputs=request.inputs, cute_example=cute_example)
+    print_table(console, [res], f"fp8-blockwise on {info.get('name', 'GPU')} (median of {request.iters}, "
+                                f"{request.inputs} inputs)")
     for r in res["rows"]:
         if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2:
             raise BsprofError(f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug")

@@ -58,6 +58,8 @@ def run(request, console) -> dict:
     from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
     from bsprof.profile.gpu import require_capability
 
+    if request.inputs != "randn" or request.cute_example:
+        raise BsprofError("--inputs and --cute-example are fp8-blockwise options (Hopper); drop them for nvfp4")
     kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
