@@ -32,6 +32,7 @@ def main(argv=None) -> int:
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import parse_mnkl
     from bsprof.kernels.fp8_blockwise.bench import measure, print_table
+    from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=TARGET_SHAPES, help="';'-separated M,N,K[,L]")
@@ -54,9 +55,9 @@ def main(argv=None) -> int:
     ap.add_argument("--launch-gaps", action="store_true",
                     help="also trace 30 launches of every kernel with CUPTI (torch.profiler): its GPU "
                          "duration and the idle gap before it")
-    ap.add_argument("--inputs", choices=("randn", "int"), default="randn",
+    ap.add_argument("--inputs", choices=INPUTS, default="randn",
                     help="operands: randn (DeepSeek-quantized Gaussians, the default) or int (integers in "
-                         "[-2, 2] with unit scales, what the CuTe DSL examples time on; ~10%% faster for "
+                         "[-2, 2] with unit scales, what the CuTe DSL examples time on; 5-14%% faster for "
                          "every kernel on the power-capped H100)")
     ap.add_argument("--cute-example", default=os.environ.get("BSPROF_CUTE_EXAMPLE"),
                     help="NVIDIA's CuTe DSL Hopper dense_gemm_persistent.py (or a CUTLASS checkout): time it "

@@ -8,6 +8,7 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
+from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
 
 def _pair(text: str | None, name: str) -> tuple[int, int] | None:
@@ -35,7 +36,7 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 @click.option("--iters", type=int, default=50, show_default=True)
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--inputs", type=click.Choice(["randn", "int"]), default="randn", show_default=True,
+@click.option("--inputs", type=click.Choice(INPUTS), default="randn", show_default=True,
               help="fp8-blockwise: randn (DeepSeek-quantized Gaussians) or int (integers in [-2, 2] with unit "
                    "scales, the CuTe DSL examples' data: every kernel runs faster on them under a power cap)")
 @click.option("--cute-example", default=None, envvar="BSPROF_CUTE_EXAMPLE",

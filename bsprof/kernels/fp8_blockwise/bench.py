@@ -18,7 +18,7 @@ from bsprof.errors import BsprofError, one_line
 from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
-PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm", "cute_dense_fp8")
+PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
 
 
 def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None) -> tuple[float, dict]:
@@ -71,7 +71,8 @@ def _peer_fns(ops, mnkl, cute_example=None):
     fns: dict = {}
     skipped: dict = {}
     if l != 1:
-        return fns, {p: "batched (L > 1) problems have no cuBLAS/DeepGEMM peer here" for p in PEERS}
+        asked = PEERS + (("cute_dense_fp8",) if cute_example else ())
+        return fns, {p: "batched (L > 1) problems have no peer here" for p in asked}
     a, b = ops.a[0], ops.b[0]
     sfa = ops.sfa[0].t()          # (M, K/128), column-major: what cuBLAS wants
     sfb = ops.sfb[0]              # (N/128, K/128)

@@ -104,7 +104,7 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     so a wrong scale index shows up as a large error instead of hiding behind uniform scales.
     ``int``: integers in [-2, 2] with unit scales, what ``cutlass.torch.matrix`` gives the CuTe DSL
     examples. Their few set bits draw less power: on the power-capped H100 every kernel runs
-    ~10% faster on them (docs/perf.md), so compare numbers taken on the same inputs."""
+    5-14% faster on them (docs/perf.md, 17:33), so compare numbers taken on the same inputs."""
     import torch
 
     check_shape(mnkl)
@@ -115,12 +115,11 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     g.manual_seed(int(seed))
     kb = k // BLOCK
     nb = -(-n // BLOCK)
+    d = torch.empty(l, m, n, device=device, dtype=torch.bfloat16)
     if inputs == "int":
         a = torch.randint(-2, 3, (l, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
         b = torch.randint(-2, 3, (l, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
-        sfa = torch.ones(l, kb, m, device=device)
-        sfb = torch.ones(l, nb, kb, device=device)
-        return Operands(a, sfa, b, sfb, torch.empty(l, m, n, device=device, dtype=torch.bfloat16))
+        return Operands(a, torch.ones(l, kb, m, device=device), b, torch.ones(l, nb, kb, device=device), d)
     xa = torch.randn(l, m, k, device=device, generator=g)
     mag_a = torch.exp2(torch.randint(-4, 5, (l, m, kb), device=device, generator=g).float())
     xa = xa * mag_a.repeat_interleave(BLOCK, dim=2)
@@ -129,7 +128,6 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     xb = xb * mag_b.repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)
     a, sfa = quantize_rows(xa)
     b, sfb = quantize_blocks(xb)
-    d = torch.empty(l, m, n, device=device, dtype=torch.bfloat16)
     return Operands(a, sfa, b, sfb, d)
 
 
