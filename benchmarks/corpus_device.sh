@@ -13,13 +13,17 @@ W=$(mktemp -d); t0=$(date +%s)
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$W/env.txt" 2>&1
 cat "$W/env.txt"
 common=(--nvtx --nvtx-include corpus/ --clock-control none --target-processes application-only)
-timeout ${MAIN_S:-390} "$NCU" "${common[@]}" --set full --import-source no -o "$W/corpus_full" \
-  python3 scripts/corpus_launches.py --meta "$W/meta_full.json" > "$W/log_full.txt" 2>&1
-echo "full rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR|==WARNING" "$W/log_full.txt" | head -80
-timeout 60 "$NCU" "${common[@]}" --set full --cache-control none -o "$W/corpus_l2" \
+# two processes, so a time-out in one (ncu writes its report at exit) keeps the other's
+for part in other gemm; do
+  lim=${OTHER_S:-210}; [ $part = gemm ] && lim=${GEMM_S:-250}
+  timeout -s INT -k 20 $lim "$NCU" "${common[@]}" --set full --import-source no -o "$W/corpus_$part" \
+    python3 scripts/corpus_launches.py --only $part --meta "$W/meta_$part.json" > "$W/log_$part.txt" 2>&1
+  echo "$part rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR|==WARNING" "$W/log_$part.txt" | head -60
+done
+timeout -s INT -k 15 45 "$NCU" "${common[@]}" --set full --cache-control none -o "$W/corpus_l2" \
   python3 scripts/corpus_launches.py --only l2 --meta "$W/meta_l2.json" > "$W/log_l2.txt" 2>&1
 echo "l2 rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR" "$W/log_l2.txt"
-timeout 60 "$NCU" "${common[@]}" --set basic -o "$W/corpus_basic" \
+timeout -s INT -k 15 45 "$NCU" "${common[@]}" --set basic -o "$W/corpus_basic" \
   python3 scripts/corpus_launches.py --select cublas_bf16_4096x4096x4096,add_fp32_256M --meta "$W/meta_basic.json" > "$W/log_basic.txt" 2>&1
 echo "basic rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR" "$W/log_basic.txt"
 [ -d "$DG_JIT_CACHE_DIR" ] && cp -r "$DG_JIT_CACHE_DIR" "$W/dgcache" && du -sh "$W/dgcache"

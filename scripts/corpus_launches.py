@@ -234,11 +234,15 @@ def main(argv=None) -> int:
     import torch
 
     p = argparse.ArgumentParser()
-    p.add_argument("--only", choices=("main", "l2"), default="main")
+    p.add_argument("--only", choices=("all", "gemm", "other", "l2"), default="all",
+                   help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin")
     p.add_argument("--meta", required=True)
     p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
-    ops = ops_main() if args.only == "main" else ops_l2()
+    ops = ops_main() if args.only != "l2" else ops_l2()
+    if args.only in ("gemm", "other"):
+        gemm = ("cublas_", "deepgemm_", "bsprof_")
+        ops = {k: v for k, v in ops.items() if k.startswith(gemm) == (args.only == "gemm")}
     if args.select:
         ops = {k: v for k, v in ops.items() if k in args.select.split(",")}
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "ops": {}}
