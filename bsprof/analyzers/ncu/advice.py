@@ -58,8 +58,8 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "DRAM is the limit ({unit_pct}% of peak{dram_bytes}): move fewer bytes (fuse with the producer "
      "or consumer, lower-precision storage); no in-kernel change beats this bandwidth"),
     ("memory-bound", "dram", "gemm", ANY,
-     "a GEMM this skinny streams its weights once: the floor is bytes / bandwidth; batch more rows (M) per "
-     "weight read, or quantize the weights"),
+     "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth: the floor is bytes / bandwidth; batch "
+     "more rows (M) per weight read, or quantize the weights"),
     ("memory-bound", "l2", ANY, ANY,
      "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): coalesce accesses (ncu's sectors-per-request "
      "rules), reuse data in shared memory/registers, or order CTAs for locality"),
@@ -69,12 +69,14 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "latency: issue slots {issue_pct}% busy, {eligible} eligible warps per cycle, top stall {stall} "
      "({stall_pct}% of cycles between issues): more independent work in flight per warp"),
     ("latency-bound", "long_scoreboard", ANY, ANY,
-     "waiting on global/local memory (long_scoreboard): more loads in flight before first use, prefetch, "
-     "or more warps"),
+     "waiting on global/local memory (long_scoreboard, {stall_pct}% of the cycles between issues): more loads "
+     "in flight before first use, prefetch, or more warps"),
     ("latency-bound", "barrier", ANY, ANY,
-     "warps wait at CTA barriers: rebalance the work between barriers or split roles (producer/consumer)"),
+     "warps wait at CTA barriers ({stall_pct}% of the cycles between issues): rebalance the work between "
+     "barriers or split roles (producer/consumer)"),
     ("latency-bound", "gmma", "gemm", "sm_90",
-     "warps wait on wgmma results: deeper pipelining between the MMA and its consumers"),
+     "warps wait on wgmma results ({stall_pct}% of the cycles between issues): deeper pipelining between the "
+     "MMA and its consumers"),
     ("latency-bound", ANY, "gemm", ANY,
      "for this MMA kernel (tensor pipe {tensor_pct}% of active): deeper shared-memory pipeline (more stages) "
      "and more MMA work per load"),

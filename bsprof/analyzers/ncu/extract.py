@@ -162,6 +162,8 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
         prec, source = from_nvtx["precision"], "NVTX range"
     elif op_prec:
         prec, source = op_prec, f"executed {op_name}"
+    elif ops:
+        prec, source = None, None   # no MMA and no FFMA executed: no arithmetic peak applies
     else:
         prec = ARCH_PRECISION.get(int(cc_major)) if cc_major is not None else None
         source = "architecture default (no opcode table in the report)" if prec else None
