@@ -95,7 +95,7 @@ def test_rescaled_error_grows_with_k_and_is_refused_past_its_limit():
 
 @pytest.mark.parametrize("variant", ["optimized", "rescaled"])
 def test_timing_build_table_and_delay_knob(variant):
-    from bsprof.analyzers.timing_schema import PHASES
+    from bsprof.analyzers.timing.schema import PHASES
     from bsprof.kernels.fp8_blockwise import prepare
 
     mnkl = (1024, 1024, 2048, 1)

@@ -59,7 +59,7 @@ def test_matches_reference(variant, config):
 
 @pytest.mark.sm100
 def test_timing_table_has_every_role():
-    from bsprof.analyzers.timing_schema import COLUMNS
+    from bsprof.analyzers.timing.schema import COLUMNS
     from bsprof.kernels.nvfp4 import prepare
 
     p = prepare("optimized", (1024, 1024, 1024, 1), timing=True, delay_kloop=2000)

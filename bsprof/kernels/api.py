@@ -15,7 +15,7 @@ A family package (``bsprof.kernels.nvfp4``, ``bsprof.kernels.fp8_blockwise``) ex
 ``Prepared`` has ``kernel_name: str`` (the name ncu sees), ``flops: float``, ``launch()`` (one
 asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
 of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, for timing builds,
-``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing_schema`.
+``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing.schema`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class PreparedMixin:
             raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
         import torch
 
-        from bsprof.analyzers.timing_buffer import decode_buffer
+        from bsprof.analyzers.timing.buffer import decode_buffer
 
         torch.cuda.synchronize()
         return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)

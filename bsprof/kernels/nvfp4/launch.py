@@ -162,7 +162,7 @@ def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloo
     slots = 1
     tbuf = torch.zeros(2, dtype=torch.int64, device=dev)      # never written by a plain build
     if timing:
-        from bsprof.analyzers.timing_buffer import plan_buffer
+        from bsprof.analyzers.timing.buffer import plan_buffer
 
         ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
         plan = plan_buffer(ctas, 6, tiles_per_cta)
