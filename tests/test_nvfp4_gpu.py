@@ -13,7 +13,7 @@ from bsprof.errors import BsprofError
 
 def test_prepare_refuses_without_sm100():
     from bsprof.kernels.nvfp4 import prepare
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         cap = device_info()["capability"]
@@ -27,7 +27,7 @@ def test_prepare_refuses_without_sm100():
 
 
 def test_bench_cli_exits_2_without_sm100():
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         if device_info()["capability"][0] == 10:

@@ -69,7 +69,7 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
     from bsprof.io import unique_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     info = device_info()
     if family == "auto":

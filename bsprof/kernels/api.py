@@ -9,8 +9,9 @@ A family package (``bsprof.kernels.nvfp4``, ``bsprof.kernels.fp8_blockwise``) ex
                      CPU-only compile (``CUTE_DSL_ARCH``, fake tensors); returns the kept cubin.
 ``prepare(variant, mnkl, *, timing=False, delay_kloop=0, delay_phase1=0, seed=0, **config) -> Prepared``
                      GPU: compile for the current device, allocate fresh random inputs.
-``bench.run(request: BenchRequest, console) -> dict``
-                     correctness + timing + peers in one process; returns a JSON-able dict.
+
+Benchmarking a family (correctness, timing beside its peers) is profiling, so it lives in
+:mod:`bsprof.profile.bench`; a family exposes only what that needs: operands, launch, reference.
 
 ``Prepared`` has ``kernel_name: str`` (the name ncu sees), ``flops: float``, ``launch()`` (one
 asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
 from types import ModuleType
 
 from bsprof.errors import BsprofError
@@ -100,22 +100,6 @@ def parse_mnkl(text: str) -> tuple[int, int, int, int]:
     if len(parts) != 4 or min(parts) <= 0:
         raise BsprofError(f"--mnkl {text!r} is not M,N,K[,L] with positive integers; e.g. --mnkl 4096,4096,4096,1")
     return tuple(parts)  # type: ignore[return-value]
-
-
-@dataclass
-class BenchRequest:
-    family: str
-    variant: str
-    mnkl: tuple[int, int, int, int]
-    warmup: int = 10
-    iters: int = 50
-    skip_ref_check: bool = False
-    seed: int = 0
-    # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
-    config: dict = field(default_factory=dict)
-    # fp8-blockwise only: the operands (quant.INPUTS) and NVIDIA's CuTe DSL example as a peer
-    inputs: str = "randn"
-    cute_example: str | None = None
 
 
 class PreparedMixin:

@@ -131,7 +131,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     from bsprof.io import unique_dir, write_text_atomic
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         calibrate, project = V.model_api()
