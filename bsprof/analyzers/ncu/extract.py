@@ -59,7 +59,7 @@ def stall_reasons(names) -> list[str]:
 # what a launch's NVTX ranges may carry: bsprof's launcher names its range
 # "bsprof_measured/bsprof mnkl=MxNxKxL flops=F precision=P", so a report read back keeps % of peak
 _NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.compile(r"\bprecision=([a-z0-9]+)"),
-              "mnkl": re.compile(r"\bmnkl=([0-9x,]+)")}
+              "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
 
 
 def nvtx_ranges(action) -> list[str]:
@@ -153,6 +153,7 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
     from_nvtx = nvtx_problem(ranges)
     flops = flops or from_nvtx.get("flops")
     row["mnkl"] = from_nvtx.get("mnkl")
+    row["tile_mn"] = from_nvtx.get("tile")
     # the peak to compare against: --precision, else the range's, else the executed MMA opcodes',
     # else (no opcode table) the format this arch's bundled kernels compute in
     op_prec, op_name = precision_from_opcodes(ops)

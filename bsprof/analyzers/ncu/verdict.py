@@ -104,7 +104,9 @@ class Verdict:
     def as_dict(self) -> dict:
         return {"class": self.cls, "label": self.label, "unit": self.unit, "detail": self.detail,
                 "flags": self.flags, "evidence": [str(e) for e in self.evidence], "facts": self.facts,
-                "candidates": self.candidates, "busy": self.busy, "fill": {k: v for k, v in vars(self.fill).items()
+                "candidates": self.candidates,
+                "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
+                "fill": {k: v for k, v in vars(self.fill).items()
                                                                           if not (isinstance(v, float) and math.isnan(v))},
                 "kind": self.kind, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
@@ -203,16 +205,43 @@ def tile_text(t: dict) -> str:
             f"({100 * t['idle_share']:.0f}% of CTA-rounds idle)")
 
 
-def tile_quantization(mnkl, tile_mn, ctas: int) -> dict:
-    """Exact tile accounting of a persistent GEMM: tiles, rounds per CTA, the last round's fill."""
+def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
+    """Exact tile accounting of a persistent GEMM: tiles (each extent's tile count rounded up to the
+    cluster shape, as a clustered scheduler launches them), rounds per CTA, the last round's fill."""
     m, n, _, l = (list(mnkl) + [1])[:4]
     tm, tn = tile_mn
-    tiles = math.ceil(m / tm) * math.ceil(n / tn) * l
+    cm, cn = cluster_mn
+    tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn * l
     rounds = math.ceil(tiles / ctas)
     last = tiles - (rounds - 1) * ctas
     useful = (m * n * l) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * l)
     return {"tiles": tiles, "tile_m": tm, "tile_n": tn, "ctas": ctas, "tiles_per_cta_max": rounds,
             "last_round_fill": last / ctas, "idle_share": 1 - tiles / (rounds * ctas), "tile_useful_share": useful}
+
+
+def _mnkl(row) -> list[int] | None:
+    text = row.get("mnkl") if hasattr(row, "get") else None
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        vals = [int(x) for x in re.split(r"[x,]", text) if x]
+    except ValueError:
+        return None
+    return (vals + [1])[:4] if len(vals) >= 3 else None
+
+
+def tiles_from_row(row) -> dict | None:
+    """Exact tile accounting where the report names the problem and the tile (a bsprof launch's NVTX
+    range: ``mnkl=... tile=MxN``) and the grid is persistent (no more CTAs than SMs)."""
+    mnkl, tile = _mnkl(row), row.get("tile_mn") if hasattr(row, "get") else None
+    ctas, sms = _get(row, "grid_size"), _get(row, "sm_count")
+    if not mnkl or not isinstance(tile, str) or not _ok(ctas) or (_ok(sms) and ctas > sms):
+        return None
+    tm, tn = (int(x) for x in tile.split("x"))
+    cluster = tuple(int(_get(row, f"cluster_{a}")) if _ok(_get(row, f"cluster_{a}")) and _get(row, f"cluster_{a}") > 0
+                    else 1 for a in "xy")
+    # the launch's cluster dims are (x, y) = (M, N) for CuTe DSL persistent GEMMs
+    return tile_quantization(mnkl, (tm, tn), int(ctas), cluster)
 
 
 def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
@@ -419,6 +448,10 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     ``rules``: ncu's own rule results for the launch (:mod:`.rules`), set beside the verdict."""
     from bsprof.analyzers.ncu import advice
 
+    if tiles is None:
+        tiles = tiles_from_row(row)
+    if k is None and (mnkl := _mnkl(row)):
+        k = mnkl[2]
     f = fill_facts(row, tiles)
     busy = busy_limit(row, f)
     v = Verdict("latency-bound", kind=kernel_kind(row), arch=str(row.get("arch") or "other"), fill=f, busy=busy)
@@ -484,7 +517,11 @@ def ncu_sol_class(rules: list[dict]) -> tuple[str | None, str]:
     return None, ""
 
 
-def ncu_view(v: Verdict, rules: list[dict], top: int = 3) -> list[str]:
+def hottest_pipe_text(v: Verdict) -> str | None:
+    return next((f[len("hottest pipe "):].split(",")[0] for f in v.facts if f.startswith("hottest pipe ")), None)
+
+
+def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
     """Lines setting ncu's SOLBottleneck and its top estimated speedups beside the verdict."""
     out = []
     cls, msg = ncu_sol_class(rules)
@@ -508,6 +545,14 @@ def ncu_view(v: Verdict, rules: list[dict], top: int = 3) -> list[str]:
             if v.cls == "compute-bound" and cls == "memory-bound" and v.kind == "gemm":
                 why = "ncu's memory SOL counts L1/shared, which here is the wgmma operand path"
             out.append(f"ncu SOLBottleneck says {cls}; bsprof says {v.label}" + (f" ({why})" if why else "") + ".")
+    for r in rules:
+        m = re.search(r"^(\w[\w ]*?) is the highest-utilized pipeline \(([\d.]+)%\)", r.get("message") or "")
+        if r.get("rule") == "HighPipeUtilization" and m:
+            pipe = m.group(1)
+            ours = v.busy.get("unit") if v.busy.get("class") == "compute-bound" else None
+            note = " (ncu's Shared pipe is the logical sum of the FP64 and tensor pipes)" if pipe == "Shared" else ""
+            out.append(f"ncu HighPipeUtilization: {pipe} {m.group(2)}% of elapsed{note}; bsprof's hottest pipe: "
+                       + (f"{ours}" if ours else (hottest_pipe_text(v) or "n/a")) + ".")
     ranked = [r for r in rules if r.get("speedup_pct") and r.get("kind") in ("optimization", "warning")]
     for r in ranked[:top]:
         out.append(f"ncu {r['section']}/{r['rule']}: est. {r['speedup_pct']:.0f}% {r.get('speedup_type') or ''} — "
