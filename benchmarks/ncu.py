@@ -1,6 +1,8 @@
 """Performance targets of `bsprof ncu`.
 
     python benchmarks/ncu.py load                 # CPU: load + extract one launch of a full report (< 1 s)
+    python benchmarks/ncu.py verdict              # CPU: extract + verdict (rules, advice) per launch (< 1 s),
+                                                  # cold CLI process and warm, plus the whole corpus
     python benchmarks/ncu.py triage-vs-full [--torch-scaled-mm] [--mnkl 4096,4096,4096,1] [--out FILE.json]
                                                   # GPU: replay passes and wall time, triage vs full,
                                                   # same kernel, same verdict; target triage <= full / 3
@@ -42,6 +44,33 @@ def bench_load(repeat: int = 10) -> dict:
 
 PICK_ORDER = ("all", "all_no_occ", "no_hit_smem", "no_units", "no_sol", "no_units_no_occ", "no_sol_no_occ",
               "no_units_hit_smem_no_occ", "no_sol_hit_smem_no_occ", "core", "core_few_stalls")
+
+
+def bench_verdict(repeat: int = 10) -> dict:
+    """Extraction + verdict per launch: a cold `bsprof ncu --report --json` process on the full
+    report, warm extract+classify in-process, and classify alone over the corpus entries."""
+    code = ("import time; t=time.perf_counter(); from bsprof.analyzers.ncu.summary import analyze_report; "
+            f"ex, p = analyze_report(r'{FULL_REPORT}'); print(time.perf_counter()-t, len(p['launches']))")
+    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
+    from bsprof.analyzers.ncu.summary import analyze_report
+    from bsprof.analyzers.ncu.verdict import classify
+
+    analyze_report(FULL_REPORT)
+    warm = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        analyze_report(FULL_REPORT)
+        warm.append(time.perf_counter() - t)
+    entries = [json.loads(f.read_text()) for f in sorted((REPO / "tests" / "data" / "corpus" / "launches").glob("*.json"))]
+    t = time.perf_counter()
+    for e in entries:
+        classify(e["columns"], rules=e["rules"])
+    per = (time.perf_counter() - t) / max(1, len(entries))
+    res = {"report": FULL_REPORT.name, "cold_process_s_median": statistics.median(cold),
+           "warm_extract_verdict_s_median": statistics.median(warm), "corpus_launches": len(entries),
+           "classify_ms_per_launch": 1e3 * per, "target_s_per_launch": 1.0}
+    res["pass"] = res["cold_process_s_median"] < 1.0 and res["warm_extract_verdict_s_median"] < 1.0
+    return res
 
 
 def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]] | None:
@@ -157,7 +186,7 @@ def bench_triage_search(mnkl: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["load", "triage-vs-full", "triage-search"])
+    p.add_argument("what", choices=["load", "verdict", "triage-vs-full", "triage-search"])
     p.add_argument("--mnkl", default="4096,4096,4096,1")
     p.add_argument("--torch-scaled-mm", action="store_true")
     p.add_argument("--variant", default="optimized")
@@ -167,6 +196,8 @@ def main() -> int:
     a = p.parse_args()
     if a.what == "load":
         res = bench_load()
+    elif a.what == "verdict":
+        res = bench_verdict()
     elif a.what == "triage-search":
         res = bench_triage_search(a.mnkl)
     else:
