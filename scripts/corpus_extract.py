@@ -1,7 +1,7 @@
-"""Turn the corpus reports (benchmarks/corpus_device.sh) into tests/data/corpus/launches/*.json:
-per launch the extracted metric columns the verdict reads, ncu's rule results and what was
-launched (scripts/corpus_launches.py's meta). The labels are written by hand, apart, in
-tests/data/corpus/labels.json.
+"""Turn the corpus reports (benchmarks/corpus_device.sh) into tests/data/corpus/launches.json.xz:
+per launch (keyed by name) the extracted metric columns the verdict reads, ncu's rule results and
+what was launched (scripts/corpus_launches.py's meta); xz keeps it at ~40 KB in the repository.
+The labels are written by hand, apart, in tests/data/corpus/labels.json.
 
     python3 scripts/corpus_extract.py DIR_WITH_REPORTS_AND_META [--out tests/data/corpus]
 """
@@ -34,9 +34,9 @@ def main(argv=None) -> int:
     p.add_argument("src")
     p.add_argument("--out", default="tests/data/corpus")
     args = p.parse_args(argv)
-    src, out = Path(args.src), Path(args.out) / "launches"
+    src, out = Path(args.src), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    n = 0
+    entries: dict[str, dict] = {}
     for stem, how in COLLECTION.items():
         rep = src / f"corpus_{stem}.ncu-rep"
         if not rep.is_file():
@@ -53,9 +53,12 @@ def main(argv=None) -> int:
             entry = {"name": name, "op": op, "collection": how, "report": rep.name, "launch_in_report": i,
                      "device": meta.get("device"), "torch": meta.get("torch"),
                      "launched": meta["ops"].get(op, {}), "columns": cols, "rules": ex.rules[i]}
-            (out / f"{name}.json").write_text(json.dumps(entry, indent=1, sort_keys=False) + "\n")
-            n += 1
-    print(f"wrote {n} launches to {out}")
+            entries[name] = entry
+    import lzma
+
+    dest = out / "launches.json.xz"
+    dest.write_bytes(lzma.compress(json.dumps(entries, indent=0, sort_keys=True).encode(), preset=9))
+    print(f"wrote {len(entries)} launches to {dest}")
     return 0
 
 

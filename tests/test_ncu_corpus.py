@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from bsprof.analyzers.ncu.verdict import classify
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 LABELS = json.loads((CORPUS / "labels.json").read_text())["labels"]
-ENTRIES = {p.stem: json.loads(p.read_text()) for p in sorted((CORPUS / "launches").glob("*.json"))}
+ENTRIES = json.loads(lzma.decompress((CORPUS / "launches.json.xz").read_bytes()))
 
 GEMM_ONLY = re.compile(r"split-K|wgmma|tcgen05|K-loop|MMA kernel|tile count|epilogue", re.I)
 SM100_ONLY = re.compile(r"2-CTA|TMEM|tcgen05|UTC", re.I)
@@ -71,3 +72,21 @@ def test_held_out_accuracy_reported(capsys):
         hits[held_out(name)][1] += 1
     print(f"design set {hits[False][0]}/{hits[False][1]}, held out {hits[True][0]}/{hits[True][1]}")
     assert hits[True][0] == hits[True][1]
+
+
+@pytest.mark.parametrize("report, names", [
+    ("corpus_l2.ncu-rep.xz", ["add_fp32_1M_l2resident"]),
+    ("corpus_basic.ncu-rep.xz", ["cublas_bf16_4096x4096x4096__basic", "add_fp32_256M__basic"]),
+])
+def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
+    """The stored columns are what bsprof extracts from the shipped full reports (read as .xz)."""
+    from bsprof.analyzers.ncu.extract import extract
+
+    monkeypatch.setenv("BSPROF_CACHE", str(tmp_path))
+    ex = extract(CORPUS / "reports" / report)
+    assert len(ex.table) == len(names)
+    for (_, row), name in zip(ex.table.iterrows(), names):
+        stored = ENTRIES[name]["columns"]
+        for col in ("duration_ns", "sm_active_cycles_avg", "dram_throughput_pct", "tensor_pipe_elapsed_pct", "grid_size"):
+            assert row[col] == pytest.approx(stored[col]), col
+        assert classify(row.to_dict()).label == classify(stored).label
