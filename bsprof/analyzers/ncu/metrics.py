@@ -120,8 +120,7 @@ METRICS: tuple[Metric, ...] = (
     _m("occupancy_limit_warps", "launch__occupancy_limit_warps", "CTA", "CTAs per SM allowed by warp slots"),
     _m("occupancy_limit_barriers", "launch__occupancy_limit_barriers", "CTA", "CTAs per SM allowed by named barriers"),
     # bytes per memory level
-    _m("l2_bytes", "lts__t_bytes.sum", "B", "bytes through L2 (all requests)"),
-    _m("l1_bytes", "l1tex__t_bytes.sum", "B", "bytes through L1/TEX (global, local; not shared)"),
+    _m("l2_sectors", "lts__t_sectors.sum", "sector", "32-byte sectors through L2 (all requests)"),
     _m("l1_throughput_active_pct", "l1tex__throughput" + PCT_ACTIVE, "%", "L1/TEX throughput, % of peak over active cycles"),
     _m("l2_atomic_pct", "lts__d_atomic_input_cycles_active" + PCT_ELAPSED, "%", "L2 atomic units busy, % of peak"),
     _m("gmma_issue_pct", "sm__inst_executed_pipe_tensor_op_gmma" + PCT_ACTIVE, "%", "WGMMA issue rate (sm_90)", arch="sm_90"),

@@ -47,8 +47,8 @@ THRESHOLDS: dict[str, float] = {
 }
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
-MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_bytes"),
-                 ("l1", "l1_throughput_pct", "l1_bytes"))
+MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
+                 ("l1", "l1_throughput_pct", None))
 # pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
 MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
 WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
@@ -357,7 +357,9 @@ def _level_bytes(row, lvl: str) -> float:
     if lvl == "dram":
         r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
         return r + w if _ok(r) and _ok(w) else math.nan
-    return _get(row, f"{lvl}_bytes")
+    if lvl == "l2":
+        return 32.0 * _get(row, "l2_sectors")
+    return math.nan
 
 
 def stall_shares(row) -> dict[str, float]:
@@ -421,7 +423,7 @@ SECTION_NEEDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("the pipe that limits the busy SMs", ("pipe_fma_pct", "pipe_alu_pct"), "ComputeWorkloadAnalysis"),
     ("the dominant stall reason (latency)", ("warp_cycles_per_issue",), "WarpStateStats"),
     ("issue rate and eligible warps", ("issue_active_pct", "eligible_warps_per_cycle"), "SchedulerStats"),
-    ("L1/shared throughput and bytes per level", ("l1_throughput_pct", "l2_bytes"), "MemoryWorkloadAnalysis"),
+    ("L1/shared throughput and bytes per level", ("l1_throughput_pct", "l2_sectors"), "MemoryWorkloadAnalysis"),
     ("the executed MMA opcodes (precision, kernel kind)", ("inst_executed",), "InstructionStats"),
     ("SM active cycles (GPU fill)", ("sm_active_cycles_avg",), "SpeedOfLight"),
 )
