@@ -317,7 +317,9 @@ def busy_limit(row, f: Fill) -> dict:
     facts: list[str] = []
     comp_unit, comp = None, math.nan
     if pipe:
-        facts.append(f"hottest pipe {pipe[0]}: {pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
+        only = not any(k.startswith("pipe_") and _ok(_get(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
+        facts.append(f"{'tensor pipe (the only pipe this report has)' if only else 'hottest pipe ' + pipe[0]}: "
+                     f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
         if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
             comp_unit, comp = pipe
     if comp_unit is None and _ok(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
