@@ -129,7 +129,7 @@ def sol(run: Run) -> Section | None:
                                                       "(profile with --set triage or full)")])
     import plotly.graph_objects as go
 
-    bound = num(dig(launch, "verdict_detail", "thresholds", "sol_bound_pct")) or 60.0
+    bound = num(dig(launch, "verdict_detail", "thresholds", "unit_bound_pct")) or 60.0
     labels = [b[0] for b in bars][::-1]
     values = [b[1] for b in bars][::-1]
     colors = ["#c0504d" if v >= bound else "#4f81bd" for v in values]
