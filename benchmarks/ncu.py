@@ -23,21 +23,27 @@ REPO = Path(__file__).resolve().parent.parent
 FULL_REPORT = REPO / "tests" / "data" / "h100_cublas_fp8_4096.ncu-rep"
 
 
-def bench_load(repeat: int = 10) -> dict:
-    # cold: a fresh interpreter pays for importing pandas and ncu_report, as a CLI run does
-    code = ("import time; t=time.perf_counter(); from bsprof.analyzers.ncu.extract import extract; "
-            f"e=extract(r'{FULL_REPORT}'); print(time.perf_counter()-t, len(e.table))")
-    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
-    from bsprof.analyzers.ncu.extract import extract
+def _cold_warm(module: str, func: str, repeat: int) -> tuple[float, float]:
+    """Median seconds of ``module.func(FULL_REPORT)``: cold (a fresh interpreter pays for importing
+    pandas and ncu_report, as a CLI run does; 3 runs) and warm (in this process, ``repeat`` runs)."""
+    import importlib
 
-    extract(FULL_REPORT)
+    code = (f"import time; t=time.perf_counter(); from {module} import {func}; "
+            f"{func}(r'{FULL_REPORT}'); print(time.perf_counter()-t)")
+    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
+    fn = getattr(importlib.import_module(module), func)
+    fn(FULL_REPORT)
     warm = []
     for _ in range(repeat):
         t = time.perf_counter()
-        extract(FULL_REPORT)
+        fn(FULL_REPORT)
         warm.append(time.perf_counter() - t)
-    res = {"report": FULL_REPORT.name, "cold_s_median": statistics.median(cold), "warm_s_median": statistics.median(warm),
-           "target_s": 1.0}
+    return statistics.median(cold), statistics.median(warm)
+
+
+def bench_load(repeat: int = 10) -> dict:
+    cold, warm = _cold_warm("bsprof.analyzers.ncu.extract", "extract", repeat)
+    res = {"report": FULL_REPORT.name, "cold_s_median": cold, "warm_s_median": warm, "target_s": 1.0}
     res["pass"] = res["cold_s_median"] < 1.0
     return res
 
@@ -49,18 +55,9 @@ PICK_ORDER = ("all", "all_no_occ", "no_hit_smem", "no_units", "no_sol", "no_unit
 def bench_verdict(repeat: int = 10) -> dict:
     """Extraction + verdict per launch: a cold `bsprof ncu --report --json` process on the full
     report, warm extract+classify in-process, and classify alone over the corpus entries."""
-    code = ("import time; t=time.perf_counter(); from bsprof.analyzers.ncu.summary import analyze_report; "
-            f"ex, p = analyze_report(r'{FULL_REPORT}'); print(time.perf_counter()-t, len(p['launches']))")
-    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
-    from bsprof.analyzers.ncu.summary import analyze_report
+    cold, warm = _cold_warm("bsprof.analyzers.ncu.summary", "analyze_report", repeat)
     from bsprof.analyzers.ncu.verdict import classify
 
-    analyze_report(FULL_REPORT)
-    warm = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        analyze_report(FULL_REPORT)
-        warm.append(time.perf_counter() - t)
     import lzma
 
     entries = list(json.loads(lzma.decompress((REPO / "tests" / "data" / "corpus" / "launches.json.xz").read_bytes())).values())
@@ -68,8 +65,8 @@ def bench_verdict(repeat: int = 10) -> dict:
     for e in entries:
         classify(e["columns"], rules=e["rules"])
     per = (time.perf_counter() - t) / max(1, len(entries))
-    res = {"report": FULL_REPORT.name, "cold_process_s_median": statistics.median(cold),
-           "warm_extract_verdict_s_median": statistics.median(warm), "corpus_launches": len(entries),
+    res = {"report": FULL_REPORT.name, "cold_process_s_median": cold,
+           "warm_extract_verdict_s_median": warm, "corpus_launches": len(entries),
            "classify_ms_per_launch": 1e3 * per, "target_s_per_launch": 1.0}
     res["pass"] = res["cold_process_s_median"] < 1.0 and res["warm_extract_verdict_s_median"] < 1.0
     return res

@@ -25,6 +25,16 @@ def _t(*shape, dtype=None, scale=1.0):
     return torch.randn(*shape, device="cuda", dtype=dtype or torch.float32) * scale
 
 
+def ew_add(numel: int):
+    """torch.add of two fp32 vectors of ``numel`` elements into a third."""
+    def setup():
+        import torch
+        x, y = _t(numel), _t(numel)
+        out = torch.empty_like(x)
+        return lambda: torch.add(x, y, out=out)
+    return setup
+
+
 def ops_main():
     """name -> (setup() -> launch callable, meta). Sizes chosen to land in distinct classes."""
     import torch
@@ -95,13 +105,6 @@ def ops_main():
 
     def simple(fn_maker, source, nbytes=None):
         return fn_maker, {"source": source, "bytes": nbytes}
-
-    def ew_add(numel):
-        def setup():
-            x, y = _t(numel), _t(numel)
-            out = torch.empty_like(x)
-            return lambda: torch.add(x, y, out=out)
-        return setup
 
     ops["add_fp32_256M"] = simple(ew_add(1 << 28), "torch.add fp32, 3 GiB moved (streams from DRAM)", 12 * (1 << 28))
     ops["add_fp32_1M"] = simple(ew_add(1 << 20), "torch.add fp32, 12 MiB moved, L2 flushed by ncu", 12 * (1 << 20))
@@ -219,14 +222,6 @@ def ops_main():
 
 
 def ops_l2():
-    import torch  # noqa: F401
-
-    def ew_add(numel):
-        def setup():
-            x, y = _t(numel), _t(numel)
-            out = torch.empty_like(x)
-            return lambda: torch.add(x, y, out=out)
-        return setup
     return {"add_fp32_1M_l2resident": (ew_add(1 << 20), {"source": "torch.add fp32, 12 MiB moved, L2 kept warm (--cache-control none)", "bytes": 12 * (1 << 20)})}
 
 

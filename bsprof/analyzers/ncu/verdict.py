@@ -394,6 +394,10 @@ def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
     ach, theo = _get(row, "achieved_occupancy_pct"), _get(row, "theoretical_occupancy_pct")
     if not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"] or one_cta_per_sm_by_design(row, f):
         return None
+    # a resource (registers, shared memory, barriers) must cap the warps: at 100 % theoretical the
+    # low achieved occupancy comes from the grid or imbalance, which cutting resources does not fix
+    if _ok(theo) and theo >= 100.0:
+        return None
     ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
     elig = _get(row, "eligible_warps_per_cycle")
     if _ok(elig) and elig < THRESHOLDS["min_eligible_warps"]:
