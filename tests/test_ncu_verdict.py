@@ -136,3 +136,14 @@ def test_bundled_kernel_full_and_triage_agree(data_dir):
     assert vf.label == vt.label == "compute-bound:tensor"
     assert vt.missing and any(m.startswith("InstructionStats") for m in vt.missing)
     assert not vf.missing
+
+
+def test_occupancy_only_when_a_resource_caps_warps(cublas_row):
+    low = {k: (0.0 if k.startswith("pipe_") else v) for k, v in cublas_row.items()}
+    low.update(tensor_pipe_pct=0.0, dram_throughput_pct=10.0, l2_throughput_pct=10.0, l1_throughput_pct=10.0,
+               issue_active_pct=20.0, grid_size=4096.0, occupancy_limit_shared_mem=2.0, occupancy_limit_registers=2.0,
+               achieved_occupancy_pct=10.0, theoretical_occupancy_pct=25.0)
+    v = classify(low)
+    assert v.cls == "latency-bound" and "low-occupancy" in v.flags
+    assert any("registers and shared mem (2 CTA/SM)" in c for c in v.candidates)
+    assert "low-occupancy" not in classify(dict(low, theoretical_occupancy_pct=100.0)).flags
