@@ -193,6 +193,17 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
                      else f"SM-time idle {100 * idle:.0f}%")
     if _ok(f.waves):
         parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
+        whole, frac = int(f.waves), f.waves - int(f.waves)
+        if f.sms and whole >= 1 and 0.02 < frac < 0.98 and not tiles:
+            # the last, partial wave: its empty CTA slots leave SMs idle for about 1/(waves) of the time
+            per = f.ctas_per_sm or 1
+            what = "SMs" if per == 1 else f"CTA slots ({per} per SM)"
+            slots = f.sms * per
+            parts.append(f"the last wave is {100 * frac:.0f}% full: ~{round(slots * (1 - frac))} of {slots} {what} "
+                         f"idle for ~{100 / (whole + 1):.0f}% of the time")
+    cl = _get(row, "cluster_size")
+    if _ok(cl) and cl > 1 and f.ctas:
+        parts.append(f"{f.ctas // int(cl)} clusters of {int(cl)} CTAs")
     if tiles:
         parts.append(tile_text(tiles))
     f.text = "; ".join(parts)
@@ -200,9 +211,14 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
 
 
 def tile_text(t: dict) -> str:
-    return (f"{t['tiles']} tiles of {t['tile_m']}x{t['tile_n']} on {t['ctas']} persistent CTAs: "
+    idle = t["ctas"] - round(t["last_round_fill"] * t["ctas"])
+    text = (f"{t['tiles']} tiles of {t['tile_m']}x{t['tile_n']} on {t['ctas']} persistent CTAs: "
             f"{t['tiles_per_cta_max']} rounds, the last {100 * t['last_round_fill']:.0f}% full "
             f"({100 * t['idle_share']:.0f}% of CTA-rounds idle)")
+    if idle:
+        text += (f": {idle} of {t['ctas']} SMs idle for the last round, ~{100 / t['tiles_per_cta_max']:.0f}% "
+                 "of the time")
+    return text
 
 
 def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
@@ -500,6 +516,11 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         if ev := rule(row):
             v.flags.append(flag)
             v.evidence += ev
+    if rules and v.cls == "under-filled":
+        for r in rules:
+            if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith("SMs"):
+                v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
+                break
     v.candidates = advice.advise(v, row, k=k)
     v.missing = missing_sections(row)
     if rules:
