@@ -147,3 +147,18 @@ def test_occupancy_only_when_a_resource_caps_warps(cublas_row):
     assert v.cls == "latency-bound" and "low-occupancy" in v.flags
     assert any("registers and shared mem (2 CTA/SM)" in c for c in v.candidates)
     assert "low-occupancy" not in classify(dict(low, theoretical_occupancy_pct=100.0)).flags
+
+
+def test_xu_bound_gets_transcendental_advice_not_gemm_advice(data_dir):
+    """A softmax-like kernel whose XU pipe saturates: XU advice, nothing about K-loops or MMA tiles."""
+    import json
+    import lzma
+
+    entries = json.loads(lzma.decompress((data_dir / "corpus" / "launches.json.xz").read_bytes()))
+    row = dict(entries["softmax_fp32_4096x1024"]["columns"], pipe_xu_pct=85.0, sm_active_cycles_avg=1.0,
+               sm_elapsed_cycles_avg=1.0, l2_throughput_pct=40.0)
+    v = classify(row)
+    assert v.label == "compute-bound:xu" and v.kind == "other"
+    text = " ".join(v.candidates)
+    assert "exp2" in text and "85% of active" in text
+    assert not any(w in text for w in ("K-loop", "split-K", "2-CTA", "wgmma", "tile"))
