@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -43,30 +44,42 @@ def test_evaluate_scores_forward_and_reverse_points():
     cal, proj = serial_model()
     tables = {"plain": table(), "slow": table(kloop=4500)}
     pts = [
-        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0),
+        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0,
+                base_reps=[100.0, 101.0, 99.0, 100.0, 100.0], meas_reps=[110.0, 111.1, 108.9, 110.0, 110.0],
+                oracle_kloop=550.0, oracle_phase1=0.0),
         V.Point("reverse", "kloop", "slow", 0, 0, -500.0, 0.0, base_us=110.0, meas_us=100.0),
     ]
     V.evaluate(pts, tables, calibrate=cal, project=proj)
     f, r = pts
-    assert f.measured_ratio == pytest.approx(1.10)
+    assert f.measured_ratio == pytest.approx(1.10)         # every repeat's ratio is 1.10
+    assert f.ci_hi - f.ci_lo == pytest.approx(0.0, abs=1e-9)
     assert f.projected_det == pytest.approx(5500 / 5000)
     assert f.err_det_pct == pytest.approx(0.0, abs=1e-9)
-    assert f.err_sto_pct == pytest.approx(0.1, abs=1e-6)
+    assert f.projected_oracle == pytest.approx(5550 / 5000)   # the measured change, not the nominal
+    # the trivial rule moves wall time by the delta of a phase on the critical cycle (here: both)
+    assert f.projected_trivial == pytest.approx(1.10)
+    assert r.measured_ratio == pytest.approx(100 / 110)
     assert r.projected_det == pytest.approx(5000 / 5500)
-    assert r.err_det_pct == pytest.approx(100 * ((5000 / 5500) / (100 / 110) - 1), abs=1e-9)
-    s = V.summary(pts)
-    assert s["n"] == 2 and s["det"]["max_abs_pct"] == pytest.approx(0.0, abs=1e-9)
-    assert s["det"]["pass"] is False  # fewer than 12 points never passes
+    assert math.isnan(r.ci_lo)                               # no repeats: no interval
+
+
+def test_ratio_interval_widens_with_noise():
+    m, lo, hi = V.ratio_stats([100.0] * 5, [101.0, 103.0, 102.0, 99.0, 105.0])
+    assert m == pytest.approx(1.02) and lo < 1.02 < hi
+    assert hi - lo == pytest.approx(2 * 2.776 * 0.05 ** 0.5 / 5 ** 0.5 * 0.1, rel=1e-3)   # sd 2.236%
 
 
 def test_summary_target_thresholds():
-    pts = [V.Point("forward", "kloop", "plain", 1, 0, 1.0, 0.0, 1.0, 1.0) for _ in range(12)]
-    for i, p in enumerate(pts):
-        p.err_det_pct = 1.0 if i < 11 else -4.9
-        p.err_sto_pct = 1.0 if i < 11 else 5.1
+    cal, proj = serial_model()
+    pts = [V.Point("forward", "kloop", "plain", 1, 0, 100.0, 0.0, 1.0, 1.02) for _ in range(12)]
+    V.evaluate(pts, {"plain": table()}, calibrate=cal, project=proj)
     s = V.summary(pts)
-    assert s["det"]["pass"] and s["det"]["median_abs_pct"] == 1.0 and s["det"]["max_abs_pct"] == 4.9
-    assert not s["sto"]["pass"]
+    assert s["n"] == 12 and s["n_flip"] == 0
+    assert s["det"]["median_abs_pct"] == pytest.approx(abs(5100 / 5000 / 1.02 - 1) * 100)
+    assert s["det"]["pass"] and s["det"]["beats_trivial_on_flips"] is None   # no flip: cannot tell
+    for p in pts[:6]:
+        p.flip = True
+    assert V.summary(pts)["det"]["beats_trivial_on_flips"] is False   # equal errors do not beat it
 
 
 def test_frame_roundtrip_recomputes_the_same_errors(tmp_path):

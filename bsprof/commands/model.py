@@ -45,8 +45,13 @@ def _delta_opt(name: str, what: str):
               help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
 @click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
 @click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
+@click.option("--repeats", type=int, default=5, show_default=True,
+              help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
+@click.option("--measure-ceiling", is_flag=True,
+              help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)")
 def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
-            sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl) -> None:
+            sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl, repeats,
+            measure_ceiling) -> None:
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
@@ -60,8 +65,13 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     console = Console(stderr=as_json or as_csv, highlight=False)
     if as_json and as_csv:
         raise BsprofError("--json and --csv both print to stdout; choose one")
+    if measure_ceiling:
+        from bsprof.profile import epi_ceiling
+
+        epi_ceiling.measure(out or "bsprof-results", console)
+        return
     if validate:
-        _validate(kernel, family, mnkl, out, console)
+        _validate(kernel, family, mnkl, out, console, repeats)
         return
     if html and not sweep_spec:
         raise BsprofError("--html draws a sweep; add --sweep, e.g. --sweep kloop=-600:0:50,phase1=-600:0:50")
@@ -227,12 +237,13 @@ def _json_default(o):
     raise TypeError(type(o).__name__)
 
 
-def _validate(kernel, family, mnkl, out, console) -> None:
+def _validate(kernel, family, mnkl, out, console, repeats) -> None:
     from bsprof.kernels.api import parse_kernel_spec
     from bsprof.profile import validate
 
     parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
-    validate.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console)
+    validate.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
+                 repeats=repeats)
 
 
 # ---------------------------------------------------------------------------------------------
