@@ -105,10 +105,11 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
             p_targets = flip
             both = [(KLOOP_FRACTIONS[0] * tile, 0.6 * deficit), (KLOOP_FRACTIONS[0] * tile, 1.4 * deficit)]
     out = []
+    kloop_on_slack = deficit > 0 and binding == "epilogue"   # multiples of the deficit: keep them small
 
     def kl(target: float) -> tuple[int, float]:
         d, cost = _delay_for(target / k_blocks, spin)
-        if d < KLOOP_MIN_DELAY and binding != "epilogue":
+        if d < KLOOP_MIN_DELAY and not kloop_on_slack:
             d = KLOOP_MIN_DELAY
             cost = spin["slope"] * d + spin["intercept"]
         return d, cost * k_blocks
