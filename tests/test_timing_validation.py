@@ -189,71 +189,52 @@ H100 = Path(__file__).parent / "data" / "h100_timing"
 
 
 def test_shipped_h100_validation_rescores_to_its_own_summary():
-    """The optimized kernel's 4096^3 sweep from the H100 (tables included): the arithmetic re-run
-    on this machine gives the numbers the GPU run wrote, and they meet the issue's target."""
+    """The optimized kernel's 4096^3 run from the H100 (tables included): the arithmetic re-run on
+    this machine gives the numbers the GPU run wrote. Its points cannot flip (a coop consumer runs
+    K-loop and epilogue in one loop), so the model and the trivial predictor agree on every one."""
     from bsprof.profile.validate import rescore
 
     doc = json.loads((H100 / "validation" / "validation.json").read_text())
     again = rescore(H100 / "validation")["summary"]
     assert again["n"] == doc["summary"]["n"] >= 12
-    assert again["det"]["median_abs_pct"] == pytest.approx(doc["summary"]["det"]["median_abs_pct"], abs=1e-6)
-    assert again["det"]["max_abs_pct"] == pytest.approx(doc["summary"]["det"]["max_abs_pct"], abs=1e-6)
-    assert again["det"]["pass"] and again["sto"]["pass"]
+    for key in ("det", "oracle", "trivial"):
+        assert again[key]["median_abs_pct"] == pytest.approx(doc["summary"][key]["median_abs_pct"], abs=1e-6)
+        assert again[key]["max_abs_pct"] == pytest.approx(doc["summary"][key]["max_abs_pct"], abs=1e-6)
+    assert again["n_flip"] == 0 and again["det"]["beats_trivial_on_flips"] is None
+    assert again["det"]["max_abs_pct"] == pytest.approx(again["trivial"]["max_abs_pct"])
+    assert again["det"]["pass"]
+    assert not again["band"]["keep"]          # the Monte Carlo band missed most measured points
 
 
-def test_shipped_pingpong_sweep_flips_the_binding_side():
-    """The ping-pong kernel's sweep crosses the model's deficit: forward Phase-1 points on both
-    sides of it, the binding side producer -> epilogue past it."""
+def test_shipped_runs_measure_each_point_five_times_and_the_reverse_fresh():
+    for run in ("validation", "validation_pingpong", "validation_pingpong_8192", "validation_8192x1024"):
+        pts = V.from_frame(pd.read_csv(H100 / run / "validation.csv"))
+        assert all(len(p.base_reps) >= 5 and len(p.meas_reps) >= 5 for p in pts)
+        fwd_plain = {tuple(p.base_reps) for p in pts if p.direction == "forward"}
+        rev_plain = {tuple(p.meas_reps) for p in pts if p.direction == "reverse"}
+        assert len(fwd_plain) == 1 and len(rev_plain) == 1 and fwd_plain.isdisjoint(rev_plain)
+        assert sum(p.direction == "noise" for p in pts) == 1
+
+
+def test_shipped_pingpong_run_tells_the_model_from_the_trivial_rule():
+    """The ping-pong kernel's 4096^3 run crosses the deficit both ways: >= 6 points flip the
+    binding side, and there the model's error is far below the trivial predictor's; below the
+    deficit the trivial rule says 0% while the exposed last tile costs time (the tail term)."""
     frame = pd.read_csv(H100 / "validation_pingpong" / "validation.csv")
     doc = json.loads((H100 / "validation_pingpong" / "validation.json").read_text())
-    deficit = doc["model_baseline"]["deficit"]
-    p1 = frame[(frame["direction"] == "forward") & (frame["knob"] == "phase1")]
-    assert (p1["delta_phase1"] < deficit).any() and (p1["delta_phase1"] > deficit).any()
-    past = p1[p1["delta_phase1"] > 1.2 * deficit]
-    assert (past["binding_before"] == "producer").all() and (past["binding_after"] == "epilogue").all()
-    below = p1[p1["delta_phase1"] < 0.8 * deficit]
-    assert (below["binding_after"] == "producer").all()
+    s = doc["summary"]
+    assert s["n_flip"] >= 6 and s["det"]["beats_trivial_on_flips"]
+    assert s["det"]["flip"]["median_abs_pct"] < 0.2 * s["trivial"]["flip"]["median_abs_pct"]
+    below = frame[(frame["direction"] == "forward") & (frame["knob"] == "phase1") & ~frame["flip"]]
+    assert len(below) >= 3 and (below["measured_ratio"] > 1.02).all() and (below["projected_trivial"] == 1.0).all()
+    assert (below["term_tail"] > 0.02).all() and (below["err_det_pct"].abs() < below["err_trivial_pct"].abs()).all()
 
 
-def test_cycle_domain_check_on_the_shipped_captures():
-    """The shipped 4096^3 captures: each build's busiest-CTA makespan in cycles and the clock it
-    ran at; the K-loop-delayed build is longer by at least the cycles its spins inject on that
-    CTA, and the cycle-domain errors join the summary only for points that carry them."""
-    from bsprof.analyzers.timing_io import read_table
-
-    run = H100 / "validation"
-    doc = json.loads((run / "validation.json").read_text())
-    tabs = {k: read_table(run / v) for k, v in doc["files"]["calibration_tables"].items()}
-    clocks = {k: V.capture_clock(t) for k, t in tabs.items()}
-    for cycles, ghz in clocks.values():
-        assert cycles > 100_000 and 1.2 < ghz < 2.1      # an H100 SM clock, not a unit slip
-    injected = 320 * doc["k_blocks"] * V.busiest_tiles(tabs["plain"])
-    assert clocks["kloop320_phase10"][0] - clocks["plain"][0] >= 0.9 * injected
-
-    points = V.from_frame(pd.read_csv(run / "validation.csv"))
-    V.evaluate(points, {k: tabs[k] for k in {p.calib for p in points}})
-    assert "cycles" not in V.summary(points)               # a run without clock extras
-    for p in points:
-        if p.direction == "reverse":
-            (cb, gb), (cm, gm) = clocks[p.calib], clocks["plain"]
-            p.extra.update(cycles_base=cb, cycles_meas=cm, ghz_base=gb, ghz_meas=gm)
-            assert V.cycle_error_pct(p) == pytest.approx((p.projected_wall_det * cb / cm - 1) * 100)
-    cyc = V.summary(points)["cycles"]
-    assert cyc["n"] == 3 and cyc["ghz_min"] == min(g for _, g in clocks.values())
-
-
-def test_shipped_8192_run_is_off_in_wall_time_but_not_in_cycles():
-    """The 8192^3 run of the A-scale-TMA build: its wall-time errors miss the target while the
-    same projections against the captures' cycle makespans are within 0.5%, and its builds ran
-    at clocks more than 5% apart (the power-limited H100 clocks up when a delay lowers the draw)."""
-    frame = pd.read_csv(H100 / "validation_8192" / "validation.csv")
-    doc = json.loads((H100 / "validation_8192" / "validation.json").read_text())
-    points = V.from_frame(frame)
-    for p, wall in zip(points, frame["projected_wall_det"]):
-        p.projected_wall_det = float(wall)   # the run's own projections (its tables are not shipped)
-    cyc = [abs(V.cycle_error_pct(p)) for p in points]
-    assert len(cyc) == doc["summary"]["n"] >= 12
-    assert max(cyc) < 0.5 and max(cyc) == pytest.approx(doc["summary"]["cycles"]["max_abs_pct"])
-    assert not doc["summary"]["det"]["pass"] and doc["summary"]["det"]["max_abs_pct"] > 5.0
-    lo, hi = V.clock_spread(points)
-    assert hi > 1.05 * lo
+def test_pingpong_8192_misses_in_wall_time_but_not_in_cycles():
+    """The 8192^3 ping-pong run: the model's wall-time errors miss the target (median > 5%) while
+    the same projections against the captures' cycle makespans stay within 3%: recorded, not
+    hidden (docs/model.md)."""
+    doc = json.loads((H100 / "validation_pingpong_8192" / "validation.json").read_text())
+    s = doc["summary"]
+    assert not s["det"]["pass"] and s["det"]["median_abs_pct"] > 5.0
+    assert s["cycles"]["max_abs_pct"] < 3.0 and s["n_flip"] >= 6

@@ -34,7 +34,7 @@ from bsprof.errors import BsprofError
 
 @dataclass
 class Point:
-    direction: str          # "forward", "reverse" (fresh repeats) or "null" (plain vs a second plain build)
+    direction: str          # "forward", "reverse" (fresh repeats) or "noise" (plain vs a second plain build)
     knob: str               # "kloop", "phase1", "both" or "none"
     calib: str              # key of the timing table the model is calibrated on
     delay_kloop: int        # the device knobs of the target build (cycles per K block / per tile)
@@ -236,7 +236,7 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
         p.band_lo = 1.0 + p.busy * (pr["sto_p05"] - 1.0) + d_tail / wall_cycles
         p.band_hi = 1.0 + p.busy * (pr["sto_p95"] - 1.0) + d_tail / wall_cycles
         p.projected_trivial = trivial_ratio(nominal, p.critical_before, tile, p.busy)
-        if p.direction != "null" and math.isfinite(p.oracle_kloop + p.oracle_phase1):
+        if p.direction != "noise" and math.isfinite(p.oracle_kloop + p.oracle_phase1):
             measured = _deltas(p.oracle_kloop if p.delta_kloop else 0.0, p.oracle_phase1 if p.delta_phase1 else 0.0)
             po = project_point(prm, measured, _det_only(project))
             p.projected_oracle = _wall(prm, measured, po["det"], n, wall_cycles, tile, p.busy)[0]
@@ -320,13 +320,13 @@ def summary(points: list[Point]) -> dict:
     null point: plain against a second plain build), the Monte Carlo band's coverage and ``pass``
     against the target (median |error| <= 2%, max <= 5% over >= 12 points, and below the trivial
     predictor's error on the flip points)."""
-    scored = [p for p in points if p.direction != "null"]
+    scored = [p for p in points if p.direction != "noise"]
     flips = [p for p in scored if p.flip]
     out: dict = {"n": len(scored), "n_flip": len(flips)}
     for key in ("det", "oracle", "trivial"):
         out[key] = _stats([getattr(p, f"err_{key}_pct") for p in scored])
         out[key]["flip"] = _stats([getattr(p, f"err_{key}_pct") for p in flips])
-    null = [p for p in points if p.direction == "null"]
+    null = [p for p in points if p.direction == "noise"]
     if null:
         z = null[0]
         out["noise_floor_pct"] = abs(z.measured_ratio - 1.0) * 100.0

@@ -238,7 +238,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     ref = reference_phases(measured_phases)
     mean = statistics.fmean
-    points = [V.Point("null", "none", "plain", 0, 0, 0.0, 0.0, mean(fwd["plain"]), mean(fwd["plain_b"]),
+    points = [V.Point("noise", "none", "plain", 0, 0, 0.0, 0.0, mean(fwd["plain"]), mean(fwd["plain_b"]),
                       base_reps=fwd["plain"], meas_reps=fwd["plain_b"], oracle_kloop=0.0, oracle_phase1=0.0)]
     for v in variants:
         k = _key(v)
