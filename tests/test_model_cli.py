@@ -41,7 +41,8 @@ def test_projection_json_contract():
         for key in ("baseline_tile_cycles", "projected_tile_cycles", "wall_ratio", "binding_before", "binding_after"):
             assert key in d, (model, key)
         assert d["binding_before"] in ("producer", "epilogue")
-    assert doc["stochastic"]["wall_ratio_p05"] <= doc["stochastic"]["wall_ratio"] <= doc["stochastic"]["wall_ratio_p95"]
+    # the Monte Carlo band covered too few validation points: no output carries it
+    assert not any("p05" in k or "p95" in k for k in doc["stochastic"])
     assert doc["deterministic"]["wall_ratio"] == pytest.approx(5867 / 6067)
     assert doc["deltas"] == {"kloop": "-300", "phase1": "-200"}
 

@@ -78,11 +78,8 @@ def _baseline_rows(art: Artifact) -> list[list[Any]]:
         if not isinstance(m, dict):
             continue
         ratio = num(m.get("wall_ratio"))
-        band = ""
-        if num(m.get("wall_ratio_p05")) is not None and num(m.get("wall_ratio_p95")) is not None:
-            band = f" (90 %: {num(m['wall_ratio_p05']):.4f}–{num(m['wall_ratio_p95']):.4f})"
         rows.append([model, fmt(m.get("baseline_tile_cycles")), fmt(m.get("projected_tile_cycles")),
-                     (f"{ratio:.4f}" if ratio is not None else "—") + band,
+                     f"{ratio:.4f}" if ratio is not None else "—",
                      f"{m.get('binding_before', '—')} → {m.get('binding_after', '—')}"])
     return rows
 
