@@ -277,7 +277,7 @@ def _render_ceiling(console, extra: dict) -> None:
     if isinstance(c, str):
         console.print(f"[yellow]epilogue warps: {c}[/]")
         return
-    console.print(f"epilogue warps: each warp's Phase 1 × {c['split']:.3f} (work split) × {c['shared_path_slowdown']:.3f} "
+    console.print(f"epilogue warps: each warp's Phase 1 and Phase 2 × {c['split']:.3f} (work split) × {c['shared_path_slowdown']:.3f} "
                   f"(shared-path slowdown measured on {c['curve']}, warps {c['warps_measured'][0]}–"
                   f"{c['warps_measured'][-1]}) = × {c['phase1_scale']:.3f}")
     if c.get("extrapolated"):

@@ -2,9 +2,10 @@
 
 Deltas are per tile, per warp, in cycles (``-300``) or percent (``"-5%"``); ``acc_stages`` and
 ``epi_warps`` change the structure. ``epi_warps`` splits the same tile over N warps instead of W:
-Phase 2 per warp scales by W/N, Phase 1 by W/N times the shared-path slowdown t(N)/t(W) measured
-on the H100 (``ceiling``): a phase bound by a bandwidth all epilogue warps share does not get
-shorter per warp when warps are added.
+each warp's Phase 1 and Phase 2 (TMEM or register reads, stores: data movement through paths every
+epilogue warp of the SM shares) scale by W/N times the shared-path slowdown t(N)/t(W) measured on
+the H100 (``ceiling``): a phase bound by a bandwidth all epilogue warps share does not get shorter
+per warp when warps are added.
 
 The Monte Carlo band (5th-95th percentile of the period ratio over replicas) is not part of any
 output: on the H100 validation it held 0-77% of the measured points (docs/model.md); ``band=True``
@@ -138,7 +139,7 @@ def apply(p: ModelParams, deltas: dict) -> ModelParams:
     W = p.epi.warps
     N = d.get("epi_warps", W)
     f1, _ = warp_scale(p, N)
-    f2 = W / N
+    f2 = f1    # Phase 2's stores share the SM's store path the same way
     p1, p2 = [], []
     for j in range(N):
         for knob, src, dst, f in (("phase1", p.epi.phase1, p1, f1), ("phase2", p.epi.phase2, p2, f2)):
@@ -184,6 +185,7 @@ def warp_scale(p: ModelParams, n: int) -> tuple[float, dict]:
         return W / n, {"ceiling": "none shipped: W/N (no shared-path limit)"}
     f, extrapolated = curve.phase_scale(W, n)
     return f, {"ceiling": {"curve": f"{curve.device}: {curve.what}", "warps_measured": list(curve.warps),
+                           "applies_to": "Phase 1 and Phase 2 per warp",
                            "split": W / n, "shared_path_slowdown": f * n / W, "phase1_scale": f,
                            "extrapolated": extrapolated,
                            "stand_in": p.structure.name == "blackwell"}}
@@ -199,10 +201,8 @@ def _knobs(deltas_list: list[dict], p: ModelParams) -> mc.Knobs:
         N = d.get("epi_warps", W)
         for k in PHASE_KNOBS:
             s, a = d.get(k, (1.0, 0.0))
-            if k == "phase1":
+            if k in ("phase1", "phase2"):
                 s = s * warp_scale(p, N)[0]
-            elif k == "phase2":
-                s = s * W / N
             scale[k].append(s)
             add[k].append(a)
     return mc.Knobs({k: np.array(v) for k, v in scale.items()}, {k: np.array(v) for k, v in add.items()},
