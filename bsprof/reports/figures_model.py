@@ -21,7 +21,7 @@ def _label(knob: str) -> str:
 
 def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
     """A heatmap (two axes) or line chart (one axis) of the projected wall-time change in percent,
-    stochastic model in colour/solid, deterministic as text/dashed, with the 90% band on lines."""
+    stochastic model in colour/solid, deterministic as text/dashed (no Monte Carlo band: docs/model.md)."""
     import plotly.graph_objects as go
 
     axes = sweep["axes"]
