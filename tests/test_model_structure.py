@@ -69,7 +69,7 @@ def test_explain_walks_the_cycles_before_and_after_a_flip():
     its arcs' sum over its tokens."""
     from bsprof.analyzers.model import calibrate
     from bsprof.analyzers.model.project import apply, parse_deltas
-    from bsprof.analyzers.timing_io import read_table
+    from bsprof.analyzers.timing.io import read_table
 
     p = calibrate(read_table(H100 / "validation_pingpong" / "tables" / "plain.parquet"), stochastic=False)
     before = cycle_walk(p)

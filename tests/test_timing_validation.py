@@ -135,7 +135,7 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
 
     cal, proj = serial_model()
     monkeypatch.setattr(V, "model_api", lambda: (cal, proj))
-    monkeypatch.setattr("bsprof.profile.gpu.device_info",
+    monkeypatch.setattr("bsprof.gpu.device_info",
                         lambda: {"name": "SimGPU", "capability": (9, 0), "sm_count": 132})
     spin = {"slope": 1.0, "intercept": 10.0, "samples": {}, "record_floor": 30.0}
 

@@ -18,7 +18,7 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
     from bsprof.analyzers.model.ceiling import curve_from_samples
     from bsprof.io import unique_dir, write_text_atomic
     from bsprof.kernels import epi_ceiling as K
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     info = device_info()
     curves = {}

@@ -47,7 +47,7 @@ def spin_calibration(console=None) -> dict:
     """Measured cost (cycles) of ``spin(d)`` on this GPU, from the probe kernel."""
     import numpy as np
 
-    from bsprof.analyzers.timing_buffer import decode_buffer
+    from bsprof.analyzers.timing.buffer import decode_buffer
     from bsprof.analyzers.validation import spin_cost_fit
     from bsprof.kernels import timing_probe
 
@@ -173,11 +173,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     import statistics
 
     from bsprof.analyzers import validation as V
-    from bsprof.analyzers.timing_io import write_table
+    from bsprof.analyzers.timing.io import write_table
     from bsprof.io import atomic_path, unique_dir, write_text_atomic
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     if repeats < 5:
         raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
@@ -356,7 +356,7 @@ def rescore(run_dir, console=None) -> dict:
     import pandas as pd
 
     from bsprof.analyzers import validation as V
-    from bsprof.analyzers.timing_io import read_table
+    from bsprof.analyzers.timing.io import read_table
 
     run_dir = Path(run_dir)
     csv = run_dir / "validation.csv"

@@ -59,7 +59,7 @@ def load_params(source, structure: str = "auto", release_frac=None, handoff=None
             raise BsprofError(f"--structure {st} needs a Hopper timing table (--from); the embedded default is Blackwell")
         return D.default_params(release_frac=D.RELEASE_FRAC if release_frac is None else release_frac,
                                 handoff=D.HANDOFF if handoff is None else handoff)
-    from bsprof.analyzers.timing_table import load, resolve
+    from bsprof.analyzers.timing.table import load, resolve
 
     p = calibrate(load(source), st, release_frac=release_frac, handoff=handoff)
     p.source = str(resolve(source))
