@@ -79,8 +79,12 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
         from bsprof.profile import validate as V
 
         parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
-        V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
-              repeats=repeats)
+        from bsprof.reports.model_text import render_validation
+
+        doc = V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
+                    repeats=repeats)
+        render_validation(console, doc["scored"], doc["summary"], title=doc["title"])
+        console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)")
         return
     if html and not sweep_spec:
         raise BsprofError("--html draws a sweep; add --sweep, e.g. --sweep kloop=-600:0:50,phase1=-600:0:50")

@@ -281,11 +281,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     }
     write_text_atomic(run_dir / "validation.json", json.dumps(_clean(doc), indent=2, default=_jd) + "\n")
     doc["run_dir"] = str(run_dir)
-    if console is not None:
-        from bsprof.reports.model_text import render_validation
-
-        render_validation(console, points, summ, title=f"{kernel} {shape} on {info['name']}")
-        console.print(f"wrote {run_dir}/ (validation.csv, validation.json, tables/)")
+    doc["scored"] = points          # the Point objects, for the verb to render
+    doc["title"] = f"{kernel} {shape} on {info['name']}"
     return doc
 
 
@@ -351,7 +348,7 @@ def _jd(o):
     return str(o)
 
 
-def rescore(run_dir, console=None) -> dict:
+def rescore(run_dir) -> dict:
     """Re-run the arithmetic of a validation directory on this machine (no GPU)."""
     import pandas as pd
 
@@ -370,9 +367,4 @@ def rescore(run_dir, console=None) -> dict:
             raise BsprofError(f"{run_dir} lacks tables/{key}.parquet, the timing the model calibrates on")
         tables[key] = read_table(path)
     V.evaluate(points, tables)
-    summ = V.summary(points)
-    if console is not None:
-        from bsprof.reports.model_text import render_validation
-
-        render_validation(console, points, summ, title=str(run_dir))
-    return {"points": points, "summary": summ}
+    return {"points": points, "summary": V.summary(points)}
