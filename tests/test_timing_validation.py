@@ -238,3 +238,11 @@ def test_pingpong_8192_misses_in_wall_time_but_not_in_cycles():
     s = doc["summary"]
     assert not s["det"]["pass"] and s["det"]["median_abs_pct"] > 5.0
     assert s["cycles"]["max_abs_pct"] < 3.0 and s["n_flip"] >= 6
+
+
+def test_clocked_error_uses_both_builds_sustained_clocks():
+    p = V.Point("forward", "phase1", "plain", 0, 10, 0.0, 10.0, 1.0, 1.0)
+    p.projected_wall_det, p.measured_ratio = 1.20, 1.10
+    assert math.isnan(V.clocked_error_pct(p))                 # no clocks read: no diagnostic
+    p.extra.update(mhz_base=1650.0, mhz_meas=1800.0)          # the delayed build clocked up
+    assert V.clocked_error_pct(p) == pytest.approx((1.20 * 1650 / 1800 / 1.10 - 1) * 100)

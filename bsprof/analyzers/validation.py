@@ -298,6 +298,20 @@ def cycle_error_pct(p: Point) -> float:
     return (p.projected_wall_det / ratio - 1.0) * 100.0
 
 
+def clocked_error_pct(p: Point) -> float:
+    """The model's projection (cycles) turned into wall time with the two builds' *measured*
+    sustained clocks (extras ``mhz_base`` / ``mhz_meas``): how much of a point's error the clock
+    change explains. A diagnostic, like the oracle: the delayed build's clock is not known before
+    building."""
+    try:
+        fb, fm = float(p.extra["mhz_base"]), float(p.extra["mhz_meas"])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+    if not (fb > 0 and fm > 0) or math.isnan(p.projected_wall_det):
+        return math.nan
+    return (p.projected_wall_det * fb / fm / p.measured_ratio - 1.0) * 100.0
+
+
 def clock_spread(points: list[Point]) -> tuple[float, float]:
     """(lowest, highest) GHz any scored build's capture ran at (NaN, NaN without clock extras)."""
     ghz = [float(p.extra[k]) for p in points for k in ("ghz_base", "ghz_meas")
@@ -350,6 +364,9 @@ def summary(points: list[Point]) -> dict:
     out["det"]["pass"] = bool(d["n"] >= MIN_POINTS and d["median_abs_pct"] is not None
                               and d["median_abs_pct"] <= TARGET_MEDIAN_PCT and d["max_abs_pct"] <= TARGET_MAX_PCT
                               and beats)
+    clk = [abs(e) for e in (clocked_error_pct(p) for p in scored) if not math.isnan(e)]
+    if clk:
+        out["clocked"] = {"median_abs_pct": statistics.median(clk), "max_abs_pct": max(clk), "n": len(clk)}
     cyc = [abs(e) for e in (cycle_error_pct(p) for p in scored) if not math.isnan(e)]
     if cyc:
         lo, hi = clock_spread(scored)

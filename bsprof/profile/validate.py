@@ -167,6 +167,49 @@ def wall_repeats(launchers: dict, keys: list[str], repeats: int, rounds: int) ->
     return reps, how
 
 
+def sustained_clocks(launchers: dict, us: dict, seconds: float = 0.4) -> dict[str, dict]:
+    """Each build's SM clock and board power under sustained back-to-back launches (NVML, polled
+    while ~``seconds`` of queued graph replays drain; the second half of the readings). The wall
+    repeats interleave builds every few ms, too fast to read a clock per build; this tells whether
+    a delayed build runs at another clock than the plain one (a power-capped GPU clocks up when a
+    build draws less)."""
+    import statistics
+    import time as _t
+
+    import torch
+
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile.sensors import torch_device_sensors
+
+    if not torch.cuda.is_available():
+        return {}
+    sensors = torch_device_sensors()
+    if sensors is None:
+        return {}
+    out: dict[str, dict] = {}
+    for key, prep in launchers.items():
+        replay = tc.graph_launcher(prep, 10)
+        if replay is None:
+            continue
+        n = max(5, int(seconds * 1e6 / max(1.0, 10 * us.get(key, 100.0))))
+        done = torch.cuda.Event()
+        for _ in range(n):
+            replay()
+        done.record()
+        mhz, watts = [], []
+        while not done.query():
+            m, w, _r = sensors.read()
+            mhz.append(m)
+            watts.append(w)
+            _t.sleep(0.01)
+        torch.cuda.synchronize()
+        half = len(mhz) // 2
+        good = lambda xs: [x for x in xs[half:] if x == x]  # noqa: E731
+        out[key] = {"mhz": statistics.median(good(mhz)) if good(mhz) else None,
+                    "watts": statistics.median(good(watts)) if good(watts) else None, "readings": len(mhz)}
+    return out
+
+
 def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
         *, repeats: int = REPEATS, rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
@@ -224,6 +267,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     fwd, timed_with = wall_repeats(launchers, list(launchers), repeats, rounds)
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
     back, _ = wall_repeats(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
+    clocks_sustained = sustained_clocks(launchers, {k: statistics.fmean(v) for k, v in fwd.items()})
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
@@ -248,7 +292,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               base_reps=fwd["plain"], meas_reps=fwd[k],
                               oracle_kloop=landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
-                              extra={**landed, **_clock_extras(clocks, "plain", k)}))
+                              extra={**landed, **_clock_extras(clocks, "plain", k),
+                                     **_sustained(clocks_sustained, "plain", k)}))
     for v in rev:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
@@ -256,7 +301,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               mean(back[k]), mean(back["plain"]), base_reps=back[k], meas_reps=back["plain"],
                               oracle_kloop=-landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
-                              extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain")}))
+                              extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
+                                     **_sustained(clocks_sustained, k, "plain")}))
     V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall)
     summ = V.summary(points)
 
@@ -275,6 +321,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
         "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
         "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
+        "sustained_clocks": clocks_sustained,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
@@ -284,6 +331,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     doc["scored"] = points          # the Point objects, for the verb to render
     doc["title"] = f"{kernel} {shape} on {info['name']}"
     return doc
+
+
+def _sustained(clocks: dict, base: str, meas: str) -> dict:
+    """The two builds' sustained SM clocks (MHz), when NVML read them."""
+    b, m = clocks.get(base) or {}, clocks.get(meas) or {}
+    if b.get("mhz") and m.get("mhz"):
+        return {"mhz_base": b["mhz"], "mhz_meas": m["mhz"], "watts_base": b.get("watts"), "watts_meas": m.get("watts")}
+    return {}
 
 
 def _clock_extras(clocks: dict, base: str, meas: str) -> dict:

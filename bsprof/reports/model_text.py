@@ -69,6 +69,10 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
     if b:
         console.print(f"Monte Carlo 90% band: contains {b['covered']} of {b['n']} measured points within their "
                       f"noise ({b['coverage']:.0%}; {'kept' if b['keep'] else 'below 80%: not shown by bsprof model'})")
+    k = summ.get("clocked")
+    if k:
+        console.print(f"with each build's measured sustained clock (a diagnostic: not known before building): "
+                      f"median |error| {k['median_abs_pct']:.2f}%, max {k['max_abs_pct']:.2f}% over {k['n']} points")
     c = summ.get("cycles")
     if c:
         console.print(f"in cycles (vs the captures' busiest-CTA makespans): median |error| {c['median_abs_pct']:.2f}%, "
