@@ -34,7 +34,7 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
         bind = f"{p.binding_before}→{p.binding_after}" if p.binding_before else ""
         if p.flip:
             bind = f"[bold]{bind} flip[/]"
-        t.add_row(p.direction, p.knob, f"{p.delta_kloop:+,.0f}", f"{p.delta_phase1:+,.0f}",
+        t.add_row(p.direction, p.knob, f"{p.delta_kloop + 0.0:+,.0f}", f"{p.delta_phase1 + 0.0:+,.0f}",
                   _pct_ratio(p.measured_ratio) + ci, _pct_ratio(p.projected_wall_det),
                   f"{p.term_period * 100:+.2f}", f"{p.term_tail * 100:+.2f}", _err(p.err_det_pct),
                   "—" if not math.isfinite(p.err_ci_pct) else f"{p.err_ci_pct:.2f}",
