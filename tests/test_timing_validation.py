@@ -264,3 +264,16 @@ def test_second_8192_run_reads_clocks_and_they_explain_part_of_the_miss():
         p.projected_wall_det, p.measured_ratio = r["projected_wall_det"], r["measured_ratio"]
     errs = [abs(V.clocked_error_pct(p)) for p in points if p.direction != "noise"]
     assert max(errs) == pytest.approx(s["clocked"]["max_abs_pct"])
+
+
+def test_shipped_validation_samples_render_in_the_report():
+    """The samples are version-2 validation artifacts; the report reads them and draws the model
+    beside the trivial predictor, with the measured interval and the flip-point errors."""
+    from bsprof.reports.artifacts import discover
+    from bsprof.reports.sec_validation import scatter
+
+    run = discover(Path(__file__).parents[1] / "bsprof" / "data" / "samples" / "run")
+    assert not [p for p in run.problems if "validation" in p]
+    sec = scatter(run)
+    html = "".join(b for b in sec.blocks if isinstance(b, str))
+    assert "trivial predictor" in html and "flip points" in html and "noise floor" in html
