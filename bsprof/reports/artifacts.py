@@ -15,6 +15,8 @@ from typing import Any
 
 KINDS: tuple[str, ...] = ("bench", "ncu", "sass", "timing", "model", "validation")
 VERSION = 1
+# kinds whose format moved on; the sections read every version listed
+READS = {"validation": (1, 2)}
 # A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out.
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_FILES = 5000
@@ -169,9 +171,10 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
         if kind not in KINDS:
             run.problems.append(f"{rel}: unknown artifact kind {kind!r}; this report knows {', '.join(KINDS)}")
             continue
-        if version != VERSION:
-            run.problems.append(f"{rel}: {kind} artifact version {version!r}, this bsprof reads version {VERSION}; "
-                                "update bsprof")
+        readable = READS.get(kind, (VERSION,))
+        if version not in readable:
+            run.problems.append(f"{rel}: {kind} artifact version {version!r}, this bsprof reads version "
+                                f"{', '.join(map(str, readable))}; update bsprof")
             continue
         run.artifacts.append(Artifact(kind=kind, path=path, data=data))
     return run
