@@ -20,7 +20,6 @@ KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (
 def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
     kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
-    kw.pop("balance_grid", None)    # a launch option (how many CTAs), see balanced_clusters
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
@@ -227,24 +226,9 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
-            kw["sfb_ahead"] = False
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
-
-
-def balanced_clusters(mnkl, kw: dict, max_active_clusters: int) -> int:
-    """The fewest clusters that run the problem in as many waves as ``max_active_clusters`` do.
-    512 tiles on 66 pairs take 4 waves with 16 CTAs idle in the last; 64 pairs take the same 4
-    waves with none idle, and under the power cap the 4 SMs left out might give their power to
-    the clock of the others (measured neutral on the H100: docs/optimizations.md #37)."""
-    waves = grid_ctas(mnkl, kw, max_active_clusters)[1]
-    best = max_active_clusters
-    for clusters in range(max_active_clusters - 1, 0, -1):
-        if grid_ctas(mnkl, kw, clusters)[1] > waves:
-            break
-        best = clusters
-    return best
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
@@ -280,7 +264,6 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
-    balance = bool(config.pop("balance_grid", cfg.VARIANTS.get(variant, {}).get("balance_grid", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
     _check_knobs_fit(kw, mnkl, static)
     import cuda.bindings.driver as cuda_drv
@@ -290,8 +273,6 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     ops = make_operands(mnkl, seed=seed, inputs=inputs)
     max_active = _max_active(kw)
-    if balance:
-        max_active = balanced_clusters(mnkl, kw, max_active)
     ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
     if timing:
