@@ -52,7 +52,7 @@ CLASSES = [("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), 
            ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1))]
 RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
           (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
-          (1, 584, 768, 1)]       # one row (M % 4 != 0: A scales by load)
+          (2, 584, 768, 1)]       # two rows (M % 4 != 0: A scales by load; M = 1 is refused)
 
 
 @pytest.mark.parametrize("variant, tile, cluster", CLASSES, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
@@ -61,7 +61,19 @@ def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, til
     from bsprof.kernels.fp8_blockwise import prepare
 
     p = prepare(variant, mnkl, seed=5, mma_tiler=tile, cluster=cluster)
-    assert (p.config["tile_m"], p.config["tile_n"]) == tile
+    assert (p.config["tile_m"], p.config["tile_n"]) == tile and p.choice is None
+    assert p.check() < 1e-2
+
+
+@pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_the_chosen_configuration_matches_float64(mnkl):
+    from bsprof.kernels.fp8_blockwise import prepare
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    p = prepare("optimized", mnkl, seed=6)
+    pick, why = choose(mnkl, num_sms=__import__("torch").cuda.get_device_properties(0).multi_processor_count)
+    assert p.choice == why and p.config["tile_n"] == pick.tile_n
     assert p.check() < 1e-2
 
 

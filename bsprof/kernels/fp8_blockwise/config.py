@@ -25,9 +25,12 @@ VARIANTS: dict[str, dict] = {
     # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves).
     # Per-warpgroup epilogues (#35, epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
+    # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto"),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
+                      tiles="auto"),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -43,12 +46,15 @@ VARIANTS: dict[str, dict] = {
 # three issue-4 targets on the H100, at the cost of accumulation precision: the
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False)
+# The per-problem tile choice is left off: its cost model was checked against the serial promotion
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles")
+# a fixed tile or cluster turns the per-problem choice off
+TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 
 BLOCK_K = 128            # the scale block along K and N
 TILE_MS = (128, 256)     # one or two 128-row waves of the two consumer warpgroups
@@ -170,6 +176,8 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
+    if any((config or {}).get(k) is not None for k in TILE_KNOBS):
+        out.pop("tiles", None)
     give_way(out, config)
     why = can_implement(out)
     if why:

@@ -139,6 +139,7 @@ class Prepared(PreparedMixin):
     flops: float
     ops: object
     config: dict
+    choice: str | None = None       # why this tile and cluster (None: fixed by the variant or the user)
     _fn: object = None
     _args: tuple = ()
     _tail: tuple = ()
@@ -191,18 +192,26 @@ def auto_epi_split(mnkl) -> bool:
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 
-def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
-    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks, the
-    A-scale TMA needs M % 4 == 0, and ``swizzle=0`` picks the tile order from the operands' size.
-    A shape-specialized build simply goes without what does not fit; a shape-generic one must refuse.
-    The rescaled accumulation is refused past RESCALE_MAX_K at any build: its error grows with K."""
+def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> str | None:
+    """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
+    smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA needs M % 4 == 0, and
+    ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
+    goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
+    refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
+    cluster are what they are (None when they were fixed)."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
+    from bsprof.kernels.fp8_blockwise.select import choose
 
     if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
         raise BsprofError(f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
                           f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
                           "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block")
 
+    why = None
+    if kw.pop("tiles", None) == "auto" and static:
+        pick, why = choose(mnkl, kw.get("promote", "serial"), num_sms)
+        kw.update(pick.kwargs())
+        cfg.give_way(kw)
     if kw.get("swizzle", 1) == 0:
         kw["swizzle"] = auto_swizzle(mnkl)
     if kw.get("epi_split") == "auto":
@@ -229,6 +238,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
+    return why
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
@@ -265,7 +275,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
                           "use the nvfp4 family on Blackwell")
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl, static)
+    why = _check_knobs_fit(kw, mnkl, static, torch.cuda.get_device_properties(0).multi_processor_count)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 
@@ -292,7 +302,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     m, n, k, l = mnkl
     return Prepared(
         variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
-        config=kw, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
+        config=kw, choice=why, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
         _static=static,
     )
 
