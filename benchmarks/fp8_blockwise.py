@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import parse_mnkl
-    from bsprof.kernels.fp8_blockwise.bench import PEERS, measure, print_table
+    from bsprof.profile.bench.fp8_blockwise import PEERS, measure, print_table
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,7 +146,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
     import time
 
     from bsprof.errors import BsprofError
-    from bsprof.kernels.fp8_blockwise.bench import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import _peer_fns
     from bsprof.kernels.fp8_blockwise.config import parse_spec
     from bsprof.kernels.fp8_blockwise.launch import prepare
 
