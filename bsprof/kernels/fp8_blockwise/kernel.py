@@ -11,7 +11,7 @@ for it, then promotes it into the float32 total with the block scales,
 ``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). A 256-row tile is two
 waves through the same block accumulator. The thread's A scales are read from the stage (they
 arrive by TMA with it) or loaded from global memory two K blocks before use; its B scales come
-from a per-tile smem stash or global memory. The epilogue is either a direct
+from the stage (by TMA), a per-tile smem stash or global memory. The epilogue is either a direct
 (SIMT) store of the bf16 tile to global memory or a staged smem + TMA store.
 
 Switches:
