@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
-REPORT = REPO / "tests/data/h100_cublas_fp8_4096.ncu-rep"
+REPORT = REPO / "tests/data/h100_cublas_fp8_4096.ncu-rep.xz"
 
 
 def big_listing(target: int = 50_000) -> tuple[str, int]:

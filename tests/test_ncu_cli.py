@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from bsprof.cli import cli
 
-CUBLAS = "h100_cublas_fp8_4096.ncu-rep"
-TINY = "h100_cute_tiny.ncu-rep"
+CUBLAS = "h100_cublas_fp8_4096.ncu-rep.xz"
+TINY = "h100_cute_tiny.ncu-rep.xz"
 
 
 def run(*args):

@@ -46,7 +46,7 @@ def test_json_contract(data_dir):
 
 
 def test_ncu_json_carries_executed(data_dir):
-    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep", "--json", "--tiles", "1024")
+    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--tiles", "1024")
     d = json.loads(res.output)
     (fn,) = d["functions"]
     assert all("executed" in lp for lp in fn["loops"])
@@ -56,7 +56,7 @@ def test_ncu_json_carries_executed(data_dir):
 
 
 def test_mnkl_derives_tiles(data_dir):
-    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep", "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
+    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
     assert json.loads(res.output)["functions"][0]["tiles"] == 1024
 
 

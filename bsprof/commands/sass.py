@@ -57,7 +57,7 @@ def _analyze(path: Path, function, source, ncu, launch):
     from bsprof.analyzers.sass.features import refine_with_launch
 
     kw = {"kernel_source": source}
-    if path.suffix == ".ncu-rep" and launch is not None:
+    if path.name.endswith((".ncu-rep", ".ncu-rep.xz")) and launch is not None:
         kw["launch"] = launch
     fas = analyze_path(path, function, **kw)
     if ncu is not None:

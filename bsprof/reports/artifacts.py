@@ -115,10 +115,11 @@ def _ncu_reports(root: Path) -> list[Path]:
     """.ncu-rep files to analyze directly: ``root`` itself, or those under it with no bsprof summary
     beside them (a bsprof result directory already holds its analysis)."""
     if root.is_file():
-        return [root] if root.name.endswith(".ncu-rep") else []
+        return [root] if root.name.endswith((".ncu-rep", ".ncu-rep.xz")) else []
     if not root.is_dir():
         return []
-    return [p for p in sorted(root.rglob("*.ncu-rep")) if not (p.parent / "summary.json").is_file()][:MAX_FILES]
+    reps = sorted([*root.rglob("*.ncu-rep"), *root.rglob("*.ncu-rep.xz")])
+    return [p for p in reps if not (p.parent / "summary.json").is_file()][:MAX_FILES]
 
 
 def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
