@@ -215,7 +215,7 @@ def _csv(result: dict, by: str) -> str:
 def _write(out_dir: Path, result: dict, csv_text: str) -> Path:
     from bsprof.io import unique_dir, write_text_atomic
 
-    d = unique_dir(out_dir.parent if str(out_dir.parent) else Path("."), out_dir.name)
+    d = unique_dir(out_dir.parent, out_dir.name, fallback="sass")
     write_text_atomic(d / "regions.csv", csv_text)
     write_text_atomic(d / "sass.json", json.dumps(result, indent=1, default=str))
     return d
