@@ -9,6 +9,7 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
+from bsprof.options import FiniteFloat, count
 
 
 def _fmt(v, unit: str = "") -> str:
@@ -201,10 +202,10 @@ def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: b
               help="triage: only what the verdict needs (few replay passes); full: ncu's full set + source")
 @click.option("--clock-control", type=click.Choice(["none", "base"]), default="none", show_default=True)
 @click.option("-o", "--output", "out", default=None, help="results parent directory (--kernel default: bsprof-results)")
-@click.option("--warmup", type=int, default=3, show_default=True, help="launches before the measured one")
+@click.option("--warmup", type=count(0, 1_000_000), default=3, show_default=True, help="launches before the measured one")
 @click.option("--report", default=None, help="analyze this .ncu-rep (or the one in a bsprof result directory)")
 @click.option("--filter", "filter_", default=None, help="regex on kernel names (with --report / --compare)")
-@click.option("--flops", type=float, default=None, help="FLOPs of one launch, for TFLOP/s and %% of peak (--report)")
+@click.option("--flops", type=FiniteFloat(min=1.0), default=None, help="FLOPs of one launch, for TFLOP/s and %% of peak (--report)")
 @click.option("--precision", type=click.Choice(["fp4", "fp8", "fp16"]), default=None,
               help="peak to compare against (default: fp8 on sm_90, fp4 on sm_100)")
 @click.option("--compare", nargs=2, default=None, metavar="A B", help="two .ncu-rep files or result directories")
