@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass, field
 
 # `/*0a30*/   @!UP0 BRA.U UP4, `(.L_x_0) ;   /* 0x... */`   (address and `;` optional for ncu text).
-# Read left to right with small anchored patterns, never one regex over the whole line: adjacent
-# optional whitespace/operand quantifiers backtrack polynomially on padded lines (seconds per line).
-_ADDR_RE = re.compile(r"/\*([0-9a-fA-F]+)\*/")
-_GUARD_RE = re.compile(r"@!?U?P(?:[0-7]|T)(?=\s)")
-_OP_RE = re.compile(r"[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+# The head (address, brace, guard, opcode) is one regex whose optional parts each end where the
+# next cannot begin, so a failed match never retries a split; the tail (operands, `;`, comments)
+# is cut with str methods. One regex over the whole line had adjacent whitespace/operand
+# quantifiers that backtracked polynomially on padded lines (seconds per line).
+_HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-7]|T))\s+)?"
+                      r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 _LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
 _LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
 _INLINED_RE = re.compile(r'inlined at\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)')
@@ -109,26 +110,10 @@ def _rstrip_comments(text: str) -> str:
 def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     """Parse one instruction line; ``None`` when the line is not an instruction. Linear in the line."""
     s = line.strip()
-    addr = None
-    if s.startswith("/*"):
-        m = _ADDR_RE.match(s)
-        if m is None:
-            return None
-        addr = m.group(1)
-        s = s[m.end():].lstrip()
-    if s[:1] in ("{", "}"):
-        s = s[1:].lstrip()
-    guard = None
-    if s.startswith("@"):
-        m = _GUARD_RE.match(s)
-        if m is None:
-            return None
-        guard = m.group(0)
-        s = s[m.end():].lstrip()
-    m = _OP_RE.match(s)
+    m = _HEAD_RE.match(s)
     if m is None:
         return None
-    op = m.group(0)
+    addr, guard, op = m.group(1, 2, 3)
     rest = s[m.end():]
     semi = rest.find(";")
     if semi >= 0:
@@ -200,23 +185,28 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
             if lab is not None and current is not None:
                 pending_labels.append(lab.group(1))
             continue
-        cm = _CUOBJDUMP_FUNC_RE.match(s)
-        if cm is not None:
-            dialect = "cuobjdump"
-            current = start(cm.group("name"))
-            continue
-        am = _CUOBJ_ARCH_RE.search(s)
-        if am is not None and "code for" in s and "/*" not in s:
-            arch = am.group("arch")
-            continue
-        if s.startswith("/*") and s.endswith("*/") and "*/" not in s[2:-2]:
-            continue  # cuobjdump's second encoding line
-        lab = _LABEL_RE.match(s)
-        if lab is not None:
-            if current is not None:
-                pending_labels.append(lab.group(1))
-            continue
-        ins = parse_instruction(raw)
+        if s.startswith("/*"):
+            # an address-prefixed line (the bulk of a listing): an instruction or cuobjdump's
+            # encoding line; the header, arch and label patterns below cannot match it
+            if s.endswith("*/") and "*/" not in s[2:-2]:
+                continue
+            ins = parse_instruction(s)
+        else:
+            cm = _CUOBJDUMP_FUNC_RE.match(s)
+            if cm is not None:
+                dialect = "cuobjdump"
+                current = start(cm.group("name"))
+                continue
+            am = _CUOBJ_ARCH_RE.search(s) if "code for" in s else None
+            if am is not None and "/*" not in s:
+                arch = am.group("arch")
+                continue
+            lab = _LABEL_RE.match(s)
+            if lab is not None:
+                if current is not None:
+                    pending_labels.append(lab.group(1))
+                continue
+            ins = parse_instruction(s)
         if ins is None:
             continue
         if current is None:
