@@ -143,24 +143,32 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def write_bytes_atomic(dest: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``dest`` by the output policy; returns ``dest``."""
+def _write(dest: str | os.PathLike, data: str | bytes) -> Path:
     dest = Path(dest)
+    text = isinstance(data, str)
     if _kind(dest)[0] == "stream":
         try:
-            with open(dest, "wb") as fh:
+            with open(dest, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as fh:
                 fh.write(data)
         except OSError as exc:
             raise _fail(dest, exc) from None
         return dest
     with atomic_path(dest) as tmp:
-        tmp.write_bytes(data)
+        if text:
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
     return dest
+
+
+def write_bytes_atomic(dest: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``dest`` by the output policy; returns ``dest``."""
+    return _write(dest, data)
 
 
 def write_text_atomic(dest: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``dest`` by the output policy; returns ``dest``."""
-    return write_bytes_atomic(dest, text.encode("utf-8"))
+    return _write(dest, text)
 
 
 def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Path:

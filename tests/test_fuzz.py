@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bsprof.errors import BsprofError
+from conftest import assert_one_line_error, run_bsprof
 
 ROOT = Path(__file__).resolve().parent.parent
 SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
@@ -133,24 +134,13 @@ def test_mutated_sass_through_the_cli(tmp_path_factory, edits, flags):
 
 
 def _cli_ok(args: list[str]) -> str:
-    """Run ``bsprof ARGS`` through the real entry point (bsprof.cli.main, which turns usage errors
-    into one line too); return stdout, fail on anything but exit 0 or a one-line error with 2."""
-    from bsprof.cli import main
-
-    with CliRunner().isolation() as (out, err, _):
-        try:
-            main(args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except Exception as exc:  # noqa: BLE001 - the property under test
-            raise AssertionError(f"bsprof {' '.join(args)[:300]} raised {exc!r}") from exc
-        stdout, stderr = out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
-    assert code in (0, 2), (args, code, stderr[-500:])
-    if code == 2:
-        lines = [ln for ln in stderr.splitlines() if ln.strip()]
-        assert lines and lines[-1].startswith("error: "), (args, stderr[-800:])
-        assert "Traceback" not in stderr and sum(ln.startswith("error: ") for ln in lines) == 1, stderr[-800:]
+    """stdout of ``bsprof ARGS``; fails on anything but exit 0 or one ``error:`` line with exit 2."""
+    try:
+        code, stdout, stderr = run_bsprof(args)
+    except Exception as exc:  # noqa: BLE001 - the property under test
+        raise AssertionError(f"bsprof {' '.join(args)[:300]} raised {exc!r}") from exc
+    if code != 0:
+        assert_one_line_error(code, stderr)
     return stdout
 
 
