@@ -352,3 +352,27 @@ def test_leading_zero_and_huge_numbers_are_numbers_not_crashes():
     assert fa.instructions[0].line is None and fa.instructions[1].line == 12  # 5,000 digits is no line
     (fa,) = analyze_sass_text(listing.replace("sm_100a", "sm_" + "9" * 5000))
     assert fa.mma_count == 1
+
+
+@pytest.mark.parametrize("damage, hint", [
+    ("truncate", "damaged or not a CUDA cubin"),
+    ("arch", "architecture this nvdisasm does not know"),
+    ("flags", "damaged or not a CUDA cubin"),
+])
+def test_nvdisasm_errors_point_at_the_right_fix(tmp_path, damage, hint):
+    """nvdisasm names the file in its message, and cubin names carry 'sm_100a': the hint must come
+    from what went wrong, not from the file name (a truncated copy is not a too-old nvdisasm)."""
+    import struct
+
+    good = (ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin").read_bytes()
+    data = bytearray(good)
+    if damage == "truncate":
+        data = data[:3000]
+    else:  # ELF e_flags: the SM number sits in bits 8..15 on these cubins
+        flags = struct.unpack_from("<I", data, 48)[0]
+        struct.pack_into("<I", data, 48, (flags & ~0xFF00) | (0x99 << 8) if damage == "arch" else 0xFFFFFFFF)
+    path = tmp_path / f"kernel.sm_100a.{damage}.cubin"
+    path.write_bytes(bytes(data))
+    code, _, err = run_bsprof(["sass", str(path)])
+    line = assert_one_line_error(code, err)
+    assert hint in line, line
