@@ -376,3 +376,41 @@ def test_nvdisasm_errors_point_at_the_right_fix(tmp_path, damage, hint):
     code, _, err = run_bsprof(["sass", str(path)])
     line = assert_one_line_error(code, err)
     assert hint in line, line
+
+
+def _table_case(case: str):
+    import pandas as pd
+
+    t = _timing_seed().astype(object)
+    first_kloop = int((t["phase"] == "kloop").to_numpy().nonzero()[0][0])
+    if case == "inf":
+        t.at[first_kloop, "end"] = math.inf
+    elif case == "negative stamp":
+        t.at[first_kloop, "start"] = -5
+    elif case == "empty phase":
+        t.at[first_kloop, "phase"] = math.nan
+    elif case == "empty role":
+        t.at[first_kloop, "role"] = ""
+    elif case == "zero K-loop":
+        t.at[first_kloop, "end"] = t.at[first_kloop, "start"]
+    elif case == "out of order":
+        mma = t.index[(t["role"] == "mma") & (t["tile"] == 1) & (t["phase"] == "kloop")][0]
+        t.at[mma, "start"] = 0 + int(t["start"].min())
+    elif case == "missing phase":
+        t = t.drop(index=first_kloop).reset_index(drop=True)
+    elif case == "missing role tile":
+        t = t[~((t["role"] == "epilogue") & (t["tile"] == 0))].reset_index(drop=True)
+    return pd.DataFrame(t)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("inf", "not an integer cycle count"), ("negative stamp", "negative clock stamp"),
+    ("empty phase", "empty phase"), ("empty role", "empty role"), ("zero K-loop", "zero cycles"),
+    ("out of order", "out of order"), ("missing phase", "without a kloop row"),
+    ("missing role tile", "missing tiles"),
+])
+def test_impossible_timing_tables_are_one_line(tmp_path, case, words):
+    path = tmp_path / "timing.csv"
+    _table_case(case).to_csv(path, index=False)
+    code, _, err = run_bsprof(["model", "--from", str(path), "--tiles", "1000", "--json"])
+    assert words in assert_one_line_error(code, err)

@@ -2,6 +2,7 @@
 the clock stamps must describe something a GPU could have recorded. Every problem is one
 BsprofError line naming the row and the fix.
 
+- every row names a role and a phase (``check_labels``, before the schema's role/phase checks);
 - no negative clock stamps (``clock64`` counts up from the GPU's reset);
 - no negative durations, and none longer than ``MAX_DURATION_CYCLES`` (minutes of one phase:
   a corrupted stamp, and sums of such would overflow);
@@ -33,6 +34,16 @@ def _row(t, i: int) -> str:
 def _first(mask) -> int | None:
     hits = mask.to_numpy().nonzero()[0]
     return int(hits[0]) if len(hits) else None
+
+
+def check_labels(t, name: str = "timing table") -> None:
+    """Every row names a role and a phase (an empty cell reads as NaN, which no role matches)."""
+    for col in ("role", "phase"):
+        empty = t[col].isna() | (t[col].astype(str).str.strip() == "")
+        i = _first(empty)
+        if i is not None:
+            raise BsprofError(f"{name}: row {i} has an empty {col}; every row needs a role and a phase "
+                              f"({CAPTURE_AGAIN})")
 
 
 def check_values(t, name: str = "timing table") -> None:

@@ -53,6 +53,9 @@ def validate(table, name: str = "timing table"):
                           f"{', '.join(COLUMNS)} ({SCHEMA_HINT})")
     if len(table) == 0:
         raise BsprofError(f"{name} has no rows; capture again with `bsprof timing`")
+    from bsprof.analyzers.timing_checks import check_labels, check_values
+
+    check_labels(table, name)
     t = table
     for c in INT_COLUMNS:
         if not pd.api.types.is_integer_dtype(t[c]):
@@ -84,7 +87,5 @@ def validate(table, name: str = "timing table"):
         if lack:
             raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; the model needs them "
                               f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})")
-    from bsprof.analyzers.timing_checks import check_values
-
     check_values(t, name)
     return t
