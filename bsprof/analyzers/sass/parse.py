@@ -117,7 +117,10 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     rest = s[m.end():]
     semi = rest.find(";")
     if semi >= 0:
-        if _strip_comments(rest[semi + 1:]) != "":
+        tail = rest[semi + 1:].strip()
+        # the usual tails: nothing, or one `/* 0x... */` encoding comment
+        if tail and not (tail[:2] == "/*" and tail.find("*", 2) == len(tail) - 2 and tail[-1] == "/") \
+                and _strip_comments(tail) != "":
             return None
         rest = rest[:semi]
     else:
@@ -132,7 +135,8 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
         operands=rest.strip(),
         guard=guard,
         pc=int(addr, 16) if addr is not None else None,
-        text=line.strip(),
+        text=s,
+        base=op.partition(".")[0],
     )
 
 
