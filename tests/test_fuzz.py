@@ -211,7 +211,7 @@ def test_mutated_timing_table_is_a_result_or_one_line(tmp_path_factory, data, fm
     import pandas as pd
 
     from bsprof.analyzers import model as M
-    from bsprof.analyzers.timing_table import load
+    from bsprof.analyzers.timing.table import load
 
     t = _timing_seed().astype(object)  # any cell may become any value
     n = len(t)

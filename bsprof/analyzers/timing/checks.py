@@ -1,4 +1,4 @@
-"""Value checks on a timing table whose columns and types already passed ``timing_table.validate``:
+"""Value checks on a timing table whose columns and types already passed ``timing.table.validate``:
 the clock stamps must describe something a GPU could have recorded. Every problem is one
 BsprofError line naming the row and the fix.
 
@@ -16,7 +16,7 @@ BsprofError line naming the row and the fix.
 
 from __future__ import annotations
 
-from bsprof.analyzers.timing_schema import PHASES, REQUIRED_PHASES
+from bsprof.analyzers.timing.schema import PHASES, REQUIRED_PHASES
 from bsprof.errors import BsprofError
 
 # 2**40 cycles is ~9 minutes at 2 GHz: no phase of one tile takes that long
