@@ -157,7 +157,7 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
             console.print(f"[italic]{escape(title)}[/italic]")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            console.out(_stream_text(gap["stream"]), highlight=False)
+            console.file.write(_stream_text(gap["stream"]) + "\n")
 
 
 def _stream_text(stream: list[dict]) -> str:
