@@ -36,11 +36,15 @@ def _sanitizer() -> str:
 
 
 def _program(variants: list[str], mnkl: tuple[int, ...]) -> str:
-    return ("from bsprof.kernels.fp8_blockwise import prepare\n"
+    # one more timed launch per variant: an instrumented kernel runs orders of magnitude slower,
+    # which shows the kernel-name filter really selected it (a filter matching nothing is "clean")
+    return ("import time, torch\n"
+            "from bsprof.kernels.fp8_blockwise import prepare\n"
             f"for v in {variants!r}:\n"
             f"    p = prepare(v, {mnkl!r}, seed=1)\n"
             "    err = p.check()\n"
-            "    print(f'{v}: max rel error {err:.2e}', flush=True)\n"
+            "    torch.cuda.synchronize(); t = time.perf_counter(); p.launch(); torch.cuda.synchronize()\n"
+            "    print(f'{v}: max rel error {err:.2e}, one launch {1e3 * (time.perf_counter() - t):.2f} ms', flush=True)\n"
             "    assert err < 1e-2\n")
 
 
@@ -50,6 +54,9 @@ def main() -> int:
     ap.add_argument("--variants", default="baseline,optimized")
     ap.add_argument("--timeout", type=float, default=420.0, help="seconds per tool")
     ap.add_argument("--log-dir", default="sanitize-logs")
+    ap.add_argument("--kernel-filter", default="kns=Fp8BlockwiseGemm",
+                    help="compute-sanitizer --kernel-name value (a non-matching one gives the uninstrumented timing)")
+    ap.add_argument("--tools", default=",".join(TOOLS))
     args = ap.parse_args()
     mnkl = tuple(int(x) for x in args.mnkl.split(","))
     variants = [v for v in args.variants.split(",") if v]
@@ -59,9 +66,9 @@ def main() -> int:
     code = _program(variants, mnkl)
     procs = {}
     t0 = time.time()
-    for tool in TOOLS:
+    for tool in args.tools.split(","):
         cmd = [exe, "--tool", tool, "--error-exitcode", "3", "--report-api-errors", "no",
-               "--kernel-name", "kns=Fp8BlockwiseGemm", sys.executable, "-c", code]
+               "--kernel-name", args.kernel_filter, sys.executable, "-c", code]
         fh = open(logs / f"{tool}.log", "w")
         procs[tool] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT), fh, time.time())
     rc_all = 0
