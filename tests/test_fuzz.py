@@ -257,7 +257,7 @@ NUMBERS = st.one_of(
     st.sampled_from(["nan", "NaN", "inf", "-inf", "+inf", "1e400", "-1e400", "1e308", "-1e308", "0", "-0", "-1",
                      "0.5", "1", "2", "7", "1000", "4096", "", " ", "1_000", "0x10", "1,5", "0,0", "-1,-1",
                      "256,256", "256x128", "1,2,3", "9" * 5000, "5%", "-5%", "nan%", "inf%", "1e400%", "-100%",
-                     "-300", "300cyc", "\u0663", "1e-320", "4.9e-324"]),
+                     "-300", "300cyc", "\u0663", "1e-320", "4.9e-324", "1e12", "-1e12", "1e-300"]),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(-(2**80), 2**80).map(str),
 )
@@ -301,6 +301,13 @@ def test_every_numeric_flag_is_a_result_or_one_line(tmp_path_factory, flag, valu
         args.append("--json")
     out = _cli_ok(args)
     _strict_json_or_text(out)
+
+
+@pytest.mark.parametrize("spec", ["kloop=-1e12:1e12:1e-300", "kloop=0:1:5e-324", "kloop=nan:0:50",
+                                  "kloop=0:inf:1", "phase1=-600:0:0", "kloop=-1e13:0:1"])
+def test_degenerate_sweeps_are_one_line(spec):
+    code, _, err = run_bsprof(["model", "--tiles", "1000", "--sweep", spec, "--json"])
+    assert_one_line_error(code, err)
 
 
 def test_pathological_whitespace_parses_in_linear_time():
