@@ -205,7 +205,7 @@ def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: b
 @click.option("--warmup", type=count(0, 1_000_000), default=3, show_default=True, help="launches before the measured one")
 @click.option("--report", default=None, help="analyze this .ncu-rep (or the one in a bsprof result directory)")
 @click.option("--filter", "filter_", default=None, help="regex on kernel names (with --report / --compare)")
-@click.option("--flops", type=FiniteFloat(min=1.0), default=None, help="FLOPs of one launch, for TFLOP/s and %% of peak (--report)")
+@click.option("--flops", type=FiniteFloat(), default=None, help="FLOPs of one launch, for TFLOP/s and %% of peak (--report)")
 @click.option("--precision", type=click.Choice(["fp4", "fp8", "fp16"]), default=None,
               help="peak to compare against (default: fp8 on sm_90, fp4 on sm_100)")
 @click.option("--compare", nargs=2, default=None, metavar="A B", help="two .ncu-rep files or result directories")
