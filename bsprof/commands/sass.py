@@ -11,20 +11,11 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
+from bsprof.options import IntTuple, count
 
 ARTIFACT_KEY = {"kind": "sass", "version": 1}
 CSV_FIXED = ["function", "region", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
              "executed", "executed_per_tile", "mma_executed", "stall_samples"]
-
-
-def _pair(text: str | None, name: str) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        a, b = (int(x) for x in text.replace("x", ",").split(","))
-    except ValueError:
-        raise BsprofError(f"--{name} {text!r} must be two integers, e.g. --{name} 256,128") from None
-    return a, b
 
 
 def _compile_bundled(variant: str, arch: str) -> Path:
@@ -96,14 +87,14 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str, hot: int | 
 @click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
               help="compile a bundled kernel on the CPU and analyze it (needs --arch)")
 @click.option("--arch", default=None, type=click.Choice(["sm_100a", "sm_90a"]), help="architecture for --kernel")
-@click.option("--source", "source", type=click.Path(path_type=Path), default=None,
+@click.option("--source", "source", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="the kernel's Python source, for warp-role/phase attribution (default: the path in the line info)")
 @click.option("--ncu", "ncu", type=click.Path(path_type=Path), default=None,
               help="an .ncu-rep of the same build: attach per-PC executed counts and stall samples to a cubin")
-@click.option("--launch", type=int, default=None, help="which launch of the .ncu-rep (default: all that match)")
-@click.option("--tiles", type=int, default=None, help="output tiles the launch computed (per-tile budgets)")
+@click.option("--launch", type=count(0), default=None, help="which launch of the .ncu-rep (default: all that match)")
+@click.option("--tiles", type=count(1), default=None, help="output tiles the launch computed (per-tile budgets)")
 @click.option("--mnkl", default=None, help="M,N,K[,L]: derive --tiles with --tile-mn")
-@click.option("--tile-mn", default=None, help="CTA/cluster output tile M,N for --mnkl, e.g. 256,256")
+@click.option("--tile-mn", type=IntTuple(2, 1, example="256,256"), default=None, help="CTA/cluster output tile M,N for --mnkl, e.g. 256,256")
 @click.option("--by", type=click.Choice(["loops", "roles"]), default="loops", show_default=True,
               help="regions of the budget table")
 @click.option("--mma-detail", is_flag=True, help="the instruction stream between consecutive MMA issues of the K-loop")
@@ -136,7 +127,7 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         from bsprof.analyzers.sass.budget import tiles_from_problem
         from bsprof.kernels.api import parse_mnkl
 
-        tmn = _pair(tile_mn, "tile-mn")
+        tmn = tile_mn
         if tmn is None:
             raise BsprofError("--mnkl needs --tile-mn M,N to derive the tile count (or pass --tiles N)")
         tiles = tiles_from_problem(parse_mnkl(mnkl), tmn)
@@ -215,7 +206,7 @@ def _csv(result: dict, by: str) -> str:
 def _write(out_dir: Path, result: dict, csv_text: str) -> Path:
     from bsprof.io import unique_dir, write_text_atomic
 
-    d = unique_dir(out_dir.parent if str(out_dir.parent) else Path("."), out_dir.name)
+    d = unique_dir(out_dir.parent, out_dir.name, fallback="sass")
     write_text_atomic(d / "regions.csv", csv_text)
     write_text_atomic(d / "sass.json", json.dumps(result, indent=1, default=str))
     return d

@@ -152,25 +152,28 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
-            t = Table(title=f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
-                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions",
-                      header_style="bold", title_justify="left")
-            t.add_column("pc")
-            t.add_column("instruction", overflow="fold")
-            t.add_column("category")
-            t.add_column("group")
-            has_ex = any("executed" in x for x in gap["stream"])
-            if has_ex:
-                t.add_column("executed", justify="right")
-                t.add_column("stalls")
-            for x in gap["stream"]:
-                cells = [f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
-                         escape(f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip()), x["category"], x["group"] or ""]
-                if has_ex:
-                    cells.append(_fmt(x.get("executed")))
-                    cells.append(", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
-                t.add_row(*cells)
-            console.print(t)
+            title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
+                     if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
+            console.print(f"[italic]{escape(title)}[/italic]")
+            # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
+            # rows and rich's per-cell measuring made this view take seconds
+            console.file.write(_stream_text(gap["stream"]) + "\n")
+
+
+def _stream_text(stream: list[dict]) -> str:
+    has_ex = any("executed" in x for x in stream)
+    rows = [("pc", "instruction", "category", "group") + (("executed", "stalls") if has_ex else ())]
+    for x in stream:
+        cells = (f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
+                 f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or "")
+        if has_ex:
+            cells += (_fmt(x.get("executed")), ", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
+        rows.append(cells)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    widths[1] = min(widths[1], 72)  # a longer instruction pushes its own row's later columns only
+    right = {4} if has_ex else set()
+    return "\n".join("  ".join(v.rjust(w) if c in right else v.ljust(w) for c, (v, w) in enumerate(zip(r, widths))).rstrip()
+                     for r in rows)
 
 
 def _print_features(console: Console, fn: dict) -> None:

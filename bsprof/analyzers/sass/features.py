@@ -163,6 +163,14 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
 
 
+def _immediate(text: str) -> int | None:
+    """A SASS immediate (``0x10`` or ``16``; decimal may carry leading zeros, which int(x, 0)
+    refuses); ``None`` when it is too long to be a stage count."""
+    if len(text) > 18:
+        return None
+    return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+
+
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
     """Pipeline stage rings a K-loop advances: ``next = idx + 1; p = next != N; idx = p ? next : 0``
     (``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, that register, (U)RZ, p``).
@@ -175,8 +183,9 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
         for ins in body:
             if ins.base in ("ISETP", "UISETP") and "NE" in ins.modifiers:
                 m = _SETP_RE.match(ins.operands)
-                if m:
-                    setps[(m.group(1), m.group(2))] = (int(m.group(3), 0), ins)
+                n = _immediate(m.group(3)) if m else None
+                if n is not None:
+                    setps[(m.group(1), m.group(2))] = (n, ins)
             elif ins.base in ("SEL", "USEL"):
                 ops = [o.strip() for o in ins.operands.split(",")]
                 # idx = (next != N) ? next : 0, where next is idx itself or idx + 1 in another register
