@@ -374,5 +374,21 @@ def test_a_shape_the_kernel_cannot_take_names_the_nearest_one():
         check_shape((1000, 1000, 1000, 1))
     with pytest.raises(BsprofError, match="nearest shape the kernel takes is 64,104,256,1"):
         check_shape((64, 100, 256, 1))
-    with pytest.raises(BsprofError, match="M=1 .* nearest shape the kernel takes is 2,2112,7168,1"):
-        check_shape((1, 2112, 7168, 1))
+    check_shape((1, 2112, 7168, 1))      # a matrix-vector product runs (one row of a 128-row tile)
+
+
+def test_size1_strides_are_made_compact_and_others_kept():
+    # torch leaves a size-1 dimension's stride arbitrary; CuTe reads it (a one-row A-scale
+    # matrix arrived with M stride K/128, which the layout-dynamic build refused)
+    import torch
+
+    from bsprof.kernels.fp8_blockwise.launch import _size1_strides
+    from bsprof.kernels.fp8_blockwise.quant import make_operands
+
+    ops = make_operands((1, 256, 512, 1), device="cpu")
+    sfa = ops.sfa.permute(2, 1, 0)                   # (M=1, K/128=4, L=1), M the unit stride
+    assert sfa.stride()[0] != 1
+    fixed = _size1_strides(sfa, (0, 1, 2))
+    assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)
+    d = torch.empty(3, 5, 7).permute(1, 2, 0)        # no size-1 mode: the very same view back
+    assert _size1_strides(d, (1, 0, 2)) is d

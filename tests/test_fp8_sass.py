@@ -288,3 +288,14 @@ def test_a_tile_width_that_straddles_scale_blocks(tmp_path):
     assert sum(i.opcode.startswith("FSEL") for i in body) >= 18      # 18 column groups, 2 row halves
     assert sum(i.opcode.startswith("FFMA") for i in body) == 72      # 144 columns / 2 threads per row pair
     assert fa.features["tma_store_epilogue"].present
+
+
+@pytest.mark.parametrize("variant", ["optimized", "baseline"])
+def test_one_row_problem_keeps_two_dimensional_tma(tmp_path, variant):
+    # M = 1: CuTe folds a static size-1 mode away, so a shape-specialized build once issued
+    # one-dimensional TMA copies for A and D (an illegal instruction on the H100); M stays a
+    # runtime extent there now, and no tensor copy is 1D (the shape-generic baseline's are 3D)
+    (fa,) = analyze_cubin(fp8_blockwise.compile_cubin(variant, tmp_path, mnkl=(1, 256, 512, 1)))
+    tma = [ins.opcode for ins in fa.instructions if ins.opcode.startswith(("UTMALDG", "UTMASTG"))]
+    assert any(op.startswith("UTMALDG") for op in tma)
+    assert not any(".1D" in op for op in tma), sorted(set(tma))

@@ -41,11 +41,13 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
         kb = cute.sym_int64(symbol="KB")
         nb = cute.sym_int64(symbol="NB")
         l = cute.sym_int64(symbol="L")
-    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (m, k, l), stride_order=(1, 0, 2), assumed_align=16)
+    # M = 1 stays a runtime extent in A and D, as in the GPU build (_cute_views)
+    mr = cute.sym_int64(symbol="M") if isinstance(m, int) and m == 1 else m
+    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (mr, k, l), stride_order=(1, 0, 2), assumed_align=16)
     b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
     sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
     sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
-    c = make_fake_compact_tensor(cutlass.BFloat16, (m, n, l), stride_order=(1, 0, 2), assumed_align=16)
+    c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, l), stride_order=(1, 0, 2), assumed_align=16)
     tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
     return a, b, sfa, sfb, c, tbuf, cutlass.Int32(1), max_active_clusters, make_fake_stream()
 
@@ -113,21 +115,44 @@ def _max_active(kw: dict) -> int:
     return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
-def _dyn(t, leading: int, align: int, static: bool = False):
+def _dyn(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
     from cutlass.cute.runtime import from_dlpack
 
     v = from_dlpack(t, assumed_align=align)
+    if dynamic_m:
+        # keep mode 0 (M) a runtime extent in an otherwise shape-specialized build (see _cute_views)
+        order = sorted(range(t.dim()), key=lambda d: (t.stride(d), d), reverse=True)
+        return v.mark_compact_shape_dynamic(mode=0, stride_order=tuple(order))
     return v if static else v.mark_layout_dynamic(leading_dim=leading)
+
+
+def _size1_strides(t, inner_first: tuple[int, ...]):
+    """``t`` with the stride of each size-1 dimension set to what a compact tensor with this mode
+    order has there. torch leaves such strides arbitrary (``contiguous()`` keeps a transposed
+    (L, K/128, 1) view as it is), and CuTe reads them: a one-row A-scale matrix came through
+    with its M stride = K/128, which a layout-dynamic build refuses (M must be the unit stride)."""
+    strides, expect = list(t.stride()), 1
+    for d in inner_first:
+        if t.shape[d] == 1:
+            strides[d] = expect
+        expect = strides[d] * t.shape[d]
+    return t if strides == list(t.stride()) else t.as_strided(t.shape, strides)
 
 
 def _cute_views(ops, static: bool = False):
     """torch operands -> cute tensors in the kernel's (M, K, L)-style mode order. Layout-dynamic
-    by default (one compile runs every shape); ``static`` bakes the shape into the kernel."""
-    a = _dyn(ops.a.permute(1, 2, 0), 1, 16, static)
-    b = _dyn(ops.b.permute(1, 2, 0), 1, 16, static)
-    sfa = _dyn(ops.sfa.permute(2, 1, 0), 0, 4, static)
-    sfb = _dyn(ops.sfb.permute(1, 2, 0), 1, 4, static)
-    c = _dyn(ops.d.permute(1, 2, 0), 1, 16, static)
+    by default (one compile runs every shape); ``static`` bakes the shape into the kernel.
+
+    A static build with M = 1 keeps M a runtime extent in A and D: CuTe folds a static size-1
+    mode away, so their TMA copies came out one-dimensional (``cp.async.bulk.tensor.1d``: a
+    128-byte box for a 128x128 stage, and a store that does not match the epilogue's swizzled
+    tile), and the kernel died with an illegal instruction on the H100."""
+    one_row = static and ops.a.shape[1] == 1
+    a = _dyn(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    b = _dyn(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
+    sfa = _dyn(_size1_strides(ops.sfa.permute(2, 1, 0), (0, 1, 2)), 0, 4, static)
+    sfb = _dyn(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
+    c = _dyn(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     return a, b, sfa, sfb, c
 
 
