@@ -197,6 +197,14 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     _check_knobs_fit(fits, (4096, 4096, 4096, 1), static=True)  # A + B = 32 MB < 50 MB of L2
     _check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)   # 128 MB
     assert fits["swizzle"] == 1 and big["swizzle"] == AUTO_SWIZZLE
+    # the group divides the cluster columns: the scheduler runs a padded group as whole tiles
+    # (N = 7168 in 256x128 tiles, 1x2 clusters: 28 columns; a group of 8 ran 8 rounds for 7)
+    from bsprof.kernels.fp8_blockwise.launch import grid_ctas
+    long = dict(kw)
+    _check_knobs_fit(long, (4096, 7168, 16384, 1), static=True)
+    assert (long["tile_n"], long["cluster_n"], long["swizzle"]) == (128, 2, 7)
+    assert grid_ctas((4096, 7168, 16384, 1), long, 66) == (132, 7)
+    assert grid_ctas((4096, 7168, 16384, 1), dict(long, swizzle=8), 66) == (132, 8)
     explicit = cfg.resolve("optimized", {"swizzle": 4})
     _check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
     assert explicit["swizzle"] == 4                             # a user's choice is kept

@@ -202,13 +202,22 @@ EPI_SPLIT_MAX_K = 4096
 RESCALE_MAX_K = 16384
 
 
-def auto_swizzle(mnkl) -> int:
+def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1) -> int:
     """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together.
     Then a wave in M-major order streams all of A from DRAM again for every few N columns, and
     under the power cap that DRAM traffic costs clock; when they fit, grouping only spreads a
-    wave's reads over more strips."""
+    wave's reads over more strips.
+
+    The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
+    the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
+    as whole tiles, so a group of 8 on 28 cluster columns (N = 7168 in 256x128 tiles, 1x2
+    clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7."""
     m, n, k, l = mnkl
-    return AUTO_SWIZZLE if (m + n) * k * l > L2_BYTES else 1
+    if (m + n) * k * l <= L2_BYTES:
+        return 1
+    cols = -(-(-(-n // tile_n)) // cluster_n)
+    return min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
+               key=lambda g: (abs(g - AUTO_SWIZZLE), g))
 
 
 def auto_epi_split(mnkl) -> bool:
@@ -238,7 +247,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> s
         kw.update(pick.kwargs())
         cfg.give_way(kw)
     if kw.get("swizzle", 1) == 0:
-        kw["swizzle"] = auto_swizzle(mnkl)
+        kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1))
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl)
     if kw.get("sfa_tma") and (mnkl[0] % 4 or not static):
