@@ -49,7 +49,8 @@ def test_matches_float64_reference(variant, mnkl):
 # epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape
 CLASSES = [("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
            ("optimized", (128, 144), (1, 2)), ("optimized", (128, 160), (2, 1)), ("optimized", (128, 64), (1, 2)),
-           ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1))]
+           ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1)),
+           ("optimized", (128, 192), (2, 1))]
 RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
           (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
           (2, 584, 768, 1)]       # two rows (M % 4 != 0: A scales by load)

@@ -299,3 +299,13 @@ def test_one_row_problem_keeps_two_dimensional_tma(tmp_path, variant):
     tma = [ins.opcode for ins in fa.instructions if ins.opcode.startswith(("UTMALDG", "UTMASTG"))]
     assert any(op.startswith("UTMALDG") for op in tma)
     assert not any(".1D" in op for op in tma), sorted(set(tma))
+
+
+def test_widest_serial_128_row_tile_does_not_spill(tmp_path):
+    # 128x192 holds 96 total + 96 block accumulator registers per consumer thread (DeepGEMM's
+    # tile at 4096x2112x7168); it spilled in the unpruned kernel, so the width limit rests on this
+    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 2112, 7168, 1), mma_tiler=(128, 192),
+                                        cluster=(2, 1))
+    (fa,) = analyze_cubin(cubin)
+    assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    assert any(ins.opcode.startswith("QGMMA.64x192x32") for ins in fa.instructions)
