@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 
@@ -104,11 +103,11 @@ def main(argv=None) -> int:
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
                                   f"{args.inputs} inputs")
     if args.json:
-        from bsprof.io import write_text_atomic
+        from bsprof import artifacts
 
-        write_text_atomic(args.json, json.dumps({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",
-                                                 "variant": "optimized", "device": dev, "date": when,
-                                                 "inputs": args.inputs, "results": results}, indent=1, default=str))
+        artifacts.save(args.json, artifacts.document("bench", {
+            "family": "fp8-blockwise", "variant": "optimized", "device": dev, "date": when,
+            "inputs": args.inputs, "results": results}), indent=1)
     return 1 if failed else 0
 
 

@@ -181,10 +181,13 @@ def main() -> int:
         res = bench_triage_vs_full(a.mnkl, a.torch_scaled_mm, a.variant, a.family, override)
         if picked:
             res["picked"] = {"name": picked[0], "metrics": picked[1], "sections": picked[2]}
-    text = json.dumps(res, indent=2)
+    from bsprof.artifacts import dumps
+    from bsprof.io import write_text_atomic
+
+    text = dumps(res)
     print(text)
     if a.out:
-        Path(a.out).write_text(text + "\n")
+        write_text_atomic(a.out, text + "\n")
     return 0
 
 

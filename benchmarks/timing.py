@@ -10,7 +10,6 @@ summary last; everything it measured is under DIR (capture, overhead.json, valid
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -74,8 +73,10 @@ def main(argv=None) -> int:
         console.print(f"[dim]t={time.time() - t0:.0f}s[/]")
 
     summary["elapsed_s"] = time.time() - t0
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
-    console.print_json(json.dumps(summary, default=str))
+    from bsprof.artifacts import dumps
+
+    write_text_atomic(out / "summary.json", dumps(summary) + "\n")
+    console.print_json(dumps(summary))
     return 0
 
 

@@ -131,7 +131,8 @@ def test_kernel_mode_without_ncu_or_kernel(monkeypatch, tmp_path):
 
 
 def test_kernel_mode_without_gpu(monkeypatch, tmp_path):
-    from bsprof.profile import gpu, ncu_runner
+    from bsprof import gpu
+    from bsprof.profile import ncu_runner
 
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bsprof.analyzers.bench_rows import cycle_spread, round_spread
-from bsprof.reports.artifacts import discover, identity
+from bsprof.artifacts import discover, identity
 from bsprof.reports.build import build
 from bsprof.reports.samples import RUN as SAMPLES
 

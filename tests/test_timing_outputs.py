@@ -123,7 +123,7 @@ def test_cli_without_gpu_is_one_line(monkeypatch, tmp_path):
     import shutil
 
     from bsprof.cli import cli
-    from bsprof.profile import gpu
+    from bsprof import gpu
 
     gpu.device_info.cache_clear()
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from bsprof.errors import BsprofError
@@ -71,15 +69,16 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
                        warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config,
                        inputs=inputs, cute_example=cute_example)
     result = run(req, Console(stderr=as_json))
-    text = json.dumps(result, indent=2, default=str)
+    from bsprof import artifacts
+
     if out is not None:
         import time
 
-        from bsprof.io import unique_dir, write_text_atomic
+        from bsprof.io import unique_dir
 
         shape = "x".join(map(str, req.mnkl))
         run_dir = unique_dir(out, f"bench_{family}_{spec_label(variant)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
-        write_text_atomic(run_dir / "bench.json", text)
+        artifacts.save(run_dir / "bench.json", result)
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:
-        click.echo(text)
+        click.echo(artifacts.dumps(result))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 
-ARTIFACT_KEY = {"kind": "model", "version": 1}
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
 
 
@@ -184,10 +184,9 @@ def _projection_rows(doc: dict) -> list[dict]:
 def _emit(doc, as_json, as_csv, rows, out, params, sweep=None) -> None:
     import csv
     import io
-    import json
 
     if as_json:
-        click.echo(json.dumps(doc, indent=2, default=_json_default))
+        click.echo(artifacts.dumps(doc))
     if as_csv:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(rows[0]))
@@ -197,10 +196,10 @@ def _emit(doc, as_json, as_csv, rows, out, params, sweep=None) -> None:
     if out:
         from pathlib import Path
 
-        from bsprof.io import unique_dir, write_text_atomic
+        from bsprof.io import unique_dir
 
         d = unique_dir(out, "model")
-        art = {"bsprof": dict(ARTIFACT_KEY), "source": params.source, **doc}
+        art = artifacts.document("model", {"source": params.source, **doc})
         if sweep is not None:
             import pandas as pd
 
@@ -210,21 +209,8 @@ def _emit(doc, as_json, as_csv, rows, out, params, sweep=None) -> None:
             with atomic_path(Path(d) / "sweep.csv") as tmp:
                 df.to_csv(tmp, index=False)
             art["files"] = {"sweep": "sweep.csv"}
-        write_text_atomic(Path(d) / "model.json", json.dumps(art, indent=2, default=_json_default) + "\n")
+        artifacts.save(Path(d) / "model.json", art)
         click.echo(f"wrote {d}/model.json", err=True)
-
-
-def _json_default(o):
-    try:
-        import numpy as np
-
-        if isinstance(o, np.integer):
-            return int(o)
-        if isinstance(o, np.floating):
-            return float(o)
-    except ImportError:
-        pass
-    raise TypeError(type(o).__name__)
 
 
 def _validate(kernel, family, mnkl, out, console) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
 
@@ -171,7 +171,7 @@ def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: b
     if as_json:
         rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                 for r in cmp.table.to_dict("records")]
-        click.echo(json.dumps({"bsprof": dict(KIND), "compare": {
+        click.echo(artifacts.dumps({"bsprof": dict(KIND), "compare": {
             "a": {"report": cmp.a_name, "kernel": cmp.a_kernel, "verdict": cmp.a_verdict.as_dict()},
             "b": {"report": cmp.b_name, "kernel": cmp.b_kernel, "verdict": cmp.b_verdict.as_dict()},
             "metrics": rows}, "launches": []}, indent=2))
@@ -231,7 +231,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     else:
         payload = _profile(variant, family, mnkl, set_name, clock_control, out or "bsprof-results", warmup, console)
     if as_json:
-        click.echo(json.dumps(payload, indent=2, default=str))
+        click.echo(artifacts.dumps(payload))
         return
     for launch in payload["launches"]:
         print_launch(console, launch)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import click
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
 
-ARTIFACT_KEY = {"kind": "sass", "version": 1}
 CSV_FIXED = ["function", "region", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
              "executed", "executed_per_tile", "mma_executed", "stall_samples"]
 
@@ -150,21 +149,21 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     if len(analyses) == 2:
         from bsprof.analyzers.sass.compare import compare, pair_functions
 
-        result = {"bsprof": dict(ARTIFACT_KEY), "mode": "compare",
+        result = {"bsprof": artifacts.tag("sass"), "mode": "compare",
                   "compare": [compare(a, b) for a, b in pair_functions(analyses[0], analyses[1])],
                   "a": {"source": str(inputs[0]), "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[0]]},
                   "b": {"source": str(inputs[1]), "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[1]]}}
         # the contract's top-level functions are the optimized side's
         result["functions"] = result["b"]["functions"]
     else:
-        result = {"bsprof": dict(ARTIFACT_KEY), "source": str(inputs[0]),
+        result = {"bsprof": artifacts.tag("sass"), "source": str(inputs[0]),
                   "functions": [_function_json(fa, mma_detail, tiles, by, hot) for fa in analyses[0]]}
     csv_text = _csv(result, by)
     written = _write(out_dir, result, csv_text) if out_dir is not None else None
     if written is not None and (as_json or as_csv):
         click.echo(f"wrote {written}/sass.json and regions.csv", err=True)
     if as_json:
-        click.echo(json.dumps(result, indent=1, default=str))
+        click.echo(artifacts.dumps(result, indent=1))
         return
     if as_csv:
         click.echo(csv_text, nl=False)
@@ -217,5 +216,5 @@ def _write(out_dir: Path, result: dict, csv_text: str) -> Path:
 
     d = unique_dir(out_dir.parent if str(out_dir.parent) else Path("."), out_dir.name)
     write_text_atomic(d / "regions.csv", csv_text)
-    write_text_atomic(d / "sass.json", json.dumps(result, indent=1, default=str))
+    artifacts.save(d / "sass.json", result, indent=1)
     return d

@@ -30,9 +30,9 @@ def command(family, variant, mnkl, out, overhead, rounds, max_trace_events, from
     directory under -o, and prints per-phase statistics, the epilogue-warp spread, tiles per SM,
     the SM clock measured during the run, and the timing build's overhead.
     """
-    import json
-
     from rich.console import Console
+
+    from bsprof.artifacts import dumps
 
     console = Console(stderr=as_json)
     if rounds < 3 or max_trace_events < 100:
@@ -47,7 +47,7 @@ def command(family, variant, mnkl, out, overhead, rounds, max_trace_events, from
         doc = {"stats": summarize(table).to_json(), "overhead": []}
         _print(console, doc, None)
         if as_json:
-            click.echo(json.dumps(doc, indent=2, default=str))
+            click.echo(dumps(doc))
         return
 
     from bsprof.kernels.api import parse_kernel_spec
@@ -57,7 +57,7 @@ def command(family, variant, mnkl, out, overhead, rounds, max_trace_events, from
                                max_trace_events=max_trace_events, console=console)
     _print(console, doc, run_dir)
     if as_json:
-        click.echo(json.dumps(doc, indent=2, default=str))
+        click.echo(dumps(doc))
 
 
 def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_trace_events=200_000,

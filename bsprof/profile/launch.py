@@ -16,7 +16,6 @@ kernel: a reference point, and what the triage-vs-full measurement uses when no 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 NVTX_RANGE = "bsprof_measured"
@@ -109,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the launcher failed: {type(exc).__name__}: {first}", file=sys.stderr, flush=True)
         return 2
     if args.info:
+        from bsprof.artifacts import dumps
         from bsprof.io import write_text_atomic
-        write_text_atomic(args.info, json.dumps(result, indent=2) + "\n")
+
+        write_text_atomic(args.info, dumps(result) + "\n")
     return 0
 
 

@@ -16,11 +16,11 @@ Writes validation.csv and validation.json (kind "validation") plus the calibrati
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 
 KLOOP_FRACTIONS = (0.01, 0.03, 0.06, 0.12, 0.25)
@@ -128,7 +128,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import unique_dir, write_text_atomic
+    from bsprof.io import unique_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
@@ -248,7 +248,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
-    write_text_atomic(run_dir / "validation.json", json.dumps(_clean(doc), indent=2, default=_jd) + "\n")
+    artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     if console is not None:
         print_table(points, summ, console)
@@ -312,18 +312,6 @@ def _clean(o):
     if isinstance(o, float) and not math.isfinite(o):
         return None
     return o
-
-
-def _jd(o):
-    import numpy as np
-
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    return str(o)
 
 
 def print_table(points, summ: dict, console) -> None:

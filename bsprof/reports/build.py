@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from bsprof.errors import BsprofError
-from bsprof.reports.artifacts import KINDS, Run, discover
+from bsprof.artifacts import KINDS, Run, discover
 from bsprof.reports.page import Row, Section, note, render_page
 
 

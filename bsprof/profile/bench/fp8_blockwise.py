@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError, one_line
+from bsprof.artifacts import document
 from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
@@ -350,5 +351,4 @@ def run(request, console) -> dict:
     for r in res["rows"]:
         if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2:
             raise BsprofError(f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug")
-    return {"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise", "variant": request.variant,
-            "device": info, **res}
+    return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res})

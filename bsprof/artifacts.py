@@ -1,23 +1,155 @@
-"""Find the artifacts bsprof verbs wrote, by the ``"bsprof": {"kind", "version"}`` key of their JSON.
+"""Every file bsprof writes for a later reader, and the way back in.
 
-A *run* is one directory (or one JSON file) the user named. Everything wrong with it — a truncated
-JSON, a temporary file a verb is still writing, a kind this bsprof does not know — becomes a line in
-``Run.problems`` rather than an exception, so the page can say what it skipped.
+An artifact is a JSON object whose ``"bsprof"`` key says what it is: ``{"kind": ..., "version": ...}``.
+This module is the one owner of that format:
+
+* :data:`VERSIONS` — every kind any verb writes, and the newest version this bsprof writes and reads;
+* :func:`document` — an artifact's dict (the tag in front of the body);
+* :func:`dumps` — the one JSON encoder: numpy scalars and arrays, paths, tuples and dataclasses
+  become JSON, and NaN / infinity become ``null``, so no artifact is ever invalid JSON (Python's
+  ``json`` writes ``NaN``, which browsers, ``jq`` and strict parsers refuse);
+* :func:`save` / :func:`load` — one artifact to or from a file, atomically and with one-line errors;
+* :func:`discover` — what a directory the user named holds, for ``bsprof report``: everything wrong
+  with it (a truncated JSON, a file a verb is still writing, a kind or version this bsprof does not
+  know) becomes a line in ``Run.problems`` rather than an exception, so the page can say what it
+  skipped.
+
+It sits on the ground floor beside :mod:`bsprof.io`: analyzers, profile, reports and verbs all use it,
+and it imports none of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KINDS: tuple[str, ...] = ("bench", "ncu", "sass", "timing", "model", "validation")
-VERSION = 1
+from bsprof.errors import BsprofError
+
+# kind -> the version this bsprof writes; it reads every version from 1 up to that one
+VERSIONS: dict[str, int] = {
+    "bench": 1,        # bsprof bench, benchmarks/fp8_blockwise.py: rows of kernels and peers timed together
+    "ncu": 1,          # bsprof ncu: per-launch metrics, verdict and rules
+    "sass": 1,         # bsprof sass: instruction mix, K-loop, MMA detail
+    "timing": 1,       # bsprof timing: per-warp phase statistics beside timing.parquet / trace.json
+    "model": 1,        # bsprof model: calibration and projection
+    "validation": 1,   # bsprof model --validate: projected against measured
+}
+KINDS: tuple[str, ...] = tuple(VERSIONS)
+# the name each verb gives its artifact inside its results directory
+FILENAMES: dict[str, str] = {kind: f"{kind}.json" for kind in KINDS}
 # A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out.
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_FILES = 5000
+
+
+def tag(kind: str) -> dict[str, Any]:
+    """The ``"bsprof"`` value of a new artifact of ``kind``."""
+    if kind not in VERSIONS:
+        raise ValueError(f"unknown artifact kind {kind!r}; add it to bsprof.artifacts.VERSIONS")
+    return {"kind": kind, "version": VERSIONS[kind]}
+
+
+def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The artifact: its tag first, then ``body`` (whose own ``"bsprof"`` key, if any, is replaced)."""
+    return {"bsprof": tag(kind), **{k: v for k, v in body.items() if k != "bsprof"}}
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values: NaN and infinities become None, numpy values Python ones,
+    tuples and sets lists, paths strings, dataclasses dicts; anything else unknown its ``str``."""
+    if obj is None or isinstance(obj, (bool, str, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    for method in ("to_json", "tolist", "item"):   # our own result objects, numpy arrays and scalars
+        fn = getattr(obj, method, None)
+        if callable(fn):
+            try:
+                return jsonable(fn())
+            except (TypeError, ValueError):
+                pass
+    return str(obj)
+
+
+def dumps(obj: Any, *, indent: int | None = 2, compact: bool = False) -> str:
+    """The one JSON encoder for everything bsprof writes or prints: always valid, strict JSON."""
+    seps = (",", ":") if compact else None
+    return json.dumps(jsonable(obj), indent=None if compact else indent, separators=seps, allow_nan=False)
+
+
+def save(path: str | os.PathLike, doc: dict[str, Any], *, indent: int | None = 2) -> Path:
+    """Write the artifact ``doc`` (made by :func:`document`) to ``path`` atomically."""
+    from bsprof.io import write_text_atomic
+
+    meta = doc.get("bsprof") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("kind"), str) or meta["kind"] not in VERSIONS:
+        raise ValueError("save() takes an artifact made by bsprof.artifacts.document(kind, body)")
+    return Path(write_text_atomic(path, dumps(doc, indent=indent) + "\n"))
+
+
+def check_tag(data: Any) -> tuple[str | None, str | None]:
+    """(kind, None) for a bsprof artifact this bsprof reads; (kind or None, why not) otherwise."""
+    if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
+        return None, "not a bsprof artifact (no \"bsprof\": {\"kind\", \"version\"} key)"
+    kind, version = data["bsprof"].get("kind"), data["bsprof"].get("version")
+    if not isinstance(kind, str) or kind not in VERSIONS:
+        return None, f"unknown artifact kind {kind!r}; this bsprof knows {', '.join(KINDS)}"
+    if not isinstance(version, int) or not 1 <= version <= VERSIONS[kind]:
+        return kind, (f"{kind} artifact version {version!r}, this bsprof reads versions 1 to {VERSIONS[kind]}; "
+                      "update bsprof")
+    return kind, None
+
+
+def load(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]:
+    """The artifact at ``path`` (of ``kind``, when given), upgraded to today's field names.
+    Every problem is one BsprofError line naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise BsprofError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError:
+        raise BsprofError(f"{path}: not valid JSON (truncated? re-run the verb that wrote it)") from None
+    got, why = check_tag(data)
+    if why:
+        raise BsprofError(f"{path}: {why}")
+    if kind is not None and got != kind:
+        raise BsprofError(f"{path}: a {got} artifact where a {kind} artifact was expected")
+    return upgrade(data)
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """An older artifact in today's field names, so readers know one schema per kind.
+
+    bench: every row has ``ms`` (the median) and ``ours``; the NVFP4 bench once wrote ``ms_median``
+    and no ``ours``, and its rows were then invisible to the report.
+    """
+    if data.get("bsprof", {}).get("kind") == "bench":
+        family = data.get("family")
+        results = data.get("results")
+        for problem in [data, *[r for r in results if isinstance(r, dict)]] if isinstance(results, list) else [data]:
+            rows = problem.get("rows")
+            for row in rows if isinstance(rows, list) else []:
+                if not isinstance(row, dict):
+                    continue
+                if "ms" not in row and "ms_median" in row:
+                    row["ms"] = row["ms_median"]
+                if "ours" not in row and family == "nvfp4":
+                    row["ours"] = row.get("name") != "cublas"
+    return data
 
 
 @dataclass
@@ -136,16 +268,11 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
             continue
         if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
             continue
-        tag = data["bsprof"]
-        kind, version = tag.get("kind"), tag.get("version")
-        if kind not in KINDS:
-            run.problems.append(f"{rel}: unknown artifact kind {kind!r}; this report knows {', '.join(KINDS)}")
+        kind, why = check_tag(data)
+        if why:
+            run.problems.append(f"{rel}: {why}")
             continue
-        if version != VERSION:
-            run.problems.append(f"{rel}: {kind} artifact version {version!r}, this bsprof reads version {VERSION}; "
-                                "update bsprof")
-            continue
-        run.artifacts.append(Artifact(kind=kind, path=path, data=data))
+        run.artifacts.append(Artifact(kind=kind, path=path, data=upgrade(data)))
     return run
 
 
