@@ -57,14 +57,16 @@ def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]
 def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family: str,
                          override: tuple[list[str], list[str]] | None = None) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
-    from bsprof.kernels.api import parse_mnkl
     from bsprof.gpu import device_info
+    from bsprof.kernels.api import Target, parse_mnkl
     from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
 
     info = device_info()
     shape = parse_mnkl(mnkl)
-    launcher = ["--mnkl", ",".join(map(str, shape)), "--warmup", "3"]
-    launcher += ["--torch-scaled-mm"] if torch_scaled_mm else ["--family", family, "--variant", variant]
+    if torch_scaled_mm:
+        launcher = ["--mnkl", ",".join(map(str, shape)), "--torch-scaled-mm", "--warmup", "3"]
+    else:
+        launcher = ["--target", Target.parse(family, variant, shape).to_arg(), "--warmup", "3"]
     out = {"device": info["name"], "kernel": "torch._scaled_mm" if torch_scaled_mm else f"{family}/{variant}",
            "mnkl": list(shape), "runs": {}}
     parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-bench-"))

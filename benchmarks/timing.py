@@ -30,7 +30,9 @@ def main(argv=None) -> int:
 
     from rich.console import Console
 
-    from bsprof.commands.timing import _print, run_capture
+    from bsprof.kernels.api import Target
+    from bsprof.profile.timing_capture import capture_run
+    from bsprof.reports.timing_text import render
     from bsprof.io import write_text_atomic
     from bsprof.profile import validate
     from bsprof.gpu import device_info
@@ -44,9 +46,9 @@ def main(argv=None) -> int:
     summary = {"device": info["name"], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
     try:
-        doc, run_dir = run_capture(args.family, args.kernel, args.capture_mnkl, out / "timing",
-                                   overhead=args.overhead, rounds=args.rounds, console=console)
-        _print(console, doc, run_dir)
+        doc, run_dir = capture_run(Target.parse(args.family, args.kernel, args.capture_mnkl), out / "timing",
+                                   overhead_on=args.overhead, rounds=args.rounds, log=console.print)
+        render(console, doc, run_dir)
         summary["capture_dir"] = str(run_dir)
         summary["overhead"] = doc["overhead"]
         summary["clock"] = doc["stats"]["clock"]

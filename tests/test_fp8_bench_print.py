@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 
 from bsprof.analyzers.bench_rows import column_labels, round_spread
-from bsprof.profile.bench.fp8_blockwise import print_table
+from bsprof.reports.bench_text import print_table
 
 
 def _printed(results) -> str:

@@ -130,37 +130,28 @@ def _read(report: str, filter: str | None, flops: float | None, precision: str |
 
 def _profile(variant, family, mnkl, set_name, clock_control, out, warmup, console) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
-    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
+    from bsprof.kernels.api import Target, parse_kernel_spec, spec_label
     from bsprof.profile.ncu_runner import NcuRequest, find_ncu, profile_to_dir, result_name
 
-    parse_kernel_spec(variant, None if family == "auto" else family)
-    if family != "auto":
-        _require_prepare(family_module(family), family)
+    # parsed once, before looking for ncu or a GPU where the family is given; the launcher gets it whole
+    target = Target.parse(family, variant, mnkl) if family != "auto" else None
+    if target is None:
+        parse_kernel_spec(variant, None)
     find_ncu()
     from bsprof.gpu import device_info
 
     info = device_info()
-    if family == "auto":
-        family = family_for_capability(info["capability"])
-        console.print(f"family: {family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")
-        _require_prepare(family_module(family), family)
-        parse_kernel_spec(variant, family)
-    module = family_module(family)
-    shape = parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL)
+    target = target or Target.parse(family, variant, mnkl)
+    if target.picked_from_gpu:
+        console.print(f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")
     req = NcuRequest(
-        launcher_args=["--family", family, "--variant", variant, "--mnkl", ",".join(map(str, shape)), "--warmup", str(warmup)],
+        launcher_args=["--target", target.to_arg(), "--warmup", str(warmup)],
         arch=arch_key(info["capability"][0]), set_name=set_name, clock_control=clock_control,
     )
-    directory, payload = profile_to_dir(req, out, result_name(spec_label(variant), family, shape), mnkl=shape,
-                                        emit=lambda s: console.print(s, highlight=False))
+    directory, payload = profile_to_dir(req, out, result_name(spec_label(target.spec), target.family, target.mnkl),
+                                        mnkl=target.mnkl, emit=lambda s: console.print(s, highlight=False))
     payload["output_dir"] = str(directory)
     return payload
-
-
-def _require_prepare(module, family: str) -> None:
-    if not hasattr(module, "prepare"):
-        raise BsprofError(f"no bundled {family} kernel is available in this build yet (its prepare() is missing); "
-                          "analyze an existing report instead: bsprof ncu --report FILE.ncu-rep")
 
 
 def _compare(a: str, b: str, filter: str | None, flops: float | None, as_json: bool, console) -> None:

@@ -10,7 +10,7 @@ import click
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
-from bsprof.kernels.api import VARIANTS
+from bsprof.kernels.api import KERNEL_HELP
 
 CSV_FIXED = ["function", "region", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
              "executed", "executed_per_tile", "mma_executed", "stall_samples"]
@@ -29,12 +29,13 @@ def _pair(text: str | None, name: str) -> tuple[int, int] | None:
 def _compile_bundled(variant: str, arch: str) -> Path:
     from importlib import import_module
 
-    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR
+    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR, parse_kernel_spec
 
     major = 10 if arch.startswith("sm_10") else 9 if arch.startswith("sm_9") else None
     family = FAMILY_BY_MAJOR.get(major) if major else None
     if family is None:
         raise BsprofError(f"--arch {arch}: bundled kernels exist for sm_100a (nvfp4) and sm_90a (fp8-blockwise)")
+    variant, switches = parse_kernel_spec(variant, family)
     try:
         module = import_module(FAMILIES[family])
     except ImportError as exc:
@@ -47,7 +48,7 @@ def _compile_bundled(variant: str, arch: str) -> Path:
 
     # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
     out_dir = cache_root().parent / "sass" / family
-    return Path(compile_cubin(variant, out_dir, lineinfo=True))
+    return Path(compile_cubin(variant, out_dir, lineinfo=True, **switches))
 
 
 def _analyze(path: Path, function, source, ncu, launch):
@@ -92,8 +93,8 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str, hot: int | 
 @click.command(name="sass")
 @click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--function", "function", default=None, help="regex picking the kernel(s) (the launch name for .ncu-rep)")
-@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
-              help="compile a bundled kernel on the CPU and analyze it (needs --arch)")
+@click.option("--kernel", "variant", default=None,
+              help=f"compile this bundled kernel on the CPU and analyze it (needs --arch); {KERNEL_HELP}")
 @click.option("--arch", default=None, type=click.Choice(["sm_100a", "sm_90a"]), help="architecture for --kernel")
 @click.option("--source", "source", type=click.Path(path_type=Path), default=None,
               help="the kernel's Python source, for warp-role/phase attribution (default: the path in the line info)")
@@ -112,7 +113,7 @@ def _function_json(fa, mma_detail: bool, tiles: int | None, by: str, hot: int | 
                    "reports, each side's")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON contract")
 @click.option("--csv", "as_csv", is_flag=True, help="print the region table as CSV")
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
 def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
             show_features, hot, as_json, as_csv, out_dir) -> None:

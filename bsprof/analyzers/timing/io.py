@@ -40,6 +40,17 @@ def read_table(path: str | os.PathLike):
     return load(path)
 
 
+def summarize_file(path: str | os.PathLike) -> dict:
+    """An earlier capture (a timing table, or the results directory holding one) summarized again,
+    without a GPU: the ``stats`` of a timing artifact, and no overhead."""
+    from bsprof.analyzers.timing.buffer import check_table
+    from bsprof.analyzers.timing.stats import summarize
+
+    table = read_table(path)
+    check_table(table)
+    return {"stats": summarize(table).to_json(), "overhead": []}
+
+
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
                      raw=None, plan=None, max_trace_events: int | None = None) -> dict:
     """Everything `bsprof timing` leaves in a results dir: timing.parquet / .csv, trace.json, the

@@ -55,7 +55,8 @@ def _cublas(ops: dict, kw: dict, mnkl):
     return (fn, out), None
 
 
-def run(request, console) -> dict:
+def run(request) -> tuple[dict, list[str]]:
+    """`bsprof bench --family nvfp4`: the bench artifact (a wrong product is refused before timing)."""
     from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
     from bsprof.gpu import require_capability
 
@@ -88,14 +89,6 @@ def run(request, console) -> dict:
             ref = p.operands["d"][0].float()
             cub["rel_err_vs_ours"] = float((out.float() - ref).norm() / ref.norm().clamp(min=1e-30))
         row["vs_cublas"] = cub["ms_median"] / med
-    console.print(f"nvfp4 {request.variant} on {info['name']} {request.mnkl}: median {med:.4f} ms, "
-                  f"min {best:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of {peak:,.0f}, "
-                  f"{peak_src})" + (f", rel. err {err:.2e}" if err is not None else ""))
-    if cub:
-        console.print(f"cuBLAS (torch._scaled_mm): median {cub['ms_median']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
-                      f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x")
-    else:
-        console.print(f"cuBLAS peer skipped: {why}")
     return document("bench", {"family": "nvfp4", "variant": request.variant, "device": info, "mnkl": list(request.mnkl), "warmup": request.warmup, "iters": request.iters,
             "rows": [row] + ([cub] if cub else []), "skipped": {} if cub else {"cublas": why},
-            "peak_tflops": peak, "peak_source": peak_src})
+            "peak_tflops": peak, "peak_source": peak_src}), []
