@@ -1,4 +1,4 @@
-"""SASS analyzer performance targets (issue 2).
+"""SASS analyzer performance targets.
 
 1. parse + classify + CFG + loops of a 50,000-instruction listing < 2 s. The listing is the real
    Blackwell fixture's function repeated (labels renamed per copy, so every copy keeps its loops)

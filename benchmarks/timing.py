@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python3 benchmarks/timing.py --out DIR [--shapes 4096,4096,4096 8192,8192,1024]
 
-Targets (issue #9): timing-build overhead <= 2% of wall time on the three benchmark shapes;
+Targets: timing-build overhead <= 2% of wall time on the three benchmark shapes;
 model validation median |error| <= 2% and max <= 5% over >= 12 points on the H100. Prints a
 summary last; everything it measured is under DIR (capture, overhead.json, validation dirs).
 """

@@ -62,7 +62,7 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
 
 def test_each_kernels_launch_path_is_printed(data_dir):
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
-    text = _printed(res)                               # the 14:25 bench ran with --peers-graph
+    text = _printed(res)                               # this bench ran with --peers-graph
     assert "launched as: optimized graph" in text and "deepgemm graph" in text
     res = copy.deepcopy(res)
     for r in res:

@@ -273,7 +273,7 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, _check_knobs_fit
 
     opt = cfg.resolve("optimized")
-    assert opt["epi_split"] == "auto"           # optimized decides per problem (#35)
+    assert opt["epi_split"] == "auto"           # optimized decides per problem
     # an epilogue that cannot be split makes the variant's default give way
     assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
     for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):

@@ -112,7 +112,7 @@ def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_benc
     assert "measured in one process on the same inputs" in text
     for peer in ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm"):
         assert f"{peer} peer" in text
-    # ... with the clock each kernel ran at (the 14:25 run: every kernel power-capped), the
+    # ... with the clock each kernel ran at (in this sample every kernel was power-capped), the
     # interleaved rounds the medians come from and their spread in time and in cycles
     assert "FLOP / SM-cycle" in text and "median round of 5" in text
     row = _bench_rows()[0]

@@ -16,7 +16,7 @@ from typing import Callable
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import Target
 
-# The three benchmark shapes of the Hopper family (issue #4); overhead is reported on each.
+# The three benchmark shapes of the Hopper family (its performance targets); overhead is reported on each.
 BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
                                                        (8192, 8192, 1024, 1))
 
