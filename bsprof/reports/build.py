@@ -42,6 +42,17 @@ class ReportInfo:
     bytes: int = 0
     seconds: float = 0.0
 
+    def console_lines(self, out: Path) -> list[tuple[str, bool]]:
+        """What the verb prints after writing ``out``: (line, to stderr), runs and sections first,
+        then every warning and skipped input, then what was written."""
+        lines = [(f"{run.label}: {run.root} ({', '.join(run.kinds) or 'no artifacts'})", False) for run in self.runs]
+        lines += [(f"  section {sid}: {', '.join(who)}", False) for sid, who in self.sections.items()]
+        lines += [(f"  warning: {line}", True) for line in self.notes]
+        lines += [(f"  warning: {key}: {line}", True) for key, line in self.failed.items()]
+        lines += [(f"  skipped: {run.label}: {p}", True) for run in self.runs for p in run.problems]
+        lines.append((f"wrote {out} ({self.bytes / 1e6:.1f} MB, {self.figures} figures, {self.seconds:.2f} s)", False))
+        return lines
+
 
 def _safe(fn: Callable[[Run], Section | None], run: Run, sid: str, title: str, info: ReportInfo) -> Section | None:
     """A section that throws becomes a clearly marked warning on the page, never a traceback."""
