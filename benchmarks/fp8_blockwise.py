@@ -1,7 +1,7 @@
 """FP8-blockwise (Hopper) benchmark: our kernels beside cuBLAS blockwise / tensorwise FP8, bf16 cuBLAS
 and DeepGEMM, side by side in ONE process, fresh random inputs, warm L2, median of --iters.
 
-Target: optimized >= 1.15x cuBLAS blockwise FP8 on 4096^3, 8192^3 and 8192x8192x1024.
+Target (issue 4): optimized >= 1.15x cuBLAS blockwise FP8 on 4096^3, 8192^3 and 8192x8192x1024.
 
     python3 benchmarks/fp8_blockwise.py                       # the three target problems
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved

@@ -14,7 +14,7 @@ from bsprof.profile.validate import _delay_for, plan_sweep
 
 
 def serial_model():
-    """A deliberately simple model (tile = kloop + phase1 means) with the model's JSON contract, so the
+    """A deliberately simple model (tile = kloop + phase1 means) with #6's JSON contract, so the
     arithmetic around the model can be checked by hand."""
     def calibrate(table):
         d = (table["end"] - table["start"])
@@ -177,7 +177,7 @@ H100 = Path(__file__).parent / "data" / "h100_timing"
 
 def test_shipped_h100_validation_rescores_to_its_own_summary():
     """The optimized kernel's 4096^3 sweep from the H100 (tables included): the arithmetic re-run
-    on this machine gives the numbers the GPU run wrote, and they meet the model's accuracy target."""
+    on this machine gives the numbers the GPU run wrote, and they meet the issue's target."""
     from bsprof.profile.validate import rescore
 
     doc = json.loads((H100 / "validation" / "validation.json").read_text())

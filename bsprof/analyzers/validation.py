@@ -57,7 +57,7 @@ class Point:
 
 
 def model_api():
-    """``(calibrate, project)`` from the model package, with a one-line error if it is absent."""
+    """``(calibrate, project)`` from the model package (#6), with a one-line error if it is absent."""
     try:
         from bsprof.analyzers.model import calibrate, project
     except ImportError as exc:
@@ -88,7 +88,7 @@ def _as_json(projection) -> dict:
 
 
 def project_point(params, deltas: dict, project) -> dict:
-    """The model's projection for ``deltas`` as the model's JSON contract (deterministic / stochastic)."""
+    """The model's projection for ``deltas`` as the JSON contract of #6 (deterministic / stochastic)."""
     pj = _as_json(project(params, deltas))
     det, sto = pj.get("deterministic") or {}, pj.get("stochastic") or {}
     return {
@@ -234,7 +234,7 @@ def clock_spread(points: list[Point]) -> tuple[float, float]:
 def summary(points: list[Point]) -> dict:
     """n, median and max |error| for each model (``det``/``sto``: wall-corrected, ``raw_*``: bare
     period ratio, ``cycles``: against the captures' cycle makespans, a diagnostic); ``pass``
-    against the model's accuracy target (H100: median |error| <= 2%, max <= 5% over >= 12 points)."""
+    against the issue's target (H100: median |error| <= 2%, max <= 5% over >= 12 points)."""
     out = {"n": len(points)}
     cyc = [abs(e) for e in (cycle_error_pct(p) for p in points) if not math.isnan(e)]
     if cyc:
