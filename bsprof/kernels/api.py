@@ -17,6 +17,9 @@ Benchmarking a family (correctness, timing beside its peers) is profiling, so it
 asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
 of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, for timing builds,
 ``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing.schema`.
+
+What a user names with ``--family``, ``--kernel SPEC`` and ``--mnkl`` is resolved once into a
+:class:`Target`; verbs, benchmarks and the process ncu launches take the Target, not the strings.
 """
 
 from __future__ import annotations
