@@ -37,7 +37,8 @@ VERSIONS: dict[str, int] = {
     "sass": 1,         # bsprof sass: instruction mix, K-loop, MMA detail
     "timing": 1,       # bsprof timing: per-warp phase statistics beside timing.parquet / trace.json
     "model": 1,        # bsprof model: calibration and projection
-    "validation": 1,   # bsprof model --validate: projected against measured
+    "validation": 2,   # bsprof model --validate: projected against measured (2: repeats with confidence
+                       # intervals and a null point; 1 is still read)
 }
 KINDS: tuple[str, ...] = tuple(VERSIONS)
 # the name each verb gives its artifact inside its results directory
