@@ -115,3 +115,23 @@ def test_sample_copies_load_through_the_module(tmp_path: Path):
             assert again == json.loads(artifacts.dumps(data))
             shutil.rmtree(tmp_path, ignore_errors=True)
             tmp_path.mkdir()
+
+
+def test_the_terminal_renders_both_families_benches(tmp_path: Path):
+    """One terminal renderer for the bench artifact, whichever family wrote it."""
+    from rich.console import Console
+
+    from bsprof.reports.bench_text import render
+
+    nv = artifacts.load(_nvfp4_bench(tmp_path) / "bench.json", "bench")
+    con = Console(record=True, width=200)
+    render(con, nv)
+    text = con.export_text()
+    assert "nvfp4 optimized on NVIDIA B200 (8192, 8192, 1024, 1): median 0.0712 ms" in text
+    assert "ours / cuBLAS speed: 1.070x" in text
+    fp8 = artifacts.load(SAMPLES / "bench_h100" / "bench.json", "bench")
+    con = Console(record=True, width=200)
+    render(con, fp8)
+    text = con.export_text()
+    assert "fp8-blockwise on NVIDIA H100 80GB HBM3 (median of 100, randn inputs)" in text
+    assert "cublas_blockwise" in text

@@ -12,8 +12,9 @@ def render(console, doc: dict) -> None:
     device = doc.get("device") or {}
     name = device.get("name", "GPU") if isinstance(device, dict) else str(device)
     results = doc["results"] if isinstance(doc.get("results"), list) else [doc]
-    print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {doc.get('iters')}, "
-                                  f"{doc.get('inputs', 'randn')} inputs)")
+    first = results[0] if results else {}
+    iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
+    print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}, {inputs} inputs)")
 
 
 def _render_nvfp4(console, doc: dict) -> None:
