@@ -9,10 +9,9 @@ This module is the one owner of that format:
   become JSON, and NaN / infinity become ``null``, so no artifact is ever invalid JSON (Python's
   ``json`` writes ``NaN``, which browsers, ``jq`` and strict parsers refuse);
 * :func:`save` / :func:`load` — one artifact to or from a file, atomically and with one-line errors;
-* :func:`discover` — what a directory the user named holds, for ``bsprof report``: everything wrong
-  with it (a truncated JSON, a file a verb is still writing, a kind or version this bsprof does not
-  know) becomes a line in ``Run.problems`` rather than an exception, so the page can say what it
-  skipped.
+* :class:`Run` / :class:`Artifact` — what one directory the user named holds (filled by
+  :func:`bsprof.reports.runs.discover`, which may analyze raw ``.ncu-rep`` files and so sits above
+  the analyzers), and :func:`identity`, which kernel and problem a run is about.
 
 It sits on the ground floor beside :mod:`bsprof.io`: analyzers, profile, reports and verbs all use it,
 and it imports none of them.
@@ -39,6 +38,7 @@ VERSIONS: dict[str, int] = {
     "model": 1,        # bsprof model: calibration and projection
     "validation": 2,   # bsprof model --validate: projected against measured (2: repeats with confidence
                        # intervals and a null point; 1 is still read)
+    "epi_ceiling": 1,  # bsprof model --measure-ceiling: per-warp epilogue time against warps per SM
 }
 KINDS: tuple[str, ...] = tuple(VERSIONS)
 # the name each verb gives its artifact inside its results directory
@@ -219,62 +219,6 @@ class Run:
     @property
     def kinds(self) -> list[str]:
         return [k for k in KINDS if self.of(k)]
-
-
-def _json_files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-        for name in sorted(filenames):
-            if name.endswith(".json") or name.endswith(".json.tmp") or (name.startswith(".") and name.endswith(".tmp")):
-                found.append(Path(dirpath) / name)
-                if len(found) >= MAX_FILES:
-                    return found
-    return found
-
-
-def _short(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root)) or path.name
-    except ValueError:
-        return str(path)
-
-
-def discover(root: str | os.PathLike, label: str | None = None) -> Run:
-    """Read every bsprof JSON under ``root`` (recursively). Never raises for bad content."""
-    root = Path(root)
-    run = Run(label=label or root.name or str(root), root=root)
-    base = root if root.is_dir() else root.parent
-    for path in _json_files(root):
-        rel = _short(path, base)
-        if path.name.endswith(".tmp"):
-            run.problems.append(f"{rel}: a temporary file a bsprof verb is still writing (or was killed while "
-                                "writing); re-run the verb or wait for it to finish")
-            continue
-        try:
-            size = path.stat().st_size
-            if size > MAX_JSON_BYTES:
-                continue
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            run.problems.append(f"{rel}: unreadable ({exc.strerror or exc})")
-            continue
-        try:
-            data = json.loads(text)
-        except ValueError:
-            if '"bsprof"' in text[:4096] or not text.strip():
-                run.problems.append(f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
-            continue
-        kind, why = check_tag(data)
-        if why:
-            run.problems.append(f"{rel}: {why}")
-            continue
-        run.artifacts.append(Artifact(kind=kind, path=path, data=upgrade(data)))
-    return run
 
 
 def _norm_arch(val: Any) -> str | None:

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 
 from bsprof import artifacts
-from bsprof.artifacts import KINDS, discover
+from bsprof.artifacts import KINDS
+from bsprof.reports.runs import discover
 from bsprof.errors import BsprofError
-from bsprof.reports import sec_bench, sec_model, sec_ncu, sec_sass, sec_timing, sec_validation
+from bsprof.reports import sec_bench, sec_ceiling, sec_model, sec_ncu, sec_sass, sec_timing, sec_validation
 from bsprof.reports.build import build
 from bsprof.reports.samples import RUN as SAMPLES
 
 TESTS_DATA = Path(__file__).parent / "data"
+SHIPPED_DATA = Path(__file__).resolve().parents[1] / "bsprof" / "data" / "model"   # measured curves the model reads
 
 # kind -> the section that shows it; a kind added to artifacts.VERSIONS without one fails below
 RENDERERS = {
@@ -31,6 +33,7 @@ RENDERERS = {
     "timing": sec_timing.distributions,
     "model": sec_model.heatmap,
     "validation": sec_validation.scatter,
+    "epi_ceiling": sec_ceiling.curves,
 }
 
 
@@ -50,7 +53,7 @@ def _nvfp4_bench(tmp_path: Path) -> Path:
 
 
 def _samples_of(kind: str, tmp_path: Path) -> list[Path]:
-    found = [a.path for root in (SAMPLES, TESTS_DATA) for a in discover(root).of(kind)]
+    found = [a.path for root in (SAMPLES, TESTS_DATA, SHIPPED_DATA) for a in discover(root).of(kind)]
     if kind == "bench":
         found.append(_nvfp4_bench(tmp_path) / "bench.json")
     return found

@@ -33,7 +33,7 @@ def test_default_problem_is_the_family_default():
 
 
 def test_round_trip_through_an_argument():
-    t = Target.parse("fp8-blockwise", "pingpong:swizzle=4", (4096, 4096, 4096, 2), {"cluster": (2, 1)})
+    t = Target.parse("fp8-blockwise", "optimized:swizzle=4", (4096, 4096, 4096, 2), {"cluster": (2, 1)})
     back = Target.from_arg(t.to_arg())
     assert back == t and back.config["cluster"] == (2, 1)
     assert Target.from_json(t.to_json()) == t

@@ -287,3 +287,30 @@ def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnk
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def profile_bundled(variant: str, family: str, mnkl: str | None, set_name: str, clock_control: str,
+                    out: str | os.PathLike, warmup: int, *, emit: Callable[[str], None] = print) -> dict:
+    """`bsprof ncu --kernel`: profile one bundled kernel (family ``auto``: picked from the GPU) into a
+    fresh result directory; returns the summary JSON with ``output_dir``."""
+    from bsprof.analyzers.ncu.metrics import arch_key
+    from bsprof.gpu import device_info
+    from bsprof.kernels.api import Target, parse_kernel_spec, spec_label
+
+    # parsed once, before looking for ncu or a GPU where the family is given; the launcher gets it whole
+    target = Target.parse(family, variant, mnkl) if family != "auto" else None
+    if target is None:
+        parse_kernel_spec(variant, None)
+    find_ncu()
+    info = device_info()
+    target = target or Target.parse(family, variant, mnkl)
+    if target.picked_from_gpu:
+        emit(f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")
+    req = NcuRequest(
+        launcher_args=["--target", target.to_arg(), "--warmup", str(warmup)],
+        arch=arch_key(info["capability"][0]), set_name=set_name, clock_control=clock_control,
+    )
+    directory, payload = profile_to_dir(req, out, result_name(spec_label(target.spec), target.family, target.mnkl),
+                                        mnkl=target.mnkl, emit=emit)
+    payload["output_dir"] = str(directory)
+    return payload

@@ -74,6 +74,10 @@ def print_table(console, results: list[dict], title: str) -> None:
     if hows:
         console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
     for res in results:
+        for r in res["rows"]:
+            if r.get("tile"):
+                why = f" (chosen: {r['choice']})" if r.get("choice") else ""
+                console.print(f"  {tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}")
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
         if errs:

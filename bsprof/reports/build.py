@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Callable
 
 from bsprof.errors import BsprofError
-from bsprof.artifacts import KINDS, Run, discover
+from bsprof.artifacts import KINDS, Run
+from bsprof.reports.runs import discover
 from bsprof.reports.page import Row, Section, note, render_page
 
 
 def _sections() -> list[tuple[str, str, Callable[[Run], Section | None]]]:
     # imported here: each section module pulls plotly / pandas only when a report is built
-    from bsprof.reports import sec_ncu, sec_model, sec_sass, sec_summary, sec_timing, sec_validation
+    from bsprof.reports import sec_ceiling, sec_model, sec_ncu, sec_sass, sec_summary, sec_timing, sec_validation
 
     return [
         ("summary", "Summary", sec_summary.render),
@@ -27,6 +28,7 @@ def _sections() -> list[tuple[str, str, Callable[[Run], Section | None]]]:
         ("timeline", "Per-warp timeline", sec_timing.timeline),
         ("model", "Model projection", sec_model.heatmap),
         ("validation", "Model validation: projected vs measured", sec_validation.scatter),
+        ("ceiling", "Epilogue shared-path ceiling", sec_ceiling.curves),
     ]
 
 
