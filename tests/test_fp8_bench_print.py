@@ -56,7 +56,7 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
     # the same clock, 10% more cycles
     kernel = {"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, 1500.0]}
     assert abs(cycle_spread(kernel) - 0.1) < 1e-12
-    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # benches before 13:45
+    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # a bench without per-round clocks
     assert cycle_spread({"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, None]}) is None
 
 
@@ -69,7 +69,7 @@ def test_each_kernels_launch_path_is_printed(data_dir):
         for row in r["rows"]:
             row["launch"] = "graph" if row["ours"] else "eager"
     assert "deepgemm eager" in _printed(res)
-    for r in res:                                      # benches before 14:00 had no such field
+    for r in res:                                      # an older bench has no such field
         for row in r["rows"]:
             del row["launch"]
     assert "launched as" not in _printed(res)

@@ -225,7 +225,7 @@ def test_bench_round_spread_shows_cycles_when_the_bench_kept_per_round_clocks(tm
 
 def test_bench_table_shows_cupti_kernel_time_and_gap_when_traced(tmp_path, data_dir):
     # rows of a bench run with --launch-gaps carry CUPTI kernel time and gap: give the shipped
-    # bench's DeepGEMM row those of the real 14:24 DeepGEMM trace
+    # bench's DeepGEMM row those of the real DeepGEMM trace in tests/data
     from bsprof.analyzers.kernel_trace import kernel_spans, launch_summary, load_trace
 
     d = json.loads((_sample("bench_h100") / "bench.json").read_text())

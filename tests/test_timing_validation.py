@@ -15,7 +15,7 @@ from bsprof.profile.validate import _delay_for, plan_sweep
 
 
 def serial_model():
-    """A deliberately simple model (tile = kloop + phase1 means) with #6's JSON contract, so the
+    """A deliberately simple model (tile = kloop + phase1 means) with the model's JSON contract, so the
     arithmetic around the model can be checked by hand."""
     def calibrate(table):
         d = (table["end"] - table["start"])
