@@ -51,6 +51,7 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
         if hit == 0:
             raise BsprofError(f"no PC of the ncu report matches {fa.name}; profile the same build as the cubin")
     fa.launch_info = getattr(sc, "launch_info", {})  # type: ignore[attr-defined]
+    fa.reclassify()
 
 
 def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]) -> int:
@@ -78,13 +79,18 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
         kset = {i for lp in fa.kloops for i in lp.instructions}
         return [Region(lab, idx, is_kloop=bool(kset.intersection(idx))) for lab, idx in groups.items()]
     out = [Region("function", list(range(len(fa.instructions))))]
-    for lp in fa.loops:
+    # the K-loop first, then other K-loops, the tile loop, loops around them, the rest
+    order = {"kloop": 1, "tile": 2, "outer": 3, "loop": 4}
+    for lp in sorted(fa.loops, key=lambda lp: (0 if lp.primary else order[lp.kind], lp.id)):
         extra = fa.steady_state(lp)
         head = fa.instructions[lp.header_start if lp.header_start is not None else lp.instructions[0]]
         where = f"{head.pc:#06x}" if head.pc is not None else f"#{head.index}"
-        tag = "K-loop" if lp.is_kloop else "loop"
-        out.append(Region(f"{tag} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth, extra))
+        out.append(Region(f"{LOOP_TAGS[lp.kind]} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth,
+                          dict(extra, kind=lp.kind, primary=lp.primary)))
     return out
+
+
+LOOP_TAGS = {"kloop": "K-loop", "tile": "tile loop", "outer": "outer loop", "loop": "loop"}
 
 
 def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = None) -> list[dict]:
@@ -100,7 +106,7 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
             "mma": mma, "categories": dict(cats),
             "overhead_per_mma": round((len(ins) - mma) / mma, 2) if mma else None,
         }
-        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions")})
+        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions", "kind", "primary")})
         if fa.executed is not None:
             ex = [fa.executed[i] for i in reg.indices]
             ex_cats: Counter = Counter()

@@ -1,8 +1,14 @@
-"""Dominators, natural loops, their nesting, and the K-loops (loops whose own blocks issue MMAs).
+"""Dominators, natural loops, their nesting, and what each MMA loop is: K-loop, tile loop, or neither.
 
 A back edge is t -> h where h dominates t; its natural loop is h plus everything that reaches t
 without passing h. Loops sharing a header are merged. Irreducible cycles (no dominating header)
 are not loops here, which is the textbook definition and what compilers emit for counted loops.
+
+Kinds (:func:`classify_loops`): the **K-loop** is the innermost loop that issues MMAs and holds no
+epilogue store; with ncu counts, the one whose MMAs execute the most (its hot path, not the natural
+loop's rare blocks, must be store-free). A loop around it is the **tile loop** (it may issue a peeled
+first k-block of MMAs and hold the epilogue); an MMA loop whose body stores the output is a tile loop
+too, with K unrolled into it. No K-loop but MMAs: **K fully unrolled**.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ class Loop:
     is_kloop: bool = False
     # instruction index where the header block starts (the loop's entry)
     header_start: int | None = None
+    # "kloop" | "tile" | "outer" (encloses MMA loops, issues none) | "loop" -- see classify_loops
+    kind: str = "loop"
+    # the K-loop: the one a budget, --mma-detail and a comparison start from (at most one per function)
+    primary: bool = False
+    # epilogue stores in the body classify_loops looked at (own blocks; with counts, the hot ones)
+    stores: int = 0
 
     @property
     def size(self) -> int:
@@ -186,6 +198,71 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                 nested.update(loops[c].instructions)
         lp.own_instructions = [i for i in lp.instructions if i not in nested]
         lp.own_mma = sum(1 for i in lp.own_instructions if fn.instructions[i].category == "mma")
-        # a K-loop issues MMAs itself; a loop whose MMAs all sit in nested loops (a tile loop) is not one
-        lp.is_kloop = lp.own_mma > 0
+    classify_loops(fn, loops)
     return loops
+
+
+# what writes a GEMM's output: an epilogue sits in the tile loop, never in the K-loop
+_STORE_BASES = frozenset({"STG", "ST", "STSM", "UTMASTG", "UTMAREDG", "UBLKST", "RED", "REDG", "ATOMG"})
+
+KLOOP, TILE, OUTER, PLAIN = "kloop", "tile", "outer", "loop"
+# function-level answer: a K-loop, K fully unrolled (MMAs only in a tile loop or in no loop), no MMAs
+HAS_KLOOP, UNROLLED, NO_MMA = "kloop", "unrolled", "no_mma"
+
+
+def is_output_store(ins) -> bool:
+    return ins.base in _STORE_BASES or (ins.base == "UBLKCP" and "S2G" in ins.modifiers)
+
+
+def _ancestors(loops: list[Loop], lp: Loop) -> list[Loop]:
+    out, p = [], lp.parent
+    while p is not None:
+        out.append(loops[p])
+        p = loops[p].parent
+    return out
+
+
+def _body(fn: Function, lp: Loop, executed: list[int] | None) -> list[int]:
+    """The instructions that decide a loop's kind: its own blocks; with counts, only those executed
+    at least half as often as its busiest MMA (a shared header can pull the tile loop's rare
+    epilogue into the K-loop's natural loop; cuBLAS does this)."""
+    own = lp.own_instructions
+    if executed is None:
+        return own
+    peak = max((executed[i] for i in own if fn.instructions[i].category == "mma"), default=0)
+    return own if peak == 0 else [i for i in own if executed[i] >= 0.5 * peak]
+
+
+def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None = None) -> str:
+    """Set ``kind`` / ``is_kloop`` / ``primary`` / ``stores`` on every loop; return the function's
+    answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
+    for lp in loops:
+        lp.kind, lp.is_kloop, lp.primary = PLAIN, False, False
+        lp.stores = sum(1 for i in _body(fn, lp, executed) if is_output_store(fn.instructions[i])) if lp.own_mma else 0
+    cands = [lp for lp in loops if lp.own_mma and not lp.stores]
+    ran = (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")) \
+        if executed is not None else (lambda lp: 0)
+    primary = None
+    if cands and executed is not None and any(ran(lp) for lp in cands):
+        primary = max(cands, key=lambda lp: (ran(lp), lp.depth, lp.own_mma))
+    elif cands:
+        nested = {a.id for c in cands for a in _ancestors(loops, c)}
+        inner = [lp for lp in cands if lp.id not in nested]
+        primary = max(inner, key=lambda lp: (lp.own_mma, lp.depth, -lp.size))
+    around = _ancestors(loops, primary) if primary is not None else []
+    for lp in cands:
+        lp.kind = KLOOP
+    for k, lp in enumerate(around):
+        lp.kind = TILE if k == 0 or lp.own_mma else OUTER
+    for lp in loops:
+        if lp.own_mma and lp.stores:
+            lp.kind = TILE
+        elif lp.kind == PLAIN and lp.mma:
+            lp.kind = OUTER
+    if primary is not None:
+        primary.kind, primary.primary = KLOOP, True
+    for lp in loops:
+        lp.is_kloop = lp.kind == KLOOP
+    if primary is not None:
+        return HAS_KLOOP
+    return UNROLLED if any(ins.category == "mma" for ins in fn.instructions) else NO_MMA
