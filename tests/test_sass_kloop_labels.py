@@ -1,0 +1,155 @@
+"""The K-loop, the tile loop and 'K fully unrolled' on kernels from outside this project, against
+labels written by hand from their SASS (tests/data/sass/kloop_labels.json, evidence there); and the
+honesty rules of `bsprof sass`: unlike regions are not subtracted, a tile size is never guessed,
+`--by roles` says what it cannot attribute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bsprof.analyzers.sass import analyze_path, analyze_sass_text
+from bsprof.cli import cli
+
+LABELS = json.loads((Path(__file__).parent / "data" / "sass" / "kloop_labels.json").read_text())
+DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024.sm_90a.cubin"
+DG_7168 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x7168.sm_90a.cubin"
+CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin"
+CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin"
+
+
+def _header(fa, lp) -> str:
+    return hex(fa.instructions[lp.header_start].pc)
+
+
+def _check(fa, label: dict) -> None:
+    assert fa.kloop_status == label["status"], fa.kloop_summary()["text"]
+    k, t = fa.kloop, fa.tile_loop
+    if label["kloop"] is None:
+        assert k is None and not fa.kloops
+    else:
+        assert k is not None and k.kind == "kloop"
+        assert _header(fa, k) == label["kloop"]["header"]
+        assert k.own_mma == label["kloop"]["own_mma"]
+        if "instructions" in label["kloop"]:
+            assert k.size == label["kloop"]["instructions"]
+    if label["tile"] is None:
+        assert t is None
+    else:
+        assert t is not None and t.kind == "tile" and _header(fa, t) == label["tile"]["header"]
+        assert t.own_mma == label["tile"]["own_mma"]
+        if "instructions" in label["tile"]:
+            assert t.size == label["tile"]["instructions"]
+    # the budget table shows the K-loop proper first, never the tile loop
+    from bsprof.analyzers.sass.budget import region_rows
+
+    rows = region_rows(fa)
+    if k is not None:
+        assert rows[1]["primary"] and rows[1]["region"].startswith(f"K-loop {k.id} ")
+    assert not any(r["region"].startswith("K-loop") for r in rows if r.get("kind") == "tile")
+
+
+@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: lb["file"].split(".")[0])
+def test_foreign_cubins_match_hand_labels(data_dir, label):
+    (fa,) = analyze_path(data_dir / "sass" / label["file"])
+    _check(fa, label)
+
+
+@pytest.fixture(scope="module")
+def cublas(data_dir):
+    (fa,) = analyze_path(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    return fa
+
+
+def test_cublas_with_counts_kloop_is_the_busiest(cublas):
+    lab = LABELS["cublas"]["with_counts"]
+    _check(cublas, {**lab, "kloop": lab["kloop"]})
+    k = cublas.kloop
+    assert cublas.steady_state(k)["hot_instructions"] == lab["kloop"]["hot_instructions"]
+    assert {cublas.executed[i] for i in k.own_instructions if cublas.instructions[i].category == "mma"} \
+        == {lab["kloop"]["mma_executed_each"]}
+    (second,) = [lp for lp in cublas.kloops if not lp.primary]
+    assert _header(cublas, second) == lab["second_kloop"]["header"] and second.size == lab["second_kloop"]["instructions"]
+    assert "picked by executed MMAs" in cublas.kloop_summary()["text"]
+
+
+def test_cublas_without_counts_kloop_is_the_innermost(cublas):
+    # the same SASS as a listing with function-relative branch targets (ncu's are absolute): no
+    # counts, so the innermost store-free MMA loop is the K-loop
+    import re
+
+    base = cublas.function.pc_base
+
+    def rel(text: str) -> str:
+        return re.sub(r"0x([0-9a-f]{6,})\b", lambda m: hex(int(m.group(1), 16) - base), text)
+
+    listing = "\n".join(f"/*{i.pc:04x}*/ {rel(i.text)} ;" for i in cublas.instructions)
+    (fa,) = analyze_sass_text(listing, arch="sm_90a")
+    _check(fa, LABELS["cublas"]["static"])
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, ["sass", *map(str, args)], catch_exceptions=False)
+
+
+def test_compare_refuses_kloop_vs_unrolled(data_dir):
+    res = _run(data_dir / DG_7168, data_dir / DG_1024, "--json")
+    assert res.exit_code == 0
+    (c,) = json.loads(res.stdout)["compare"]
+    kl = c["kloop"]
+    assert (kl["a"]["kind"], kl["b"]["kind"]) == ("kloop", "unrolled")
+    assert kl["comparable"] is False and kl["instructions_delta"] is None and kl["mma_delta"] is None
+    assert "not comparable" in kl["mismatch"] and "K fully unrolled" in kl["mismatch"]
+    text = _run(data_dir / DG_7168, data_dir / DG_1024).output
+    assert "not comparable" in text and "K-loop instructions" not in text
+
+
+def test_compare_two_kloops_subtracts_the_kloops(data_dir):
+    (c,) = json.loads(_run(data_dir / CUTE_FP16, data_dir / CUTE_FP8, "--json").stdout)["compare"]
+    kl = c["kloop"]
+    assert kl["comparable"] and kl["mismatch"] is None
+    # the K-loops proper (136 and 67 instructions), not the tile loops around them
+    assert (kl["a"]["instructions"], kl["b"]["instructions"]) == (136, 67)
+    assert kl["instructions_delta"] == 67 - 136
+
+
+def test_mnkl_without_tile_for_a_foreign_kernel_asks_for_the_flag(data_dir):
+    res = CliRunner().invoke(cli, ["sass", str(data_dir / DG_1024), "--mnkl", "8192,8192,1024"])
+    assert res.exit_code == 2 and "output tile" in res.output and "--tile-mn" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_tile_mn_per_side_and_shared(data_dir):
+    rep = data_dir / "h100_cublas_fp8_4096.ncu-rep"
+    res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128", "--tile-mn", "256,128")
+    d = json.loads(res.stdout)
+    assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 512
+    res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
+    assert "one --tile-mn for both inputs" in res.stderr
+
+
+def test_bundled_tile_comes_from_its_config():
+    from bsprof.commands.sass import _tiles_per_side
+    from bsprof.kernels.fp8_blockwise import config
+
+    tm, tn = config.VARIANTS["optimized"]["tile_m"], config.VARIANTS["optimized"]["tile_n"]
+    tiles, notes = _tiles_per_side(("k.cubin",), {0: "optimized"}, "sm_90a", None, "4096,4096,4096", ())
+    assert tiles == [(4096 // tm) * (4096 // tn)]
+    assert f"tile {tm}x{tn} from the bundled optimized kernel's config" in notes[0]
+
+
+def test_by_roles_without_line_info_says_so(data_dir):
+    res = _run(data_dir / DG_1024, "--by", "roles")
+    assert res.exit_code == 0
+    assert "none of the 1,792 instructions" in res.output and "no line info" in res.output
+    assert "by warp role" not in res.output
+    (fn,) = json.loads(_run(data_dir / DG_1024, "--by", "roles", "--json").stdout)["functions"]
+    assert "role_regions" not in fn and "no line info" in fn["roles_unavailable"]
+
+
+def test_mma_detail_on_unrolled_k_says_why(data_dir):
+    out = _run(data_dir / DG_1024, "--mma-detail").output
+    assert "K fully unrolled" in out and "no K-loop to detail" in out
