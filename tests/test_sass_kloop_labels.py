@@ -15,8 +15,8 @@ from bsprof.analyzers.sass import analyze_path, analyze_sass_text
 from bsprof.cli import cli
 
 LABELS = json.loads((Path(__file__).parent / "data" / "sass" / "kloop_labels.json").read_text())
-DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024.sm_90a.cubin"
-DG_7168 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x7168.sm_90a.cubin"
+DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024_jit.sm_90a.cubin"
+DG_2048 = "sass/deepgemm_sm90_fp8_1d2d_4096x7168x2048_jit.sm_90a.cubin"
 CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin"
 CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin"
 
@@ -96,14 +96,14 @@ def _run(*args):
 
 
 def test_compare_refuses_kloop_vs_unrolled(data_dir):
-    res = _run(data_dir / DG_7168, data_dir / DG_1024, "--json")
+    res = _run(data_dir / DG_2048, data_dir / DG_1024, "--json")
     assert res.exit_code == 0
     (c,) = json.loads(res.stdout)["compare"]
     kl = c["kloop"]
     assert (kl["a"]["kind"], kl["b"]["kind"]) == ("kloop", "unrolled")
     assert kl["comparable"] is False and kl["instructions_delta"] is None and kl["mma_delta"] is None
     assert "not comparable" in kl["mismatch"] and "K fully unrolled" in kl["mismatch"]
-    text = _run(data_dir / DG_7168, data_dir / DG_1024).output
+    text = _run(data_dir / DG_2048, data_dir / DG_1024).output
     assert "not comparable" in text and "K-loop instructions" not in text
 
 
@@ -142,9 +142,10 @@ def test_bundled_tile_comes_from_its_config():
 
 
 def test_by_roles_without_line_info_says_so(data_dir):
+    (fa,) = analyze_path(data_dir / DG_1024)
     res = _run(data_dir / DG_1024, "--by", "roles")
     assert res.exit_code == 0
-    assert "none of the 1,792 instructions" in res.output and "no line info" in res.output
+    assert f"none of the {len(fa.instructions):,} instructions" in res.output and "no line info" in res.output
     assert "by warp role" not in res.output
     (fn,) = json.loads(_run(data_dir / DG_1024, "--by", "roles", "--json").stdout)["functions"]
     assert "role_regions" not in fn and "no line info" in fn["roles_unavailable"]
