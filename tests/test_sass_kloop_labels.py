@@ -117,9 +117,20 @@ def test_compare_two_kloops_subtracts_the_kloops(data_dir):
 
 
 def test_mnkl_without_tile_for_a_foreign_kernel_asks_for_the_flag(data_dir):
-    res = CliRunner().invoke(cli, ["sass", str(data_dir / DG_1024), "--mnkl", "8192,8192,1024"])
-    assert res.exit_code == 2 and "output tile" in res.output and "--tile-mn" in res.output
+    # CuTe DSL names carry no tile: refuse in one line rather than guess
+    res = CliRunner().invoke(cli, ["sass", str(data_dir / CUTE_FP16), "--mnkl", "4096,4096,4096"])
+    assert res.exit_code == 2 and "output tile" in res.output and "unknown" in res.output and "--tile-mn" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_tile_read_from_names_that_spell_it(data_dir):
+    # nvjet_sm90_qqtst_128x128_...: 4096^2 / 128^2 = 1024 tiles, and the executed QGMMA agree
+    res = _run(data_dir / "h100_cublas_fp8_4096.ncu-rep", "--json", "--mnkl", "4096,4096,4096")
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == 1024
+    assert "tile 128x128 read from the kernel name (cuBLAS nvjet)" in res.stderr
+    # DeepGEMM's template arguments: BLOCK_M 256, BLOCK_N 128 at 8192x8192x1024 (its JIT's kernel.cu)
+    res = _run(data_dir / DG_1024, "--json", "--mnkl", "8192,8192,1024")
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
 def test_tile_mn_per_side_and_shared(data_dir):
@@ -136,8 +147,8 @@ def test_bundled_tile_comes_from_its_config():
     from bsprof.kernels.fp8_blockwise import config
 
     tm, tn = config.VARIANTS["optimized"]["tile_m"], config.VARIANTS["optimized"]["tile_n"]
-    tiles, notes = _tiles_per_side(("k.cubin",), {0: "optimized"}, "sm_90a", None, "4096,4096,4096", ())
-    assert tiles == [(4096 // tm) * (4096 // tn)]
+    tile_mn, notes = _tiles_per_side(("k.cubin",), {0: "optimized"}, "sm_90a", "4096,4096,4096", ())
+    assert tile_mn == [(tm, tn)]
     assert f"tile {tm}x{tn} from the bundled optimized kernel's config" in notes[0]
 
 

@@ -59,16 +59,14 @@ def _bundled_tile(variant: str, arch: str, mnkl: tuple[int, int, int, int]) -> t
     return int(kw["tile_m"]), int(kw["tile_n"])
 
 
-def _tiles_per_side(inputs, bundled: dict[int, str], arch, tiles, mnkl, tile_mn) -> tuple[list, list[str]]:
-    """Each side's output-tile count, and where it came from: --tiles; --mnkl with --tile-mn (one
-    for every side, or one per side); a bundled kernel's own config. Never a guess."""
-    if tiles is not None:
-        return [tiles] * len(inputs), []
+def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tuple[list, list[str]]:
+    """Each side's output tile (M, N) from --tile-mn (once for every side, or once per side) or a
+    bundled kernel's config; None where neither says (the analysis then reads the kernel name or
+    refuses). Never a guess."""
     if mnkl is None:
         if tile_mn:
             raise BsprofError("--tile-mn needs --mnkl M,N,K[,L] (the problem the launch computed)")
         return [None] * len(inputs), []
-    from bsprof.analyzers.sass.budget import tiles_from_problem
     from bsprof.kernels.api import parse_mnkl
 
     problem = parse_mnkl(mnkl)
@@ -76,19 +74,19 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, tiles, mnkl, tile_mn)
     if len(given) > len(inputs):
         raise BsprofError(f"--tile-mn given {len(given)} times for {len(inputs)} input(s); give it once, or once per input (A then B)")
     out, notes = [], []
-    for i, path in enumerate(inputs):
-        side = f"{'AB'[i]} " if len(inputs) == 2 else ""
-        if len(given) == len(inputs) or len(given) == 1:
+    for i in range(len(inputs)):
+        side = f"{'AB'[i]}: " if len(inputs) == 2 else ""
+        if given:
             tmn = given[i] if len(given) == len(inputs) else given[0]
             if len(inputs) == 2 and len(given) == 1:
-                notes.append(f"{side}tiles from --tile-mn {tmn[0]},{tmn[1]} (one --tile-mn for both inputs; give it twice, A then B, if their tiles differ)")
+                notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the one --tile-mn for both inputs (give it twice, A then B, "
+                             "if their tiles differ)")
         elif i in bundled:
             tmn = _bundled_tile(bundled[i], arch, problem)
             notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {bundled[i]} kernel's config")
         else:
-            raise BsprofError(f"--mnkl: the output tile of {Path(path).name} is unknown (not a bundled kernel); "
-                              "pass --tile-mn M,N (once per input to compare) or --tiles N")
-        out.append(tiles_from_problem(problem, tmn))
+            tmn = None
+        out.append(tmn)
     return out, notes
 
 
@@ -139,13 +137,15 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     if tiles is not None and tiles <= 0:
         raise BsprofError("--tiles must be a positive integer")
-    per_side, tile_notes = _tiles_per_side(inputs, bundled, arch, tiles, mnkl, tile_mn)
+    per_side, tile_notes = _tiles_per_side(inputs, bundled, arch, mnkl, tile_mn) if tiles is None else ([], [])
 
     from bsprof.analyzers.sass.result import analyze_inputs
+    from bsprof.kernels.api import parse_mnkl
     from bsprof.reports import sass_text
 
-    result = analyze_inputs(inputs, function=function, source=source, ncu=ncu, launch=launch, tiles=per_side,
-                            by=by, mma_detail=mma_detail, hot=hot)
+    result = analyze_inputs(inputs, function=function, source=source, ncu=ncu, launch=launch,
+                            tiles=[tiles] * len(inputs), mnkl=parse_mnkl(mnkl) if mnkl and tiles is None else None,
+                            tile_mn=per_side, by=by, mma_detail=mma_detail, hot=hot)
     result.notes[:0] = tile_notes
     if tile_notes:
         result.data.setdefault("notes", [])[:0] = tile_notes

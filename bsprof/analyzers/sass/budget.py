@@ -8,6 +8,7 @@ tiles, so a one-warp role (the MMA warp) reads as "instructions this warp issues
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -57,6 +58,24 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
 def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]) -> int:
     m, n, _k, l = mnkl
     return math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) * l
+
+
+# kernel names that spell their output tile: cuBLAS's nvjet_sm90_<types>_<M>x<N>_<K>x<stages>_<cluster>_...,
+# DeepGEMM's sm90_fp8_gemm_1d2d_impl<Major, M, N, K, groups, BLOCK_M, BLOCK_N, ...> (Itanium-mangled)
+_NAMED_TILES = (
+    ("cuBLAS nvjet", re.compile(r"^nvjet_sm\d+\w*?_(\d+)x(\d+)_\d+x\d+_\d+x\d+_")),
+    ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d2d_implI\w*?MajorE\d+E(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
+)
+
+
+def tile_from_name(name: str) -> tuple[tuple[int, int], str] | None:
+    """The output tile a kernel's own name spells, and which naming scheme said so; None otherwise
+    (then the tile is unknown and must be given, never guessed)."""
+    for scheme, rx in _NAMED_TILES:
+        m = rx.search(name)
+        if m:
+            return (int(m.group(1)), int(m.group(2))), scheme
+    return None
 
 
 @dataclass

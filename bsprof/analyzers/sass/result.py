@@ -34,15 +34,18 @@ class SassResult:
 
 def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None = None,
                    source: str | os.PathLike | None = None, ncu: str | os.PathLike | None = None,
-                   launch: int | None = None, tiles: Sequence[int | None] = (), by: str = "loops",
-                   mma_detail: bool = False, hot: int | None = None) -> SassResult:
-    """Analyze one input, or two (A then B) compared. ``tiles[i]`` is side i's output-tile count
-    (per-tile budgets; None: unknown)."""
+                   launch: int | None = None, tiles: Sequence[int | None] = (),
+                   mnkl: tuple[int, int, int, int] | None = None, tile_mn: Sequence[tuple[int, int] | None] = (),
+                   by: str = "loops", mma_detail: bool = False, hot: int | None = None) -> SassResult:
+    """Analyze one input, or two (A then B) compared. Per-tile budgets: ``tiles[i]`` is side i's
+    output-tile count; else, with the problem ``mnkl``, ``tile_mn[i]`` or the tile the kernel's own
+    name spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess."""
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
-    per_side = list(tiles) + [None] * (len(paths) - len(tiles))
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
     notes: list[str] = []
+    per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
+                for i, (p, fas) in enumerate(zip(paths, analyses))]
     if by == "roles":
         notes += roles_notes([fa for fas in analyses for fa in fas])
     sides = [{"source": str(p), "functions": [_function_json(fa, mma_detail, t, hot) for fa in fas]}
@@ -61,6 +64,27 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     if notes:
         data["notes"] = notes
     return SassResult(data=data, by=by, notes=notes)
+
+
+def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: list, mnkl, tile_mn: list,
+                notes: list[str]) -> int | None:
+    from bsprof.analyzers.sass.budget import tile_from_name, tiles_from_problem
+
+    if i < len(tiles) and tiles[i] is not None:
+        return tiles[i]
+    if mnkl is None:
+        return None
+    tmn = tile_mn[i] if i < len(tile_mn) else None
+    if tmn is None:
+        main = max(fas, key=lambda fa: (fa.mma_count, len(fa.instructions)))
+        named = tile_from_name(main.name)
+        if named is None:
+            raise BsprofError(f"--mnkl: the output tile of {path.name} ({main.name[:50]}) is unknown; pass --tile-mn M,N "
+                              "(once per input to compare) or --tiles N")
+        tmn = named[0]
+        side = f"{'AB'[i]}: " if n == 2 else ""
+        notes.append(f"{side}tile {tmn[0]}x{tmn[1]} read from the kernel name ({named[1]})")
+    return tiles_from_problem(mnkl, tmn)
 
 
 def _analyze(path: Path, function, source, ncu, launch) -> list[FunctionAnalysis]:
