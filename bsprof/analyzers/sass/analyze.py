@@ -86,7 +86,9 @@ class FunctionAnalysis:
         k, t = self.kloop, self.tile_loop
         d: dict = {"kind": self.kloop_status, "kloop": k.id if k else None, "tile_loop": t.id if t else None}
         if k is not None:
-            d["text"] = (f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA)"
+            hot = self.steady_state(k).get("hot_instructions") if self.executed is not None else None
+            d["text"] = (f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA"
+                         + (f"; {hot} on its hot path" if hot and hot < k.size else "") + ")"
                          + (f" inside tile loop {t.id}" + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
                             if t is not None else ""))
             if self.executed is not None:
