@@ -15,7 +15,7 @@ from typing import Iterable
 from bsprof.analyzers.sass.cfg import CFG, build_cfg
 from bsprof.analyzers.sass.classify import classify
 from bsprof.analyzers.sass.features import Feature, detect_features
-from bsprof.analyzers.sass.loops import HAS_KLOOP, NO_MMA, UNROLLED, Loop, classify_loops, find_loops
+from bsprof.analyzers.sass.loops import NO_MMA, UNROLLED, Loop, classify_loops, find_loops
 from bsprof.analyzers.sass.parse import Function, Instruction
 from bsprof.errors import BsprofError
 
