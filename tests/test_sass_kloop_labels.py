@@ -140,6 +140,11 @@ def test_tile_mn_per_side_and_shared(data_dir):
     assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 512
     res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
     assert "one --tile-mn for both inputs" in res.stderr
+    # 'auto' for A: its nvjet name spells 128x128; B given
+    d = json.loads(_run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "auto", "--tile-mn", "256,256").stdout)
+    assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 256
+    res = CliRunner().invoke(cli, ["sass", str(rep), "--tiles", "8", "--mnkl", "4096,4096,4096"])
+    assert res.exit_code == 2 and "pass one of them" in res.output
 
 
 def test_bundled_tile_comes_from_its_config():

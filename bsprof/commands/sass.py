@@ -70,22 +70,21 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tup
     from bsprof.kernels.api import parse_mnkl
 
     problem = parse_mnkl(mnkl)
-    given = [_pair(t, "tile-mn") for t in tile_mn]
+    # "auto": that side's tile from the bundled config or the kernel's name, else refused
+    given = [None if t == "auto" else _pair(t, "tile-mn") for t in tile_mn]
     if len(given) > len(inputs):
         raise BsprofError(f"--tile-mn given {len(given)} times for {len(inputs)} input(s); give it once, or once per input (A then B)")
     out, notes = [], []
     for i in range(len(inputs)):
         side = f"{'AB'[i]}: " if len(inputs) == 2 else ""
-        if given:
-            tmn = given[i] if len(given) == len(inputs) else given[0]
+        tmn = (given[i] if len(given) == len(inputs) else given[0]) if given else None
+        if tmn is not None:
             if len(inputs) == 2 and len(given) == 1:
                 notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the one --tile-mn for both inputs (give it twice, A then B, "
                              "if their tiles differ)")
         elif i in bundled:
             tmn = _bundled_tile(bundled[i], arch, problem)
             notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {bundled[i]} kernel's config")
-        else:
-            tmn = None
         out.append(tmn)
     return out, notes
 
@@ -104,7 +103,8 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tup
 @click.option("--tiles", type=int, default=None, help="output tiles the launch computed (per-tile budgets)")
 @click.option("--mnkl", default=None, help="M,N,K[,L]: derive --tiles from the output tile (--tile-mn, or a bundled kernel's config)")
 @click.option("--tile-mn", multiple=True, help="CTA/cluster output tile M,N for --mnkl, e.g. 256,256; twice (A then B) "
-                                               "when comparing kernels with different tiles; derived for --kernel")
+                                               "when comparing kernels with different tiles; 'auto' (the default): "
+                                               "a bundled kernel's config or a name that spells it (cuBLAS, DeepGEMM)")
 @click.option("--by", type=click.Choice(["loops", "roles"]), default="loops", show_default=True,
               help="regions of the budget table")
 @click.option("--mma-detail", is_flag=True, help="the instruction stream between consecutive MMA issues of the K-loop")
@@ -137,6 +137,8 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     if tiles is not None and tiles <= 0:
         raise BsprofError("--tiles must be a positive integer")
+    if tiles is not None and (mnkl or tile_mn):
+        raise BsprofError("--tiles N and --mnkl/--tile-mn both give the tile count; pass one of them")
     per_side, tile_notes = _tiles_per_side(inputs, bundled, arch, mnkl, tile_mn) if tiles is None else ([], [])
 
     from bsprof.analyzers.sass.result import analyze_inputs
