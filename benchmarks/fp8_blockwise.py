@@ -31,7 +31,7 @@ def main(argv=None) -> int:
 
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import parse_mnkl
-    from bsprof.kernels.fp8_blockwise.bench import measure, print_table
+    from bsprof.profile.bench.fp8_blockwise import measure, print_table
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

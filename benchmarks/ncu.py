@@ -58,7 +58,7 @@ def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family:
                          override: tuple[list[str], list[str]] | None = None) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
     from bsprof.kernels.api import parse_mnkl
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
     from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
 
     info = device_info()
@@ -113,7 +113,7 @@ def bench_triage_search(mnkl: str) -> dict:
     """Replay passes of each metric group alone and of candidate triage lists (torch._scaled_mm FP8)."""
     from bsprof.analyzers.ncu.metrics import arch_key
     from bsprof.kernels.api import parse_mnkl
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
     from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
 
     info = device_info()

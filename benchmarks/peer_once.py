@@ -13,7 +13,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import torch
 
-    from bsprof.kernels.fp8_blockwise.bench import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import _peer_fns
     from bsprof.kernels.fp8_blockwise.quant import make_operands
 
     peer = argv[0] if argv else "deepgemm"

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from bsprof.commands.timing import _print, run_capture
     from bsprof.io import write_text_atomic
     from bsprof.profile import validate
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     console = Console(width=150)
     out = Path(args.out)

@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 
 from bsprof.analyzers.bench_rows import column_labels, round_spread
-from bsprof.kernels.fp8_blockwise.bench import print_table
+from bsprof.profile.bench.fp8_blockwise import print_table
 
 
 def _printed(results) -> str:

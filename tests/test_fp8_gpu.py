@@ -95,7 +95,7 @@ def test_rescaled_error_grows_with_k_and_is_refused_past_its_limit():
 
 @pytest.mark.parametrize("variant", ["optimized", "rescaled"])
 def test_timing_build_table_and_delay_knob(variant):
-    from bsprof.analyzers.timing_schema import PHASES
+    from bsprof.analyzers.timing.schema import PHASES
     from bsprof.kernels.fp8_blockwise import prepare
 
     mnkl = (1024, 1024, 2048, 1)
@@ -160,7 +160,7 @@ def test_pingpong_timing_build_is_recognised_as_pingpong():
 
 
 def test_bench_launches_peers_through_graphs_when_asked():
-    from bsprof.kernels.fp8_blockwise.bench import measure
+    from bsprof.profile.bench.fp8_blockwise import measure
 
     res = measure((1024, 1024, 1024, 1), ("optimized",), warmup=2, iters=5, warmup_s=0.0, peers_graph=True)
     how = {r["name"]: r["launch"] for r in res["rows"]}
@@ -170,7 +170,7 @@ def test_bench_launches_peers_through_graphs_when_asked():
 
 
 def test_bench_traces_kernel_time_and_launch_gap_with_cupti():
-    from bsprof.kernels.fp8_blockwise.bench import measure
+    from bsprof.profile.bench.fp8_blockwise import measure
 
     res = measure((2048, 2048, 2048, 1), ("optimized",), warmup=2, iters=10, warmup_s=0.05, launch_gaps=True)
     for r in res["rows"]:
@@ -205,7 +205,7 @@ def test_int_inputs_give_every_kernel_the_exact_integer_product():
 @pytest.mark.skipif(not os.environ.get("BSPROF_CUTE_EXAMPLE"),
                     reason="set BSPROF_CUTE_EXAMPLE to NVIDIA's dense_gemm_persistent.py or a CUTLASS checkout")
 def test_cute_example_peer_computes_the_same_product_on_unit_scales():
-    from bsprof.kernels.fp8_blockwise.bench import measure
+    from bsprof.profile.bench.fp8_blockwise import measure
 
     res = measure((512, 512, 1024, 1), ["optimized"], warmup=0, iters=3, warmup_s=0.0, inputs="int",
                   cute_example=os.environ["BSPROF_CUTE_EXAMPLE"])

@@ -67,7 +67,7 @@ def test_bad_traces_get_one_line_errors(tmp_path):
 
 
 def test_bench_table_prints_kernel_and_gap_when_the_rows_have_them(traces, data_dir):
-    from bsprof.kernels.fp8_blockwise.bench import print_table
+    from bsprof.profile.bench.fp8_blockwise import print_table
 
     res = json.load(open(data_dir / "h100_bench.json"))["results"][:1]
     con = Console(record=True, width=400)

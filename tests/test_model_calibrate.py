@@ -10,7 +10,7 @@ import pytest
 
 from bsprof.analyzers.model import calibrate, detect_structure, project
 from bsprof.analyzers.model.eventgraph import solve
-from bsprof.analyzers.timing_io import write_table
+from bsprof.analyzers.timing.io import write_table
 
 
 def _rows(out, cta, warp, role, tile, phase, start, end):
@@ -125,7 +125,7 @@ def test_blackwell_mma_bound_table():
 def test_hopper_tables_pick_their_structure(mode, tmp_path):
     t = hopper_table(mode)
     write_table(t, tmp_path)  # the timing helper's writer; the model reads what it writes
-    from bsprof.analyzers.timing_table import load
+    from bsprof.analyzers.timing.table import load
 
     t = load(tmp_path)
     assert detect_structure(t) == f"hopper-{mode}"

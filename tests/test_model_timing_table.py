@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bsprof.analyzers.timing_table import load, validate
+from bsprof.analyzers.timing.table import load, validate
 from bsprof.errors import BsprofError
 
 from test_model_calibrate import blackwell_table

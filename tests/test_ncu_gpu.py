@@ -18,7 +18,7 @@ def _ncu_family() -> tuple[str, dict]:
     or without a bundled kernel for the GPU."""
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import family_for_capability, family_module
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
     from bsprof.profile.ncu_runner import find_ncu
 
     try:

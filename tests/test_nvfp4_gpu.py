@@ -13,7 +13,7 @@ from bsprof.errors import BsprofError
 
 def test_prepare_refuses_without_sm100():
     from bsprof.kernels.nvfp4 import prepare
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         cap = device_info()["capability"]
@@ -27,7 +27,7 @@ def test_prepare_refuses_without_sm100():
 
 
 def test_bench_cli_exits_2_without_sm100():
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         if device_info()["capability"][0] == 10:
@@ -59,7 +59,7 @@ def test_matches_reference(variant, config):
 
 @pytest.mark.sm100
 def test_timing_table_has_every_role():
-    from bsprof.analyzers.timing_schema import COLUMNS
+    from bsprof.analyzers.timing.schema import COLUMNS
     from bsprof.kernels.nvfp4 import prepare
 
     p = prepare("optimized", (1024, 1024, 1024, 1), timing=True, delay_kloop=2000)

@@ -211,7 +211,7 @@ def test_grid_matches_static_persistent_scheduler():
 
 
 def test_peak_table():
-    from bsprof.kernels.nvfp4.bench import peak_tflops
+    from bsprof.profile.bench.nvfp4 import peak_tflops
 
     assert peak_tflops({"name": "NVIDIA B200", "sm_count": 148}) == (9000.0, "data sheet")
     val, src = peak_tflops({"name": "NVIDIA RTX PRO 6000", "sm_count": 188})

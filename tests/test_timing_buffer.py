@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bsprof.analyzers.timing_buffer import BufferPlan, check_table, decode_buffer, plan_buffer
-from bsprof.analyzers.timing_schema import EVENT_ID, NUM_EVENTS
+from bsprof.analyzers.timing.buffer import BufferPlan, check_table, decode_buffer, plan_buffer
+from bsprof.analyzers.timing.schema import EVENT_ID, NUM_EVENTS
 from bsprof.errors import BsprofError
 
 NS0 = 1_700_000_000_000_000_000 & ((1 << 56) - 1)

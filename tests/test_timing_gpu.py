@@ -11,8 +11,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_probe_records_every_event_with_real_clocks():
-    from bsprof.analyzers.timing_buffer import decode_buffer
-    from bsprof.analyzers.timing_stats import fit_clock
+    from bsprof.analyzers.timing.buffer import decode_buffer
+    from bsprof.analyzers.timing.stats import fit_clock
     from bsprof.kernels.timing_probe import run_probe
 
     buf, plan = run_probe(num_ctas=4, tiles=5, spin_cycles=2000)
@@ -24,7 +24,7 @@ def test_probe_records_every_event_with_real_clocks():
 
 
 def test_probe_sampling_keeps_whole_tiles():
-    from bsprof.analyzers.timing_buffer import decode_buffer
+    from bsprof.analyzers.timing.buffer import decode_buffer
     from bsprof.kernels.timing_probe import run_probe
 
     buf, plan = run_probe(num_ctas=2, tiles=9, sample_every=4, spin_cycles=100)

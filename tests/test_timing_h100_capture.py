@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bsprof.analyzers.timing_buffer import BufferPlan, decode_buffer
-from bsprof.analyzers.timing_io import read_table
-from bsprof.analyzers.timing_stats import epilogue_spread, fit_clock, phase_stats, summarize, tiles_per_sm
+from bsprof.analyzers.timing.buffer import BufferPlan, decode_buffer
+from bsprof.analyzers.timing.io import read_table
+from bsprof.analyzers.timing.stats import epilogue_spread, fit_clock, phase_stats, summarize, tiles_per_sm
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bsprof.analyzers.timing_buffer import decode_buffer
-from bsprof.analyzers.timing_io import read_table, write_table, write_timing_run
-from bsprof.analyzers.timing_stats import epilogue_spread, fit_clock, phase_stats, tiles_per_sm
+from bsprof.analyzers.timing.buffer import decode_buffer
+from bsprof.analyzers.timing.io import read_table, write_table, write_timing_run
+from bsprof.analyzers.timing.stats import epilogue_spread, fit_clock, phase_stats, tiles_per_sm
 from bsprof.errors import BsprofError
-from bsprof.reports.chrome_trace import build_trace
+from bsprof.analyzers.timing.trace import build_trace
 from test_timing_buffer import synth_buffer
 
 

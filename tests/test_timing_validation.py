@@ -122,7 +122,7 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
 
     cal, proj = serial_model()
     monkeypatch.setattr(V, "model_api", lambda: (cal, proj))
-    monkeypatch.setattr("bsprof.profile.gpu.device_info",
+    monkeypatch.setattr("bsprof.gpu.device_info",
                         lambda: {"name": "SimGPU", "capability": (9, 0), "sm_count": 132})
     spin = {"slope": 1.0, "intercept": 10.0, "samples": {}, "record_floor": 30.0}
 
@@ -206,7 +206,7 @@ def test_cycle_domain_check_on_the_shipped_captures():
     """The shipped 4096^3 captures: each build's busiest-CTA makespan in cycles and the clock it
     ran at; the K-loop-delayed build is longer by at least the cycles its spins inject on that
     CTA, and the cycle-domain errors join the summary only for points that carry them."""
-    from bsprof.analyzers.timing_io import read_table
+    from bsprof.analyzers.timing.io import read_table
 
     run = H100 / "validation"
     doc = json.loads((run / "validation.json").read_text())

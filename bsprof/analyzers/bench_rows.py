@@ -41,3 +41,15 @@ def spread_cell(row: dict) -> str:
     several rounds."""
     sp, cyc = round_spread(row), cycle_spread(row)
     return "—" if sp is None else f"{sp:.1%}" + ("" if cyc is None else f" ({cyc:.1%})")
+
+
+def clock_cells(row: dict, capped_mark: str = " *") -> list[str]:
+    """A bench row's SM MHz (marked when the power cap held the clock), W and FLOP per SM-cycle as
+    display strings, "—" where a reading is missing."""
+    def cell(key: str) -> str:
+        v = row.get(key)
+        return f"{v:,.0f}" if isinstance(v, (int, float)) and v == v and v else "—"
+
+    capped = capped_mark if "power cap" in (row.get("clock_limiters") or []) else ""
+    mhz = cell("sm_mhz")
+    return [mhz + capped if mhz != "—" else mhz, cell("watts"), cell("flop_per_sm_cycle")]

@@ -112,7 +112,7 @@ def busiest_tiles(table) -> int:
 def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     """Share of the measured wall time that scales with the tile period: tiles of the busiest CTA
     x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps)."""
-    from bsprof.analyzers.timing_stats import fit_clock
+    from bsprof.analyzers.timing.stats import fit_clock
 
     if "start_ns" not in table.columns or not math.isfinite(tile_cycles):
         return 1.0  # no globaltimer: no clock to convert the wall time with
@@ -201,7 +201,7 @@ def _det_only(project):
 def capture_clock(table) -> tuple[float, float]:
     """(cycles, GHz) of a capture: its busiest CTA's first-to-last event span in SM cycles, and the
     clock the build ran at (``fit_clock`` over every ``%globaltimer`` stamp)."""
-    from bsprof.analyzers.timing_stats import fit_clock
+    from bsprof.analyzers.timing.stats import fit_clock
 
     if "start_ns" not in table.columns:
         return math.nan, math.nan

@@ -50,9 +50,9 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
-    from bsprof.kernels.api import (BenchRequest, family_for_capability, family_module, parse_kernel_spec,
-                                    parse_mnkl, spec_label)
-    from bsprof.profile.gpu import device_info
+    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
+    from bsprof.profile.bench import BenchRequest, run
+    from bsprof.gpu import device_info
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
@@ -70,8 +70,7 @@ def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype
                        mnkl=parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL),
                        warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config,
                        inputs=inputs, cute_example=cute_example)
-    from importlib import import_module
-    result = import_module(module.__name__ + ".bench").run(req, Console(stderr=as_json))
+    result = run(req, Console(stderr=as_json))
     text = json.dumps(result, indent=2, default=str)
     if out is not None:
         import time

@@ -120,7 +120,7 @@ def _params(source, structure, release_frac, handoff):
             raise BsprofError(f"--structure {st} needs a Hopper timing table (--from); the embedded default is Blackwell")
         return D.default_params(release_frac=D.RELEASE_FRAC if release_frac is None else release_frac,
                                 handoff=D.HANDOFF if handoff is None else handoff)
-    from bsprof.analyzers.timing_table import load, resolve
+    from bsprof.analyzers.timing.table import load, resolve
 
     table = load(source)
     p = M.calibrate(table, st, release_frac=release_frac, handoff=handoff)

@@ -137,7 +137,7 @@ def _profile(variant, family, mnkl, set_name, clock_control, out, warmup, consol
     if family != "auto":
         _require_prepare(family_module(family), family)
     find_ncu()
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     info = device_info()
     if family == "auto":

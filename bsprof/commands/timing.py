@@ -38,9 +38,9 @@ def command(family, variant, mnkl, out, overhead, rounds, max_trace_events, from
     if rounds < 3 or max_trace_events < 100:
         raise BsprofError("--rounds must be >= 3 and --max-trace-events >= 100")
     if from_dir is not None:
-        from bsprof.analyzers.timing_buffer import check_table
-        from bsprof.analyzers.timing_io import read_table
-        from bsprof.analyzers.timing_stats import summarize
+        from bsprof.analyzers.timing.buffer import check_table
+        from bsprof.analyzers.timing.io import read_table
+        from bsprof.analyzers.timing.stats import summarize
 
         table = read_table(from_dir)
         check_table(table)
@@ -65,11 +65,11 @@ def run_capture(family, variant, mnkl, out, *, overhead="shape", rounds=30, max_
     """Capture + overhead + artifacts; returns (timing.json dict, results dir)."""
     import time
 
-    from bsprof.analyzers.timing_io import write_timing_run
+    from bsprof.analyzers.timing.io import write_timing_run
     from bsprof.io import unique_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     info = device_info()
     if family == "auto":

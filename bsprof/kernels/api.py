@@ -9,20 +9,20 @@ A family package (``bsprof.kernels.nvfp4``, ``bsprof.kernels.fp8_blockwise``) ex
                      CPU-only compile (``CUTE_DSL_ARCH``, fake tensors); returns the kept cubin.
 ``prepare(variant, mnkl, *, timing=False, delay_kloop=0, delay_phase1=0, seed=0, **config) -> Prepared``
                      GPU: compile for the current device, allocate fresh random inputs.
-``bench.run(request: BenchRequest, console) -> dict``
-                     correctness + timing + peers in one process; returns a JSON-able dict.
+
+Benchmarking a family (correctness, timing beside its peers) is profiling, so it lives in
+:mod:`bsprof.profile.bench`; a family exposes only what that needs: operands, launch, reference.
 
 ``Prepared`` has ``kernel_name: str`` (the name ncu sees), ``flops: float``, ``launch()`` (one
 asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
 of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, for timing builds,
-``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing_schema`.
+``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing.schema`.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
 from types import ModuleType
 
 from bsprof.errors import BsprofError
@@ -102,22 +102,6 @@ def parse_mnkl(text: str) -> tuple[int, int, int, int]:
     return tuple(parts)  # type: ignore[return-value]
 
 
-@dataclass
-class BenchRequest:
-    family: str
-    variant: str
-    mnkl: tuple[int, int, int, int]
-    warmup: int = 10
-    iters: int = 50
-    skip_ref_check: bool = False
-    seed: int = 0
-    # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
-    config: dict = field(default_factory=dict)
-    # fp8-blockwise only: the operands (quant.INPUTS) and NVIDIA's CuTe DSL example as a peer
-    inputs: str = "randn"
-    cute_example: str | None = None
-
-
 class PreparedMixin:
     """What every family's ``Prepared`` shares: the launch and the decoded timing-build table.
 
@@ -140,7 +124,7 @@ class PreparedMixin:
             raise BsprofError("timing_table() needs a timing build: prepare(..., timing=True)")
         import torch
 
-        from bsprof.analyzers.timing_buffer import decode_buffer
+        from bsprof.analyzers.timing.buffer import decode_buffer
 
         torch.cuda.synchronize()
         return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)

@@ -89,7 +89,7 @@ def run_probe(num_ctas: int = 4, tiles: int = 5, sample_every: int = 1, spin_cyc
     import torch
     from cutlass.cute.runtime import from_dlpack
 
-    from bsprof.analyzers.timing_buffer import BufferPlan
+    from bsprof.analyzers.timing.buffer import BufferPlan
 
     fn, _, (shape, every) = build(num_ctas, tiles, sample_every, spin_cycles, fake=False)
     buf = torch.zeros(shape, dtype=torch.int64, device="cuda")

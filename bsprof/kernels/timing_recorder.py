@@ -20,14 +20,14 @@ Device side, from every thread of the warp (lane 0 stores; the other lanes only 
     self.rec.spin(delay_kloop)      # compile-time clock64 spin (delay injection); 0 = no code
 
 ``tile_count`` is the CTA's n-th tile (0, 1, 2, ...) in its persistent loop, the same numbering
-for every role. Events (``EV.<name>``, see ``timing_schema.EVENTS``): producer: ``tile_start`` then
+for every role. Events (``EV.<name>``, see ``analyzers.timing.schema.EVENTS``): producer: ``tile_start`` then
 ``load_end``; MMA / consumer K-loop: ``tile_start``, ``acc_acquired``, ``tma0_landed``,
 ``kloop_end``; epilogue: ``tile_start``, ``ml_done``, ``phase1_end``, ``phase2_end``. A Hopper
 consumer warp that runs its own epilogue records the MMA events and then ``phase1_end`` /
 ``phase2_end`` (``ml_done`` optional: Phase 1 then starts at ``kloop_end``).
 
 With ``enabled=False`` (the plain build) ``record`` emits nothing at all: the plain kernel's code
-is unchanged. Host decode: ``bsprof.analyzers.timing_buffer.decode_buffer(buf, plan)``.
+is unchanged. Host decode: ``bsprof.analyzers.timing.buffer.decode_buffer(buf, plan)``.
 
 Each event is one inline-PTX block: read ``%clock64`` first, then ``%globaltimer`` and ``%smid``,
 and lane 0 writes the 16-byte record with a single ``st.global.v2.u64`` into its fixed slot
@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bsprof.analyzers.timing_buffer import BufferPlan, plan_buffer  # noqa: F401  (re-exported)
-from bsprof.analyzers.timing_schema import EVENT_ID, NUM_EVENTS
+from bsprof.analyzers.timing.buffer import BufferPlan, plan_buffer  # noqa: F401  (re-exported)
+from bsprof.analyzers.timing.schema import EVENT_ID, NUM_EVENTS
 
 # EV.kloop_end == 3 etc.: plain Python ints, constexpr in the kernel.
 EV = SimpleNamespace(**EVENT_ID)

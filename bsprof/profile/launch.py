@@ -60,7 +60,7 @@ def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
 def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:
     import torch
 
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     info = device_info()
     prep = prepare(family, variant, mnkl, torch_scaled_mm)

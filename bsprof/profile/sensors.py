@@ -120,15 +120,3 @@ def flop_per_sm_cycle(flops: float, ms: float, sm_mhz: float | None, num_sms: in
     if not sm_mhz or not num_sms or ms <= 0:
         return None
     return flops / (ms * 1e-3) / (sm_mhz * 1e6) / num_sms
-
-
-def clock_cells(row: dict, capped_mark: str = " *") -> list[str]:
-    """A bench row's SM MHz (marked when the power cap held the clock), W and FLOP per SM-cycle as
-    display strings, "—" where a reading is missing."""
-    def cell(key: str) -> str:
-        v = row.get(key)
-        return f"{v:,.0f}" if isinstance(v, (int, float)) and v == v and v else "—"
-
-    capped = capped_mark if "power cap" in (row.get("clock_limiters") or []) else ""
-    mhz = cell("sm_mhz")
-    return [mhz + capped if mhz != "—" else mhz, cell("watts"), cell("flop_per_sm_cycle")]

@@ -119,7 +119,7 @@ def median_us_graphs(preps: dict, *, rounds: int = 30, launches: int = 10) -> tu
 
 @dataclass
 class Capture:
-    table: object              # pandas DataFrame (timing_schema)
+    table: object              # pandas DataFrame (analyzers.timing.schema)
     raw: object | None         # the int64 event buffer as numpy, when the kernel exposes it
     plan: object | None        # its BufferPlan
     kernel_name: str

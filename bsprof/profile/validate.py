@@ -39,7 +39,7 @@ def spin_calibration(console=None) -> dict:
     """Measured cost (cycles) of ``spin(d)`` on this GPU, from the probe kernel."""
     import numpy as np
 
-    from bsprof.analyzers.timing_buffer import decode_buffer
+    from bsprof.analyzers.timing.buffer import decode_buffer
     from bsprof.analyzers.validation import spin_cost_fit
     from bsprof.kernels import timing_probe
 
@@ -127,11 +127,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         *, rounds: int = 60, inner: int = 10, spin: dict | None = None) -> dict:
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
     from bsprof.analyzers import validation as V
-    from bsprof.analyzers.timing_io import write_table
+    from bsprof.analyzers.timing.io import write_table
     from bsprof.io import unique_dir, write_text_atomic
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     try:
         calibrate, project = V.model_api()
@@ -165,7 +165,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         params = calibrate(tables["plain"])
         tile, deficit, binding = _baseline_numbers(params, project)
     else:
-        from bsprof.analyzers.timing_stats import measured_tile_period
+        from bsprof.analyzers.timing.stats import measured_tile_period
 
         tile, deficit, binding = measured_tile_period(tables["plain"]), 0.0, ""
     _log(console, f"model: tile {tile:,.0f} cycles, binding {binding or '?'}, deficit {deficit:,.0f} cycles; "
@@ -363,7 +363,7 @@ def rescore(run_dir, console=None) -> dict:
     import pandas as pd
 
     from bsprof.analyzers import validation as V
-    from bsprof.analyzers.timing_io import read_table
+    from bsprof.analyzers.timing.io import read_table
 
     run_dir = Path(run_dir)
     csv = run_dir / "validation.csv"

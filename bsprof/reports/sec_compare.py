@@ -71,7 +71,7 @@ def _timing_metrics(run: Run) -> Metrics:
     if got is None:
         return {}
     _, t = got
-    from bsprof.analyzers.timing_stats import phase_stats
+    from bsprof.analyzers.timing.stats import phase_stats
 
     return {(f"{r['role']} {r['phase']} mean (cycles)", "lower"): r["mean"]
             for r in phase_stats(t).to_dict("records")}

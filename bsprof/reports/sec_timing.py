@@ -1,7 +1,7 @@
 """Timing sections: per-phase duration distributions and a per-warp timeline of a few tiles.
 
 Input: a ``timing`` artifact and the per-warp, per-tile table beside it (schema:
-:mod:`bsprof.analyzers.timing_schema`). Statistics come from :mod:`bsprof.analyzers.timing_stats`;
+:mod:`bsprof.analyzers.timing.schema`). Statistics come from :mod:`bsprof.analyzers.timing.stats`;
 this module only reduces the table to what a figure needs (box statistics and a few tiles), so the
 page stays small however many tiles were captured.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.analyzers.timing_schema import PHASES, ROLES
+from bsprof.analyzers.timing.schema import PHASES, ROLES
 from bsprof.reports.artifacts import Artifact, Run, TableError
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
@@ -72,7 +72,7 @@ def distributions(run: Run) -> Section | None:
     if got is None:
         return _missing_table(run)
     art, t = got
-    from bsprof.analyzers.timing_stats import epilogue_spread, phase_stats
+    from bsprof.analyzers.timing.stats import epilogue_spread, phase_stats
 
     stats = phase_stats(t)
     dur = (t["end"] - t["start"]).astype("int64")

@@ -106,7 +106,7 @@ def calibrate(table, structure: str | None = None, *, acc_stages: int | None = N
               release_frac: float | None = None, handoff: float | None = None,
               stochastic: bool = True) -> ModelParams:
     """Model inputs from a (validated) timing table; ``structure`` defaults to what the roles say."""
-    from bsprof.analyzers.timing_table import validate
+    from bsprof.analyzers.timing.table import validate
 
     validate(table)
     name = structure or detect_structure(table)

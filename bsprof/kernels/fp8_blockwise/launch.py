@@ -295,7 +295,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
     if timing:
-        from bsprof.analyzers.timing_buffer import plan_buffer
+        from bsprof.analyzers.timing.buffer import plan_buffer
 
         plan = plan_buffer(ctas, 12, tiles_per_cta)
         kw["sample_every"] = plan.sample_every   # compiled in

@@ -136,7 +136,7 @@ def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
 def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
             seed: int = 0, **config) -> Prepared:
     """GPU (sm_100 only): compile for this device, quantize fresh random inputs, return launchers."""
-    from bsprof.profile.gpu import require_capability
+    from bsprof.gpu import require_capability
 
     require_capability(10, "the NVFP4 kernels (tcgen05 block-scaled MMA)")
     import cutlass
@@ -162,7 +162,7 @@ def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloo
     slots = 1
     tbuf = torch.zeros(2, dtype=torch.int64, device=dev)      # never written by a plain build
     if timing:
-        from bsprof.analyzers.timing_buffer import plan_buffer
+        from bsprof.analyzers.timing.buffer import plan_buffer
 
         ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
         plan = plan_buffer(ctas, 6, tiles_per_cta)

@@ -1,6 +1,6 @@
 """Host side of the device event buffer: size it, decode it into the timing table, check it.
 
-The buffer format is defined in :mod:`bsprof.analyzers.timing_schema`: a C-ordered int64 array of
+The buffer format is defined in :mod:`bsprof.analyzers.timing.schema`: a C-ordered int64 array of
 shape ``(num_ctas, warps_per_cta, tile_slots, NUM_EVENTS, 2)``; slot ``(cta, warp, s, event)``
 holds the event of the CTA's tile ``s * sample_every`` (whole tiles are sampled, the same ones for
 every role). Word 0 is ``clock64``, word 1 ``(smid << 56) | globaltimer_ns``; all-zero = not written.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from bsprof.analyzers.timing_schema import (
+from bsprof.analyzers.timing.schema import (
     EVENT_ID,
     EVENTS,
     NUM_EVENTS,
@@ -91,7 +91,7 @@ def _as_array(buffer):
 
 def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, variant: str | None = None,
                   strict: bool = True):
-    """Event buffer → timing table (:data:`timing_schema.COLUMNS` + ``start_ns``/``end_ns``).
+    """Event buffer → timing table (:data:`.schema.COLUMNS` + ``start_ns``/``end_ns``).
 
     With ``strict`` (the default) a buffer that cannot describe a run faithfully raises a one-line
     :class:`BsprofError`: wrong size (truncated), a written record with a zero clock, a required
@@ -180,9 +180,9 @@ def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, varian
 
 def check_table(table) -> None:
     """One-line BsprofError unless the table can calibrate the model: the schema checks of
-    :func:`bsprof.analyzers.timing_table.validate`, plus no zero clocks and every role covering the
+    :func:`bsprof.analyzers.timing.table.validate`, plus no zero clocks and every role covering the
     same tiles of each CTA (what a broken or partial capture looks like)."""
-    from bsprof.analyzers.timing_table import validate
+    from bsprof.analyzers.timing.table import validate
 
     table = validate(table, name="timing table")
     if (table["start"] == 0).any() or (table["end"] == 0).any():

@@ -1,12 +1,12 @@
 """Load a bsprof timing table (CSV or Parquet, or a results directory holding one) and check it
-against ``timing_schema`` before the model trusts it. Every problem is one BsprofError line."""
+against ``timing.schema`` before the model trusts it. Every problem is one BsprofError line."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from bsprof.analyzers.timing_schema import COLUMNS, INT_COLUMNS, PHASES, REQUIRED_PHASES, ROLES
+from bsprof.analyzers.timing.schema import COLUMNS, INT_COLUMNS, PHASES, REQUIRED_PHASES, ROLES
 from bsprof.errors import BsprofError
 
 SCHEMA_HINT = "see docs/model.md (timing table schema)"

@@ -296,7 +296,7 @@ def _per_kernel_table(console, results: list[dict], names: list[str], title: str
 def print_clocks(console, results: list[dict], names: list[str]) -> None:
     """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
     under the power limit a kernel can lose on either."""
-    from bsprof.profile.sensors import clock_cells
+    from bsprof.analyzers.bench_rows import clock_cells
 
     _per_kernel_table(console, results, names,
                       "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
@@ -330,7 +330,7 @@ def run(request, console) -> dict:
     """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
     from bsprof.kernels.api import parse_kernel_spec
     from bsprof.kernels.fp8_blockwise.quant import check_shape
-    from bsprof.profile.gpu import device_info
+    from bsprof.gpu import device_info
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
     parse_kernel_spec(request.variant, "fp8-blockwise", request.config)   # so is an unknown switch

@@ -56,7 +56,7 @@ def _cublas(ops: dict, kw: dict, mnkl):
 
 def run(request, console) -> dict:
     from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
-    from bsprof.profile.gpu import require_capability
+    from bsprof.gpu import require_capability
 
     if request.inputs != "randn" or request.cute_example:
         raise BsprofError("--inputs and --cute-example are fp8-blockwise options (Hopper); drop them for nvfp4")

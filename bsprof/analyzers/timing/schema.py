@@ -49,7 +49,7 @@ REQUIRED_PHASES: dict[str, tuple[str, ...]] = {
 
 # ---------------------------------------------------------------------------------------------
 # Device-side event buffer (what a kernel's timing build writes; decoded by bsprof.analyzers.
-# timing_buffer). Fixed slots, never a ring: slot (cta, warp, sampled_tile, event) holds one
+# timing.buffer). Fixed slots, never a ring: slot (cta, warp, sampled_tile, event) holds one
 # 16-byte record written by lane 0 with a single vectorized store:
 #   word 0: clock64
 #   word 1: (smid << 56) | (globaltimer_ns & (2**56 - 1))

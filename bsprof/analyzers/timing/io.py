@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bsprof.analyzers.timing_schema import COLUMNS, INT_COLUMNS
+from bsprof.analyzers.timing.schema import COLUMNS, INT_COLUMNS
 from bsprof.io import atomic_path
 
 _OPTIONAL = ("start_ns", "end_ns", "kernel", "variant")
@@ -35,7 +35,7 @@ def write_table(table, out_dir: str | os.PathLike, stem: str = "timing", *, csv:
 
 def read_table(path: str | os.PathLike):
     """A validated timing table from a .parquet / .csv file, or from a directory holding one."""
-    from bsprof.analyzers.timing_table import load
+    from bsprof.analyzers.timing.table import load
 
     return load(path)
 
@@ -46,9 +46,9 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
     raw buffer (buffer.npy, when given) and timing.json (kind "timing"). Returns the JSON dict."""
     import json
 
-    from bsprof.analyzers.timing_stats import summarize
+    from bsprof.analyzers.timing.stats import summarize
     from bsprof.io import write_text_atomic
-    from bsprof.reports.chrome_trace import DEFAULT_MAX_EVENTS, write_trace
+    from bsprof.analyzers.timing.trace import DEFAULT_MAX_EVENTS, write_trace
 
     out_dir = Path(out_dir)
     paths = write_table(table, out_dir)

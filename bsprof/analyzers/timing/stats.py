@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from bsprof.analyzers.timing_schema import PHASES, ROLES
+from bsprof.analyzers.timing.schema import PHASES, ROLES
 from bsprof.errors import BsprofError
 
 

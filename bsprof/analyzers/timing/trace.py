@@ -28,7 +28,7 @@ def build_trace(table, *, max_events: int = DEFAULT_MAX_EVENTS, flows: bool = Tr
     tile kept, the same tiles on every warp) until the slices fit in ``max_events``."""
     import numpy as np
 
-    from bsprof.analyzers.timing_stats import fit_clock
+    from bsprof.analyzers.timing.stats import fit_clock
 
     if sample_every is None:
         sample_every = int(table.attrs.get("sample_every", 1))
