@@ -167,6 +167,12 @@ def test_by_roles_without_line_info_says_so(data_dir):
     assert "role_regions" not in fn and "no line info" in fn["roles_unavailable"]
 
 
-def test_mma_detail_on_unrolled_k_says_why(data_dir):
+def test_mma_detail_on_unrolled_k_details_the_tile_loop_and_says_so(data_dir):
     out = _run(data_dir / DG_1024, "--mma-detail").output
-    assert "K fully unrolled" in out and "no K-loop to detail" in out
+    assert "tile loop (K fully unrolled: no K-loop) 1: " in out and "64 MMA" in out
+    (fn,) = json.loads(_run(data_dir / DG_1024, "--mma-detail", "--json").stdout)["functions"]
+    (d,) = fn["mma_detail"]
+    assert d["kind"] == "tile" and d["mma"] == 64 and len(d["gaps"]) == 64
+    # no MMAs at all: nothing to detail, and it says why
+    out = _run(data_dir / "h100_cute_tiny.ncu-rep", "--mma-detail").output
+    assert "no K-loop to detail (no MMA instructions" in out

@@ -175,7 +175,8 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
         console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
     for d in details:
-        console.print(f"[bold]K-loop {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
+        what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
+        console.print(f"[bold]{what} {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
                       f"{d['mean_between']} instructions between MMA issues on average")
         per = ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())
         console.print(f"  per MMA: {per}")

@@ -228,8 +228,10 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
         fig.update_layout(title=dict(text=f"{fn.get('arch') or ''} {_short(fn.get('name', ''), 80)}",
                                      font=dict(size=12)))
         sec.add(Figure(fig, height=max(340, 120 + 20 * len(cats)),
-                       caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per K-loop iteration; "
-                               "bar i→i+1 stacks the instructions issued between them by category"))
+                       caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per "
+                               + ("tile-loop iteration (K fully unrolled: no K-loop); " if detail.get("kind") == "tile"
+                                  else "K-loop iteration; ")
+                               + "bar i→i+1 stacks the instructions issued between them by category"))
         sizes = [num(g.get("instructions")) if num(g.get("instructions")) is not None
                  else float(sum((g.get("categories") or {}).values())) for g in gaps]
         if len(sizes) >= 8:  # a distribution only says something with enough gaps

@@ -249,7 +249,7 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         groups = Counter(_group(fa.instructions[i].opcode) for i in body if fa.instructions[i].category != "mma")
         cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
         d = {
-            "loop": lp.id, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
+            "loop": lp.id, "kind": lp.kind, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
             "mean_between_mma": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "mean_between": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "per_mma": {name: round(groups.get(name, 0) / n_mma, 2) for name, _ in DETAIL_GROUPS},

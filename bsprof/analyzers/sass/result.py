@@ -127,6 +127,9 @@ def _function_json(fa: FunctionAnalysis, mma_detail: bool, tiles: int | None, ho
         d["tiles"] = tiles
     if mma_detail and fa.kloops:
         d["mma_detail"] = detail(fa)["kloops"]
+    elif mma_detail and fa.tile_loop is not None and fa.tile_loop.own_mma:
+        # K unrolled: the stream between MMA issues is the tile loop's (said so where it is shown)
+        d["mma_detail"] = detail(fa, fa.tile_loop)["kloops"]
     if hot:
         d["hot"] = hot_instructions(fa, hot)
     return d
