@@ -176,3 +176,42 @@ def test_mma_detail_on_unrolled_k_details_the_tile_loop_and_says_so(data_dir):
     # no MMAs at all: nothing to detail, and it says why
     out = _run(data_dir / "h100_cute_tiny.ncu-rep", "--mma-detail").output
     assert "no K-loop to detail (no MMA instructions" in out
+
+
+def _corpus():
+    import lzma
+
+    c = LABELS["h100_gemm_corpus"]
+    with lzma.open(Path(__file__).parent / "data" / "sass" / c["data"], "rt") as f:
+        launches = {x["op"]: x for x in json.load(f)["launches"]}
+    return [(lb, launches[lb["op"]]) for lb in c["labels"]]
+
+
+@pytest.mark.parametrize("label, launch", _corpus(), ids=lambda x: x.get("op", "") if isinstance(x, dict) else "")
+def test_h100_gemm_corpus_with_counts(label, launch):
+    """Real launches with ncu's per-PC counts: the K-loop is the store-free MMA loop whose MMAs
+    execute the most, found even where cuBLAS enters it in two places."""
+    from bsprof.analyzers.sass.analyze import analyze_function
+    from bsprof.analyzers.sass.budget import attach_counts
+    from bsprof.analyzers.sass.ncu_source import SourceCounters
+    from bsprof.analyzers.sass.parse import function_from_pcs
+
+    fn = function_from_pcs(launch["name"], launch["arch"], [p + launch["pc_base"] for p in launch["pcs"]], launch["sass"])
+    fa = analyze_function(fn)
+    attach_counts(fa, SourceCounters(0, launch["name"], fn, launch["executed"], [{} for _ in launch["executed"]]))
+    assert fa.kloop_status == label["status"], fa.kloop_summary()["text"]
+    k, t = fa.kloop, fa.tile_loop
+    if label["kloop"] is None:
+        assert k is None
+    else:
+        assert _header(fa, k) == label["kloop"]["header"] and k.own_mma == label["kloop"]["own_mma"]
+        mma = [i for i, ins in enumerate(fa.instructions) if ins.category == "mma"]
+        share = sum(fa.executed[i] for i in k.own_instructions if i in set(mma)) / sum(fa.executed[i] for i in mma)
+        assert share == pytest.approx(label["kloop"]["share"], abs=0.001)
+        # the busiest: no other loop's own MMAs execute more
+        assert all(sum(fa.executed[i] for i in lp.own_instructions if fa.instructions[i].category == "mma")
+                   <= share * sum(fa.executed[i] for i in mma) for lp in fa.loops)
+    if label["tile"] is None:
+        assert t is None
+    else:
+        assert t is not None and _header(fa, t) == label["tile"]["header"]

@@ -71,7 +71,10 @@ class FunctionAnalysis:
         """The loop around the K-loop, or (K unrolled) the MMA loop that holds the epilogue."""
         k = self.kloop
         if k is not None:
-            return self.loops[k.parent] if k.parent is not None and self.loops[k.parent].kind == "tile" else None
+            p = k.parent
+            while p is not None and self.loops[p].kind == "kloop":
+                p = self.loops[p].parent
+            return self.loops[p] if p is not None and self.loops[p].kind == "tile" else None
         tiles = [lp for lp in self.loops if lp.kind == "tile"]
         return max(tiles, key=lambda lp: (lp.own_mma, -lp.depth)) if tiles else None
 

@@ -1,8 +1,9 @@
 """Dominators, natural loops, their nesting, and what each MMA loop is: K-loop, tile loop, or neither.
 
 A back edge is t -> h where h dominates t; its natural loop is h plus everything that reaches t
-without passing h. Loops sharing a header are merged. Irreducible cycles (no dominating header)
-are not loops here, which is the textbook definition and what compilers emit for counted loops.
+without passing h. Loops sharing a header are merged. A cycle entered at more than one block (no
+header dominates it) is no natural loop; :func:`irreducible_loops` finds those too, marked
+``irreducible``.
 
 Kinds (:func:`classify_loops`): the **K-loop** is the innermost loop that issues MMAs and holds no
 epilogue store; with ncu counts, the one whose MMAs execute the most (its hot path, not the natural
@@ -43,6 +44,8 @@ class Loop:
     primary: bool = False
     # epilogue stores in the body classify_loops looked at (own blocks; with counts, the hot ones)
     stores: int = 0
+    # a cycle entered at more than one block (no header dominates it); ``header`` is its first entry
+    irreducible: bool = False
 
     @property
     def size(self) -> int:
@@ -145,6 +148,81 @@ def _dominates(idom: list[int], a: int, b: int) -> bool:
     return False
 
 
+def _sccs(nodes: set[int], succs) -> list[list[int]]:
+    """Strongly connected components of the subgraph on ``nodes`` (iterative Tarjan)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    out: list[list[int]] = []
+    counter = 0
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(succs(root)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in nodes:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(succs(w))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+    return out
+
+
+def irreducible_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
+    """Cycles entered at more than one block, which natural loops miss (cuBLAS enters its small-M
+    K-loops both at the top and, from an mbarrier retry path, in the middle). Steensgaard's nesting:
+    a strongly connected component is a loop, its entries are the blocks with a predecessor outside
+    it; drop the edges from inside into the entries and look again inside. Returns (first entry, body)
+    of the components with two or more entries."""
+    out: list[tuple[int, frozenset[int]]] = []
+    removed: set[tuple[int, int]] = set()
+    todo = [set(range(len(cfg.blocks)))]
+    while todo:
+        nodes = todo.pop()
+
+        def succs(b: int) -> list[int]:
+            return [s for s in cfg.blocks[b].succs if (b, s) not in removed]
+
+        for comp in _sccs(nodes, succs):
+            body = set(comp)
+            if len(comp) == 1 and comp[0] not in succs(comp[0]):
+                continue
+            entries = sorted((b for b in body if any(p not in body for p in cfg.blocks[b].preds)),
+                             key=lambda b: cfg.blocks[b].start)
+            if len(entries) > 1:
+                out.append((entries[0], frozenset(body)))
+            heads = entries or [min(body, key=lambda b: cfg.blocks[b].start)]
+            removed.update((p, h) for h in heads for p in cfg.blocks[h].preds if p in body)
+            todo.append(body)
+    return out
+
+
 def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Loop]:
     """Natural loops, outermost first, with depth/parent/children and MMA counts filled in."""
     if not cfg.blocks:
@@ -163,9 +241,12 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                         continue
                     body.add(x)
                     stack.extend(cfg.blocks[x].preds)
+    found = [(h, frozenset(body), False) for h, body in bodies.items()]
+    natural = {b for _, b, _ in found}
+    found += [(h, b, True) for h, b in irreducible_loops(cfg) if b not in natural]
     # outermost first: larger bodies first, ties by position
-    items = sorted(bodies.items(), key=lambda kv: (-len(kv[1]), cfg.blocks[kv[0]].start))
-    loops = [Loop(id=i, header=h, blocks=frozenset(body)) for i, (h, body) in enumerate(items)]
+    found.sort(key=lambda t: (-len(t[1]), cfg.blocks[t[0]].start))
+    loops = [Loop(id=i, header=h, blocks=body, irreducible=irr) for i, (h, body, irr) in enumerate(found)]
     for lp in loops:
         # the smallest enclosing loop is the parent
         best = None
@@ -252,8 +333,14 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
     around = _ancestors(loops, primary) if primary is not None else []
     for lp in cands:
         lp.kind = KLOOP
-    for k, lp in enumerate(around):
-        lp.kind = TILE if k == 0 or lp.own_mma else OUTER
+    # the nearest loop around the K-loop that is not itself a store-free MMA loop is the tile loop (a
+    # store-free MMA loop around it is another K-loop: cuBLAS nests a copy of its body in the K-loop)
+    tile_seen = False
+    for lp in around:
+        if lp.kind == KLOOP:
+            continue
+        lp.kind = TILE if not tile_seen or lp.own_mma else OUTER
+        tile_seen = True
     for lp in loops:
         if lp.own_mma and lp.stores:
             lp.kind = TILE
