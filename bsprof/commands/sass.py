@@ -79,9 +79,9 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tup
         side = f"{'AB'[i]}: " if len(inputs) == 2 else ""
         tmn = (given[i] if len(given) == len(inputs) else given[0]) if given else None
         if tmn is not None:
-            if len(inputs) == 2 and len(given) == 1:
-                notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the one --tile-mn for both inputs (give it twice, A then B, "
-                             "if their tiles differ)")
+            if len(inputs) == 2 and len(given) == 1 and i == 0:
+                notes.append(f"tile {tmn[0]}x{tmn[1]} for A and B from the one --tile-mn for both inputs (give it twice, "
+                             "A then B, if their tiles differ)")
         elif i in bundled:
             tmn = _bundled_tile(bundled[i], arch, problem)
             notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {bundled[i]} kernel's config")
@@ -147,10 +147,7 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
 
     result = analyze_inputs(inputs, function=function, source=source, ncu=ncu, launch=launch,
                             tiles=[tiles] * len(inputs), mnkl=parse_mnkl(mnkl) if mnkl and tiles is None else None,
-                            tile_mn=per_side, by=by, mma_detail=mma_detail, hot=hot)
-    result.notes[:0] = tile_notes
-    if tile_notes:
-        result.data.setdefault("notes", [])[:0] = tile_notes
+                            tile_mn=per_side, by=by, mma_detail=mma_detail, hot=hot, notes=tile_notes)
     csv_text = sass_text.render_csv(result)
     written = _write(out_dir, sass_text.render_json(result), csv_text) if out_dir is not None else None
     if written is not None and (as_json or as_csv):

@@ -36,14 +36,16 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
                    source: str | os.PathLike | None = None, ncu: str | os.PathLike | None = None,
                    launch: int | None = None, tiles: Sequence[int | None] = (),
                    mnkl: tuple[int, int, int, int] | None = None, tile_mn: Sequence[tuple[int, int] | None] = (),
-                   by: str = "loops", mma_detail: bool = False, hot: int | None = None) -> SassResult:
+                   by: str = "loops", mma_detail: bool = False, hot: int | None = None,
+                   notes: Sequence[str] = ()) -> SassResult:
     """Analyze one input, or two (A then B) compared. Per-tile budgets: ``tiles[i]`` is side i's
     output-tile count; else, with the problem ``mnkl``, ``tile_mn[i]`` or the tile the kernel's own
-    name spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess."""
+    name spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess.
+    ``notes``: the caller's lines for the user (where a tile came from), kept first."""
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
-    notes: list[str] = []
+    notes = list(notes)
     per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
                 for i, (p, fas) in enumerate(zip(paths, analyses))]
     if by == "roles":
