@@ -1,6 +1,8 @@
 """Performance targets of `bsprof ncu`.
 
     python benchmarks/ncu.py load                 # CPU: load + extract one launch of a full report (< 1 s)
+    python benchmarks/ncu.py verdict              # CPU: extract + verdict (rules, advice) per launch (< 1 s),
+                                                  # cold CLI process and warm, plus the whole corpus
     python benchmarks/ncu.py triage-vs-full [--torch-scaled-mm] [--mnkl 4096,4096,4096,1] [--out FILE.json]
                                                   # GPU: replay passes and wall time, triage vs full,
                                                   # same kernel, same verdict; target triage <= full / 3
@@ -21,27 +23,53 @@ REPO = Path(__file__).resolve().parent.parent
 FULL_REPORT = REPO / "tests" / "data" / "h100_cublas_fp8_4096.ncu-rep"
 
 
-def bench_load(repeat: int = 10) -> dict:
-    # cold: a fresh interpreter pays for importing pandas and ncu_report, as a CLI run does
-    code = ("import time; t=time.perf_counter(); from bsprof.analyzers.ncu.extract import extract; "
-            f"e=extract(r'{FULL_REPORT}'); print(time.perf_counter()-t, len(e.table))")
-    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
-    from bsprof.analyzers.ncu.extract import extract
+def _cold_warm(module: str, func: str, repeat: int) -> tuple[float, float]:
+    """Median seconds of ``module.func(FULL_REPORT)``: cold (a fresh interpreter pays for importing
+    pandas and ncu_report, as a CLI run does; 3 runs) and warm (in this process, ``repeat`` runs)."""
+    import importlib
 
-    extract(FULL_REPORT)
+    code = (f"import time; t=time.perf_counter(); from {module} import {func}; "
+            f"{func}(r'{FULL_REPORT}'); print(time.perf_counter()-t)")
+    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
+    fn = getattr(importlib.import_module(module), func)
+    fn(FULL_REPORT)
     warm = []
     for _ in range(repeat):
         t = time.perf_counter()
-        extract(FULL_REPORT)
+        fn(FULL_REPORT)
         warm.append(time.perf_counter() - t)
-    res = {"report": FULL_REPORT.name, "cold_s_median": statistics.median(cold), "warm_s_median": statistics.median(warm),
-           "target_s": 1.0}
+    return statistics.median(cold), statistics.median(warm)
+
+
+def bench_load(repeat: int = 10) -> dict:
+    cold, warm = _cold_warm("bsprof.analyzers.ncu.extract", "extract", repeat)
+    res = {"report": FULL_REPORT.name, "cold_s_median": cold, "warm_s_median": warm, "target_s": 1.0}
     res["pass"] = res["cold_s_median"] < 1.0
     return res
 
 
 PICK_ORDER = ("all", "all_no_occ", "no_hit_smem", "no_units", "no_sol", "no_units_no_occ", "no_sol_no_occ",
               "no_units_hit_smem_no_occ", "no_sol_hit_smem_no_occ", "core", "core_few_stalls")
+
+
+def bench_verdict(repeat: int = 10) -> dict:
+    """Extraction + verdict per launch: a cold `bsprof ncu --report --json` process on the full
+    report, warm extract+classify in-process, and classify alone over the corpus entries."""
+    cold, warm = _cold_warm("bsprof.analyzers.ncu.summary", "analyze_report", repeat)
+    from bsprof.analyzers.ncu.verdict import classify
+
+    import lzma
+
+    entries = list(json.loads(lzma.decompress((REPO / "tests" / "data" / "corpus" / "launches.json.xz").read_bytes())).values())
+    t = time.perf_counter()
+    for e in entries:
+        classify(e["columns"], rules=e["rules"])
+    per = (time.perf_counter() - t) / max(1, len(entries))
+    res = {"report": FULL_REPORT.name, "cold_process_s_median": cold,
+           "warm_extract_verdict_s_median": warm, "corpus_launches": len(entries),
+           "classify_ms_per_launch": 1e3 * per, "target_s_per_launch": 1.0}
+    res["pass"] = res["cold_process_s_median"] < 1.0 and res["warm_extract_verdict_s_median"] < 1.0
+    return res
 
 
 def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]] | None:
@@ -157,7 +185,7 @@ def bench_triage_search(mnkl: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["load", "triage-vs-full", "triage-search"])
+    p.add_argument("what", choices=["load", "verdict", "triage-vs-full", "triage-search"])
     p.add_argument("--mnkl", default="4096,4096,4096,1")
     p.add_argument("--torch-scaled-mm", action="store_true")
     p.add_argument("--variant", default="optimized")
@@ -167,6 +195,8 @@ def main() -> int:
     a = p.parse_args()
     if a.what == "load":
         res = bench_load()
+    elif a.what == "verdict":
+        res = bench_verdict()
     elif a.what == "triage-search":
         res = bench_triage_search(a.mnkl)
     else:

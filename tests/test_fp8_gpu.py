@@ -44,6 +44,39 @@ def test_matches_float64_reference(variant, mnkl):
     assert "Fp8BlockwiseGemm" in p.kernel_name
 
 
+# one per configuration class the per-problem choice can land on: 256- and 128-row tiles, widths
+# that divide 128 (one B scale, by TMA), that straddle scale blocks (two, run-time split; 16-column
+# epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape
+CLASSES = [("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
+           ("optimized", (128, 144), (1, 2)), ("optimized", (128, 160), (2, 1)), ("optimized", (128, 64), (1, 2)),
+           ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1))]
+RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
+          (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
+          (2, 584, 768, 1)]       # two rows (M % 4 != 0: A scales by load; M = 1 is refused)
+
+
+@pytest.mark.parametrize("variant, tile, cluster", CLASSES, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+@pytest.mark.parametrize("mnkl", RAGGED, ids=lambda s: "x".join(map(str, s)))
+def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, tile, cluster, mnkl):
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare(variant, mnkl, seed=5, mma_tiler=tile, cluster=cluster)
+    assert (p.config["tile_m"], p.config["tile_n"]) == tile and p.choice is None
+    assert p.check() < 1e-2
+
+
+@pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_the_chosen_configuration_matches_float64(mnkl):
+    from bsprof.kernels.fp8_blockwise import prepare
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    p = prepare("optimized", mnkl, seed=6)
+    pick, why = choose(mnkl, num_sms=__import__("torch").cuda.get_device_properties(0).multi_processor_count)
+    assert p.choice == why and p.config["tile_n"] == pick.tile_n
+    assert p.check() < 1e-2
+
+
 @pytest.mark.parametrize("mnkl", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_split_epilogue_matches_float64_reference(mnkl):
     # epi_split (a switch): each warpgroup stores its own 64-row halves, incl. halves past M

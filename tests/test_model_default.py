@@ -71,7 +71,7 @@ def test_projection_changes_binding_when_the_kloop_grows_past_its_slack(p):
     j = project(p, {"kloop": eq.kloop_slack + 200}).to_json()
     assert j["deterministic"]["binding_after"] == "producer"
     assert j["deterministic"]["wall_ratio"] == pytest.approx((B200["tile"] + 200) / B200["tile"])
-    assert j["stochastic"]["wall_ratio_p05"] <= j["stochastic"]["wall_ratio"] <= j["stochastic"]["wall_ratio_p95"]
+    assert "wall_ratio_p05" not in j["stochastic"]
 
 
 def test_percent_and_structural_deltas(p):

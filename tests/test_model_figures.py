@@ -25,10 +25,10 @@ def test_two_axis_sweep_is_a_heatmap_of_percent_change(p, tmp_path):
     assert (tmp_path / "s.html").stat().st_size > 100_000        # plotly.js inlined: opens offline
 
 
-def test_one_axis_sweep_has_band_and_both_models(p):
+def test_one_axis_sweep_has_both_models_and_no_band(p):
     doc = sweep(p, parse_sweep("phase1=-400:0:100"), tiles=5000).to_json()
     names = [t.name for t in sweep_figure(doc).data]
-    assert names == ["stochastic 90% band", "stochastic mean", "deterministic"]
+    assert names == ["stochastic mean", "deterministic"]
 
 
 def test_projection_bars_and_metrics(p):

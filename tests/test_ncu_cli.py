@@ -33,11 +33,22 @@ def test_report_human_output(data_dir):
     assert res.exit_code == 0, res.output
     out = res.output
     assert "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT" in out
-    assert "verdict: compute-bound (near-peak)" in out
-    assert "because sol_compute_pct = 81.1 >= 60 (sol_bound_pct)" in out
-    assert "try: fusion" in out
+    assert "verdict: compute-bound:tensor (near-peak)" in out
+    assert "hottest pipe tensor: 87% of active cycles, 81% of elapsed" in out
+    assert "because pipe_tensor_pct = 86.5 >= 60 (unit_bound_pct)" in out
+    assert "try: wgmma knobs on sm_90" in out and "2-CTA" not in out
+    assert "ncu SOLBottleneck: a unit is above 80% of peak — agrees" in out
     assert "MemoryWorkloadAnalysis_Tables/MemoryCacheAccessPattern" in out and "56.7% global" in out
+    # rule text whole, not cut
+    assert "Check the Source Counters" in out.replace("\n", " ")
     assert "1,327" in out  # TFLOP/s
+    assert "67.1 % of 1,979 (fp8, from executed QGMMA)" in out
+
+
+def test_precision_override_accepts_bf16(data_dir):
+    res = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3, "--precision", "bf16")
+    assert res.exit_code == 0, res.output
+    assert "% of 989 (bf16, from --precision)" in res.output
 
 
 def test_json_contract(data_dir):
@@ -70,8 +81,11 @@ def test_report_with_output_dir(data_dir, tmp_path):
 def test_compare_reports_and_dirs(data_dir, tmp_path):
     res = run("--compare", data_dir / CUBLAS, data_dir / TINY)
     assert res.exit_code == 0, res.output
-    assert "verdict A: compute-bound (near-peak)" in res.output
-    assert "verdict B: occupancy-limited" in res.output
+    assert res.output.startswith("h100_cublas_fp8_4096 vs h100_cute_tiny")   # titled with its labels
+    assert "verdict h100_cublas_fp8_4096: compute-bound:tensor (near-peak)" in res.output
+    assert "verdict h100_cute_tiny: launch-bound" in res.output
+    labelled = run("--compare", data_dir / CUBLAS, data_dir / TINY, "--label", "cuBLAS", "tiny")
+    assert labelled.output.startswith("cuBLAS vs tiny") and "verdict tiny: launch-bound" in labelled.output
     js = json.loads(run("--compare", data_dir / CUBLAS, data_dir / TINY, "--json").output)
     rows = {r["metric"]: r for r in js["compare"]["metrics"]}
     assert rows["duration_ns"]["delta"] == pytest.approx(2656.0 - 103552.0)
@@ -131,7 +145,8 @@ def test_kernel_mode_without_ncu_or_kernel(monkeypatch, tmp_path):
 
 
 def test_kernel_mode_without_gpu(monkeypatch, tmp_path):
-    from bsprof.profile import gpu, ncu_runner
+    from bsprof import gpu
+    from bsprof.profile import ncu_runner
 
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -43,30 +44,42 @@ def test_evaluate_scores_forward_and_reverse_points():
     cal, proj = serial_model()
     tables = {"plain": table(), "slow": table(kloop=4500)}
     pts = [
-        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0),
+        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0,
+                base_reps=[100.0, 101.0, 99.0, 100.0, 100.0], meas_reps=[110.0, 111.1, 108.9, 110.0, 110.0],
+                oracle_kloop=550.0, oracle_phase1=0.0),
         V.Point("reverse", "kloop", "slow", 0, 0, -500.0, 0.0, base_us=110.0, meas_us=100.0),
     ]
     V.evaluate(pts, tables, calibrate=cal, project=proj)
     f, r = pts
-    assert f.measured_ratio == pytest.approx(1.10)
+    assert f.measured_ratio == pytest.approx(1.10)         # every repeat's ratio is 1.10
+    assert f.ci_hi - f.ci_lo == pytest.approx(0.0, abs=1e-9)
     assert f.projected_det == pytest.approx(5500 / 5000)
     assert f.err_det_pct == pytest.approx(0.0, abs=1e-9)
-    assert f.err_sto_pct == pytest.approx(0.1, abs=1e-6)
+    assert f.projected_oracle == pytest.approx(5550 / 5000)   # the measured change, not the nominal
+    # the trivial rule moves wall time by the delta of a phase on the critical cycle (here: both)
+    assert f.projected_trivial == pytest.approx(1.10)
+    assert r.measured_ratio == pytest.approx(100 / 110)
     assert r.projected_det == pytest.approx(5000 / 5500)
-    assert r.err_det_pct == pytest.approx(100 * ((5000 / 5500) / (100 / 110) - 1), abs=1e-9)
-    s = V.summary(pts)
-    assert s["n"] == 2 and s["det"]["max_abs_pct"] == pytest.approx(0.0, abs=1e-9)
-    assert s["det"]["pass"] is False  # fewer than 12 points never passes
+    assert math.isnan(r.ci_lo)                               # no repeats: no interval
+
+
+def test_ratio_interval_widens_with_noise():
+    m, lo, hi = V.ratio_stats([100.0] * 5, [101.0, 103.0, 102.0, 99.0, 105.0])
+    assert m == pytest.approx(1.02) and lo < 1.02 < hi
+    assert hi - lo == pytest.approx(2 * 2.776 * 0.05 ** 0.5 / 5 ** 0.5 * 0.1, rel=1e-3)   # sd 2.236%
 
 
 def test_summary_target_thresholds():
-    pts = [V.Point("forward", "kloop", "plain", 1, 0, 1.0, 0.0, 1.0, 1.0) for _ in range(12)]
-    for i, p in enumerate(pts):
-        p.err_det_pct = 1.0 if i < 11 else -4.9
-        p.err_sto_pct = 1.0 if i < 11 else 5.1
+    cal, proj = serial_model()
+    pts = [V.Point("forward", "kloop", "plain", 1, 0, 100.0, 0.0, 1.0, 1.02) for _ in range(12)]
+    V.evaluate(pts, {"plain": table()}, calibrate=cal, project=proj)
     s = V.summary(pts)
-    assert s["det"]["pass"] and s["det"]["median_abs_pct"] == 1.0 and s["det"]["max_abs_pct"] == 4.9
-    assert not s["sto"]["pass"]
+    assert s["n"] == 12 and s["n_flip"] == 0
+    assert s["det"]["median_abs_pct"] == pytest.approx(abs(5100 / 5000 / 1.02 - 1) * 100)
+    assert s["det"]["pass"] and s["det"]["beats_trivial_on_flips"] is None   # no flip: cannot tell
+    for p in pts[:6]:
+        p.flip = True
+    assert V.summary(pts)["det"]["beats_trivial_on_flips"] is False   # equal errors do not beat it
 
 
 def test_frame_roundtrip_recomputes_the_same_errors(tmp_path):
@@ -176,71 +189,91 @@ H100 = Path(__file__).parent / "data" / "h100_timing"
 
 
 def test_shipped_h100_validation_rescores_to_its_own_summary():
-    """The optimized kernel's 4096^3 sweep from the H100 (tables included): the arithmetic re-run
-    on this machine gives the numbers the GPU run wrote, and they meet the issue's target."""
+    """The optimized kernel's 4096^3 run from the H100 (tables included): the arithmetic re-run on
+    this machine gives the numbers the GPU run wrote. Its points cannot flip (a coop consumer runs
+    K-loop and epilogue in one loop), so the model and the trivial predictor agree on every one."""
     from bsprof.profile.validate import rescore
 
     doc = json.loads((H100 / "validation" / "validation.json").read_text())
     again = rescore(H100 / "validation")["summary"]
     assert again["n"] == doc["summary"]["n"] >= 12
-    assert again["det"]["median_abs_pct"] == pytest.approx(doc["summary"]["det"]["median_abs_pct"], abs=1e-6)
-    assert again["det"]["max_abs_pct"] == pytest.approx(doc["summary"]["det"]["max_abs_pct"], abs=1e-6)
-    assert again["det"]["pass"] and again["sto"]["pass"]
+    for key in ("det", "oracle", "trivial"):
+        assert again[key]["median_abs_pct"] == pytest.approx(doc["summary"][key]["median_abs_pct"], abs=1e-6)
+        assert again[key]["max_abs_pct"] == pytest.approx(doc["summary"][key]["max_abs_pct"], abs=1e-6)
+    assert again["n_flip"] == 0 and again["det"]["beats_trivial_on_flips"] is None
+    assert again["det"]["max_abs_pct"] == pytest.approx(again["trivial"]["max_abs_pct"])
+    assert again["det"]["pass"]
+    assert not again["band"]["keep"]          # the Monte Carlo band missed most measured points
 
 
-def test_shipped_pingpong_sweep_flips_the_binding_side():
-    """The ping-pong kernel's sweep crosses the model's deficit: forward Phase-1 points on both
-    sides of it, the binding side producer -> epilogue past it."""
+def test_shipped_runs_measure_each_point_five_times_and_the_reverse_fresh():
+    for run in ("validation", "validation_pingpong", "validation_pingpong_8192", "validation_8192x1024"):
+        pts = V.from_frame(pd.read_csv(H100 / run / "validation.csv"))
+        assert all(len(p.base_reps) >= 5 and len(p.meas_reps) >= 5 for p in pts)
+        fwd_plain = {tuple(p.base_reps) for p in pts if p.direction == "forward"}
+        rev_plain = {tuple(p.meas_reps) for p in pts if p.direction == "reverse"}
+        assert len(fwd_plain) == 1 and len(rev_plain) == 1 and fwd_plain.isdisjoint(rev_plain)
+        assert sum(p.direction == "noise" for p in pts) == 1
+
+
+def test_shipped_pingpong_run_tells_the_model_from_the_trivial_rule():
+    """The ping-pong kernel's 4096^3 run crosses the deficit both ways: >= 6 points flip the
+    binding side, and there the model's error is far below the trivial predictor's; below the
+    deficit the trivial rule says 0% while the exposed last tile costs time (the tail term)."""
     frame = pd.read_csv(H100 / "validation_pingpong" / "validation.csv")
     doc = json.loads((H100 / "validation_pingpong" / "validation.json").read_text())
-    deficit = doc["model_baseline"]["deficit"]
-    p1 = frame[(frame["direction"] == "forward") & (frame["knob"] == "phase1")]
-    assert (p1["delta_phase1"] < deficit).any() and (p1["delta_phase1"] > deficit).any()
-    past = p1[p1["delta_phase1"] > 1.2 * deficit]
-    assert (past["binding_before"] == "producer").all() and (past["binding_after"] == "epilogue").all()
-    below = p1[p1["delta_phase1"] < 0.8 * deficit]
-    assert (below["binding_after"] == "producer").all()
+    s = doc["summary"]
+    assert s["n_flip"] >= 6 and s["det"]["beats_trivial_on_flips"]
+    assert s["det"]["flip"]["median_abs_pct"] < 0.2 * s["trivial"]["flip"]["median_abs_pct"]
+    below = frame[(frame["direction"] == "forward") & (frame["knob"] == "phase1") & ~frame["flip"]]
+    assert len(below) >= 3 and (below["measured_ratio"] > 1.02).all() and (below["projected_trivial"] == 1.0).all()
+    assert (below["term_tail"] > 0.02).all() and (below["err_det_pct"].abs() < below["err_trivial_pct"].abs()).all()
 
 
-def test_cycle_domain_check_on_the_shipped_captures():
-    """The shipped 4096^3 captures: each build's busiest-CTA makespan in cycles and the clock it
-    ran at; the K-loop-delayed build is longer by at least the cycles its spins inject on that
-    CTA, and the cycle-domain errors join the summary only for points that carry them."""
-    from bsprof.analyzers.timing.io import read_table
-
-    run = H100 / "validation"
-    doc = json.loads((run / "validation.json").read_text())
-    tabs = {k: read_table(run / v) for k, v in doc["files"]["calibration_tables"].items()}
-    clocks = {k: V.capture_clock(t) for k, t in tabs.items()}
-    for cycles, ghz in clocks.values():
-        assert cycles > 100_000 and 1.2 < ghz < 2.1      # an H100 SM clock, not a unit slip
-    injected = 320 * doc["k_blocks"] * V.busiest_tiles(tabs["plain"])
-    assert clocks["kloop320_phase10"][0] - clocks["plain"][0] >= 0.9 * injected
-
-    points = V.from_frame(pd.read_csv(run / "validation.csv"))
-    V.evaluate(points, {k: tabs[k] for k in {p.calib for p in points}})
-    assert "cycles" not in V.summary(points)               # a run without clock extras
-    for p in points:
-        if p.direction == "reverse":
-            (cb, gb), (cm, gm) = clocks[p.calib], clocks["plain"]
-            p.extra.update(cycles_base=cb, cycles_meas=cm, ghz_base=gb, ghz_meas=gm)
-            assert V.cycle_error_pct(p) == pytest.approx((p.projected_wall_det * cb / cm - 1) * 100)
-    cyc = V.summary(points)["cycles"]
-    assert cyc["n"] == 3 and cyc["ghz_min"] == min(g for _, g in clocks.values())
+def test_pingpong_8192_misses_in_wall_time_but_not_in_cycles():
+    """The 8192^3 ping-pong run: the model's wall-time errors miss the target (median > 5%) while
+    the same projections against the captures' cycle makespans stay within 3%: recorded, not
+    hidden (docs/model.md)."""
+    doc = json.loads((H100 / "validation_pingpong_8192" / "validation.json").read_text())
+    s = doc["summary"]
+    assert not s["det"]["pass"] and s["det"]["median_abs_pct"] > 5.0
+    assert s["cycles"]["max_abs_pct"] < 3.0 and s["n_flip"] >= 6
 
 
-def test_shipped_8192_run_is_off_in_wall_time_but_not_in_cycles():
-    """The 8192^3 run of the A-scale-TMA build: its wall-time errors miss the target while the
-    same projections against the captures' cycle makespans are within 0.5%, and its builds ran
-    at clocks more than 5% apart (the power-limited H100 clocks up when a delay lowers the draw)."""
-    frame = pd.read_csv(H100 / "validation_8192" / "validation.csv")
-    doc = json.loads((H100 / "validation_8192" / "validation.json").read_text())
-    points = V.from_frame(frame)
-    for p, wall in zip(points, frame["projected_wall_det"]):
-        p.projected_wall_det = float(wall)   # the run's own projections (its tables are not shipped)
-    cyc = [abs(V.cycle_error_pct(p)) for p in points]
-    assert len(cyc) == doc["summary"]["n"] >= 12
-    assert max(cyc) < 0.5 and max(cyc) == pytest.approx(doc["summary"]["cycles"]["max_abs_pct"])
-    assert not doc["summary"]["det"]["pass"] and doc["summary"]["det"]["max_abs_pct"] > 5.0
-    lo, hi = V.clock_spread(points)
-    assert hi > 1.05 * lo
+def test_clocked_error_uses_both_builds_sustained_clocks():
+    p = V.Point("forward", "phase1", "plain", 0, 10, 0.0, 10.0, 1.0, 1.0)
+    p.projected_wall_det, p.measured_ratio = 1.20, 1.10
+    assert math.isnan(V.clocked_error_pct(p))                 # no clocks read: no diagnostic
+    p.extra.update(mhz_base=1650.0, mhz_meas=1800.0)          # the delayed build clocked up
+    assert V.clocked_error_pct(p) == pytest.approx((1.20 * 1650 / 1800 / 1.10 - 1) * 100)
+
+
+def test_second_8192_run_reads_clocks_and_they_explain_part_of_the_miss():
+    """The repeat of the 8192^3 ping-pong run with each build's sustained SM clock: the plain
+    build is power-capped below the delayed ones (which draw less), and turning the model's
+    cycles into wall time with the measured clocks narrows the median error but not the max."""
+    doc = json.loads((H100 / "validation_pingpong_8192_clocks" / "validation.json").read_text())
+    clk = doc["sustained_clocks"]
+    assert clk["kloop0_phase1250000"]["mhz"] > 1.1 * clk["plain"]["mhz"]
+    assert clk["kloop0_phase1250000"]["watts"] < clk["plain"]["watts"]
+    s = doc["summary"]
+    assert s["clocked"]["median_abs_pct"] < s["det"]["median_abs_pct"]
+    assert s["clocked"]["max_abs_pct"] > 5.0 and not s["det"]["pass"]
+    points = V.from_frame(pd.read_csv(H100 / "validation_pingpong_8192_clocks" / "validation.csv"))
+    for p, r in zip(points, pd.read_csv(H100 / "validation_pingpong_8192_clocks" / "validation.csv").to_dict("records")):
+        p.projected_wall_det, p.measured_ratio = r["projected_wall_det"], r["measured_ratio"]
+    errs = [abs(V.clocked_error_pct(p)) for p in points if p.direction != "noise"]
+    assert max(errs) == pytest.approx(s["clocked"]["max_abs_pct"])
+
+
+def test_shipped_validation_samples_render_in_the_report():
+    """The samples are version-2 validation artifacts; the report reads them and draws the model
+    beside the trivial predictor, with the measured interval and the flip-point errors."""
+    from bsprof.reports.artifacts import discover
+    from bsprof.reports.sec_validation import scatter
+
+    run = discover(Path(__file__).parents[1] / "bsprof" / "data" / "samples" / "run")
+    assert not [p for p in run.problems if "validation" in p]
+    sec = scatter(run)
+    html = "".join(b for b in sec.blocks if isinstance(b, str))
+    assert "trivial predictor" in html and "flip points" in html and "noise floor" in html

@@ -44,6 +44,8 @@ def load_report(path: str | os.PathLike):
     if not head:
         raise BsprofError(f"{path}: the file is empty; re-run ncu and let it finish writing the report")
     ncu_report = import_ncu_report()
+    if head.startswith(b"\xfd7zXZ"):
+        path = _decompressed(path)
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as exc:  # the SWIG layer raises plain RuntimeError/FileNotFoundError with long text
@@ -55,6 +57,29 @@ def load_report(path: str | os.PathLike):
             "re-profile, or pip install -U ncu-report"
         )
     return ctx
+
+
+def _decompressed(path: Path) -> Path:
+    """An xz-compressed report (``X.ncu-rep.xz``, how reports are shipped) unpacked once into the
+    user's cache, keyed by the compressed file's size and mtime."""
+    import hashlib
+    import lzma
+
+    st = path.stat()
+    key = hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("BSPROF_CACHE") or Path.home() / ".cache" / "bsprof") / "ncu-rep"
+    out = cache / f"{path.name.removesuffix('.xz')}.{key}.ncu-rep"
+    if out.is_file():
+        return out
+    from bsprof.io import write_bytes_atomic
+
+    try:
+        data = lzma.decompress(path.read_bytes())
+    except lzma.LZMAError as exc:
+        raise BsprofError(f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it") from None
+    cache.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out, data)
+    return out
 
 
 def iter_actions(ctx):

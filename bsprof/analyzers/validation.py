@@ -2,19 +2,24 @@
 
 Pure functions over measurements (no GPU): ``bsprof.profile.validate`` gathers them on the GPU;
 this module calibrates the model on the timing tables, projects each measured point and scores
-it. Error of a point = projected ratio ÷ measured ratio − 1 (so +2% means the model expected the
+it. Error of a point = projected ratio / measured ratio - 1 (+2%: the projection expected the
 build to be 2% slower, relative to the calibration build, than it was).
 
-A point: the model was calibrated on the timing build of ``calib`` (a key of ``tables``), then
-asked for ``delta_kloop`` / ``delta_phase1`` cycles per tile; the measured answer is
-``meas_us / base_us`` (median wall times of the target and the calibration builds' plain code).
+A point: the model is calibrated on the timing build of ``calib`` (a key of ``tables``) and asked
+for the *nominal* change ``delta_kloop`` / ``delta_phase1`` (cycles per tile: the injected spin's
+cost from the probe, what a user knows before building). The measured answer is the ratio of the
+two builds' wall times, measured in ``len(base_reps)`` interleaved repeats (one ratio per repeat:
+its mean and 95% confidence interval are the measurement). Three projections are scored:
 
-Wall time vs tile period. The model projects the steady-state tile period; a launch also spends
-time that does not scale with it (pipeline fill before the first tile, drain after the last,
-launch gaps). ``busy`` = (tiles of the busiest CTA x model tile period) / measured wall cycles of
-the calibration build is the share that does, and ``projected_wall_* = 1 + busy x (period
-ratio - 1)``. Errors are scored on those (``err_*_pct``); ``err_raw_*_pct`` score the bare period
-ratio, the model's own ``wall_ratio``.
+* ``model``: the equilibrium's makespan for the busiest CTA's tiles, mapped to wall time. Two
+  terms, both from the calibration table and the nominal change only: ``term_period`` = busy x
+  (period ratio - 1), the steady state (``busy`` = tiles x period / measured wall cycles of the
+  calibration capture: the share of wall time that scales with the period), and ``term_tail``, the
+  change of the makespan outside tiles x period (pipeline fill, the last tile's exposed epilogue).
+* ``oracle``: the same model handed the perturbed build's *measured* phase changes (not available
+  before building; shown to separate the model from the injection's accuracy).
+* ``trivial``: wall time moves by the changed phase's delta whenever that phase is on the
+  baseline's critical cycle, else not at all (same busy share).
 """
 
 from __future__ import annotations
@@ -29,31 +34,65 @@ from bsprof.errors import BsprofError
 
 @dataclass
 class Point:
-    direction: str          # "forward" (slow down from plain) or "reverse" (speed back up to plain)
-    knob: str               # "kloop", "phase1" or "both"
+    direction: str          # "forward", "reverse" (fresh repeats) or "noise" (plain vs a second plain build)
+    knob: str               # "kloop", "phase1", "both" or "none"
     calib: str              # key of the timing table the model is calibrated on
     delay_kloop: int        # the device knobs of the target build (cycles per K block / per tile)
     delay_phase1: int
-    delta_kloop: float      # model input: cycles per tile on the K-loop (injected cost)
-    delta_phase1: float     # model input: cycles per tile on epilogue Phase 1
-    base_us: float          # median wall time of the calibration build (plain code)
-    meas_us: float          # median wall time of the target build (plain code)
+    delta_kloop: float      # nominal change, cycles per tile on the K-loop (the injected cost)
+    delta_phase1: float     # nominal change, cycles per tile on epilogue Phase 1
+    base_us: float          # mean over repeats of the calibration build's wall time
+    meas_us: float          # mean over repeats of the target build's wall time
+    base_reps: list = field(default_factory=list)   # per-repeat median wall time, µs
+    meas_reps: list = field(default_factory=list)
+    oracle_kloop: float = float("nan")   # the target build's measured phase changes
+    oracle_phase1: float = float("nan")
     # filled by evaluate()
     measured_ratio: float = float("nan")
-    projected_det: float = float("nan")
-    projected_sto: float = float("nan")
-    projected_sto_p05: float = float("nan")
-    projected_sto_p95: float = float("nan")
+    ci_lo: float = float("nan")
+    ci_hi: float = float("nan")
+    projected_det: float = float("nan")      # bare period ratio of the equilibrium
+    projected_wall_det: float = float("nan")  # the model's projection (1 + term_period + term_tail)
+    term_period: float = float("nan")
+    term_tail: float = float("nan")
+    projected_oracle: float = float("nan")
+    projected_trivial: float = float("nan")
+    band_lo: float = float("nan")            # Monte Carlo 5th / 95th percentile, wall-mapped
+    band_hi: float = float("nan")
     err_det_pct: float = float("nan")
-    err_sto_pct: float = float("nan")
+    err_oracle_pct: float = float("nan")
+    err_trivial_pct: float = float("nan")
+    err_ci_pct: float = float("nan")          # half-width of the error's 95% interval (measurement noise)
     binding_before: str = ""
     binding_after: str = ""
+    critical_before: str = ""
+    flip: bool = False
     busy: float = float("nan")
-    projected_wall_det: float = float("nan")
-    projected_wall_sto: float = float("nan")
-    err_raw_det_pct: float = float("nan")
-    err_raw_sto_pct: float = float("nan")
     extra: dict = field(default_factory=dict)
+
+
+# Student t, two-sided 95%, by degrees of freedom (n - 1)
+_T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(dof: int) -> float:
+    if dof <= 0:
+        return math.inf
+    keys = [k for k in _T95 if k <= dof]
+    return _T95[max(keys)] if keys else _T95[1]
+
+
+def ratio_stats(base_reps: list, meas_reps: list) -> tuple[float, float, float]:
+    """(mean ratio, 95% interval low, high) of the per-repeat ratios meas/base."""
+    rs = [m / b for b, m in zip(base_reps, meas_reps) if b > 0]
+    if not rs:
+        return math.nan, math.nan, math.nan
+    mean = statistics.fmean(rs)
+    if len(rs) < 2:
+        return mean, math.nan, math.nan
+    half = t95(len(rs) - 1) * statistics.stdev(rs) / math.sqrt(len(rs))
+    return mean, mean - half, mean + half
 
 
 def model_api():
@@ -63,7 +102,10 @@ def model_api():
     except ImportError as exc:
         raise BsprofError(f"the model (bsprof.analyzers.model) is not available in this build ({exc}); "
                           "update bsprof") from None
-    return calibrate, project
+    import functools
+
+    # the Monte Carlo band is computed here only, to check its coverage
+    return calibrate, functools.partial(project, band=True)
 
 
 def _get(obj, *path, default=None):
@@ -99,7 +141,20 @@ def project_point(params, deltas: dict, project) -> dict:
         "sto_p95": float(sto.get("wall_ratio_p95", math.nan)),
         "binding_before": str(det.get("binding_before", "")),
         "binding_after": str(det.get("binding_after", "")),
+        "critical_before": str(det.get("critical_before", "")),
     }
+
+
+# phases on each critical cycle of the equilibrium (eventgraph.solve)
+ON_CYCLE = {"mma-chain": ("kloop",), "epilogue-chain": ("phase1",), "accumulator-cycle": ("kloop", "phase1")}
+
+
+def trivial_ratio(deltas: dict, critical: str, tile: float, busy: float) -> float:
+    """The trivial predictor: wall time moves by each changed phase's delta when that phase is on
+    the baseline's critical cycle, by nothing otherwise."""
+    on = ON_CYCLE.get(critical, ("kloop", "phase1"))
+    moved = sum(float(v) for k, v in deltas.items() if k in on)
+    return 1.0 + busy * moved / tile
 
 
 def busiest_tiles(table) -> int:
@@ -137,18 +192,25 @@ def tail_shift(params, deltas: dict, tiles: int, tile_cycles: float) -> tuple[fl
     return new_ms - base_ms, new_tail - base_tail
 
 
+def _deltas(kloop: float, phase1: float) -> dict:
+    d = {}
+    if kloop and math.isfinite(kloop):
+        d["kloop"] = float(kloop)
+    if phase1 and math.isfinite(phase1):
+        d["phase1"] = float(phase1)
+    return d
+
+
 def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
              capture_wall_us: dict | None = None) -> list[Point]:
-    """Calibrate once per table, project every point, fill in ratios and errors (in place).
+    """Calibrate once per table, project every point three ways, fill in ratios and errors (in place).
 
     ``capture_wall_us[calib]``: wall time of the calibration capture's own launches, so the busy
-    share uses the wall time and the clock of the same launches (a long sweep can run at another
-    clock than a short capture); a point's own ``busy`` (re-scoring from a CSV) is kept."""
+    share uses the wall time and the clock of the same launches; a point's own ``busy``
+    (re-scoring from a CSV) is kept."""
     if calibrate is None or project is None:
         calibrate, project = model_api()
-    params = {}
-    busy = {}
-    frame = {}   # calib -> (tiles of the busiest CTA, calibration wall time in cycles)
+    params, busy, frame = {}, {}, {}
     for p in points:
         if p.calib not in tables:
             raise BsprofError(f"validation point calibrates on {p.calib!r}, which has no timing table")
@@ -159,34 +221,46 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
             busy[p.calib] = p.busy if math.isfinite(p.busy) else busy_fraction(tables[p.calib], tile, wall)
             n = busiest_tiles(tables[p.calib])
             frame[p.calib] = (n, n * tile / busy[p.calib], tile)
-        deltas = {}
-        if p.delta_kloop:
-            deltas["kloop"] = float(p.delta_kloop)
-        if p.delta_phase1:
-            deltas["phase1"] = float(p.delta_phase1)
-        pr = project_point(params[p.calib], deltas, project)
-        p.measured_ratio = p.meas_us / p.base_us
-        p.projected_det, p.projected_sto = pr["det"], pr["sto"]
-        p.projected_sto_p05, p.projected_sto_p95 = pr["sto_p05"], pr["sto_p95"]
-        p.binding_before, p.binding_after = pr["binding_before"], pr["binding_after"]
-        p.busy = busy[p.calib]
-        # wall time = the busiest CTA's makespan plus what does not scale (launch, ramp): the
-        # deterministic projection moves the makespan of its tiles; the stochastic one its
-        # period, plus the same fill/tail change
-        # (a model given by the caller, without bsprof's event graph, maps its period alone)
-        n, wall_cycles, tile = frame[p.calib]
-        if isinstance(params[p.calib], ModelParams):
-            d_ms, d_tail = tail_shift(params[p.calib], deltas, n, tile)
-            p.projected_wall_det = 1.0 + d_ms / wall_cycles
+        if p.base_reps and p.meas_reps:
+            p.measured_ratio, p.ci_lo, p.ci_hi = ratio_stats(p.base_reps, p.meas_reps)
         else:
-            d_tail = 0.0
-            p.projected_wall_det = 1.0 + p.busy * (p.projected_det - 1.0)
-        p.projected_wall_sto = 1.0 + p.busy * (p.projected_sto - 1.0) + d_tail / wall_cycles
-        p.err_raw_det_pct = 100.0 * (p.projected_det / p.measured_ratio - 1.0)
-        p.err_raw_sto_pct = 100.0 * (p.projected_sto / p.measured_ratio - 1.0)
-        p.err_det_pct = 100.0 * (p.projected_wall_det / p.measured_ratio - 1.0)
-        p.err_sto_pct = 100.0 * (p.projected_wall_sto / p.measured_ratio - 1.0)
+            p.measured_ratio = p.meas_us / p.base_us
+        p.busy = busy[p.calib]
+        n, wall_cycles, tile = frame[p.calib]
+        prm = params[p.calib]
+        nominal = _deltas(p.delta_kloop, p.delta_phase1)
+        pr = project_point(prm, nominal, project)
+        p.projected_det = pr["det"]
+        p.binding_before, p.binding_after = pr["binding_before"], pr["binding_after"]
+        p.critical_before = pr["critical_before"]
+        p.flip = bool(p.binding_before and p.binding_before != p.binding_after)
+        p.projected_wall_det, p.term_period, p.term_tail = _wall(prm, nominal, pr["det"], n, wall_cycles, tile, p.busy)
+        d_tail = p.term_tail * wall_cycles
+        p.band_lo = 1.0 + p.busy * (pr["sto_p05"] - 1.0) + d_tail / wall_cycles
+        p.band_hi = 1.0 + p.busy * (pr["sto_p95"] - 1.0) + d_tail / wall_cycles
+        p.projected_trivial = trivial_ratio(nominal, p.critical_before, tile, p.busy)
+        if p.direction != "noise" and math.isfinite(p.oracle_kloop + p.oracle_phase1):
+            measured = _deltas(p.oracle_kloop if p.delta_kloop else 0.0, p.oracle_phase1 if p.delta_phase1 else 0.0)
+            po = project_point(prm, measured, _det_only(project))
+            p.projected_oracle = _wall(prm, measured, po["det"], n, wall_cycles, tile, p.busy)[0]
+        m = p.measured_ratio
+        p.err_det_pct = 100.0 * (p.projected_wall_det / m - 1.0)
+        p.err_oracle_pct = 100.0 * (p.projected_oracle / m - 1.0)
+        p.err_trivial_pct = 100.0 * (p.projected_trivial / m - 1.0)
+        if math.isfinite(p.ci_hi):
+            p.err_ci_pct = 100.0 * p.projected_wall_det * (p.ci_hi - p.ci_lo) / 2.0 / (m * m)
     return points
+
+
+def _wall(params, deltas: dict, period_ratio: float, n: int, wall_cycles: float, tile: float,
+          busy: float) -> tuple[float, float, float]:
+    """(wall ratio, period term, tail term) of a projection (tail 0 for a model without bsprof's graph)."""
+    term_period = busy * (period_ratio - 1.0)
+    term_tail = 0.0
+    if isinstance(params, ModelParams):
+        d_ms, d_tail = tail_shift(params, deltas, n, tile)
+        term_tail = d_tail / wall_cycles
+    return 1.0 + term_period + term_tail, term_period, term_tail
 
 
 def _det_only(project):
@@ -224,6 +298,20 @@ def cycle_error_pct(p: Point) -> float:
     return (p.projected_wall_det / ratio - 1.0) * 100.0
 
 
+def clocked_error_pct(p: Point) -> float:
+    """The model's projection (cycles) turned into wall time with the two builds' *measured*
+    sustained clocks (extras ``mhz_base`` / ``mhz_meas``): how much of a point's error the clock
+    change explains. A diagnostic, like the oracle: the delayed build's clock is not known before
+    building."""
+    try:
+        fb, fm = float(p.extra["mhz_base"]), float(p.extra["mhz_meas"])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+    if not (fb > 0 and fm > 0) or math.isnan(p.projected_wall_det):
+        return math.nan
+    return (p.projected_wall_det * fb / fm / p.measured_ratio - 1.0) * 100.0
+
+
 def clock_spread(points: list[Point]) -> tuple[float, float]:
     """(lowest, highest) GHz any scored build's capture ran at (NaN, NaN without clock extras)."""
     ghz = [float(p.extra[k]) for p in points for k in ("ghz_base", "ghz_meas")
@@ -231,25 +319,59 @@ def clock_spread(points: list[Point]) -> tuple[float, float]:
     return (min(ghz), max(ghz)) if ghz else (math.nan, math.nan)
 
 
+TARGET_MEDIAN_PCT = 2.0
+TARGET_MAX_PCT = 5.0
+MIN_POINTS = 12
+BAND_MIN_COVERAGE = 0.8
+
+
+def _stats(errs: list[float]) -> dict:
+    errs = [abs(e) for e in errs if math.isfinite(e)]
+    if not errs:
+        return {"n": 0, "median_abs_pct": None, "max_abs_pct": None}
+    return {"n": len(errs), "median_abs_pct": statistics.median(errs), "max_abs_pct": max(errs)}
+
+
 def summary(points: list[Point]) -> dict:
-    """n, median and max |error| for each model (``det``/``sto``: wall-corrected, ``raw_*``: bare
-    period ratio, ``cycles``: against the captures' cycle makespans, a diagnostic); ``pass``
-    against the issue's target (H100: median |error| <= 2%, max <= 5% over >= 12 points)."""
-    out = {"n": len(points)}
-    cyc = [abs(e) for e in (cycle_error_pct(p) for p in points) if not math.isnan(e)]
+    """Errors of each projection (all scored points and the flip points), the noise floor (the
+    null point: plain against a second plain build), the Monte Carlo band's coverage and ``pass``
+    against the target (median |error| <= 2%, max <= 5% over >= 12 points, and below the trivial
+    predictor's error on the flip points)."""
+    scored = [p for p in points if p.direction != "noise"]
+    flips = [p for p in scored if p.flip]
+    out: dict = {"n": len(scored), "n_flip": len(flips)}
+    for key in ("det", "oracle", "trivial"):
+        out[key] = _stats([getattr(p, f"err_{key}_pct") for p in scored])
+        out[key]["flip"] = _stats([getattr(p, f"err_{key}_pct") for p in flips])
+    null = [p for p in points if p.direction == "noise"]
+    if null:
+        z = null[0]
+        out["noise_floor_pct"] = abs(z.measured_ratio - 1.0) * 100.0
+        out["noise_ci_pct"] = (z.ci_hi - z.ci_lo) / 2.0 * 100.0 if math.isfinite(z.ci_hi) else None
+    cis = [p.err_ci_pct for p in scored if math.isfinite(p.err_ci_pct)]
+    out["median_ci_pct"] = statistics.median(cis) if cis else None
+    cov = [p for p in scored if math.isfinite(p.band_lo) and math.isfinite(p.ci_lo)]
+    if cov:
+        inside = sum(1 for p in cov if p.band_lo <= p.ci_hi and p.ci_lo <= p.band_hi)
+        out["band"] = {"covered": inside, "n": len(cov), "coverage": inside / len(cov),
+                       "keep": inside / len(cov) >= BAND_MIN_COVERAGE}
+    d, t = out["det"], out["trivial"]["flip"]
+    beats = (not flips) or (d["flip"]["median_abs_pct"] is not None and t["median_abs_pct"] is not None
+                            and d["flip"]["median_abs_pct"] < t["median_abs_pct"])
+    # None: no point in this run flips the binding side (the model and the trivial rule agree by
+    # construction; the run cannot tell them apart, and says so)
+    out["det"]["beats_trivial_on_flips"] = beats if flips else None
+    out["det"]["pass"] = bool(d["n"] >= MIN_POINTS and d["median_abs_pct"] is not None
+                              and d["median_abs_pct"] <= TARGET_MEDIAN_PCT and d["max_abs_pct"] <= TARGET_MAX_PCT
+                              and beats)
+    clk = [abs(e) for e in (clocked_error_pct(p) for p in scored) if not math.isnan(e)]
+    if clk:
+        out["clocked"] = {"median_abs_pct": statistics.median(clk), "max_abs_pct": max(clk), "n": len(clk)}
+    cyc = [abs(e) for e in (cycle_error_pct(p) for p in scored) if not math.isnan(e)]
     if cyc:
-        lo, hi = clock_spread(points)
+        lo, hi = clock_spread(scored)
         out["cycles"] = {"median_abs_pct": statistics.median(cyc), "max_abs_pct": max(cyc), "n": len(cyc),
                          "ghz_min": lo, "ghz_max": hi}
-    for key in ("det", "sto", "raw_det", "raw_sto"):
-        errs = [abs(getattr(p, f"err_{key}_pct")) for p in points
-                if not math.isnan(getattr(p, f"err_{key}_pct"))]
-        if not errs:
-            out[key] = {"median_abs_pct": None, "max_abs_pct": None, "pass": False}
-            continue
-        med, mx = statistics.median(errs), max(errs)
-        out[key] = {"median_abs_pct": med, "max_abs_pct": mx,
-                    "pass": bool(len(errs) >= 12 and med <= 2.0 and mx <= 5.0)}
     return out
 
 
@@ -260,9 +382,17 @@ def to_frame(points: list[Point]):
     for p in points:
         d = asdict(p)
         extra = d.pop("extra") or {}
+        d["base_reps"] = ";".join(repr(float(x)) for x in p.base_reps)
+        d["meas_reps"] = ";".join(repr(float(x)) for x in p.meas_reps)
         d.update({f"x_{k}": v for k, v in extra.items()})
         rows.append(d)
     return pd.DataFrame(rows)
+
+
+def _reps(v) -> list:
+    if isinstance(v, str) and v:
+        return [float(x) for x in v.split(";")]
+    return []
 
 
 def from_frame(df) -> list[Point]:
@@ -279,7 +409,10 @@ def from_frame(df) -> list[Point]:
         pts.append(Point(direction=str(r["direction"]), knob=str(r["knob"]), calib=str(r["calib"]),
                          delay_kloop=int(r["delay_kloop"]), delay_phase1=int(r["delay_phase1"]),
                          delta_kloop=float(r["delta_kloop"]), delta_phase1=float(r["delta_phase1"]),
-                         base_us=float(r["base_us"]), meas_us=float(r["meas_us"]), extra=extra,
+                         base_us=float(r["base_us"]), meas_us=float(r["meas_us"]),
+                         base_reps=_reps(r.get("base_reps")), meas_reps=_reps(r.get("meas_reps")),
+                         oracle_kloop=float(r.get("oracle_kloop", math.nan)),
+                         oracle_phase1=float(r.get("oracle_phase1", math.nan)), extra=extra,
                          busy=float(r.get("busy", math.nan))))
     return pts
 

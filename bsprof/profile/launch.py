@@ -57,6 +57,21 @@ def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
         "profile an existing report with: bsprof ncu --report FILE.ncu-rep"))
 
 
+def problem_range(prep, mnkl, family: str, torch_scaled_mm: bool) -> str:
+    """``bsprof mnkl=MxNxKxL flops=F precision=P [tile=MxN]``: the measured launch's problem, as an NVTX
+    range name, so a report read back later (``bsprof ncu --report``) keeps TFLOP/s and % of peak."""
+    from bsprof.analyzers.ncu.peaks import FAMILY_PRECISION
+
+    parts = [f"mnkl={'x'.join(str(int(x)) for x in mnkl)}", f"flops={float(getattr(prep, 'flops', 0.0) or 0.0):.6g}"]
+    prec = "fp8" if torch_scaled_mm else FAMILY_PRECISION.get(family)
+    if prec:
+        parts.append(f"precision={prec}")
+    cfg = getattr(prep, "config", None) or {}
+    if cfg.get("tile_m") and cfg.get("tile_n"):
+        parts.append(f"tile={cfg['tile_m']}x{cfg['tile_n']}")
+    return "bsprof " + " ".join(parts)
+
+
 def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:
     import torch
 
@@ -69,10 +84,13 @@ def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = Fa
     torch.cuda.synchronize()
     # both markers: the NVTX range (ncu --nvtx-include) and the profiler API (ncu --profile-from-start off)
     torch.cuda.nvtx.range_push(NVTX_RANGE)
+    # the problem travels inside the report (analyzers.ncu.extract.nvtx_problem reads it back)
+    torch.cuda.nvtx.range_push(problem_range(prep, mnkl, family, torch_scaled_mm))
     torch.cuda.profiler.start()
     prep.launch()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
+    torch.cuda.nvtx.range_pop()
     torch.cuda.nvtx.range_pop()
     return {
         "kernel_name": getattr(prep, "kernel_name", None),

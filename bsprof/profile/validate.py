@@ -1,14 +1,18 @@
 """`bsprof model --validate`: the model's projections against delay-injected builds on the GPU.
 
-1. Spin calibration: what a compile-time ``clock64`` spin of d cycles really costs (the probe
-   kernel records around spins of several d; cost = slope * d + intercept).
-2. Calibrate the model on the plain kernel's timing build; read its tile period and deficit.
-3. Build delay-injected variants (K-loop per K block, epilogue Phase 1 per tile, both) whose
-   injected cost per tile runs from ~1% of the tile to well past the deficit, so the binding side
-   flips inside the sweep when the model says there is a slack to use up.
-4. Median wall time of every plain-code variant, interleaved round by round in this process.
-5. Forward points: model(plain table, +delta) vs t(delayed)/t(plain). Reverse points: model
-   calibrated on the biggest delayed builds' timing, asked for -delta, vs t(plain)/t(delayed).
+1. Spin calibration: what a compile-time ``clock64`` spin of d cycles costs (the probe kernel
+   records around spins of several d; cost = slope * d + intercept). Cost x units = the nominal
+   change of a delayed build, the only size of the change the projections are given.
+2. Calibrate the model on the plain build's timing capture; read its tile period, binding side and
+   deficit (the slack of the side that does not bind).
+3. Build delay-injected variants (K-loop per K block, epilogue Phase 1 per tile, both). The side
+   that does not bind gets deltas at multiples of the deficit, from well below to well past it, so
+   the binding side flips inside the sweep and the equilibrium and the trivial predictor differ.
+4. Wall times: ``repeats`` interleaved repeats over every plain-code build (one median per build
+   per repeat), plus a second plain build as the null point (its ratio to the first is the noise
+   floor). The reverse points (delayed build -> plain) get their own, fresh repeats.
+5. Every delayed build's timing capture: the measured change of each phase (the oracle's input)
+   and, for the reverse points' source builds, the table the model calibrates on.
 
 Writes validation.csv and validation.json (kind "validation") plus the calibration timing tables
 (so ``bsprof.analyzers.validation.evaluate`` can re-score the same measurements on a CPU).
@@ -23,11 +27,15 @@ from pathlib import Path
 
 from bsprof.errors import BsprofError
 
-KLOOP_FRACTIONS = (0.01, 0.03, 0.06, 0.12, 0.25)
+KLOOP_FRACTIONS = (0.15, 0.3)            # of the tile period, where the K-loop binds
+KLOOP_MIN_DELAY = 250                    # per K block: below ~250 the spin costs the K-loop more than
+                                         # its probe cost (it also holds back the next wgmma issue)
 PHASE1_FRACTIONS = (0.01, 0.03, 0.06, 0.12, 0.25)
-BOTH_FRACTIONS = ((0.03, 0.03), (0.06, 0.03), (0.12, 0.06))
-DEFICIT_MULTIPLES = (0.5, 0.9, 1.3, 2.0, 4.0)
+DEFICIT_MULTIPLES = (0.3, 0.6, 0.9, 1.1, 1.4, 2.0, 3.0)
+BOTH_FRACTIONS = ((0.15, 0.03), (0.3, 0.06))
 SPIN_PROBE_DELAYS = (0, 64, 256, 1024, 4096)
+REPEATS = 5
+ROUNDS_PER_REPEAT = 8
 
 
 def _log(console, msg: str) -> None:
@@ -81,35 +89,57 @@ def _baseline_numbers(params, project) -> tuple[float, float, str]:
 
 
 def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: dict) -> list[dict]:
-    """The delayed builds: ``{knob, delay_kloop, delay_phase1, delta_kloop, delta_phase1}``.
-
-    Deltas are fractions of the tile period; when the model reports a deficit, the side that is
-    NOT binding gets deltas at multiples of it, so the sweep crosses the flip."""
+    """The delayed builds: ``{knob, delay_kloop, delay_phase1, delta_kloop, delta_phase1}`` (deltas:
+    nominal cycles per tile). The side that does not bind gets deltas at multiples of the deficit
+    (the sweep crosses the flip); a side that binds gets fractions of the tile period."""
     if tile <= 0:
         raise BsprofError("the calibrated model reports no tile period; cannot size the validation sweep")
     k_targets = [f * tile for f in KLOOP_FRACTIONS]
     p_targets = [f * tile for f in PHASE1_FRACTIONS]
+    both = [(fk * tile, fp * tile) for fk, fp in BOTH_FRACTIONS]
     if deficit > 0 and binding:
         flip = [m * deficit for m in DEFICIT_MULTIPLES]
         if binding == "epilogue":   # the MMA side has the slack: slow the K-loop past it
             k_targets = flip
         else:
             p_targets = flip
+            both = [(KLOOP_FRACTIONS[0] * tile, 0.6 * deficit), (KLOOP_FRACTIONS[0] * tile, 1.4 * deficit)]
     out = []
+    kloop_on_slack = deficit > 0 and binding == "epilogue"   # multiples of the deficit: keep them small
+
+    def kl(target: float) -> tuple[int, float]:
+        d, cost = _delay_for(target / k_blocks, spin)
+        if d < KLOOP_MIN_DELAY and not kloop_on_slack:
+            d = KLOOP_MIN_DELAY
+            cost = spin["slope"] * d + spin["intercept"]
+        return d, cost * k_blocks
+
     for t in k_targets:
-        d, cost = _delay_for(t / k_blocks, spin)
-        out.append({"knob": "kloop", "delay_kloop": d, "delay_phase1": 0,
-                    "delta_kloop": cost * k_blocks, "delta_phase1": 0.0})
+        d, cost = kl(t)
+        out.append({"knob": "kloop", "delay_kloop": d, "delay_phase1": 0, "delta_kloop": cost, "delta_phase1": 0.0})
     for t in p_targets:
         d, cost = _delay_for(t, spin)
-        out.append({"knob": "phase1", "delay_kloop": 0, "delay_phase1": d,
-                    "delta_kloop": 0.0, "delta_phase1": cost})
-    for fk, fp in BOTH_FRACTIONS:
-        dk, ck = _delay_for(fk * tile / k_blocks, spin)
-        dp, cp = _delay_for(fp * tile, spin)
-        out.append({"knob": "both", "delay_kloop": dk, "delay_phase1": dp,
-                    "delta_kloop": ck * k_blocks, "delta_phase1": cp})
+        out.append({"knob": "phase1", "delay_kloop": 0, "delay_phase1": d, "delta_kloop": 0.0, "delta_phase1": cost})
+    for tk, tp in both:
+        dk, ck = kl(tk)
+        dp, cp = _delay_for(tp, spin)
+        out.append({"knob": "both", "delay_kloop": dk, "delay_phase1": dp, "delta_kloop": ck, "delta_phase1": cp})
     return out
+
+
+def reverse_sources(variants: list[dict], deficit: float, binding: str) -> list[dict]:
+    """Builds the reverse points start from: the largest of each knob, and every build whose
+    change of the non-binding side passed the deficit (its reverse point flips back)."""
+    src = [max((v for v in variants if v["knob"] == k), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
+           for k in ("kloop", "phase1", "both") if any(v["knob"] == k for v in variants)]
+    if deficit > 0 and binding:
+        side = "delta_kloop" if binding == "epilogue" else "delta_phase1"
+        src += [v for v in variants if v[side] > deficit and v not in src]
+    else:
+        ph = sorted((v for v in variants if v["knob"] == "phase1"), key=lambda v: v["delta_phase1"])
+        if len(ph) >= 2 and ph[-2] not in src:
+            src.append(ph[-2])
+    return src
 
 
 def _key(v: dict) -> str:
@@ -123,21 +153,78 @@ def _phase_means(table) -> dict:
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
 
+def wall_repeats(launchers: dict, keys: list[str], repeats: int, rounds: int) -> tuple[dict[str, list[float]], str]:
+    """``repeats`` independent medians (µs) of each build in ``keys``: each repeat interleaves the
+    builds round by round (``median_us_graphs``), so drift hits them alike within a repeat."""
+    from bsprof.profile import timing_capture as tc
+
+    reps: dict[str, list[float]] = {k: [] for k in keys}
+    how = ""
+    for _ in range(repeats):
+        med, how = tc.median_us_graphs({k: launchers[k] for k in keys}, rounds=rounds, launches=10)
+        for k in keys:
+            reps[k].append(float(med[k]))
+    return reps, how
+
+
+def sustained_clocks(launchers: dict, us: dict, seconds: float = 0.4) -> dict[str, dict]:
+    """Each build's SM clock and board power under sustained back-to-back launches (NVML, polled
+    while ~``seconds`` of queued graph replays drain; the second half of the readings). The wall
+    repeats interleave builds every few ms, too fast to read a clock per build; this tells whether
+    a delayed build runs at another clock than the plain one (a power-capped GPU clocks up when a
+    build draws less)."""
+    import statistics
+    import time as _t
+
+    import torch
+
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile.sensors import torch_device_sensors
+
+    if not torch.cuda.is_available():
+        return {}
+    sensors = torch_device_sensors()
+    if sensors is None:
+        return {}
+    out: dict[str, dict] = {}
+    for key, prep in launchers.items():
+        replay = tc.graph_launcher(prep, 10)
+        if replay is None:
+            continue
+        n = max(5, int(seconds * 1e6 / max(1.0, 10 * us.get(key, 100.0))))
+        done = torch.cuda.Event()
+        for _ in range(n):
+            replay()
+        done.record()
+        mhz, watts = [], []
+        while not done.query():
+            m, w, _r = sensors.read()
+            mhz.append(m)
+            watts.append(w)
+            _t.sleep(0.01)
+        torch.cuda.synchronize()
+        half = len(mhz) // 2
+        good = lambda xs: [x for x in xs[half:] if x == x]  # noqa: E731
+        out[key] = {"mhz": statistics.median(good(mhz)) if good(mhz) else None,
+                    "watts": statistics.median(good(watts)) if good(watts) else None, "readings": len(mhz)}
+    return out
+
+
 def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
-        *, rounds: int = 60, inner: int = 10, spin: dict | None = None) -> dict:
+        *, repeats: int = REPEATS, rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
+    import statistics
+
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import unique_dir, write_text_atomic
+    from bsprof.io import atomic_path, unique_dir, write_text_atomic
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
 
-    try:
-        calibrate, project = V.model_api()
-    except BsprofError as exc:  # measure anyway: `rescore` scores the same measurements later
-        calibrate = project = None
-        _log(console, f"[yellow]{exc}: measuring only; score later with validate.rescore(DIR)[/]")
+    if repeats < 5:
+        raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+    calibrate, project = V.model_api()
     info = device_info()
     if family in (None, "auto"):
         family = family_for_capability(info["capability"])
@@ -156,118 +243,108 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     _log(console, f"[dim]calibrating the model on the plain {kernel} timing build ({shape})...[/]")
     tables, cap_wall = {}, {}
-    base_timed = tc.prepare(family, kernel, mnkl, timing=True)
-    cap = tc.capture(base_timed)
+    cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True))
     tables["plain"], cap_wall["plain"] = cap.table, cap.wall_us
     clocks = {"plain": V.capture_clock(cap.table)}
-    del base_timed, cap
-    if calibrate is not None:
-        params = calibrate(tables["plain"])
-        tile, deficit, binding = _baseline_numbers(params, project)
-    else:
-        from bsprof.analyzers.timing.stats import measured_tile_period
-
-        tile, deficit, binding = measured_tile_period(tables["plain"]), 0.0, ""
+    del cap
+    params = calibrate(tables["plain"])
+    tile, deficit, binding = _baseline_numbers(params, project)
     _log(console, f"model: tile {tile:,.0f} cycles, binding {binding or '?'}, deficit {deficit:,.0f} cycles; "
                   f"{k_blocks} K blocks per tile")
-    variants = plan_sweep(tile, deficit, binding, k_blocks, spin)
-    seen, uniq = set(), []
-    for v in variants:  # the spin's floor can map two small targets onto the same build
-        if _key(v) not in seen:
+    variants, seen = [], set()
+    for v in plan_sweep(tile, deficit, binding, k_blocks, spin):
+        if _key(v) not in seen:   # the spin's floor can map two small targets onto the same build
             seen.add(_key(v))
-            uniq.append(v)
-    variants = uniq
+            variants.append(v)
+    rev = reverse_sources(variants, deficit, binding)
 
-    _log(console, f"[dim]building {len(variants) + 1} plain-code variants...[/]")
-    launchers = {"plain": tc.prepare(family, kernel, mnkl, timing=False)}
+    _log(console, f"[dim]building {len(variants) + 2} plain-code variants...[/]")
+    launchers = {"plain": tc.prepare(family, kernel, mnkl, timing=False),
+                 "plain_b": tc.prepare(family, kernel, mnkl, timing=False)}
     for v in variants:
         launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
                                         delay_phase1=v["delay_phase1"])
-    med, timed_with = tc.median_us_graphs(launchers, rounds=rounds, launches=inner)
+    fwd, timed_with = wall_repeats(launchers, list(launchers), repeats, rounds)
+    # the reverse points' own measurements: fresh repeats of the source builds and the plain build
+    back, _ = wall_repeats(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
+    clocks_sustained = sustained_clocks(launchers, {k: statistics.fmean(v) for k, v in fwd.items()})
     launchers.clear()
 
-    # what each delayed build's own timing says (diagnostics: did the injected cost land where
-    # it was put, or was it absorbed by waits?) and the reverse-direction calibrations
-    reverse_src = [max((v for v in variants if v["knob"] == k), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
-                   for k in ("kloop", "phase1", "both")]
     measured_phases = {"plain": _phase_means(tables["plain"])}
-    # Every delayed build's own timing: the model's input is the change the delay made to the
-    # phase it sits in (a spin inside the K-loop also holds back the next wgmma issue, so its
-    # in-situ cost is not the probe's spin cost), and the reverse points calibrate on it.
     for v in variants:
-        p = tc.prepare(family, kernel, mnkl, timing=True, delay_kloop=v["delay_kloop"],
-                       delay_phase1=v["delay_phase1"])
-        cap = tc.capture(p)
-        del p
+        cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True, delay_kloop=v["delay_kloop"],
+                                    delay_phase1=v["delay_phase1"]))
         measured_phases[_key(v)] = _phase_means(cap.table)
         clocks[_key(v)] = V.capture_clock(cap.table)
-        if v in reverse_src:
+        if v in rev:
             tables[_key(v)], cap_wall[_key(v)] = cap.table, cap.wall_us
+        del cap
 
-    points = []
     ref = reference_phases(measured_phases)
+    mean = statistics.fmean
+    points = [V.Point("noise", "none", "plain", 0, 0, 0.0, 0.0, mean(fwd["plain"]), mean(fwd["plain_b"]),
+                      base_reps=fwd["plain"], meas_reps=fwd["plain_b"], oracle_kloop=0.0, oracle_phase1=0.0)]
     for v in variants:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
-        dk, dp = _model_deltas(v, landed)
-        points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"], dk, dp,
-                              med["plain"], med[k], extra={**landed, "inj_kloop": v["delta_kloop"],
-                                                           "inj_phase1": v["delta_phase1"],
-                                                           **_clock_extras(clocks, "plain", k)}))
-    for v in reverse_src:
+        points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"],
+                              v["delta_kloop"], v["delta_phase1"], mean(fwd["plain"]), mean(fwd[k]),
+                              base_reps=fwd["plain"], meas_reps=fwd[k],
+                              oracle_kloop=landed.get("d_mma_kloop", math.nan),
+                              oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
+                              extra={**landed, **_clock_extras(clocks, "plain", k),
+                                     **_sustained(clocks_sustained, "plain", k)}))
+    for v in rev:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
-        dk, dp = _model_deltas(v, landed)
-        points.append(V.Point("reverse", v["knob"], k, 0, 0, -dk, -dp, med[k], med["plain"],
-                              extra={**{a: -b for a, b in landed.items()}, "inj_kloop": -v["delta_kloop"],
-                                     "inj_phase1": -v["delta_phase1"], **_clock_extras(clocks, k, "plain")}))
-    if calibrate is not None:
-        V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall)
-    else:
-        for p in points:
-            p.measured_ratio = p.meas_us / p.base_us
+        points.append(V.Point("reverse", v["knob"], k, 0, 0, -v["delta_kloop"], -v["delta_phase1"],
+                              mean(back[k]), mean(back["plain"]), base_reps=back[k], meas_reps=back["plain"],
+                              oracle_kloop=-landed.get("d_mma_kloop", math.nan),
+                              oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
+                              extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
+                                     **_sustained(clocks_sustained, k, "plain")}))
+    V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall)
     summ = V.summary(points)
 
     run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
     frame = V.to_frame(points)
-    from bsprof.io import atomic_path
-
     with atomic_path(run_dir / "validation.csv") as tmp:
         frame.to_csv(tmp, index=False)
     tdir = run_dir / "tables"
     for key, tab in tables.items():
         write_table(tab, tdir, stem=key, csv=False)
     doc = {
-        "bsprof": {"kind": "validation", "version": 1},
+        "bsprof": {"kind": "validation", "version": 2},
         "family": family, "variant": kernel, "mnkl": list(mnkl), "device": info["name"],
         "capability": list(info["capability"]), "k_blocks": k_blocks,
         "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
-        "spin": spin, "rounds": rounds, "inner": inner,
-        "wall_us": med, "wall_timed_with": timed_with, "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
+        "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
+        "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
+        "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
+        "sustained_clocks": clocks_sustained,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
     write_text_atomic(run_dir / "validation.json", json.dumps(_clean(doc), indent=2, default=_jd) + "\n")
     doc["run_dir"] = str(run_dir)
-    if console is not None:
-        print_table(points, summ, console)
-        console.print(f"wrote {run_dir}/ (validation.csv, validation.json, tables/)")
+    doc["scored"] = points          # the Point objects, for the verb to render
+    doc["title"] = f"{kernel} {shape} on {info['name']}"
     return doc
+
+
+def _sustained(clocks: dict, base: str, meas: str) -> dict:
+    """The two builds' sustained SM clocks (MHz), when NVML read them."""
+    b, m = clocks.get(base) or {}, clocks.get(meas) or {}
+    if b.get("mhz") and m.get("mhz"):
+        return {"mhz_base": b["mhz"], "mhz_meas": m["mhz"], "watts_base": b.get("watts"), "watts_meas": m.get("watts")}
+    return {}
 
 
 def _clock_extras(clocks: dict, base: str, meas: str) -> dict:
     """Cycle makespans and clocks of the two builds' captures (the cycle-domain check)."""
     (cb, gb), (cm, gm) = clocks[base], clocks[meas]
     return {"cycles_base": cb, "cycles_meas": cm, "ghz_base": gb, "ghz_meas": gm}
-
-
-def _model_deltas(v: dict, landed: dict) -> tuple[float, float]:
-    """Model input of a delayed build: the measured change of the phase each delay sits in (the
-    other phases' responses are the model's to predict); the injected estimate where unmeasured."""
-    dk = landed.get("d_mma_kloop", v["delta_kloop"]) if v["delay_kloop"] else 0.0
-    dp = landed.get("d_epilogue_phase1", v["delta_phase1"]) if v["delay_phase1"] else 0.0
-    return float(dk), float(dp)
 
 
 def reference_phases(measured: dict) -> dict:
@@ -326,39 +403,7 @@ def _jd(o):
     return str(o)
 
 
-def print_table(points, summ: dict, console) -> None:
-    from rich.table import Table
-
-    t = Table(title="model validation: projected vs measured wall-time ratio", title_justify="left")
-    for c in ("dir", "knob", "Δkloop/tile", "Δphase1/tile", "measured", "det", "stoch", "err det", "err stoch",
-              "raw err det", "busy", "binding"):
-        t.add_column(c, justify="left" if c in ("dir", "knob", "binding") else "right")
-    for p in points:
-        t.add_row(p.direction, p.knob, f"{p.delta_kloop:+,.0f}", f"{p.delta_phase1:+,.0f}",
-                  f"{p.measured_ratio:.4f}", f"{p.projected_wall_det:.4f}", f"{p.projected_wall_sto:.4f}",
-                  f"{p.err_det_pct:+.2f}%", f"{p.err_sto_pct:+.2f}%", f"{p.err_raw_det_pct:+.2f}%",
-                  f"{p.busy:.3f}", f"{p.binding_before}→{p.binding_after}" if p.binding_before else "")
-    console.print(t)
-    console.print("det / stoch: the model's period ratio mapped to wall time through the calibration "
-                  "build's busy share; raw: the bare period ratio")
-    for key, name in (("det", "deterministic"), ("sto", "stochastic"), ("raw_det", "raw deterministic")):
-        s = summ.get(key, {})
-        if s.get("median_abs_pct") is None:
-            continue
-        verdict = "meets" if s["pass"] else "misses"
-        console.print(f"{name}: median |error| {s['median_abs_pct']:.2f}%, max {s['max_abs_pct']:.2f}% over "
-                      f"{summ['n']} points ({verdict} the target: median <= 2%, max <= 5%, >= 12 points)")
-    c = summ.get("cycles")
-    if c:
-        console.print(f"in cycles (deterministic vs the captures' busiest-CTA makespans): median |error| "
-                      f"{c['median_abs_pct']:.2f}%, max {c['max_abs_pct']:.2f}% over {c['n']} points; the builds ran "
-                      f"at {c['ghz_min']:.2f}-{c['ghz_max']:.2f} GHz")
-        if c["ghz_max"] > 1.03 * c["ghz_min"]:
-            console.print("[yellow]the SM clock moved with the injected delays (a power-limited GPU clocks up when "
-                          "a build draws less): wall-time errors include that; the cycle errors are the model's own[/]")
-
-
-def rescore(run_dir, console=None) -> dict:
+def rescore(run_dir) -> dict:
     """Re-run the arithmetic of a validation directory on this machine (no GPU)."""
     import pandas as pd
 
@@ -377,7 +422,4 @@ def rescore(run_dir, console=None) -> dict:
             raise BsprofError(f"{run_dir} lacks tables/{key}.parquet, the timing the model calibrates on")
         tables[key] = read_table(path)
     V.evaluate(points, tables)
-    summ = V.summary(points)
-    if console is not None:
-        print_table(points, summ, console)
-    return {"points": points, "summary": summ}
+    return {"points": points, "summary": V.summary(points)}

@@ -15,6 +15,8 @@ from typing import Any
 
 KINDS: tuple[str, ...] = ("bench", "ncu", "sass", "timing", "model", "validation")
 VERSION = 1
+# kinds whose format moved on; the sections read every version listed
+READS = {"validation": (1, 2)}
 # A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out.
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_FILES = 5000
@@ -109,10 +111,38 @@ def _short(path: Path, root: Path) -> str:
         return str(path)
 
 
+def _ncu_reports(root: Path) -> list[Path]:
+    """.ncu-rep files to analyze directly: ``root`` itself, or those under it with no bsprof summary
+    beside them (a bsprof result directory already holds its analysis)."""
+    if root.is_file():
+        return [root] if root.name.endswith(".ncu-rep") else []
+    if not root.is_dir():
+        return []
+    return [p for p in sorted(root.rglob("*.ncu-rep")) if not (p.parent / "summary.json").is_file()][:MAX_FILES]
+
+
+def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
+    from bsprof.analyzers.ncu.summary import analyze_report
+    from bsprof.errors import BsprofError
+
+    try:
+        _, payload = analyze_report(path)
+    except BsprofError as exc:
+        run.problems.append(f"{_short(path, base)}: {exc}")
+        return
+    run.artifacts.append(Artifact(kind="ncu", path=path, data=payload))
+
+
 def discover(root: str | os.PathLike, label: str | None = None) -> Run:
-    """Read every bsprof JSON under ``root`` (recursively). Never raises for bad content."""
+    """Read every bsprof JSON under ``root`` (recursively), and analyze .ncu-rep files that come without
+    one. Never raises for bad content."""
     root = Path(root)
-    run = Run(label=label or root.name or str(root), root=root)
+    label = label or (root.name.removesuffix(".ncu-rep") if root.is_file() else root.name) or str(root)
+    run = Run(label=label, root=root)
+    for rep in _ncu_reports(root):
+        _analyze_ncu(rep, run, root if root.is_dir() else root.parent)
+    if root.is_file() and root.name.endswith(".ncu-rep"):
+        return run
     base = root if root.is_dir() else root.parent
     for path in _json_files(root):
         rel = _short(path, base)
@@ -141,9 +171,10 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
         if kind not in KINDS:
             run.problems.append(f"{rel}: unknown artifact kind {kind!r}; this report knows {', '.join(KINDS)}")
             continue
-        if version != VERSION:
-            run.problems.append(f"{rel}: {kind} artifact version {version!r}, this bsprof reads version {VERSION}; "
-                                "update bsprof")
+        readable = READS.get(kind, (VERSION,))
+        if version not in readable:
+            run.problems.append(f"{rel}: {kind} artifact version {version!r}, this bsprof reads version "
+                                f"{', '.join(map(str, readable))}; update bsprof")
             continue
         run.artifacts.append(Artifact(kind=kind, path=path, data=data))
     return run

@@ -21,7 +21,7 @@ def _label(knob: str) -> str:
 
 def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
     """A heatmap (two axes) or line chart (one axis) of the projected wall-time change in percent,
-    stochastic model in colour/solid, deterministic as text/dashed, with the 90% band on lines."""
+    stochastic model in colour/solid, deterministic as text/dashed (no Monte Carlo band: docs/model.md)."""
     import plotly.graph_objects as go
 
     axes = sweep["axes"]
@@ -43,9 +43,6 @@ def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
     else:
         x = [str(v) for v in axes[knobs[0]]]
         fig = go.Figure()
-        if sto.get("wall_ratio_p05"):
-            fig.add_trace(go.Scatter(x=x + x[::-1], y=_pct(sto["wall_ratio_p95"]) + _pct(sto["wall_ratio_p05"])[::-1],
-                                     fill="toself", line={"width": 0}, opacity=0.25, name="stochastic 90% band"))
         if sto.get("wall_ratio"):
             fig.add_trace(go.Scatter(x=x, y=_pct(sto["wall_ratio"]), name="stochastic mean"))
         fig.add_trace(go.Scatter(x=x, y=_pct(det["wall_ratio"]), name="deterministic", line={"dash": "dash"}))
@@ -62,20 +59,15 @@ def write_html(fig, path: str | os.PathLike) -> None:
 
 
 def projection_figure(doc: dict, title: str = "Tile period: baseline vs projected"):
-    """Bars of baseline and projected tile cycles for both models (stochastic with its 90% band)."""
+    """Bars of baseline and projected tile cycles for both models."""
     import plotly.graph_objects as go
 
     det, sto = doc.get("deterministic") or {}, doc.get("stochastic") or {}
     fig = go.Figure()
     fig.add_trace(go.Bar(name="baseline", x=["deterministic", "stochastic"],
                          y=[det.get("baseline_tile_cycles"), sto.get("baseline_tile_cycles")]))
-    err = None
-    if sto.get("projected_tile_p05") is not None:
-        err = {"type": "data", "symmetric": False,
-               "array": [0, sto["projected_tile_p95"] - sto["projected_tile_cycles"]],
-               "arrayminus": [0, sto["projected_tile_cycles"] - sto["projected_tile_p05"]]}
     fig.add_trace(go.Bar(name="projected", x=["deterministic", "stochastic"],
-                         y=[det.get("projected_tile_cycles"), sto.get("projected_tile_cycles")], error_y=err))
+                         y=[det.get("projected_tile_cycles"), sto.get("projected_tile_cycles")]))
     deltas = ", ".join(f"{k} {v}" for k, v in (doc.get("deltas") or {}).items()) or "no change"
     fig.update_layout(title=f"{title} ({deltas})", barmode="group", yaxis_title="cycles per tile",
                       template="plotly_white")

@@ -78,11 +78,8 @@ def _baseline_rows(art: Artifact) -> list[list[Any]]:
         if not isinstance(m, dict):
             continue
         ratio = num(m.get("wall_ratio"))
-        band = ""
-        if num(m.get("wall_ratio_p05")) is not None and num(m.get("wall_ratio_p95")) is not None:
-            band = f" (90 %: {num(m['wall_ratio_p05']):.4f}–{num(m['wall_ratio_p95']):.4f})"
         rows.append([model, fmt(m.get("baseline_tile_cycles")), fmt(m.get("projected_tile_cycles")),
-                     (f"{ratio:.4f}" if ratio is not None else "—") + band,
+                     f"{ratio:.4f}" if ratio is not None else "—",
                      f"{m.get('binding_before', '—')} → {m.get('binding_after', '—')}"])
     return rows
 
@@ -123,6 +120,26 @@ def _one(sec: Section, art: Artifact) -> None:
         sec.add(table(rows, ["model", "baseline tile (cycles)", "projected tile", "wall ratio", "binding side"],
                       numeric=(1, 2), caption=f"calibrated on: {d.get('source') or '?'}; deltas: "
                                               f"{d.get('deltas') or d.get('fixed') or 'none'}"))
+    _fitted(sec, d)
+
+
+def _fitted(sec: Section, d: dict) -> None:
+    """The terms no table measured, with what rests on them, and the default's provenance."""
+    terms = [t for t in d.get("fitted_terms") or [] if isinstance(t, dict)]
+    if terms:
+        rows = []
+        for t in terms:
+            frac = "fraction" in str(t.get("how", ""))
+            size = num(t.get("size"))
+            share, wo, pc = num(t.get("share_of_period")), num(t.get("projected_change_without")), num(t.get("projected_change"))
+            rows.append([t.get("term", "?"), "—" if size is None else (f"{size:.2f}" if frac else f"{size:,.0f} cycles"),
+                         t.get("how", ""), "—" if share is None else f"{share:.1%}",
+                         "—" if pc is None else f"{pc * 100:+.2f} %", "—" if wo is None else f"{wo * 100:+.2f} %"])
+        sec.add(table(rows, ["term no table measured", "size", "how", "share of period", "projection",
+                             "projection without it"], caption="what the projection rests on"))
+    prov = d.get("provenance")
+    if isinstance(prov, dict):
+        sec.add(note("; ".join(f"{k}: {_esc(str(v))}" for k, v in prov.items())))
 
 
 def _esc(s: str) -> str:

@@ -80,19 +80,30 @@ def verdict(run: Run) -> Section | None:
         return None
     art, launch, n = found
     d = launch.get("verdict_detail") or {}
-    cls = d.get("class") or launch.get("verdict") or "no verdict"
+    cls = d.get("label") or d.get("class") or launch.get("verdict") or "no verdict"
     detail = d.get("detail") or ""
     sec = Section("verdict", "Bottleneck verdict")
     sec.add(f'<div class="verdict">{esc(cls)}{" — " + esc(detail) if detail else ""}</div>')
     sec.add("".join(f'<span class="pill">{esc(f)}</span>' for f in d.get("flags") or []))
-    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}</div>')
+    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}; kernel kind {esc(d.get("kind") or "?")}, '
+            f'{esc(d.get("arch") or "?")}</div>')
+    facts = list(d.get("facts") or [])
+    busy = d.get("busy") or {}
+    if d.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
+        facts.append(f"busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""))
+    if facts:
+        sec.add("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>")
     evidence = d.get("evidence") or []
     if evidence:
         sec.add(table([[e] for e in evidence], ["evidence (metric = value, rule, threshold)"]))
     cands = d.get("candidates") or []
     if cands:
-        sec.add("<b>Candidate optimizations for this class</b><ul>" + "".join(f"<li>{esc(c)}</li>" for c in cands)
-                + "</ul>")
+        sec.add("<b>Advice for this class, kernel kind and architecture</b><ul>"
+                + "".join(f"<li>{esc(c)}</li>" for c in cands) + "</ul>")
+    if d.get("ncu"):
+        sec.add("<b>bsprof beside ncu</b><ul>" + "".join(f"<li>{esc(x)}</li>" for x in d["ncu"]) + "</ul>")
+    for m in d.get("missing") or []:
+        sec.add(note(f"this report lacks {m}"))
     thr = d.get("thresholds") or {}
     if thr:
         sec.add('<div class="caption">thresholds the verdict applies (bsprof.analyzers.ncu.verdict.THRESHOLDS): '
@@ -100,7 +111,7 @@ def verdict(run: Run) -> Section | None:
     rules = [r for r in launch.get("rules") or [] if r.get("kind") in ("optimization", "warning")]
     if rules:
         rows = [[r.get("title") or r.get("name") or r.get("rule"), fmt(r.get("speedup_pct"), 2, "%"),
-                 r.get("speedup_type") or "", (r.get("message") or "")[:220]] for r in rules[:6]]
+                 r.get("speedup_type") or "", r.get("message") or ""] for r in rules[:6]]
         sec.add(table(rows, ["ncu rule", "est. speedup", "scope", "message"],
                       caption=f"Nsight Compute's own rules ({len(rules)} with findings; largest estimated speedup first)"))
     return sec
@@ -118,7 +129,7 @@ def sol(run: Run) -> Section | None:
                                                       "(profile with --set triage or full)")])
     import plotly.graph_objects as go
 
-    bound = num(dig(launch, "verdict_detail", "thresholds", "sol_bound_pct")) or 60.0
+    bound = num(dig(launch, "verdict_detail", "thresholds", "unit_bound_pct")) or 60.0
     labels = [b[0] for b in bars][::-1]
     values = [b[1] for b in bars][::-1]
     colors = ["#c0504d" if v >= bound else "#4f81bd" for v in values]

@@ -1,8 +1,10 @@
 """Validation scatter: the model's projected wall-time ratio against the measured one, per point.
 
 Reads the ``validation`` artifact of ``bsprof model --validate`` (``points``: the rows of
-validation.csv — direction, knob, deltas, measured_ratio, projected_det / projected_sto with
-p05–p95, err_*_pct — and ``summary``: n, median and max |error| per model against the target).
+validation.csv — direction, knob, nominal deltas, measured_ratio with its 95% interval, the
+model's projection ``projected_wall_det``, the oracle's and the trivial predictor's, and their
+``err_*_pct`` — and ``summary``: median and max |error| of each, on every point and on the flip
+points, against the target). The Monte Carlo band is not drawn: it covered too few measured points.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from bsprof.reports.page import Figure, Section, note, table
 TARGET_MEDIAN_PCT = 2.0   # issue #9: median |error| <= 2 %
 TARGET_MAX_PCT = 5.0      # ... and max <= 5 %
 KNOB_SYMBOL = {"kloop": "circle", "phase1": "square", "both": "diamond"}
-KNOB_COLOR = {"kloop": "#4f81bd", "phase1": "#c0504d", "both": "#8064a2"}
+KNOB_COLOR = {"kloop": "#4f81bd", "phase1": "#c0504d", "both": "#8064a2", "none": "#777"}
+# (label, projection column, error column, filled marker); version-1 runs carried projected_det
+MODELS = (("model", "projected_wall_det", "err_det_pct", True),
+          ("trivial", "projected_trivial", "err_trivial_pct", False))
+SUMMARIES = (("det", "model"), ("oracle", "oracle (measured phase changes)"), ("trivial", "trivial predictor"))
 
 
 def _points(art: Artifact) -> list[dict]:
@@ -31,8 +37,7 @@ def _points(art: Artifact) -> list[dict]:
 
 
 def _usable(p: dict) -> bool:
-    return num(p.get("measured_ratio")) is not None and (num(p.get("projected_det")) is not None
-                                                          or num(p.get("projected_sto")) is not None)
+    return num(p.get("measured_ratio")) is not None and num(p.get("projected_wall_det")) is not None
 
 
 def scatter(run: Run) -> Section | None:
@@ -50,7 +55,7 @@ def scatter(run: Run) -> Section | None:
             sec.level = "warning"
             continue
         meas = [num(p["measured_ratio"]) for p in pts]
-        projs = [num(p.get(k)) for p in pts for k in ("projected_det", "projected_sto") if num(p.get(k)) is not None]
+        projs = [num(p.get(k)) for p in pts for _, k, _, _ in MODELS if num(p.get(k)) is not None]
         lo, hi = min(meas + projs), max(meas + projs)
         pad = (hi - lo) * 0.08 or 0.02
         lo, hi = lo - pad, hi + pad
@@ -65,21 +70,20 @@ def scatter(run: Run) -> Section | None:
                                      hoverinfo="skip"))
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="#555", dash="dot", width=1),
                                  name="projected = measured", hoverinfo="skip"))
-        for model, key, filled in (("deterministic", "projected_det", True), ("stochastic", "projected_sto", False)):
+        for model, key, err_key, filled in MODELS:
             for knob in sorted({str(p.get("knob")) for p in pts}):
                 sel = [p for p in pts if str(p.get("knob")) == knob and num(p.get(key)) is not None]
                 if not sel:
                     continue
-                err_key = "err_det_pct" if key == "projected_det" else "err_sto_pct"
                 band = None
-                if key == "projected_sto" and all(num(p.get("projected_sto_p95")) is not None for p in sel):
+                if filled and all(num(p.get("ci_hi")) is not None for p in sel):   # the measurement's 95% CI
                     band = dict(type="data", symmetric=False,
-                                array=[num(p["projected_sto_p95"]) - num(p[key]) for p in sel],
-                                arrayminus=[num(p[key]) - num(p["projected_sto_p05"]) for p in sel],
+                                array=[num(p["ci_hi"]) - num(p["measured_ratio"]) for p in sel],
+                                arrayminus=[num(p["measured_ratio"]) - num(p["ci_lo"]) for p in sel],
                                 thickness=1, width=2, color="#999")
                 fig.add_trace(go.Scatter(
                     x=[num(p["measured_ratio"]) for p in sel], y=[num(p[key]) for p in sel], mode="markers",
-                    name=f"{knob} · {model}", error_y=band,
+                    name=f"{knob} · {model}", error_x=band,
                     marker=dict(symbol=KNOB_SYMBOL.get(knob, "circle") + ("" if filled else "-open"), size=9,
                                 color=KNOB_COLOR.get(knob, "#444"), line=dict(width=1.5, color=KNOB_COLOR.get(knob, "#444"))),
                     customdata=[[p.get("direction", ""), fmt(p.get("delta_kloop")), fmt(p.get("delta_phase1")),
@@ -91,7 +95,8 @@ def scatter(run: Run) -> Section | None:
                           yaxis=dict(title="projected wall-time ratio", range=[lo, hi]),
                           title=dict(text=_title(art), font=dict(size=12)))
         sec.add(Figure(fig, height=520, caption=f"{art.path.parent.name}/{art.path.name}: {len(pts)} points; filled: "
-                                                "deterministic, open: stochastic with its p05–p95 band; forward points "
+                                                "the model (from the calibration table and the nominal change), with the "
+                                                "measurement's 95% interval; open: the trivial predictor; forward points "
                                                 "slow the plain build down, reverse points project back to it"))
         sec.add(_error_figure(pts))
         sec.add(_summary_table(art, pts))
@@ -112,7 +117,7 @@ def _error_figure(pts: list[dict]) -> Figure:
     for pct_, shade in ((TARGET_MAX_PCT, "rgba(192,80,77,0.07)"), (TARGET_MEDIAN_PCT, "rgba(79,129,189,0.13)")):
         fig.add_hrect(y0=-pct_, y1=pct_, fillcolor=shade, line_width=0)
     for knob in sorted({str(p.get("knob")) for p in pts}):
-        for key, model, filled in (("err_det_pct", "deterministic", True), ("err_sto_pct", "stochastic", False)):
+        for model, _, key, filled in MODELS:
             sel = [p for p in pts if str(p.get("knob")) == knob and num(p.get(key)) is not None]
             if not sel:
                 continue
@@ -139,21 +144,22 @@ def _title(art: Artifact) -> str:
 def _summary_table(art: Artifact, pts: list[dict]) -> str:
     summ = art.data.get("summary") or {}
     rows: list[list[Any]] = []
-    for key, label, err_key in (("det", "deterministic", "err_det_pct"), ("sto", "stochastic", "err_sto_pct")):
+    for key, label in SUMMARIES:
         s = summ.get(key) if isinstance(summ.get(key), dict) else {}
-        errs = [abs(num(p.get(err_key))) for p in pts if num(p.get(err_key)) is not None]
-        if not errs and not s:
+        med, mx = num(s.get("median_abs_pct")), num(s.get("max_abs_pct"))
+        if med is None:
             continue
-        med = num(s.get("median_abs_pct"))
-        mx = num(s.get("max_abs_pct"))
-        if med is None and errs:
-            import statistics
-
-            med, mx = statistics.median(errs), max(errs)
+        flip = s.get("flip") if isinstance(s.get("flip"), dict) else {}
+        fmed = num(flip.get("median_abs_pct"))
         ok = s.get("pass")
         verdict = "—" if ok is None else ("meets the target" if ok else "misses the target")
-        rows.append([label, str(len(errs)), f"{med:.2f} %" if med is not None else "—",
-                     f"{mx:.2f} %" if mx is not None else "—", verdict])
-    return table(rows, ["model", "points", "median |error|", "max |error|",
-                        f"target: median ≤ {TARGET_MEDIAN_PCT:g} %, max ≤ {TARGET_MAX_PCT:g} %, ≥ 12 points"],
-                 numeric=(1, 2, 3))
+        rows.append([label, str(s.get("n", "")), f"{med:.2f} %", f"{mx:.2f} %",
+                     f"{fmed:.2f} % ({flip.get('n')})" if fmed is not None else "—", verdict])
+    out = table(rows, ["projection", "points", "median |error|", "max |error|", "flip points: median (n)",
+                       f"target: median ≤ {TARGET_MEDIAN_PCT:g} %, max ≤ {TARGET_MAX_PCT:g} %, ≥ 12 points"],
+                numeric=(1, 2, 3))
+    noise = num(summ.get("noise_floor_pct"))
+    if noise is not None:
+        out += note(f"noise floor: a second plain build measured {noise:.2f} % off the first; "
+                    f"median 95% interval of a point's error ±{num(summ.get('median_ci_pct')) or 0:.2f} %")
+    return out

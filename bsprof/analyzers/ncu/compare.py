@@ -30,6 +30,12 @@ class Comparison:
     b_kernel: str
     a_verdict: Verdict
     b_verdict: Verdict
+    a_label: str = "A"
+    b_label: str = "B"
+
+    @property
+    def title(self) -> str:
+        return f"{self.a_label} vs {self.b_label}"
 
 
 def resolve_report(path: str | Path) -> Path:
@@ -60,7 +66,14 @@ def _pick(path: Path, filter: str | None, flops: float | None):
     return ex.table.iloc[0], len(ex.table)
 
 
-def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: float | None = None) -> Comparison:
+def report_label(path: str | Path) -> str:
+    """What a report is called in a comparison: its result directory's name, or the file's stem."""
+    p = Path(path)
+    return p.name if p.is_dir() else p.name.removesuffix(".ncu-rep")
+
+
+def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: float | None = None,
+            labels: tuple[str, str] | None = None) -> Comparison:
     """Compare the first launch (matching ``filter``) of each report. ``flops`` (or the FLOPs a
     result directory recorded) gives TFLOP/s and % of peak."""
     import pandas as pd
@@ -76,7 +89,10 @@ def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: f
         delta = vb - va
         pct = 100.0 * delta / va if va and not math.isnan(va) and not math.isnan(vb) else math.nan
         rows.append({"metric": col, "a": va, "b": vb, "delta": delta, "delta_pct": pct})
-    return Comparison(pd.DataFrame(rows), str(pa), str(pb), ra["kernel"], rb["kernel"], classify(ra), classify(rb))
+    la, lb = labels or (report_label(a), report_label(b))
+    if la == lb:
+        la, lb = f"A: {la}", f"B: {lb}"
+    return Comparison(pd.DataFrame(rows), str(pa), str(pb), ra["kernel"], rb["kernel"], classify(ra), classify(rb), la, lb)
 
 
 def _f(v) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bsprof.analyzers.ncu import metrics as M
-from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops
+from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops, precision_from_opcodes
 from bsprof.errors import BsprofError
 
 _STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL_SUFFIX) + "$")
@@ -54,6 +54,41 @@ def stall_reasons(names) -> list[str]:
     """Stall reasons present in a launch's metric names, known ones first."""
     found = {mt.group(1) for n in names if (mt := _STALL_RE.match(n))}
     return [r for r in M.STALL_REASONS if r in found] + sorted(found - set(M.STALL_REASONS))
+
+
+# what a launch's NVTX ranges may carry: bsprof's launcher names its range
+# "bsprof_measured/bsprof mnkl=MxNxKxL flops=F precision=P", so a report read back keeps % of peak
+_NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.compile(r"\bprecision=([a-z0-9]+)"),
+              "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
+
+
+def nvtx_ranges(action) -> list[str]:
+    """The push/pop NVTX ranges open at the launch, outermost first, over all domains."""
+    try:
+        state = action.nvtx_state()
+    except Exception:  # noqa: BLE001 - a report without NVTX data
+        return []
+    if state is None:
+        return []
+    out: list[str] = []
+    for d in state.domains():
+        out += list(state.domain_by_id(d).push_pop_ranges())
+    return out
+
+
+def nvtx_problem(ranges: list[str]) -> dict[str, Any]:
+    """flops / precision / mnkl named in NVTX ranges (the innermost wins)."""
+    found: dict[str, Any] = {}
+    for text in ranges:
+        for key, rx in _NVTX_KEYS.items():
+            if m := rx.search(text):
+                found[key] = m.group(1)
+    if "flops" in found:
+        try:
+            found["flops"] = float(found["flops"])
+        except ValueError:
+            found.pop("flops")
+    return found
 
 
 def _kernel_names(action) -> tuple[str, str]:
@@ -105,13 +140,36 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
             missing.append(f"stall_{reason} ({name})")
         else:
             raw[name] = val
+    for pipe, candidates in M.PIPES.items():
+        vals = [v for n in candidates if n in names and isinstance(v := _value(action, n), float)]
+        row[f"pipe_{pipe}_pct"] = max(vals) if vals else math.nan
     ops = _opcodes(action)
     if not ops:
         missing.append(f"inst_op_* ({M.OPCODE_METRIC}: needs the InstructionStats section)")
     for op, count in ops.items():
         row[f"inst_op_{op}"] = count
-    # derived throughput, only when the problem size is known
-    prec = precision or (ARCH_PRECISION.get(int(cc_major)) if cc_major is not None else None)
+    ranges = nvtx_ranges(action)
+    row["nvtx"] = " / ".join(ranges)
+    from_nvtx = nvtx_problem(ranges)
+    flops = flops or from_nvtx.get("flops")
+    row["mnkl"] = from_nvtx.get("mnkl")
+    row["tile_mn"] = from_nvtx.get("tile")
+    # the peak to compare against: --precision, else the range's, else the executed MMA opcodes',
+    # else (no opcode table) the format this arch's bundled kernels compute in
+    op_prec, op_name = precision_from_opcodes(ops)
+    if precision:
+        prec, source = precision, "--precision"
+    elif from_nvtx.get("precision"):
+        prec, source = from_nvtx["precision"], "NVTX range"
+    elif op_prec:
+        prec, source = op_prec, f"executed {op_name}"
+    elif ops:
+        prec, source = None, None   # no MMA and no FFMA executed: no arithmetic peak applies
+    else:
+        prec = ARCH_PRECISION.get(int(cc_major)) if cc_major is not None else None
+        source = "architecture default (no opcode table in the report)" if prec else None
+    row["precision_source"] = source
+    row["mma_opcode"] = op_name if op_prec and op_name != "FFMA" else None
     peak = peak_tflops(row["device"], prec) if prec else None
     dur = row.get("duration_ns", math.nan)
     row["flops"] = float(flops) if flops else math.nan

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 PCT_ACTIVE = ".avg.pct_of_peak_sustained_active"
 PCT_ELAPSED = ".avg.pct_of_peak_sustained_elapsed"
+SM_COUNT_METRIC_NAME = "device__attribute_multiprocessor_count"
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,46 @@ METRICS: tuple[Metric, ...] = (
     _m("eligible_warps_per_cycle", "smsp__warps_eligible.avg.per_cycle_active", "warp", "warps ready to issue per scheduler cycle", verdict=True),
     _m("warp_cycles_per_issue", "smsp__average_warp_latency_per_inst_issued.ratio", "cycle", "cycles between two issues of a warp (sum of all stall reasons)", verdict=True),
     _m("inst_executed", "smsp__inst_executed.sum", "inst", "executed warp instructions"),
+    # is the GPU filled: SM-time busy vs elapsed, and how the grid maps onto the SMs
+    _m("sm_count", SM_COUNT_METRIC_NAME, "SM", "multiprocessors on the device", verdict=True),
+    _m("grid_size", "launch__grid_size", "CTA", "CTAs launched", verdict=True),
+    _m("cluster_size", "launch__cluster_size", "CTA", "CTAs per cluster (0 or 1: no cluster)"),
+    _m("sm_active_cycles_avg", "sm__cycles_active.avg", "cycle", "cycles an SM had at least one warp, average over SMs", verdict=True),
+    _m("sm_active_cycles_max", "sm__cycles_active.max", "cycle", "the busiest SM's active cycles", verdict=True),
+    _m("sm_elapsed_cycles_avg", "sm__cycles_elapsed.avg", "cycle", "elapsed SM cycles", verdict=True),
+    _m("occupancy_limit_blocks", "launch__occupancy_limit_blocks", "CTA", "CTAs per SM allowed by the hardware's CTA slots"),
+    _m("occupancy_limit_registers", "launch__occupancy_limit_registers", "CTA", "CTAs per SM allowed by registers"),
+    _m("occupancy_limit_shared_mem", "launch__occupancy_limit_shared_mem", "CTA", "CTAs per SM allowed by shared memory"),
+    _m("occupancy_limit_warps", "launch__occupancy_limit_warps", "CTA", "CTAs per SM allowed by warp slots"),
+    _m("occupancy_limit_barriers", "launch__occupancy_limit_barriers", "CTA", "CTAs per SM allowed by named barriers"),
+    # bytes per memory level
+    _m("l2_sectors", "lts__t_sectors.sum", "sector", "32-byte sectors through L2 (all requests)"),
+    _m("l1_throughput_active_pct", "l1tex__throughput" + PCT_ACTIVE, "%", "L1/TEX throughput, % of peak over active cycles"),
+    _m("l2_atomic_pct", "lts__d_atomic_input_cycles_active" + PCT_ELAPSED, "%", "L2 atomic units busy, % of peak"),
+    _m("gmma_issue_pct", "sm__inst_executed_pipe_tensor_op_gmma" + PCT_ACTIVE, "%", "WGMMA issue rate (sm_90)", arch="sm_90"),
 )
+
+# Pipes for "what limits the busy SMs": column pipe_<name>_pct = the larger of the pipe's cycle
+# utilization and its instruction issue rate, both % of peak over *active* cycles (ncu's Compute
+# Workload Analysis chart). "shared" (the logical sum of the FP64 and tensor pipes on Hopper) and
+# TMA are left out: neither is a unit a kernel is told to use less of.
+PIPES: dict[str, tuple[str, ...]] = {
+    "tensor": ("sm__pipe_tensor_cycles_active" + PCT_ACTIVE, "sm__pipe_tc_cycles_active" + PCT_ACTIVE,
+               "sm__inst_executed_pipe_tensor" + PCT_ACTIVE),
+    "fma": ("sm__pipe_fma_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_fma" + PCT_ACTIVE),
+    "fmaheavy": ("sm__pipe_fmaheavy_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_fmaheavy" + PCT_ACTIVE),
+    "alu": ("sm__pipe_alu_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_alu" + PCT_ACTIVE),
+    "xu": ("sm__pipe_xu_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_xu" + PCT_ACTIVE),
+    "lsu": ("sm__pipe_lsu_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_lsu" + PCT_ACTIVE),
+    "fp64": ("sm__pipe_fp64_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_fp64" + PCT_ACTIVE),
+    "fp16": ("sm__pipe_fp16_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_fp16" + PCT_ACTIVE),
+    "uniform": ("sm__pipe_uniform_cycles_active" + PCT_ACTIVE, "sm__inst_executed_pipe_uniform" + PCT_ACTIVE),
+    "adu": ("sm__inst_executed_pipe_adu" + PCT_ACTIVE,),
+    "cbu": ("sm__inst_executed_pipe_cbu" + PCT_ACTIVE,),
+    "tex": ("sm__inst_executed_pipe_tex" + PCT_ACTIVE,),
+}
+# collected by --set triage too (the pipes a foreign kernel most often saturates)
+TRIAGE_PIPES = ("tensor", "fma", "alu", "xu", "lsu")
 
 # Warp-stall reasons: column stall_<reason> = cycles per issued instruction spent in that state
 # (ncu's "Warp State Statistics"). Hopper adds "gmma" (waiting on WGMMA); reasons found in a report
@@ -164,6 +204,7 @@ def triage_metric_names(arch: str) -> list[str]:
             names.append(first)
     names += ["sm__cycles_elapsed.avg.per_second", "launch__grid_dim_x", "launch__grid_dim_y",
               "launch__grid_dim_z", "launch__block_dim_x", "launch__block_dim_y", "launch__block_dim_z"]
+    names += [PIPES[p][-1] for p in TRIAGE_PIPES if p != "tensor"]
     reasons = [r for r in STALL_REASONS if r != "gmma" or arch == "sm_90"]
     names += [stall_metric(r) for r in reasons]
     seen: set[str] = set()

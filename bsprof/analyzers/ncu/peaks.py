@@ -9,6 +9,8 @@ reachable in practice. Sources / assumptions:
 * H200 (SXM, 141GB): same GH100 compute as H100 SXM -> FP8 1979, FP16 989.
 * B200: FP4 18 PFLOP/s sparse -> 9000 dense; FP8 4500 dense; FP16 2250 dense (HGX B200 datasheet).
   NVFP4 and MXFP4 run at the FP4 rate.
+* FP32 (CUDA cores, FFMA): H100 SXM 67, H100 PCIe 51, H200 67, B200 80 TFLOP/s.
+* BF16 runs at the FP16 rate on all of these; ``bf16`` is accepted and looked up as ``fp16``.
 
 The lookup is by substring of the device name ncu records (``device__attribute_display_name``),
 most specific first.
@@ -27,7 +29,22 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("B200", "fp4"): 9000.0,
     ("B200", "fp8"): 4500.0,
     ("B200", "fp16"): 2250.0,
+    ("H100 PCIe", "fp32"): 51.0,
+    ("H100", "fp32"): 67.0,
+    ("H200", "fp32"): 67.0,
+    ("B200", "fp32"): 80.0,
 }
+PRECISIONS = ("fp4", "fp8", "fp16", "bf16", "fp32")
+_ALIAS = {"bf16": "fp16"}
+
+# The precision an MMA opcode computes in (the executed-opcode table names no data type beyond
+# this): wgmma on sm_90 (HGMMA fp16/bf16, QGMMA fp8, IGMMA int8 at the fp8 rate), legacy mma.sync
+# (HMMA), tcgen05 on sm_100 (UTCHMMA fp16/bf16, UTCQMMA fp8/fp6/fp4 kind f8f6f4 at the fp8 rate,
+# UTCOMMA block-scaled mxf4/nvf4 at the fp4 rate, UTCIMMA int8). Most specific (lowest) first.
+OPCODE_PRECISION: tuple[tuple[str, str], ...] = (
+    ("UTCOMMA", "fp4"), ("UTCQMMA", "fp8"), ("UTCIMMA", "fp8"), ("UTCHMMA", "fp16"),
+    ("QGMMA", "fp8"), ("IGMMA", "fp8"), ("HGMMA", "fp16"), ("IMMA", "fp8"), ("HMMA", "fp16"),
+)
 
 # the precision a bundled family computes in
 FAMILY_PRECISION = {"fp8-blockwise": "fp8", "nvfp4": "fp4"}
@@ -35,9 +52,28 @@ FAMILY_PRECISION = {"fp8-blockwise": "fp8", "nvfp4": "fp4"}
 ARCH_PRECISION = {9: "fp8", 10: "fp4"}
 
 
+def precision_from_opcodes(opcodes: dict[str, float]) -> tuple[str | None, str | None]:
+    """(precision, opcode) of the MMA instructions that executed the most, or (None, None) where no
+    MMA ran. A kernel that executes only FFMA gets (``fp32``, ``FFMA``) when FFMAs dominate its
+    floating-point work."""
+    best: tuple[float, str, str] | None = None
+    for op, count in opcodes.items():
+        for prefix, prec in OPCODE_PRECISION:
+            if op.startswith(prefix) and count > 0:
+                if best is None or count > best[0]:
+                    best = (count, prec, op)
+                break
+    if best:
+        return best[1], best[2]
+    if opcodes.get("FFMA", 0) > 0:
+        return "fp32", "FFMA"
+    return None, None
+
+
 def peak_tflops(device_name: str | None, precision: str) -> float | None:
     if not device_name:
         return None
+    precision = _ALIAS.get(precision, precision)
     for (sub, prec), value in PEAK_TFLOPS.items():
         if prec == precision and sub.lower() in device_name.lower():
             return value

@@ -37,7 +37,7 @@ def _dims(row, prefix: str) -> list[int | None]:
 def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
     launches = []
     for i, (_, row) in enumerate(ex.table.iterrows()):
-        verdict = classify(row, k=k)
+        verdict = classify(row, k=k, rules=ex.rules[i] if i < len(ex.rules) else None)
         cols = {c: _clean(v) for c, v in row.items() if not c.startswith("inst_op_")}
         launches.append({
             "kernel": row["kernel"],
@@ -47,9 +47,11 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
             "block": _dims(row, "block"),
             "cluster": _dims(row, "cluster"),
             "verdict": verdict.cls,
+            "label": verdict.label,
             "verdict_detail": verdict.as_dict(),
             "metrics": {n: _clean(v) for n, v in ex.raw_metrics[i].items()},
-            "derived": {key: cols.get(key) for key in ("flops", "tflops", "precision", "peak_tflops", "pct_of_peak")},
+            "derived": {key: cols.get(key) for key in ("flops", "tflops", "precision", "precision_source", "peak_tflops",
+                                                       "pct_of_peak", "mnkl")},
             "columns": cols,
             "inst_executed_by_opcode": opcode_counts(row),
             "rules": ex.rules[i] if i < len(ex.rules) else [],
@@ -60,6 +62,20 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
 
 def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
     return {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launch_dicts(ex, k=k)}
+
+
+def analyze_report(report: str | Path, *, filter: str | None = None, flops: float | None = None,
+                   precision: str | None = None) -> tuple[Extraction, dict]:
+    """An existing .ncu-rep (or a bsprof result directory holding one) -> (extraction, summary JSON):
+    per launch the metric columns, the verdict with its evidence and advice, and ncu's own rules.
+    FLOPs come from ``flops``, else the result directory's summary.json, else the launch's NVTX range."""
+    from bsprof.analyzers.ncu.compare import recorded_flops, resolve_report
+    from bsprof.analyzers.ncu.extract import extract
+
+    flops = flops or recorded_flops(report)
+    path = str(resolve_report(report))
+    ex = extract(path, filter=filter, flops=flops, precision=precision)
+    return ex, summary_json(ex)
 
 
 def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> list[Path]:
@@ -80,3 +96,21 @@ def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> li
     payload["table"] = table.name
     js = write_text_atomic(out_dir / f"{stem}.json", json.dumps(payload, indent=2, default=str) + "\n")
     return [table, js]
+
+
+def write_analysis(ex: Extraction, payload: dict, out: str | Path) -> Path:
+    """`bsprof ncu --report X -o DIR`: the summary files of an analyzed report in a fresh
+    ``DIR/report_<stem>_<time>`` directory (removed again if writing fails)."""
+    import shutil
+    import time
+
+    from bsprof.io import unique_dir
+
+    stem = Path(ex.report).name.removesuffix(".ncu-rep")
+    d = unique_dir(out, f"report_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        write_summary(ex, d, "summary", payload)
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return d

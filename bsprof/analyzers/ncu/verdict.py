@@ -1,81 +1,65 @@
-"""Bottleneck verdict for one launch: a class, the numbers and thresholds that decided it, and the
-candidate optimizations the class points to.
+"""Bottleneck verdict for one launch: a decision tree over declared metric columns.
 
-Like ncu's own ``sections/*.py`` rules, each rule is a tiny function over the extracted metrics; all
-thresholds live in :data:`THRESHOLDS`. Classes, checked in order:
+Like ncu's own ``sections/*.py`` rules, each step is a small function over the extracted columns
+(:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS`. The tree, in order:
 
-(SOL: ncu's sm__throughput / gpu__compute_memory_throughput; where a triage report lacks them, compute
-SOL = max(tensor pipe elapsed, issue slots) and memory SOL = max(DRAM, L2, L1 throughput).)
+1. Is the GPU filled?
+   a. launch-bound   a few microseconds and the SMs active a small share of them: the fixed cost
+                     of a launch dominates (fuse, batch, CUDA graphs).
+   b. under-filled   SM-time idle (1 - sm__cycles_active.avg / elapsed) >= idle_share, or fewer
+                     CTAs than SMs, and no global memory level (DRAM, L2) is saturated: "N of 132
+                     SMs idle for X % of the time"; tiles per SM and the last wave's fill where the
+                     tile grid is known.
+2. What limits the busy SMs (also reported under 1, as the busy SMs' limiter)?
+   - the hottest pipe, % of active cycles (and of elapsed), >= unit_bound_pct -> compute-bound:<pipe>;
+     else issue slots >= issue_bound_pct -> compute-bound:issue;
+   - the busiest memory level (DRAM, L2, L1/shared), % of peak, >= unit_bound_pct -> memory-bound:<level>;
+     where wgmma/HGMMA/QGMMA execute, L1/shared traffic is the MMA's operand path and not counted;
+   - the larger of the two wins ("balanced" when within balanced_margin of each other);
+   - neither: latency-bound, named by the dominant stall reason, with issue rate and eligible warps.
+3. Occupancy last: only for latency-bound launches whose occupancy limiter allows more warps and
+   that are not one CTA per SM by design (persistent / large-SMEM kernels).
 
-1. memory-bound        memory SOL >= sol_bound_pct and >= compute SOL
-2. compute-bound       compute SOL >= sol_bound_pct (near-peak flag when the tensor pipe or the
-                       TFLOP/s is >= near_peak_pct)
-3. occupancy-limited   neither SOL high, and the grid leaves SMs idle (waves < min_waves) or
-                       achieved occupancy < low_occupancy_pct with < min_eligible_warps ready per cycle
-4. latency/sync-bound  neither SOL high; "sync" when barrier/membar/sleep stalls are >= sync_stall_share
-                       of the cycles between issues, else "latency" (named by the top stall reason)
-
-Flags added on top of the class: smem bank conflicts (-> swizzle), register spills.
+Advice (:mod:`.advice`) is picked by class, kernel kind (MMA executed or not) and architecture, each
+piece citing the number it rests on. ncu's own rules are set beside the verdict (:func:`ncu_view`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
-# One table. Values from Nsight Compute's guidance (SOL >= 60 % is "the" limiter, >= 80 % is
-# "high throughput") and the optimization roadmap our users follow (bank conflicts > 10 % -> swizzle).
 THRESHOLDS: dict[str, float] = {
-    "sol_bound_pct": 60.0,        # a unit at >= this % of its speed of light bounds the kernel
-    "near_peak_pct": 80.0,        # tensor pipe busy (or % of peak TFLOP/s) at which a GEMM is "near peak"
-    "sync_stall_share": 0.35,     # barrier+membar+sleeping share of warp cycles per issued instruction
-    "low_occupancy_pct": 10.0,    # achieved occupancy below this counts as low
-    "min_eligible_warps": 0.5,    # eligible warps per scheduler cycle below this: schedulers starve
-    "min_waves": 0.5,             # CTAs per SM slot: below this, half the GPU is idle
-    "smem_conflict_pct": 10.0,    # bank conflicts as % of shared wavefronts
-    "large_k": 4096.0,            # split-K is a candidate above this K
+    "tiny_duration_us": 10.0,    # a launch this short whose SMs are mostly idle is launch-bound
+    "tiny_active_share": 0.70,   # ... SM active cycles below this share of elapsed
+    "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
+    "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
+    "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
+    "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
+    "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
+    "l2_over_dram_pts": 10.0,    # DRAM traffic passes L2: L2 is the limit only this far above DRAM
+    "near_peak_pct": 80.0,       # tensor pipe busy (of elapsed) at which a GEMM is near its peak
+    "low_occupancy_pct": 25.0,   # achieved occupancy below this is worth raising (when the limiter allows)
+    "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
+    "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
+    "large_k": 4096.0,           # split-K is a candidate above this K
 }
 
+CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
+MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
+                 ("l1", "l1_throughput_pct", None))
+# pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
+MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
+WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
 SYNC_REASONS = ("barrier", "membar", "sleeping")
-
-CANDIDATES: dict[str, list[str]] = {
-    "memory-bound": [
-        "epilogue subtile tuning (more, smaller epilogue subtiles so stores overlap the next tile)",
-        "TMA prefetch (issue the next tile's loads / descriptor prefetch earlier)",
-        "cache hints (L2 eviction priority / persistence for the operand reused across CTAs)",
-    ],
-    "compute-bound": [
-        "trim non-MMA instructions in the K-loop (see `bsprof sass` for the per-iteration budget)",
-        "larger MMA tile / 2-CTA MMA so each issued MMA does more work",
-    ],
-    "near-peak": [
-        "fusion (bias, activation, output quantization in the epilogue)",
-        "split-K when K is large",
-        "cluster shape tuning (multicast reuse vs. scheduling granularity)",
-    ],
-    "sync": [
-        "warp-role rebalancing (producer / MMA / epilogue warp counts)",
-        "pipeline depth (more shared-memory stages between TMA and MMA)",
-        "epilogue/MMA overlap (double-buffered accumulator so the next tile's MMAs start early)",
-    ],
-    "latency": [
-        "pipeline depth (more stages in flight to hide load latency)",
-        "TMA prefetch",
-    ],
-    "occupancy-limited": [
-        "fill the GPU: persistent tile scheduler over all SMs, or smaller tiles / split-K for more CTAs",
-        "cut registers or shared memory per CTA if the occupancy limiter allows another CTA",
-    ],
-    "smem-bank-conflicts": ["shared-memory swizzle (128B/64B/32B) for the conflicting buffers"],
-    "register-spills": ["remove register spills (fewer live accumulators per thread, or setmaxnreg rebalancing)"],
-}
 
 
 @dataclass
 class Evidence:
-    what: str            # column name
+    what: str
     value: float
-    op: str              # ">=", "<", ...
+    op: str
     threshold: float
     threshold_name: str
 
@@ -84,16 +68,47 @@ class Evidence:
 
 
 @dataclass
+class Fill:
+    """How the launch fills the GPU."""
+    sms: int | None = None
+    ctas: int | None = None
+    ctas_per_sm: int | None = None            # the occupancy limit
+    active_share: float = math.nan            # sm__cycles_active.avg / elapsed
+    max_active_share: float = math.nan        # the busiest SM's active / elapsed
+    idle_sms: int | None = None               # SMs that never got a CTA
+    waves: float = math.nan
+    tiles: dict | None = None                 # exact tile accounting, when the tile grid is known
+    text: str = ""
+
+
+@dataclass
 class Verdict:
-    cls: str                                   # memory-bound | compute-bound | occupancy-limited | latency/sync-bound
-    detail: str = ""                           # e.g. "sync", "latency (long_scoreboard)", "near-peak"
+    cls: str
+    unit: str = ""                             # pipe / memory level / stall reason
+    detail: str = ""
     flags: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)   # the numbers in words ("97% of active, 93% of elapsed")
     candidates: list[str] = field(default_factory=list)
+    busy: dict = field(default_factory=dict)   # what limits the busy SMs (class, unit, facts)
+    fill: Fill = field(default_factory=Fill)
+    kind: str = "other"                        # gemm | other
+    arch: str = "other"
+    ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
+    missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
+
+    @property
+    def label(self) -> str:
+        return f"{self.cls}:{self.unit}" if self.cls in ("compute-bound", "memory-bound") and self.unit else self.cls
 
     def as_dict(self) -> dict:
-        return {"class": self.cls, "detail": self.detail, "flags": self.flags,
-                "evidence": [str(e) for e in self.evidence], "candidates": self.candidates,
+        return {"class": self.cls, "label": self.label, "unit": self.unit, "detail": self.detail,
+                "flags": self.flags, "evidence": [str(e) for e in self.evidence], "facts": self.facts,
+                "candidates": self.candidates,
+                "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
+                "fill": {k: v for k, v in vars(self.fill).items()
+                                                                          if not (isinstance(v, float) and math.isnan(v))},
+                "kind": self.kind, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
 
 
@@ -109,141 +124,466 @@ def _get(row, key: str) -> float:
         return math.nan
 
 
-def _ge(row, col: str, thr: str, value: float | None = None) -> Evidence | None:
-    v = _get(row, col) if value is None else value
-    if math.isnan(v) or v < THRESHOLDS[thr]:
+def _ok(x: float) -> bool:
+    return not math.isnan(x)
+
+
+def _bytes(n: float) -> str:
+    if not _ok(n):
+        return "n/a"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def opcodes(row) -> dict[str, float]:
+    keys = row.keys() if hasattr(row, "keys") else []
+    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and _ok(v := _get(row, k)) and v > 0}
+
+
+def kernel_kind(row) -> str:
+    """gemm when MMA instructions executed (or, without an opcode table, the tensor pipe worked)."""
+    ops = opcodes(row)
+    if ops:
+        return "gemm" if any(MMA_OPCODE.match(o) for o in ops) else "other"
+    pipe = hottest_pipe(row)
+    tensor = _get(row, "pipe_tensor_pct")
+    if not _ok(tensor) and pipe and pipe[0] == "tensor":
+        tensor = pipe[1]
+    return "gemm" if _ok(tensor) and tensor >= 5.0 else "other"
+
+
+def wgmma_operands_from_smem(row) -> bool:
+    """wgmma / tcgen05 read their B (and usually A) operand straight from shared memory: that L1/shared
+    traffic is the MMA's operand path. mma.sync (HMMA) operands come through registers (LDSM)."""
+    ops = opcodes(row)
+    if ops:
+        return any(WGMMA_OPCODE.match(o) for o in ops)
+    return _get(row, "gmma_issue_pct") > 0 or (row.get("arch") in ("sm_90", "sm_100") and _get(row, "tensor_pipe_pct") >= 20)
+
+
+# --- 1. is the GPU filled -------------------------------------------------------------------------
+
+def fill_facts(row, tiles: dict | None = None) -> Fill:
+    f = Fill(tiles=tiles)
+    sms, ctas = _get(row, "sm_count"), _get(row, "grid_size")
+    if not _ok(ctas):
+        dims = [_get(row, f"grid_{a}") for a in "xyz"]
+        ctas = math.prod(dims) if all(_ok(d) for d in dims) else math.nan
+    f.sms = int(sms) if _ok(sms) else None
+    f.ctas = int(ctas) if _ok(ctas) else None
+    limits = [_get(row, f"occupancy_limit_{k}") for k in ("blocks", "registers", "shared_mem", "warps", "barriers")]
+    limits = [x for x in limits if _ok(x) and x > 0]
+    f.ctas_per_sm = int(min(limits)) if limits else None
+    act, mx, el = _get(row, "sm_active_cycles_avg"), _get(row, "sm_active_cycles_max"), _get(row, "sm_elapsed_cycles_avg")
+    if _ok(act) and _ok(el) and el > 0:
+        f.active_share = min(1.0, act / el)
+        f.max_active_share = min(1.0, mx / el) if _ok(mx) else math.nan
+    f.waves = _get(row, "waves_per_sm")
+    if f.sms and f.ctas is not None and f.ctas < f.sms:
+        f.idle_sms = f.sms - f.ctas
+    parts = []
+    if f.sms and _ok(f.active_share):
+        idle = 1.0 - f.active_share
+        if f.idle_sms:
+            parts.append(f"{f.idle_sms} of {f.sms} SMs get no CTA ({f.ctas} CTAs)")
+        parts.append(f"SM-time idle {100 * idle:.0f}% (sm__cycles_active avg {100 * f.active_share:.0f}% "
+                     f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)" if _ok(f.max_active_share)
+                     else f"SM-time idle {100 * idle:.0f}%")
+    if _ok(f.waves):
+        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
+        whole, frac = int(f.waves), f.waves - int(f.waves)
+        if f.sms and whole >= 1 and 0.02 < frac < 0.98 and not tiles:
+            # the last, partial wave: its empty CTA slots leave SMs idle for about 1/(waves) of the time
+            per = f.ctas_per_sm or 1
+            what = "SMs" if per == 1 else f"CTA slots ({per} per SM)"
+            slots = f.sms * per
+            parts.append(f"the last wave is {100 * frac:.0f}% full: ~{round(slots * (1 - frac))} of {slots} {what} "
+                         f"idle for ~{100 / (whole + 1):.0f}% of the time")
+    cl = _get(row, "cluster_size")
+    if _ok(cl) and cl > 1 and f.ctas:
+        parts.append(f"{f.ctas // int(cl)} clusters of {int(cl)} CTAs")
+    if tiles:
+        parts.append(tile_text(tiles))
+    f.text = "; ".join(parts)
+    return f
+
+
+def tile_text(t: dict) -> str:
+    idle = t["ctas"] - round(t["last_round_fill"] * t["ctas"])
+    text = (f"{t['tiles']} tiles of {t['tile_m']}x{t['tile_n']} on {t['ctas']} persistent CTAs: "
+            f"{t['tiles_per_cta_max']} rounds, the last {100 * t['last_round_fill']:.0f}% full "
+            f"({100 * t['idle_share']:.0f}% of CTA-rounds idle)")
+    if idle:
+        text += (f": {idle} of {t['ctas']} SMs idle for the last round, ~{100 / t['tiles_per_cta_max']:.0f}% "
+                 "of the time")
+    return text
+
+
+def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
+    """Exact tile accounting of a persistent GEMM: tiles (each extent's tile count rounded up to the
+    cluster shape, as a clustered scheduler launches them), rounds per CTA, the last round's fill."""
+    m, n, _, l = (list(mnkl) + [1])[:4]
+    tm, tn = tile_mn
+    cm, cn = cluster_mn
+    tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn * l
+    rounds = math.ceil(tiles / ctas)
+    last = tiles - (rounds - 1) * ctas
+    useful = (m * n * l) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * l)
+    return {"tiles": tiles, "tile_m": tm, "tile_n": tn, "ctas": ctas, "tiles_per_cta_max": rounds,
+            "last_round_fill": last / ctas, "idle_share": 1 - tiles / (rounds * ctas), "tile_useful_share": useful}
+
+
+def _mnkl(row) -> list[int] | None:
+    text = row.get("mnkl") if hasattr(row, "get") else None
+    if not isinstance(text, str) or not text:
         return None
-    return Evidence(col, v, ">=", THRESHOLDS[thr], thr)
-
-
-def _lt(row, col: str, thr: str) -> Evidence | None:
-    v = _get(row, col)
-    if math.isnan(v) or v >= THRESHOLDS[thr]:
+    try:
+        vals = [int(x) for x in re.split(r"[x,]", text) if x]
+    except ValueError:
         return None
-    return Evidence(col, v, "<", THRESHOLDS[thr], thr)
+    return (vals + [1])[:4] if len(vals) >= 3 else None
 
 
-def compute_sol(row) -> tuple[float, str]:
-    """(value, column): ncu's SM SOL, or (triage reports lack it) the busier of the tensor pipe and
-    the issue slots, the two SM units a GEMM can saturate."""
-    v = _get(row, "sol_compute_pct")
-    if not math.isnan(v):
-        return v, "sol_compute_pct"
-    parts = [(x, c) for c in ("tensor_pipe_elapsed_pct", "issue_active_pct") if not math.isnan(x := _get(row, c))]
-    return max(parts) if parts else (math.nan, "sol_compute_pct")
-
-
-def memory_sol(row) -> tuple[float, str]:
-    """(value, column): ncu's memory SOL, or the busiest of DRAM / L2 / L1 throughput."""
-    v = _get(row, "sol_memory_pct")
-    if not math.isnan(v):
-        return v, "sol_memory_pct"
-    parts = [(x, c) for c in ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct") if not math.isnan(x := _get(row, c))]
-    return max(parts) if parts else (math.nan, "sol_memory_pct")
-
-
-# --- rules: each returns the evidence that fired it, or None -------------------------------------
-
-def rule_memory_bound(row) -> list[Evidence] | None:
-    (mem, mcol), (comp, ccol) = memory_sol(row), compute_sol(row)
-    ev = _ge(row, mcol, "sol_bound_pct", mem)
-    if ev is None or (not math.isnan(comp) and comp > mem):
+def tiles_from_row(row) -> dict | None:
+    """Exact tile accounting where the report names the problem and the tile (a bsprof launch's NVTX
+    range: ``mnkl=... tile=MxN``) and the grid is persistent (no more CTAs than SMs)."""
+    mnkl, tile = _mnkl(row), row.get("tile_mn") if hasattr(row, "get") else None
+    ctas, sms = _get(row, "grid_size"), _get(row, "sm_count")
+    if not mnkl or not isinstance(tile, str) or not _ok(ctas) or (_ok(sms) and ctas > sms):
         return None
-    return [ev, Evidence(f"{mcol} - {ccol}", mem - (0.0 if math.isnan(comp) else comp), ">=", 0.0, "memory over compute")]
+    tm, tn = (int(x) for x in tile.split("x"))
+    cluster = tuple(int(_get(row, f"cluster_{a}")) if _ok(_get(row, f"cluster_{a}")) and _get(row, f"cluster_{a}") > 0
+                    else 1 for a in "xy")
+    # the launch's cluster dims are (x, y) = (M, N) for CuTe DSL persistent GEMMs
+    return tile_quantization(mnkl, (tm, tn), int(ctas), cluster)
 
 
-def rule_compute_bound(row) -> list[Evidence] | None:
-    comp, col = compute_sol(row)
-    ev = _ge(row, col, "sol_bound_pct", comp)
-    return [ev] if ev else None
+def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
+    dur = _get(row, "duration_ns") / 1e3
+    if not _ok(dur) or dur >= THRESHOLDS["tiny_duration_us"]:
+        return None
+    if _ok(f.active_share) and f.active_share >= THRESHOLDS["tiny_active_share"]:
+        return None
+    ev = [Evidence("duration_us", dur, "<", THRESHOLDS["tiny_duration_us"], "tiny_duration_us")]
+    if _ok(f.active_share):
+        ev.append(Evidence("sm_active_share", f.active_share, "<", THRESHOLDS["tiny_active_share"], "tiny_active_share"))
+    return ev
 
 
-def rule_near_peak(row) -> list[Evidence] | None:
-    ev = _ge(row, "tensor_pipe_pct", "near_peak_pct") or _ge(row, "pct_of_peak", "near_peak_pct")
-    return [ev] if ev else None
+def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
+    ev = []
+    if _ok(f.active_share) and 1 - f.active_share >= THRESHOLDS["idle_share"]:
+        ev.append(Evidence("sm_idle_share", 1 - f.active_share, ">=", THRESHOLDS["idle_share"], "idle_share"))
+    if f.idle_sms and f.sms and f.idle_sms / f.sms >= THRESHOLDS["idle_sms_share"]:
+        ev.append(Evidence("idle_sms", f.idle_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms, "idle_sms_share x SMs"))
+    if not ev:
+        return None
+    # a saturated global memory level is the limit whatever the grid: more CTAs would queue on it
+    if saturated_global_memory(row) is not None:
+        return None
+    return ev
 
 
-def rule_occupancy_limited(row) -> list[Evidence] | None:
-    waves = _lt(row, "waves_per_sm", "min_waves")
-    if waves:
-        return [waves]
-    occ, elig = _lt(row, "achieved_occupancy_pct", "low_occupancy_pct"), _lt(row, "eligible_warps_per_cycle", "min_eligible_warps")
-    return [occ, elig] if occ and elig else None
+def saturated_global_memory(row) -> tuple[str, float] | None:
+    best = max(((lvl, _get(row, col)) for lvl, col, _ in MEMORY_LEVELS[:2] if _ok(_get(row, col))),
+               key=lambda kv: kv[1], default=None)
+    return best if best and best[1] >= THRESHOLDS["unit_bound_pct"] else None
+
+
+# --- 2. what limits the busy SMs ------------------------------------------------------------------
+
+def hottest_pipe(row) -> tuple[str, float] | None:
+    keys = row.keys() if hasattr(row, "keys") else []
+    pipes = [(k[len("pipe_"):-len("_pct")], _get(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
+    pipes = [(p, v) for p, v in pipes if _ok(v)]
+    if not pipes:
+        # a report without the compute workload section: the tensor pipe from the SOL breakdown
+        t, te = _get(row, "tensor_pipe_pct"), _get(row, "tensor_pipe_elapsed_pct")
+        share = _get(row, "sm_active_cycles_avg") / _get(row, "sm_elapsed_cycles_avg")
+        if not _ok(t) and _ok(te) and _ok(share) and share > 0:
+            t = min(100.0, te / share)
+        if _ok(t):
+            pipes = [("tensor", t)]
+    return max(pipes, key=lambda kv: kv[1]) if pipes else None
+
+
+def busiest_memory(row) -> tuple[str, float, bool] | None:
+    """(level, % of peak, operand_path) of the busiest memory level. Where wgmma executes, L1/shared
+    is the MMA's operand path: reported, not ranked."""
+    operand = wgmma_operands_from_smem(row)
+    levels = [(lvl, _get(row, col)) for lvl, col, _ in MEMORY_LEVELS if _ok(_get(row, col))]
+    ranked = dict((lvl, v) for lvl, v in levels if not (operand and lvl == "l1"))
+    if not ranked:
+        return None
+    lvl, v = max(ranked.items(), key=lambda kv: kv[1])
+    dram = ranked.get("dram", math.nan)
+    if lvl == "l2" and _ok(dram) and dram >= THRESHOLDS["unit_bound_pct"] and v - dram < THRESHOLDS["l2_over_dram_pts"]:
+        lvl, v = "dram", dram   # the L2 load is the DRAM stream passing through
+    return lvl, v, operand
+
+
+def busy_limit(row, f: Fill) -> dict:
+    """What limits the SMs that have work: {class, unit, value, facts, evidence}."""
+    share = f.active_share if _ok(f.active_share) else 1.0
+    pipe = hottest_pipe(row)
+    issue = _get(row, "issue_active_pct")
+    mem = busiest_memory(row)
+    facts: list[str] = []
+    comp_unit, comp = None, math.nan
+    if pipe:
+        only = not any(k.startswith("pipe_") and _ok(_get(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
+        facts.append(f"{'tensor pipe (the only pipe this report has)' if only else 'hottest pipe ' + pipe[0]}: "
+                     f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
+        if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
+            comp_unit, comp = pipe
+    if comp_unit is None and _ok(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
+        comp_unit, comp = "issue", issue
+    if _ok(issue):
+        facts.append(f"issue slots busy {issue:.0f}%")
+    mem_unit, memv = None, math.nan
+    if mem:
+        by = ", ".join(f"{lvl.upper()} {_get(row, col):.0f}%" + (f" ({_bytes(_level_bytes(row, lvl))})" if _ok(_level_bytes(row, lvl)) else "")
+                       for lvl, col, _ in MEMORY_LEVELS if _ok(_get(row, col)))
+        facts.append("memory: " + by + (" — L1/shared is the wgmma operand path (SMEM feeds the MMA), not a memory limit"
+                                         if mem[2] and _ok(_get(row, "l1_throughput_pct")) else ""))
+        if mem[1] >= THRESHOLDS["unit_bound_pct"]:
+            mem_unit, memv = mem[0], mem[1]
+    ev: list[Evidence] = []
+    if comp_unit is None and mem_unit is None:
+        out = {"class": "latency-bound", "unit": top_stall(row) or "", "facts": facts}
+        best = max([x for x in (pipe[1] if pipe else math.nan, issue, mem[1] if mem else math.nan) if _ok(x)], default=math.nan)
+        if _ok(best):
+            ev.append(Evidence("busiest unit (pipe, issue or memory) %", best, "<", THRESHOLDS["unit_bound_pct"], "unit_bound_pct"))
+        out["evidence"] = ev
+        return out
+    if mem_unit is not None and (comp_unit is None or memv >= comp):
+        cls, unit, val, other = "memory-bound", mem_unit, memv, comp
+    else:
+        cls, unit, val, other = "compute-bound", comp_unit, comp, memv
+    thr = "issue_bound_pct" if unit == "issue" else "unit_bound_pct"
+    col = {"issue": "issue_active_pct"}.get(unit) or (f"{unit}_throughput_pct" if cls == "memory-bound" else f"pipe_{unit}_pct")
+    ev.append(Evidence(col, val, ">=", THRESHOLDS[thr], thr))
+    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev}
+    if _ok(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
+        out["balanced"] = f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
+    return out
+
+
+def _level_bytes(row, lvl: str) -> float:
+    if lvl == "dram":
+        r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
+        return r + w if _ok(r) and _ok(w) else math.nan
+    if lvl == "l2":
+        return 32.0 * _get(row, "l2_sectors")
+    return math.nan
 
 
 def stall_shares(row) -> dict[str, float]:
     """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
-    stalls = {k[len("stall_"):]: _get(row, k) for k in (row.keys() if hasattr(row, "keys") else []) if k.startswith("stall_")}
-    stalls = {k: v for k, v in stalls.items() if not math.isnan(v)}
+    keys = row.keys() if hasattr(row, "keys") else []
+    stalls = {k[len("stall_"):]: _get(row, k) for k in keys if k.startswith("stall_")}
+    stalls = {k: v for k, v in stalls.items() if _ok(v) and k != "selected"}
     total = _get(row, "warp_cycles_per_issue")
-    if math.isnan(total) or total <= 0:
+    if not _ok(total) or total <= 0:
         total = sum(stalls.values())
     if total <= 0:
         return {}
     return dict(sorted(((k, v / total) for k, v in stalls.items()), key=lambda kv: -kv[1]))
 
 
-def rule_sync_bound(row) -> list[Evidence] | None:
-    shares = stall_shares(row)
-    if not shares:
+def top_stall(row) -> str | None:
+    return next(iter(stall_shares(row)), None)
+
+
+# --- 3. occupancy, flags ----------------------------------------------------------------------------
+
+def one_cta_per_sm_by_design(row, f: Fill) -> bool:
+    """Persistent kernels (a grid of about one CTA per SM) and kernels whose shared memory allows one CTA."""
+    smem = _get(row, "occupancy_limit_shared_mem")
+    persistent = f.sms is not None and f.ctas is not None and f.ctas <= f.sms and f.ctas >= 0.5 * f.sms
+    return persistent or (_ok(smem) and smem <= 1)
+
+
+def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
+    ach, theo = _get(row, "achieved_occupancy_pct"), _get(row, "theoretical_occupancy_pct")
+    if not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"] or one_cta_per_sm_by_design(row, f):
         return None
-    share = sum(shares.get(r, 0.0) for r in SYNC_REASONS)
-    if share < THRESHOLDS["sync_stall_share"]:
+    # a resource (registers, shared memory, barriers) must cap the warps: at 100 % theoretical the
+    # low achieved occupancy comes from the grid or imbalance, which cutting resources does not fix
+    if _ok(theo) and theo >= 100.0:
         return None
-    return [Evidence("share of stalls in " + "+".join(SYNC_REASONS), share, ">=", THRESHOLDS["sync_stall_share"], "sync_stall_share")]
+    ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
+    elig = _get(row, "eligible_warps_per_cycle")
+    if _ok(elig) and elig < THRESHOLDS["min_eligible_warps"]:
+        ev.append(Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps"))
+    return ev
 
 
 def rule_smem_conflicts(row) -> list[Evidence] | None:
     conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
-    if math.isnan(conf) or math.isnan(wav) or wav <= 0:
+    if not _ok(conf) or not _ok(wav) or wav <= 0:
         return None
-    ev = _ge(row, "smem_conflict_pct", "smem_conflict_pct", 100.0 * conf / wav)
-    return [ev] if ev else None
+    pct = 100.0 * conf / wav
+    if pct < THRESHOLDS["smem_conflict_pct"]:
+        return None
+    return [Evidence("smem_conflict_pct", pct, ">=", THRESHOLDS["smem_conflict_pct"], "smem_conflict_pct")]
 
 
 def rule_register_spills(row) -> list[Evidence] | None:
     v = _get(row, "spill_instructions")
-    if math.isnan(v):
+    if not _ok(v):
         v = _get(row, "local_spill_requests")
-    return [Evidence("spill_instructions", v, ">", 0.0, "any spill")] if not math.isnan(v) and v > 0 else None
+    return [Evidence("spill_instructions", v, ">", 0.0, "any spill")] if _ok(v) and v > 0 else None
 
 
-def classify(row, *, k: int | None = None) -> Verdict:
-    """Verdict for one extracted row (a dict or a pandas Series). ``k``: the GEMM's K, when known."""
-    if ev := rule_memory_bound(row):
-        v = Verdict("memory-bound", evidence=ev, candidates=list(CANDIDATES["memory-bound"]))
-    elif ev := rule_compute_bound(row):
-        v = Verdict("compute-bound", evidence=ev)
-        if near := rule_near_peak(row):
-            v.detail = "near-peak"
-            v.evidence += near
-            v.candidates = [c for c in CANDIDATES["near-peak"]
-                            if not (c.startswith("split-K") and k is not None and k <= THRESHOLDS["large_k"])]
+# --- what the report lacks ---------------------------------------------------------------------------
+
+# (what the verdict loses, columns that tell whether the section was collected, ncu section)
+SECTION_NEEDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("the pipe that limits the busy SMs", ("pipe_fma_pct", "pipe_alu_pct"), "ComputeWorkloadAnalysis"),
+    ("the dominant stall reason (latency)", ("warp_cycles_per_issue",), "WarpStateStats"),
+    ("issue rate and eligible warps", ("issue_active_pct", "eligible_warps_per_cycle"), "SchedulerStats"),
+    ("L1/shared throughput and bytes per level", ("l1_throughput_pct", "l2_sectors"), "MemoryWorkloadAnalysis"),
+    ("the executed MMA opcodes (precision, kernel kind)", ("inst_executed",), "InstructionStats"),
+    ("SM active cycles (GPU fill)", ("sm_active_cycles_avg",), "SpeedOfLight"),
+)
+
+
+def missing_sections(row) -> list[str]:
+    out = []
+    has_ops = bool(opcodes(row))
+    for loses, cols, section in SECTION_NEEDS:
+        if section == "InstructionStats":
+            if not has_ops:
+                out.append(f"{section}: {loses}")
+            continue
+        if all(not _ok(_get(row, c)) for c in cols):
+            out.append(f"{section}: {loses}")
+    return out
+
+
+# --- the tree ------------------------------------------------------------------------------------------
+
+def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: list[dict] | None = None) -> Verdict:
+    """Verdict for one extracted row (a dict or a pandas Series). ``k``: the GEMM's K when known;
+    ``tiles``: exact tile accounting (:func:`tile_quantization`) for a bundled persistent kernel;
+    ``rules``: ncu's own rule results for the launch (:mod:`.rules`), set beside the verdict."""
+    from bsprof.analyzers.ncu import advice
+
+    if tiles is None:
+        tiles = tiles_from_row(row)
+    if k is None and (mnkl := _mnkl(row)):
+        k = mnkl[2]
+    f = fill_facts(row, tiles)
+    busy = busy_limit(row, f)
+    v = Verdict("latency-bound", kind=kernel_kind(row), arch=str(row.get("arch") or "other"), fill=f, busy=busy)
+    if ev := rule_launch_bound(row, f):
+        v.cls, v.evidence = "launch-bound", ev
+        v.facts.append(f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
+    elif ev := rule_under_filled(row, f):
+        v.cls, v.evidence = "under-filled", ev
+        v.facts.append(f.text)
+        if tiles and tiles.get("idle_share", 0) > 0:
+            v.detail = "tile quantization: the last round of tiles leaves CTAs idle"
+        elif f.idle_sms:
+            v.detail = f"{f.idle_sms} of {f.sms} SMs idle for the whole launch"
         else:
-            v.candidates = list(CANDIDATES["compute-bound"])
-    elif ev := rule_occupancy_limited(row):
-        v = Verdict("occupancy-limited", evidence=ev, candidates=list(CANDIDATES["occupancy-limited"]))
+            v.detail = f"{f.sms} SMs idle {100 * (1 - f.active_share):.0f}% of the time on average (tail / imbalance)"
     else:
-        sol = Evidence("max(compute, memory) SOL", max(_nz(compute_sol(row)[0]), _nz(memory_sol(row)[0])),
-                       "<", THRESHOLDS["sol_bound_pct"], "sol_bound_pct")
-        v = Verdict("latency/sync-bound", evidence=[sol])
-        if ev := rule_sync_bound(row):
-            v.detail, v.candidates = "sync", list(CANDIDATES["sync"])
-            v.evidence += ev
-        else:
+        v.cls, v.unit = busy["class"], busy.get("unit", "")
+        v.evidence = list(busy.get("evidence", []))
+        if f.text:
+            v.facts.append(f.text)
+        if v.cls == "latency-bound":
             shares = stall_shares(row)
             top = next(iter(shares), None)
-            v.detail = f"latency ({top})" if top else "latency"
+            sync = sum(shares.get(r, 0.0) for r in SYNC_REASONS)
+            v.detail = "sync" if sync >= 0.35 else (f"latency ({top})" if top else "latency")
             if top:
-                v.evidence.append(Evidence(f"share of stalls in {top}", shares[top], ">=", 0.0, "largest stall reason"))
-            v.candidates = list(CANDIDATES["latency"])
+                v.facts.append(f"dominant stall {top}: {100 * shares[top]:.0f}% of "
+                               f"{_get(row, 'warp_cycles_per_issue'):.3g} cycles between issues")
+            if ev := rule_occupancy(row, f):
+                v.flags.append("low-occupancy")
+                v.evidence += ev
+        elif busy.get("balanced"):
+            v.detail = busy["balanced"]
+        elif v.cls == "compute-bound" and v.unit == "tensor" and _get(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
+            v.detail = "near-peak"
+    v.facts += busy.get("facts", [])
     for flag, rule in (("smem-bank-conflicts", rule_smem_conflicts), ("register-spills", rule_register_spills)):
         if ev := rule(row):
             v.flags.append(flag)
             v.evidence += ev
-            v.candidates += CANDIDATES[flag]
+    if rules and v.cls == "under-filled":
+        for r in rules:
+            if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith("SMs"):
+                v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
+                break
+    v.candidates = advice.advise(v, row, k=k)
+    v.missing = missing_sections(row)
+    if rules:
+        v.ncu = ncu_view(v, rules)
     return v
 
 
-def _nz(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
+# --- ncu's own rules beside ours ---------------------------------------------------------------------
+
+_SOL = (("grid is too small", "under-filled"), ("greater than 80.0%", "high-throughput"),
+        ("Compute is more heavily utilized", "compute-bound"), ("Memory is more heavily utilized", "memory-bound"),
+        ("well-balanced", "balanced"), ("low compute throughput and memory bandwidth", "latency-bound"))
+
+
+def ncu_sol_class(rules: list[dict]) -> tuple[str | None, str]:
+    for r in rules:
+        if r.get("rule") == "SOLBottleneck":
+            msg = r.get("message") or ""
+            for needle, cls in _SOL:
+                if needle in msg:
+                    return cls, msg
+            return None, msg
+    return None, ""
+
+
+def hottest_pipe_text(v: Verdict) -> str | None:
+    return next((f[len("hottest pipe "):].split(",")[0] for f in v.facts if f.startswith("hottest pipe ")), None)
+
+
+def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
+    """Lines setting ncu's SOLBottleneck and its top estimated speedups beside the verdict."""
+    out = []
+    cls, msg = ncu_sol_class(rules)
+    if cls:
+        if cls == v.cls or (cls == "under-filled" and v.cls == "launch-bound"):
+            out.append(f"ncu SOLBottleneck agrees ({cls}).")
+        elif cls == "high-throughput":
+            agree = v.cls in ("compute-bound", "memory-bound")
+            out.append(f"ncu SOLBottleneck: a unit is above 80% of peak — {'agrees' if agree else 'bsprof differs'}; "
+                       f"bsprof names the unit: {v.label}.")
+        elif cls == "balanced":
+            out.append(f"ncu SOLBottleneck: compute and memory well-balanced; bsprof: {v.label}"
+                       + (f" ({v.detail})" if v.detail else "") + ".")
+        else:
+            why = {"under-filled": f"SM-time idle {100 * (1 - v.fill.active_share):.0f}%" if _ok(v.fill.active_share) else "",
+                   "latency-bound": (f"every SM has work (SM-time idle {100 * (1 - v.fill.active_share):.0f}%); few waves "
+                                     "mean few warps per SM, which is the latency story" if cls == "under-filled"
+                                     and _ok(v.fill.active_share) else ""),
+                   "memory-bound": "a saturated DRAM/L2 limits whatever the grid",
+                   "compute-bound": ""}.get(v.cls, "")
+            if v.cls == "compute-bound" and cls == "memory-bound" and v.kind == "gemm":
+                why = "ncu's memory SOL counts L1/shared, which here is the wgmma operand path"
+            out.append(f"ncu SOLBottleneck says {cls}; bsprof says {v.label}" + (f" ({why})" if why else "") + ".")
+    for r in rules:
+        m = re.search(r"^(\w[\w ]*?) is the highest-utilized pipeline \(([\d.]+)%\)", r.get("message") or "")
+        if r.get("rule") == "HighPipeUtilization" and m:
+            pipe = m.group(1)
+            ours = v.busy.get("unit") if v.busy.get("class") == "compute-bound" else None
+            note = " (ncu's Shared pipe is the logical sum of the FP64 and tensor pipes)" if pipe == "Shared" else ""
+            out.append(f"ncu HighPipeUtilization: {pipe} {m.group(2)}% of elapsed{note}; bsprof's hottest pipe: "
+                       + (f"{ours}" if ours else (hottest_pipe_text(v) or "n/a")) + ".")
+    ranked = [r for r in rules if r.get("speedup_pct") and r.get("kind") in ("optimization", "warning")]
+    for r in ranked[:top]:
+        out.append(f"ncu {r['section']}/{r['rule']}: est. {r['speedup_pct']:.0f}% {r.get('speedup_type') or ''} — "
+                   f"{r.get('title') or r.get('name') or ''}".rstrip(" —"))
+    return out

@@ -3,6 +3,8 @@ switches that measurement showed pay (docs/optimizations.md has the go/no-go rec
 
 from __future__ import annotations
 
+import math
+
 from bsprof.errors import BsprofError
 
 VARIANTS: dict[str, dict] = {
@@ -23,9 +25,12 @@ VARIANTS: dict[str, dict] = {
     # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves).
     # Per-warpgroup epilogues (#35, epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
+    # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto"),
+                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
+                      tiles="auto"),
     # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -41,20 +46,85 @@ VARIANTS: dict[str, dict] = {
 # three issue-4 targets on the H100, at the cost of accumulation precision: the
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False)
+# The per-problem tile choice is left off: its cost model was checked against the serial promotion
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
-KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs", "producer_regs", "swizzle", "sfb_smem",
-         "static_shapes", "schedule", "stagger", "uniform_desc", "early_scales", "sfa_tma",
-         "sfb_ahead", "elect_release", "peek", "sfb_tma", "epi_split", "balance_grid", "kloop_unroll")
+KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
+         "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles")
+# a fixed tile or cluster turns the per-problem choice off
+TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
+
+BLOCK_K = 128            # the scale block along K and N
+TILE_MS = (128, 256)     # one or two 128-row waves of the two consumer warpgroups
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
+# widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a
+# block accumulator beside each wave's totals (tile_n/2 registers each); 128x192 spilled
+# (docs/optimizations.md #13), 256x128 (192 accumulator registers) does not
+MAX_TILE_N = {("serial", 128): 160, ("serial", 256): 128, ("rescale", 128): 256, ("rescale", 256): 128}
+
+
+def two_scale_blocks(tile_n: int) -> bool:
+    """Whether a tile of this width can straddle two 128-wide B-scale blocks (it reads two B scales)."""
+    return BLOCK_K % tile_n != 0
+
+
+def tile_n_fits_scales(tile_n: int) -> bool:
+    """Every tile n0 = t * tile_n touches at most two B-scale blocks: the latest start inside a
+    block (128 - gcd(tile_n, 128)) plus the width stays within two blocks."""
+    return BLOCK_K - math.gcd(tile_n, BLOCK_K) + tile_n <= 2 * BLOCK_K
+
+
+def tile_ns(tile_m: int = 128, promote: str = "serial") -> tuple[int, ...]:
+    """Every tile width the kernel takes for this tile height and promotion."""
+    top = MAX_TILE_N[(promote, tile_m)]
+    return tuple(n for n in range(16, top + 1, 16) if tile_n_fits_scales(n)
+                 and (promote != "rescale" or n % BLOCK_K == 0 or not two_scale_blocks(n)))
+
+
+def can_implement(kw: dict) -> str | None:
+    """Why the kernel cannot be built with these constructor arguments (one line naming the
+    combination and what to change), or None. The one place the combination rules live."""
+    tm, tn = kw.get("tile_m", 128), kw.get("tile_n", 128)
+    cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
+    promote, schedule, epilogue = kw.get("promote", "serial"), kw.get("schedule", "coop"), kw.get("epilogue", "direct")
+    if tm not in TILE_MS:
+        return f"tile_m={tm}: the tile is one or two 128-row waves of two consumer warpgroups; use 128 or 256"
+    if promote not in ("serial", "rescale"):
+        return f"promote={promote!r}: use 'serial' or 'rescale'"
+    if schedule not in ("coop", "pingpong"):
+        return f"schedule={schedule!r}: use 'coop' or 'pingpong'"
+    if epilogue not in ("direct", "tma"):
+        return f"epilogue={epilogue!r}: use 'direct' or 'tma'"
+    if (cm, cn) not in CLUSTERS:
+        return f"cluster {cm}x{cn}: use 1x1, 2x1, 1x2 or 2x2"
+    if int(kw.get("swizzle", 1)) < 0:
+        return f"swizzle={kw.get('swizzle')}: use 0 (from the problem size) or a group of >= 1 N tiles"
+    if tn % 16 or not 16 <= tn <= 256 or not tile_n_fits_scales(tn):
+        near = min((n for n in range(16, 257, 16) if tile_n_fits_scales(n)), key=lambda n: abs(n - tn))
+        return (f"tile_n={tn}: a tile is a multiple of 16 up to 256 whose columns touch at most two 128-wide "
+                f"B-scale blocks; nearest: {near}")
+    if schedule == "pingpong":
+        if tm != 128 or promote != "serial" or cm * cn > 1 or kw.get("sfb_smem") or tn > 128:
+            return ("schedule='pingpong' takes tile_m=128, tile_n <= 128, promote='serial', cluster 1x1 "
+                    "and sfb_smem=0")
+    elif tn > MAX_TILE_N[(promote, tm)]:
+        return (f"tile {tm}x{tn} with promote={promote!r}: the accumulators do not fit the registers; "
+                f"widest: {tm}x{MAX_TILE_N[(promote, tm)]}")
+    if promote == "rescale" and schedule == "coop" and two_scale_blocks(tn) and tn % BLOCK_K:
+        return f"promote='rescale' with tile_n={tn}: the rescale takes tile widths that divide 128, or 256"
+    for knob, conflict in KNOB_CONFLICTS:
+        why = kw.get(knob) and conflict(kw)
+        if why:
+            return f"{knob} does not combine with {why}; add {knob}=0"
+    return None
 
 
 def sfa_tma_conflict(kw: dict) -> str | None:
     """What in these kernel arguments the A-scale TMA (``sfa_tma``) cannot combine with, or None."""
     if kw.get("schedule", "coop") != "coop":
         return "the ping-pong schedule (it takes the coop schedule)"
-    if kw.get("promote") == "overlap":
-        return "promote='overlap', which reads the A scales from global memory"
     return None
 
 
@@ -62,12 +132,8 @@ def sfb_tma_conflict(kw: dict) -> str | None:
     """What in these kernel arguments the B-scale TMA (``sfb_tma``) cannot combine with, or None."""
     if not kw.get("sfa_tma"):
         return "sfa_tma=0 (the B scale is read beside the A scales the stage brings)"
-    if kw.get("promote", "serial") not in ("serial", "rescale"):
-        return f"promote={kw.get('promote')!r}"
-    if kw.get("tile_n", 128) > 128:
-        return "tile_n > 128 (two B-scale blocks per tile)"
-    if kw.get("sfb_ahead"):
-        return "sfb_ahead (the per-tile stash it replaces)"
+    if two_scale_blocks(kw.get("tile_n", 128)):
+        return f"tile_n={kw.get('tile_n')} (a tile whose width does not divide 128 needs two B-scale blocks)"
     return None
 
 
@@ -78,7 +144,7 @@ def epi_split_conflict(kw: dict) -> str | None:
 
 
 def peek_conflict(kw: dict) -> str | None:
-    if kw.get("promote", "serial") not in ("serial", "fakescales"):
+    if kw.get("promote", "serial") != "serial":
         return f"promote={kw.get('promote')!r}"
     return None
 
@@ -86,7 +152,7 @@ def peek_conflict(kw: dict) -> str | None:
 # switches and what they cannot combine with: a variant's default gives way to an override it does
 # not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
 KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
-             ("epi_split", epi_split_conflict))
+                  ("epi_split", epi_split_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -98,19 +164,9 @@ def resolve(variant: str, config: dict | None = None) -> dict:
         if val is None:
             continue
         if key == "mma_tiler":
-            tm, tn = val
-            if tm not in (128, 256):
-                raise BsprofError(f"--mma-tiler {tm},{tn}: the fp8-blockwise tile M is 128 or 256 "
-                                  "(two consumer warpgroups x 64 rows, one or two waves); e.g. --mma-tiler 256,128")
-            out["tile_m"] = tm
-            if tn not in (64, 128, 192, 256):
-                raise BsprofError(f"--mma-tiler {tm},{tn}: tile N must be 64, 128, 192 or 256")
-            out["tile_n"] = tn
+            out["tile_m"], out["tile_n"] = val
         elif key == "cluster":
-            cm, cn = val
-            if (cm, cn) not in ((1, 1), (2, 1), (1, 2), (2, 2)):
-                raise BsprofError(f"--cluster {cm},{cn}: fp8-blockwise supports clusters 1,1, 2,1, 1,2 and 2,2")
-            out["cluster_m"], out["cluster_n"] = cm, cn
+            out["cluster_m"], out["cluster_n"] = val
         elif key == "c_dtype":
             if val not in ("BFloat16", "bfloat16"):
                 raise BsprofError(f"--c-dtype {val}: the fp8-blockwise family writes BFloat16 only")
@@ -120,10 +176,21 @@ def resolve(variant: str, config: dict | None = None) -> dict:
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
-    for knob, conflict in KNOB_CONFLICTS:
-        if knob not in (config or {}) and out.get(knob) and conflict(out):
-            out[knob] = False
+    if any((config or {}).get(k) is not None for k in TILE_KNOBS):
+        out.pop("tiles", None)
+    give_way(out, config)
+    why = can_implement(out)
+    if why:
+        raise BsprofError(f"fp8-blockwise {variant}: {why}")
     return out
+
+
+def give_way(kw: dict, config: dict | None = None) -> None:
+    """Switch off the variant defaults that do not combine with the rest (what ``config`` asked
+    for explicitly stays, and can_implement refuses it)."""
+    for knob, conflict in KNOB_CONFLICTS:
+        if knob not in (config or {}) and kw.get(knob) and conflict(kw):
+            kw[knob] = False
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:

@@ -11,27 +11,21 @@ for it, then promotes it into the float32 total with the block scales,
 ``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). A 256-row tile is two
 waves through the same block accumulator. The thread's A scales are read from the stage (they
 arrive by TMA with it) or loaded from global memory two K blocks before use; its B scales come
-from a per-tile smem stash or global memory. The epilogue is either a direct
+from the stage (by TMA), a per-tile smem stash or global memory. The epilogue is either a direct
 (SIMT) store of the bf16 tile to global memory or a staged smem + TMA store.
 
 Switches:
 ``tile_m``        128 or 256 (one or two 128-row waves)
-``tile_n``        64/128/192/256 (192 spills at 232 registers)
+``tile_n``        a multiple of 16 up to 256 whose tiles cross at most one 128-wide B-scale
+                  boundary (config.can_implement has the register and scale-block rules)
 ``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A, 2x2 both
 ``ab_stage``      depth of the smem ring (0 = as many as the shared-memory budget allows)
-``epilogue``      "direct" (registers -> global), "tma" (4 x 128x32 smem ring -> TMA store),
-                  "tma_tile" (whole tile staged, one TMA burst per tile)
+``epilogue``      "direct" (registers -> global), "tma" (3-4 x rows x 32 smem ring -> TMA store)
 ``promote``       "serial": wait for the K block's wgmma, then promote (the other warpgroup keeps
-                  the tensor cores busy); "overlap": two block accumulators, promote block k
-                  while the wgmma of block k+1 runs (wait_group(1)); 128-row tiles only;
-                  "rescale": no block accumulator: the totals, kept divided by the current
-                  block's scale product, are multiplied by s_(k-1)/s_k before block k's wgmma
-                  accumulates into them (fits a 128x256 tile; all of K accumulates in the tensor
-                  cores, so the error grows with K: the launcher caps K).
-                  Ablations for speed-of-light measurements, WRONG
-                  results by design: "fakescales" (serial promotion with constant scales, no
-                  scale loads), "drain" (no scales, no promotion, still one wgmma wait per wave),
-                  "unscaled" (plain FP8 GEMM on the same pipeline: the ceiling)
+                  the tensor cores busy); "rescale": no block accumulator: the totals, kept
+                  divided by the current block's scale product, are multiplied by s_(k-1)/s_k
+                  before block k's wgmma accumulates into them (fits a 128x256 tile; all of K
+                  accumulates in the tensor cores, so the error grows with K: the launcher caps K)
 ``sfa_tma``       the A scales of a stage arrive by TMA with it (smem reads in the K-loop instead
                   of global loads); needs M % 4 == 0 and a shape-specialized build
 ``swizzle``       persistent-scheduler swizzle
@@ -41,13 +35,11 @@ Switches:
                   run the epilogue together; "pingpong": each warpgroup owns whole 128-row tiles
                   (two 64-row waves), the warpgroups take turns on the tensor cores (an ordered
                   pair of named barriers) and one's epilogue runs under the other's K-loop
-``stagger``       coop: cycles the second consumer warpgroup waits at each tile start (0 = none)
-``early_scales``  load the first two K blocks' A scales before the per-tile B-scale stash
 ``uniform_desc``  partition the smem operands for a warp-uniform thread index (wgmma descriptors in
                   uniform registers, no R2UR in the K-loop); measured neutral, off by default
 ``sfb_tma``       the B scale of a stage arrives by TMA with it (a 16-byte box of 4 K blocks'
                   scales): no per-tile smem stash, no named barrier or global load at a tile start;
-                  needs sfa_tma, tile_n <= 128 and K % 512 == 0
+                  needs sfa_tma, tile_n dividing 128 and K % 512 == 0
 ``elect_release`` one elected lane per warp releases a stage on every CTA of the cluster (the
                   library's lane-indexed release costs an S2R in the K-loop at 232 registers)
 ``peek``          test the next stage's full barrier (non-blocking) right after releasing this
@@ -72,7 +64,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import KNOB_CONFLICTS
+from bsprof.kernels.fp8_blockwise.config import can_implement, two_scale_blocks
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -104,58 +96,28 @@ class Fp8BlockwiseGemm:
         swizzle: int = 1,
         sfb_smem: bool = False,
         schedule: str = "coop",
-        stagger: int = 0,
         uniform_desc: bool = False,
-        early_scales: bool = False,
         sfa_tma: bool = False,
-        sfb_ahead: bool = False,
         elect_release: bool = False,
         peek: bool = False,
         sfb_tma: bool = False,
         epi_split: bool = False,
-        kloop_unroll: int = 1,
     ):
-        if tile_n not in (64, 128, 192, 256):
-            raise ValueError(f"tile_n must be 64, 128, 192 or 256 (got {tile_n})")
-        if cluster_m not in (1, 2) or cluster_n not in (1, 2):
-            raise ValueError(f"cluster must be 1x1, 2x1, 1x2 or 2x2 (got {cluster_m}x{cluster_n})")
-        if tile_m not in (128, 256):
-            raise ValueError(f"tile_m must be 128 or 256 (got {tile_m})")
-        if int(swizzle) < 1:
-            raise ValueError(f"swizzle must be >= 1 (got {swizzle}); swizzle=0 (auto) is resolved per problem by launch")
-        if tile_m == 256 and promote == "overlap":
-            raise ValueError("tile_m=256 does not take promote='overlap' (registers)")
-        if epilogue not in ("direct", "tma", "tma_tile"):
-            raise ValueError(f"epilogue must be 'direct', 'tma' or 'tma_tile' (got {epilogue!r})")
-        if promote not in ("serial", "overlap", "rescale", "unscaled", "drain", "fakescales"):
-            raise ValueError("promote must be 'serial', 'overlap', 'rescale' or an ablation ('fakescales', "
-                             f"'drain', 'unscaled') (got {promote!r})")
-        if promote == "rescale" and (schedule != "coop" or tile_n == 192):
-            raise ValueError("promote='rescale' takes the coop schedule and tile_n 64, 128 or 256")
-        if schedule not in ("coop", "pingpong"):
-            raise ValueError(f"schedule must be 'coop' or 'pingpong' (got {schedule!r})")
-        if schedule == "pingpong" and (tile_m != 128 or promote != "serial" or cluster_m * cluster_n > 1
-                                       or sfb_smem or epilogue == "tma_tile"):
-            raise ValueError("schedule='pingpong' takes tile_m=128, promote='serial', cluster 1x1, "
-                             "sfb_smem=0 and epilogue 'direct' or 'tma'")
-        if epi_split == "auto":
-            raise ValueError("epi_split='auto' is resolved per problem by the launcher; pass 0 or 1")
-        args = dict(schedule=schedule, promote=promote, tile_n=tile_n, epilogue=epilogue, sfb_ahead=sfb_ahead,
-                    sfa_tma=sfa_tma, sfb_tma=sfb_tma, peek=peek, epi_split=epi_split)
-        for name, conflict in KNOB_CONFLICTS:
-            why = args[name] and conflict(args)
-            if why:
-                raise ValueError(f"{name} does not combine with {why}; add {name}=0")
+        if epi_split == "auto" or int(swizzle) < 1:
+            raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
+                             "pass epi_split 0 or 1 and swizzle >= 1")
+        why = can_implement(dict(
+            tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
+            promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split))
+        if why:
+            raise ValueError(why)
         self.tile_n = tile_n
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
         self.tile_m = tile_m
         self.pingpong = schedule == "pingpong"
-        # coop: the second consumer warpgroup starts each tile this many cycles late, so the two
-        # warpgroups' waves alternate on the tensor cores instead of draining in lockstep
-        self.stagger = int(stagger)
         self.uniform_desc = bool(uniform_desc)
-        self.early_scales = bool(early_scales)
         # A scales ride the TMA of their stage (DeepGEMM does the same): the K-loop reads them
         # from smem after the stage's barrier instead of from global memory two blocks ahead
         self.sfa_tma = bool(sfa_tma)
@@ -178,13 +140,8 @@ class Fp8BlockwiseGemm:
         # (DeepGEMM does the same): the K-loop reads them with LDS instead of a uniform LDG
         # whose R2UR move stalls on the load (ncu: long-scoreboard on the scale FMUL)
         self.sfb_smem = bool(sfb_smem)
-        self.sfb_cap = SFB_SMEM_KB
-        # the stash double-buffered in its (otherwise unused) second half, the next tile's scales
-        # loaded at this tile's start: the tile start keeps one barrier and no global-load wait
-        # (timing build: tma0 was ~1,000 cycles a tile, 8% of a K=1024 tile)
-        self.sfb_ahead = bool(sfb_ahead)
-        if self.sfb_ahead and not (self.sfb_smem and tile_n <= 128 and schedule == "coop"):
-            raise ValueError("sfb_ahead takes sfb_smem=1, tile_n <= 128 and the coop schedule")
+        # a tile whose columns may straddle two 128-wide B-scale blocks reads two B scales
+        self.two_sfb = two_scale_blocks(tile_n)
         self.producer_regs = producer_regs
         # A stage is released by one elected lane per warp, arriving on each CTA of the cluster
         # by constant rank. The library's release picks lanes 0..n-1 by thread index, a value
@@ -199,9 +156,6 @@ class Fp8BlockwiseGemm:
         # the B scale of each stage rides its TMA too (a 16-byte box of 4 K blocks' scales): no
         # per-tile stash, so the tile start has no named barrier and no global load
         self.sfb_tma = bool(sfb_tma)
-        # the staged K-loop unrolled (DeepGEMM unrolls 8-way): lets ptxas schedule one block's
-        # barrier test and scale reads among the previous block's promotion
-        self.kloop_unroll = int(kloop_unroll)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -243,21 +197,19 @@ class Fp8BlockwiseGemm:
             self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
-        self.epi_tile = (self.epi_rows, 32)
+        # sub-tile width: 32 columns, or 16 where the tile width is an odd multiple of 16
+        self.epi_tile = (self.epi_rows, 32 if self.tile_n % 32 == 0 else 16)
         ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
         ab_bytes += self.tile_m * 4 if self.sfa_tma else 0  # float32 A scale per row
         ab_bytes += SFB_TMA_SLOT * 4 if self.sfb_tma else 0
-        if self.epilogue == "tma_tile":
-            # the whole bf16 tile is staged: one buffer per 128x32 sub-tile
-            self.epi_stage = self.waves * (self.tile_n // 32)
         # ping-pong: each warpgroup has its own ring of epilogue buffers
         self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
-        epi_bytes = self.epi_rows * 32 * 2 * self.epi_buffers if self.epilogue != "direct" else 0
+        epi_bytes = self.epi_rows * self.epi_tile[1] * 2 * self.epi_buffers if self.epilogue != "direct" else 0
         epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem and not self.sfb_tma else 0
         max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
-            raise ValueError(f"tile 128x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
+            raise ValueError(f"tile {self.tile_m}x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
 
         a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
@@ -594,8 +546,6 @@ class Fp8BlockwiseGemm:
         acc_shape = tCcC.shape
         acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
         acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        acc_blk2 = cute.make_rmem_tensor(acc_shape, self.acc_dtype) if cutlass.const_expr(
-            self.promote == "overlap") else acc_blk
         # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
         r_lo = tCcC[0][0]
         r_hi = tCcC[2][0]
@@ -658,7 +608,7 @@ class Fp8BlockwiseGemm:
             self.epi_buf0 = wg * self.epi_stage
         if cutlass.const_expr(not self.epilogue == "tma"):
             tma_store_pipeline = None
-        consume = (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
+        consume = (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
                    m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
                    tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
                    cta_linear, tbuf, sSFA, sSFBT)
@@ -668,21 +618,15 @@ class Fp8BlockwiseGemm:
         work_tile = tile_sched.initial_work_tile_info()
         tile_count = cutlass.Int32(0)
         if cutlass.const_expr(not self.pingpong):
-            # sfb_ahead: this thread's B scale of the next tile, loaded one tile early
-            sfb_next = cutlass.Float32(0.0)
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
-                if cutlass.const_expr(self.stagger > 0):
-                    if warp_group_idx == 2:
-                        self.rec.spin(self.stagger)
                 tile_idx = work_tile.tile_idx
                 tiles_done = tile_sched.num_tiles_executed
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
-                read_state, sfb_next = self._consume_tile(
-                    consume, tile_idx, tiles_done, read_state, tile_count, False, False,
-                    work_tile.tile_idx, work_tile.is_valid_tile, sfb_next)
+                read_state = self._consume_tile(consume, tile_idx, tiles_done, read_state, tile_count,
+                                                False, False)
                 tile_count += 1
         else:
             # Ping-pong: both warpgroups walk the CTA's whole tile list; tile t belongs to warpgroup
@@ -705,8 +649,8 @@ class Fp8BlockwiseGemm:
                         # completion k of turn[wg] is tile 2k + 1 (wg 1) or 2k + 2 (wg 0)
                         cute.arch.mbarrier_wait(turn + wg, (mine_count + 1 + wg) % 2)
                     self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
-                    read_state, _ = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
-                                                       True, work_tile.is_valid_tile)
+                    read_state = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
+                                                    True, work_tile.is_valid_tile)
                     mine_count += 1
                 else:
                     for _ in range(k_tile_cnt):
@@ -715,25 +659,19 @@ class Fp8BlockwiseGemm:
 
         if cutlass.const_expr(self.epilogue == "tma"):
             tma_store_pipeline.producer_tail()
-        if cutlass.const_expr(self.epilogue == "tma_tile"):
-            if warp_idx == self.epi_store_warp_id:
-                cute.arch.cp_async_bulk_wait_group(0)
 
     @cute.jit
     def _consume_tile(self, consume, tile_coord_mnl, tiles_done, read_state, tile_count,
-                      handover: cutlass.Constexpr, has_next, next_coord=None, next_valid=None,
-                      sfb_next=None):
+                      handover: cutlass.Constexpr, has_next):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
-        the next tile's turn barrier when the K-loop is done, if there is a next tile. With
-        ``sfb_ahead``, ``sfb_next`` is this thread's B scale of this tile (loaded during the last
-        one); returns the read state and the one of ``next_coord``'s tile."""
-        (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_totals, tCcC, r_lo, r_hi,
+        the next tile's turn barrier when the K-loop is done, if there is a next tile. Returns the
+        read state."""
+        (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
          cta_linear, tbuf, sSFA, sSFBT) = consume
         # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
         c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
-        acc_total = acc_totals[0]
         m0 = tile_coord_mnl[0] * self.tile_m
         n0 = tile_coord_mnl[1] * self.tile_n
         l_idx = tile_coord_mnl[2]
@@ -748,52 +686,22 @@ class Fp8BlockwiseGemm:
         nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
         # first tile column that belongs to the next 128-wide B-scale block
         split = 128 - n0 % 128
-        early = None
-        if cutlass.const_expr(self.early_scales and self.promote == "serial"):
-            # the first two K blocks' A scales, issued before the B-scale stash (two barriers and
-            # a load) so their latency hides behind it instead of holding the first wave's issue
-            early = (self._load_sfa(mSFA, rows, 0, l_idx),
-                     self._load_sfa(mSFA, rows, cutlass.min(1, k_tile_cnt - 1), l_idx))
         for w in cutlass.range_constexpr(self.waves):
             acc_totals[w].fill(0.0)
         sfb_view = sfb_src
         if cutlass.const_expr(self.sfb_tma):
             sfb_view = sSFBT        # the stage brings its B scale: nothing to stage per tile
-        elif cutlass.const_expr(self.sfb_ahead):
-            # buffer tile_count % 2 was last read two tiles ago; every thread passed the last
-            # tile's barrier after those reads, so no barrier is needed before writing it
-            kb_total = cute.size(mSFB, mode=[1])
-            kb_mine = cutlass.min(mma_tidx, kb_total - 1)
-            buf = (tile_count % 2) * SFB_SMEM_KB
-            if tile_count == 0:
-                sfb_next = mSFB[(nb0, kb_mine, l_idx)]
-            if mma_tidx < kb_total:
-                sSFB[buf + mma_tidx] = sfb_next
-            self.epilog_sync_barrier.arrive_and_wait()
-            # the next tile's, loaded now: it has this whole tile to land (past the last tile,
-            # this tile's again, always in bounds)
-            nb_n = nb0
-            l_n = l_idx
-            if next_valid:
-                nb_n = cutlass.min(next_coord[1] * self.tile_n // 128, nb_limit)
-                l_n = next_coord[2]
-            sfb_next = mSFB[(nb_n, kb_mine, l_n)]
-            sfb_view = cute.make_tensor(sSFB.iterator + buf, cute.make_layout(SFB_SMEM_KB))
         elif cutlass.const_expr(self.sfb_smem):
             # previous tile's readers are done before the stash is rewritten
             self.epilog_sync_barrier.arrive_and_wait()
             kb_total = cute.size(mSFB, mode=[1])
             for kb in range(mma_tidx, kb_total, self.num_mma_threads):
                 sSFB[kb] = mSFB[(nb0, kb, l_idx)]
-                if cutlass.const_expr(self.tile_n > 128):
+                if cutlass.const_expr(self.two_sfb):
                     sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
             self.epilog_sync_barrier.arrive_and_wait()
         with Scope("kloop"):
-            if cutlass.const_expr(self.promote in ("unscaled", "drain")):
-                read_state = self.kloop_ablate(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
-                                               mainloop_pipeline, read_state, k_tile_cnt,
-                                               tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.promote == "rescale"):
+            if cutlass.const_expr(self.promote == "rescale"):
                 read_state = self.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
                                                 mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA), sfb_view,
                                                 rows, r_lo, r_hi, nb0, nb1, l_idx,
@@ -803,16 +711,11 @@ class Fp8BlockwiseGemm:
                                                mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
                                                r_lo, r_hi, nb0, nb1, l_idx, split,
                                                tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.promote in ("serial", "fakescales")):
-                read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                  mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
-                                  rows, nb0, nb1, l_idx, split,
-                                  tbuf, cta_linear, warp_idx, tile_count, early)
             else:
-                read_state = self.kloop_overlap(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_blk2, acc_total,
-                                   mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
-                                   rows, nb0, nb1, l_idx, split,
-                                   tbuf, cta_linear, warp_idx, tile_count)
+                read_state = self.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                               mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
+                                               rows, nb0, nb1, l_idx, split,
+                                               tbuf, cta_linear, warp_idx, tile_count)
         if cutlass.const_expr(handover):
             # every wgmma of this tile has completed (the last wave waited for them): the next
             # tile's owner may take the tensor cores
@@ -835,9 +738,7 @@ class Fp8BlockwiseGemm:
                     c_coord = ((tile_coord_mnl[0] * self.waves + w) * 2 + wg, tile_coord_mnl[1], tile_coord_mnl[2])
                     if cutlass.const_expr(w < self.waves - 1):
                         last_wave = c_coord[0] + 2 >= c_mtiles64
-                if cutlass.const_expr(self.epilogue == "tma_tile"):
-                    pass
-                elif cutlass.const_expr(self.epilogue == "direct"):
+                if cutlass.const_expr(self.epilogue == "direct"):
                     if c_coord[0] < c_mtiles:
                         self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * self.wave_m, n0,
                                              c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
@@ -850,18 +751,12 @@ class Fp8BlockwiseGemm:
                         self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
                                           mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                           tbuf, cta_linear, tile_count, last_wave)
-            if cutlass.const_expr(self.epilogue == "tma_tile"):
-                self.epilogue_tma_tile(epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
-                                       tbuf, cta_linear, tile_count)
-        return read_state, sfb_next
+        return read_state
 
     # ----------------------------------------------------------------------------------------
     @cute.jit
     def _load_scales(self, mSFA, mSFB, rows, nb0, nb1, kb, l_idx):
         """(sa_lo, sa_hi per wave ..., sb0, sb1) of K block ``kb`` for this thread's rows."""
-        if cutlass.const_expr(self.promote == "fakescales"):
-            f = cutlass.Float32(nb0 + 1)
-            return tuple(f for _ in range(2 * self.waves + 2))
         return self._load_sfa(mSFA, rows, kb, l_idx) + self._load_sfb(mSFB, nb0, nb1, kb, l_idx)
 
     @cute.jit
@@ -877,12 +772,12 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(self.sfb_smem):
             sb0 = mSFB[kb]                       # here mSFB is the smem stash
             sb1 = sb0
-            if cutlass.const_expr(self.tile_n > 128):
+            if cutlass.const_expr(self.two_sfb):
                 sb1 = mSFB[SFB_SMEM_KB + kb]
         else:
             sb0 = mSFB[(nb0, kb, l_idx)]
             sb1 = sb0
-            if cutlass.const_expr(self.tile_n > 128):
+            if cutlass.const_expr(self.two_sfb):
                 sb1 = mSFB[(nb1, kb, l_idx)]
         out.append(sb0)
         out.append(sb1)
@@ -908,7 +803,7 @@ class Fp8BlockwiseGemm:
         s10 = sa_hi * sb0
         s01 = s00
         s11 = s10
-        if cutlass.const_expr(self.tile_n > 128):
+        if cutlass.const_expr(self.two_sfb):
             s01 = sa_lo * sb1
             s11 = sa_hi * sb1
         n = cute.size(acc_total)
@@ -919,9 +814,10 @@ class Fp8BlockwiseGemm:
             if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128):
                 lo = s01
                 hi = s11
-            if cutlass.const_expr(self.tile_n == 192):
-                # a 192-wide tile starts at column 0 or 64 of a scale block: the block boundary
-                # moves with the tile, so each 8-column group picks its scale at run time
+            if cutlass.const_expr(self.two_sfb and self.tile_n % 128 != 0):
+                # a tile whose width does not divide 128 starts anywhere in a scale block: the
+                # block boundary moves with the tile, so each 8-column group picks its scale at
+                # run time
                 second = split <= g * 8
                 lo = cutlass.select_(second, s01, s00)
                 hi = cutlass.select_(second, s11, s10)
@@ -1011,7 +907,7 @@ class Fp8BlockwiseGemm:
                                                mainloop_pipeline, read_state, sc0, split, False)
             first = 1
         landed = cutlass.Boolean(False)
-        for kb in cutlass.range(first, k_tile_cnt, unroll=self.kloop_unroll):
+        for kb in cutlass.range(first, k_tile_cnt, unroll=1):
             if cutlass.const_expr(self.peek):
                 mainloop_pipeline.consumer_wait(read_state, landed)
             else:
@@ -1107,18 +1003,14 @@ class Fp8BlockwiseGemm:
     def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
                      rows, nb0, nb1, l_idx, split,
-                     tbuf, cta_linear, warp_idx, tile_count, early=None):
+                     tbuf, cta_linear, warp_idx, tile_count):
         read_state.reset_count()
         last = k_tile_cnt - 1
         # Scales are loaded two K blocks before their promotion, into two register sets used
         # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
         # up in front of a QGMMA: the global-load latency hides behind whole blocks.
-        if cutlass.const_expr(early is None):
-            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
-            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
-        else:
-            ta = early[0] + self._load_sfb(mSFB, nb0, nb1, 0, l_idx)
-            tb = early[1] + self._load_sfb(mSFB, nb0, nb1, cutlass.min(1, last), l_idx)
+        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
         landed = cutlass.Boolean(True)   # the first stage was just waited for
@@ -1135,96 +1027,6 @@ class Fp8BlockwiseGemm:
                                                mainloop_pipeline, read_state, ta, split, True, landed)
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
-        return read_state
-
-    @cute.jit
-    def kloop_ablate(self, mmas, tCrA, tCrB, num_k_blocks, acc_totals, mainloop_pipeline, read_state,
-                     k_tile_cnt, tbuf, cta_linear, warp_idx, tile_count):
-        """Ablation builds (wrong results, for speed-of-light): no block scales, wgmma accumulate
-        straight into the totals. "unscaled": one commit group per K block, wait_group(1);
-        "drain": every wave waited for (wait_group(0)) as the serial promotion does, no FFMA."""
-        acc_all = (mmas[1], mmas[1])   # every wgmma accumulates (totals zeroed at the tile start)
-        read_state.reset_count()
-        release_state = read_state.clone()
-        mainloop_pipeline.consumer_wait(read_state)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        if cutlass.const_expr(self.promote == "unscaled"):
-            for kb in range(k_tile_cnt):
-                mainloop_pipeline.consumer_wait(read_state)
-                cute.nvgpu.warpgroup.fence()
-                for w in cutlass.range_constexpr(self.waves):
-                    self._issue(acc_all, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
-                cute.nvgpu.warpgroup.commit_group()
-                cute.nvgpu.warpgroup.wait_group(1)
-                if kb > 0:
-                    self._release(mainloop_pipeline, release_state)
-                    release_state.advance()
-                read_state.advance()
-            cute.nvgpu.warpgroup.wait_group(0)
-            self._release(mainloop_pipeline, release_state)
-            release_state.advance()
-        else:
-            for kb in range(k_tile_cnt):
-                mainloop_pipeline.consumer_wait(read_state)
-                for w in cutlass.range_constexpr(self.waves):
-                    cute.nvgpu.warpgroup.fence()
-                    self._issue(acc_all, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w)
-                    cute.nvgpu.warpgroup.wait_group(0)
-                self._release(mainloop_pipeline, read_state)
-                read_state.advance()
-        return read_state
-
-    @cute.jit
-    def kloop_overlap(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, acc_b, acc_total,
-                      mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                      rows, nb0, nb1, l_idx, split,
-                      tbuf, cta_linear, warp_idx, tile_count):
-        # Two block accumulators (one wave only): block k+1's wgmma runs while block k is
-        # promoted. K blocks are taken in pairs so each accumulator has a fixed register home.
-        # Each accumulator's scales are loaded two blocks before they are used.
-        read_state.reset_count()
-        release_state = read_state.clone()
-        last = k_tile_cnt - 1
-        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
-        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
-        mainloop_pipeline.consumer_wait(read_state)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        cute.nvgpu.warpgroup.fence()
-        self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, read_state.index)
-        read_state.advance()
-        num_pairs = k_tile_cnt // 2
-        for pair in range(num_pairs):
-            kb1 = pair * 2 + 1
-            mainloop_pipeline.consumer_wait(read_state)
-            cute.nvgpu.warpgroup.fence()
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_b, read_state.index)
-            read_state.advance()
-            cute.nvgpu.warpgroup.wait_group(1)
-            self._release(mainloop_pipeline, release_state)
-            release_state.advance()
-            self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
-            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 1, last), l_idx)
-            if kb1 + 1 < k_tile_cnt:
-                mainloop_pipeline.consumer_wait(read_state)
-                cute.nvgpu.warpgroup.fence()
-                self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_a, read_state.index)
-                read_state.advance()
-                cute.nvgpu.warpgroup.wait_group(1)
-            else:
-                cute.nvgpu.warpgroup.wait_group(0)
-            self._release(mainloop_pipeline, release_state)
-            release_state.advance()
-            self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_b, tb[0], tb[1], tb[2], tb[3], split)
-            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb1 + 2, last), l_idx)
-        if k_tile_cnt % 2 == 1:
-            # the last block sits in acc_a
-            cute.nvgpu.warpgroup.wait_group(0)
-            self._release(mainloop_pipeline, release_state)
-            release_state.advance()
-            self.rec.spin(self.delay_kloop)
-            self._promote(acc_total, acc_a, ta[0], ta[1], ta[2], ta[3], split)
         return read_state
 
     # ----------------------------------------------------------------------------------------
@@ -1289,43 +1091,3 @@ class Fp8BlockwiseGemm:
         # asynchronously (phase 2 is their issue)
         if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.phase1_end, EV.phase2_end))
-
-    @cute.jit
-    def epilogue_tma_tile(self, epi, sC, tma_atom_c, tile_coord_mnl, warp_idx,
-                          tbuf, cta_linear, tile_count):
-        """Whole-tile staging: every sub-tile of every wave goes to its own smem buffer, then one
-        warp issues all TMA stores. Two named barriers per tile instead of two per sub-tile."""
-        tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
-        tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
-        tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
-        size_tRS_rD = cute.size(tRS_rD)
-        epi_per_wave = self.tile_n // 32
-        # the previous tile's stores must have finished reading smem before it is rewritten
-        if warp_idx == self.epi_store_warp_id:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-        self.epilog_sync_barrier.arrive_and_wait()
-        self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
-        for w in cutlass.range_constexpr(self.waves):
-            tRS_rAcc = tRS_rAccs[w]
-            for epi_idx in cutlass.range_constexpr(epi_per_wave):
-                for v in cutlass.range_constexpr(size_tRS_rD):
-                    tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
-                tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
-                cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, w * epi_per_wave + epi_idx)])
-        cute.arch.fence_proxy("async.shared", space="cta")
-        self.epilog_sync_barrier.arrive_and_wait()
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase1_end)
-        if warp_idx == self.epi_store_warp_id:
-            for w in cutlass.range_constexpr(self.waves):
-                c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
-                gC_tile = gC_tma[(None, None, *c_coord)]
-                tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
-                bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
-                    tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi)
-                epi_tile_shape = tCgC_epi.shape[1]
-                epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))
-                for epi_idx in cutlass.range_constexpr(epi_per_wave):
-                    gmem_coord = epi_tile_layout.get_hier_coord(epi_idx)
-                    cute.copy(tma_atom_c, bSG_sD[(None, w * epi_per_wave + epi_idx)], bSG_gD[(None, gmem_coord)])
-            cute.arch.cp_async_bulk_commit_group()
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)

@@ -20,7 +20,6 @@ KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (
 def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
     kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
-    kw.pop("balance_grid", None)    # a launch option (how many CTAs), see balanced_clusters
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
@@ -140,6 +139,7 @@ class Prepared(PreparedMixin):
     flops: float
     ops: object
     config: dict
+    choice: str | None = None       # why this tile and cluster (None: fixed by the variant or the user)
     _fn: object = None
     _args: tuple = ()
     _tail: tuple = ()
@@ -192,18 +192,26 @@ def auto_epi_split(mnkl) -> bool:
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 
-def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
-    """Knobs that depend on the problem: the smem B-scale stash holds SFB_SMEM_KB K blocks, the
-    A-scale TMA needs M % 4 == 0, and ``swizzle=0`` picks the tile order from the operands' size.
-    A shape-specialized build simply goes without what does not fit; a shape-generic one must refuse.
-    The rescaled accumulation is refused past RESCALE_MAX_K at any build: its error grows with K."""
+def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> str | None:
+    """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
+    smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA needs M % 4 == 0, and
+    ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
+    goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
+    refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
+    cluster are what they are (None when they were fixed)."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
+    from bsprof.kernels.fp8_blockwise.select import choose
 
     if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
         raise BsprofError(f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
                           f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
                           "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block")
 
+    why = None
+    if kw.pop("tiles", None) == "auto" and static:
+        pick, why = choose(mnkl, kw.get("promote", "serial"), num_sms)
+        kw.update(pick.kwargs())
+        cfg.give_way(kw)
     if kw.get("swizzle", 1) == 0:
         kw["swizzle"] = auto_swizzle(mnkl)
     if kw.get("epi_split") == "auto":
@@ -227,24 +235,10 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool) -> None:
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
-            kw["sfb_ahead"] = False
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
-
-
-def balanced_clusters(mnkl, kw: dict, max_active_clusters: int) -> int:
-    """The fewest clusters that run the problem in as many waves as ``max_active_clusters`` do.
-    512 tiles on 66 pairs take 4 waves with 16 CTAs idle in the last; 64 pairs take the same 4
-    waves with none idle, and under the power cap the 4 SMs left out might give their power to
-    the clock of the others (measured neutral on the H100: docs/optimizations.md #37)."""
-    waves = grid_ctas(mnkl, kw, max_active_clusters)[1]
-    best = max_active_clusters
-    for clusters in range(max_active_clusters - 1, 0, -1):
-        if grid_ctas(mnkl, kw, clusters)[1] > waves:
-            break
-        best = clusters
-    return best
+    return why
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
@@ -280,9 +274,8 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
-    balance = bool(config.pop("balance_grid", cfg.VARIANTS.get(variant, {}).get("balance_grid", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl, static)
+    why = _check_knobs_fit(kw, mnkl, static, torch.cuda.get_device_properties(0).multi_processor_count)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 
@@ -290,8 +283,6 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
 
     ops = make_operands(mnkl, seed=seed, inputs=inputs)
     max_active = _max_active(kw)
-    if balance:
-        max_active = balanced_clusters(mnkl, kw, max_active)
     ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
     plan = None
     if timing:
@@ -311,7 +302,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     m, n, k, l = mnkl
     return Prepared(
         variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
-        config=kw, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
+        config=kw, choice=why, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
         _static=static,
     )
 

@@ -61,10 +61,11 @@ def _torch_graphed(fn):
     return (replay, "graph") if replay else (fn, "eager")
 
 
-def _peer_fns(ops, mnkl, cute_example=None):
+def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     """name -> (launch fn, output tensor or None). Peers that cannot run here are left out with a
     reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
-    its output is checked only on unit-scale inputs, the only ones it computes the same product on)."""
+    its output is checked only on unit-scale inputs, the only ones it computes the same product on).
+    ``only``: the peers to set up."""
     import torch
 
     m, n, k, l = mnkl
@@ -99,12 +100,15 @@ def _peer_fns(ops, mnkl, cute_example=None):
     except Exception as exc:  # noqa: BLE001
         skipped["cublas_tensorwise"] = one_line(exc)
 
-    a16 = a.to(torch.bfloat16)
-    b16 = b.to(torch.bfloat16)
-    out16 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    fns["cublas_bf16"] = (lambda: torch.matmul(a16, b16.t(), out=out16), None)
+    if "cublas_bf16" in only:
+        a16 = a.to(torch.bfloat16)
+        b16 = b.to(torch.bfloat16)
+        out16 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        fns["cublas_bf16"] = (lambda: torch.matmul(a16, b16.t(), out=out16), None)
 
     try:
+        if "deepgemm" not in only:
+            raise ImportError("not asked for")
         import deep_gemm  # noqa: F401
 
         out_dg = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -131,7 +135,7 @@ def _peer_fns(ops, mnkl, cute_example=None):
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
             warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
-            launch_gaps: bool = False, inputs: str = "randn", cute_example=None) -> dict:
+            launch_gaps: bool = False, inputs: str = "randn", cute_example=None, peer_names=PEERS) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
@@ -155,6 +159,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     first = None
     timed: list[tuple[str, bool, tuple, object]] = []     # (name, ours, (launch fn, how), rel. error)
+    configs: dict[int, dict] = {}
     for spec in variants:
         v, over = parse_spec(spec)
         p = prepare(v, mnkl, seed=seed, inputs=inputs, **{**(config or {}), **over})
@@ -165,9 +170,11 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             p._ref = first._ref
         err = p.check() if check else None
         timed.append((spec, True, _graphed(p), err))
+        configs[len(timed) - 1] = config_fields(p)
     skipped = {}
     if peers:
-        fns, skipped = _peer_fns(first.ops, mnkl, cute_example)
+        fns, skipped = _peer_fns(first.ops, mnkl, cute_example, peer_names)
+        skipped = {k: v for k, v in skipped.items() if k in peer_names or k == "cute_dense_fp8"}
         ref = first.reference() if check else None
         for name, (fn, out) in fns.items():
             err = None
@@ -185,9 +192,10 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         for (_name, _ours, (fn, _how), _err), got in zip(timed, runs):
             got.append(time_fn(fn, warmup, iters, warmup_s, sensors))
     rows = []
-    for (name, ours, (fn, how), err), got in zip(timed, runs):
+    for at, ((name, ours, (fn, how), err), got) in enumerate(zip(timed, runs)):
         ms, clocks = _median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
+        row.update(configs.get(at, {}))
         row["launch"] = how
         if launch_gaps:
             row.update(_launch_gap_fields(fn, warmup_s))
@@ -204,6 +212,13 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
                 rounds=max(1, rounds), inputs=inputs)
+
+
+def config_fields(p) -> dict:
+    """Our kernel's tile, cluster and stages as run, and why that tile (when it was chosen per problem)."""
+    kw = p.config
+    tile = f"{kw['tile_m']}x{kw['tile_n']} cluster {kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}"
+    return dict(tile=tile, choice=p.choice)
 
 
 def _launch_gap_fields(fn, warmup_s: float) -> dict:
@@ -271,6 +286,10 @@ def print_table(console, results: list[dict], title: str) -> None:
     if hows:
         console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
     for res in results:
+        for r in res["rows"]:
+            if r.get("tile"):
+                why = f" (chosen: {r['choice']})" if r.get("choice") else ""
+                console.print(f"  {tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}")
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
         if errs:

@@ -1,0 +1,162 @@
+"""Advice for a verdict, chosen by class, kernel kind and architecture; each line cites its number.
+
+The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
+execute), "other" or "*"; ``archs`` the architectures the advice exists on ("sm_90" wgmma knobs,
+"sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's numbers
+(:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
+2-CTA MMA, TMEM and UTC* only on sm_100; occupancy advice only when the verdict flagged it.
+"""
+
+from __future__ import annotations
+
+import math
+
+ANY = "*"
+
+ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
+    # 1. the GPU is not filled
+    ("launch-bound", ANY, ANY, ANY,
+     "fuse this launch into its neighbour, batch several into one, or capture the sequence in a CUDA graph: "
+     "{dur_us} us with the SMs active {active_pct}% of it is mostly fixed launch cost"),
+    ("under-filled", ANY, "gemm", ANY,
+     "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
+     "(SM-time idle {idle_pct}%)"),
+    ("under-filled", ANY, "gemm", "sm_90",
+     "on sm_90, pick the wgmma N tile so that the tile count divides into waves of {sms} CTAs "
+     "({ctas} CTAs, busiest SM active {max_active_pct}% vs average {active_pct}%)"),
+    ("under-filled", ANY, "other", ANY,
+     "more CTAs: {ctas} CTA(s) for {sms} SMs leave the SM-time {idle_pct}% idle; split the loop across CTAs "
+     "(grid-stride or a two-pass reduction)"),
+    # 2. what limits the busy SMs
+    ("compute-bound", "tensor", "gemm", ANY,
+     "the tensor pipe is the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): remaining time is in "
+     "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here"),
+    ("compute-bound", "tensor", "gemm", "sm_90",
+     "wgmma knobs on sm_90: a wider N tile per warpgroup, two consumer warpgroups, TMA multicast across a "
+     "cluster to halve L2 traffic (L2 at {l2_pct}%)"),
+    ("compute-bound", "tensor", "gemm", "sm_100",
+     "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
+     "epilogue overlaps the next tile's MMAs"),
+    ("compute-bound", "fma", ANY, ANY,
+     "the FMA pipe is the limit ({unit_pct}% of active): fewer FP32 instructions per result; for a matrix "
+     "product move it to the tensor cores (TF32/BF16 MMA)"),
+    ("compute-bound", "xu", ANY, ANY,
+     "the XU pipe (transcendentals, conversions) is the limit ({unit_pct}% of active): fewer transcendentals, "
+     "exp2 with the scale folded into one FMA instead of exp, fast-math intrinsics"),
+    ("compute-bound", "alu", ANY, ANY,
+     "the ALU pipe is the limit ({unit_pct}% of active): fewer integer/compare/select instructions (index "
+     "math hoisted out of loops, predication instead of selects)"),
+    ("compute-bound", "lsu", ANY, ANY,
+     "the LSU pipe is the limit ({unit_pct}% of active): wider (16-byte) loads and stores, fewer shared-memory "
+     "instructions per byte"),
+    ("compute-bound", "issue", ANY, ANY,
+     "instruction issue is the limit ({issue_pct}% of issue slots, no single pipe above {unit_bound}%): "
+     "fewer instructions per element (vectorized loads, less index math, more work per thread)"),
+    ("compute-bound", ANY, ANY, ANY,
+     "the {unit} pipe is the limit ({unit_pct}% of active cycles): fewer instructions on that pipe"),
+    ("memory-bound", "dram", ANY, ANY,
+     "DRAM is the limit ({unit_pct}% of peak{dram_bytes}): move fewer bytes (fuse with the producer "
+     "or consumer, lower-precision storage); no in-kernel change beats this bandwidth"),
+    ("memory-bound", "dram", "gemm", ANY,
+     "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth: the floor is bytes / bandwidth; batch "
+     "more rows (M) per weight read, or quantize the weights"),
+    ("memory-bound", "l2", ANY, ANY,
+     "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): coalesce accesses (ncu's sectors-per-request "
+     "rules), reuse data in shared memory/registers, or order CTAs for locality"),
+    ("memory-bound", "l1", ANY, ANY,
+     "L1/shared is the limit ({unit_pct}% of peak): fewer or wider shared/L1 accesses, avoid bank conflicts"),
+    ("latency-bound", ANY, ANY, ANY,
+     "latency: issue slots {issue_pct}% busy, {eligible} eligible warps per cycle, top stall {stall} "
+     "({stall_pct}% of cycles between issues): more independent work in flight per warp"),
+    ("latency-bound", "long_scoreboard", ANY, ANY,
+     "waiting on global/local memory (long_scoreboard, {stall_pct}% of the cycles between issues): more loads "
+     "in flight before first use, prefetch, or more warps"),
+    ("latency-bound", "barrier", ANY, ANY,
+     "warps wait at CTA barriers ({stall_pct}% of the cycles between issues): rebalance the work between "
+     "barriers or split roles (producer/consumer)"),
+    ("latency-bound", "gmma", "gemm", "sm_90",
+     "warps wait on wgmma results ({stall_pct}% of the cycles between issues): deeper pipelining between the "
+     "MMA and its consumers"),
+    ("latency-bound", ANY, "gemm", ANY,
+     "for this MMA kernel (tensor pipe {tensor_pct}% of active): deeper shared-memory pipeline (more stages) "
+     "and more MMA work per load"),
+    # flags
+    ("low-occupancy", ANY, ANY, ANY,
+     "raise occupancy ({occ_pct}% achieved of {theo_pct}% theoretical; CTAs per SM limited by {limiter}): "
+     "fewer registers or shared memory per CTA, or more CTAs"),
+    ("smem-bank-conflicts", ANY, ANY, ANY,
+     "shared-memory bank conflicts ({conflict_pct}% of wavefronts): swizzle or pad the conflicting buffer"),
+    ("register-spills", ANY, ANY, ANY,
+     "register spills ({spills} spill instructions): fewer live values per thread"),
+)
+
+SPLIT_K = ("split-K", "when K is large (K = {k} > {large_k}) and the tile grid is small")
+
+
+def _n(x: float, digits: int = 0) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def _numbers(v, row, k: int | None) -> dict:
+    from bsprof.analyzers.ncu.verdict import THRESHOLDS, _bytes, _get, _level_bytes, stall_shares
+
+    shares = stall_shares(row)
+    stall = v.unit if v.cls == "latency-bound" and v.unit else next(iter(shares), "n/a")
+    f = v.fill
+    unit_pct = v.busy.get("value", math.nan)
+    share = f.active_share if not math.isnan(f.active_share) else 1.0
+    conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
+    return {
+        "dur_us": _n(_get(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
+        "sms": f.sms or "?", "ctas": f.ctas or "?", "fill": f.text or "n/a",
+        "idle_pct": _n(100 * (1 - f.active_share)), "max_active_pct": _n(100 * f.max_active_share),
+        "tensor_pct": _n(_get(row, "pipe_tensor_pct")), "theo_pct": _n(_get(row, "theoretical_occupancy_pct")),
+        "limiter": occupancy_limiter(row),
+        "unit": v.busy.get("unit", v.unit), "unit_pct": _n(unit_pct), "unit_elapsed": _n(unit_pct * share),
+        "l2_pct": _n(_get(row, "l2_throughput_pct")), "dram_pct": _n(_get(row, "dram_throughput_pct")),
+        "dram_bytes": "" if math.isnan(_level_bytes(row, "dram")) else f", {_bytes(_level_bytes(row, 'dram'))} moved", "issue_pct": _n(_get(row, "issue_active_pct")),
+        "eligible": _n(_get(row, "eligible_warps_per_cycle"), 2), "stall": stall,
+        "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(_get(row, "achieved_occupancy_pct")),
+        "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(_get(row, "spill_instructions")),
+        "unit_bound": _n(THRESHOLDS["unit_bound_pct"]), "k": k, "large_k": _n(THRESHOLDS["large_k"]),
+    }
+
+
+def occupancy_limiter(row) -> str:
+    from bsprof.analyzers.ncu.verdict import _get
+    lims = {k: _get(row, f"occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks", "barriers")}
+    lims = {k: v for k, v in lims.items() if not math.isnan(v)}
+    if not lims:
+        return "n/a"
+    low = min(lims.values())
+    return " and ".join(k.replace("_", " ") for k, v in lims.items() if v == low) + f" ({low:.0f} CTA/SM)"
+
+
+def applies(entry, v) -> bool:
+    cls, unit, kind, arch, _ = entry
+    keys = {v.cls} | set(v.flags)
+    if cls not in keys:
+        return False
+    if cls == v.cls and unit != ANY and unit != v.unit:
+        return False
+    return (kind == ANY or kind == v.kind) and (arch == ANY or arch == v.arch)
+
+
+def advise(v, row, *, k: int | None = None) -> list[str]:
+    """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number."""
+    nums = _numbers(v, row, k)
+    picked = [e for e in ADVICE if applies(e, v)]
+    # the generic compute line only where no pipe-specific one matched
+    if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
+        picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]
+    out = [e[4].format(**nums) for e in picked]
+    if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k():
+        out.append(f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}")
+    return out
+
+
+def nums_large_k() -> float:
+    from bsprof.analyzers.ncu.verdict import THRESHOLDS
+    return THRESHOLDS["large_k"]

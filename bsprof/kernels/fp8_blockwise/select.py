@@ -1,0 +1,118 @@
+"""Tile and cluster chosen from the problem's shape alone (pure: no GPU, no compile).
+
+Every configuration the kernel takes (``config.tile_ns``: tile 128 or 256 rows x a multiple of 16
+columns, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model of the
+persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
+wins (fewer tile starts, less L2 traffic, what measured best at the tuned shapes).
+
+The model: the CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles
+each, so a last wave that is nearly empty costs a whole tile time. A tile's K block takes the
+longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the shared-memory port
+(128 B/cycle: each consumer warpgroup's wgmma reads its 64 A rows and all of B for every wave,
+and the TMA writes A and B into the ring), and L2 -> SM (about 6,150 B/cycle for the whole chip,
+shared by the CTAs that run; a multicast operand is read once per cluster). Shapes too small to
+fill the chip get more, smaller tiles because the rounds term then charges nothing for them.
+
+Three corrections come from timing candidates on the H100 (docs/perf.md, the per-problem tile
+choice): a K block is never faster than its issue-wait-promote latency (about 420 cycles alone,
+600 in a cluster, whose stage is released to two producers: 128x16 tiles in 1x2 clusters ran at
+0.71x of 1x1); a width that does not divide 128 (two B scales, picked per column group at run
+time, no B-scale TMA) costs about 1.2x per FLOP; a 128-row tile 1.17-1.19x per FLOP against the
+256-row tile (1.05x beyond what the shared-memory term already charges it: one wave per K block,
+nothing hides a warpgroup's promotion behind its own next wave).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, tile_ns, two_scale_blocks
+
+FP8_FLOP_PER_CYCLE = 8192      # dense FP8 wgmma per SM
+SMEM_BYTES_PER_CYCLE = 128
+L2_BYTES_PER_CYCLE = 6150      # whole chip (DeepGEMM's figure for the H800/H100: 8e6 / 1.3e3)
+L2_PER_SM_CAP = 64
+EPI_BYTES_PER_CYCLE = 64       # bf16 tile out through smem and TMA
+TILE_FIXED_CYCLES = 1000       # tile start + pipeline fill/drain
+PREFER_WITHIN = 1.02
+BLOCK_LATENCY = {1: 420, 2: 600}    # cycles per K block at least, by CTAs per cluster
+TWO_SCALE_COST = 1.2
+ONE_WAVE_COST = 1.05
+CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
+
+
+@dataclass(frozen=True)
+class Choice:
+    tile_m: int
+    tile_n: int
+    cluster_m: int
+    cluster_n: int
+    rounds: int             # tiles per CTA (the persistent grid's waves)
+    tiles: int
+    ctas: int
+    cycles: float           # modelled SM cycles of the whole launch
+    bound: str              # what sets a K block's time: "mma", "smem", "l2" or "latency"
+
+    @property
+    def last_wave_fill(self) -> float:
+        """Share of the launched CTAs busy in the last round."""
+        return (self.tiles - (self.rounds - 1) * self.ctas) / self.ctas
+
+    def kwargs(self) -> dict:
+        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n)
+
+    def describe(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {self.tiles} tiles "
+                f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, "
+                f"{self.bound}-bound K blocks")
+
+
+def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132) -> Choice:
+    """The modelled cost of one configuration on this problem."""
+    m, n, k, l = mnkl
+    cs = cluster_m * cluster_n
+    tiles_m = -(-(-(-m // tile_m)) // cluster_m) * cluster_m
+    tiles_n = -(-(-(-n // tile_n)) // cluster_n) * cluster_n
+    tiles = tiles_m * tiles_n * l
+    slots = num_sms // cs
+    clusters = tiles // cs
+    rounds = -(-clusters // slots)
+    ctas = min(clusters, slots) * cs
+    waves = tile_m // 128
+    mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
+    smem = (waves * 2 * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
+    l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
+    l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
+    block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
+    block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if waves == 1 else 1.0)
+    if block < BLOCK_LATENCY[cs]:
+        block, bound = BLOCK_LATENCY[cs], "latency"
+    tile = (k // BLOCK_K) * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, rounds * tile, bound)
+
+
+def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
+    out = []
+    for tm in TILE_MS:
+        if tm > 128 and mnkl[0] <= 128:
+            continue            # a second wave of rows past M is all padding
+        for tn in tile_ns(tm, promote):
+            for cm, cn in CLUSTER_CHOICES:
+                if num_sms % (cm * cn) == 0:
+                    out.append(cost(mnkl, tm, tn, cm, cn, num_sms))
+    return out
+
+
+def choose(mnkl, promote: str = "serial", num_sms: int = 132) -> tuple[Choice, str]:
+    """The configuration for this problem and one line saying why."""
+    cands = candidates(mnkl, promote, num_sms)
+    best = min(c.cycles for c in cands)
+    near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
+    pick = max(near, key=lambda c: (c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n, -c.cycles))
+    default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
+    why = pick.describe()
+    if (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
+        why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
+                f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
+    return pick, why
+

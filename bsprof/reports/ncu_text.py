@@ -1,0 +1,130 @@
+"""Terminal rendering of ``bsprof ncu`` results (the summary JSON of :mod:`bsprof.analyzers.ncu.summary`
+and a :class:`~bsprof.analyzers.ncu.compare.Comparison`) with rich. Rule text is printed whole."""
+
+from __future__ import annotations
+
+import math
+import re
+
+
+def fmt(v, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        s = f"{int(v):,}"
+    elif isinstance(v, float):
+        s = f"{v:,.0f}" if abs(v) >= 1000 else (f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}")
+    else:
+        s = str(v)
+    return f"{s} {unit}".rstrip()
+
+
+def _dims(launch: dict, key: str) -> str:
+    vals = launch.get(key) or []
+    return "x".join("?" if v is None else str(v) for v in vals)
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _peak_text(c: dict) -> str:
+    if c.get("tflops") is None:
+        return "n/a (problem size unknown: pass --flops, or name it in the NVTX range: 'flops=...')"
+    src = c.get("precision_source")
+    return (f"{fmt(c.get('pct_of_peak'))} % of {fmt(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
+            + (f", from {src}" if src else "") + ")")
+
+
+def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
+    from rich.table import Table
+
+    c = launch["columns"]
+    t = Table(title=f"launch {c.get('launch')}: {launch['kernel']}", show_header=True, title_justify="left")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
+    rows = [
+        ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
+        ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"),
+        ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
+        ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),
+        ("SM active / elapsed", fmt(100 * share, "%")),
+        ("registers / thread", fmt(c.get("registers_per_thread"))),
+        ("shared mem / block", fmt(c.get("smem_per_block_bytes"), "B")),
+        ("occupancy achieved / theor.", f"{fmt(c.get('achieved_occupancy_pct'))} / {fmt(c.get('theoretical_occupancy_pct'))} %"),
+        ("issue slots busy", fmt(c.get("issue_active_pct"), "%")),
+        ("eligible warps / cycle", fmt(c.get("eligible_warps_per_cycle"))),
+        ("SOL compute / memory (ncu)", f"{fmt(c.get('sol_compute_pct'))} / {fmt(c.get('sol_memory_pct'))} %"),
+        ("tensor pipe active / elapsed", f"{fmt(c.get('tensor_pipe_pct'))} / {fmt(c.get('tensor_pipe_elapsed_pct'))} %"),
+        ("DRAM / L2 / L1 throughput", f"{fmt(c.get('dram_throughput_pct'))} / {fmt(c.get('l2_throughput_pct'))} / {fmt(c.get('l1_throughput_pct'))} %"),
+        ("L2 / L1 hit rate", f"{fmt(c.get('l2_hit_pct'))} / {fmt(c.get('l1_hit_pct'))} %"),
+        ("TFLOP/s", fmt(c.get("tflops"))),
+        ("% of peak", _peak_text(c)),
+        ("warp cycles / issue", fmt(c.get("warp_cycles_per_issue"))),
+        ("replay passes", fmt(c.get("replay_passes"))),
+    ]
+    for name, value in rows:
+        t.add_row(name, value)
+    console.print(t)
+    stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
+    if stalls:
+        console.print("stalls (cycles per issued instruction): " + ", ".join(f"{k} {v:.2f}" for k, v in stalls))
+    ops = list(launch.get("inst_executed_by_opcode", {}).items())[:8]
+    if ops:
+        console.print("executed instructions: " + ", ".join(f"{k} {int(v):,}" for k, v in ops))
+    print_verdict(console, launch.get("verdict_detail") or {})
+    rules = [r for r in launch.get("rules", []) if r["kind"] in ("optimization", "warning", "error")]
+    if rules:
+        console.print("ncu rules (estimated speedup, largest first):")
+        for r in rules[:max_rules]:
+            sp = f"{r['speedup_pct']:.1f}% {r['speedup_type']}" if r["speedup_pct"] is not None else "n/a"
+            console.print(f"  {sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}")
+            if r.get("message"):
+                console.print(f"                  {r['message']}", soft_wrap=False)
+    for note in launch.get("notes", []):
+        if note.startswith("missing: "):  # the JSON keeps the ncu names; on screen the columns are enough
+            cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: "):])
+            console.print(f"[dim]not in this report (NaN): {cols}[/dim]")
+        else:
+            console.print(f"[dim]note: {note}[/dim]")
+
+
+def print_verdict(console, v: dict) -> None:
+    head = (v.get("label") or v.get("class", "?")) + (f" ({v['detail']})" if v.get("detail") else "")
+    head += f" + {', '.join(v['flags'])}" if v.get("flags") else ""
+    console.print(f"[bold]verdict: {head}[/bold]  [dim]kernel kind {v.get('kind')}, {v.get('arch')}[/dim]")
+    for fact in v.get("facts", []):
+        console.print(f"  {fact}")
+    busy = v.get("busy") or {}
+    if v.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
+        console.print(f"  busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""))
+    for e in v.get("evidence", []):
+        console.print(f"  because {e}")
+    for cand in v.get("candidates", []):
+        console.print(f"  try: {cand}")
+    for line in v.get("ncu", []):
+        console.print(f"  {line}")
+    for m in v.get("missing", []):
+        console.print(f"[yellow]  this report lacks {m}[/yellow]")
+
+
+def print_compare(console, cmp) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{cmp.title}\nA: {cmp.a_kernel}  ({cmp.a_name})\nB: {cmp.b_kernel}  ({cmp.b_name})",
+              title_justify="left")
+    for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for r in cmp.table.to_dict("records"):
+        pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
+        t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
+    console.print(t)
+    for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
+        console.print(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
+                      + (f" + {', '.join(v.flags)}" if v.flags else ""))
+        for e in v.evidence:
+            console.print(f"  because {e}")

@@ -1,0 +1,66 @@
+"""Turn the corpus reports (benchmarks/corpus_device.sh) into tests/data/corpus/launches.json.xz:
+per launch (keyed by name) the extracted metric columns the verdict reads, ncu's rule results and
+what was launched (scripts/corpus_launches.py's meta); xz keeps it at ~40 KB in the repository.
+The labels are written by hand, apart, in tests/data/corpus/labels.json.
+
+    python3 scripts/corpus_extract.py DIR_WITH_REPORTS_AND_META [--out tests/data/corpus]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+# report stem -> how it was collected (benchmarks/corpus_device.sh)
+COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
+              "basic": "--set basic"}
+
+
+def _clean(v):
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def main(argv=None) -> int:
+    from bsprof.analyzers.ncu.extract import extract
+
+    p = argparse.ArgumentParser()
+    p.add_argument("src")
+    p.add_argument("--out", default="tests/data/corpus")
+    args = p.parse_args(argv)
+    src, out = Path(args.src), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    entries: dict[str, dict] = {}
+    for stem, how in COLLECTION.items():
+        rep = src / f"corpus_{stem}.ncu-rep"
+        if not rep.is_file():
+            continue
+        meta = json.loads((src / f"meta_{stem}.json").read_text())
+        ex = extract(rep)
+        seen: dict[str, int] = {}
+        for i, (_, row) in enumerate(ex.table.iterrows()):
+            op = row["nvtx"].split(" / ")[-1].removeprefix("corpus_")
+            k = seen[op] = seen.get(op, -1) + 1
+            name = op + (f"__{k}" if k else "") + ("__basic" if stem == "basic" else "")
+            cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
+            cols["notes"] = row["notes"]
+            entry = {"name": name, "op": op, "collection": how, "report": rep.name, "launch_in_report": i,
+                     "device": meta.get("device"), "torch": meta.get("torch"),
+                     "launched": meta["ops"].get(op, {}), "columns": cols, "rules": ex.rules[i]}
+            entries[name] = entry
+    import lzma
+
+    dest = out / "launches.json.xz"
+    dest.write_bytes(lzma.compress(json.dumps(entries, indent=0, sort_keys=True).encode(), preset=9))
+    print(f"wrote {len(entries)} launches to {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Launch the verdict corpus: kernels from code outside bsprof (cuBLAS, DeepGEMM, torch ops, SDPA,
+torch.compile'd Triton) plus two of our bundled kernels, each in its own NVTX range ``corpus_<name>``
+inside an outer range ``corpus``, so one Nsight Compute run captures exactly the measured launches
+and each launch's NVTX state in the report names its op:
+
+    ncu --nvtx --nvtx-include corpus/ --set full --clock-control none -o corpus \
+        python3 scripts/corpus_launches.py --meta corpus_meta.json
+
+``--only l2``: the L2-resident twin of an op (profile that process with ``--cache-control none``,
+or ncu flushes L2 before every replay pass and the op streams from DRAM like its big sibling).
+Each op gets two warm-ups outside its range (JIT compiles, cuBLAS heuristics, autotuning). An op
+that cannot run on this host is skipped with its reason in the meta file; the rest still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+
+def _t(*shape, dtype=None, scale=1.0):
+    import torch
+    return torch.randn(*shape, device="cuda", dtype=dtype or torch.float32) * scale
+
+
+def ew_add(numel: int):
+    """torch.add of two fp32 vectors of ``numel`` elements into a third."""
+    def setup():
+        import torch
+        x, y = _t(numel), _t(numel)
+        out = torch.empty_like(x)
+        return lambda: torch.add(x, y, out=out)
+    return setup
+
+
+def ops_main():
+    """name -> (setup() -> launch callable, meta). Sizes chosen to land in distinct classes."""
+    import torch
+    import torch.nn.functional as F
+
+    ops = {}
+
+    def gemm_bf16(m, n, k):
+        def setup():
+            a, b = _t(m, k, dtype=torch.bfloat16), _t(n, k, dtype=torch.bfloat16)
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            return lambda: torch.matmul(a, b.t(), out=out)
+        return setup, {"source": "cuBLAS (torch.matmul bf16)", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "bf16"}
+
+    for m, n, k in ((8192, 8192, 8192), (4096, 4096, 4096), (64, 7168, 7168), (1, 8192, 8192)):
+        ops[f"cublas_bf16_{m}x{n}x{k}"] = gemm_bf16(m, n, k)
+
+    def gemm_fp32(m, n, k):
+        def setup():
+            torch.backends.cuda.matmul.allow_tf32 = False
+            a, b = _t(m, k), _t(n, k)
+            out = torch.empty(m, n, device="cuda")
+            return lambda: torch.matmul(a, b.t(), out=out)
+        return setup, {"source": "cuBLAS SGEMM (torch.matmul fp32, TF32 off)", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp32"}
+
+    ops["cublas_fp32_4096x4096x4096"] = gemm_fp32(4096, 4096, 4096)
+
+    def gemm_fp8(m, n, k, blockwise=False):
+        def setup():
+            from bsprof.kernels.fp8_blockwise.quant import make_operands
+            o = make_operands((m, n, k, 1))
+            a, b = o.a[0], o.b[0]
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            if blockwise:
+                sfa, sfb = o.sfa[0].t(), o.sfb[0]
+                return lambda: torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16, out=out)
+            one = torch.ones((), device="cuda")
+            return lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=out)
+        kind = "blockwise" if blockwise else "tensorwise"
+        return setup, {"source": f"cuBLAS FP8 {kind} (torch._scaled_mm)", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp8"}
+
+    for m, n, k in ((8192, 8192, 8192), (64, 7168, 7168), (16, 8192, 8192)):
+        ops[f"cublas_fp8_{m}x{n}x{k}"] = gemm_fp8(m, n, k)
+    ops["cublas_fp8_blockwise_4096x2112x7168"] = gemm_fp8(4096, 2112, 7168, blockwise=True)
+
+    def deepgemm(m, n, k):
+        def setup():
+            import deep_gemm
+            from bsprof.kernels.fp8_blockwise.quant import make_operands
+            o = make_operands((m, n, k, 1))
+            a, b, sfa, sfb = o.a[0], o.b[0], o.sfa[0].t(), o.sfb[0]
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            return lambda: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), out)
+        return setup, {"source": "DeepGEMM fp8_gemm_nt (1x128 / 128x128 scales)", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp8"}
+
+    for m, n, k in ((8192, 8192, 1024), (4096, 7168, 2048), (128, 2112, 7168), (64, 7168, 16384)):
+        ops[f"deepgemm_{m}x{n}x{k}"] = deepgemm(m, n, k)
+
+    def bundled(m, n, k):
+        def setup():
+            from bsprof.profile.launch import prepare
+            p = prepare("fp8-blockwise", "optimized", (m, n, k, 1), False)
+            return p.launch
+        return setup, {"source": "bsprof bundled fp8-blockwise optimized", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp8"}
+
+    ops["bsprof_optimized_4096x2112x7168"] = bundled(4096, 2112, 7168)
+    ops["bsprof_optimized_4096x4096x4096"] = bundled(4096, 4096, 4096)
+
+    def simple(fn_maker, source, nbytes=None):
+        return fn_maker, {"source": source, "bytes": nbytes}
+
+    ops["add_fp32_256M"] = simple(ew_add(1 << 28), "torch.add fp32, 3 GiB moved (streams from DRAM)", 12 * (1 << 28))
+    ops["add_fp32_1M"] = simple(ew_add(1 << 20), "torch.add fp32, 12 MiB moved, L2 flushed by ncu", 12 * (1 << 20))
+    ops["add_fp32_256"] = simple(ew_add(256), "torch.add fp32 on 256 elements: a tiny launch", 12 * 256)
+
+    def rowsum():
+        x = _t(8192, 8192)
+        return lambda: x.sum(dim=-1)
+    ops["sum_rows_fp32_8192x8192"] = simple(rowsum, "torch.sum(dim=-1) fp32 8192x8192", 4 * 8192 * 8192)
+
+    def small_sum():
+        x = _t(2048)
+        return lambda: x.sum()
+    ops["sum_fp32_2048"] = simple(small_sum, "torch.sum of 2048 floats: one CTA", 4 * 2048)
+
+    def layernorm():
+        x = _t(16384, 4096, dtype=torch.bfloat16)
+        w, b = _t(4096, dtype=torch.bfloat16), _t(4096, dtype=torch.bfloat16)
+        return lambda: F.layer_norm(x, (4096,), w, b)
+    ops["layernorm_bf16_16384x4096"] = simple(layernorm, "F.layer_norm bf16", 2 * 2 * 16384 * 4096)
+
+    def softmax():
+        x = _t(16384, 4096, dtype=torch.bfloat16)
+        return lambda: torch.softmax(x, dim=-1)
+    ops["softmax_bf16_16384x4096"] = simple(softmax, "torch.softmax bf16", 2 * 2 * 16384 * 4096)
+
+    def softmax32():
+        x = _t(4096, 1024)
+        return lambda: torch.softmax(x, dim=-1)
+    ops["softmax_fp32_4096x1024"] = simple(softmax32, "torch.softmax fp32, 16 MiB in (fits L2 between passes? no: flushed)", 8 * 4096 * 1024)
+
+    def embedding():
+        w = _t(128256, 4096, dtype=torch.bfloat16)
+        idx = torch.randint(0, 128256, (16384,), device="cuda")
+        return lambda: F.embedding(idx, w)
+    ops["embedding_bf16_16384x4096"] = simple(embedding, "F.embedding bf16 (vocab 128256, dim 4096)", 2 * 2 * 16384 * 4096)
+
+    def gather_rows():
+        x = _t(1 << 24)
+        idx = torch.randint(0, 1 << 24, (1 << 24,), device="cuda")
+        return lambda: x[idx]
+    ops["index_random_fp32_16M"] = simple(gather_rows, "x[idx] random 16M gather", 16 * (1 << 24))
+
+    def scatter_add():
+        src = _t(1 << 24)
+        idx = torch.randint(0, 1024, (1 << 24,), device="cuda")
+        out = torch.zeros(1024, device="cuda")
+        return lambda: out.index_add_(0, idx, src)
+    ops["index_add_fp32_16M_into_1024"] = simple(scatter_add, "index_add_ 16M values into 1024 bins (atomics)", 12 * (1 << 24))
+
+    def transpose():
+        x = _t(8192, 8192)
+        return lambda: x.t().contiguous()
+    ops["transpose_fp32_8192"] = simple(transpose, "x.t().contiguous() fp32 8192x8192", 8 * 8192 * 8192)
+
+    def sdpa(backend_name, causal=False):
+        def setup():
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            q, k, v = (_t(4, 32, 4096, 128, dtype=torch.bfloat16) for _ in range(3))
+            be = getattr(SDPBackend, backend_name)
+
+            def go():
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return go
+        return setup, {"source": f"SDPA {backend_name} bf16 B4 H32 S4096 D128" + (" causal" if causal else ""),
+                       "flops": 4.0 * 4 * 32 * 4096 * 4096 * 128 / (2 if causal else 1), "precision": "bf16"}
+
+    ops["sdpa_flash_b4h32s4096d128"] = sdpa("FLASH_ATTENTION")
+    ops["sdpa_cudnn_b4h32s4096d128"] = sdpa("CUDNN_ATTENTION")
+    ops["sdpa_efficient_b4h32s4096d128_causal"] = sdpa("EFFICIENT_ATTENTION", causal=True)
+
+    def compiled(fn, shape, dtype=None):
+        def setup():
+            x = _t(*shape, dtype=dtype)
+            c = torch.compile(fn, dynamic=False)
+            return lambda: c(x)
+        return setup
+
+    def transcendental(x):
+        for _ in range(8):
+            x = torch.sin(torch.exp(x * 0.01))
+        return x
+
+    def horner(x):
+        acc = x * 0.5
+        for i in range(64):
+            acc = acc * x + (0.001 * i)
+        return acc
+
+    def rmsnorm(x):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
+
+    ops["triton_transcendental_16M"] = simple(compiled(transcendental, (1 << 24,)), "torch.compile: 8x sin(exp(x)) fused (Triton)", 8 * (1 << 24))
+    ops["triton_horner64_16M"] = simple(compiled(horner, (1 << 24,)), "torch.compile: degree-64 Horner polynomial fused (Triton)", 8 * (1 << 24))
+    ops["triton_rmsnorm_bf16_16384x4096"] = simple(compiled(rmsnorm, (16384, 4096), torch.bfloat16), "torch.compile: RMSNorm (Triton reduction)", 4 * 16384 * 4096)
+
+    def one_cta_loop():
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def serial_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            acc = tl.zeros((BLOCK,), dtype=tl.float32)
+            for start in range(0, n, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            tl.store(out_ptr, tl.sum(acc, axis=0))
+
+        x = _t(1 << 22)
+        out = torch.empty(1, device="cuda")
+        return lambda: serial_sum[(1,)](x, out, x.numel(), BLOCK=1024)
+    ops["triton_one_cta_sum_4M"] = simple(one_cta_loop, "Triton kernel, grid (1,): one CTA sums 4M floats", 4 * (1 << 22))
+    return ops
+
+
+def ops_l2():
+    return {"add_fp32_1M_l2resident": (ew_add(1 << 20), {"source": "torch.add fp32, 12 MiB moved, L2 kept warm (--cache-control none)", "bytes": 12 * (1 << 20)})}
+
+
+def main(argv=None) -> int:
+    import torch
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", choices=("all", "gemm", "other", "l2"), default="all",
+                   help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin")
+    p.add_argument("--meta", required=True)
+    p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
+    args = p.parse_args(argv)
+    ops = ops_main() if args.only != "l2" else ops_l2()
+    if args.only in ("gemm", "other"):
+        gemm = ("cublas_", "deepgemm_", "bsprof_")
+        ops = {k: v for k, v in ops.items() if k.startswith(gemm) == (args.only == "gemm")}
+    if args.select:
+        ops = {k: v for k, v in ops.items() if k in args.select.split(",")}
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "ops": {}}
+    for name, (setup, info) in ops.items():
+        entry = dict(info)
+        try:
+            fn = setup()
+            for _ in range(2):
+                fn()
+            torch.cuda.synchronize()
+            # outer range for ncu's --nvtx-include corpus/, inner one names the op in the report
+            torch.cuda.nvtx.range_push("corpus")
+            torch.cuda.nvtx.range_push(f"corpus_{name}")
+            try:
+                fn()
+                torch.cuda.synchronize()
+            finally:
+                torch.cuda.nvtx.range_pop()
+                torch.cuda.nvtx.range_pop()
+            entry["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - one op that cannot run here must not stop the corpus
+            entry["ok"] = False
+            entry["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            traceback.print_exc()
+        print(f"corpus: {name}: {'ok' if entry['ok'] else entry['error']}", flush=True)
+        meta["ops"][name] = entry
+        torch.cuda.empty_cache()
+    with open(args.meta, "w") as f:
+        json.dump(meta, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
