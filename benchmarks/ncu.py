@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FULL_REPORT = REPO / "tests" / "data" / "h100_cublas_fp8_4096.ncu-rep"
+FULL_REPORT = REPO / "tests" / "data" / "h100_cublas_fp8_4096.ncu-rep.xz"
 
 
 def _cold_warm(module: str, func: str, repeat: int) -> tuple[float, float]:

@@ -1,53 +1,186 @@
-"""Atomic output: a file appears whole or not at all, and what the user had is never half-overwritten."""
+"""Every file bsprof writes goes through here: one output policy, so nothing the user had is lost.
+
+The policy, by what is at the output path now:
+
+- nothing, or a regular file: write a temporary file beside it and rename it over the path, so the
+  path holds the old content or the whole new one, never half of either (an existing file keeps
+  its permission bits);
+- a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe), or a descriptor
+  path (``/dev/fd/N``, ``/proc/self/fd/N``): write through it, in place; it is never replaced;
+- a symbolic link: the link stays; what it points to is written by the rules above (a dangling
+  link gets its target created);
+- a directory, socket or block device: refused.
+
+A missing parent directory is made only when its nearest existing ancestor is a writable
+directory. Every failure is a :class:`BsprofError` naming the path and the cause (exit code 2).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from bsprof.errors import BsprofError
+
+_DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr")
+_DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/")
+
+
+def _cause(exc: OSError) -> str:
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or type(exc).__name__
+
+
+def _fail(path: Path | str, exc: OSError, what: str = "cannot write") -> BsprofError:
+    return BsprofError(f"{what} {path} ({_cause(exc)}); pick a writable output path")
+
+
+def _kind(dest: Path) -> tuple[str, Path]:
+    """('file' | 'stream', the path to write): what the policy does with ``dest``."""
+    text = str(dest)
+    if text in _DESCRIPTOR_PATHS or text.startswith(_DESCRIPTOR_DIRS):
+        return "stream", dest
+    try:
+        st = os.stat(dest)  # follows links: a link's target decides
+    except FileNotFoundError:
+        # absent, or a dangling link: create what the link names, keep the link
+        return "file", Path(os.path.realpath(dest)) if os.path.islink(dest) else dest
+    except OSError as exc:
+        raise _fail(dest, exc) from None
+    if stat.S_ISREG(st.st_mode):
+        return "file", Path(os.path.realpath(dest)) if os.path.islink(dest) else dest
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return "stream", dest
+    what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+            else "a block device" if stat.S_ISBLK(st.st_mode) else "not a regular file")
+    raise BsprofError(f"{dest} is {what}; give a file path (bsprof writes regular files, character "
+                      "devices and FIFOs only)")
+
+
+def ensure_dir(path: str | os.PathLike) -> Path:
+    """``path`` as an existing directory: made (with its parents) only when its nearest existing
+    ancestor is a writable directory."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if path.exists() or path.is_symlink():
+        raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")
+    anc = path.parent
+    while not anc.exists() and anc != anc.parent:
+        if anc.is_symlink():
+            raise BsprofError(f"{anc} is a dangling link; fix it or give another output path")
+        anc = anc.parent
+    if not anc.is_dir():
+        raise BsprofError(f"cannot make {path}: {anc} is not a directory; give another output path")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise BsprofError(f"cannot make {path}: {anc} is not writable; give another output path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(path, exc, "cannot make directory") from None
+    return path
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)  # keep an existing file's permissions
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _own(exc: OSError, *paths: Path) -> bool:
+    """Did this error come from writing one of ``paths`` (or carry no path at all: ENOSPC, EIO)?"""
+    names = {str(p) for p in paths}
+    return exc.filename is None or str(exc.filename) in names
+
 
 @contextlib.contextmanager
 def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``dest``; on success it is renamed over ``dest``.
+    """Yield a temporary path to write; on success its content lands at ``dest`` by the policy
+    above (renamed over a regular file, copied through a device or FIFO).
 
     On an exception the temporary file is removed and ``dest`` keeps what it had.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    kind, target = _kind(dest)
+    if kind == "stream":
+        with tempfile.TemporaryDirectory(prefix="bsprof-out-") as tmpdir:
+            tmp_path = Path(tmpdir) / "out"
+            try:
+                yield tmp_path
+                with open(tmp_path, "rb") as src, open(dest, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            except OSError as exc:
+                if not _own(exc, tmp_path, dest):
+                    raise
+                raise _fail(dest, exc) from None
+        return
+    ensure_dir(target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:200]}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _fail(dest, exc) from None
     os.close(fd)
     tmp_path = Path(tmp)
-    # mkstemp makes the file owner-only; give it the mode a plain open() would have
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)
     try:
+        # mkstemp makes the file owner-only; give it the mode the file had or a plain open() gives
+        os.chmod(tmp_path, _mode_for(target))
         yield tmp_path
-        os.replace(tmp_path, dest)
+        os.replace(tmp_path, target)
+    except OSError as exc:
+        if not _own(exc, tmp_path, target, dest):
+            raise
+        raise _fail(dest, exc) from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp_path.unlink()
 
 
-def write_text_atomic(dest: str | os.PathLike, text: str) -> Path:
+def _write(dest: str | os.PathLike, data: str | bytes) -> Path:
+    dest = Path(dest)
+    text = isinstance(data, str)
+    if _kind(dest)[0] == "stream":
+        try:
+            with open(dest, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise _fail(dest, exc) from None
+        return dest
     with atomic_path(dest) as tmp:
-        tmp.write_text(text)
-    return Path(dest)
+        if text:
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+    return dest
 
 
 def write_bytes_atomic(dest: str | os.PathLike, data: bytes) -> Path:
-    with atomic_path(dest) as tmp:
-        tmp.write_bytes(data)
-    return Path(dest)
+    """Write ``data`` to ``dest`` by the output policy; returns ``dest``."""
+    return _write(dest, data)
 
 
-def unique_dir(parent: str | os.PathLike, name: str) -> Path:
-    """Create and return ``parent/name`` (or ``name-2``, ``name-3``…): never reuse an existing run directory."""
+def write_text_atomic(dest: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``dest`` by the output policy; returns ``dest``."""
+    return _write(dest, text)
+
+
+def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Path:
+    """Create and return ``parent/name`` (or ``name-2``, ``name-3``…): never reuse an existing run
+    directory. A ``name`` that names no new entry (``""``, ``.``, ``..``: from ``-o .``) means a
+    fresh ``fallback`` directory inside ``parent/name``."""
     parent = Path(parent)
-    parent.mkdir(parents=True, exist_ok=True)
+    if name in ("", ".", ".."):
+        parent, name = parent / name, fallback
+    if "/" in name or "\0" in name:
+        raise BsprofError(f"{name!r} is not a directory name; give a plain name without '/'")
+    ensure_dir(parent)
     for i in range(1, 10_000):
         cand = parent / (name if i == 1 else f"{name}-{i}")
         try:
@@ -55,4 +188,6 @@ def unique_dir(parent: str | os.PathLike, name: str) -> Path:
             return cand
         except FileExistsError:
             continue
-    raise RuntimeError(f"could not create a fresh directory for {name} under {parent}")
+        except OSError as exc:
+            raise _fail(cand, exc, "cannot make directory") from None
+    raise BsprofError(f"{parent} already holds {name} … {name}-9999; clean it up or give another directory")

@@ -20,15 +20,15 @@ skip() { echo "   skipped: $*"; }
 only_dir() { local d=("$1"/*/); [ ${#d[@]} -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]%/}"; }
 
 echo "== ncu: the bundled fp8-blockwise optimized kernel on the H100, 4096^3 (--set full report)"
-$BSPROF ncu --report tests/data/h100_bsprof_fp8_optimized.ncu-rep --flops 137438953472 -o "$tmp/ncu_ours" >/dev/null
+$BSPROF ncu --report tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz --flops 137438953472 -o "$tmp/ncu_ours" >/dev/null
 mv "$(only_dir "$tmp/ncu_ours")" "$run/ncu_h100_fp8_optimized"
 
 echo "== ncu: its peer, cuBLAS FP8 (torch._scaled_mm) at 4096^3 on the same H100"
-$BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep --flops 137438953472 -o "$tmp/ncu_peer" >/dev/null
+$BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep.xz --flops 137438953472 -o "$tmp/ncu_peer" >/dev/null
 mv "$(only_dir "$tmp/ncu_peer")" "$run/ncu_h100_cublas"
 
 echo "== sass: the bundled kernel's SASS from that report, with line info -> warp roles, stall samples per role"
-$BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep --source tests/data/h100_bsprof_fp8_optimized.kernel.py.txt \
+$BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz --source tests/data/h100_bsprof_fp8_optimized.kernel.py.txt \
   --mma-detail --mnkl 4096,4096,4096 --tile-mn 256,128 -o "$run/sass_h100_fp8_optimized" >/dev/null
 
 echo "== sass: NVIDIA's CuTe DSL persistent dense GEMM, sm_100a cubin (2-CTA UTCHMMA, TMA store)"

@@ -39,3 +39,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+def run_bsprof(args: list[str]) -> tuple[int, str, str]:
+    """``bsprof ARGS`` in-process through the real entry point (bsprof.cli.main, which also turns
+    usage errors into one line): (exit code, stdout, stderr). Any other exception propagates."""
+    from click.testing import CliRunner
+
+    from bsprof.cli import main
+
+    with CliRunner().isolation() as (out, err, _):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        return code, out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
+
+
+def assert_one_line_error(code: int, stderr: str) -> str:
+    """Exit code 2 and exactly one ``error:`` line, no traceback; returns that line."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert code == 2 and lines and lines[-1].startswith("error: "), (code, stderr[-800:])
+    assert "Traceback" not in stderr and sum(ln.startswith("error: ") for ln in lines) == 1, stderr[-800:]
+    return lines[-1]

@@ -18,12 +18,12 @@ FLOPS_4096 = 2.0 * 4096**3
 
 @pytest.fixture(scope="module")
 def cublas(data_dir):
-    return extract(data_dir / "h100_cublas_fp8_4096.ncu-rep", flops=FLOPS_4096)
+    return extract(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", flops=FLOPS_4096)
 
 
 @pytest.fixture(scope="module")
 def tiny(data_dir):
-    return extract(data_dir / "h100_cute_tiny.ncu-rep")
+    return extract(data_dir / "h100_cute_tiny.ncu-rep.xz")
 
 
 def test_one_row_per_launch_with_launch_facts(cublas):
@@ -101,7 +101,7 @@ def test_tiny_kernel_edge_cases(tiny):
 
 def test_missing_metrics_become_nan_with_a_note(data_dir):
     """Drop metrics from a real launch by looking them up on an arch whose names the report lacks."""
-    ctx = load_report(data_dir / "h100_cute_tiny.ncu-rep")
+    ctx = load_report(data_dir / "h100_cute_tiny.ncu-rep.xz")
     from bsprof.analyzers.ncu.extract import _row
     from bsprof.analyzers.ncu_loader import iter_actions
 
@@ -122,7 +122,7 @@ def test_missing_metrics_become_nan_with_a_note(data_dir):
 
 
 def test_filter_and_kernel_listing(data_dir):
-    path = data_dir / "h100_cublas_fp8_4096.ncu-rep"
+    path = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"
     assert len(extract(path, filter="nvjet").table) == 1
     with pytest.raises(BsprofError, match="matches no kernel.*nvjet_sm90_qqtst"):
         extract(path, filter="^gemm_that_is_not_there$")

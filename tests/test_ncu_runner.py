@@ -62,7 +62,7 @@ def fake_ncu(tmp_path, monkeypatch, data_dir):
     exe.write_text(FAKE_NCU.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NCU_REPORT", str(data_dir / "h100_cublas_fp8_4096.ncu-rep"))
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"))
     return monkeypatch
 
 

@@ -14,7 +14,7 @@ from bsprof.analyzers.ncu.verdict import THRESHOLDS, classify, stall_shares, til
 
 @pytest.fixture(scope="module")
 def cublas(data_dir):
-    ex = extract(data_dir / "h100_cublas_fp8_4096.ncu-rep", flops=2 * 4096**3)
+    ex = extract(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", flops=2 * 4096**3)
     return ex.table.iloc[0].to_dict(), ex.rules[0]
 
 
@@ -35,7 +35,7 @@ def test_cublas_fp8_is_tensor_bound_near_peak_with_both_denominators(cublas):
 
 
 def test_tiny_kernel_is_launch_bound(data_dir):
-    ex = extract(data_dir / "h100_cute_tiny.ncu-rep")
+    ex = extract(data_dir / "h100_cute_tiny.ncu-rep.xz")
     v = classify(ex.table.iloc[0].to_dict(), rules=ex.rules[0])
     assert v.cls == "launch-bound"
     assert [e.threshold_name for e in v.evidence] == ["tiny_duration_us", "tiny_active_share"]
@@ -113,7 +113,7 @@ def test_tile_quantization_exact():
 def test_ncu_rules_with_speedups(data_dir):
     from bsprof.analyzers.ncu_loader import iter_actions, load_report
 
-    ctx = load_report(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    ctx = load_report(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
     rules = rule_results(next(iter_actions(ctx)))
     assert len(rules) == 12
     top = rules[0]
@@ -129,7 +129,7 @@ def test_clean_message_links():
 
 
 def test_bundled_kernel_full_and_triage_agree(data_dir):
-    full = extract(data_dir / "h100_bsprof_fp8_optimized.ncu-rep", flops=2 * 4096**3).table.iloc[0].to_dict()
+    full = extract(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz", flops=2 * 4096**3).table.iloc[0].to_dict()
     tri = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep", flops=2 * 4096**3).table.iloc[0].to_dict()
     assert full["inst_op_QGMMA"] == 1048576 and full["precision_source"] == "executed QGMMA"
     vf, vt = classify(full, k=4096), classify(tri, k=4096)

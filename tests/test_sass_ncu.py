@@ -12,12 +12,12 @@ from bsprof.errors import BsprofError
 
 @pytest.fixture(scope="module")
 def cublas(data_dir):
-    (fa,) = analyze_ncu_report(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    (fa,) = analyze_ncu_report(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
     return fa
 
 
 def test_source_counters_extraction(data_dir):
-    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
     assert sc.name.startswith("nvjet_sm90_qqtst")
     assert sc.function.arch == "sm_90"
     n = len(sc.function.instructions)
@@ -80,7 +80,7 @@ def test_mma_detail_with_stalls(cublas):
 
 
 def test_tiny_report_edge_cases(data_dir):
-    (fa,) = analyze_ncu_report(data_dir / "h100_cute_tiny.ncu-rep")
+    (fa,) = analyze_ncu_report(data_dir / "h100_cute_tiny.ncu-rep.xz")
     assert len(fa.instructions) == 16
     assert fa.loops == [] and fa.kloops == [] and fa.mma_count == 0
     assert fa.executed == [1] * 16
@@ -109,7 +109,7 @@ def test_missing_source_counters_names_the_ncu_option():
 
 def test_kernel_regex_matching_nothing_lists_launches(data_dir):
     with pytest.raises(BsprofError, match="matches none.*nvjet_sm90"):
-        read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep", kernel="^nope$")
+        read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", kernel="^nope$")
 
 
 def test_counts_attach_to_a_listing_by_pc_offset(data_dir):
@@ -117,7 +117,7 @@ def test_counts_attach_to_a_listing_by_pc_offset(data_dir):
     from bsprof.analyzers.sass import analyze_sass_text
     from bsprof.analyzers.sass.budget import attach_counts
 
-    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep")
+    (sc,) = read_source_counters(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
     base = sc.function.instructions[0].pc
     listing = "\n".join(f"/*{i.pc - base:04x}*/ {i.text} ;" for i in sc.function.instructions)
     (fa,) = analyze_sass_text(listing, arch="sm_90a")
@@ -131,11 +131,13 @@ def test_counts_attach_to_a_listing_by_pc_offset(data_dir):
 
 
 def test_steady_state_of_the_hot_kloop(cublas):
-    """The natural loop of the hot K-loop also holds the tile loop's way back; ncu counts pick out
-    the steady-state body (blocks executed at least half as often as the MMAs)."""
+    """cuBLAS enters its K-loop at the top and in the middle: no natural loop, an irreducible cycle.
+    Found as one, the K-loop is the steady-state body itself (blocks executed at least half as often
+    as the MMAs), not the 924-instruction natural loop that also holds the tile loop's way back."""
     hot = max(cublas.kloops, key=lambda lp: cublas.executed[lp.own_instructions[0]])
+    assert hot is cublas.kloop and hot.irreducible
     ss = cublas.steady_state(hot)
-    assert ss["hot_instructions"] < len(hot.own_instructions) / 4
+    assert len(hot.own_instructions) - 1 <= ss["hot_instructions"] == 104
     assert 4 <= ss["hot_categories"]["mma"] == hot.own_mma
     # FP8 promotion into FP32 in the loop: the hot path is mostly FADD/FFMA
     assert ss["hot_categories"]["float"] > ss["hot_instructions"] / 2
@@ -147,7 +149,7 @@ def test_hot_instructions_rank_the_stall_sites(data_dir):
     # product waiting on its load (docs/optimizations.md), then the four wave waits
     from bsprof.analyzers.sass.budget import hot_instructions
 
-    (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep")
+    (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
     hot = hot_instructions(fa, 5)
     assert [h["samples"] for h in hot] == sorted((h["samples"] for h in hot), reverse=True)
     by_pc = {ins.pc: i for i, ins in enumerate(fa.instructions)}
@@ -171,7 +173,7 @@ def test_hot_needs_stall_samples_and_shows_each_side(data_dir, tmp_path):
     cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin"
     r = run(cli, ["sass", str(cubin), "--hot", "3"])
     assert r.exit_code == 2 and "--hot needs an .ncu-rep with SourceCounters" in r.output
-    a, b = data_dir / "h100_cublas_fp8_4096.ncu-rep", data_dir / "h100_bsprof_fp8_optimized.ncu-rep"
+    a, b = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz"
     r = run(cli, ["sass", str(a), str(b), "--hot", "3"])
     assert r.exit_code == 0, r.output
     assert "A hottest instructions" in r.output and "B hottest instructions" in r.output

@@ -32,6 +32,7 @@ def synth_buffer(num_ctas=3, tiles=4, sample_every=1, epi_warps=(2, 3, 4, 5), gh
 
     for cta in range(num_ctas):
         t = 10_000_000 * (cta + 1)  # clocks of different SMs have different origins
+        free = {w: t for w in epi_warps}  # an epilogue warp starts a tile after its last one
         for tile in range(tiles):
             put(cta, 0, tile, "tile_start", t)
             put(cta, 0, tile, "load_end", t + 3000)
@@ -41,11 +42,13 @@ def synth_buffer(num_ctas=3, tiles=4, sample_every=1, epi_warps=(2, 3, 4, 5), gh
             k_end = t + 900 + 4000
             put(cta, 1, tile, "kloop_end", k_end)
             for w in epi_warps:
-                put(cta, w, tile, "tile_start", t)
-                put(cta, w, tile, "ml_done", k_end + 20)
-                p1 = k_end + 20 + 4000 + int(rng.integers(0, 800))
+                put(cta, w, tile, "tile_start", max(t, free[w]))
+                ml = max(k_end, free[w]) + 20
+                put(cta, w, tile, "ml_done", ml)
+                p1 = ml + 4000 + int(rng.integers(0, 800))
                 put(cta, w, tile, "phase1_end", p1)
                 put(cta, w, tile, "phase2_end", p1 + 900)
+                free[w] = p1 + 900
             t = k_end + 200
     return buf, plan
 

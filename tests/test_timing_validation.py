@@ -35,8 +35,9 @@ def serial_model():
 def table(kloop=4000, phase1=1000):
     rows = []
     for tile in range(4):
-        rows.append((0, 0, 4, "mma", tile, "kloop", 100, 100 + kloop))
-        rows.append((0, 0, 4, "epilogue", tile, "phase1", 200 + kloop, 200 + kloop + phase1))
+        t0 = 100 + tile * (kloop + phase1 + 200)  # one warp's tiles follow each other in time
+        rows.append((0, 0, 4, "mma", tile, "kloop", t0, t0 + kloop))
+        rows.append((0, 0, 4, "epilogue", tile, "phase1", t0 + 100 + kloop, t0 + 100 + kloop + phase1))
     return pd.DataFrame(rows, columns=["sm", "cta", "warp", "role", "tile", "phase", "start", "end"])
 
 

@@ -6,32 +6,23 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import KERNEL_HELP
+from bsprof.options import IntTuple, count
 from bsprof.kernels.fp8_blockwise.quant import INPUTS
-
-
-def _pair(text: str | None, name: str) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        a, b = (int(x) for x in text.split(","))
-    except ValueError:
-        raise BsprofError(f"--{name} {text!r} must be two integers, e.g. --{name} 256,128") from None
-    return a, b
 
 
 @click.command(name="bench")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
 @click.option("--kernel", "spec", default="optimized", show_default=True, help=KERNEL_HELP)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
-@click.option("--mma-tiler", default=None, help="tile M,N (family default if omitted)")
-@click.option("--cluster", default=None, help="cluster M,N (family default if omitted)")
+@click.option("--mma-tiler", type=IntTuple(2, 1, 1024, "256,128"), default=None, help="tile M,N (family default if omitted)")
+@click.option("--cluster", type=IntTuple(2, 1, 16, "2,1"), default=None, help="cluster M,N (family default if omitted)")
 @click.option("--sf-dtype", default=None, help="NVFP4 only: Float8E4M3FN or Float8E8M0FNU")
-@click.option("--sf-vec", type=int, default=None, help="NVFP4 only: 16 (NVFP4) or 32 (MXFP4)")
+@click.option("--sf-vec", type=count(1, 1024), default=None, help="NVFP4 only: 16 (NVFP4) or 32 (MXFP4)")
 @click.option("--c-dtype", default=None, help="output dtype: Float16, BFloat16 or Float32")
-@click.option("--warmup", type=int, default=10, show_default=True)
-@click.option("--iters", type=int, default=50, show_default=True)
+@click.option("--warmup", type=count(0, 1_000_000), default=10, show_default=True)
+@click.option("--iters", type=count(1, 1_000_000), default=50, show_default=True)
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=count(0), default=0, show_default=True)
 @click.option("--inputs", type=click.Choice(INPUTS), default="randn", show_default=True,
               help="fp8-blockwise: randn (DeepSeek-quantized Gaussians) or int (integers in [-2, 2] with unit "
                    "scales, the CuTe DSL examples' data: every kernel runs faster on them under a power cap)")
@@ -54,7 +45,7 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
     config = {k: v for k, v in {
-        "mma_tiler": _pair(mma_tiler, "mma-tiler"), "cluster": _pair(cluster, "cluster"),
+        "mma_tiler": mma_tiler, "cluster": cluster,
         "sf_dtype": sf_dtype, "sf_vec": sf_vec, "c_dtype": c_dtype,
     }.items() if v is not None}
     target = Target.parse(family, spec, mnkl, config)

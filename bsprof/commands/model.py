@@ -7,12 +7,13 @@ import click
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
 
 
 def _delta_opt(name: str, what: str):
-    return click.option(f"--{name}", default=None, metavar="DELTA",
+    return click.option(f"--{name}", type=Delta(), default=None, metavar="DELTA",
                         help=f"change of {what} per tile: cycles (-300) or percent (-5%)")
 
 
@@ -29,18 +30,18 @@ def _delta_opt(name: str, what: str):
 @click.option("--acc-stages", type=int, default=None, help="project with N accumulator stages")
 @click.option("--epi-warps", type=int, default=None,
               help="project with N epilogue warps (work split, limited by the measured shared-path ceiling)")
-@click.option("--release", "release_frac", type=float, default=None,
+@click.option("--release", "release_frac", type=FiniteFloat(0.0, 1.0), default=None,
               help="calibration: fraction of Phase 1 done when the accumulator is freed (0..1)")
-@click.option("--handoff", type=float, default=None, help="calibration: barrier hand-off latency, cycles")
-@click.option("--sweep", "sweep_spec", default=None, metavar="SPEC",
+@click.option("--handoff", type=FiniteFloat(min=0.0), default=None, help="calibration: barrier hand-off latency, cycles")
+@click.option("--sweep", "sweep_spec", type=SweepSpec(), default=None, metavar="SPEC",
               help="grid of projections, e.g. kloop=-600:0:50,phase1=-600:0:50")
 @click.option("--html", "html", default=None, type=click.Path(), help="write a plotly heatmap of the sweep")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON (stdout)")
 @click.option("--csv", "as_csv", is_flag=True, help="print the result as CSV (stdout)")
 @click.option("-o", "--output", "out", default=None, type=click.Path(),
               help="also write model.json (+ sweep table) into a fresh directory under this one")
-@click.option("--tiles", type=int, default=50_000, show_default=True, help="Monte Carlo tiles per projection")
-@click.option("--seed", type=int, default=0, show_default=True, help="Monte Carlo seed")
+@click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
+@click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
 @click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
 @click.option("--kernel", default="optimized", show_default=True,
               help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")

@@ -10,6 +10,7 @@ import click
 from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
+from bsprof.options import FiniteFloat, count
 
 
 @click.command(name="ncu")
@@ -23,10 +24,10 @@ from bsprof.kernels.api import VARIANTS
 @click.option("--clock-control", type=click.Choice(["none", "base"]), default="none", show_default=True)
 @click.option("-o", "--output", "out", default=None,
               help="directory to write results into (a fresh subdirectory per run; --kernel default: bsprof-results)")
-@click.option("--warmup", type=int, default=3, show_default=True, help="launches before the measured one")
+@click.option("--warmup", type=count(0, 1_000_000), default=3, show_default=True, help="launches before the measured one")
 @click.option("--report", default=None, help="analyze this .ncu-rep (or the one in a bsprof result directory)")
 @click.option("--filter", "filter_", default=None, help="regex on kernel names (with --report / --compare)")
-@click.option("--flops", type=float, default=None,
+@click.option("--flops", type=FiniteFloat(), default=None,
               help="FLOPs of one launch, for TFLOP/s and %% of peak (--report; default: from the report's NVTX range "
                    "or result directory)")
 @click.option("--precision", type=click.Choice(["fp4", "fp8", "fp16", "bf16", "fp32"]), default=None,

@@ -6,6 +6,7 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import KERNEL_HELP
+from bsprof.options import count
 
 
 @click.command(name="timing")
@@ -16,8 +17,8 @@ from bsprof.kernels.api import KERNEL_HELP
               help="parent directory; each capture gets a fresh sub-directory")
 @click.option("--overhead", type=click.Choice(["shape", "all", "none"]), default="shape", show_default=True,
               help="plain vs timing build wall time: on the captured shape, on the three benchmark shapes, or skip")
-@click.option("--rounds", type=int, default=30, show_default=True, help="timing rounds for the overhead medians")
-@click.option("--max-trace-events", type=int, default=200_000, show_default=True,
+@click.option("--rounds", type=count(1, 100_000), default=30, show_default=True, help="timing rounds for the overhead medians")
+@click.option("--max-trace-events", type=count(0), default=200_000, show_default=True,
               help="cap on trace.json slices; whole tiles are sampled beyond it")
 @click.option("--from", "from_dir", default=None, type=click.Path(),
               help="re-summarize an earlier capture (a timing table or results dir) without a GPU")

@@ -162,15 +162,11 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
 
 
 def write(html: str, out: Path) -> Path:
-    """Replace ``out`` atomically; readable like any file the user creates (temp files are 0600)."""
-    import os
-
+    """Write the page to ``out`` by bsprof's output policy (bsprof.io: atomic for a file, through
+    for a device or FIFO; a new file gets the mode a plain open() gives, an old one keeps its own)."""
     from bsprof.io import write_text_atomic
 
     path = write_text_atomic(out, html)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
     return path
 
 

@@ -36,14 +36,19 @@ def _short(path: Path, root: Path) -> str:
         return str(path)
 
 
+# a report as ncu writes it, or xz-compressed as shipped (the analyzers read both)
+NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
+
+
 def _ncu_reports(root: Path) -> list[Path]:
     """.ncu-rep files to analyze directly: ``root`` itself, or those under it with no bsprof summary
     beside them (a bsprof result directory already holds its analysis)."""
     if root.is_file():
-        return [root] if root.name.endswith(".ncu-rep") else []
+        return [root] if root.name.endswith(NCU_SUFFIXES) else []
     if not root.is_dir():
         return []
-    return [p for p in sorted(root.rglob("*.ncu-rep")) if not (p.parent / "summary.json").is_file()][:MAX_FILES]
+    reps = sorted(p for suffix in NCU_SUFFIXES for p in root.rglob("*" + suffix))
+    return [p for p in reps if not (p.parent / "summary.json").is_file()][:MAX_FILES]
 
 
 def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
@@ -62,11 +67,11 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
     """Read every bsprof JSON under ``root`` (recursively), and analyze .ncu-rep files that come without
     one. Never raises for bad content."""
     root = Path(root)
-    label = label or (root.name.removesuffix(".ncu-rep") if root.is_file() else root.name) or str(root)
+    label = label or (root.name.removesuffix(".xz").removesuffix(".ncu-rep") if root.is_file() else root.name) or str(root)
     run = Run(label=label, root=root)
     for rep in _ncu_reports(root):
         _analyze_ncu(rep, run, root if root.is_dir() else root.parent)
-    if root.is_file() and root.name.endswith(".ncu-rep"):
+    if root.is_file() and root.name.endswith(NCU_SUFFIXES):
         return run
     base = root if root.is_dir() else root.parent
     for path in _json_files(root):

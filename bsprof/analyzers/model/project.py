@@ -98,7 +98,10 @@ def parse_sweep(spec: str) -> dict[str, list]:
             raise BsprofError(f"--sweep {part!r}: START:STOP:STEP must be numbers, e.g. {knob}=-600:0:50") from None
         if len(nums) != 3 or nums[2] <= 0 or nums[1] < nums[0]:
             raise BsprofError(f"--sweep {part!r}: give START:STOP:STEP with STOP >= START and STEP > 0")
-        n = int(math.floor((nums[1] - nums[0]) / nums[2] + 1e-9)) + 1
+        span = (nums[1] - nums[0]) / nums[2]  # inf for a tiny STEP over a wide range
+        if not (math.isfinite(span) and span < 1e6):
+            raise BsprofError(f"--sweep {part!r} has over a million points; use at most 101 per axis (a bigger STEP)")
+        n = int(math.floor(span + 1e-9)) + 1
         if n > 101:
             raise BsprofError(f"--sweep {part!r} has {n} points; use at most 101 per axis (a bigger STEP)")
         vals = [nums[0] + i * nums[2] for i in range(n)]

@@ -106,7 +106,7 @@ def write_analysis(ex: Extraction, payload: dict, out: str | Path) -> Path:
 
     from bsprof.io import unique_dir
 
-    stem = Path(ex.report).name.removesuffix(".ncu-rep")
+    stem = Path(ex.report).name.removesuffix(".xz").removesuffix(".ncu-rep")
     d = unique_dir(out, f"report_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         write_summary(ex, d, "summary", payload)

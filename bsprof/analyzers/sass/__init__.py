@@ -103,7 +103,7 @@ def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> 
     p = Path(path)
     if not p.is_file():
         raise BsprofError(f"{p}: no such file; pass a .cubin, fatbin, executable, .sass listing or .ncu-rep")
-    if p.suffix == ".ncu-rep":
+    if p.name.endswith((".ncu-rep", ".ncu-rep.xz")):
         return analyze_ncu_report(p, kernel=function, **kw)
     if p.stat().st_size == 0:
         raise BsprofError(f"{p}: the file is empty; pass a .cubin or a SASS listing (nvdisasm -c -gi <cubin>)")

@@ -54,6 +54,29 @@ def sniff(path: Path) -> str:
     return "text"
 
 
+# nvdisasm's fatal messages -> what the user should do. The message names the file, and cubin
+# names carry "sm_100a": match on the message with the path cut out, on whole phrases, never on a
+# bare "sm" or "arch" (which sent every broken file to "update nvdisasm").
+_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("cannot decode architecture", "unsupported architecture", "unknown architecture", "unsupported gpu",
+      "architecture not supported"),
+     "it is built for a GPU architecture this nvdisasm does not know; pip install -U nvidia-cuda-nvdisasm"),
+    (("invalid elf", "not a supported elf", "invalid string table", "section", "truncated", "unexpected end"),
+     "the file is damaged or not a CUDA cubin (truncated copy?); copy it again, or extract it with "
+     "cuobjdump -xelf all <executable>"),
+)
+_DEFAULT_HINT = "is it a complete CUDA cubin? extract one with cuobjdump -xelf all <executable>"
+
+
+def hint_for(message: str, path: str | os.PathLike = "") -> str:
+    """The fix to suggest for one nvdisasm/cuobjdump error line."""
+    msg = message.replace(str(path), "<file>").lower() if str(path) else message.lower()
+    for phrases, hint in _HINTS:
+        if any(p in msg for p in phrases):
+            return hint
+    return _DEFAULT_HINT
+
+
 def _run(cmd: list[str], what: Path) -> str:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
@@ -62,9 +85,7 @@ def _run(cmd: list[str], what: Path) -> str:
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         msg = lines[-1] if lines else f"exit code {proc.returncode}"
-        hint = ("is it built for an architecture this nvdisasm knows? update nvidia-cuda-nvdisasm"
-                if "arch" in msg.lower() or "sm" in msg.lower() or "unsupported" in msg.lower()
-                else "is it a complete CUDA cubin?")
+        hint = hint_for(msg, what)
         raise BsprofError(f"{what}: {Path(cmd[0]).name} could not disassemble it ({msg}); {hint}")
     return proc.stdout
 
@@ -100,6 +121,11 @@ def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
         cubins = sorted(Path(tmp).glob("*.cubin"))
         if not cubins:
             why = (proc.stderr or proc.stdout).strip().splitlines()
-            raise BsprofError(f"{path}: no CUDA cubin inside ({why[-1] if why else 'cuobjdump found no ELF'}); "
-                              "was it compiled with -gencode for an sm_XX target (not PTX only)?")
+            last = why[-1] if why else "cuobjdump found no ELF"
+            # a binary with no device code at all is the wrong file; one with only PTX was built
+            # without an sm_XX target
+            fix = ("pass the executable or library that holds the kernels (or the .cubin itself)"
+                   if "does not contain device code" in last else
+                   "was it compiled with -gencode for an sm_XX target (not PTX only)?")
+            raise BsprofError(f"{path}: no CUDA cubin inside ({last}); {fix}")
         return [(f"{path}:{c.name}", disassemble_cubin(c)) for c in cubins]

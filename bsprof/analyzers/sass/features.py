@@ -108,7 +108,8 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
     out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
 
-    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.is_kloop])
+    # every loop issuing MMAs itself: a tile loop with K unrolled into it holds the stage ring too
+    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.own_mma])
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
@@ -137,7 +138,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
 
     outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
     # prefer the loops that issue no MMA themselves (the tile loop) as the evidence
-    outer.sort(key=lambda lp: (lp.is_kloop, lp.depth))
+    outer.sort(key=lambda lp: (lp.own_mma > 0, lp.depth))
     ev = []
     for lp in outer[:MAX_EVIDENCE]:
         head = fn.instructions[header_index(lp)]
@@ -163,6 +164,14 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
 
 
+def _immediate(text: str) -> int | None:
+    """A SASS immediate (``0x10`` or ``16``; decimal may carry leading zeros, which int(x, 0)
+    refuses); ``None`` when it is too long to be a stage count."""
+    if len(text) > 18:
+        return None
+    return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+
+
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
     """Pipeline stage rings a K-loop advances: ``next = idx + 1; p = next != N; idx = p ? next : 0``
     (``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, that register, (U)RZ, p``).
@@ -175,8 +184,9 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
         for ins in body:
             if ins.base in ("ISETP", "UISETP") and "NE" in ins.modifiers:
                 m = _SETP_RE.match(ins.operands)
-                if m:
-                    setps[(m.group(1), m.group(2))] = (int(m.group(3), 0), ins)
+                n = _immediate(m.group(3)) if m else None
+                if n is not None:
+                    setps[(m.group(1), m.group(2))] = (n, ins)
             elif ins.base in ("SEL", "USEL"):
                 ops = [o.strip() for o in ins.operands.split(",")]
                 # idx = (next != N) ? next : 0, where next is idx itself or idx + 1 in another register

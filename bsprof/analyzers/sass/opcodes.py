@@ -32,7 +32,9 @@ def arch_family(arch: str | None) -> str:
     fams = raw["arch_families"]
     if key in fams:
         return fams[key]
-    num = int(m.group(1))
+    # an arch number too long to be one sorts after every known family (and stays below int()'s
+    # 4,300-digit limit)
+    num = int(m.group(1)) if len(m.group(1)) <= 6 else 10**6
     known = sorted((int(k[3:]), v) for k, v in fams.items())
     below = [v for n, v in known if n <= num]
     return below[-1] if below else "common"

@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# `/*0a30*/   @!UP0 BRA.U UP4, `(.L_x_0) ;   /* 0x... */`   (address and `;` optional for ncu text)
-_INSN_RE = re.compile(
-    r"^\s*(?:/\*(?P<addr>[0-9a-fA-F]+)\*/)?\s*"
-    r"[{}]?\s*"
-    r"(?:(?P<guard>@!?U?P(?:[0-7]|T))\s+)?"
-    r"(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
-    r"(?P<rest>[^;]*?)\s*;?\s*[{}]?\s*(?:/\*[^*]*\*/\s*)*$"
-)
+# `/*0a30*/   @!UP0 BRA.U UP4, `(.L_x_0) ;   /* 0x... */`   (address and `;` optional for ncu text).
+# The head (address, brace, guard, opcode) is one regex whose optional parts each end where the
+# next cannot begin, so a failed match never retries a split; the tail (operands, `;`, comments)
+# is cut with str methods. One regex over the whole line had adjacent whitespace/operand
+# quantifiers that backtracked polynomially on padded lines (seconds per line).
+_HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-7]|T))\s+)?"
+                      r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 _LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
 _LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
 _INLINED_RE = re.compile(r'inlined at\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)')
@@ -26,6 +25,8 @@ _NVDISASM_FUNC_RE = re.compile(r"^//-+\s+\.text\.(?P<name>\S+)\s+-+")
 _CUOBJDUMP_FUNC_RE = re.compile(r"^\s*Function\s*:\s*(?P<name>\S+)")
 _TARGET_RE = re.compile(r"^\s*\.target\s+(?P<arch>sm_\w+)")
 _CUOBJ_ARCH_RE = re.compile(r"code for (?P<arch>sm_\w+)")
+# a source line number longer than this is not one (and int() refuses numbers over 4,300 digits)
+_MAX_LINE_DIGITS = 9
 _HEADERFLAGS_RE = re.compile(r'\.headerflags\s+@"[^"]*EF_CUDA_SM(?P<num>\d+)')
 
 
@@ -79,25 +80,63 @@ class Function:
         return len(self.instructions)
 
 
+def _strip_comments(tail: str) -> str | None:
+    """``tail`` without an optional brace and trailing ``/* ... */`` comments (no ``*`` inside);
+    ``None`` when anything else is left."""
+    t = tail.strip()
+    if t[:1] in ("{", "}"):
+        t = t[1:].lstrip()
+    while t.startswith("/*"):
+        star = t.find("*", 2)
+        if star < 0 or t[star + 1:star + 2] != "/":
+            return None
+        t = t[star + 2:].lstrip()
+    return t
+
+
+def _rstrip_comments(text: str) -> str:
+    """``text`` without trailing ``/* ... */`` comments (no ``*`` inside) and then one brace."""
+    t = text.rstrip()
+    while t.endswith("*/"):
+        start = t.rfind("/*", 0, len(t) - 2)
+        if start < 0 or "*" in t[start + 2:-2]:
+            break
+        t = t[:start].rstrip()
+    if t[-1:] in ("{", "}"):
+        t = t[:-1].rstrip()
+    return t
+
+
 def parse_instruction(line: str, index: int = 0) -> Instruction | None:
-    """Parse one instruction line; ``None`` when the line is not an instruction."""
-    m = _INSN_RE.match(line)
+    """Parse one instruction line; ``None`` when the line is not an instruction. Linear in the line."""
+    s = line.strip()
+    m = _HEAD_RE.match(s)
     if m is None:
         return None
-    op = m.group("op")
-    rest = m.group("rest")
-    # Directives (`.section`), bare words and labels look like opcodes to the regex; real operands
-    # start after whitespace, and a real opcode is never followed by ':'.
+    addr, guard, op = m.group(1, 2, 3)
+    rest = s[m.end():]
+    semi = rest.find(";")
+    if semi >= 0:
+        tail = rest[semi + 1:].strip()
+        # the usual tails: nothing, or one `/* 0x... */` encoding comment
+        if tail and not (tail[:2] == "/*" and tail.find("*", 2) == len(tail) - 2 and tail[-1] == "/") \
+                and _strip_comments(tail) != "":
+            return None
+        rest = rest[:semi]
+    else:
+        rest = _rstrip_comments(rest)
+    # Directives (`.section`), bare words and labels look like opcodes; real operands start after
+    # whitespace, and a real opcode is never followed by ':'.
     if rest and not rest[0].isspace():
         return None
-    addr = m.group("addr")
     return Instruction(
         index=index,
         opcode=op,
         operands=rest.strip(),
-        guard=m.group("guard"),
+        guard=guard,
         pc=int(addr, 16) if addr is not None else None,
-        text=line.strip(),
+        text=s,
+        base=op.partition(".")[0],
     )
 
 
@@ -124,8 +163,9 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
             continue
         if s.startswith("//"):
             lm = _LINE_RE.search(s)
-            if lm is not None:
-                chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest")))
+            if lm is not None and len(lm.group("line")) <= _MAX_LINE_DIGITS:
+                chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
+                              if len(im.group("line")) <= _MAX_LINE_DIGITS)
                 pending_loc = (lm.group("file"), int(lm.group("line")), chain)
                 if current is not None:
                     current.has_line_info = True
@@ -149,23 +189,28 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
             if lab is not None and current is not None:
                 pending_labels.append(lab.group(1))
             continue
-        cm = _CUOBJDUMP_FUNC_RE.match(s)
-        if cm is not None:
-            dialect = "cuobjdump"
-            current = start(cm.group("name"))
-            continue
-        am = _CUOBJ_ARCH_RE.search(s)
-        if am is not None and "code for" in s and "/*" not in s:
-            arch = am.group("arch")
-            continue
-        if s.startswith("/*") and s.endswith("*/") and "*/" not in s[2:-2]:
-            continue  # cuobjdump's second encoding line
-        lab = _LABEL_RE.match(s)
-        if lab is not None:
-            if current is not None:
-                pending_labels.append(lab.group(1))
-            continue
-        ins = parse_instruction(raw)
+        if s.startswith("/*"):
+            # an address-prefixed line (the bulk of a listing): an instruction or cuobjdump's
+            # encoding line; the header, arch and label patterns below cannot match it
+            if s.endswith("*/") and "*/" not in s[2:-2]:
+                continue
+            ins = parse_instruction(s)
+        else:
+            cm = _CUOBJDUMP_FUNC_RE.match(s)
+            if cm is not None:
+                dialect = "cuobjdump"
+                current = start(cm.group("name"))
+                continue
+            am = _CUOBJ_ARCH_RE.search(s) if "code for" in s else None
+            if am is not None and "/*" not in s:
+                arch = am.group("arch")
+                continue
+            lab = _LABEL_RE.match(s)
+            if lab is not None:
+                if current is not None:
+                    pending_labels.append(lab.group(1))
+                continue
+            ins = parse_instruction(s)
         if ins is None:
             continue
         if current is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def _parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
     """(intervals, {called name: [call-site lines]})."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError):  # not Python, NUL bytes, absurd nesting
         return [], {}
     out: list[Interval] = []
     calls: dict[str, list[int]] = {}
@@ -227,11 +228,12 @@ def _load_linemap(path: str, mtime: float) -> LineMap:
 
 
 def _linemap_for(path: str) -> LineMap | None:
+    # a directory, device or unreadable file is no source: regions fall back to loops
     try:
         st = os.stat(path)
+        return _load_linemap(path, st.st_mtime) if stat.S_ISREG(st.st_mode) else None
     except OSError:
         return None
-    return _load_linemap(path, st.st_mtime)
 
 
 def _pick_source(instructions: list[Instruction], kernel_source) -> tuple[str | None, dict[str, str]]:
@@ -292,9 +294,12 @@ def _by_loops(fa, note: str) -> None:
     labels = ["(straight-line)"] * len(fa.instructions)
     # outermost first, so inner loops overwrite
     for lp in sorted(fa.loops, key=lambda lp: lp.depth):
-        tag = f"loop{lp.id}" + (" (K-loop)" if lp.is_kloop else "") + f" d{lp.depth}"
+        kind = {"kloop": " (K-loop)", "tile": " (tile loop)"}.get(lp.kind, "")
+        tag = f"loop{lp.id}{kind} d{lp.depth}"
         for i in lp.instructions:
             labels[i] = tag
     fa.roles = labels
     fa.roles_source = "loops"
-    fa.notes.append(note)
+    fa.roles_missing = note.removesuffix(": regions are loops")
+    if note not in fa.notes:
+        fa.notes.append(note)

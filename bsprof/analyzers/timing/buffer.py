@@ -180,22 +180,10 @@ def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, varian
 
 def check_table(table) -> None:
     """One-line BsprofError unless the table can calibrate the model: the schema checks of
-    :func:`bsprof.analyzers.timing.table.validate`, plus no zero clocks and every role covering the
-    same tiles of each CTA (what a broken or partial capture looks like)."""
+    :func:`bsprof.analyzers.timing.table.validate` (a partial capture fails its every-role-the-
+    same-tiles check), plus no zero clocks (what a broken capture looks like)."""
     from bsprof.analyzers.timing.table import validate
 
     table = validate(table, name="timing table")
     if (table["start"] == 0).any() or (table["end"] == 0).any():
         raise BsprofError("timing table has a clock of 0; the capture is corrupt, capture again")
-    tiles = {role: set(map(tuple, g[["cta", "tile"]].drop_duplicates().to_numpy()))
-             for role, g in table.groupby("role")}
-    ref_role = "mma" if "mma" in tiles else next(iter(tiles))
-    for role, have in tiles.items():
-        diff = tiles[ref_role] ^ have
-        if diff:
-            cta, tile = sorted(diff)[0]
-            side = role if (cta, tile) in tiles[ref_role] else ref_role
-            raise BsprofError(
-                f"timing table: {side} has no rows for CTA {cta} tile {tile} that {ref_role if side == role else role} "
-                "has (missing tiles); roles must record the same tiles, capture again"
-            )

@@ -53,14 +53,18 @@ def validate(table, name: str = "timing table"):
                           f"{', '.join(COLUMNS)} ({SCHEMA_HINT})")
     if len(table) == 0:
         raise BsprofError(f"{name} has no rows; capture again with `bsprof timing`")
+    from bsprof.analyzers.timing.checks import check_labels, check_values
+
+    check_labels(table, name)
     t = table
     for c in INT_COLUMNS:
         if not pd.api.types.is_integer_dtype(t[c]):
-            num = pd.to_numeric(t[c], errors="coerce")
-            bad = num.isna() | (num != num.round())
+            num = pd.to_numeric(t[c], errors="coerce").astype("float64")
+            # inf passes round(); beyond 2**62 int64 sums would wrap
+            bad = num.isna() | (num != num.round()) | ~(num.abs() < 2.0**62)
             if bad.any():
                 i = int(bad.to_numpy().nonzero()[0][0])
-                raise BsprofError(f"{name}: column {c!r} row {i} is {t[c].iloc[i]!r}, not an integer; "
+                raise BsprofError(f"{name}: column {c!r} row {i} is {t[c].iloc[i]!r}, not an integer cycle count; "
                                   "fix or drop that row (times are integer cycles)")
             if t is table:
                 t = table.copy()
@@ -83,10 +87,5 @@ def validate(table, name: str = "timing table"):
         if lack:
             raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; the model needs them "
                               f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})")
-    neg = (t["end"] < t["start"]).to_numpy()
-    if neg.any():
-        i = int(neg.nonzero()[0][0])
-        r = t.iloc[i]
-        raise BsprofError(f"{name}: row {i} ({r['role']} {r['phase']}, CTA {r['cta']} warp {r['warp']} tile "
-                          f"{r['tile']}) ends before it starts (negative duration); capture again or drop the row")
+    check_values(t, name)
     return t
