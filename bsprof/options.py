@@ -106,6 +106,13 @@ class IntTuple(click.ParamType):
         return nums
 
 
+class IntTupleOrAuto(IntTuple):
+    """An :class:`IntTuple`, or the word ``auto`` (kept as the string): "derive it where you can"."""
+
+    def convert(self, value, param, ctx):
+        return "auto" if str(value).strip().lower() == "auto" else super().convert(value, param, ctx)
+
+
 def count(min: int = 1, max: int = (1 << 63) - 1) -> click.IntRange:
     """A whole number in [min, max] (repeat counts, seeds, indices)."""
     return click.IntRange(min=min, max=max)

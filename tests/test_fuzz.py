@@ -25,7 +25,7 @@ from conftest import assert_one_line_error, run_bsprof
 
 ROOT = Path(__file__).resolve().parent.parent
 SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
-NCU_REP = ROOT / "tests/data/h100_bsprof_fp8_optimized.ncu-rep"
+NCU_REP = ROOT / "tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz"
 TIMING = ROOT / "bsprof/data/samples/run/timing_h100/timing.parquet"
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, print_blob=True,
@@ -274,7 +274,7 @@ FLAGS = [
     (["sass", str(SASS)], "--hot"),
     (["sass", str(SASS), "--mnkl", "4096,4096,4096"], "--tile-mn"),
     (["sass", str(SASS), "--tile-mn", "256,256"], "--mnkl"),
-    (["ncu", "--report", str(ROOT / "tests/data/h100_cute_tiny.ncu-rep")], "--flops"),
+    (["ncu", "--report", str(ROOT / "tests/data/h100_cute_tiny.ncu-rep.xz")], "--flops"),
     (["ncu", "--kernel", "optimized"], "--warmup"),
     (["bench"], "--warmup"), (["bench"], "--iters"), (["bench"], "--seed"), (["bench"], "--sf-vec"),
     (["bench"], "--mma-tiler"), (["bench"], "--cluster"), (["bench"], "--mnkl"),

@@ -118,16 +118,31 @@ def test_bundled_fp8_blockwise(tmp_path):
     assert all(lp.mma > 0 for lp in fa.kloops)
     assert fa.features["tma_load"].present and not fa.features["register_spills"].present
     assert fa.roles_source in ("scope", "warp-if", "function")
+    _bundled_kloop_in_tile_loop(fa)
+
+
+def _bundled_kloop_in_tile_loop(fa):
+    """Read from the SASS of both families: the consumer's persistent tile loop holds one K-loop
+    (a runtime trip count over k-blocks) that issues the MMAs and stores nothing; the tile loop
+    issues at most a peeled first k-block, and the epilogue's stores are outside the K-loop."""
+    from bsprof.analyzers.sass.loops import is_output_store
+
+    k, t = fa.kloop, fa.tile_loop
+    assert fa.kloop_status == "kloop" and k is not None and t is not None
+    assert k.parent == t.id and k.depth == t.depth + 1
+    assert k.own_mma == max(lp.own_mma for lp in fa.loops)
+    assert not any(is_output_store(fa.instructions[i]) for i in k.own_instructions)
+    assert fa.kloop_summary()["text"].startswith(f"K-loop: loop {k.id} ")
 
 
 def test_bundled_nvfp4_is_block_scaled(tmp_path):
-    """Once the NVFP4 family lands: its cubin issues block-scaled UTCOMMA with UTCCP scale copies."""
+    """The NVFP4 cubin issues block-scaled UTCOMMA with UTCCP scale copies."""
     pytest.importorskip("cutlass")
-    fam = pytest.importorskip("bsprof.kernels.nvfp4")
-    if not hasattr(fam, "compile_cubin"):
-        pytest.skip("bundled nvfp4 kernel not in this build yet")
+    from bsprof.kernels import nvfp4 as fam
+
     (fa,) = analyze_cubin(fam.compile_cubin("optimized", tmp_path))
     assert fa.has("UTCOMMA") and fa.has("UTCCP")
     assert fa.features["block_scaled_mma"].present and fa.features["tmem_copy"].present
     assert fa.kloops and all(lp.mma > 0 for lp in fa.kloops)
     assert not fa.features["register_spills"].present
+    _bundled_kloop_in_tile_loop(fa)

@@ -2,7 +2,9 @@
 stream between MMA issues (``--mma-detail``).
 
 Reads the sass JSON contract (``functions[]`` with ``categories``, ``loops[]`` carrying ``depth``,
-``instructions``, ``mma``, ``categories``, ``is_kloop`` and, when known, ``roles``/``executed``;
+``instructions``, ``mma``, ``categories``, ``is_kloop``, ``kind`` (kloop / tile / outer / loop) and
+``primary`` (the K-loop) and, when known, ``roles``/``executed``; ``kloop_summary`` says in one line
+whether there is a K-loop or K is fully unrolled;
 ``mma_detail`` with the gaps between MMA issues). Category names and their order come from the
 analyzer's opcode tables.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run
+from bsprof.artifacts import Artifact, Run
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
@@ -78,17 +80,26 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _kloops(fn: dict) -> list[dict]:
+    """The K-loops, the K-loop proper first (JSON written before loop kinds: the first is_kloop)."""
+    loops = [lp for lp in fn.get("loops") or [] if isinstance(lp, dict) and lp.get("is_kloop")]
+    return sorted(loops, key=lambda lp: not lp.get("primary"))
+
+
+KIND_LABELS = {"kloop": "K-loop", "tile": "tile loop", "outer": "outer loop"}
+
+
 def _regions(fn: dict) -> list[tuple[str, dict[str, float]]]:
-    """(label, categories) for the whole function, every MMA loop (K-loops first) and its parents."""
+    """(label, categories) for the whole function, every MMA loop (the K-loop first) and its parents."""
     regions = [(f"whole function ({fmt(fn.get('instructions'))} inst)", fn["categories"])]
     loops = [lp for lp in fn.get("loops") or [] if isinstance(lp, dict) and isinstance(lp.get("categories"), dict)]
-    keep = [lp for lp in loops if lp.get("is_kloop")]
+    keep = [lp for lp in _kloops(fn) if isinstance(lp.get("categories"), dict)]
     parents = {lp.get("parent") for lp in keep if lp.get("parent") is not None}
     keep += [lp for lp in loops if lp.get("id") in parents and lp not in keep]
     keep += [lp for lp in loops if lp not in keep and (num(lp.get("mma")) or 0) > 0]
     keep += sorted((lp for lp in loops if lp not in keep), key=lambda lp: -(num(lp.get("instructions")) or 0))[:3]
     for lp in keep[:8]:
-        kind = "K-loop" if lp.get("is_kloop") else f"loop depth {lp.get('depth')}"
+        kind = KIND_LABELS.get(lp.get("kind"), "K-loop" if lp.get("is_kloop") else f"loop depth {lp.get('depth')}")
         where = f" @{lp['start_pc']:#x}" if isinstance(lp.get("start_pc"), int) else ""
         regions.append((f"{kind}{where} ({fmt(lp.get('instructions'))} inst, {fmt(lp.get('mma'))} MMA)",
                         lp["categories"]))
@@ -140,7 +151,10 @@ def _mix_one(sec: Section, art: Artifact, fn: dict) -> None:
     sec.add(Figure(fig, height=max(150 + 20 * len(present), 170 + 34 * len(regions)),
                    caption=f"{fn.get('arch') or ''} · {src or art.path.name} ({art.path.parent.name}/{art.path.name}); "
                            f"static instruction counts, hover for counts; {how}"))
-    kl = [lp for lp in fn.get("loops") or [] if isinstance(lp, dict) and lp.get("is_kloop")]
+    summary = (fn.get("kloop_summary") or {}).get("text")
+    if summary:
+        sec.add(note(summary))
+    kl = _kloops(fn)
     if kl:
         rows = []
         for lp in kl:
@@ -186,7 +200,7 @@ def mma_gaps(run: Run) -> Section | None:
     for art, fn in fns:
         detail = _mma_detail(fn)
         if detail is None:
-            if any(isinstance(lp, dict) and lp.get("is_kloop") for lp in fn.get("loops") or []):
+            if _kloops(fn):
                 sec.add(note(f"{art.path.parent.name}/{art.path.name}: no MMA detail; bsprof sass ... --mma-detail "
                              "-o DIR adds the instruction stream between MMA issues"))
             continue
@@ -214,8 +228,10 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
         fig.update_layout(title=dict(text=f"{fn.get('arch') or ''} {_short(fn.get('name', ''), 80)}",
                                      font=dict(size=12)))
         sec.add(Figure(fig, height=max(340, 120 + 20 * len(cats)),
-                       caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per K-loop iteration; "
-                               "bar i→i+1 stacks the instructions issued between them by category"))
+                       caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per "
+                               + ("tile-loop iteration (K fully unrolled: no K-loop); " if detail.get("kind") == "tile"
+                                  else "K-loop iteration; ")
+                               + "bar i→i+1 stacks the instructions issued between them by category"))
         sizes = [num(g.get("instructions")) if num(g.get("instructions")) is not None
                  else float(sum((g.get("categories") or {}).values())) for g in gaps]
         if len(sizes) >= 8:  # a distribution only says something with enough gaps
@@ -285,7 +301,10 @@ def compare_metrics(run: Run) -> dict[tuple[str, str | None], Any]:
         return {}
     _, fn = got
     out: dict[tuple[str, str | None], Any] = {("SASS instructions (static)", "lower"): num(fn.get("instructions"))}
-    kl = [lp for lp in fn.get("loops") or [] if isinstance(lp, dict) and lp.get("is_kloop")]
+    kind = (fn.get("kloop_summary") or {}).get("kind")
+    if kind:  # two runs whose regions differ in kind show it here instead of subtracting them
+        out[("K-loop region", None)] = {"kloop": "K-loop", "unrolled": "none (K fully unrolled)"}.get(kind, "none (no MMA)")
+    kl = _kloops(fn)
     if kl:
         lp = kl[0]
         out[("K-loop instructions", "lower")] = num(lp.get("instructions"))

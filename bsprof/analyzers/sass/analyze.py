@@ -15,7 +15,7 @@ from typing import Iterable
 from bsprof.analyzers.sass.cfg import CFG, build_cfg
 from bsprof.analyzers.sass.classify import classify
 from bsprof.analyzers.sass.features import Feature, detect_features
-from bsprof.analyzers.sass.loops import Loop, find_loops
+from bsprof.analyzers.sass.loops import NO_MMA, UNROLLED, Loop, classify_loops, find_loops
 from bsprof.analyzers.sass.parse import Function, Instruction
 from bsprof.errors import BsprofError
 
@@ -33,10 +33,14 @@ class FunctionAnalysis:
     # filled by roles.attribute: a role/phase label per instruction, and how it was found
     roles: list[str] | None = None
     roles_source: str | None = None
+    # why no instruction could be attributed to a role (no line info, source not readable)
+    roles_missing: str | None = None
     notes: list[str] = field(default_factory=list)
     source: str = ""
     # ncu launch metrics (grid size, cluster dims...) when the analysis came from a report
     launch_info: dict = field(default_factory=dict)
+    # "kloop" | "unrolled" (MMAs, no K-loop: K fully unrolled) | "no_mma" -- loops.classify_loops
+    kloop_status: str = NO_MMA
 
     # --- convenience for tests and other analyzers -------------------------------------------------
     @property
@@ -53,7 +57,51 @@ class FunctionAnalysis:
 
     @property
     def kloops(self) -> list[Loop]:
-        return [lp for lp in self.loops if lp.is_kloop]
+        """Every K-loop, the K-loop proper (:attr:`kloop`) first."""
+        return sorted((lp for lp in self.loops if lp.is_kloop), key=lambda lp: not lp.primary)
+
+    @property
+    def kloop(self) -> Loop | None:
+        """The K-loop: innermost store-free MMA loop (with ncu counts, the one whose MMAs execute
+        the most); None when K is fully unrolled or there are no MMAs."""
+        return next((lp for lp in self.loops if lp.primary), None)
+
+    @property
+    def tile_loop(self) -> Loop | None:
+        """The loop around the K-loop, or (K unrolled) the MMA loop that holds the epilogue."""
+        k = self.kloop
+        if k is not None:
+            p = k.parent
+            while p is not None and self.loops[p].kind == "kloop":
+                p = self.loops[p].parent
+            return self.loops[p] if p is not None and self.loops[p].kind == "tile" else None
+        tiles = [lp for lp in self.loops if lp.kind == "tile"]
+        return max(tiles, key=lambda lp: (lp.own_mma, -lp.depth)) if tiles else None
+
+    def reclassify(self) -> None:
+        """Re-label the loops once ncu counts are attached (the K-loop is then the busiest)."""
+        self.kloop_status = classify_loops(self.function, self.loops, self.executed)
+
+    def kloop_summary(self) -> dict:
+        """What kind of region the K-loop budget stands on: ``kind`` is ``kloop`` (with the loop id),
+        ``unrolled`` (K fully unrolled: the tile loop, or straight-line code, issues every MMA) or
+        ``no_mma``; ``text`` says it in one line."""
+        k, t = self.kloop, self.tile_loop
+        d: dict = {"kind": self.kloop_status, "kloop": k.id if k else None, "tile_loop": t.id if t else None}
+        if k is not None:
+            hot = self.steady_state(k).get("hot_instructions") if self.executed is not None else None
+            d["text"] = (f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA"
+                         + (f"; {hot} on its hot path" if hot and hot < k.size else "") + ")"
+                         + (f" inside tile loop {t.id}" + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
+                            if t is not None else ""))
+            if self.executed is not None:
+                d["text"] += "; picked by executed MMAs (ncu)"
+        elif self.kloop_status == UNROLLED:
+            d["text"] = (f"K fully unrolled: no K-loop; tile loop {t.id} issues all {t.mma} MMA of a tile"
+                         if t is not None else f"K fully unrolled: the {self.mma_count} MMA sit in no loop")
+        else:
+            d["text"] = "no MMA instructions: no K-loop"
+        return d
 
     def categories(self, indices: Iterable[int] | None = None) -> dict[str, int]:
         ins = self.instructions if indices is None else [self.instructions[i] for i in indices]
@@ -111,6 +159,9 @@ class FunctionAnalysis:
             "mma": lp.mma,
             "categories": cats,
             "is_kloop": lp.is_kloop,
+            "kind": lp.kind,
+            "primary": lp.primary,
+            "output_stores": lp.stores,
             "own_mma": lp.own_mma,
             "own_instructions": len(lp.own_instructions),
             "id": lp.id,
@@ -148,6 +199,7 @@ class FunctionAnalysis:
             "opcodes": self.opcode_counts(),
             "source": self.source,
             "notes": list(self.notes),
+            "kloop_summary": self.kloop_summary(),
         }
         if self.executed is not None:
             d["executed"] = int(sum(self.executed))
@@ -167,6 +219,7 @@ def analyze_function(fn: Function, source: str = "") -> FunctionAnalysis:
     loops = find_loops(fn, cfg)
     fa = FunctionAnalysis(function=fn, cfg=cfg, loops=loops, unclassified=unknown,
                           features=detect_features(fn, loops), source=source)
+    fa.reclassify()
     if cfg.unresolved:
         fa.notes.append(f"{len(cfg.unresolved)} branch(es) with unresolved targets (indirect or outside the listing)")
     if unknown:

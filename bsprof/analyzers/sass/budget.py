@@ -8,6 +8,7 @@ tiles, so a one-warp role (the MMA warp) reads as "instructions this warp issues
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -51,11 +52,30 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
         if hit == 0:
             raise BsprofError(f"no PC of the ncu report matches {fa.name}; profile the same build as the cubin")
     fa.launch_info = getattr(sc, "launch_info", {})  # type: ignore[attr-defined]
+    fa.reclassify()
 
 
 def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]) -> int:
     m, n, _k, l = mnkl
     return math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) * l
+
+
+# kernel names that spell their output tile: cuBLAS's nvjet_sm90_<types>_<M>x<N>_<K>x<stages>_<cluster>_...,
+# DeepGEMM's sm90_fp8_gemm_1d2d_impl<Major, M, N, K, groups, BLOCK_M, BLOCK_N, ...> (Itanium-mangled)
+_NAMED_TILES = (
+    ("cuBLAS nvjet", re.compile(r"^nvjet_sm\d+\w*?_(\d+)x(\d+)_\d+x\d+_\d+x\d+_")),
+    ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d2d_implI\w*?MajorE\d+E(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
+)
+
+
+def tile_from_name(name: str) -> tuple[tuple[int, int], str] | None:
+    """The output tile a kernel's own name spells, and which naming scheme said so; None otherwise
+    (then the tile is unknown and must be given, never guessed)."""
+    for scheme, rx in _NAMED_TILES:
+        m = rx.search(name)
+        if m:
+            return (int(m.group(1)), int(m.group(2))), scheme
+    return None
 
 
 @dataclass
@@ -78,13 +98,18 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
         kset = {i for lp in fa.kloops for i in lp.instructions}
         return [Region(lab, idx, is_kloop=bool(kset.intersection(idx))) for lab, idx in groups.items()]
     out = [Region("function", list(range(len(fa.instructions))))]
-    for lp in fa.loops:
+    # the K-loop first, then other K-loops, the tile loop, loops around them, the rest
+    order = {"kloop": 1, "tile": 2, "outer": 3, "loop": 4}
+    for lp in sorted(fa.loops, key=lambda lp: (0 if lp.primary else order[lp.kind], lp.id)):
         extra = fa.steady_state(lp)
         head = fa.instructions[lp.header_start if lp.header_start is not None else lp.instructions[0]]
         where = f"{head.pc:#06x}" if head.pc is not None else f"#{head.index}"
-        tag = "K-loop" if lp.is_kloop else "loop"
-        out.append(Region(f"{tag} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth, extra))
+        out.append(Region(f"{LOOP_TAGS[lp.kind]} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth,
+                          dict(extra, kind=lp.kind, primary=lp.primary)))
     return out
+
+
+LOOP_TAGS = {"kloop": "K-loop", "tile": "tile loop", "outer": "outer loop", "loop": "loop"}
 
 
 def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = None) -> list[dict]:
@@ -100,7 +125,7 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
             "mma": mma, "categories": dict(cats),
             "overhead_per_mma": round((len(ins) - mma) / mma, 2) if mma else None,
         }
-        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions")})
+        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions", "kind", "primary")})
         if fa.executed is not None:
             ex = [fa.executed[i] for i in reg.indices]
             ex_cats: Counter = Counter()
@@ -224,7 +249,7 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         groups = Counter(_group(fa.instructions[i].opcode) for i in body if fa.instructions[i].category != "mma")
         cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
         d = {
-            "loop": lp.id, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
+            "loop": lp.id, "kind": lp.kind, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
             "mean_between_mma": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "mean_between": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "per_mma": {name: round(groups.get(name, 0) / n_mma, 2) for name, _ in DETAIL_GROUPS},

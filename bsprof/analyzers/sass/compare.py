@@ -10,18 +10,36 @@ def _delta_map(a: dict[str, int], b: dict[str, int]) -> dict[str, dict[str, int]
     return {k: {"a": a.get(k, 0), "b": b.get(k, 0), "delta": b.get(k, 0) - a.get(k, 0)} for k in keys}
 
 
+REGION_NAMES = {"kloop": "K-loop", "unrolled": "tile loop with K unrolled", "no_mma": "no MMA region"}
+
+
+def _region(fa: FunctionAnalysis) -> tuple[str, list[int], object]:
+    """The region a K-loop comparison stands on, and its kind: the K-loop; with K fully unrolled, the
+    tile loop that issues every MMA (or nothing, when the MMAs sit in no loop)."""
+    kind = fa.kloop_status
+    lp = fa.kloop if kind == "kloop" else fa.tile_loop if kind == "unrolled" else None
+    return kind, (list(lp.instructions) if lp is not None else []), lp
+
+
 def _kloop_summary(fa: FunctionAnalysis) -> dict:
-    ks = fa.kloops
-    if not ks:
-        return {"kloops": 0, "instructions": 0, "mma": 0, "overhead_per_mma": None, "categories": {}}
-    idx = sorted({i for lp in ks for i in lp.instructions})
-    mma = sum(lp.mma for lp in ks)
-    d = {"kloops": len(ks), "instructions": len(idx), "mma": mma,
+    kind, idx, lp = _region(fa)
+    mma = sum(1 for i in idx if fa.instructions[i].category == "mma")
+    d = {"kind": kind, "region": REGION_NAMES[kind], "loop": lp.id if lp is not None else None,
+         "text": fa.kloop_summary()["text"], "kloops": len(fa.kloops), "instructions": len(idx), "mma": mma,
          "overhead_per_mma": round((len(idx) - mma) / mma, 2) if mma else None,
          "categories": fa.categories(idx)}
-    if fa.executed is not None:
+    if fa.executed is not None and idx:
         d["executed"] = fa.executed_in(idx)
     return d
+
+
+def _mismatch(ka: dict, kb: dict) -> str | None:
+    """Why two regions must not be subtracted, or None when they are the same kind."""
+    if ka["kind"] == kb["kind"]:
+        return None
+    return (f"not comparable: A's is a {ka['region']}, B's a {kb['region']} (A: {ka['text']}; B: {kb['text']}); "
+            "subtracting them would compare unlike regions. Compare whole kernels, or per tile with ncu "
+            "reports (--tiles, or --mnkl with --tile-mn)")
 
 
 def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
@@ -33,10 +51,7 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         "categories": _delta_map(a.categories(), b.categories()),
         "opcodes": {k: v for k, v in _delta_map(a.opcode_counts(with_modifiers=False),
                                                    b.opcode_counts(with_modifiers=False)).items() if v["delta"]},
-        "kloop": {"a": ka, "b": kb,
-                  "instructions_delta": kb["instructions"] - ka["instructions"],
-                  "mma_delta": kb["mma"] - ka["mma"],
-                  "categories": _delta_map(ka["categories"], kb["categories"])},
+        "kloop": _kloop_delta(ka, kb),
         "features": {k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
                      for k in a.features if k in b.features},
         "loops": {"a": len(a.loops), "b": len(b.loops)},
@@ -48,6 +63,16 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         from collections import Counter
         out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
     return out
+
+
+def _kloop_delta(ka: dict, kb: dict) -> dict:
+    why = _mismatch(ka, kb)
+    if why is not None or ka["kind"] == "no_mma":
+        return {"a": ka, "b": kb, "comparable": False, "mismatch": why, "instructions_delta": None,
+                "mma_delta": None, "categories": {}}
+    return {"a": ka, "b": kb, "comparable": True, "mismatch": None,
+            "instructions_delta": kb["instructions"] - ka["instructions"], "mma_delta": kb["mma"] - ka["mma"],
+            "categories": _delta_map(ka["categories"], kb["categories"])}
 
 
 def pair_functions(aa: list[FunctionAnalysis], bb: list[FunctionAnalysis]) -> list[tuple[FunctionAnalysis, FunctionAnalysis]]:

@@ -108,7 +108,8 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
     out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
 
-    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.is_kloop])
+    # every loop issuing MMAs itself: a tile loop with K unrolled into it holds the stage ring too
+    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.own_mma])
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
@@ -137,7 +138,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
 
     outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
     # prefer the loops that issue no MMA themselves (the tile loop) as the evidence
-    outer.sort(key=lambda lp: (lp.is_kloop, lp.depth))
+    outer.sort(key=lambda lp: (lp.own_mma > 0, lp.depth))
     ev = []
     for lp in outer[:MAX_EVIDENCE]:
         head = fn.instructions[header_index(lp)]

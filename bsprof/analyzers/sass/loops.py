@@ -1,8 +1,15 @@
-"""Dominators, natural loops, their nesting, and the K-loops (loops whose own blocks issue MMAs).
+"""Dominators, natural loops, their nesting, and what each MMA loop is: K-loop, tile loop, or neither.
 
 A back edge is t -> h where h dominates t; its natural loop is h plus everything that reaches t
-without passing h. Loops sharing a header are merged. Irreducible cycles (no dominating header)
-are not loops here, which is the textbook definition and what compilers emit for counted loops.
+without passing h. Loops sharing a header are merged. A cycle entered at more than one block (no
+header dominates it) is no natural loop; :func:`irreducible_loops` finds those too, marked
+``irreducible``.
+
+Kinds (:func:`classify_loops`): the **K-loop** is the innermost loop that issues MMAs and holds no
+epilogue store; with ncu counts, the one whose MMAs execute the most (its hot path, not the natural
+loop's rare blocks, must be store-free). A loop around it is the **tile loop** (it may issue a peeled
+first k-block of MMAs and hold the epilogue); an MMA loop whose body stores the output is a tile loop
+too, with K unrolled into it. No K-loop but MMAs: **K fully unrolled**.
 """
 
 from __future__ import annotations
@@ -31,6 +38,14 @@ class Loop:
     is_kloop: bool = False
     # instruction index where the header block starts (the loop's entry)
     header_start: int | None = None
+    # "kloop" | "tile" | "outer" (encloses MMA loops, issues none) | "loop" -- see classify_loops
+    kind: str = "loop"
+    # the K-loop: the one a budget, --mma-detail and a comparison start from (at most one per function)
+    primary: bool = False
+    # epilogue stores in the body classify_loops looked at (own blocks; with counts, the hot ones)
+    stores: int = 0
+    # a cycle entered at more than one block (no header dominates it); ``header`` is its first entry
+    irreducible: bool = False
 
     @property
     def size(self) -> int:
@@ -133,6 +148,81 @@ def _dominates(idom: list[int], a: int, b: int) -> bool:
     return False
 
 
+def _sccs(nodes: set[int], succs) -> list[list[int]]:
+    """Strongly connected components of the subgraph on ``nodes`` (iterative Tarjan)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    out: list[list[int]] = []
+    counter = 0
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(succs(root)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in nodes:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(succs(w))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+    return out
+
+
+def irreducible_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
+    """Cycles entered at more than one block, which natural loops miss (cuBLAS enters its small-M
+    K-loops both at the top and, from an mbarrier retry path, in the middle). Steensgaard's nesting:
+    a strongly connected component is a loop, its entries are the blocks with a predecessor outside
+    it; drop the edges from inside into the entries and look again inside. Returns (first entry, body)
+    of the components with two or more entries."""
+    out: list[tuple[int, frozenset[int]]] = []
+    removed: set[tuple[int, int]] = set()
+    todo = [set(range(len(cfg.blocks)))]
+    while todo:
+        nodes = todo.pop()
+
+        def succs(b: int) -> list[int]:
+            return [s for s in cfg.blocks[b].succs if (b, s) not in removed]
+
+        for comp in _sccs(nodes, succs):
+            body = set(comp)
+            if len(comp) == 1 and comp[0] not in succs(comp[0]):
+                continue
+            entries = sorted((b for b in body if any(p not in body for p in cfg.blocks[b].preds)),
+                             key=lambda b: cfg.blocks[b].start)
+            if len(entries) > 1:
+                out.append((entries[0], frozenset(body)))
+            heads = entries or [min(body, key=lambda b: cfg.blocks[b].start)]
+            removed.update((p, h) for h in heads for p in cfg.blocks[h].preds if p in body)
+            todo.append(body)
+    return out
+
+
 def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Loop]:
     """Natural loops, outermost first, with depth/parent/children and MMA counts filled in."""
     if not cfg.blocks:
@@ -151,9 +241,12 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                         continue
                     body.add(x)
                     stack.extend(cfg.blocks[x].preds)
+    found = [(h, frozenset(body), False) for h, body in bodies.items()]
+    natural = {b for _, b, _ in found}
+    found += [(h, b, True) for h, b in irreducible_loops(cfg) if b not in natural]
     # outermost first: larger bodies first, ties by position
-    items = sorted(bodies.items(), key=lambda kv: (-len(kv[1]), cfg.blocks[kv[0]].start))
-    loops = [Loop(id=i, header=h, blocks=frozenset(body)) for i, (h, body) in enumerate(items)]
+    found.sort(key=lambda t: (-len(t[1]), cfg.blocks[t[0]].start))
+    loops = [Loop(id=i, header=h, blocks=body, irreducible=irr) for i, (h, body, irr) in enumerate(found)]
     for lp in loops:
         # the smallest enclosing loop is the parent
         best = None
@@ -186,6 +279,77 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                 nested.update(loops[c].instructions)
         lp.own_instructions = [i for i in lp.instructions if i not in nested]
         lp.own_mma = sum(1 for i in lp.own_instructions if fn.instructions[i].category == "mma")
-        # a K-loop issues MMAs itself; a loop whose MMAs all sit in nested loops (a tile loop) is not one
-        lp.is_kloop = lp.own_mma > 0
+    classify_loops(fn, loops)
     return loops
+
+
+# what writes a GEMM's output: an epilogue sits in the tile loop, never in the K-loop
+_STORE_BASES = frozenset({"STG", "ST", "STSM", "UTMASTG", "UTMAREDG", "UBLKST", "RED", "REDG", "ATOMG"})
+
+KLOOP, TILE, OUTER, PLAIN = "kloop", "tile", "outer", "loop"
+# function-level answer: a K-loop, K fully unrolled (MMAs only in a tile loop or in no loop), no MMAs
+HAS_KLOOP, UNROLLED, NO_MMA = "kloop", "unrolled", "no_mma"
+
+
+def is_output_store(ins) -> bool:
+    return ins.base in _STORE_BASES or (ins.base == "UBLKCP" and "S2G" in ins.modifiers)
+
+
+def _ancestors(loops: list[Loop], lp: Loop) -> list[Loop]:
+    out, p = [], lp.parent
+    while p is not None:
+        out.append(loops[p])
+        p = loops[p].parent
+    return out
+
+
+def _body(fn: Function, lp: Loop, executed: list[int] | None) -> list[int]:
+    """The instructions that decide a loop's kind: its own blocks; with counts, only those executed
+    at least half as often as its busiest MMA (a shared header can pull the tile loop's rare
+    epilogue into the K-loop's natural loop; cuBLAS does this)."""
+    own = lp.own_instructions
+    if executed is None:
+        return own
+    peak = max((executed[i] for i in own if fn.instructions[i].category == "mma"), default=0)
+    return own if peak == 0 else [i for i in own if executed[i] >= 0.5 * peak]
+
+
+def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None = None) -> str:
+    """Set ``kind`` / ``is_kloop`` / ``primary`` / ``stores`` on every loop; return the function's
+    answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
+    for lp in loops:
+        lp.kind, lp.is_kloop, lp.primary = PLAIN, False, False
+        lp.stores = sum(1 for i in _body(fn, lp, executed) if is_output_store(fn.instructions[i])) if lp.own_mma else 0
+    cands = [lp for lp in loops if lp.own_mma and not lp.stores]
+    ran = (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")) \
+        if executed is not None else (lambda lp: 0)
+    primary = None
+    if cands and executed is not None and any(ran(lp) for lp in cands):
+        primary = max(cands, key=lambda lp: (ran(lp), lp.depth, lp.own_mma))
+    elif cands:
+        nested = {a.id for c in cands for a in _ancestors(loops, c)}
+        inner = [lp for lp in cands if lp.id not in nested]
+        primary = max(inner, key=lambda lp: (lp.own_mma, lp.depth, -lp.size))
+    around = _ancestors(loops, primary) if primary is not None else []
+    for lp in cands:
+        lp.kind = KLOOP
+    # the nearest loop around the K-loop that is not itself a store-free MMA loop is the tile loop (a
+    # store-free MMA loop around it is another K-loop: cuBLAS nests a copy of its body in the K-loop)
+    tile_seen = False
+    for lp in around:
+        if lp.kind == KLOOP:
+            continue
+        lp.kind = TILE if not tile_seen or lp.own_mma else OUTER
+        tile_seen = True
+    for lp in loops:
+        if lp.own_mma and lp.stores:
+            lp.kind = TILE
+        elif lp.kind == PLAIN and lp.mma:
+            lp.kind = OUTER
+    if primary is not None:
+        primary.kind, primary.primary = KLOOP, True
+    for lp in loops:
+        lp.is_kloop = lp.kind == KLOOP
+    if primary is not None:
+        return HAS_KLOOP
+    return UNROLLED if any(ins.category == "mma" for ins in fn.instructions) else NO_MMA

@@ -294,9 +294,12 @@ def _by_loops(fa, note: str) -> None:
     labels = ["(straight-line)"] * len(fa.instructions)
     # outermost first, so inner loops overwrite
     for lp in sorted(fa.loops, key=lambda lp: lp.depth):
-        tag = f"loop{lp.id}" + (" (K-loop)" if lp.is_kloop else "") + f" d{lp.depth}"
+        kind = {"kloop": " (K-loop)", "tile": " (tile loop)"}.get(lp.kind, "")
+        tag = f"loop{lp.id}{kind} d{lp.depth}"
         for i in lp.instructions:
             labels[i] = tag
     fa.roles = labels
     fa.roles_source = "loops"
-    fa.notes.append(note)
+    fa.roles_missing = note.removesuffix(": regions are loops")
+    if note not in fa.notes:
+        fa.notes.append(note)

@@ -1,10 +1,17 @@
-"""Rich tables for `bsprof sass` (printing only; the numbers come from the JSON result)."""
+"""`bsprof sass` for the terminal (rich tables), as JSON and as CSV: renderers of one
+:class:`~bsprof.analyzers.sass.result.SassResult`, printing only what its data holds."""
 
 from __future__ import annotations
+
+import csv
+import io
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from bsprof import artifacts
+from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
              "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
@@ -24,9 +31,36 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def print_analysis(console: Console, result: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
-    for fn in result["functions"]:
-        _print_function(console, fn, by=by, mma_detail=mma_detail, show_features=show_features)
+def render_json(result: SassResult) -> str:
+    return artifacts.dumps(result.data, indent=1)
+
+
+def render_csv(result: SassResult) -> str:
+    rows = csv_rows(result)
+    extra = sorted({k for r in rows for k in r} - set(CSV_FIXED), key=lambda k: (not k.startswith("cat_"), k))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIXED + extra, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIXED + extra})
+    return buf.getvalue()
+
+
+def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = False, show_features: bool = False,
+                    hot: bool = False) -> None:
+    data = result.data
+    if result.is_compare:
+        print_compare(console, data)
+        if hot:
+            for side in ("a", "b"):
+                for fn in data[side]["functions"]:
+                    print_hot(console, fn, f"{side.upper()} ")
+    else:
+        for fn in data["functions"]:
+            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features)
+    for note in result.notes:
+        if not result.is_compare or "not comparable" not in note:  # the compare table says it already
+            console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
 def _cats_present(rows: list[dict]) -> list[str]:
@@ -41,10 +75,13 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     if "executed" in fn:
         head += f" · {fn['executed']:,} warp-instructions executed"
     console.print(head)
+    if fn.get("kloop_summary"):
+        style = "bold" if fn["kloop_summary"]["kind"] == "kloop" else "bold yellow"
+        console.print(f"[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]")
     key = "role_regions" if by == "roles" and "role_regions" in fn else "regions"
     rows = fn[key]
-    if key == "regions":  # keep the table readable: function, K-loops, MMA loops, their parents, big loops
-        keep = [rows[0]] + [r for r in rows[1:] if r["is_kloop"] or r["mma"]]
+    if key == "regions":  # keep the table readable: function, the K-loop, other MMA loops, big loops
+        keep = [rows[0]] + [r for r in rows[1:] if r["is_kloop"] or r["mma"] or r.get("kind") == "tile"]
         rest = sorted((r for r in rows[1:] if r not in keep), key=lambda r: -r["instructions"])
         rows = keep + rest[: max(0, 8 - len(keep))]
     if key == "role_regions":
@@ -53,10 +90,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     rows = rows[:7]
     cats = _cats_present(rows)
     t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
-                    "(static counts; ◀ = K-loop)", header_style="bold")
+                    "(static counts; ◀ = the K-loop)", header_style="bold")
     t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
-        t.add_column(_short(r["region"], 24) + (" ◀" if r["is_kloop"] else ""), justify="right")
+        t.add_column(_short(r["region"], 24) + (" ◀" if r.get("primary") else ""), justify="right")
     t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
     t.add_row("MMA", *[_fmt(r["mma"]) for r in rows])
     t.add_row("overhead / MMA", *[_fmt(r["overhead_per_mma"]) for r in rows], end_section=True)
@@ -134,10 +171,12 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
 def _print_mma_detail(console: Console, fn: dict) -> None:
     details = fn.get("mma_detail") or []
     if not details:
-        console.print("[yellow]--mma-detail: no K-loop (no loop issues MMAs)[/yellow]")
+        why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
+        console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
     for d in details:
-        console.print(f"[bold]K-loop {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
+        what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
+        console.print(f"[bold]{what} {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
                       f"{d['mean_between']} instructions between MMA issues on average")
         per = ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())
         console.print(f"  per MMA: {per}")
@@ -197,6 +236,7 @@ def _print_features(console: Console, fn: dict) -> None:
 
 
 def print_compare(console: Console, result: dict) -> None:
+    """A → B tables; the K-loop rows only where both regions are of one kind."""
     for cmp in result["compare"]:
         a, b = cmp["a"], cmp["b"]
         console.print(f"[bold]A[/bold] {escape(_short(a['name'], 70))} ({escape(str(a['source']))})")
@@ -208,20 +248,26 @@ def print_compare(console: Console, result: dict) -> None:
         t.add_column("Δ", justify="right")
         ins = cmp["instructions"]
         t.add_row("instructions", _fmt(ins["a"]), _fmt(ins["b"]), f"{ins['delta']:+,}")
-        ka, kb = cmp["kloop"]["a"], cmp["kloop"]["b"]
-        t.add_row("K-loop instructions", _fmt(ka["instructions"]), _fmt(kb["instructions"]), f"{cmp['kloop']['instructions_delta']:+,}")
-        t.add_row("K-loop MMA", _fmt(ka["mma"]), _fmt(kb["mma"]), f"{cmp['kloop']['mma_delta']:+,}")
-        t.add_row("K-loop overhead / MMA", _fmt(ka["overhead_per_mma"]), _fmt(kb["overhead_per_mma"]), "")
+        kl = cmp["kloop"]
+        ka, kb = kl["a"], kl["b"]
+        t.add_row("K-loop region", ka["region"], kb["region"], "" if kl["comparable"] else "not comparable")
+        if kl["comparable"]:
+            name = "K-loop" if ka["kind"] == "kloop" else "tile loop"
+            t.add_row(f"{name} instructions", _fmt(ka["instructions"]), _fmt(kb["instructions"]), f"{kl['instructions_delta']:+,}")
+            t.add_row(f"{name} MMA", _fmt(ka["mma"]), _fmt(kb["mma"]), f"{kl['mma_delta']:+,}")
+            t.add_row(f"{name} overhead / MMA", _fmt(ka["overhead_per_mma"]), _fmt(kb["overhead_per_mma"]), "")
         if "executed" in cmp:
             e = cmp["executed"]
             t.add_row("executed", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,}")
         for cat, v in cmp["categories"].items():
             if v["delta"]:
                 t.add_row(f"  {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
-        for cat, v in cmp["kloop"]["categories"].items():
+        for cat, v in kl["categories"].items():
             if v["delta"]:
                 t.add_row(f"  K-loop {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
         console.print(t)
+        if kl["mismatch"]:
+            console.print(f"[bold yellow]K-loop {escape(kl['mismatch'])}[/bold yellow]")
         changed = {k: v for k, v in cmp["features"].items() if v["a"] != v["b"]}
         if changed:
             console.print("features changed: " + ", ".join(f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}"

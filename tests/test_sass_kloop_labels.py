@@ -1,0 +1,217 @@
+"""The K-loop, the tile loop and 'K fully unrolled' on kernels from outside this project, against
+labels written by hand from their SASS (tests/data/sass/kloop_labels.json, evidence there); and the
+honesty rules of `bsprof sass`: unlike regions are not subtracted, a tile size is never guessed,
+`--by roles` says what it cannot attribute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bsprof.analyzers.sass import analyze_path, analyze_sass_text
+from bsprof.cli import cli
+
+LABELS = json.loads((Path(__file__).parent / "data" / "sass" / "kloop_labels.json").read_text())
+DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024_jit.sm_90a.cubin"
+DG_2048 = "sass/deepgemm_sm90_fp8_1d2d_4096x7168x2048_jit.sm_90a.cubin"
+CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin"
+CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin"
+
+
+def _header(fa, lp) -> str:
+    return hex(fa.instructions[lp.header_start].pc)
+
+
+def _check(fa, label: dict) -> None:
+    assert fa.kloop_status == label["status"], fa.kloop_summary()["text"]
+    k, t = fa.kloop, fa.tile_loop
+    if label["kloop"] is None:
+        assert k is None and not fa.kloops
+    else:
+        assert k is not None and k.kind == "kloop"
+        assert _header(fa, k) == label["kloop"]["header"]
+        assert k.own_mma == label["kloop"]["own_mma"]
+        if "instructions" in label["kloop"]:
+            assert k.size == label["kloop"]["instructions"]
+    if label["tile"] is None:
+        assert t is None
+    else:
+        assert t is not None and t.kind == "tile" and _header(fa, t) == label["tile"]["header"]
+        assert t.own_mma == label["tile"]["own_mma"]
+        if "instructions" in label["tile"]:
+            assert t.size == label["tile"]["instructions"]
+    # the budget table shows the K-loop proper first, never the tile loop
+    from bsprof.analyzers.sass.budget import region_rows
+
+    rows = region_rows(fa)
+    if k is not None:
+        assert rows[1]["primary"] and rows[1]["region"].startswith(f"K-loop {k.id} ")
+    assert not any(r["region"].startswith("K-loop") for r in rows if r.get("kind") == "tile")
+
+
+@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: lb["file"].split(".")[0])
+def test_foreign_cubins_match_hand_labels(data_dir, label):
+    (fa,) = analyze_path(data_dir / "sass" / label["file"])
+    _check(fa, label)
+
+
+@pytest.fixture(scope="module")
+def cublas(data_dir):
+    (fa,) = analyze_path(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
+    return fa
+
+
+def test_cublas_with_counts_kloop_is_the_busiest(cublas):
+    lab = LABELS["cublas"]["with_counts"]
+    _check(cublas, {**lab, "kloop": lab["kloop"]})
+    k = cublas.kloop
+    assert cublas.steady_state(k)["hot_instructions"] == lab["kloop"]["hot_instructions"]
+    assert {cublas.executed[i] for i in k.own_instructions if cublas.instructions[i].category == "mma"} \
+        == {lab["kloop"]["mma_executed_each"]}
+    (second,) = [lp for lp in cublas.kloops if not lp.primary]
+    assert _header(cublas, second) == lab["second_kloop"]["header"] and second.size == lab["second_kloop"]["instructions"]
+    assert "picked by executed MMAs" in cublas.kloop_summary()["text"]
+
+
+def test_cublas_without_counts_kloop_is_the_innermost(cublas):
+    # the same SASS as a listing with function-relative branch targets (ncu's are absolute): no
+    # counts, so the innermost store-free MMA loop is the K-loop
+    import re
+
+    base = cublas.function.pc_base
+
+    def rel(text: str) -> str:
+        return re.sub(r"0x([0-9a-f]{6,})\b", lambda m: hex(int(m.group(1), 16) - base), text)
+
+    listing = "\n".join(f"/*{i.pc:04x}*/ {rel(i.text)} ;" for i in cublas.instructions)
+    (fa,) = analyze_sass_text(listing, arch="sm_90a")
+    _check(fa, LABELS["cublas"]["static"])
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, ["sass", *map(str, args)], catch_exceptions=False)
+
+
+def test_compare_refuses_kloop_vs_unrolled(data_dir):
+    res = _run(data_dir / DG_2048, data_dir / DG_1024, "--json")
+    assert res.exit_code == 0
+    (c,) = json.loads(res.stdout)["compare"]
+    kl = c["kloop"]
+    assert (kl["a"]["kind"], kl["b"]["kind"]) == ("kloop", "unrolled")
+    assert kl["comparable"] is False and kl["instructions_delta"] is None and kl["mma_delta"] is None
+    assert "not comparable" in kl["mismatch"] and "K fully unrolled" in kl["mismatch"]
+    text = _run(data_dir / DG_2048, data_dir / DG_1024).output
+    assert "not comparable" in text and "K-loop instructions" not in text
+
+
+def test_compare_two_kloops_subtracts_the_kloops(data_dir):
+    (c,) = json.loads(_run(data_dir / CUTE_FP16, data_dir / CUTE_FP8, "--json").stdout)["compare"]
+    kl = c["kloop"]
+    assert kl["comparable"] and kl["mismatch"] is None
+    # the K-loops proper (136 and 67 instructions), not the tile loops around them
+    assert (kl["a"]["instructions"], kl["b"]["instructions"]) == (136, 67)
+    assert kl["instructions_delta"] == 67 - 136
+
+
+def test_mnkl_without_tile_for_a_foreign_kernel_asks_for_the_flag(data_dir):
+    # CuTe DSL names carry no tile: refuse in one line rather than guess
+    res = CliRunner().invoke(cli, ["sass", str(data_dir / CUTE_FP16), "--mnkl", "4096,4096,4096"])
+    assert res.exit_code == 2 and "output tile" in res.output and "unknown" in res.output and "--tile-mn" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_tile_read_from_names_that_spell_it(data_dir):
+    # nvjet_sm90_qqtst_128x128_...: 4096^2 / 128^2 = 1024 tiles, and the executed QGMMA agree
+    res = _run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--mnkl", "4096,4096,4096")
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == 1024
+    assert "tile 128x128 read from the kernel name (cuBLAS nvjet)" in res.stderr
+    # DeepGEMM's template arguments: BLOCK_M 256, BLOCK_N 128 at 8192x8192x1024 (its JIT's kernel.cu)
+    res = _run(data_dir / DG_1024, "--json", "--mnkl", "8192,8192,1024")
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
+
+
+def test_tile_mn_per_side_and_shared(data_dir):
+    rep = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"
+    res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128", "--tile-mn", "256,128")
+    d = json.loads(res.stdout)
+    assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 512
+    res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
+    assert "one --tile-mn for both inputs" in res.stderr
+    # 'auto' for A: its nvjet name spells 128x128; B given
+    d = json.loads(_run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "auto", "--tile-mn", "256,256").stdout)
+    assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 256
+    res = CliRunner().invoke(cli, ["sass", str(rep), "--tiles", "8", "--mnkl", "4096,4096,4096"])
+    assert res.exit_code == 2 and "pass one of them" in res.output
+
+
+def test_bundled_tile_comes_from_its_config():
+    from bsprof.commands.sass import _tiles_per_side
+    from bsprof.kernels.fp8_blockwise import config
+
+    tm, tn = config.VARIANTS["optimized"]["tile_m"], config.VARIANTS["optimized"]["tile_n"]
+    tile_mn, notes = _tiles_per_side(("k.cubin",), {0: "optimized"}, "sm_90a", "4096,4096,4096", ())
+    assert tile_mn == [(tm, tn)]
+    assert f"tile {tm}x{tn} from the bundled optimized kernel's config" in notes[0]
+
+
+def test_by_roles_without_line_info_says_so(data_dir):
+    (fa,) = analyze_path(data_dir / DG_1024)
+    res = _run(data_dir / DG_1024, "--by", "roles")
+    assert res.exit_code == 0
+    assert f"none of the {len(fa.instructions):,} instructions" in res.output and "no line info" in res.output
+    assert "by warp role" not in res.output
+    (fn,) = json.loads(_run(data_dir / DG_1024, "--by", "roles", "--json").stdout)["functions"]
+    assert "role_regions" not in fn and "no line info" in fn["roles_unavailable"]
+
+
+def test_mma_detail_on_unrolled_k_details_the_tile_loop_and_says_so(data_dir):
+    out = _run(data_dir / DG_1024, "--mma-detail").output
+    assert "tile loop (K fully unrolled: no K-loop) 1: " in out and "64 MMA" in out
+    (fn,) = json.loads(_run(data_dir / DG_1024, "--mma-detail", "--json").stdout)["functions"]
+    (d,) = fn["mma_detail"]
+    assert d["kind"] == "tile" and d["mma"] == 64 and len(d["gaps"]) == 64
+    # no MMAs at all: nothing to detail, and it says why
+    out = _run(data_dir / "h100_cute_tiny.ncu-rep.xz", "--mma-detail").output
+    assert "no K-loop to detail (no MMA instructions" in out
+
+
+def _corpus():
+    import lzma
+
+    c = LABELS["h100_gemm_corpus"]
+    with lzma.open(Path(__file__).parent / "data" / "sass" / c["data"], "rt") as f:
+        launches = {x["op"]: x for x in json.load(f)["launches"]}
+    return [(lb, launches[lb["op"]]) for lb in c["labels"]]
+
+
+@pytest.mark.parametrize("label, launch", _corpus(), ids=lambda x: x.get("op", "") if isinstance(x, dict) else "")
+def test_h100_gemm_corpus_with_counts(label, launch):
+    """Real launches with ncu's per-PC counts: the K-loop is the store-free MMA loop whose MMAs
+    execute the most, found even where cuBLAS enters it in two places."""
+    from bsprof.analyzers.sass.analyze import analyze_function
+    from bsprof.analyzers.sass.budget import attach_counts
+    from bsprof.analyzers.sass.ncu_source import SourceCounters
+    from bsprof.analyzers.sass.parse import function_from_pcs
+
+    fn = function_from_pcs(launch["name"], launch["arch"], [p + launch["pc_base"] for p in launch["pcs"]], launch["sass"])
+    fa = analyze_function(fn)
+    attach_counts(fa, SourceCounters(0, launch["name"], fn, launch["executed"], [{} for _ in launch["executed"]]))
+    assert fa.kloop_status == label["status"], fa.kloop_summary()["text"]
+    k, t = fa.kloop, fa.tile_loop
+    if label["kloop"] is None:
+        assert k is None
+    else:
+        assert _header(fa, k) == label["kloop"]["header"] and k.own_mma == label["kloop"]["own_mma"]
+        mma = [i for i, ins in enumerate(fa.instructions) if ins.category == "mma"]
+        share = sum(fa.executed[i] for i in k.own_instructions if i in set(mma)) / sum(fa.executed[i] for i in mma)
+        assert share == pytest.approx(label["kloop"]["share"], abs=0.001)
+        # the busiest: no other loop's own MMAs execute more
+        assert all(sum(fa.executed[i] for i in lp.own_instructions if fa.instructions[i].category == "mma")
+                   <= share * sum(fa.executed[i] for i in mma) for lp in fa.loops)
+    if label["tile"] is None:
+        assert t is None
+    else:
+        assert t is not None and _header(fa, t) == label["tile"]["header"]
