@@ -140,6 +140,19 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     )
 
 
+_MISS = object()
+
+
+def _line_info(s: str) -> tuple[str, int, tuple[tuple[str, int], ...]] | None:
+    """(file, line, inlined-at chain) of a ``//## File`` comment line; ``None`` for any other comment."""
+    lm = _LINE_RE.search(s)
+    if lm is None or len(lm.group("line")) > _MAX_LINE_DIGITS:
+        return None
+    chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
+                  if len(im.group("line")) <= _MAX_LINE_DIGITS)
+    return lm.group("file"), int(lm.group("line")), chain
+
+
 def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
     """Split a listing into functions. Text with no function header becomes one function ``<sass>``."""
     functions: list[Function] = []
@@ -148,6 +161,7 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
     pending_loc: tuple[str, int, tuple[tuple[str, int], ...]] | None = None
     dialect = "text"
     pending_labels: list[str] = []
+    loc_cache: dict[str, tuple[str, int, tuple[tuple[str, int], ...]] | None] = {}
 
     def start(name: str) -> Function:
         nonlocal pending_loc, pending_labels
@@ -162,11 +176,12 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
         if not s:
             continue
         if s.startswith("//"):
-            lm = _LINE_RE.search(s)
-            if lm is not None and len(lm.group("line")) <= _MAX_LINE_DIGITS:
-                chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
-                              if len(im.group("line")) <= _MAX_LINE_DIGITS)
-                pending_loc = (lm.group("file"), int(lm.group("line")), chain)
+            # a listing repeats few distinct line-info lines (one per source line) many times
+            loc = loc_cache.get(s, _MISS)
+            if loc is _MISS:
+                loc = loc_cache[s] = _line_info(s)
+            if loc is not None:
+                pending_loc = loc
                 if current is not None:
                     current.has_line_info = True
                 continue
@@ -175,6 +190,13 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
                 dialect = "nvdisasm"
                 current = start(fm.group("name"))
             continue
+        if s.startswith(".L_") and "headerflags" not in s:
+            # the bulk of the dot lines: branch labels (never a .target or .headerflags line)
+            lab = _LABEL_RE.match(s)
+            if lab is not None:
+                if current is not None:
+                    pending_labels.append(lab.group(1))
+                continue
         if s.startswith("."):
             tm = _TARGET_RE.match(s)
             if tm is not None:
