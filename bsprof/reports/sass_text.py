@@ -13,6 +13,8 @@ from rich.table import Table
 
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 
+# more functions than this: one summary table across them instead of each one's tables
+MANY_FUNCTIONS = 4
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
              "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
 
@@ -103,8 +105,16 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
                 for fn in data[side]["functions"]:
                     print_hot(console, fn, f"{side.upper()} ")
     else:
-        for fn in data["functions"]:
-            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features)
+        fns = data["functions"]
+        # Past a few functions the per-function tables (instruction mix, feature checklist) bury
+        # the overview and cost ~40 ms of rich layout each: one summary table across functions
+        # replaces them, and --function REGEX (or --json) gives any function's full tables.
+        tables = len(fns) <= MANY_FUNCTIONS
+        for fn in fns:
+            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features,
+                            tables=tables)
+        if not tables:
+            _print_summary(console, fns, show_features=show_features)
     for note in result.notes:
         if not result.is_compare or "not comparable" not in note:  # the compare table says it already
             console.print(f"[yellow]note:[/yellow] {escape(note)}")
@@ -115,7 +125,28 @@ def _cats_present(rows: list[dict]) -> list[str]:
     return [c for c in MAIN_CATS if c in seen] + sorted(seen - set(MAIN_CATS))
 
 
-def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
+def _print_summary(console: Console, fns: list[dict], *, show_features: bool) -> None:
+    t = Table(title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
+                    "--function REGEX, or --json)", header_style="bold")
+    t.add_column("function", no_wrap=True)
+    for col in ("instructions", "MMA", "loops", "K-loop", "overhead / MMA"):
+        t.add_column(col, justify="right" if col != "K-loop" else "left")
+    if show_features:
+        t.add_column("features present", overflow="fold")
+    for fn in fns:
+        prim = next((r for r in fn["regions"] if r.get("primary")), None)
+        name = fn["name"] if len(fn["name"]) <= 40 else fn["name"][:14] + "…" + fn["name"][-25:]  # names differ at the end
+        cells = [escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])),
+                 escape(prim["region"]) if prim else "—", _fmt(prim["overhead_per_mma"]) if prim else "—"]
+        if show_features:
+            feats = fn.get("features") or {}
+            cells.append(", ".join(("[red]spills[/red]" if k == "register_spills" else k) for k, v in feats.items() if v))
+        t.add_row(*cells)
+    console.print(t)
+
+
+def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
+                    tables: bool = True) -> None:
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
     head = (f"[bold]{escape(_short(fn['name']))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
@@ -132,9 +163,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         rest = sorted((r for r in rows[1:] if r not in keep), key=lambda r: -r["instructions"])
         rows = keep + rest[: max(0, 8 - len(keep))]
     if key == "role_regions":
-        _print_roles(console, rows)
+        if tables:
+            _print_roles(console, rows)
         rows = []
-    rows = rows[:7]
+    rows = rows[:7] if tables else []
     cats = _cats_present(rows)
     t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
                     "(static counts; ◀ = the K-loop)", header_style="bold")
@@ -177,7 +209,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         _print_mma_detail(console, fn)
     if "hot" in fn:
         print_hot(console, fn)
-    if show_features:
+    if show_features and tables:
         _print_features(console, fn)
     if fn.get("unclassified"):
         console.print(f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {', '.join(fn['unclassified'])}")
