@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 
@@ -44,7 +43,8 @@ def main(argv=None) -> int:
 
     from bsprof.errors import BsprofError
     from bsprof.kernels.api import parse_mnkl
-    from bsprof.profile.bench.fp8_blockwise import PEERS, measure, print_table
+    from bsprof.profile.bench.fp8_blockwise import PEERS, measure
+    from bsprof.reports.bench_text import print_table
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,11 +133,11 @@ def main(argv=None) -> int:
         met = print_vs_deepgemm(console, results, kernels[0])
         failed = failed or (suite and not met)
     if args.json:
-        from bsprof.io import write_text_atomic
+        from bsprof import artifacts
 
-        write_text_atomic(args.json, json.dumps({"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise",
-                                                 "variant": "optimized", "device": dev, "date": when,
-                                                 "inputs": args.inputs, "results": results}, indent=1, default=str))
+        artifacts.save(args.json, artifacts.document("bench", {
+            "family": "fp8-blockwise", "variant": "optimized", "device": dev, "date": when,
+            "inputs": args.inputs, "results": results}), indent=1)
     return 1 if failed else 0
 
 

@@ -1,4 +1,4 @@
-"""Performance targets of the equilibrium model (issue 6), on the embedded B200 default.
+"""Performance targets of the equilibrium model, on the embedded B200 default.
 
     python3 benchmarks/model.py [--repeat N]
 

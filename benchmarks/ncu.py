@@ -85,14 +85,16 @@ def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]
 def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family: str,
                          override: tuple[list[str], list[str]] | None = None) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
-    from bsprof.kernels.api import parse_mnkl
     from bsprof.gpu import device_info
+    from bsprof.kernels.api import Target, parse_mnkl
     from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
 
     info = device_info()
     shape = parse_mnkl(mnkl)
-    launcher = ["--mnkl", ",".join(map(str, shape)), "--warmup", "3"]
-    launcher += ["--torch-scaled-mm"] if torch_scaled_mm else ["--family", family, "--variant", variant]
+    if torch_scaled_mm:
+        launcher = ["--mnkl", ",".join(map(str, shape)), "--torch-scaled-mm", "--warmup", "3"]
+    else:
+        launcher = ["--target", Target.parse(family, variant, shape).to_arg(), "--warmup", "3"]
     out = {"device": info["name"], "kernel": "torch._scaled_mm" if torch_scaled_mm else f"{family}/{variant}",
            "mnkl": list(shape), "runs": {}}
     parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-bench-"))
@@ -211,10 +213,13 @@ def main() -> int:
         res = bench_triage_vs_full(a.mnkl, a.torch_scaled_mm, a.variant, a.family, override)
         if picked:
             res["picked"] = {"name": picked[0], "metrics": picked[1], "sections": picked[2]}
-    text = json.dumps(res, indent=2)
+    from bsprof.artifacts import dumps
+    from bsprof.io import write_text_atomic
+
+    text = dumps(res)
     print(text)
     if a.out:
-        Path(a.out).write_text(text + "\n")
+        write_text_atomic(a.out, text + "\n")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""How big and how fast the sample report is (issue #10: < 10 MB, rendered in seconds).
+"""How big and how fast the sample report is (targets: < 10 MB, rendered in seconds).
 
     python3 benchmarks/report.py [--browser]
 

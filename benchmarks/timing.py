@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python3 benchmarks/timing.py --out DIR [--shapes 4096,4096,4096 8192,8192,1024]
 
-Targets (issue #9): timing-build overhead <= 2% of wall time on the three benchmark shapes;
+Targets: timing-build overhead <= 2% of wall time on the three benchmark shapes;
 model validation median |error| <= 2% and max <= 5% over >= 12 points on the H100. Prints a
 summary last; everything it measured is under DIR (capture, overhead.json, validation dirs).
 """
@@ -10,7 +10,6 @@ summary last; everything it measured is under DIR (capture, overhead.json, valid
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -31,7 +30,9 @@ def main(argv=None) -> int:
 
     from rich.console import Console
 
-    from bsprof.commands.timing import _print, run_capture
+    from bsprof.kernels.api import Target
+    from bsprof.profile.timing_capture import capture_run
+    from bsprof.reports.timing_text import render
     from bsprof.io import write_text_atomic
     from bsprof.profile import validate
     from bsprof.gpu import device_info
@@ -45,9 +46,9 @@ def main(argv=None) -> int:
     summary = {"device": info["name"], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
     try:
-        doc, run_dir = run_capture(args.family, args.kernel, args.capture_mnkl, out / "timing",
-                                   overhead=args.overhead, rounds=args.rounds, console=console)
-        _print(console, doc, run_dir)
+        doc, run_dir = capture_run(Target.parse(args.family, args.kernel, args.capture_mnkl), out / "timing",
+                                   overhead_on=args.overhead, rounds=args.rounds, log=console.print)
+        render(console, doc, run_dir)
         summary["capture_dir"] = str(run_dir)
         summary["overhead"] = doc["overhead"]
         summary["clock"] = doc["stats"]["clock"]
@@ -74,8 +75,10 @@ def main(argv=None) -> int:
         console.print(f"[dim]t={time.time() - t0:.0f}s[/]")
 
     summary["elapsed_s"] = time.time() - t0
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
-    console.print_json(json.dumps(summary, default=str))
+    from bsprof.artifacts import dumps
+
+    write_text_atomic(out / "summary.json", dumps(summary) + "\n")
+    console.print_json(dumps(summary))
     return 0
 
 

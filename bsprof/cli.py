@@ -26,6 +26,34 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+# Old option spellings kept for one release: verb -> {old: new}. Every verb spells its output
+# `-o/--output` and its bundled kernel `--kernel SPEC`; an old spelling still works and says so.
+DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
+    "sass": {"--out": "--output"},
+}
+
+
+def undeprecate(verb: str, args: list[str]) -> list[str]:
+    """``args`` with old option spellings replaced by today's, one note on stderr per spelling used."""
+    renames = DEPRECATED_OPTIONS.get(verb)
+    if not renames:
+        return args
+    out: list[str] = []
+    noted: set[str] = set()
+    for i, arg in enumerate(args):
+        if arg == "--":              # what follows is arguments, not options
+            return out + args[i:]
+        name, eq, value = arg.partition("=")
+        if name in renames:
+            if name not in noted:
+                click.echo(f"note: `bsprof {verb} {name}` is deprecated and goes in the next release; "
+                           f"use {renames[name]}", err=True)
+                noted.add(name)
+            arg = renames[name] + eq + value
+        out.append(arg)
+    return out
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(VERBS)
@@ -33,14 +61,11 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in VERBS:
             return None
-        module_name, short = VERBS[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            return _unavailable(name, short)
-        return module.command
+        return importlib.import_module(VERBS[name][0]).command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return name, cmd, undeprecate(name or "", rest)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Help from the table, not from the modules: listing verbs must not import them.
@@ -53,15 +78,6 @@ class LazyGroup(click.Group):
         except BsprofError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
-
-
-def _unavailable(name: str, short: str) -> click.Command:
-    @click.command(name=name, help=short, context_settings={"ignore_unknown_options": True})
-    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-    def cmd(args: tuple[str, ...]) -> None:
-        raise BsprofError(f"'bsprof {name}' is not available in this build; update bsprof")
-
-    return cmd
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

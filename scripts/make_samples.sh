@@ -15,7 +15,6 @@ BSPROF=${BSPROF:-"python3 -m bsprof"}
 OUT=bsprof/data/samples
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 new="$tmp/samples"; run="$new/run"; mkdir -p "$run" "$new/pair"
-have_verb() { python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('bsprof.commands.$1') is None)"; }
 skip() { echo "   skipped: $*"; }
 # the one directory a verb created under $1 (verbs name their result directories by time)
 only_dir() { local d=("$1"/*/); [ ${#d[@]} -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]%/}"; }
@@ -41,15 +40,11 @@ for v in baseline optimized; do
   $BSPROF sass --kernel "$v" --arch sm_90a --features -o "$new/pair/$v/sass" >/dev/null
 done
 
-if have_verb model; then
-  echo "== model: the embedded B200 default: a K-loop x Phase-1 sweep across the binding flip, one projection"
-  $BSPROF model --sweep kloop=-1000:1500:125,phase1=-1500:500:125 -o "$tmp/model_sweep" >/dev/null 2>&1
-  mv "$(only_dir "$tmp/model_sweep")" "$run/model_b200_sweep"
-  $BSPROF model --kloop -300 --phase1 -200 -o "$tmp/model_proj" >/dev/null 2>&1
-  mv "$(only_dir "$tmp/model_proj")" "$run/model_b200_projection"
-else
-  skip "bsprof model is not in this build"
-fi
+echo "== model: the embedded B200 default: a K-loop x Phase-1 sweep across the binding flip, one projection"
+$BSPROF model --sweep kloop=-1000:1500:125,phase1=-1500:500:125 -o "$tmp/model_sweep" >/dev/null 2>&1
+mv "$(only_dir "$tmp/model_sweep")" "$run/model_b200_sweep"
+$BSPROF model --kloop -300 --phase1 -200 -o "$tmp/model_proj" >/dev/null 2>&1
+mv "$(only_dir "$tmp/model_proj")" "$run/model_b200_projection"
 
 cap=${BSPROF_TIMING_CAPTURE:-tests/data/h100_timing}
 if [ -d "$cap" ]; then

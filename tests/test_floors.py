@@ -22,9 +22,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "profile": ("commands", "reports", "cli"),
     "kernels": ("profile", "reports", "commands", "cli"),
     # the ground floor: every room may use these, so they use no room
-    "gpu": ("analyzers", "profile", "kernels", "reports", "commands", "cli"),
-    "io": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu"),
-    "errors": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "io"),
+    "artifacts": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu"),
+    "gpu": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "artifacts"),
+    "io": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "artifacts"),
+    "errors": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "io", "artifacts"),
 }
 
 

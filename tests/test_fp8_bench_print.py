@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 
 from bsprof.analyzers.bench_rows import column_labels, round_spread
-from bsprof.profile.bench.fp8_blockwise import print_table
+from bsprof.reports.bench_text import print_table
 
 
 def _printed(results) -> str:
@@ -56,20 +56,20 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
     # the same clock, 10% more cycles
     kernel = {"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, 1500.0]}
     assert abs(cycle_spread(kernel) - 0.1) < 1e-12
-    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # benches before 13:45
+    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # a bench without per-round clocks
     assert cycle_spread({"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, None]}) is None
 
 
 def test_each_kernels_launch_path_is_printed(data_dir):
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
-    text = _printed(res)                               # the 14:25 bench ran with --peers-graph
+    text = _printed(res)                               # this bench ran with --peers-graph
     assert "launched as: optimized graph" in text and "deepgemm graph" in text
     res = copy.deepcopy(res)
     for r in res:
         for row in r["rows"]:
             row["launch"] = "graph" if row["ours"] else "eager"
     assert "deepgemm eager" in _printed(res)
-    for r in res:                                      # benches before 14:00 had no such field
+    for r in res:                                      # an older bench has no such field
         for row in r["rows"]:
             del row["launch"]
     assert "launched as" not in _printed(res)

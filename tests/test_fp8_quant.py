@@ -239,7 +239,7 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, _check_knobs_fit
 
     opt = cfg.resolve("optimized")
-    assert opt["epi_split"] == "auto"           # optimized decides per problem (#35)
+    assert opt["epi_split"] == "auto"           # optimized decides per problem
     # an epilogue that cannot be split makes the variant's default give way
     assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
     for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):
@@ -306,7 +306,7 @@ def test_every_listed_tile_width_is_one_the_kernel_takes():
 
 
 # TFLOP/s of candidate configurations (tile_m, tile_n, cluster_m, cluster_n) timed side by side
-# on the H100 (docs/perf.md, 2026-11-25 05:08-05:10 UTC, median round of 3): the data the
+# on the H100 (docs/perf.md, median round of 3): the data the
 # selection's cost model was corrected on
 MEASURED = {
     (4096, 2112, 7168, 1): {(128, 144, 1, 2): 875, (256, 128, 1, 2): 890, (128, 144, 2, 1): 855, (128, 144, 1, 1): 885,

@@ -131,8 +131,8 @@ def test_pingpong_schedule(built):
 
 def test_uniform_descriptors_remove_the_r2ur_moves(tmp_path, built):
     # partitioning the smem operands for a warp-uniform thread index keeps the wgmma descriptors
-    # in uniform registers: the K-loop loses its R2UR moves (docs/optimizations.md #16)
-    _, uni = built("optimized")           # optimized keeps them on (docs/optimizations.md #25)
+    # in uniform registers: the K-loop loses its R2UR moves (docs/optimizations.md)
+    _, uni = built("optimized")           # optimized keeps them on (docs/optimizations.md)
     (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, uniform_desc=False))
     assert opt.count("R2UR") > 8 and uni.count("R2UR") <= 2
     assert uni.count("QGMMA") == opt.count("QGMMA")
@@ -162,7 +162,7 @@ def test_a_scales_arrive_with_the_stage(built):
 
 
 def test_a_multicast_across_the_cluster_pair(built):
-    # optimized runs 1x2 clusters (docs/optimizations.md #27): each stage's two A waves arrive by
+    # optimized runs 1x2 clusters (docs/optimizations.md): each stage's two A waves arrive by
     # multicast TMA (the pair shares its A tile); the scales and B stay per-CTA loads
     _, opt = built("optimized")
     _, base = built("baseline")
@@ -176,7 +176,7 @@ def test_a_multicast_across_the_cluster_pair(built):
 
 
 def test_two_by_two_cluster_multicasts_a_and_b(tmp_path):
-    # cluster 2x2 (a switch, docs/optimizations.md #36): B is multicast down the cluster column as
+    # cluster 2x2 (a switch, docs/optimizations.md): B is multicast down the cluster column as
     # A is along its row, so per stage 3 of the 6 TMA loads are multicast; each consumer warp
     # releases the stage on the 3 CTAs that wrote into it (the diagonal one did not)
     (c22,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(1024, 1024, 1024, 1),
@@ -191,7 +191,7 @@ def test_two_by_two_cluster_multicasts_a_and_b(tmp_path):
 
 
 def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built):
-    # sfb_tma (docs/optimizations.md #34): the per-tile B-scale stash and its two named barriers
+    # sfb_tma (docs/optimizations.md): the per-tile B-scale stash and its two named barriers
     # and global load are gone; the K-loop reads its B scale from the stage like the A scales
     _, base = built("baseline")
     _, opt = built("optimized")
@@ -203,14 +203,14 @@ def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built)
     kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
     assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
     # no named barrier of both warpgroups is left (the tile start had two); what remains is the
-    # per-warpgroup epilogue's (#35): 2 per 64x32 sub-tile, 8 sub-tiles, 128 threads each
+    # per-warpgroup epilogue's: 2 per 64x32 sub-tile, 8 sub-tiles, 128 threads each
     assert named_barriers(opt) == 0
     assert sum(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80")
                for ins in opt.instructions) == 16
 
 
 def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, built):
-    # epi_split (docs/optimizations.md #35, on in optimized up to K = 4096): each consumer
+    # epi_split (docs/optimizations.md, on in optimized up to K = 4096): each consumer
     # warpgroup stores its own 64 rows through its own ring, so no barrier of both warpgroups is
     # left; each syncs its own epilogue (2 named barriers of 128 threads per 64x32 sub-tile, 8
     # sub-tiles a tile) and issues its own stores
@@ -230,7 +230,7 @@ def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, 
 
 
 def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, built):
-    # elect_release + peek (docs/optimizations.md #32, #33): the library's release picks lanes by
+    # elect_release + peek (docs/optimizations.md): the library's release picks lanes by
     # thread index, which ptxas re-reads (S2R) inside the K-loop; one elected lane releases
     # instead. The next stage's barrier is tested without blocking (PHASECHK, no TRYWAIT) before
     # the promotion, so the blocking wait at the top of the K-loop is branched around
@@ -258,7 +258,7 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
 
 
 def test_rescaled_build_waits_once_per_k_block_without_block_accumulator(built):
-    # promote="rescale" (docs/optimizations.md #40): both waves of a K block accumulate into their
+    # promote="rescale" (docs/optimizations.md): both waves of a K block accumulate into their
     # totals (no overwriting `RZ, !UPT` wgmma in the loop) behind one wgmma wait, after the
     # totals' rescale (2 x 64 accumulator registers: FMUL, no promotion FFMA)
     cubin, fa = built("rescaled")

@@ -1,4 +1,4 @@
-"""Kernel durations and launch gaps from real CUPTI traces (torch.profiler on the H100, 14:24 UTC:
+"""Kernel durations and launch gaps from real CUPTI traces (torch.profiler on the H100:
 30 one-launch CUDA-graph replays of DeepGEMM and of cuBLAS blockwise FP8 at 4096^3, each between a
 pair of CUDA events as the bench times them)."""
 
@@ -40,7 +40,7 @@ def test_summary_separates_kernel_time_from_the_launch_gap(traces):
         assert s["kernels"] == 30 and 0.9 < s["busy"] < 1.0
         # start to start is the kernel plus the gap, give or take their spread
         assert s["period_us"] == pytest.approx(s["kernel_us"] + s["gap_us"], abs=3.0)
-    # what the 14:24 run showed: cuBLAS leaves the GPU idle longer between launches than DeepGEMM
+    # what the recorded traces show: cuBLAS leaves the GPU idle longer between launches than DeepGEMM
     assert bw["gap_us"] > dg["gap_us"] + 1.0
     assert 90.0 < dg["kernel_us"] < 150.0        # a 4096^3 FP8 GEMM at ~1 PFLOP/s
 
@@ -67,7 +67,7 @@ def test_bad_traces_get_one_line_errors(tmp_path):
 
 
 def test_bench_table_prints_kernel_and_gap_when_the_rows_have_them(traces, data_dir):
-    from bsprof.profile.bench.fp8_blockwise import print_table
+    from bsprof.reports.bench_text import print_table
 
     res = json.load(open(data_dir / "h100_bench.json"))["results"][:1]
     con = Console(record=True, width=400)

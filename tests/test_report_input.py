@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from bsprof.cli import cli
-from bsprof.reports.artifacts import discover
+from bsprof.reports.runs import discover
 from bsprof.reports.samples import RUN as SAMPLES
 
 

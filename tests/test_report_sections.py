@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bsprof.analyzers.bench_rows import cycle_spread, round_spread
-from bsprof.reports.artifacts import discover, identity
+from bsprof.artifacts import identity
+from bsprof.reports.runs import discover
 from bsprof.reports.build import build
 from bsprof.reports.samples import RUN as SAMPLES
 
@@ -112,7 +113,7 @@ def test_subject_is_the_bundled_kernel_and_peers_come_from_the_same_process_benc
     assert "measured in one process on the same inputs" in text
     for peer in ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm"):
         assert f"{peer} peer" in text
-    # ... with the clock each kernel ran at (the 14:25 run: every kernel power-capped), the
+    # ... with the clock each kernel ran at (in this sample every kernel was power-capped), the
     # interleaved rounds the medians come from and their spread in time and in cycles
     assert "FLOP / SM-cycle" in text and "median round of 5" in text
     row = _bench_rows()[0]
@@ -224,7 +225,7 @@ def test_bench_round_spread_shows_cycles_when_the_bench_kept_per_round_clocks(tm
 
 def test_bench_table_shows_cupti_kernel_time_and_gap_when_traced(tmp_path, data_dir):
     # rows of a bench run with --launch-gaps carry CUPTI kernel time and gap: give the shipped
-    # bench's DeepGEMM row those of the real 14:24 DeepGEMM trace
+    # bench's DeepGEMM row those of the real DeepGEMM trace in tests/data
     from bsprof.analyzers.kernel_trace import kernel_spans, launch_summary, load_trace
 
     d = json.loads((_sample("bench_h100") / "bench.json").read_text())

@@ -126,16 +126,6 @@ def test_function_pattern_lists_functions(data_dir):
     assert "matches none" in res.output and "PersistentDenseGemmKernel" in res.output
 
 
-def test_bundled_kernel_unavailable_is_one_line(monkeypatch):
-    import bsprof.kernels.nvfp4 as nvfp4
-
-    if hasattr(nvfp4, "compile_cubin"):
-        monkeypatch.delattr(nvfp4, "compile_cubin")
-    res = CliRunner().invoke(cli, ["sass", "--kernel", "baseline", "--arch", "sm_100a"])
-    assert res.exit_code == 2 and "compile_cubin is missing" in res.output
-    assert len(res.output.strip().splitlines()) == 1
-
-
 def test_fatbin_through_cuobjdump(data_dir, tmp_path):
     from bsprof.analyzers.sass import analyze_cubin
     from bsprof.analyzers.sass.disasm import tool_path

@@ -136,11 +136,10 @@ def _bundled_kloop_in_tile_loop(fa):
 
 
 def test_bundled_nvfp4_is_block_scaled(tmp_path):
-    """Once the NVFP4 family lands: its cubin issues block-scaled UTCOMMA with UTCCP scale copies."""
+    """The NVFP4 cubin issues block-scaled UTCOMMA with UTCCP scale copies."""
     pytest.importorskip("cutlass")
-    fam = pytest.importorskip("bsprof.kernels.nvfp4")
-    if not hasattr(fam, "compile_cubin"):
-        pytest.skip("bundled nvfp4 kernel not in this build yet")
+    from bsprof.kernels import nvfp4 as fam
+
     (fa,) = analyze_cubin(fam.compile_cubin("optimized", tmp_path))
     assert fa.has("UTCOMMA") and fa.has("UTCCP")
     assert fa.features["block_scaled_mma"].present and fa.features["tmem_copy"].present

@@ -145,8 +145,8 @@ def test_steady_state_of_the_hot_kloop(cublas):
 
 
 def test_hot_instructions_rank_the_stall_sites(data_dir):
-    # the shipped report of our optimized kernel (an 09:17 build): its hottest site is the scale
-    # product waiting on its load (docs/optimizations.md #17), then the four wave waits
+    # the shipped report of our optimized kernel: its hottest site is the scale
+    # product waiting on its load (docs/optimizations.md), then the four wave waits
     from bsprof.analyzers.sass.budget import hot_instructions
 
     (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")

@@ -10,7 +10,7 @@ from bsprof.profile.sensors import SensorLog, flop_per_sm_cycle
 
 
 class _Recorded:
-    """Readings as NVML gave them during one H100 run (12:09 UTC, 4096^3): MHz, W, reason bits."""
+    """Readings as NVML gave them during one H100 run (4096^3): MHz, W, reason bits."""
 
     def __init__(self, readings):
         self._it = iter(readings)
@@ -35,7 +35,7 @@ def test_summary_without_readings_is_empty_not_zero():
 
 
 def test_flop_per_sm_cycle_divides_out_the_clock():
-    # 4096^3 in 0.125696 ms at 1,470 MHz on 132 SMs (the optimized row of the 12:09 run)
+    # 4096^3 in 0.125696 ms at 1,470 MHz on 132 SMs (the optimized row of that run)
     v = flop_per_sm_cycle(2 * 4096 ** 3, 0.125696, 1470.0, 132)
     assert v == pytest.approx(5635.0, rel=1e-4)
     assert v < 8192                          # below the H100's dense FP8 peak per SM-cycle

@@ -15,7 +15,7 @@ from bsprof.profile.validate import _delay_for, plan_sweep
 
 
 def serial_model():
-    """A deliberately simple model (tile = kloop + phase1 means) with #6's JSON contract, so the
+    """A deliberately simple model (tile = kloop + phase1 means) with the model's JSON contract, so the
     arithmetic around the model can be checked by hand."""
     def calibrate(table):
         d = (table["end"] - table["start"])
@@ -270,7 +270,7 @@ def test_second_8192_run_reads_clocks_and_they_explain_part_of_the_miss():
 def test_shipped_validation_samples_render_in_the_report():
     """The samples are version-2 validation artifacts; the report reads them and draws the model
     beside the trivial predictor, with the measured interval and the flip-point errors."""
-    from bsprof.reports.artifacts import discover
+    from bsprof.reports.runs import discover
     from bsprof.reports.sec_validation import scatter
 
     run = discover(Path(__file__).parents[1] / "bsprof" / "data" / "samples" / "run")

@@ -96,7 +96,7 @@ def ratio_stats(base_reps: list, meas_reps: list) -> tuple[float, float, float]:
 
 
 def model_api():
-    """``(calibrate, project)`` from the model package (#6), with a one-line error if it is absent."""
+    """``(calibrate, project)`` from the model package, with a one-line error if it is absent."""
     try:
         from bsprof.analyzers.model import calibrate, project
     except ImportError as exc:
@@ -130,7 +130,7 @@ def _as_json(projection) -> dict:
 
 
 def project_point(params, deltas: dict, project) -> dict:
-    """The model's projection for ``deltas`` as the JSON contract of #6 (deterministic / stochastic)."""
+    """The model's projection for ``deltas`` as the model's JSON contract (deterministic / stochastic)."""
     pj = _as_json(project(params, deltas))
     det, sto = pj.get("deterministic") or {}, pj.get("stochastic") or {}
     return {

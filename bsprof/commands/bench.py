@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from bsprof.errors import BsprofError
-from bsprof.kernels.api import VARIANTS
+from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import IntTuple, count
 from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
 
 @click.command(name="bench")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--kernel", "variant", default="optimized", show_default=True,
-              help=f"{' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches after ':', "
-                   "e.g. optimized:epi_split=0,swizzle=8 (docs/kernels-fp8-blockwise.md lists them)")
+@click.option("--kernel", "spec", default="optimized", show_default=True, help=KERNEL_HELP)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
 @click.option("--mma-tiler", type=IntTuple(2, 1, 1024, "256,128"), default=None, help="tile M,N (family default if omitted)")
 @click.option("--cluster", type=IntTuple(2, 1, 16, "2,1"), default=None, help="cluster M,N (family default if omitted)")
@@ -36,41 +32,39 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("-o", "--output", "out", default=None,
               help="also write bench.json into a fresh directory under this one (for `bsprof report`)")
-def command(family, variant, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
+def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
             skip_ref_check, seed, inputs, cute_example, as_json, out) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
-    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
+    from bsprof import artifacts
+    from bsprof.kernels.api import Target
     from bsprof.profile.bench import BenchRequest, run
-    from bsprof.gpu import device_info
+    from bsprof.reports.bench_text import render
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
-    parse_kernel_spec(variant, None if family == "auto" else family)
-    if family == "auto":
-        family = family_for_capability(device_info()["capability"])
-        click.echo(f"family: {family} (picked from the GPU)", err=True)
-        parse_kernel_spec(variant, family)
-    module = family_module(family)
     config = {k: v for k, v in {
         "mma_tiler": mma_tiler, "cluster": cluster,
         "sf_dtype": sf_dtype, "sf_vec": sf_vec, "c_dtype": c_dtype,
     }.items() if v is not None}
-    req = BenchRequest(family=family, variant=variant,
-                       mnkl=parse_mnkl(mnkl) if mnkl else tuple(module.DEFAULT_MNKL),
-                       warmup=warmup, iters=iters, skip_ref_check=skip_ref_check, seed=seed, config=config,
-                       inputs=inputs, cute_example=cute_example)
-    result = run(req, Console(stderr=as_json))
-    text = json.dumps(result, indent=2, default=str)
+    target = Target.parse(family, spec, mnkl, config)
+    if target.picked_from_gpu:
+        click.echo(f"family: {target.family} (picked from the GPU)", err=True)
+    doc, failed = run(BenchRequest(target=target, warmup=warmup, iters=iters, skip_ref_check=skip_ref_check,
+                                   seed=seed, inputs=inputs, cute_example=cute_example))
+    render(Console(stderr=as_json), doc)
+    if failed:
+        raise BsprofError(failed[0])
     if out is not None:
         import time
 
-        from bsprof.io import unique_dir, write_text_atomic
+        from bsprof.io import unique_dir
+        from bsprof.kernels.api import spec_label
 
-        shape = "x".join(map(str, req.mnkl))
-        run_dir = unique_dir(out, f"bench_{family}_{spec_label(variant)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
-        write_text_atomic(run_dir / "bench.json", text)
+        run_dir = unique_dir(out, f"bench_{target.family}_{spec_label(target.spec)}_{target.shape}_"
+                                  f"{time.strftime('%Y%m%d-%H%M%S')}")
+        artifacts.save(run_dir / "bench.json", doc)
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:
-        click.echo(text)
+        click.echo(artifacts.dumps(doc))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import click
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 
-ARTIFACT_KEY = {"kind": "model", "version": 1}
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
 
 
@@ -103,4 +103,4 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
 
         write_html(sweep_figure(result.doc, title=f"bsprof model sweep ({result.params.source})"), html)
     model_text.render_model(console, result, html)
-    model_text.emit(result, as_json=as_json, as_csv=as_csv, out=out, artifact_key=ARTIFACT_KEY)
+    model_text.emit(result, as_json=as_json, as_csv=as_csv, out=out, artifact_key=artifacts.tag("model"))

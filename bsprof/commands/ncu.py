@@ -3,11 +3,11 @@ Parses options, calls one analyzer or the runner, renders through bsprof.reports
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
 from bsprof.options import FiniteFloat, count
@@ -58,7 +58,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
 
         cmp = run_compare(compare[0], compare[1], filter=filter_, flops=flops, labels=labels)
         if as_json:
-            click.echo(json.dumps(_compare_json(cmp), indent=2))
+            click.echo(artifacts.dumps(_compare_json(cmp)))
         else:
             ncu_text.print_compare(console, cmp)
         return
@@ -74,7 +74,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
         payload = profile_bundled(variant, family, mnkl, set_name, clock_control, out or "bsprof-results", warmup,
                                   emit=lambda s: console.print(s, highlight=False))
     if as_json:
-        click.echo(json.dumps(payload, indent=2, default=str))
+        click.echo(artifacts.dumps(payload))
         return
     for launch in payload["launches"]:
         ncu_text.print_launch(console, launch)

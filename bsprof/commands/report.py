@@ -32,15 +32,5 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
     sections = {s.strip() for s in only.split(",") if s.strip()} if only else None
     html, info = build(paths, list(labels) or None, title, sections)
     write(html, out)
-    for run in info.runs:
-        click.echo(f"{run.label}: {run.root} ({', '.join(run.kinds) or 'no artifacts'})")
-    for sid, who in info.sections.items():
-        click.echo(f"  section {sid}: {', '.join(who)}")
-    for line in info.notes:
-        click.echo(f"  warning: {line}", err=True)
-    for key, line in info.failed.items():
-        click.echo(f"  warning: {key}: {line}", err=True)
-    for run in info.runs:
-        for p in run.problems:
-            click.echo(f"  skipped: {run.label}: {p}", err=True)
-    click.echo(f"wrote {out} ({info.bytes / 1e6:.1f} MB, {info.figures} figures, {info.seconds:.2f} s)")
+    for line, to_stderr in info.console_lines(out):
+        click.echo(line, err=to_stderr)

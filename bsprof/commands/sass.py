@@ -7,46 +7,44 @@ from pathlib import Path
 import click
 
 from bsprof.errors import BsprofError
-from bsprof.kernels.api import VARIANTS
+from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import IntTupleOrAuto, count
 
 
 def _compile_bundled(variant: str, arch: str) -> Path:
     from importlib import import_module
 
-    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR
+    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR, parse_kernel_spec
 
     major = 10 if arch.startswith("sm_10") else 9 if arch.startswith("sm_9") else None
     family = FAMILY_BY_MAJOR.get(major) if major else None
     if family is None:
         raise BsprofError(f"--arch {arch}: bundled kernels exist for sm_100a (nvfp4) and sm_90a (fp8-blockwise)")
+    variant, switches = parse_kernel_spec(variant, family)
     try:
         module = import_module(FAMILIES[family])
     except ImportError as exc:
         raise BsprofError(f"the bundled {family} kernels are not importable ({exc}); reinstall bsprof") from None
-    compile_cubin = getattr(module, "compile_cubin", None)
-    if compile_cubin is None:
-        raise BsprofError(f"the bundled {family} kernels are not available in this build yet "
-                          f"({FAMILIES[family]}.compile_cubin is missing); pass a cubin instead")
     from bsprof.kernels.build import cache_root
 
     # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
     out_dir = cache_root().parent / "sass" / family
-    return Path(compile_cubin(variant, out_dir, lineinfo=True))
+    return Path(module.compile_cubin(variant, out_dir, lineinfo=True, **switches))
 
 
 def _bundled_tile(variant: str, arch: str, mnkl: tuple[int, int, int, int]) -> tuple[int, int]:
     """The output tile (M, N) the bundled variant computes per tile at this problem (its config)."""
     from importlib import import_module
 
-    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR
+    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR, parse_kernel_spec
 
     family = FAMILY_BY_MAJOR[10 if arch.startswith("sm_10") else 9]
+    variant, switches = parse_kernel_spec(variant, family)
     config = import_module(FAMILIES[family] + ".config")
     try:
-        kw = config.resolve(variant, None, mnkl)
+        kw = config.resolve(variant, switches, mnkl)
     except TypeError:  # a family whose tile does not depend on the problem
-        kw = config.resolve(variant)
+        kw = config.resolve(variant, switches)
     return int(kw["tile_m"]), int(kw["tile_n"])
 
 
@@ -83,8 +81,8 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tup
 @click.command(name="sass")
 @click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--function", "function", default=None, help="regex picking the kernel(s) (the launch name for .ncu-rep)")
-@click.option("--kernel", "variant", type=click.Choice(VARIANTS), default=None,
-              help="compile a bundled kernel on the CPU and analyze it (needs --arch)")
+@click.option("--kernel", "variant", default=None,
+              help=f"compile this bundled kernel on the CPU and analyze it (needs --arch); {KERNEL_HELP}")
 @click.option("--arch", default=None, type=click.Choice(["sm_100a", "sm_90a"]), help="architecture for --kernel")
 @click.option("--source", "source", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="the kernel's Python source, for warp-role/phase attribution (default: the path in the line info)")
@@ -105,7 +103,7 @@ def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tup
                    "reports, each side's")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON contract")
 @click.option("--csv", "as_csv", is_flag=True, help="print the region table as CSV")
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
 def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
             show_features, hot, as_json, as_csv, out_dir) -> None:

@@ -17,13 +17,19 @@ Benchmarking a family (correctness, timing beside its peers) is profiling, so it
 asynchronous launch), ``check() -> float`` (relative Frobenius error against the float64 reference
 of the dequantized inputs; raises BsprofError on NaN or unwritten output) and, for timing builds,
 ``timing_table() -> pandas.DataFrame`` in :mod:`bsprof.analyzers.timing.schema`.
+
+What a user names with ``--family``, ``--kernel SPEC`` and ``--mnkl`` is resolved once into a
+:class:`Target`; verbs, benchmarks and the process ncu launches take the Target, not the strings.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 from bsprof.errors import BsprofError
 
@@ -34,6 +40,9 @@ FAMILIES: dict[str, str] = {
 # every family has baseline and optimized; pingpong (a schedule) and rescaled (an accumulation)
 # only the Hopper family has
 VARIANTS: tuple[str, ...] = ("baseline", "optimized", "rescaled", "pingpong")
+# what --kernel means on every verb that runs or compiles a bundled kernel
+KERNEL_HELP = (f"bundled kernel: {' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches after ':', "
+               "e.g. optimized:epi_split=0,swizzle=8 (docs/kernels-fp8-blockwise.md lists them)")
 # compute-capability major -> family that runs there
 FAMILY_BY_MAJOR: dict[int, str] = {10: "nvfp4", 9: "fp8-blockwise"}
 
@@ -74,14 +83,114 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     return name, over
 
 
-def prepare_kernel(family: str, spec: str, mnkl, *, missing: str, **kwargs):
-    """``family.prepare(variant, mnkl, **switches, **kwargs)`` for a kernel spec; ``missing`` is the
-    error when the family has no prepare() in this build."""
-    module = family_module(family)
-    if not hasattr(module, "prepare"):
-        raise BsprofError(missing)
-    name, switches = parse_kernel_spec(spec, family)
-    return module.prepare(name, tuple(mnkl), **{**switches, **kwargs})
+def prepare_kernel(family: str, spec: str, mnkl, **kwargs):
+    """``family.prepare(variant, mnkl, **switches, **kwargs)`` for a kernel spec."""
+    return Target.parse(family, spec, mnkl).prepare(**kwargs)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One bundled kernel on one problem, resolved once: every verb, benchmark and subprocess
+    that runs a kernel takes a Target, so the spec is parsed and checked in one place.
+
+    ``switches`` are the fp8-blockwise switches written after ':' in the spec
+    (``optimized:epi_split=0``); ``config`` the family options given as flags (``--mma-tiler``,
+    ``--cluster``, ``--sf-dtype`` ...). ``str(target)`` is how a person reads it; :meth:`to_arg` /
+    :meth:`from_arg` carry it whole to a subprocess.
+    """
+
+    family: str
+    variant: str
+    mnkl: tuple[int, int, int, int]
+    switches: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    # the family was picked from the GPU (``--family auto``), which a verb says on the console
+    picked_from_gpu: bool = field(default=False, compare=False)
+
+    @classmethod
+    def parse(cls, family: str, spec: str, mnkl=None, config: dict | None = None) -> "Target":
+        """Resolve ``--family`` / ``--kernel`` / ``--mnkl`` (+ family flags) into a Target.
+
+        The variant name is checked before anything else, so a typo is refused before the GPU is
+        asked which family runs here (``family="auto"``); then the switches are checked against that
+        family's kernel together with ``config``."""
+        parse_kernel_spec(spec, None)
+        picked = family == "auto"
+        if picked:
+            from bsprof.gpu import device_info
+
+            family = family_for_capability(device_info()["capability"])
+        name, switches = parse_kernel_spec(spec, family, config)
+        if mnkl is None:
+            shape = tuple(family_module(family).DEFAULT_MNKL)
+        elif isinstance(mnkl, str):
+            shape = parse_mnkl(mnkl)
+        else:
+            shape = tuple(int(v) for v in mnkl)
+        return cls(family=family, variant=name, mnkl=shape, switches=switches,  # type: ignore[arg-type]
+                   config=dict(config or {}), picked_from_gpu=picked)
+
+    @property
+    def spec(self) -> str:
+        """The kernel as ``--kernel`` takes it: the variant, then its switches after ':'."""
+        if not self.switches:
+            return self.variant
+        return self.variant + ":" + ",".join(f"{k}={v}" for k, v in self.switches.items())
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        """Every override the kernel is built with: the family flags, then the spec's switches."""
+        return {**self.config, **self.switches}
+
+    @property
+    def shape(self) -> str:
+        return "x".join(map(str, self.mnkl))
+
+    @property
+    def label(self) -> str:
+        """The target as a file-name part: family, spec and M,N,K (':' ',' '=' become '_')."""
+        return f"{self.family}_{spec_label(self.spec)}_{'x'.join(map(str, self.mnkl[:3]))}"
+
+    def __str__(self) -> str:
+        extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in self.config.items())
+        return f"{self.family} {self.spec} {self.shape}{extra}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "variant": self.variant, "mnkl": list(self.mnkl),
+                "switches": dict(self.switches),
+                "config": {k: list(v) if isinstance(v, tuple) else v for k, v in self.config.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Target":
+        """The Target :meth:`to_json` wrote; its spec is not parsed again (it was, once)."""
+        try:
+            return cls(family=str(data["family"]), variant=str(data["variant"]),
+                       mnkl=tuple(int(v) for v in data["mnkl"]),  # type: ignore[arg-type]
+                       switches=dict(data.get("switches") or {}),
+                       config={k: tuple(v) if isinstance(v, list) else v
+                               for k, v in (data.get("config") or {}).items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BsprofError(f"not a kernel target: {data!r} ({type(exc).__name__}: {exc})") from None
+
+    def to_arg(self) -> str:
+        """One command-line argument a subprocess turns back into this Target (:meth:`from_arg`)."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @classmethod
+    def from_arg(cls, text: str) -> "Target":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise BsprofError(f"--target {text!r} is not a target written by Target.to_arg()") from None
+        return cls.from_json(data if isinstance(data, dict) else {})
+
+    def module(self) -> ModuleType:
+        return family_module(self.family)
+
+    def prepare(self, **kwargs):
+        """``family.prepare(variant, mnkl, **knobs, **kwargs)``: compile for this GPU, allocate the
+        operands."""
+        return self.module().prepare(self.variant, self.mnkl, **{**self.knobs, **kwargs})
 
 
 def spec_label(spec: str) -> str:

@@ -3,9 +3,10 @@ time of a fixed epilogue-shaped work against the number of warps sharing one SM.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
+
+from bsprof import artifacts
 
 WARP_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 ALU_ROUNDS = (1, 4)   # store-heavy and compute-heavier chunks
@@ -16,7 +17,7 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
     import numpy as np
 
     from bsprof.analyzers.model.ceiling import curve_from_samples
-    from bsprof.io import unique_dir, write_text_atomic
+    from bsprof.io import unique_dir
     from bsprof.kernels import epi_ceiling as K
     from bsprof.gpu import device_info
 
@@ -33,10 +34,10 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
         if console is not None:
             c = curves[f"alu{alu}"]
             console.print(f"alu{alu}: " + ", ".join(f"{n} warps {t:,.0f}" for n, t in zip(c["warps"], c["cycles"])))
-    doc = {"bsprof": {"kind": "epi_ceiling", "version": 1}, "device": info["name"],
-           "date": time.strftime("%Y-%m-%d"), "iters": iters, "repeats": repeats, "curves": curves}
+    doc = artifacts.document("epi_ceiling", {"device": info["name"], "date": time.strftime("%Y-%m-%d"),
+                                             "iters": iters, "repeats": repeats, "curves": curves})
     d = unique_dir(out_dir, "epi_ceiling")
-    write_text_atomic(Path(d) / "epi_ceiling.json", json.dumps(doc, indent=2) + "\n")
+    artifacts.save(Path(d) / "epi_ceiling.json", doc)
     if console is not None:
         console.print(f"wrote {d}/epi_ceiling.json")
     return doc

@@ -3,6 +3,9 @@
     python -m bsprof.profile.launch --family fp8-blockwise --variant optimized --mnkl 4096,4096,4096,1 \
         --warmup 3 --info /tmp/launch.json
 
+(``bsprof ncu`` passes the kernel whole, ``--target '<Target.to_arg()>'``, so the spec it parsed is
+not parsed again here.)
+
 The measured launch is wrapped in the push/pop range :data:`NVTX_RANGE`, so ncu (``--nvtx
 --nvtx-include bsprof_measured/``) captures it and nothing else: not the warm-ups, not the input
 set-up or reference kernels. It is also bracketed by cudaProfilerStart/Stop, for ncu's
@@ -16,7 +19,6 @@ kernel: a reference point, and what the triage-vs-full measurement uses when no 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 NVTX_RANGE = "bsprof_measured"
@@ -46,15 +48,10 @@ class _TorchScaledMM:
         torch._scaled_mm(self.a, self.b, scale_a=self.sa, scale_b=self.sb, out_dtype=torch.bfloat16)
 
 
-def prepare(family: str, variant: str, mnkl, torch_scaled_mm: bool):
+def prepare(target, torch_scaled_mm: bool):
     if torch_scaled_mm:
-        return _TorchScaledMM(mnkl)
-    from bsprof.kernels.api import FAMILIES, prepare_kernel
-
-    return prepare_kernel(family, variant, mnkl, missing=(
-        f"no bundled {family} kernel is available in this build yet "
-        f"(bsprof.kernels.{FAMILIES.get(family, '').rsplit('.', 1)[-1]} has no prepare()); "
-        "profile an existing report with: bsprof ncu --report FILE.ncu-rep"))
+        return _TorchScaledMM(target.mnkl)
+    return target.prepare()
 
 
 def problem_range(prep, mnkl, family: str, torch_scaled_mm: bool) -> str:
@@ -72,20 +69,22 @@ def problem_range(prep, mnkl, family: str, torch_scaled_mm: bool) -> str:
     return "bsprof " + " ".join(parts)
 
 
-def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = False) -> dict:
+def run(target, warmup: int, torch_scaled_mm: bool = False) -> dict:
+    """Warm up, then launch ``target`` (a :class:`bsprof.kernels.api.Target`) once inside the
+    measured range; what was launched, as the runner's ``--info`` JSON."""
     import torch
 
     from bsprof.gpu import device_info
 
     info = device_info()
-    prep = prepare(family, variant, mnkl, torch_scaled_mm)
+    prep = prepare(target, torch_scaled_mm)
     for _ in range(warmup):
         prep.launch()
     torch.cuda.synchronize()
     # both markers: the NVTX range (ncu --nvtx-include) and the profiler API (ncu --profile-from-start off)
     torch.cuda.nvtx.range_push(NVTX_RANGE)
     # the problem travels inside the report (analyzers.ncu.extract.nvtx_problem reads it back)
-    torch.cuda.nvtx.range_push(problem_range(prep, mnkl, family, torch_scaled_mm))
+    torch.cuda.nvtx.range_push(problem_range(prep, target.mnkl, target.family, torch_scaled_mm))
     torch.cuda.profiler.start()
     prep.launch()
     torch.cuda.synchronize()
@@ -95,9 +94,9 @@ def run(family: str, variant: str, mnkl, warmup: int, torch_scaled_mm: bool = Fa
     return {
         "kernel_name": getattr(prep, "kernel_name", None),
         "flops": float(getattr(prep, "flops", 0.0) or 0.0),
-        "family": "torch-scaled-mm" if torch_scaled_mm else family,
-        "variant": "cublas" if torch_scaled_mm else variant,
-        "mnkl": list(mnkl),
+        "family": "torch-scaled-mm" if torch_scaled_mm else target.family,
+        "variant": "cublas" if torch_scaled_mm else target.spec,
+        "mnkl": list(target.mnkl),
         "warmup": warmup,
         "device": info["name"],
         "capability": list(info["capability"]),
@@ -108,17 +107,24 @@ def main(argv: list[str] | None = None) -> int:
     from bsprof.errors import BsprofError
 
     p = argparse.ArgumentParser(prog="python -m bsprof.profile.launch")
-    p.add_argument("--family", default="fp8-blockwise")
-    p.add_argument("--variant", default="optimized")
-    p.add_argument("--mnkl", required=True)
+    p.add_argument("--target", default=None, help="the kernel, as Target.to_arg() wrote it (what bsprof ncu passes)")
+    p.add_argument("--family", default="fp8-blockwise", help="without --target: the family ...")
+    p.add_argument("--variant", default="optimized", help="... the kernel spec ...")
+    p.add_argument("--mnkl", default=None, help="... and the problem, parsed here")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--info", default=None, help="write what was launched here (JSON)")
     p.add_argument("--torch-scaled-mm", action="store_true")
     args = p.parse_args(argv)
     try:
-        from bsprof.kernels.api import parse_mnkl
+        from bsprof.kernels.api import Target, parse_mnkl
 
-        result = run(args.family, args.variant, parse_mnkl(args.mnkl), args.warmup, args.torch_scaled_mm)
+        if args.target:
+            target = Target.from_arg(args.target)
+        elif args.torch_scaled_mm:   # cuBLAS, no bundled kernel: only the problem matters
+            target = Target(family=args.family, variant=args.variant, mnkl=parse_mnkl(args.mnkl or "4096,4096,4096"))
+        else:
+            target = Target.parse(args.family, args.variant, args.mnkl)
+        result = run(target, args.warmup, args.torch_scaled_mm)
     except BsprofError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -127,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the launcher failed: {type(exc).__name__}: {first}", file=sys.stderr, flush=True)
         return 2
     if args.info:
+        from bsprof.artifacts import dumps
         from bsprof.io import write_text_atomic
-        write_text_atomic(args.info, json.dumps(result, indent=2) + "\n")
+
+        write_text_atomic(args.info, dumps(result) + "\n")
     return 0
 
 

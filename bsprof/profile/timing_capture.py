@@ -6,24 +6,25 @@ round (plain, timing, plain, ...) so clock and thermal drift hit them alike.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import Target
 
-# The three benchmark shapes of the Hopper family (issue #4); overhead is reported on each.
+# The three benchmark shapes of the Hopper family (its performance targets); overhead is reported on each.
 BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
                                                        (8192, 8192, 1024, 1))
 
 
 def prepare(family: str, variant: str, mnkl, **kwargs):
-    """``family.prepare(variant, mnkl, **kwargs)`` with a one-line error when the family has none;
-    ``variant`` may be a switch spec (``optimized:epi_split=0``)."""
-    from bsprof.kernels.api import prepare_kernel
-
-    return prepare_kernel(family, variant, mnkl, missing=(
-        f"the {family} family has no runnable kernel in this build (no prepare()); "
-        "on Hopper use --family fp8-blockwise"), **kwargs)
+    """``family.prepare(variant, mnkl, **kwargs)``; ``variant`` may be a switch spec
+    (``optimized:epi_split=0``)."""
+    return Target.parse(family, variant, mnkl).prepare(**kwargs)
 
 
 def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
@@ -155,12 +156,13 @@ def capture(prep, *, warmup: int = 3, timed: int = 5) -> Capture:
     return Capture(table, raw, plan, getattr(prep, "kernel_name", "?"), statistics.median(walls))
 
 
-def overhead(family: str, variant: str, shapes, *, rounds: int = 30, inner: int = 10, log=None) -> list[dict]:
-    """Plain vs timing build on each shape: median µs of each and the overhead in percent."""
+def overhead(target: Target, shapes, *, rounds: int = 30, inner: int = 10, log=None) -> list[dict]:
+    """Plain vs timing build of ``target`` on each shape: median µs of each and the overhead in percent."""
     out = []
     for mnkl in shapes:
-        plain = prepare(family, variant, mnkl, timing=False)
-        timed = prepare(family, variant, mnkl, timing=True)
+        on_shape = dataclasses.replace(target, mnkl=tuple(mnkl))
+        plain = on_shape.prepare(timing=False)
+        timed = on_shape.prepare(timing=True)
         med, how = median_us_graphs({"plain": plain, "timing": timed}, rounds=rounds, launches=inner)
         row = {"mnkl": list(mnkl), "plain_us": med["plain"], "timing_us": med["timing"],
                "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0), "timed_with": how}
@@ -169,3 +171,39 @@ def overhead(family: str, variant: str, shapes, *, rounds: int = 30, inner: int 
             log(row)
         del plain, timed
     return out
+
+
+def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "shape", rounds: int = 30,
+                max_trace_events: int = 200_000, log: Callable[[str], None] = lambda msg: None) -> tuple[dict, Path]:
+    """`bsprof timing` on the GPU: capture ``target``'s timing build, measure what the timing build
+    costs (``overhead_on``: "shape", "all" benchmark shapes or "none") and write the timing
+    artifacts into a fresh directory under ``out``. Returns (timing.json dict, that directory)."""
+    import time
+
+    from bsprof.analyzers.timing.io import write_timing_run
+    from bsprof.gpu import device_info
+    from bsprof.io import unique_dir
+    from bsprof.kernels.api import family_for_capability
+
+    info = device_info()
+    want = getattr(target.module(), "ARCH", None)
+    have = "sm_%d%d" % info["capability"]
+    if want and not want.startswith(have[:5]):
+        raise BsprofError(f"the {target.family} kernels need {want}; this {info['name']} is {have} "
+                          f"(use --family {family_for_capability(info['capability'])})")
+    log(f"[dim]building {target.family} {target.spec} timing build for {target.shape}...[/]")
+    timed = target.prepare(timing=True)
+    cap = capture(timed)
+    shapes = {"shape": [target.mnkl], "all": list(BENCH_SHAPES), "none": []}[overhead_on]
+    ovh = []
+    if shapes:
+        del timed  # free its inputs before building the overhead pairs
+        log(f"[dim]overhead: plain vs timing build on {len(shapes)} shape(s), {rounds} rounds each...[/]")
+        ovh = overhead(target, shapes, rounds=rounds)
+    run_dir = unique_dir(out, f"timing_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}")
+    meta = {"family": target.family, "variant": target.spec, "mnkl": list(target.mnkl), "device": info["name"],
+            "capability": list(info["capability"]), "sm_count": info["sm_count"],
+            "kernel_name": cap.kernel_name}
+    doc = write_timing_run(run_dir, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
+                           max_trace_events=max_trace_events)
+    return doc, run_dir

@@ -20,11 +20,11 @@ Writes validation.csv and validation.json (kind "validation") plus the calibrati
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
 
+from bsprof import artifacts
 from bsprof.errors import BsprofError
 
 KLOOP_FRACTIONS = (0.15, 0.3)            # of the tile period, where the K-loop binds
@@ -217,7 +217,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import atomic_path, unique_dir, write_text_atomic
+    from bsprof.io import atomic_path, unique_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
@@ -314,7 +314,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     for key, tab in tables.items():
         write_table(tab, tdir, stem=key, csv=False)
     doc = {
-        "bsprof": {"kind": "validation", "version": 2},
+        "bsprof": artifacts.tag("validation"),
         "family": family, "variant": kernel, "mnkl": list(mnkl), "device": info["name"],
         "capability": list(info["capability"]), "k_blocks": k_blocks,
         "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
@@ -326,7 +326,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
-    write_text_atomic(run_dir / "validation.json", json.dumps(_clean(doc), indent=2, default=_jd) + "\n")
+    artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
     doc["title"] = f"{kernel} {shape} on {info['name']}"
@@ -389,18 +389,6 @@ def _clean(o):
     if isinstance(o, float) and not math.isfinite(o):
         return None
     return o
-
-
-def _jd(o):
-    import numpy as np
-
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    return str(o)
 
 
 def rescore(run_dir) -> dict:

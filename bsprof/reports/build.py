@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Callable
 
 from bsprof.errors import BsprofError
-from bsprof.reports.artifacts import KINDS, Run, discover
+from bsprof.artifacts import KINDS, Run
+from bsprof.reports.runs import discover
 from bsprof.reports.page import Row, Section, note, render_page
 
 
 def _sections() -> list[tuple[str, str, Callable[[Run], Section | None]]]:
     # imported here: each section module pulls plotly / pandas only when a report is built
-    from bsprof.reports import sec_ncu, sec_model, sec_sass, sec_summary, sec_timing, sec_validation
+    from bsprof.reports import sec_ceiling, sec_model, sec_ncu, sec_sass, sec_summary, sec_timing, sec_validation
 
     return [
         ("summary", "Summary", sec_summary.render),
@@ -27,6 +28,7 @@ def _sections() -> list[tuple[str, str, Callable[[Run], Section | None]]]:
         ("timeline", "Per-warp timeline", sec_timing.timeline),
         ("model", "Model projection", sec_model.heatmap),
         ("validation", "Model validation: projected vs measured", sec_validation.scatter),
+        ("ceiling", "Epilogue shared-path ceiling", sec_ceiling.curves),
     ]
 
 
@@ -41,6 +43,17 @@ class ReportInfo:
     figures: int = 0
     bytes: int = 0
     seconds: float = 0.0
+
+    def console_lines(self, out: Path) -> list[tuple[str, bool]]:
+        """What the verb prints after writing ``out``: (line, to stderr), runs and sections first,
+        then every warning and skipped input, then what was written."""
+        lines = [(f"{run.label}: {run.root} ({', '.join(run.kinds) or 'no artifacts'})", False) for run in self.runs]
+        lines += [(f"  section {sid}: {', '.join(who)}", False) for sid, who in self.sections.items()]
+        lines += [(f"  warning: {line}", True) for line in self.notes]
+        lines += [(f"  warning: {key}: {line}", True) for key, line in self.failed.items()]
+        lines += [(f"  skipped: {run.label}: {p}", True) for run in self.runs for p in run.problems]
+        lines.append((f"wrote {out} ({self.bytes / 1e6:.1f} MB, {self.figures} figures, {self.seconds:.2f} s)", False))
+        return lines
 
 
 def _safe(fn: Callable[[Run], Section | None], run: Run, sid: str, title: str, info: ReportInfo) -> Section | None:

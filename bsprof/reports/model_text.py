@@ -308,13 +308,14 @@ def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: 
     """--json / --csv to stdout and ``-o DIR`` (model.json, + sweep.csv for a sweep)."""
     import csv
     import io
-    import json
     from pathlib import Path
 
     import click
 
+    from bsprof import artifacts
+
     if as_json:
-        click.echo(json.dumps(result.doc, indent=2, default=_json_default))
+        click.echo(artifacts.dumps(result.doc))
     if as_csv:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(result.rows[0]))
@@ -322,7 +323,7 @@ def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: 
         w.writerows(result.rows)
         click.echo(buf.getvalue(), nl=False)
     if out:
-        from bsprof.io import atomic_path, unique_dir, write_text_atomic
+        from bsprof.io import atomic_path, unique_dir
 
         d = unique_dir(out, "model")
         art = {"bsprof": dict(artifact_key), "source": result.params.source, **result.doc}
@@ -332,18 +333,6 @@ def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: 
             with atomic_path(Path(d) / "sweep.csv") as tmp:
                 pd.DataFrame(result.rows).to_csv(tmp, index=False)
             art["files"] = {"sweep": "sweep.csv"}
-        write_text_atomic(Path(d) / "model.json", json.dumps(art, indent=2, default=_json_default) + "\n")
+        artifacts.save(Path(d) / "model.json", art)
         click.echo(f"wrote {d}/model.json", err=True)
 
-
-def _json_default(o):
-    try:
-        import numpy as np
-
-        if isinstance(o, np.integer):
-            return int(o)
-        if isinstance(o, np.floating):
-            return float(o)
-    except ImportError:
-        pass
-    raise TypeError(type(o).__name__)

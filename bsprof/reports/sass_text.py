@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bsprof import artifacts
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 
 # more functions than this: one summary table across them instead of each one's tables
@@ -34,54 +34,7 @@ def _fmt(v) -> str:
 
 
 def render_json(result: SassResult) -> str:
-    """The JSON contract, indented one space a level down to its rows (an instruction of a gap's
-    stream, a region, a loop): a row is one line. Same document as ``json.dumps(indent=1)``, but
-    the rows go through json's C encoder (any ``indent`` selects the pure-Python one, ~4x slower
-    on a 50,000-instruction listing) and a stream of thousands of instructions stays scrollable."""
-    out: list[str] = []
-    _encode(result.data, "", out)
-    return "".join(out)
-
-
-_ROW = json.JSONEncoder(default=str, separators=(", ", ": "), ensure_ascii=True).encode
-
-
-def _shallow(x: dict | list) -> bool:
-    """At most one level of containers below ``x``: printed on one line."""
-    for v in (x.values() if isinstance(x, dict) else x):
-        if isinstance(v, (dict, list, tuple)):
-            for w in (v.values() if isinstance(v, dict) else v):
-                if isinstance(w, (dict, list, tuple)):
-                    return False
-    return True
-
-
-def _encode(x, indent: str, out: list[str]) -> None:
-    if not isinstance(x, (dict, list, tuple)) or not x or _shallow(x):
-        out.append(_ROW(x))
-        return
-    inner = indent + " "
-    if isinstance(x, dict):
-        out.append("{")
-        sep = "\n"
-        for k, v in x.items():
-            out.append(f"{sep}{inner}{_ROW(k if isinstance(k, str) else _key(k))}: ")
-            _encode(v, inner, out)
-            sep = ",\n"
-        out.append(f"\n{indent}}}")
-    else:
-        out.append("[")
-        sep = "\n"
-        for v in x:
-            out.append(sep + inner)
-            _encode(v, inner, out)
-            sep = ",\n"
-        out.append(f"\n{indent}]")
-
-
-def _key(k) -> str:
-    """A non-string key as json.dumps writes it (keys of other types become strings)."""
-    return next(iter(json.loads(json.dumps({k: 0}))))
+    return artifacts.dumps(result.data, indent=1)
 
 
 def render_csv(result: SassResult) -> str:

@@ -3,8 +3,8 @@
 Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.json``): ``family``, ``variant``,
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
 median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watts``,
-``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and, since
-13:45 on 2026-11-23, ``sm_mhz_rounds`` / ``watts_rounds``; with ``--launch-gaps`` ``kernel_us`` /
+``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and
+(where the bench read them) ``sm_mhz_rounds`` / ``watts_rounds``; with ``--launch-gaps`` ``kernel_us`` /
 ``gap_us``) and ``skipped`` (peers that could not
 run, with why).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from bsprof.analyzers.bench_rows import column_labels, round_spread, spread_cell
 from bsprof.analyzers.bench_rows import clock_cells
-from bsprof.reports.artifacts import Artifact, Run, identity, mnkl_of
+from bsprof.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.reports.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
@@ -97,7 +97,7 @@ def peers_table(run: Run) -> Section | None:
     art, d, mine = got
     rows = [r for r in d.get("rows") or [] if isinstance(r, dict) and num(r.get("ms")) is not None]
     ref = num(mine["ms"]) if mine else None
-    # benches since 2026-11-23 11:43 read the clock the kernel ran at (bsprof.profile.sensors)
+    # a bench that read the clock the kernel ran at (bsprof.profile.sensors) has these columns; older ones do not
     clocks = any(num(r.get("sm_mhz")) for r in rows)
     spreads = any(round_spread(r) is not None for r in rows)
     # `benchmarks/fp8_blockwise.py --launch-gaps`: CUPTI's kernel duration and the idle gap before it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bsprof.reports.artifacts import Run, identity
+from bsprof.artifacts import Run, identity
 from bsprof.reports.fmt import fmt, num, signed_pct
 from bsprof.reports.page import Section, note, table
 

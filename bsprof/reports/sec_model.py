@@ -1,7 +1,7 @@
 """The model section: the projection heatmap (K-loop delta x epilogue delta) with the current point
 and the boundary where the binding side flips, plus the baseline equilibrium it starts from.
 
-Reads the ``model`` artifact of ``bsprof model ... -o DIR`` (issue #6's JSON contract:
+Reads the ``model`` artifact of ``bsprof model ... -o DIR`` (the model's JSON contract:
 ``deterministic`` / ``stochastic`` with ``baseline_tile_cycles``, ``projected_tile_cycles``,
 ``wall_ratio``, ``binding_before``, ``binding_after``) and its sweep grid (rows of K-loop delta,
 Phase-1 delta, wall ratio and binding side, in the JSON or as a table beside it). When the model
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run, TableError
+from bsprof.artifacts import Artifact, Run, TableError
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run
+from bsprof.artifacts import Artifact, Run
 from bsprof.reports.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, esc, note, table
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run
+from bsprof.artifacts import Artifact, Run
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.analyzers.timing.schema import PHASES, ROLES
-from bsprof.reports.artifacts import Artifact, Run, TableError
+from bsprof.artifacts import Artifact, Run, TableError
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.reports.artifacts import Artifact, Run, TableError
+from bsprof.artifacts import Artifact, Run, TableError
 from bsprof.reports.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
-TARGET_MEDIAN_PCT = 2.0   # issue #9: median |error| <= 2 %
+TARGET_MEDIAN_PCT = 2.0   # the model's accuracy target: median |error| <= 2 %
 TARGET_MAX_PCT = 5.0      # ... and max <= 5 %
 KNOB_SYMBOL = {"kloop": "circle", "phase1": "square", "both": "diamond"}
 KNOB_COLOR = {"kloop": "#4f81bd", "phase1": "#c0504d", "both": "#8064a2", "none": "#777"}

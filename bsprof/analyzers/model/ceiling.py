@@ -15,7 +15,6 @@ are extrapolated (linearly from the last two points) and flagged.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,5 +81,6 @@ def shipped_curve() -> CeilingCurve | None:
     path = Path(__file__).resolve().parents[2] / "data" / "model" / SHIPPED
     if not path.is_file():
         return None
-    doc = json.loads(path.read_text())
-    return CeilingCurve.from_json(doc["curves"][SHIPPED_CURVE])
+    from bsprof.artifacts import load
+
+    return CeilingCurve.from_json(load(path, "epi_ceiling")["curves"][SHIPPED_CURVE])

@@ -7,15 +7,15 @@ Keys beyond those (cluster, verdict_detail, derived, columns, rules, notes) exte
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from bsprof.analyzers.ncu.extract import Extraction, opcode_counts
 from bsprof.analyzers.ncu.verdict import classify
+from bsprof.artifacts import save, tag
 
-KIND = {"kind": "ncu", "version": 1}
+KIND = tag("ncu")
 
 
 def _clean(v: Any) -> Any:
@@ -81,7 +81,7 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
 def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> list[Path]:
     """Write ``<stem>.parquet`` (``<stem>.csv`` where no Parquet engine is installed, e.g. a bare GPU
     host) and ``<stem>.json`` atomically into ``out_dir``."""
-    from bsprof.io import atomic_path, write_text_atomic
+    from bsprof.io import atomic_path
 
     out_dir = Path(out_dir)
     try:
@@ -94,7 +94,7 @@ def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> li
         with atomic_path(table) as tmp:
             ex.table.to_csv(tmp, index=False)
     payload["table"] = table.name
-    js = write_text_atomic(out_dir / f"{stem}.json", json.dumps(payload, indent=2, default=str) + "\n")
+    js = save(out_dir / f"{stem}.json", payload)
     return [table, js]
 
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from bsprof import artifacts
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
 from bsprof.errors import BsprofError
 
-ARTIFACT_KEY = {"kind": "sass", "version": 1}
 CSV_FIXED = ["function", "region", "kind", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
              "executed", "executed_per_tile", "mma_executed", "stall_samples"]
 
@@ -59,10 +59,10 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
         notes += [f"{c['a']['name'][:40]} vs {c['b']['name'][:40]}: K-loop {c['kloop']['mismatch']}"
                   for c in cmps if c["kloop"]["mismatch"]]
         # the contract's top-level functions are the optimized side's
-        data = {"bsprof": dict(ARTIFACT_KEY), "mode": "compare", "compare": cmps, "a": sides[0], "b": sides[1],
+        data = {"bsprof": artifacts.tag("sass"), "mode": "compare", "compare": cmps, "a": sides[0], "b": sides[1],
                 "functions": sides[1]["functions"]}
     else:
-        data = {"bsprof": dict(ARTIFACT_KEY), "source": sides[0]["source"], "functions": sides[0]["functions"]}
+        data = {"bsprof": artifacts.tag("sass"), "source": sides[0]["source"], "functions": sides[0]["functions"]}
     if notes:
         data["notes"] = notes
     return SassResult(data=data, by=by, notes=notes)

@@ -40,14 +40,23 @@ def read_table(path: str | os.PathLike):
     return load(path)
 
 
+def summarize_file(path: str | os.PathLike) -> dict:
+    """An earlier capture (a timing table, or the results directory holding one) summarized again,
+    without a GPU: the ``stats`` of a timing artifact, and no overhead."""
+    from bsprof.analyzers.timing.buffer import check_table
+    from bsprof.analyzers.timing.stats import summarize
+
+    table = read_table(path)
+    check_table(table)
+    return {"stats": summarize(table).to_json(), "overhead": []}
+
+
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
                      raw=None, plan=None, max_trace_events: int | None = None) -> dict:
     """Everything `bsprof timing` leaves in a results dir: timing.parquet / .csv, trace.json, the
     raw buffer (buffer.npy, when given) and timing.json (kind "timing"). Returns the JSON dict."""
-    import json
-
     from bsprof.analyzers.timing.stats import summarize
-    from bsprof.io import write_text_atomic
+    from bsprof.artifacts import document, save
     from bsprof.analyzers.timing.trace import DEFAULT_MAX_EVENTS, write_trace
 
     out_dir = Path(out_dir)
@@ -64,8 +73,7 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
             with open(tmp, "wb") as fh:
                 np.save(fh, np.asarray(raw))
         files["buffer"] = "buffer.npy"
-    doc = {
-        "bsprof": {"kind": "timing", "version": 1},
+    doc = document("timing", {
         **meta,
         "files": files,
         "sample_every": int(table.attrs.get("sample_every", 1)),
@@ -73,16 +81,7 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
         "stats": summary.to_json(),
         "overhead": overhead or [],
         "trace": trace_meta,
-    }
-    write_text_atomic(out_dir / "timing.json", json.dumps(doc, indent=2, default=_json_default) + "\n")
+    })
+    save(out_dir / "timing.json", doc)
     return doc
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    raise TypeError(type(o).__name__)

@@ -10,11 +10,11 @@ microseconds: cycles are converted per SM with the clock fitted during the run, 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from bsprof.io import atomic_path
+from bsprof.artifacts import dumps
+from bsprof.io import write_text_atomic
 
 DEFAULT_MAX_EVENTS = 200_000
 # chrome://tracing reserved colour names, cycled by tile so neighbouring tiles differ.
@@ -154,7 +154,5 @@ def _add_flows(events: list[dict], table, ts, te, cta_slot) -> int:
 def write_trace(table, path: str | os.PathLike, **kwargs) -> dict:
     """Write the trace atomically; returns its ``otherData``."""
     trace = build_trace(table, **kwargs)
-    with atomic_path(Path(path)) as tmp:
-        with open(tmp, "w") as fh:
-            json.dump(trace, fh, separators=(",", ":"))
+    write_text_atomic(Path(path), dumps(trace, compact=True))
     return trace["otherData"]

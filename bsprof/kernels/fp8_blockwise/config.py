@@ -8,7 +8,7 @@ import math
 from bsprof.errors import BsprofError
 
 VARIANTS: dict[str, dict] = {
-    # the plain design of issue 4: 128x128 tile, 4-stage ring, direct SIMT epilogue, one compile
+    # the plain design: 128x128 tile, 4-stage ring, direct SIMT epilogue, one compile
     # for every shape (layout-dynamic tensors)
     "baseline": dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=4, epilogue="direct",
                      promote="serial", swizzle=1, static_shapes=False),
@@ -20,10 +20,10 @@ VARIANTS: dict[str, dict] = {
     # cluster 1x2 with A multicast (the pair shares its A tile: a third less L2->SMEM traffic,
     # which under the power cap buys clock as well as cycles), tile order from the problem size
     # (swizzle=0: grouped when A and B overflow L2)
-    # Since #32-#34: a stage is released by one elected lane per warp, the next stage's barrier
+    # A stage is released by one elected lane per warp, the next stage's barrier
     # is tested before the promotion instead of waited on after it, and B scales ride the stage's
     # TMA as the A scales do (no per-tile stash; dropped when K % 512 != 0, the stash then serves).
-    # Per-warpgroup epilogues (#35, epi_split=auto: on up to K = 4096, where the tile end is a
+    # Per-warpgroup epilogues (epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
     # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
@@ -31,7 +31,7 @@ VARIANTS: dict[str, dict] = {
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
                       tiles="auto"),
-    # the ping-pong schedule (issue 4's first candidate; docs/optimizations.md): each consumer
+    # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
     # (bsprof model --validate --kernel pingpong)
@@ -39,11 +39,11 @@ VARIANTS: dict[str, dict] = {
                      promote="serial", swizzle=1, sfb_smem=False, static_shapes=True, schedule="pingpong"),
 }
 
-# optimized with rescaled accumulation (promote="rescale", docs/optimizations.md #40): no
+# optimized with rescaled accumulation (promote="rescale", docs/optimizations.md): no
 # block accumulator; wgmma accumulates every K block into the totals, which are kept divided
 # by the current block's scale product (one FMUL per element and block), so each warpgroup
 # issues both waves of a K block back to back and waits once. +3-7% over optimized at the
-# three issue-4 targets on the H100, at the cost of accumulation precision: the
+# three target problems on the H100, at the cost of accumulation precision: the
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 # The per-problem tile choice is left off: its cost model was checked against the serial promotion
@@ -61,7 +61,7 @@ TILE_MS = (128, 256)     # one or two 128-row waves of the two consumer warpgrou
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a
 # block accumulator beside each wave's totals (tile_n/2 registers each); 128x192 spilled
-# (docs/optimizations.md #13), 256x128 (192 accumulator registers) does not
+# (docs/optimizations.md), 256x128 (192 accumulator registers) does not
 MAX_TILE_N = {("serial", 128): 160, ("serial", 256): 128, ("rescale", 128): 256, ("rescale", 256): 128}
 
 

@@ -1,7 +1,6 @@
 """NVIDIA's CuTe DSL Hopper persistent dense GEMM example as a benchmark peer.
 
-It is FP8 without block scaling: the ceiling the block-scaled kernels are measured against (issue 4
-quotes it). It is not a package, so it is not shipped or installed: the benchmark loads it from a
+It is FP8 without block scaling: the ceiling the block-scaled kernels are measured against. It is not a package, so it is not shipped or installed: the benchmark loads it from a
 CUTLASS checkout the user points at (``--cute-example``), as it imports DeepGEMM only where present.
 It runs on our operands' FP8 values and ignores their scales, so its output matches ours only on
 unit-scale inputs (``inputs="int"``).
@@ -16,8 +15,8 @@ from bsprof.errors import BsprofError, one_line
 
 EXAMPLE_IN_CHECKOUT = "examples/python/CuTeDSL/cute/hopper/kernel/dense_gemm/dense_gemm_persistent.py"
 KERNEL_CLASS = "HopperWgmmaGemmPersistentKernel"
-# its fastest configuration on the H100 at the issue-4 shapes (2026-11-23 17:33: 1,226 TFLOP/s at
-# 4096^3 against 1,175 for its default 128x128 tile without a cluster)
+# its fastest configuration on the H100 at the three target shapes (1,226 TFLOP/s at 4096^3
+# against 1,175 for its default 128x128 tile without a cluster; docs/perf.md)
 TILE_MN = (128, 256)
 CLUSTER_MN = (1, 2)
 

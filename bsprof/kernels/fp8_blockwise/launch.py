@@ -170,7 +170,7 @@ class Prepared(PreparedMixin):
 # H100 and H200 both have 50 MB of L2
 L2_BYTES = 50 * 1024 * 1024
 AUTO_SWIZZLE = 8
-# epi_split="auto": split the epilogue per warpgroup up to this K (docs/optimizations.md #35)
+# epi_split="auto": split the epilogue per warpgroup up to this K (docs/optimizations.md)
 EPI_SPLIT_MAX_K = 4096
 # promote="rescale": largest K (measured on the H100 with make_operands' inputs: relative error
 # 5.0e-3 at K=16384, 8.1e-3 at 32768, 1.4e-2 at 65536; the per-block promotion stays at 1.7e-3)
@@ -188,7 +188,7 @@ def auto_swizzle(mnkl) -> int:
 
 def auto_epi_split(mnkl) -> bool:
     """``epi_split="auto"``: per-warpgroup epilogues pay where a tile's K-loop is short (the tile
-    end is a larger share of the tile) and cost ~2% of K-loop cycles on long ones (13:21 run)."""
+    end is a larger share of the tile) and cost ~2% of K-loop cycles on long ones (measured on the H100: docs/optimizations.md)."""
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 

@@ -112,7 +112,7 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     so a wrong scale index shows up as a large error instead of hiding behind uniform scales.
     ``int``: integers in [-2, 2] with unit scales, what ``cutlass.torch.matrix`` gives the CuTe DSL
     examples. Their few set bits draw less power: on the power-capped H100 every kernel runs
-    5-14% faster on them (docs/perf.md, 17:33), so compare numbers taken on the same inputs."""
+    5-14% faster on them (docs/perf.md has the measurement), so compare numbers taken on the same inputs."""
     import torch
 
     check_shape(mnkl)

@@ -9,7 +9,9 @@ are timed is profiling, so it lives here, one module per family.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from bsprof.kernels.api import Target
 
 MODULES: dict[str, str] = {
     "nvfp4": "bsprof.profile.bench.nvfp4",
@@ -19,20 +21,36 @@ MODULES: dict[str, str] = {
 
 @dataclass
 class BenchRequest:
-    family: str
-    variant: str
-    mnkl: tuple[int, int, int, int]
+    target: Target
     warmup: int = 10
     iters: int = 50
     skip_ref_check: bool = False
     seed: int = 0
-    # family-specific knobs (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, ...); None = family default
-    config: dict = field(default_factory=dict)
     # fp8-blockwise only: the operands (quant.INPUTS) and NVIDIA's CuTe DSL example as a peer
     inputs: str = "randn"
     cute_example: str | None = None
 
+    # what the family benches read, all from the one target
+    @property
+    def family(self) -> str:
+        return self.target.family
 
-def run(request: BenchRequest, console) -> dict:
-    """Check, time and compare one bundled kernel; the bench artifact as a JSON-able dict."""
-    return importlib.import_module(MODULES[request.family]).run(request, console)
+    @property
+    def variant(self) -> str:
+        """The kernel spec (variant and switches): the name of our row."""
+        return self.target.spec
+
+    @property
+    def mnkl(self) -> tuple[int, int, int, int]:
+        return self.target.mnkl
+
+    @property
+    def config(self) -> dict:
+        """The family flags (mma_tiler, cluster, sf_dtype, sf_vec, c_dtype); switches ride in the spec."""
+        return self.target.config
+
+
+def run(request: BenchRequest) -> tuple[dict, list[str]]:
+    """Check, time and compare one bundled kernel: the bench artifact, and one line per kernel of
+    ours that computed a wrong product (the verb shows the table, then refuses)."""
+    return importlib.import_module(MODULES[request.family]).run(request)

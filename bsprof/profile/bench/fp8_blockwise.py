@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError, one_line
+from bsprof.artifacts import document
 from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
@@ -243,116 +244,13 @@ def _rebind(p, first):
     return rebind(p, first.ops)
 
 
-def _by_label(res: dict) -> dict[str, dict]:
-    from bsprof.analyzers.bench_rows import column_labels
-
-    return dict(zip(column_labels(res["rows"]), res["rows"]))
-
-
-def print_table(console, results: list[dict], title: str) -> None:
-    from rich.table import Table
-
-    from bsprof.analyzers.bench_rows import column_labels, round_spread
-
-    names: list[str] = []
-    for res in results:
-        for nm in column_labels(res["rows"]):
-            if nm not in names:
-                names.append(nm)
-    t = Table(title=title)
-    t.add_column("M,N,K,L")
-    for nm in names:
-        t.add_column(f"{nm}\nTFLOP/s", justify="right")
-    t.add_column("optimized /\ncuBLAS bw", justify="right")
-    for res in results:
-        by = _by_label(res)
-        cells = [",".join(str(x) for x in res["mnkl"])]
-        for nm in names:
-            r = by.get(nm)
-            cells.append("—" if r is None else f"{r['tflops']:,.0f}")
-        opt = by.get("optimized")
-        cells.append(f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—")
-        t.add_row(*cells)
-    console.print(t)
-    if any(r.get("sm_mhz") for res in results for r in res["rows"]):
-        print_clocks(console, results, names)
-    if any(round_spread(r) is not None for res in results for r in res["rows"]):
-        print_spread(console, results, names)
-    if any(r.get("gap_us") is not None for res in results for r in res["rows"]):
-        print_launch_gaps(console, results, names)
-    hows = {}
-    for res in results:
-        hows.update({nm: r["launch"] for nm, r in _by_label(res).items() if r.get("launch")})
-    if hows:
-        console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
-    for res in results:
-        for r in res["rows"]:
-            if r.get("tile"):
-                why = f" (chosen: {r['choice']})" if r.get("choice") else ""
-                console.print(f"  {tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}")
-        errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
-                         f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
-        if errs:
-            console.print(f"  {tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}")
-        for nm, why in res["skipped"].items():
-            console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
-
-
-def _per_kernel_table(console, results: list[dict], names: list[str], title: str, cell) -> None:
-    """One row per problem, one column per timed kernel, ``cell(row) -> str``."""
-    from rich.table import Table
-
-    t = Table(title=title)
-    t.add_column("M,N,K,L")
-    for nm in names:
-        t.add_column(nm, justify="right")
-    for res in results:
-        by = _by_label(res)
-        t.add_row(",".join(str(x) for x in res["mnkl"]), *[cell(by.get(nm) or {}) for nm in names])
-    console.print(t)
-
-
-def print_clocks(console, results: list[dict], names: list[str]) -> None:
-    """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
-    under the power limit a kernel can lose on either."""
-    from bsprof.analyzers.bench_rows import clock_cells
-
-    _per_kernel_table(console, results, names,
-                      "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
-                      lambda r: " / ".join(clock_cells(r, capped_mark="*")))
-
-
-def print_spread(console, results: list[dict], names: list[str]) -> None:
-    """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
-    kernels smaller than this is not one a single run decides."""
-    from bsprof.analyzers.bench_rows import spread_cell
-
-    _per_kernel_table(console, results, names,
-                      "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
-                      "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
-
-
-def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
-    """Per kernel: its GPU duration and the idle gap before it, from CUPTI (``--launch-gaps``):
-    an event-timed launch is both, and only the first is the kernel's."""
-    def cell(r: dict) -> str:
-        if r.get("kernel_us") is None:
-            return "—"
-        gap = r.get("gap_us")
-        return f"{r['kernel_us']:,.1f} / " + ("—" if gap is None else f"{gap:.1f}")
-
-    _per_kernel_table(console, results, names,
-                      "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)
-
-
-def run(request, console) -> dict:
-    """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers."""
-    from bsprof.kernels.api import parse_kernel_spec
-    from bsprof.kernels.fp8_blockwise.quant import check_shape
+def run(request) -> tuple[dict, list[str]]:
+    """`bsprof bench --family fp8-blockwise`: the chosen variant (and the other one) beside the peers.
+    Returns the bench artifact and the kernels that computed a wrong product (one line each)."""
     from bsprof.gpu import device_info
+    from bsprof.kernels.fp8_blockwise.quant import check_shape
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
-    parse_kernel_spec(request.variant, "fp8-blockwise", request.config)   # so is an unknown switch
     cute_example = None
     if request.cute_example:
         from bsprof.kernels.fp8_blockwise.cute_example_peer import example_file
@@ -364,10 +262,6 @@ def run(request, console) -> dict:
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
                   check=not request.skip_ref_check, seed=request.seed, config=request.config,
                   inputs=request.inputs, cute_example=cute_example)
-    print_table(console, [res], f"fp8-blockwise on {info.get('name', 'GPU')} (median of {request.iters}, "
-                                f"{request.inputs} inputs)")
-    for r in res["rows"]:
-        if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2:
-            raise BsprofError(f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug")
-    return {"bsprof": {"kind": "bench", "version": 1}, "family": "fp8-blockwise", "variant": request.variant,
-            "device": info, **res}
+    failed = [f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug"
+              for r in res["rows"] if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2]
+    return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res}), failed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from bsprof.errors import BsprofError, one_line
+from bsprof.artifacts import document
 from bsprof.profile.timer import launch_times_ms
 
 # dense FP4 tensor-core peak, TFLOP/s, by device-name substring (NVIDIA data sheets)
@@ -54,7 +55,8 @@ def _cublas(ops: dict, kw: dict, mnkl):
     return (fn, out), None
 
 
-def run(request, console) -> dict:
+def run(request) -> tuple[dict, list[str]]:
+    """`bsprof bench --family nvfp4`: the bench artifact (a wrong product is refused before timing)."""
     from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
     from bsprof.gpu import require_capability
 
@@ -72,28 +74,21 @@ def run(request, console) -> dict:
     times = launch_times_ms(p.launch, request.warmup, request.iters)
     med, best = statistics.median(times), min(times)
     peak, peak_src = peak_tflops(info)
-    row = dict(name=request.variant, ms_median=med, ms_min=best, tflops=p.flops / med / 1e9,
+    # ``ms`` and ``ours`` are every bench row's fields (the report reads them); ``ms_median`` stays for
+    # readers of the older NVFP4 rows
+    row = dict(name=request.variant, ours=True, ms=med, ms_median=med, ms_min=best, tflops=p.flops / med / 1e9,
                pct_peak=100.0 * p.flops / med / 1e9 / peak, rel_err=err, config=p.kw)
     peer, why = _cublas(p.operands, p.kw, request.mnkl)
     cub = None
     if peer is not None:
         fn, out = peer
         ct = launch_times_ms(fn, request.warmup, request.iters)
-        cub = dict(name="cublas", ms_median=statistics.median(ct), ms_min=min(ct),
+        cub = dict(name="cublas", ours=False, ms=statistics.median(ct), ms_median=statistics.median(ct), ms_min=min(ct),
                    tflops=p.flops / statistics.median(ct) / 1e9)
         if not request.skip_ref_check:
             ref = p.operands["d"][0].float()
             cub["rel_err_vs_ours"] = float((out.float() - ref).norm() / ref.norm().clamp(min=1e-30))
         row["vs_cublas"] = cub["ms_median"] / med
-    console.print(f"nvfp4 {request.variant} on {info['name']} {request.mnkl}: median {med:.4f} ms, "
-                  f"min {best:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of {peak:,.0f}, "
-                  f"{peak_src})" + (f", rel. err {err:.2e}" if err is not None else ""))
-    if cub:
-        console.print(f"cuBLAS (torch._scaled_mm): median {cub['ms_median']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
-                      f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x")
-    else:
-        console.print(f"cuBLAS peer skipped: {why}")
-    return {"bsprof": {"kind": "bench", "version": 1}, "family": "nvfp4", "variant": request.variant,
-            "device": info, "mnkl": list(request.mnkl), "warmup": request.warmup, "iters": request.iters,
+    return document("bench", {"family": "nvfp4", "variant": request.variant, "device": info, "mnkl": list(request.mnkl), "warmup": request.warmup, "iters": request.iters,
             "rows": [row] + ([cub] if cub else []), "skipped": {} if cub else {"cublas": why},
-            "peak_tflops": peak, "peak_source": peak_src}
+            "peak_tflops": peak, "peak_source": peak_src}), []

@@ -1,0 +1,290 @@
+"""Every file bsprof writes for a later reader, and the way back in.
+
+An artifact is a JSON object whose ``"bsprof"`` key says what it is: ``{"kind": ..., "version": ...}``.
+This module is the one owner of that format:
+
+* :data:`VERSIONS` — every kind any verb writes, and the newest version this bsprof writes and reads;
+* :func:`document` — an artifact's dict (the tag in front of the body);
+* :func:`dumps` — the one JSON encoder: numpy scalars and arrays, paths, tuples and dataclasses
+  become JSON, and NaN / infinity become ``null``, so no artifact is ever invalid JSON (Python's
+  ``json`` writes ``NaN``, which browsers, ``jq`` and strict parsers refuse);
+* :func:`save` / :func:`load` — one artifact to or from a file, atomically and with one-line errors;
+* :class:`Run` / :class:`Artifact` — what one directory the user named holds (filled by
+  :func:`bsprof.reports.runs.discover`, which may analyze raw ``.ncu-rep`` files and so sits above
+  the analyzers), and :func:`identity`, which kernel and problem a run is about.
+
+It sits on the ground floor beside :mod:`bsprof.io`: analyzers, profile, reports and verbs all use it,
+and it imports none of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bsprof.errors import BsprofError
+
+# kind -> the version this bsprof writes; it reads every version from 1 up to that one
+VERSIONS: dict[str, int] = {
+    "bench": 1,        # bsprof bench, benchmarks/fp8_blockwise.py: rows of kernels and peers timed together
+    "ncu": 1,          # bsprof ncu: per-launch metrics, verdict and rules
+    "sass": 1,         # bsprof sass: instruction mix, K-loop, MMA detail
+    "timing": 1,       # bsprof timing: per-warp phase statistics beside timing.parquet / trace.json
+    "model": 1,        # bsprof model: calibration and projection
+    "validation": 2,   # bsprof model --validate: projected against measured (2: repeats with confidence
+                       # intervals and a null point; 1 is still read)
+    "epi_ceiling": 1,  # bsprof model --measure-ceiling: per-warp epilogue time against warps per SM
+}
+KINDS: tuple[str, ...] = tuple(VERSIONS)
+# the name each verb gives its artifact inside its results directory
+FILENAMES: dict[str, str] = {kind: f"{kind}.json" for kind in KINDS}
+# A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+MAX_FILES = 5000
+
+
+def tag(kind: str) -> dict[str, Any]:
+    """The ``"bsprof"`` value of a new artifact of ``kind``."""
+    if kind not in VERSIONS:
+        raise ValueError(f"unknown artifact kind {kind!r}; add it to bsprof.artifacts.VERSIONS")
+    return {"kind": kind, "version": VERSIONS[kind]}
+
+
+def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The artifact: its tag first, then ``body`` (whose own ``"bsprof"`` key, if any, is replaced)."""
+    return {"bsprof": tag(kind), **{k: v for k, v in body.items() if k != "bsprof"}}
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values: NaN and infinities become None, numpy values Python ones,
+    tuples and sets lists, paths strings, dataclasses dicts; anything else unknown its ``str``."""
+    if obj is None or isinstance(obj, (bool, str, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    for method in ("to_json", "tolist", "item"):   # our own result objects, numpy arrays and scalars
+        fn = getattr(obj, method, None)
+        if callable(fn):
+            try:
+                return jsonable(fn())
+            except (TypeError, ValueError):
+                pass
+    return str(obj)
+
+
+def dumps(obj: Any, *, indent: int | None = 2, compact: bool = False) -> str:
+    """The one JSON encoder for everything bsprof writes or prints: always valid, strict JSON."""
+    seps = (",", ":") if compact else None
+    return json.dumps(jsonable(obj), indent=None if compact else indent, separators=seps, allow_nan=False)
+
+
+def save(path: str | os.PathLike, doc: dict[str, Any], *, indent: int | None = 2) -> Path:
+    """Write the artifact ``doc`` (made by :func:`document`) to ``path`` atomically."""
+    from bsprof.io import write_text_atomic
+
+    meta = doc.get("bsprof") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("kind"), str) or meta["kind"] not in VERSIONS:
+        raise ValueError("save() takes an artifact made by bsprof.artifacts.document(kind, body)")
+    return Path(write_text_atomic(path, dumps(doc, indent=indent) + "\n"))
+
+
+def check_tag(data: Any) -> tuple[str | None, str | None]:
+    """(kind, None) for a bsprof artifact this bsprof reads; (kind or None, why not) otherwise."""
+    if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
+        return None, "not a bsprof artifact (no \"bsprof\": {\"kind\", \"version\"} key)"
+    kind, version = data["bsprof"].get("kind"), data["bsprof"].get("version")
+    if not isinstance(kind, str) or kind not in VERSIONS:
+        return None, f"unknown artifact kind {kind!r}; this bsprof knows {', '.join(KINDS)}"
+    if not isinstance(version, int) or not 1 <= version <= VERSIONS[kind]:
+        return kind, (f"{kind} artifact version {version!r}, this bsprof reads versions 1 to {VERSIONS[kind]}; "
+                      "update bsprof")
+    return kind, None
+
+
+def load(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]:
+    """The artifact at ``path`` (of ``kind``, when given), upgraded to today's field names.
+    Every problem is one BsprofError line naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise BsprofError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError:
+        raise BsprofError(f"{path}: not valid JSON (truncated? re-run the verb that wrote it)") from None
+    got, why = check_tag(data)
+    if why:
+        raise BsprofError(f"{path}: {why}")
+    if kind is not None and got != kind:
+        raise BsprofError(f"{path}: a {got} artifact where a {kind} artifact was expected")
+    return upgrade(data)
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """An older artifact in today's field names, so readers know one schema per kind.
+
+    bench: every row has ``ms`` (the median) and ``ours``; the NVFP4 bench once wrote ``ms_median``
+    and no ``ours``, and its rows were then invisible to the report.
+    """
+    if data.get("bsprof", {}).get("kind") == "bench":
+        family = data.get("family")
+        results = data.get("results")
+        for problem in [data, *[r for r in results if isinstance(r, dict)]] if isinstance(results, list) else [data]:
+            rows = problem.get("rows")
+            for row in rows if isinstance(rows, list) else []:
+                if not isinstance(row, dict):
+                    continue
+                if "ms" not in row and "ms_median" in row:
+                    row["ms"] = row["ms_median"]
+                if "ours" not in row and family == "nvfp4":
+                    row["ours"] = row.get("name") != "cublas"
+    return data
+
+
+@dataclass
+class Artifact:
+    kind: str
+    path: Path
+    data: dict[str, Any]
+    _tables: dict[Path, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+    def table(self, *names: str) -> Path | None:
+        """A table written beside this JSON: each name tried as given, then with .parquet / .csv."""
+        for name in names:
+            if not name:
+                continue
+            cand = Path(name)
+            if not cand.is_absolute():
+                cand = self.dir / cand
+            candidates = [cand] if cand.suffix in (".parquet", ".csv") else [
+                cand.with_name(cand.name + ".parquet"), cand.with_name(cand.name + ".csv")]
+            for c in candidates:
+                if c.is_file() and c.stat().st_size > 0:
+                    return c
+        return None
+
+    def read_table(self, *names: str):
+        """The first of ``names`` that exists beside the JSON as a DataFrame, or None."""
+        path = self.table(*names)
+        if path is None:
+            return None
+        if path in self._tables:  # several sections read the same table
+            return self._tables[path]
+        import pandas as pd
+
+        try:
+            df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+            self._tables[path] = df
+            return df
+        except Exception as exc:  # a half-written table is a note on the page, not a crash
+            raise TableError(f"{path.name} could not be read ({type(exc).__name__}: {exc})") from exc
+
+
+class TableError(Exception):
+    pass
+
+
+@dataclass
+class Run:
+    """What one DIR argument holds."""
+
+    label: str
+    root: Path
+    artifacts: list[Artifact] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[Artifact]:
+        return [a for a in self.artifacts if a.kind == kind]
+
+    def first(self, kind: str) -> Artifact | None:
+        found = self.of(kind)
+        return found[0] if found else None
+
+    @property
+    def kinds(self) -> list[str]:
+        return [k for k in KINDS if self.of(k)]
+
+
+def _norm_arch(val: Any) -> str | None:
+    """'sm_100a' / 'sm_100' / (10, 0) / '10.0' -> 'sm_100'; None when unknown."""
+    import re
+
+    if isinstance(val, (list, tuple)) and val and isinstance(val[0], int):
+        return f"sm_{val[0]}{val[1] if len(val) > 1 else 0}"
+    if isinstance(val, str):
+        m = re.search(r"sm_?(\d+)", val) or re.fullmatch(r"(\d+)\.(\d+)", val.strip())
+        if m:
+            digits = m.group(1) + (m.group(2) if m.lastindex and m.lastindex > 1 else "")
+            return f"sm_{digits}"
+    return None
+
+
+def mnkl_of(value: Any) -> tuple[int, int, int, int] | None:
+    """(M, N, K, L) from an artifact's ``mnkl`` list, or None when it is not one."""
+    if not isinstance(value, (list, tuple)) or len(value) not in (3, 4):
+        return None
+    try:
+        out = tuple(int(x) for x in (list(value) + [1])[:4])
+    except (TypeError, ValueError):
+        return None
+    return out if min(out) > 0 else None  # type: ignore[return-value]
+
+
+def identity(run: Run) -> dict[str, Any]:
+    """Which kernel, family, architecture and problem a run is about, as far as its artifacts say."""
+    ident: dict[str, Any] = {}
+
+    def put(key: str, val: Any) -> None:
+        if key not in ident and val not in (None, "", [], {}):
+            ident[key] = val
+
+    for art in run.artifacts:
+        try:
+            _identity_of(art.data, put)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            continue  # a malformed artifact says nothing about identity; its sections will say what is wrong
+    return ident
+
+
+def _identity_of(d: dict, put) -> None:
+    # an ncu summary of a bundled kernel keeps the launcher's facts under "launch"
+    if isinstance(d.get("launch"), dict):
+        d = {**d["launch"], **{k: v for k, v in d.items() if k != "launch"}}
+    meta = d.get("bsprof", {})
+    for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)),
+                         ("device", ("device_name",))):
+        for name in (key, *aliases):
+            val = meta.get(name, d.get(name))
+            if isinstance(val, dict):  # e.g. "device": {"name": ..., "capability": ...}
+                put("arch", _norm_arch(val.get("capability")))
+                val = val.get("name")
+            if isinstance(val, str):
+                put(key, val)
+    put("arch", _norm_arch(meta.get("arch", d.get("arch"))))
+    put("arch", _norm_arch(d.get("capability")))
+    put("mnkl", mnkl_of(meta.get("mnkl", d.get("mnkl"))))
+    launches = d.get("launches")
+    if isinstance(launches, list) and launches and isinstance(launches[0], dict):
+        cols = launches[0].get("columns") or {}
+        put("kernel", launches[0].get("kernel"))
+        put("device", cols.get("device"))
+        put("arch", _norm_arch(cols.get("arch") or cols.get("compute_capability")))
+    fns = d.get("functions")
+    if isinstance(fns, list) and fns and isinstance(fns[0], dict):
+        put("arch", _norm_arch(fns[0].get("arch")))

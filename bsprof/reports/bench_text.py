@@ -1,0 +1,133 @@
+"""The bench artifact on the terminal: one renderer for both families' benches (the verb's and
+benchmarks/fp8_blockwise.py's); the HTML page's view of the same artifact is :mod:`.sec_bench`."""
+
+from __future__ import annotations
+
+
+def render(console, doc: dict) -> None:
+    """Print a bench artifact (``bsprof bench``): one problem, or a list of them under ``results``."""
+    if doc.get("family") == "nvfp4":
+        _render_nvfp4(console, doc)
+        return
+    device = doc.get("device") or {}
+    name = device.get("name", "GPU") if isinstance(device, dict) else str(device)
+    results = doc["results"] if isinstance(doc.get("results"), list) else [doc]
+    first = results[0] if results else {}
+    iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
+    print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}, {inputs} inputs)")
+
+
+def _render_nvfp4(console, doc: dict) -> None:
+    rows = doc.get("rows") or []
+    row, cub = rows[0], next((r for r in rows[1:] if r.get("name") == "cublas"), None)
+    err = row.get("rel_err")
+    console.print(f"nvfp4 {row['name']} on {doc['device']['name']} {tuple(doc['mnkl'])}: median {row['ms']:.4f} ms, "
+                  f"min {row['ms_min']:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of "
+                  f"{doc['peak_tflops']:,.0f}, {doc['peak_source']})" + (f", rel. err {err:.2e}" if err is not None else ""))
+    if cub:
+        console.print(f"cuBLAS (torch._scaled_mm): median {cub['ms']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
+                      f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x")
+    else:
+        console.print(f"cuBLAS peer skipped: {(doc.get('skipped') or {}).get('cublas')}")
+
+
+def _by_label(res: dict) -> dict[str, dict]:
+    from bsprof.analyzers.bench_rows import column_labels
+
+    return dict(zip(column_labels(res["rows"]), res["rows"]))
+
+
+def print_table(console, results: list[dict], title: str) -> None:
+    from rich.table import Table
+
+    from bsprof.analyzers.bench_rows import column_labels, round_spread
+
+    names: list[str] = []
+    for res in results:
+        for nm in column_labels(res["rows"]):
+            if nm not in names:
+                names.append(nm)
+    t = Table(title=title)
+    t.add_column("M,N,K,L")
+    for nm in names:
+        t.add_column(f"{nm}\nTFLOP/s", justify="right")
+    t.add_column("optimized /\ncuBLAS bw", justify="right")
+    for res in results:
+        by = _by_label(res)
+        cells = [",".join(str(x) for x in res["mnkl"])]
+        for nm in names:
+            r = by.get(nm)
+            cells.append("—" if r is None else f"{r['tflops']:,.0f}")
+        opt = by.get("optimized")
+        cells.append(f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—")
+        t.add_row(*cells)
+    console.print(t)
+    if any(r.get("sm_mhz") for res in results for r in res["rows"]):
+        print_clocks(console, results, names)
+    if any(round_spread(r) is not None for res in results for r in res["rows"]):
+        print_spread(console, results, names)
+    if any(r.get("gap_us") is not None for res in results for r in res["rows"]):
+        print_launch_gaps(console, results, names)
+    hows = {}
+    for res in results:
+        hows.update({nm: r["launch"] for nm, r in _by_label(res).items() if r.get("launch")})
+    if hows:
+        console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
+    for res in results:
+        for r in res["rows"]:
+            if r.get("tile"):
+                why = f" (chosen: {r['choice']})" if r.get("choice") else ""
+                console.print(f"  {tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}")
+        errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
+                         f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
+        if errs:
+            console.print(f"  {tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}")
+        for nm, why in res["skipped"].items():
+            console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
+
+
+def _per_kernel_table(console, results: list[dict], names: list[str], title: str, cell) -> None:
+    """One row per problem, one column per timed kernel, ``cell(row) -> str``."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("M,N,K,L")
+    for nm in names:
+        t.add_column(nm, justify="right")
+    for res in results:
+        by = _by_label(res)
+        t.add_row(",".join(str(x) for x in res["mnkl"]), *[cell(by.get(nm) or {}) for nm in names])
+    console.print(t)
+
+
+def print_clocks(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: SM clock and power while timed, and FLOP per SM cycle (TFLOP/s without the clock):
+    under the power limit a kernel can lose on either."""
+    from bsprof.analyzers.bench_rows import clock_cells
+
+    _per_kernel_table(console, results, names,
+                      "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
+                      lambda r: " / ".join(clock_cells(r, capped_mark="*")))
+
+
+def print_spread(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: how far its rounds moved (slowest / fastest - 1). A difference between two
+    kernels smaller than this is not one a single run decides."""
+    from bsprof.analyzers.bench_rows import spread_cell
+
+    _per_kernel_table(console, results, names,
+                      "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
+                      "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
+
+
+def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
+    """Per kernel: its GPU duration and the idle gap before it, from CUPTI (``--launch-gaps``):
+    an event-timed launch is both, and only the first is the kernel's."""
+    def cell(r: dict) -> str:
+        if r.get("kernel_us") is None:
+            return "—"
+        gap = r.get("gap_us")
+        return f"{r['kernel_us']:,.1f} / " + ("—" if gap is None else f"{gap:.1f}")
+
+    _per_kernel_table(console, results, names,
+                      "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)

@@ -1,0 +1,104 @@
+"""What the directories given to ``bsprof report`` hold: every bsprof artifact under them, read
+through :mod:`bsprof.artifacts`, and any ``.ncu-rep`` that comes without its summary, analyzed here.
+
+Everything wrong with an input (a truncated JSON, a file a verb is still writing, a kind or version
+this bsprof does not know, a report ncu_report cannot read) becomes a line in ``Run.problems``
+rather than an exception, so the page can say what it skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bsprof.artifacts import MAX_FILES, MAX_JSON_BYTES, Artifact, Run, check_tag, upgrade
+
+
+def _json_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+        for name in sorted(filenames):
+            if name.endswith(".json") or name.endswith(".json.tmp") or (name.startswith(".") and name.endswith(".tmp")):
+                found.append(Path(dirpath) / name)
+                if len(found) >= MAX_FILES:
+                    return found
+    return found
+
+
+def _short(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root)) or path.name
+    except ValueError:
+        return str(path)
+
+
+# a report as ncu writes it, or xz-compressed as shipped (the analyzers read both)
+NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
+
+
+def _ncu_reports(root: Path) -> list[Path]:
+    """.ncu-rep files to analyze directly: ``root`` itself, or those under it with no bsprof summary
+    beside them (a bsprof result directory already holds its analysis)."""
+    if root.is_file():
+        return [root] if root.name.endswith(NCU_SUFFIXES) else []
+    if not root.is_dir():
+        return []
+    reps = sorted(p for suffix in NCU_SUFFIXES for p in root.rglob("*" + suffix))
+    return [p for p in reps if not (p.parent / "summary.json").is_file()][:MAX_FILES]
+
+
+def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
+    from bsprof.analyzers.ncu.summary import analyze_report
+    from bsprof.errors import BsprofError
+
+    try:
+        _, payload = analyze_report(path)
+    except BsprofError as exc:
+        run.problems.append(f"{_short(path, base)}: {exc}")
+        return
+    run.artifacts.append(Artifact(kind="ncu", path=path, data=payload))
+
+
+def discover(root: str | os.PathLike, label: str | None = None) -> Run:
+    """Read every bsprof JSON under ``root`` (recursively), and analyze .ncu-rep files that come without
+    one. Never raises for bad content."""
+    root = Path(root)
+    label = label or (root.name.removesuffix(".xz").removesuffix(".ncu-rep") if root.is_file() else root.name) or str(root)
+    run = Run(label=label, root=root)
+    for rep in _ncu_reports(root):
+        _analyze_ncu(rep, run, root if root.is_dir() else root.parent)
+    if root.is_file() and root.name.endswith(NCU_SUFFIXES):
+        return run
+    base = root if root.is_dir() else root.parent
+    for path in _json_files(root):
+        rel = _short(path, base)
+        if path.name.endswith(".tmp"):
+            run.problems.append(f"{rel}: a temporary file a bsprof verb is still writing (or was killed while "
+                                "writing); re-run the verb or wait for it to finish")
+            continue
+        try:
+            size = path.stat().st_size
+            if size > MAX_JSON_BYTES:
+                continue
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            run.problems.append(f"{rel}: unreadable ({exc.strerror or exc})")
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError:
+            if '"bsprof"' in text[:4096] or not text.strip():
+                run.problems.append(f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
+            continue
+        kind, why = check_tag(data)
+        if why:
+            run.problems.append(f"{rel}: {why}")
+            continue
+        run.artifacts.append(Artifact(kind=kind, path=path, data=upgrade(data)))
+    return run
