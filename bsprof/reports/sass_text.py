@@ -86,16 +86,60 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
         t.add_column(col, justify="right" if col != "K-loop" else "left")
     if show_features:
         t.add_column("features present", overflow="fold")
-    for fn in fns:
+    names = distinct_names([fn["name"] for fn in fns])
+    for fn, name in zip(fns, names):
         prim = next((r for r in fn["regions"] if r.get("primary")), None)
-        name = fn["name"] if len(fn["name"]) <= 40 else fn["name"][:14] + "…" + fn["name"][-25:]  # names differ at the end
+        summary = fn.get("kloop_summary") or {}
+        if prim is not None:
+            kloop = prim["region"]
+        elif summary.get("kind") == "unrolled":
+            kloop = f"none: K unrolled in tile loop {summary.get('tile_loop')}"
+        else:
+            kloop = "—"
         cells = [escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])),
-                 escape(prim["region"]) if prim else "—", _fmt(prim["overhead_per_mma"]) if prim else "—"]
+                 escape(kloop), _fmt(prim["overhead_per_mma"]) if prim else "—"]
         if show_features:
             feats = fn.get("features") or {}
             cells.append(", ".join(("[red]spills[/red]" if k == "register_spills" else k) for k, v in feats.items() if v))
         t.add_row(*cells)
     console.print(t)
+
+
+def distinct_names(names: list[str], width: int = 40, head: int = 12) -> list[str]:
+    """Each name cut to ``width`` characters so that the cuts still differ: kernels of one template
+    (DeepGEMM's instantiations, one CuTe kernel at several tiles) share long mangled prefixes and
+    suffixes and differ in the middle, so a long name shows its first ``head`` characters and then
+    the stretch where it first differs from the names most like it."""
+    shared_head, shared_tail = _shared(names), _shared([n[::-1] for n in names])
+    out = []
+    for n, pre, suf in zip(names, shared_head, shared_tail):
+        if len(n) <= width:
+            out.append(n)
+            continue
+        differs = min(pre, len(n))
+        if max(differs, len(n) - suf) < width:   # it differs within the first width - 1 characters
+            out.append(n[: width - 1] + "…")
+            continue
+        window = width - head - 2
+        start = max(head, differs - 3)   # a few characters of context before the difference
+        if start + window >= len(n):
+            out.append(n[:head] + "…" + n[len(n) - (width - head - 1):])
+        else:
+            out.append(n[:head] + "…" + n[start:start + window] + "…")
+    return out
+
+
+def _shared(names: list[str]) -> list[int]:
+    """For each name, the longest prefix it shares with any other name (the neighbours in sorted
+    order are the names it shares most with)."""
+    import os.path
+
+    best = [0] * len(names)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    for x, y in zip(order, order[1:]):
+        n = len(os.path.commonprefix([names[x], names[y]]))
+        best[x], best[y] = max(best[x], n), max(best[y], n)
+    return best
 
 
 def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
