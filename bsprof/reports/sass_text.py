@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import io
 
-from rich.console import Console
+from rich.console import COLOR_SYSTEMS, Console
 from rich.markup import escape
+from rich.style import Style
 from rich.table import Table
 
 from bsprof import artifacts
@@ -149,10 +150,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
     if "executed" in fn:
         head += f" · {fn['executed']:,} warp-instructions executed"
-    console.print(head)
     if fn.get("kloop_summary"):
         style = "bold" if fn["kloop_summary"]["kind"] == "kloop" else "bold yellow"
-        console.print(f"[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]")
+        head += f"\n[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]"
+    console.print(head)
     key = "role_regions" if by == "roles" and "role_regions" in fn else "regions"
     rows = fn[key]
     if key == "regions":  # keep the table readable: function, the K-loop, other MMA loops, big loops
@@ -250,29 +251,37 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
         why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
         console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
+    # One rich print per K-loop and the gaps written straight to the file: rich's cost per
+    # print (~1 ms: measure, wrap, highlight) or per line of text, times a line per gap and the
+    # streams' thousands of rows, made this view take a second on a listing of many functions.
+    italic = Style(italic=True)
+    colors = COLOR_SYSTEMS.get(console.color_system or "")
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        console.print(f"[bold]{what} {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
-                      f"{d['mean_between']} instructions between MMA issues on average")
-        per = ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())
-        console.print(f"  per MMA: {per}")
-        console.print("  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items()))
+        out = [f"[bold]{what} {escape(str(d['loop']))}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
+               f"{d['mean_between']} instructions between MMA issues on average",
+               escape("  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())),
+               escape("  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items()))]
         if d.get("stalls_between"):
-            console.print("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
+            out.append(escape("  stall samples between MMAs: "
+                              + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6])))
         if d.get("stalls_on_mma"):
-            console.print("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
+            out.append(escape("  stall samples on the MMAs: "
+                              + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6])))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
         if back_to_back:
-            console.print(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
+            out.append(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
+        console.print("\n".join(out))
+        gaps = []
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
             title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
-            console.print(f"[italic]{escape(title)}[/italic]")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            console.file.write(_stream_text(gap["stream"]) + "\n")
+            gaps.append(f"{italic.render(title, color_system=colors)}\n{_stream_text(gap['stream'])}\n")
+        console.file.write("".join(gaps))
 
 
 def _stream_text(stream: list[dict]) -> str:
