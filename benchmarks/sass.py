@@ -3,7 +3,7 @@
 1. parse + classify + CFG + loops of a 50,000-instruction listing < 2 s. The listing is the real
    Blackwell fixture's function repeated (labels renamed per copy, so every copy keeps its loops)
    until it holds >= 50,000 instructions, as one function.
-1b. `bsprof sass --features --mma-detail --tiles N` (and with --json, and --by roles) on a
+1b. `bsprof sass --features --mma-detail --tiles N` (tables, --json, --csv, --json --by roles) on a
    50,000-instruction listing of 23 functions (the fixture's function, renamed, twice per function),
    the whole verb in-process with its output captured, < 2 s on one core; and the same at 1/4 and
    1/2 the size, so anything quadratic in instructions shows as a ratio above 2 per doubling.
@@ -80,11 +80,14 @@ def _verb_seconds(path: Path, extra: list[str], repeat: int) -> tuple[float, flo
     for _ in range(repeat):
         buf = io.StringIO()
         t = time.perf_counter()
-        with contextlib.redirect_stdout(buf):
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):  # notes go to stderr
             command.main([str(path), "--features", "--mma-detail", "--tiles", "1000", *extra], standalone_mode=False)
         times.append(time.perf_counter() - t)
         size = len(buf.getvalue())
     return min(times), statistics.median(times), size
+
+
+VIEWS = (("tables", []), ("--json", ["--json"]), ("--csv", ["--csv"]), ("--json --by roles", ["--json", "--by", "roles"]))
 
 
 def bench_verb(repeat: int) -> None:
@@ -98,7 +101,7 @@ def bench_verb(repeat: int) -> None:
             text, n = multi_function_listing(target)
             path = Path(tmp) / f"multi_{target}.sass"
             path.write_text(text)
-            for label, extra in (("--json", ["--json"]), ("tables", []), ("--json --by roles", ["--json", "--by", "roles"])):
+            for label, extra in VIEWS:
                 best, med, size = _verb_seconds(path, extra, repeat if target == 50_000 else 1)
                 print(f"verb: {n:,} instructions in 23 functions, --features --mma-detail --tiles 1000 {label}: "
                       f"min {best:.3f} s, median {med:.3f} s ({size / 1e6:.1f} MB of output)"

@@ -111,8 +111,7 @@ def build_cfg(fn: Function) -> CFG:
     for b, s in enumerate(starts):
         e = starts[b + 1] if b + 1 < len(starts) else n
         blocks.append(Block(id=b, start=s, end=e))
-        for i in range(s, e):
-            block_of[i] = b
+        block_of[s:e] = [b] * (e - s)
     for blk in blocks:
         last = blk.end - 1
         eff = effects.get(last)
