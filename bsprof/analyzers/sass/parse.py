@@ -8,6 +8,7 @@ instruction is skipped, never an error: listings carry directives, encodings and
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 
@@ -161,6 +162,19 @@ def _line_info(s: str) -> tuple[str, int, tuple[tuple[str, int], ...]] | None:
 
 def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
     """Split a listing into functions. Text with no function header becomes one function ``<sass>``."""
+    # One object per instruction and none in a reference cycle: the cyclic collector's passes over
+    # the growing heap found nothing to free and were a third of the parse of a 50,000-instruction
+    # listing in a fresh process.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_sass(text, default_arch)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
     functions: list[Function] = []
     current: Function | None = None
     arch = default_arch
