@@ -209,12 +209,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         print_hot(console, fn)
     if show_features and tables:
         _print_features(console, fn)
-    if fn.get("unclassified"):
-        console.print(f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {', '.join(fn['unclassified'])}")
-    for note in fn.get("notes", []):
-        if not note.startswith("opcodes not in"):
-            console.print(f"[dim]note: {escape(note)}[/dim]")
-    console.print()
+    tail = [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(', '.join(fn['unclassified']))}"] \
+        if fn.get("unclassified") else []
+    tail += [f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")]
+    console.print("\n".join(tail + [""]))  # one print, ending in the blank line between functions
 
 
 def _print_roles(console: Console, rows: list[dict]) -> None:
