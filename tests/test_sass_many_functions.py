@@ -34,34 +34,37 @@ def listing(tmp_path_factory) -> tuple[Path, list[str]]:
     return path, names
 
 
-def _row(out: str, name: str) -> str:
-    (line,) = [ln for ln in out.splitlines() if name in ln]
-    return line
+def _lines(out: str, start: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.strip().startswith(start)]
 
 
-def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch):
+@pytest.mark.parametrize("columns", [220, 80])
+def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, columns):
     path, names = listing
-    monkeypatch.setenv("COLUMNS", "220")
+    monkeypatch.setenv("COLUMNS", str(columns))
     code, out, err = run_bsprof(["sass", str(path), "--features", "--mma-detail"])
     assert code == 0, err
-    assert "7 functions (each one's instruction mix and feature checklist: --function REGEX, or --json)" in out
+    assert "7 functions (each one's instruction mix and feature checklist:" in out
     assert "instruction mix by region" not in out and "feature checklist\n" not in out
-    shown = distinct_names(names)
-    assert len(set(shown)) == 7  # four DeepGEMM instantiations differ only mid-name; the cuts still differ
+    # four DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
+    shown = distinct_names(names, width=max(16, min(40, columns - 62)))
+    assert len(set(shown)) == 7
+    assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
     for cubin, name, cut in zip(CUBINS, names, shown):
-        row = _row(out, cut)
+        (row,) = _lines(out, f"│ {cut} ")
         label = LABELS[cubin.name]
-        cells = [c.strip() for c in re.split(r"[│┃]", row)[1:-1]]
-        function, instructions, mma, loops, kloop, per_mma, features = cells
+        function, instructions, mma, loops, kloop, per_mma = [c.strip() for c in row.split("│")[1:-1]]
         if label["status"] == "kloop":
             assert re.fullmatch(rf"K-loop \d+ @{int(label['kloop']['header'], 16):#06x}", kloop), row
             assert float(per_mma) > 0
         else:
             assert label["status"] == "unrolled"
-            assert kloop == f"none: K unrolled in tile loop {_tile_loop_id(path, name)}", row
+            assert kloop == f"unrolled (tile loop {_tile_loop_id(path, name)})", row
             assert per_mma == "—"
         assert int(mma) > 0 and int(instructions.replace(",", "")) > 500 and int(loops) >= 1
-        assert "tma_load" in features
+        (features,) = _lines(out, f"{cut}: ")
+        assert "tma_load" in features and "persistent_tile_loop" in out[out.index(features):]
+    assert "K-loop 'unrolled': K is fully unrolled" in out
     # --mma-detail still prints each function's K-loop stream under its heading
     assert out.count("after MMA 0") >= 5
 

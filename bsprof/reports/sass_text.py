@@ -80,37 +80,42 @@ def _cats_present(rows: list[dict]) -> list[str]:
 
 
 def _print_summary(console: Console, fns: list[dict], *, show_features: bool) -> None:
+    """One row per function, narrow enough for an 80-column terminal (rich squeezing a wider table
+    into it made every cell unreadable, and took a quarter of a second); each function's features
+    follow as one line apiece."""
     t = Table(title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
                     "--function REGEX, or --json)", header_style="bold")
     t.add_column("function", no_wrap=True)
-    for col in ("instructions", "MMA", "loops", "K-loop", "overhead / MMA"):
-        t.add_column(col, justify="right" if col != "K-loop" else "left")
-    if show_features:
-        t.add_column("features present", overflow="fold")
-    names = distinct_names([fn["name"] for fn in fns])
+    for col in ("inst.", "MMA", "loops", "K-loop", "ovh/MMA"):
+        t.add_column(col, justify="right" if col != "K-loop" else "left", no_wrap=True)
+    names = distinct_names([fn["name"] for fn in fns], width=max(16, min(40, console.width - 62)))
+    features = []
     for fn, name in zip(fns, names):
         prim = next((r for r in fn["regions"] if r.get("primary")), None)
         summary = fn.get("kloop_summary") or {}
         if prim is not None:
             kloop = prim["region"]
         elif summary.get("kind") == "unrolled":
-            kloop = f"none: K unrolled in tile loop {summary.get('tile_loop')}"
+            kloop = f"unrolled (tile loop {summary.get('tile_loop')})"
         else:
             kloop = "—"
-        cells = [escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])),
-                 escape(kloop), _fmt(prim["overhead_per_mma"]) if prim else "—"]
-        if show_features:
-            feats = fn.get("features") or {}
-            cells.append(", ".join(("[red]spills[/red]" if k == "register_spills" else k) for k, v in feats.items() if v))
-        t.add_row(*cells)
+        t.add_row(escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])), escape(kloop),
+                  _fmt(prim["overhead_per_mma"]) if prim else "—")
+        present = [("[red]spills[/red]" if k == "register_spills" else k) for k, v in (fn.get("features") or {}).items() if v]
+        features.append(f"  {escape(name)}: {', '.join(present) or 'none'}")
     console.print(t)
+    if any((fn.get("kloop_summary") or {}).get("kind") == "unrolled" for fn in fns):
+        console.print("[dim]K-loop 'unrolled': K is fully unrolled, no K-loop; the tile loop issues every MMA[/dim]")
+    if show_features:
+        console.print("[bold]features present[/bold]\n" + "\n".join(features))
 
 
-def distinct_names(names: list[str], width: int = 40, head: int = 12) -> list[str]:
+def distinct_names(names: list[str], width: int = 40) -> list[str]:
     """Each name cut to ``width`` characters so that the cuts still differ: kernels of one template
     (DeepGEMM's instantiations, one CuTe kernel at several tiles) share long mangled prefixes and
-    suffixes and differ in the middle, so a long name shows its first ``head`` characters and then
-    the stretch where it first differs from the names most like it."""
+    suffixes and differ in the middle, so a long name shows its first few characters and then the
+    stretch where it first differs from the names most like it."""
+    head = min(12, max(4, width // 3))
     shared_head, shared_tail = _shared(names), _shared([n[::-1] for n in names])
     out = []
     for n, pre, suf in zip(names, shared_head, shared_tail):
@@ -249,28 +254,24 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
         why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
         console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
-    # One rich print per K-loop and the gaps written straight to the file: rich's cost per
-    # print (~1 ms: measure, wrap, highlight) or per line of text, times a line per gap and the
-    # streams' thousands of rows, made this view take a second on a listing of many functions.
-    italic = Style(italic=True)
+    # Written straight to the file, styled by hand: rich's cost per print (~1 ms: measure, wrap,
+    # highlight) or per line, times a few lines per K-loop, a title per gap and the streams'
+    # thousands of rows, made this view take a second on a listing of many functions.
     colors = COLOR_SYSTEMS.get(console.color_system or "")
+    out = []
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        out = [f"[bold]{what} {escape(str(d['loop']))}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
-               f"{d['mean_between']} instructions between MMA issues on average",
-               escape("  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())),
-               escape("  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items()))]
+        out += [f"{_BOLD.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions, "
+                f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
+                "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()),
+                "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]
         if d.get("stalls_between"):
-            out.append(escape("  stall samples between MMAs: "
-                              + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6])))
+            out.append("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
         if d.get("stalls_on_mma"):
-            out.append(escape("  stall samples on the MMAs: "
-                              + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6])))
+            out.append("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
         if back_to_back:
             out.append(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
-        console.print("\n".join(out))
-        gaps = []
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
@@ -278,8 +279,11 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            gaps.append(f"{italic.render(title, color_system=colors)}\n{_stream_text(gap['stream'])}\n")
-        console.file.write("".join(gaps))
+            out += [_ITALIC.render(title, color_system=colors), _stream_text(gap["stream"])]
+    console.file.write("\n".join(out) + "\n")
+
+
+_BOLD, _ITALIC = Style(bold=True), Style(italic=True)
 
 
 def _stream_text(stream: list[dict]) -> str:
