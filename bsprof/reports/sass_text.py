@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import csv
 import io
-
-from rich.console import COLOR_SYSTEMS, Console
-from rich.markup import escape
-from rich.style import Style
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from bsprof import artifacts
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
+
+if TYPE_CHECKING:
+    from rich.console import Console
+# rich is imported where the terminal views need it: --json and --csv never load it (~0.1 s)
 
 # more functions than this: one summary table across them instead of each one's tables
 MANY_FUNCTIONS = 4
@@ -51,6 +51,8 @@ def render_csv(result: SassResult) -> str:
 
 def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = False, show_features: bool = False,
                     hot: bool = False) -> None:
+    from rich.markup import escape
+
     data = result.data
     if result.is_compare:
         print_compare(console, data)
@@ -83,6 +85,9 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
     """One row per function, narrow enough for an 80-column terminal (rich squeezing a wider table
     into it made every cell unreadable, and took a quarter of a second); each function's features
     follow as one line apiece."""
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
                     "--function REGEX, or --json)", header_style="bold")
     t.add_column("function", no_wrap=True)
@@ -150,6 +155,9 @@ def _shared(names: list[str]) -> list[int]:
 
 def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
                     tables: bool = True) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
     head = (f"[bold]{escape(_short(fn['name']))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
@@ -221,6 +229,9 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
 
 
 def _print_roles(console: Console, rows: list[dict]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     rows = sorted(rows, key=lambda r: (-r["mma"], -r["instructions"]))
     dyn = any("executed" in r for r in rows)
     room = max(2, (console.width - 52 - (32 if dyn else 0)) // 9)
@@ -249,6 +260,10 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
 
 
 def _print_mma_detail(console: Console, fn: dict) -> None:
+    from rich.console import COLOR_SYSTEMS
+    from rich.markup import escape
+    from rich.style import Style
+
     details = fn.get("mma_detail") or []
     if not details:
         why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
@@ -258,10 +273,11 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
     # highlight) or per line, times a few lines per K-loop, a title per gap and the streams'
     # thousands of rows, made this view take a second on a listing of many functions.
     colors = COLOR_SYSTEMS.get(console.color_system or "")
+    bold, italic = Style(bold=True), Style(italic=True)
     out = []
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        out += [f"{_BOLD.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions, "
+        out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions, "
                 f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
                 "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()),
                 "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]
@@ -279,11 +295,8 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            out += [_ITALIC.render(title, color_system=colors), _stream_text(gap["stream"])]
+            out += [italic.render(title, color_system=colors), _stream_text(gap["stream"])]
     console.file.write("\n".join(out) + "\n")
-
-
-_BOLD, _ITALIC = Style(bold=True), Style(italic=True)
 
 
 def _stream_text(stream: list[dict]) -> str:
@@ -303,6 +316,9 @@ def _stream_text(stream: list[dict]) -> str:
 
 
 def _print_features(console: Console, fn: dict) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     from bsprof.analyzers.sass.features import DESCRIPTIONS
 
     t = Table(title="feature checklist", header_style="bold", show_lines=True)
@@ -324,6 +340,9 @@ def _print_features(console: Console, fn: dict) -> None:
 
 def print_compare(console: Console, result: dict) -> None:
     """A → B tables; the K-loop rows only where both regions are of one kind."""
+    from rich.markup import escape
+    from rich.table import Table
+
     for cmp in result["compare"]:
         a, b = cmp["a"], cmp["b"]
         console.print(f"[bold]A[/bold] {escape(_short(a['name'], 70))} ({escape(str(a['source']))})")
@@ -367,6 +386,9 @@ def print_compare(console: Console, result: dict) -> None:
 
 def print_hot(console: Console, fn: dict, label: str = "") -> None:
     """The hottest instructions by stall samples (``--hot``), one row per instruction."""
+    from rich.markup import escape
+    from rich.table import Table
+
     if not fn["hot"]:
         console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(_short(fn['name'], 60))}[/dim]")
         return
