@@ -7,11 +7,12 @@
    50,000-instruction listing of 23 functions (the fixture's function, renamed, twice per function),
    the whole verb in-process with its output captured, < 2 s on one core; and the same at 1/4 and
    1/2 the size, so anything quadratic in instructions shows as a ratio above 2 per doubling.
+1c. (`--only stages`) CPU seconds of each stage of that verb: parse, analysis, JSON, CSV, terminal.
 2. SourceCounters extraction of a kernel with ~2,000 PCs < 1 s: the real H100 cuBLAS FP8 report
    (1,487 PCs, per-PC inst_executed + 46 stall metrics), report load included; the per-PC cost is
    printed so the 2,000-PC figure is an honest extrapolation, not a measurement.
 
-Run: python3 benchmarks/sass.py [--repeat N] [--only static|verb|counters] [--write-listing PATH]
+Run: python3 benchmarks/sass.py [--repeat N] [--only static|verb|stages|counters] [--write-listing PATH]
 """
 
 from __future__ import annotations
@@ -111,6 +112,45 @@ def bench_verb(repeat: int) -> None:
                       + (" (target < 2 s)" if target == 50_000 else ""))
 
 
+def bench_stages(repeat: int) -> None:
+    """CPU seconds of each stage of the verb on the 56k-instruction, 23-function listing: where
+    the time goes, for the next round of optimization."""
+    import gc
+    import io
+    import tempfile
+
+    from rich.console import Console
+
+    from bsprof.analyzers.sass.parse import parse_sass
+    from bsprof.analyzers.sass.result import analyze_inputs
+    from bsprof.reports import sass_text
+
+    def cpu(fn):
+        times, out = [], None
+        for _ in range(repeat):
+            gc.collect()
+            t = time.process_time()
+            out = fn()
+            times.append(time.process_time() - t)
+        return statistics.median(times), out
+
+    def terminal(res):
+        sass_text.render_terminal(Console(file=io.StringIO(), width=80), res, mma_detail=True, show_features=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        text, n = multi_function_listing()
+        path = Path(tmp) / "multi.sass"
+        path.write_text(text)
+        t_parse, _ = cpu(lambda: parse_sass(text))
+        t_all, res = cpu(lambda: analyze_inputs([path], tiles=[1000], mma_detail=True))
+        t_json, _ = cpu(lambda: sass_text.render_json(res))
+        t_csv, _ = cpu(lambda: sass_text.render_csv(res))
+        t_term, _ = cpu(lambda: terminal(res))
+    print(f"stages: {n:,} instructions in 23 functions, CPU s (median of {repeat}): parse {t_parse:.3f}, "
+          f"analysis with --mma-detail incl. the parse {t_all:.3f}, render JSON {t_json:.3f}, CSV {t_csv:.3f}, "
+          f"terminal (80 columns) {t_term:.3f}")
+
+
 def bench_static(repeat: int) -> None:
     from bsprof.analyzers.sass import analyze_sass_text
 
@@ -154,7 +194,7 @@ def bench_source_counters(repeat: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", choices=["static", "verb", "counters"], default=None)
+    ap.add_argument("--only", choices=["static", "verb", "stages", "counters"], default=None)
     ap.add_argument("--write-listing", type=Path, default=None, metavar="PATH",
                     help="only write the 50,000-instruction, 23-function listing to PATH (to time the whole "
                          "process: python3 -m bsprof sass PATH --features --mma-detail --tiles 1000 [--json|--csv])")
@@ -168,6 +208,8 @@ def main() -> None:
         bench_static(args.repeat)
     if args.only in (None, "verb"):
         bench_verb(args.repeat)
+    if args.only in (None, "stages"):
+        bench_stages(args.repeat)
     if args.only in (None, "counters"):
         bench_source_counters(args.repeat)
 
