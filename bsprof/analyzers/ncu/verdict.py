@@ -44,6 +44,8 @@ THRESHOLDS: dict[str, float] = {
     "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
     "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
     "large_k": 4096.0,           # split-K is a candidate above this K
+    "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
+    "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
 }
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
@@ -52,6 +54,13 @@ MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_
 # pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
 MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
 WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
+# which MMA instruction family a GEMM issues: the knobs that exist differ (wgmma's N tile and
+# consumer warpgroups, tcgen05's 2-CTA MMA and TMEM; mma.sync and DMMA have neither)
+MMA_FAMILIES = ((re.compile(r"^[HQIB]GMMA"), "wgmma"), (re.compile(r"^UTC\w*MMA"), "tcgen05"),
+                (re.compile(r"^DMMA"), "dmma"), (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"))
+# global atomics (RED: no return value, ATOM: with one); ATOMS is shared memory, not global
+GLOBAL_ATOMIC_OPCODE = re.compile(r"^(REDG?|ATOMG?)$")
+GLOBAL_MEMORY_OPCODE = re.compile(r"^(LDG|STG|LD|ST|REDG?|ATOMG?)$")
 SYNC_REASONS = ("barrier", "membar", "sleeping")
 
 
@@ -93,6 +102,8 @@ class Verdict:
     busy: dict = field(default_factory=dict)   # what limits the busy SMs (class, unit, facts)
     fill: Fill = field(default_factory=Fill)
     kind: str = "other"                        # gemm | other
+    mma: str = ""                              # wgmma | tcgen05 | mma.sync | dmma (gemm only)
+    co_units: list[str] = field(default_factory=list)  # pipes tied with the limiting one
     arch: str = "other"
     ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
@@ -108,7 +119,7 @@ class Verdict:
                 "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
                 "fill": {k: v for k, v in vars(self.fill).items()
                                                                           if not (isinstance(v, float) and math.isnan(v))},
-                "kind": self.kind, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
+                "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
 
 
@@ -152,6 +163,39 @@ def kernel_kind(row) -> str:
     if not _ok(tensor) and pipe and pipe[0] == "tensor":
         tensor = pipe[1]
     return "gemm" if _ok(tensor) and tensor >= 5.0 else "other"
+
+
+def mma_family(row, kind: str | None = None) -> str:
+    """The MMA family a GEMM issues most (wgmma, tcgen05, mma.sync, dmma); without an opcode table,
+    the family the architecture's fast GEMMs use."""
+    if (kind or kernel_kind(row)) != "gemm":
+        return ""
+    counts: dict[str, float] = {}
+    for op, n in opcodes(row).items():
+        fam = next((f for rx, f in MMA_FAMILIES if rx.match(op)), None)
+        if fam:
+            counts[fam] = counts.get(fam, 0.0) + n
+    if counts:
+        return max(counts, key=counts.get)
+    return {"sm_90": "wgmma", "sm_100": "tcgen05"}.get(str(row.get("arch")), "")
+
+
+def global_atomics(row) -> tuple[float, float]:
+    """(global atomic instructions, their share of global memory instructions) from the opcode table."""
+    ops = opcodes(row)
+    atom = sum(n for op, n in ops.items() if GLOBAL_ATOMIC_OPCODE.match(op))
+    mem = sum(n for op, n in ops.items() if GLOBAL_MEMORY_OPCODE.match(op))
+    return atom, (atom / mem if mem else 0.0)
+
+
+def spill_traffic(row) -> tuple[float, float]:
+    """(bytes of local-memory traffic, their share of the bytes through L2). Local memory is where
+    register spills go; what misses L1 travels through L2 and DRAM like any global access."""
+    ld, st, l2 = _get(row, "local_load_sectors"), _get(row, "local_store_sectors"), _get(row, "l2_sectors")
+    if not (_ok(ld) and _ok(st)):
+        return math.nan, math.nan
+    local = 32.0 * (ld + st)
+    return local, (local / (32.0 * l2) if _ok(l2) and l2 > 0 else math.nan)
 
 
 def wgmma_operands_from_smem(row) -> bool:
@@ -294,10 +338,15 @@ def saturated_global_memory(row) -> tuple[str, float] | None:
 
 # --- 2. what limits the busy SMs ------------------------------------------------------------------
 
-def hottest_pipe(row) -> tuple[str, float] | None:
+def pipe_values(row) -> list[tuple[str, float]]:
+    """(pipe, % of peak over active cycles) for every pipe the report has."""
     keys = row.keys() if hasattr(row, "keys") else []
     pipes = [(k[len("pipe_"):-len("_pct")], _get(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
-    pipes = [(p, v) for p, v in pipes if _ok(v)]
+    return [(p, v) for p, v in pipes if _ok(v)]
+
+
+def hottest_pipe(row) -> tuple[str, float] | None:
+    pipes = pipe_values(row)
     if not pipes:
         # a report without the compute workload section: the tensor pipe from the SOL breakdown
         t, te = _get(row, "tensor_pipe_pct"), _get(row, "tensor_pipe_elapsed_pct")
@@ -331,6 +380,7 @@ def busy_limit(row, f: Fill) -> dict:
     issue = _get(row, "issue_active_pct")
     mem = busiest_memory(row)
     facts: list[str] = []
+    co: list[str] = []
     comp_unit, comp = None, math.nan
     if pipe:
         only = not any(k.startswith("pipe_") and _ok(_get(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
@@ -338,6 +388,13 @@ def busy_limit(row, f: Fill) -> dict:
                      f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
         if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
             comp_unit, comp = pipe
+            # pipes tied with the hottest one limit it together: name each (XU beside FMA when a
+            # transcendental's software expansion loads the FMA pipe as much as MUFU loads XU)
+            for p, val in pipe_values(row):
+                if p != pipe[0] and val >= THRESHOLDS["unit_bound_pct"] and pipe[1] - val < THRESHOLDS["balanced_margin"]:
+                    co.append(p)
+                    facts.append(f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
+                                 f"of {pipe[0]}: both limit")
     if comp_unit is None and _ok(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
         comp_unit, comp = "issue", issue
     if _ok(issue):
@@ -365,7 +422,8 @@ def busy_limit(row, f: Fill) -> dict:
     thr = "issue_bound_pct" if unit == "issue" else "unit_bound_pct"
     col = {"issue": "issue_active_pct"}.get(unit) or (f"{unit}_throughput_pct" if cls == "memory-bound" else f"pipe_{unit}_pct")
     ev.append(Evidence(col, val, ">=", THRESHOLDS[thr], thr))
-    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev}
+    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev,
+           "co_units": co if cls == "compute-bound" else []}
     if _ok(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
         out["balanced"] = f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
     return out
@@ -414,11 +472,45 @@ def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
     # low achieved occupancy comes from the grid or imbalance, which cutting resources does not fix
     if _ok(theo) and theo >= 100.0:
         return None
+    # nor when the grid gives each SM fewer CTAs than its resources allow (under one wave)
+    if grid_limits_warps(row, f):
+        return None
     ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
     elig = _get(row, "eligible_warps_per_cycle")
     if _ok(elig) and elig < THRESHOLDS["min_eligible_warps"]:
         ev.append(Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps"))
     return ev
+
+
+def grid_limits_warps(row, f: Fill) -> bool:
+    """Less than one wave: every CTA is resident at once and the SMs still have free warp slots."""
+    return _ok(f.waves) and f.waves < 1.0
+
+
+def rule_grid_limited(row, f: Fill) -> list[Evidence] | None:
+    """A latency-bound launch whose few warps per SM come from the grid: more CTAs or warps, not
+    fewer registers, put more work in flight."""
+    ach = _get(row, "achieved_occupancy_pct")
+    if not grid_limits_warps(row, f) or not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"]:
+        return None
+    return [Evidence("waves_per_sm", f.waves, "<", 1.0, "one wave"),
+            Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
+
+
+def rule_global_atomics(row) -> list[Evidence] | None:
+    n, share = global_atomics(row)
+    if n <= 0 or share < THRESHOLDS["atomic_share"]:
+        return None
+    return [Evidence("global atomics share of global memory instructions", share, ">=", THRESHOLDS["atomic_share"],
+                     "atomic_share")]
+
+
+def rule_spill_traffic(row) -> list[Evidence] | None:
+    local, share = spill_traffic(row)
+    if not _ok(share) or local <= 0 or share < THRESHOLDS["spill_traffic_share"]:
+        return None
+    return [Evidence("local (spill) bytes share of L2 bytes", share, ">=", THRESHOLDS["spill_traffic_share"],
+                     "spill_traffic_share")]
 
 
 def rule_smem_conflicts(row) -> list[Evidence] | None:
@@ -478,7 +570,9 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         k = mnkl[2]
     f = fill_facts(row, tiles)
     busy = busy_limit(row, f)
-    v = Verdict("latency-bound", kind=kernel_kind(row), arch=str(row.get("arch") or "other"), fill=f, busy=busy)
+    kind = kernel_kind(row)
+    v = Verdict("latency-bound", kind=kind, mma=mma_family(row, kind), arch=str(row.get("arch") or "other"),
+                fill=f, busy=busy)
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
         v.facts.append(f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
@@ -507,20 +601,33 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
             if ev := rule_occupancy(row, f):
                 v.flags.append("low-occupancy")
                 v.evidence += ev
+            elif ev := rule_grid_limited(row, f):
+                v.flags.append("grid-limited")
+                v.evidence += ev
+            if ev := rule_global_atomics(row):
+                v.flags.append("global-atomics")
+                v.evidence += ev
         elif busy.get("balanced"):
             v.detail = busy["balanced"]
         elif v.cls == "compute-bound" and v.unit == "tensor" and _get(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
             v.detail = "near-peak"
+        v.co_units = list(busy.get("co_units", []))
+        if v.co_units and not v.detail:
+            v.detail = f"{' and '.join([v.unit, *v.co_units])} pipes tied"
     v.facts += busy.get("facts", [])
     for flag, rule in (("smem-bank-conflicts", rule_smem_conflicts), ("register-spills", rule_register_spills)):
         if ev := rule(row):
             v.flags.append(flag)
             v.evidence += ev
-    if rules and v.cls == "under-filled":
-        for r in rules:
-            if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith("SMs"):
-                v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
-                break
+    if "register-spills" in v.flags and v.cls == "memory-bound" and (ev := rule_spill_traffic(row)):
+        v.flags.append("spill-traffic")
+        v.evidence += ev
+    # ncu's imbalance rule where it explains the verdict: idle SMs, or atomics piling on a few L2 slices
+    want = "SMs" if v.cls == "under-filled" else ("L2 Slices" if "global-atomics" in v.flags else None)
+    for r in (rules or []) if want else []:
+        if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
+            v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
+            break
     v.candidates = advice.advise(v, row, k=k)
     v.missing = missing_sections(row)
     if rules:
