@@ -142,6 +142,7 @@ def test_tied_pipes_and_atomics_are_named():
 @pytest.mark.parametrize("report, names", [
     ("corpus_l2.ncu-rep.xz", ["add_fp32_1M_l2resident"]),
     ("corpus_basic.ncu-rep.xz", ["cublas_bf16_4096x4096x4096__basic", "add_fp32_256M__basic"]),
+    ("corpus_heldout2_cute.ncu-rep.xz", ["cute_dense_gemm_fp16_8192x8192x8192", "cute_dense_gemm_fp16_256x1024x16384"]),
 ])
 def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
     """The stored columns are what bsprof extracts from the shipped full reports (read as .xz)."""
