@@ -175,3 +175,19 @@ def test_xu_bound_gets_transcendental_advice_not_gemm_advice(data_dir):
     text = " ".join(v.candidates)
     assert "exp2" in text and "85% of active" in text
     assert not any(w in text for w in ("K-loop", "split-K", "2-CTA", "wgmma", "tile"))
+
+
+def test_tied_pipes_name_units_not_sub_pipes():
+    """The fused 32-exp Triton kernel of the corpus: FMA 71.0% and XU 70.5% of active are named
+    together; FMA's own sub-pipe (fmaheavy) at the same value is not a second unit."""
+    import json
+    import lzma
+    from pathlib import Path
+
+    entries = json.loads(lzma.decompress((Path(__file__).parent / "data" / "corpus" / "launches.json.xz").read_bytes()))
+    row = entries["triton_exp32_sum_16M"]["columns"]
+    v = classify(row)
+    assert (v.label, v.co_units, v.detail) == ("compute-bound:fma", ["xu"], "fma and xu pipes tied")
+    assert any(c.startswith("the XU pipe") for c in v.candidates)
+    with_sub = classify(dict(row, pipe_fmaheavy_pct=row["pipe_fma_pct"]))
+    assert with_sub.co_units == ["xu"]

@@ -391,7 +391,9 @@ def busy_limit(row, f: Fill) -> dict:
             # pipes tied with the hottest one limit it together: name each (XU beside FMA when a
             # transcendental's software expansion loads the FMA pipe as much as MUFU loads XU)
             for p, val in pipe_values(row):
-                if p != pipe[0] and val >= THRESHOLDS["unit_bound_pct"] and pipe[1] - val < THRESHOLDS["balanced_margin"]:
+                # a sub-pipe (fmaheavy of fma) is the same unit, not a second one
+                same = p.startswith(pipe[0]) or pipe[0].startswith(p)
+                if not same and val >= THRESHOLDS["unit_bound_pct"] and pipe[1] - val < THRESHOLDS["balanced_margin"]:
                     co.append(p)
                     facts.append(f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
                                  f"of {pipe[0]}: both limit")
