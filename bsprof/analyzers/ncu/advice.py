@@ -3,8 +3,8 @@
 The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
 execute), "other", "*", or the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
 the knobs differ, and mma.sync/DMMA kernels have none of wgmma's); ``archs`` the architectures the
-advice exists on ("sm_90" wgmma knobs, "sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's numbers
-(:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
+advice exists on ("sm_90" wgmma knobs, "sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are
+formatted with the launch's numbers (:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
 2-CTA MMA, TMEM and UTC* only on sm_100; occupancy advice only when the verdict flagged it.
 """
 

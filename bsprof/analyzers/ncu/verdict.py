@@ -18,7 +18,10 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
    - the larger of the two wins ("balanced" when within balanced_margin of each other);
    - neither: latency-bound, named by the dominant stall reason, with issue rate and eligible warps.
 3. Occupancy last: only for latency-bound launches whose occupancy limiter allows more warps and
-   that are not one CTA per SM by design (persistent / large-SMEM kernels).
+   that are not one CTA per SM by design (persistent / large-SMEM kernels); under one wave the grid,
+   not registers or shared memory, limits the warps (grid-limited).
+Flags beside the class: bank conflicts, register spills (and spill traffic that fills a memory
+level), global atomics; a pipe tied with the limiting one is named beside it.
 
 Advice (:mod:`.advice`) is picked by class, kernel kind (MMA executed or not) and architecture, each
 piece citing the number it rests on. ncu's own rules are set beside the verdict (:func:`ncu_view`).
@@ -119,7 +122,8 @@ class Verdict:
                 "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
                 "fill": {k: v for k, v in vars(self.fill).items()
                                                                           if not (isinstance(v, float) and math.isnan(v))},
-                "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
+                "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
+                "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
 
 
