@@ -316,7 +316,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     shape = "x".join(map(str, mnkl[:3]))
     t0 = time.time()
 
-    limits = device_limits() if _has_gpu() else None
+    try:
+        limits = device_limits() if _has_gpu() else None
+    except Exception as exc:   # noqa: BLE001 - a driver without these NVML calls: no clock term
+        _log(console, f"[yellow]device limits unreadable ({exc}); the clock term falls back to the data sheet[/]")
+        limits = None
     if limits:
         _log(console, f"device: top SM clock {limits['max_mhz']:.0f} MHz, power limit {limits['power_limit_w']:.0f} W, "
                       f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W)")
