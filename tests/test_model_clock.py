@@ -96,3 +96,61 @@ def test_evaluate_applies_the_clock_from_the_calibration_builds_reading():
     assert q.clock_ratio == 1.0 and q.term_clock == 0.0 and q.projected_wall_det == pytest.approx(1.2)
     p.extra.update(cycles_base=1000.0, cycles_meas=1200.0)     # the cycle check sees the cycles, not the clock
     assert V.cycle_error_pct(p) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_round2_8192_run_meets_the_target_with_the_clock_term():
+    """The 8192^3 ping-pong run of round 2 (sustained blocks, clock term, predictions written before
+    it): the model meets the target where the first two runs missed it, 70x closer than the trivial
+    predictor on the flip points; the clock term carries 7-11% on the big points; the plain build
+    timed in both repeat sets agrees within 2% (was 3.8-4.8% with interleaved rounds)."""
+    run = H100 / "validation_pingpong_round2_8192"
+    doc = json.loads((run / "validation.json").read_text())
+    s = doc["summary"]
+    assert s["det"]["pass"] and s["det"]["median_abs_pct"] < 1.5 and s["det"]["max_abs_pct"] < 5.0
+    assert s["n_flip"] >= 6 and s["trivial"]["flip"]["median_abs_pct"] > 50 * s["det"]["flip"]["median_abs_pct"]
+    assert s["cycles"]["max_abs_pct"] < 3.0
+    frame = pd.read_csv(run / "validation.csv")
+    big = frame[(frame["direction"] == "forward") & (frame["delta_phase1"] > 150_000)]
+    assert len(big) == 2 and (big["term_clock"] < -0.1).all() and (big["clock_ratio"] > 1.09).all()
+    f, r = doc["wall_us_forward"]["plain"], doc["wall_us_reverse"]["plain"]
+    assert abs(statistics.fmean(r) / statistics.fmean(f) - 1) < 0.02
+    lim = doc["device_limits"]
+    assert lim["max_mhz"] == 1980 and lim["power_limit_w"] == 700 and 100 < lim["floor_w"] < 200
+    assert doc["sustained_clocks"]["plain"]["mhz"] < 0.98 * lim["max_mhz"]      # power-capped baseline
+    # re-scored from the CSV with the recorded limits: the same clock ratios
+    again = V.reclock(frame, limits_for(doc["device"], lim))
+    for p, row in zip(again, frame.to_dict("records")):
+        assert p.clock_ratio == pytest.approx(row["clock_ratio"], rel=1e-9)
+
+
+def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
+    """Round 2's 4096^3 run: the Phase 1 +100k build's capture wall came out 456 µs for a kernel the
+    same run timed at 328 µs (its table's busiest CTA spans 72% of that wall; every other capture
+    98-101%). The busy share then read 0.657 and the reverse point missed by 12.4%; the table's
+    own span bounds it (0.916), and the point lands within 5%."""
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model.eventgraph import solve
+    from bsprof.analyzers.timing.io import read_table
+
+    run = H100 / "validation_pingpong_round2_4096"
+    doc = json.loads((run / "validation.json").read_text())
+    key = "kloop0_phase1100000"
+    assert doc["capture_wall_us"][key] > 1.3 * statistics.fmean(doc["wall_us_forward"][key])
+    tables = {k: read_table(run / "tables" / f"{k}.parquet") for k in ("plain", key)}
+    t = tables[key]
+    busy = V.busy_fraction(t, solve(calibrate(t)).period, doc["capture_wall_us"][key])
+    assert 0.88 < busy < 0.95
+    plain = tables["plain"]
+    assert V.busy_fraction(plain, solve(calibrate(plain)).period, doc["capture_wall_us"]["plain"]) == \
+        pytest.approx(doc["points"][1]["busy"], rel=1e-6)      # a sound capture wall is used as it is
+    frame = pd.read_csv(run / "validation.csv")
+    keep = frame["calib"].isin(tables)
+    pts = V.from_frame(frame[keep])
+    scored = {(p["direction"], p["calib"]): p["err_det_pct"] for p in doc["points"]}
+    assert abs(scored[("reverse", key)]) > 12.0
+    for p in pts:
+        p.busy = math.nan
+    V.evaluate(pts, tables, capture_wall_us=doc["capture_wall_us"], limits=limits_for(doc["device"], doc["device_limits"]))
+    rev = next(p for p in pts if p.calib == key)
+    assert abs(rev.err_det_pct) < 5.0
+    assert abs(V.cycle_error_pct(rev)) < 3.0

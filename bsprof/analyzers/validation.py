@@ -170,9 +170,17 @@ def busiest_tiles(table) -> int:
     return int(ref.groupby("cta")["tile"].nunique().max()) * every
 
 
+WALL_SPAN_SLACK = 1.10   # a capture's wall beyond its busiest CTA's span by more than this held a launch gap
+
+
 def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     """Share of the measured wall time that scales with the tile period: tiles of the busiest CTA
-    x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps)."""
+    x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps).
+
+    The wall time is a few timed launches of the capture and can hold a gap in which the kernel
+    did not run (a late host launch); the table's own span cannot. Normally the wall is 0-3% longer
+    than the busiest CTA's first-to-last event (launch and CTA start-up); past ``WALL_SPAN_SLACK``
+    the span stands in for it."""
     from bsprof.analyzers.timing.stats import fit_clock
 
     if "start_ns" not in table.columns or not math.isfinite(tile_cycles):
@@ -180,7 +188,12 @@ def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     fit = fit_clock(table)
     if fit.cycles_per_ns <= 0 or wall_us <= 0 or tile_cycles <= 0:
         return 1.0
-    return min(1.0, busiest_tiles(table) * tile_cycles / (wall_us * 1000.0 * fit.cycles_per_ns))
+    wall_cycles = wall_us * 1000.0 * fit.cycles_per_ns
+    g = table.groupby("cta").agg(s=("start", "min"), e=("end", "max"))
+    span = float((g["e"] - g["s"]).max())
+    if span > 0 and wall_cycles > WALL_SPAN_SLACK * span:
+        wall_cycles = span
+    return min(1.0, busiest_tiles(table) * tile_cycles / wall_cycles)
 
 
 def tail_shift(params, deltas: dict, tiles: int, tile_cycles: float) -> tuple[float, float]:

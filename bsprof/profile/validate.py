@@ -501,7 +501,12 @@ def rescore(run_dir) -> dict:
             raise BsprofError(f"{run_dir} lacks tables/{key}.parquet, the timing the model calibrates on")
         tables[key] = read_table(path)
     doc = _read_json(run_dir / "validation.json")
-    V.evaluate(points, tables, limits=limits_for(doc.get("device"), doc.get("device_limits")))
+    walls = doc.get("capture_wall_us") or None
+    if walls:   # the capture walls are on record: the busy share is recomputed by this code
+        for p in points:
+            p.busy = math.nan
+    V.evaluate(points, tables, capture_wall_us=walls,
+               limits=limits_for(doc.get("device"), doc.get("device_limits")))
     return {"points": points, "summary": V.summary(points)}
 
 
