@@ -154,3 +154,48 @@ def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
     rev = next(p for p in pts if p.calib == key)
     assert abs(rev.err_det_pct) < 5.0
     assert abs(V.cycle_error_pct(rev)) < 3.0
+
+
+def test_cli_projects_wall_time_at_the_sustained_clock():
+    """`bsprof model --clock`: the ping-pong 4096^3 plain table, K-loop +9,567 cycles from a baseline
+    sustained at 1,740 MHz (power-capped): the cycles grow 26.7%, the clock by their cube root, and
+    wall time by the rest; the JSON carries the term and its inputs."""
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    table = str(H100 / "validation_pingpong" / "tables" / "plain.parquet")
+    res = CliRunner().invoke(cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1740@705",
+                                   "--tiles", "1000", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    c, r = doc["clock"], doc["deterministic"]["wall_ratio"]
+    assert c["cycle_ratio"] == pytest.approx(r) and 1.25 < r < 1.29
+    assert c["capped"] and c["clock_ratio"] == pytest.approx(r ** (1 / 3))
+    assert c["wall_ratio"] == pytest.approx(r / r ** (1 / 3)) and c["term_clock"] < -0.08
+    assert c["limits"]["max_mhz"] == 1980 and c["mhz_after"] == pytest.approx(1740 * r ** (1 / 3))
+    # a top-clock baseline that does the same change does not clock up
+    res = CliRunner().invoke(cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1980@600",
+                                   "--tiles", "1000", "--json"])
+    assert json.loads(res.stdout)["clock"]["clock_ratio"] == 1.0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--clock", "17x0"], "--clock '17x0' is not a list of positive numbers"),
+    (["--clock", "1700@5@6"], "give MHZ or MHZ@WATTS"),
+    (["--clock", "2100"], "above the top clock 1980"),
+    (["--gpu-limits", "1980,700"], "--gpu-limits needs --clock"),
+    (["--clock", "1700", "--gpu-limits", "1980"], "give TOP_MHZ,LIMIT_W[,FLOOR_W]"),
+    (["--clock", "1700", "--sweep", "kloop=-100:0:50"], "--clock applies to one projection"),
+])
+def test_cli_clock_bad_input_is_one_line(args, words):
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    res = CliRunner().invoke(cli, ["model", "--kloop", "-100", "--tiles", "1000", *args])
+    if "--sweep" in args:
+        res = CliRunner().invoke(cli, ["model", "--tiles", "1000", *args])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0] and "Traceback" not in res.output

@@ -302,10 +302,24 @@ def render_model(console, result, html: str | None = None) -> None:
         return
     pj = result.projection
     _render_projection(console, result.params, pj, result.what_if, result.checks)
+    if result.clock:
+        _render_clock(console, result.clock)
     _render_ceiling(console, pj.extra)
     if result.walk:
         _render_walk(console, result.walk)
     _render_fitted(console, result.fitted, result.provenance)
+
+
+def _render_clock(console, c: dict) -> None:
+    lim = c["limits"]
+    state = "power-capped" if c["capped"] else "not power-capped"
+    console.print(f"[bold]At the sustained clock:[/] the baseline runs {c['mhz_before']:,.0f} MHz ({state}; top "
+                  f"{lim['max_mhz']:,.0f} MHz, limit {lim['power_limit_w']:,.0f} W); the change moves the cycles "
+                  f"{_pct(c['cycle_ratio'])} and the clock to {c['mhz_after']:,.0f} MHz ({c['limited_by']}): wall time "
+                  f"[bold]{_pct(c['wall_ratio'])}[/] (clock term {c['term_clock'] * 100:+.2f} points)")
+    console.print(f"[dim]the same tensor work over more cycles draws less per cycle; at the power limit the clock "
+                  f"moves as (cycle ratio)^(1/{c['power_exponent']:g}) (γ assumed, not fitted), capped at the top "
+                  f"clock; floor {lim['floor_w']:,.0f} W does not scale with the work ({lim['source']})[/]")
 
 
 def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: dict) -> None:

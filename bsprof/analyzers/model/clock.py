@@ -41,10 +41,11 @@ class DeviceLimits:
         return asdict(self)
 
 
-# Fallback when a run recorded no NVML limits (re-scoring older validation runs): the data sheet's
-# top SM clock and board power of the SXM5 part; floor 0 (unknown: all power work-dependent).
+# When a run recorded no NVML limits (older validation runs, `bsprof model --clock`): the part's
+# top SM clock and board power limit (NVML on the lent H100, as the data sheet), and the floor
+# measured on it (board power while one thread spins at 1,980 MHz: 124 and 129 W in two reads).
 KNOWN_LIMITS = {
-    "NVIDIA H100 80GB HBM3": DeviceLimits(1980.0, 700.0, 0.0, "H100 SXM5 data sheet (1980 MHz, 700 W); floor unmeasured"),
+    "NVIDIA H100 80GB HBM3": DeviceLimits(1980.0, 700.0, 124.0, "H100 SXM5: NVML 1980 MHz / 700 W; floor measured 124 W"),
 }
 
 
