@@ -199,3 +199,13 @@ def test_cli_clock_bad_input_is_one_line(args, words):
     assert res.exit_code == 2
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0] and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 13])
+def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
+    from bsprof.profile.validate import _rotated
+
+    keys = [f"b{i}" for i in range(n)]
+    seq = [k for r in range(6) for k in _rotated(keys, r)]
+    assert all(a != b for a, b in zip(seq, seq[1:]))
+    assert all(sorted(_rotated(keys, r)) == sorted(keys) for r in range(6))

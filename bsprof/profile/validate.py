@@ -163,8 +163,8 @@ GRAPH_LAUNCHES = 10  # kernel launches per graph replay
 
 def sustained_walls(launchers: dict, keys: list[str], repeats: int,
                     rounds: int = ROUNDS_PER_REPEAT) -> tuple[dict, dict, str]:
-    """``repeats`` sustained blocks per build: per repeat each build in turn (the order alternating)
-    runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
+    """``repeats`` sustained blocks per build: per repeat each build in turn (the order rotated by one
+    each repeat, so no build runs two blocks in a row across a repeat boundary) runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
     power read (NVML) while the timed part runs. Returns (µs per launch per repeat, the readings
     per repeat, "graph" | "eager").
 
@@ -172,7 +172,9 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
     of what ran over the last several milliseconds, so a build interleaved every ~20 ms with others
     runs at a clock set partly by its neighbours (the 8192^3 ping-pong runs measured the same plain
     build 4-5% apart in two repeat sets with different neighbours, while builds at the top clock
-    agreed within 0.3%). A user's kernel runs back to back with itself: its own sustained clock."""
+    agreed within 0.3%). A user's kernel runs back to back with itself: its own sustained clock. (With
+the order reversed each repeat, the plain 8192^3 build ran two blocks in a row at every other
+boundary and its second block came out ~9% slower: a capped build's clock keeps falling past 0.2 s.)"""
     import statistics
     import time as _t
 
@@ -184,7 +186,7 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
     if not all(g is not None for g in graphs.values()):
         # no graphs (host-bound eager launches): blocks of one build at a time, no clock readings
         for r in range(repeats):
-            for k in (keys if r % 2 == 0 else keys[::-1]):
+            for k in _rotated(keys, r):
                 med = tc.median_us({k: tc.raw_launcher(launchers[k])}, rounds=rounds, inner=GRAPH_LAUNCHES)
                 reps[k].append(float(med[k]))
         return reps, {}, "eager"
@@ -204,7 +206,7 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
         e.synchronize()
         span[k] = max(1e-6, s.elapsed_time(e) / 1000.0)
     for r in range(repeats):
-        for k in (keys if r % 2 == 0 else keys[::-1]):
+        for k in _rotated(keys, r):
             g = graphs[k]
             timed = max(3, math.ceil(BLOCK_S / span[k]))
             for _ in range(max(2, math.ceil(SETTLE_S / span[k]))):
@@ -228,6 +230,13 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
             reads[k].append({"mhz": statistics.median(good_m) if good_m else None,
                              "watts": statistics.median(good_w) if good_w else None, "readings": len(mhz)})
     return reps, reads, "graph"
+
+
+def _rotated(keys: list[str], r: int) -> list[str]:
+    """``keys`` rotated left by ``r``: consecutive repeats never put the same build at the boundary
+    (two builds simply alternate)."""
+    n = r % len(keys) if len(keys) > 2 else 0
+    return keys[n:] + keys[:n]
 
 
 def _sustained_summary(reads: dict) -> dict[str, dict]:
