@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 
+from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics, opcodes,
+                                       spill_traffic, stall_shares)
+
 ANY = "*"
 
 ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
@@ -121,9 +124,6 @@ def _n(x: float, digits: int = 0) -> str:
 
 
 def _numbers(v, row, k: int | None) -> dict:
-    from bsprof.analyzers.ncu.verdict import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics,
-                                              opcodes, spill_traffic, stall_shares)
-
     shares = stall_shares(row)
     stall = v.unit if v.cls == "latency-bound" and v.unit else next(iter(shares), "n/a")
     f = v.fill
@@ -160,7 +160,6 @@ def _numbers(v, row, k: int | None) -> dict:
 
 
 def occupancy_limiter(row) -> str:
-    from bsprof.analyzers.ncu.verdict import _get
     lims = {k: _get(row, f"occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks", "barriers")}
     lims = {k: v for k, v in lims.items() if not math.isnan(v)}
     if not lims:
@@ -198,5 +197,4 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
 
 
 def nums_large_k() -> float:
-    from bsprof.analyzers.ncu.verdict import THRESHOLDS
     return THRESHOLDS["large_k"]

@@ -1,7 +1,7 @@
 """Bottleneck verdict for one launch: a decision tree over declared metric columns.
 
 Like ncu's own ``sections/*.py`` rules, each step is a small function over the extracted columns
-(:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS`. The tree, in order:
+(:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS` (:mod:`.facts`, shared with the advice). The tree, in order:
 
 1. Is the GPU filled?
    a. launch-bound   a few microseconds and the SMs active a small share of them: the fixed cost
@@ -33,38 +33,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
-THRESHOLDS: dict[str, float] = {
-    "tiny_duration_us": 10.0,    # a launch this short whose SMs are mostly idle is launch-bound
-    "tiny_active_share": 0.70,   # ... SM active cycles below this share of elapsed
-    "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
-    "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
-    "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
-    "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
-    "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
-    "l2_over_dram_pts": 10.0,    # DRAM traffic passes L2: L2 is the limit only this far above DRAM
-    "near_peak_pct": 80.0,       # tensor pipe busy (of elapsed) at which a GEMM is near its peak
-    "low_occupancy_pct": 25.0,   # achieved occupancy below this is worth raising (when the limiter allows)
-    "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
-    "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
-    "large_k": 4096.0,           # split-K is a candidate above this K
-    "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
-    "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
-}
+from bsprof.analyzers.ncu.advice import advise
+from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
+    MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
+    _bytes, _get, _level_bytes, _ok, global_atomics, opcodes, spill_traffic, stall_shares,
+)
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
                  ("l1", "l1_throughput_pct", None))
-# pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
-MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
-WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
-# which MMA instruction family a GEMM issues: the knobs that exist differ (wgmma's N tile and
-# consumer warpgroups, tcgen05's 2-CTA MMA and TMEM; mma.sync and DMMA have neither)
-MMA_FAMILIES = ((re.compile(r"^[HQIB]GMMA"), "wgmma"), (re.compile(r"^UTC\w*MMA"), "tcgen05"),
-                (re.compile(r"^DMMA"), "dmma"), (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"))
-# global atomics (RED: no return value, ATOM: with one); ATOMS is shared memory, not global
-GLOBAL_ATOMIC_OPCODE = re.compile(r"^(REDG?|ATOMG?)$")
-GLOBAL_MEMORY_OPCODE = re.compile(r"^(LDG|STG|LD|ST|REDG?|ATOMG?)$")
-SYNC_REASONS = ("barrier", "membar", "sleeping")
 
 
 @dataclass
@@ -131,32 +108,6 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
 
 
-def _get(row, key: str) -> float:
-    v = row.get(key, math.nan) if hasattr(row, "get") else math.nan
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _ok(x: float) -> bool:
-    return not math.isnan(x)
-
-
-def _bytes(n: float) -> str:
-    if not _ok(n):
-        return "n/a"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= div:
-            return f"{n / div:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def opcodes(row) -> dict[str, float]:
-    keys = row.keys() if hasattr(row, "keys") else []
-    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and _ok(v := _get(row, k)) and v > 0}
-
-
 def kernel_kind(row) -> str:
     """gemm when MMA instructions executed (or, without an opcode table, the tensor pipe worked)."""
     ops = opcodes(row)
@@ -182,24 +133,6 @@ def mma_family(row, kind: str | None = None) -> str:
     if counts:
         return max(counts, key=counts.get)
     return {"sm_90": "wgmma", "sm_100": "tcgen05"}.get(str(row.get("arch")), "")
-
-
-def global_atomics(row) -> tuple[float, float]:
-    """(global atomic instructions, their share of global memory instructions) from the opcode table."""
-    ops = opcodes(row)
-    atom = sum(n for op, n in ops.items() if GLOBAL_ATOMIC_OPCODE.match(op))
-    mem = sum(n for op, n in ops.items() if GLOBAL_MEMORY_OPCODE.match(op))
-    return atom, (atom / mem if mem else 0.0)
-
-
-def spill_traffic(row) -> tuple[float, float]:
-    """(bytes of local-memory traffic, their share of the bytes through L2). Local memory is where
-    register spills go; what misses L1 travels through L2 and DRAM like any global access."""
-    ld, st, l2 = _get(row, "local_load_sectors"), _get(row, "local_store_sectors"), _get(row, "l2_sectors")
-    if not (_ok(ld) and _ok(st)):
-        return math.nan, math.nan
-    local = 32.0 * (ld + st)
-    return local, (local / (32.0 * l2) if _ok(l2) and l2 > 0 else math.nan)
 
 
 def wgmma_operands_from_smem(row) -> bool:
@@ -435,28 +368,6 @@ def busy_limit(row, f: Fill) -> dict:
     return out
 
 
-def _level_bytes(row, lvl: str) -> float:
-    if lvl == "dram":
-        r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
-        return r + w if _ok(r) and _ok(w) else math.nan
-    if lvl == "l2":
-        return 32.0 * _get(row, "l2_sectors")
-    return math.nan
-
-
-def stall_shares(row) -> dict[str, float]:
-    """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
-    keys = row.keys() if hasattr(row, "keys") else []
-    stalls = {k[len("stall_"):]: _get(row, k) for k in keys if k.startswith("stall_")}
-    stalls = {k: v for k, v in stalls.items() if _ok(v) and k != "selected"}
-    total = _get(row, "warp_cycles_per_issue")
-    if not _ok(total) or total <= 0:
-        total = sum(stalls.values())
-    if total <= 0:
-        return {}
-    return dict(sorted(((k, v / total) for k, v in stalls.items()), key=lambda kv: -kv[1]))
-
-
 def top_stall(row) -> str | None:
     return next(iter(stall_shares(row)), None)
 
@@ -568,8 +479,6 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     """Verdict for one extracted row (a dict or a pandas Series). ``k``: the GEMM's K when known;
     ``tiles``: exact tile accounting (:func:`tile_quantization`) for a bundled persistent kernel;
     ``rules``: ncu's own rule results for the launch (:mod:`.rules`), set beside the verdict."""
-    from bsprof.analyzers.ncu import advice
-
     if tiles is None:
         tiles = tiles_from_row(row)
     if k is None and (mnkl := _mnkl(row)):
@@ -634,7 +543,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
             v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
             break
-    v.candidates = advice.advise(v, row, k=k)
+    v.candidates = advise(v, row, k=k)
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)
