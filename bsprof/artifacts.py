@@ -90,16 +90,16 @@ def jsonable(obj: Any) -> Any:
 def dumps(obj: Any, *, indent: int | None = 2, compact: bool = False) -> str:
     """The one JSON encoder for everything bsprof writes or prints: always valid, strict JSON.
 
-    The same document as ``json.dumps(jsonable(obj), allow_nan=False)``. Indented output puts each
-    row (a container with at most one level of containers inside: an instruction, a region, a table
-    row) on one line, its enclosing levels indented ``indent`` spaces apiece; ``compact`` drops every
-    optional space."""
+    The same document as ``json.dumps(jsonable(obj), allow_nan=False)``. Indented output has a line
+    per key of the document and puts each row below it (a container with at most one level of
+    containers inside: an instruction, a region, a table row) on one line, the levels between
+    indented ``indent`` spaces apiece; ``compact`` drops every optional space."""
     try:
         if compact or indent is None:
             text = (_COMPACT if compact else _ONE_LINE)(obj)
         else:
             out: list[str] = []
-            _layout(obj, "\n", " " * indent, out)
+            _layout(obj, "\n", " " * indent, out, top=True)
             text = "".join(out)
     except (TypeError, ValueError):  # keys of types json refuses (a tuple), a cycle: the slow path
         seps = (",", ":") if compact else None
@@ -150,11 +150,12 @@ def _key(k: Any) -> str:
     return str(k)
 
 
-def _layout(x: Any, nl: str, step: str, out: list[str]) -> None:
-    """``x`` indented: ``nl`` is the newline and indentation of the level ``x`` sits at."""
+def _layout(x: Any, nl: str, step: str, out: list[str], top: bool = False) -> None:
+    """``x`` indented: ``nl`` is the newline and indentation of the level ``x`` sits at; the
+    document itself (``top``) always has a line per key, as ``json.dumps(indent=...)`` writes it."""
     if x is not None and not isinstance(x, (dict, list, tuple, str, int, float)):
         x = jsonable(x)  # a dataclass or array is laid out as the containers it becomes
-    if not isinstance(x, (dict, list, tuple)) or not x or _is_row(x):
+    if not isinstance(x, (dict, list, tuple)) or not x or (not top and _is_row(x)):
         out.append(_ONE_LINE(x))
         return
     inner = nl + step
