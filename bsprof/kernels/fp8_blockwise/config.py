@@ -60,9 +60,10 @@ BLOCK_K = 128            # the scale block along K and N
 TILE_MS = (128, 256)     # one or two 128-row waves of the two consumer warpgroups
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a
-# block accumulator beside each wave's totals (tile_n/2 registers each); 128x192 spilled
-# (docs/optimizations.md), 256x128 (192 accumulator registers) does not
-MAX_TILE_N = {("serial", 128): 160, ("serial", 256): 128, ("rescale", 128): 256, ("rescale", 256): 128}
+# block accumulator beside each wave's totals (tile_n/2 registers each). 128x192 (96 + 96) spilled
+# in the unpruned kernel (docs/optimizations.md) and compiles with no local memory since; it
+# is DeepGEMM's tile where N tiles unevenly by 128 (4096x2112x7168); 256x128 (192) does not spill
+MAX_TILE_N = {("serial", 128): 192, ("serial", 256): 128, ("rescale", 128): 256, ("rescale", 256): 128}
 
 
 def two_scale_blocks(tile_n: int) -> bool:

@@ -41,11 +41,13 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
         kb = cute.sym_int64(symbol="KB")
         nb = cute.sym_int64(symbol="NB")
         l = cute.sym_int64(symbol="L")
-    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (m, k, l), stride_order=(1, 0, 2), assumed_align=16)
+    # M = 1 stays a runtime extent in A and D, as in the GPU build (_cute_views)
+    mr = cute.sym_int64(symbol="M") if isinstance(m, int) and m == 1 else m
+    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (mr, k, l), stride_order=(1, 0, 2), assumed_align=16)
     b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
     sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
     sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
-    c = make_fake_compact_tensor(cutlass.BFloat16, (m, n, l), stride_order=(1, 0, 2), assumed_align=16)
+    c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, l), stride_order=(1, 0, 2), assumed_align=16)
     tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
     return a, b, sfa, sfb, c, tbuf, cutlass.Int32(1), max_active_clusters, make_fake_stream()
 
@@ -127,21 +129,44 @@ def _max_active(kw: dict) -> int:
     return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
-def _dyn(t, leading: int, align: int, static: bool = False):
+def _dyn(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
     from cutlass.cute.runtime import from_dlpack
 
     v = from_dlpack(t, assumed_align=align)
+    if dynamic_m:
+        # keep mode 0 (M) a runtime extent in an otherwise shape-specialized build (see _cute_views)
+        order = sorted(range(t.dim()), key=lambda d: (t.stride(d), d), reverse=True)
+        return v.mark_compact_shape_dynamic(mode=0, stride_order=tuple(order))
     return v if static else v.mark_layout_dynamic(leading_dim=leading)
+
+
+def _size1_strides(t, inner_first: tuple[int, ...]):
+    """``t`` with the stride of each size-1 dimension set to what a compact tensor with this mode
+    order has there. torch leaves such strides arbitrary (``contiguous()`` keeps a transposed
+    (L, K/128, 1) view as it is), and CuTe reads them: a one-row A-scale matrix came through
+    with its M stride = K/128, which a layout-dynamic build refuses (M must be the unit stride)."""
+    strides, expect = list(t.stride()), 1
+    for d in inner_first:
+        if t.shape[d] == 1:
+            strides[d] = expect
+        expect = strides[d] * t.shape[d]
+    return t if strides == list(t.stride()) else t.as_strided(t.shape, strides)
 
 
 def _cute_views(ops, static: bool = False):
     """torch operands -> cute tensors in the kernel's (M, K, L)-style mode order. Layout-dynamic
-    by default (one compile runs every shape); ``static`` bakes the shape into the kernel."""
-    a = _dyn(ops.a.permute(1, 2, 0), 1, 16, static)
-    b = _dyn(ops.b.permute(1, 2, 0), 1, 16, static)
-    sfa = _dyn(ops.sfa.permute(2, 1, 0), 0, 4, static)
-    sfb = _dyn(ops.sfb.permute(1, 2, 0), 1, 4, static)
-    c = _dyn(ops.d.permute(1, 2, 0), 1, 16, static)
+    by default (one compile runs every shape); ``static`` bakes the shape into the kernel.
+
+    A static build with M = 1 keeps M a runtime extent in A and D: CuTe folds a static size-1
+    mode away, so their TMA copies came out one-dimensional (``cp.async.bulk.tensor.1d``: a
+    128-byte box for a 128x128 stage, and a store that does not match the epilogue's swizzled
+    tile), and the kernel died with an illegal instruction on the H100."""
+    one_row = static and ops.a.shape[1] == 1
+    a = _dyn(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    b = _dyn(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
+    sfa = _dyn(_size1_strides(ops.sfa.permute(2, 1, 0), (0, 1, 2)), 0, 4, static)
+    sfb = _dyn(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
+    c = _dyn(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     return a, b, sfa, sfb, c
 
 
@@ -191,13 +216,22 @@ EPI_SPLIT_MAX_K = 4096
 RESCALE_MAX_K = 16384
 
 
-def auto_swizzle(mnkl) -> int:
+def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1) -> int:
     """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together.
     Then a wave in M-major order streams all of A from DRAM again for every few N columns, and
     under the power cap that DRAM traffic costs clock; when they fit, grouping only spreads a
-    wave's reads over more strips."""
+    wave's reads over more strips.
+
+    The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
+    the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
+    as whole tiles, so a group of 8 on 28 cluster columns (N = 7168 in 256x128 tiles, 1x2
+    clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7."""
     m, n, k, l = mnkl
-    return AUTO_SWIZZLE if (m + n) * k * l > L2_BYTES else 1
+    if (m + n) * k * l <= L2_BYTES:
+        return 1
+    cols = -(-(-(-n // tile_n)) // cluster_n)
+    return min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
+               key=lambda g: (abs(g - AUTO_SWIZZLE), g))
 
 
 def auto_epi_split(mnkl) -> bool:
@@ -227,7 +261,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> s
         kw.update(pick.kwargs())
         cfg.give_way(kw)
     if kw.get("swizzle", 1) == 0:
-        kw["swizzle"] = auto_swizzle(mnkl)
+        kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1))
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl)
     if kw.get("sfa_tma") and (mnkl[0] % 4 or not static):

@@ -30,12 +30,7 @@ def check_shape(mnkl: tuple[int, int, int, int]) -> None:
     m, n, k, l = mnkl
     if min(mnkl) <= 0:
         raise BsprofError(f"--mnkl {m},{n},{k},{l}: every extent must be positive")
-    near = f"{max(m, 2)},{-(-n // 8) * 8},{-(-k // BLOCK) * BLOCK},{l}"
-    if m == 1:
-        # the one-row tensors' DLPack views carry no usable row stride: the shape-generic build
-        # refuses them and the shape-specialized one hit an illegal instruction on the H100
-        raise BsprofError(f"M=1 (a matrix-vector product) is not supported by the fp8-blockwise kernels; "
-                          f"the nearest shape the kernel takes is {near}")
+    near = f"{m},{-(-n // 8) * 8},{-(-k // BLOCK) * BLOCK},{l}"
     if k % BLOCK:
         raise BsprofError(f"K={k} is not a multiple of {BLOCK} (the scale block); pad K: the nearest shape "
                           f"the kernel takes is {near}")

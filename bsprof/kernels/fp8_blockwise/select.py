@@ -14,12 +14,14 @@ shared by the CTAs that run; a multicast operand is read once per cluster). Shap
 fill the chip get more, smaller tiles because the rounds term then charges nothing for them.
 
 Three corrections come from timing candidates on the H100 (docs/perf.md, the per-problem tile
-choice): a K block is never faster than its issue-wait-promote latency (about 420 cycles alone,
-600 in a cluster, whose stage is released to two producers: 128x16 tiles in 1x2 clusters ran at
-0.71x of 1x1); a width that does not divide 128 (two B scales, picked per column group at run
-time, no B-scale TMA) costs about 1.2x per FLOP; a 128-row tile 1.17-1.19x per FLOP against the
-256-row tile (1.05x beyond what the shared-memory term already charges it: one wave per K block,
-nothing hides a warpgroup's promotion behind its own next wave).
+choice and its second round): a K block is never faster than its issue-wait-promote latency
+(about 350 cycles alone: at 128x576x7168, where both fill one round, 128x16 tiles ran 1.09x
+faster than 128x32; 600 in a cluster, whose stage is released to two producers: 128x16 tiles in
+1x2 clusters ran at 0.71x of 1x1); a width that does not divide 128 (two B scales, no B-scale
+TMA, a scale test per gcd(width, 128) step of columns) costs about 1.05x per FLOP (1.2x when
+every 8-column group tested its own, before the tests were shared); a 128-row tile 1.17-1.19x
+per FLOP against the 256-row tile (1.05x beyond what the shared-memory term already charges it:
+one wave per K block, nothing hides a warpgroup's promotion behind its own next wave).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ L2_PER_SM_CAP = 64
 EPI_BYTES_PER_CYCLE = 64       # bf16 tile out through smem and TMA
 TILE_FIXED_CYCLES = 1000       # tile start + pipeline fill/drain
 PREFER_WITHIN = 1.02
-BLOCK_LATENCY = {1: 420, 2: 600}    # cycles per K block at least, by CTAs per cluster
-TWO_SCALE_COST = 1.2
+BLOCK_LATENCY = {1: 350, 2: 600}    # cycles per K block at least, by CTAs per cluster
+TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
 
