@@ -16,7 +16,7 @@ from pathlib import Path
 
 # report stem -> how it was collected (benchmarks/corpus_device.sh)
 COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
-              "basic": "--set basic"}
+              "basic": "--set basic", "heldout2": "--set full", "heldout2_cute": "--set full"}
 
 
 def _clean(v):
@@ -33,10 +33,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("src")
     p.add_argument("--out", default="tests/data/corpus")
+    p.add_argument("--merge", action="store_true", help="add to (or replace in) the launches already stored")
     args = p.parse_args(argv)
     src, out = Path(args.src), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    entries: dict[str, dict] = {}
+    import lzma
+
+    dest = out / "launches.json.xz"
+    entries: dict[str, dict] = json.loads(lzma.decompress(dest.read_bytes())) if args.merge and dest.is_file() else {}
     for stem, how in COLLECTION.items():
         rep = src / f"corpus_{stem}.ncu-rep"
         if not rep.is_file():
@@ -54,9 +58,6 @@ def main(argv=None) -> int:
                      "device": meta.get("device"), "torch": meta.get("torch"),
                      "launched": meta["ops"].get(op, {}), "columns": cols, "rules": ex.rules[i]}
             entries[name] = entry
-    import lzma
-
-    dest = out / "launches.json.xz"
     dest.write_bytes(lzma.compress(json.dumps(entries, indent=0, sort_keys=True).encode(), preset=9))
     print(f"wrote {len(entries)} launches to {dest}")
     return 0

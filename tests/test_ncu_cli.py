@@ -156,3 +156,11 @@ def test_kernel_mode_without_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(ncu_runner, "find_ncu", lambda: "/usr/bin/ncu")
     _one_line_error(run("--kernel", "optimized", "--family", "auto", "-o", tmp_path), "no NVIDIA GPU")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_precision_takes_every_peak_the_analyzer_knows(data_dir):
+    # int8 runs at the fp8 rate on the H100; fp64 has its own (much lower) peak
+    res = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3, "--precision", "int8")
+    assert res.exit_code == 0 and "of 1,979 (int8, from --precision)" in res.output, res.output
+    res = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3, "--precision", "fp64")
+    assert res.exit_code == 0 and "of 67 (fp64, from --precision)" in res.output, res.output

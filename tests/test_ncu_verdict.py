@@ -88,9 +88,18 @@ def test_flags_bank_conflicts_and_spills(cublas_row):
 
 
 def test_advice_by_architecture(cublas_row):
-    sm100 = classify(dict(cublas_row, arch="sm_100"))
-    assert any("2-CTA" in c for c in sm100.candidates)
-    assert not any("2-CTA" in c for c in classify(cublas_row).candidates)
+    # the same numbers as a tcgen05 kernel on sm_100 (an sm_100 kernel issues UTC*MMA, never HGMMA)
+    mma = cublas_row["inst_op_QGMMA"]
+    sm100_row = {k: v for k, v in cublas_row.items() if k != "inst_op_QGMMA"}
+    sm100 = classify(dict(sm100_row, arch="sm_100", inst_op_UTCQMMA=mma))
+    assert sm100.mma == "tcgen05" and any("2-CTA" in c for c in sm100.candidates)
+    hopper = classify(cublas_row)
+    assert hopper.mma == "wgmma" and any("wgmma knobs" in c for c in hopper.candidates)
+    assert not any("2-CTA" in c for c in hopper.candidates)
+    # the same numbers from an mma.sync kernel: no wgmma knobs to turn, the wgmma kernel is the advice
+    sync = classify(dict(sm100_row, inst_op_HMMA=mma))
+    assert sync.mma == "mma.sync" and not any("wgmma knobs" in c for c in sync.candidates)
+    assert any("issues mma.sync (HMMA" in c for c in sync.candidates)
 
 
 def test_precision_from_opcodes_and_peaks():
@@ -99,6 +108,10 @@ def test_precision_from_opcodes_and_peaks():
     assert precision_from_opcodes({"UTCOMMA": 1}) == ("fp4", "UTCOMMA")
     assert precision_from_opcodes({"FFMA": 3}) == ("fp32", "FFMA")
     assert precision_from_opcodes({"IADD3": 3}) == (None, None)
+    assert precision_from_opcodes({"IMMA": 8, "LDSM": 2}) == ("int8", "IMMA")
+    assert precision_from_opcodes({"DMMA": 8, "DMUL": 1}) == ("fp64", "DMMA")
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "int8") == 1979
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "fp64") == 67
     assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989
     assert peak_tflops("NVIDIA H100 80GB HBM3", "fp8") == 1979
 
@@ -162,3 +175,19 @@ def test_xu_bound_gets_transcendental_advice_not_gemm_advice(data_dir):
     text = " ".join(v.candidates)
     assert "exp2" in text and "85% of active" in text
     assert not any(w in text for w in ("K-loop", "split-K", "2-CTA", "wgmma", "tile"))
+
+
+def test_tied_pipes_name_units_not_sub_pipes():
+    """The fused 32-exp Triton kernel of the corpus: FMA 71.0% and XU 70.5% of active are named
+    together; FMA's own sub-pipe (fmaheavy) at the same value is not a second unit."""
+    import json
+    import lzma
+    from pathlib import Path
+
+    entries = json.loads(lzma.decompress((Path(__file__).parent / "data" / "corpus" / "launches.json.xz").read_bytes()))
+    row = entries["triton_exp32_sum_16M"]["columns"]
+    v = classify(row)
+    assert (v.label, v.co_units, v.detail) == ("compute-bound:fma", ["xu"], "fma and xu pipes tied")
+    assert any(c.startswith("the XU pipe") for c in v.candidates)
+    with_sub = classify(dict(row, pipe_fmaheavy_pct=row["pipe_fma_pct"]))
+    assert with_sub.co_units == ["xu"]

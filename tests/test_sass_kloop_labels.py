@@ -147,14 +147,19 @@ def test_tile_mn_per_side_and_shared(data_dir):
     assert res.exit_code == 2 and "pass one of them" in res.output
 
 
-def test_bundled_tile_comes_from_its_config():
-    from bsprof.commands.sass import _tiles_per_side
-    from bsprof.kernels.fp8_blockwise import config
+def test_bundled_tile_comes_from_its_build():
+    # the tile a per-tile budget uses for a kernel we built is the one that build computes at this
+    # problem, and the note says so; a --tile-mn given for that side still wins
+    from bsprof.analyzers.sass.result import _given_tiles
+    from bsprof.kernels.fp8_blockwise import output_tile
 
-    tm, tn = config.VARIANTS["optimized"]["tile_m"], config.VARIANTS["optimized"]["tile_n"]
-    tile_mn, notes = _tiles_per_side(("k.cubin",), {0: "optimized"}, "sm_90a", "4096,4096,4096", ())
-    assert tile_mn == [(tm, tn)]
-    assert f"tile {tm}x{tn} from the bundled optimized kernel's config" in notes[0]
+    problem = (4096, 2112, 7168, 1)
+    tile = output_tile("optimized", problem)
+    tile_mn, notes = _given_tiles(1, [], {0: (tile, "optimized")}, problem)
+    assert tile_mn == [tile] and f"tile {tile[0]}x{tile[1]} from the bundled optimized kernel's build" in notes[0]
+    assert _given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
+    # the per-problem choice is what the build takes, not the variant's default tile
+    assert output_tile("optimized", problem) != output_tile("optimized", (8192, 8192, 8192, 1))
 
 
 def test_by_roles_without_line_info_says_so(data_dir):

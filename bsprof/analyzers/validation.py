@@ -11,11 +11,14 @@ cost from the probe, what a user knows before building). The measured answer is 
 two builds' wall times, measured in ``len(base_reps)`` interleaved repeats (one ratio per repeat:
 its mean and 95% confidence interval are the measurement). Three projections are scored:
 
-* ``model``: the equilibrium's makespan for the busiest CTA's tiles, mapped to wall time. Two
-  terms, both from the calibration table and the nominal change only: ``term_period`` = busy x
+* ``model``: the equilibrium's makespan for the busiest CTA's tiles, mapped to wall time. Three
+  terms, from the calibration build and the nominal change only: ``term_period`` = busy x
   (period ratio - 1), the steady state (``busy`` = tiles x period / measured wall cycles of the
-  calibration capture: the share of wall time that scales with the period), and ``term_tail``, the
-  change of the makespan outside tiles x period (pipeline fill, the last tile's exposed epilogue).
+  calibration capture: the share of wall time that scales with the period), ``term_tail``, the
+  change of the makespan outside tiles x period (pipeline fill, the last tile's exposed epilogue)
+  -- together the projected *cycles* -- and ``term_clock``, the power-capped clock's answer to
+  the change (``model.clock``: from the calibration build's sustained clock and power and the
+  device's limits), which turns those cycles into wall time.
 * ``oracle``: the same model handed the perturbed build's *measured* phase changes (not available
   before building; shown to separate the model from the injection's accuracy).
 * ``trivial``: wall time moves by the changed phase's delta whenever that phase is on the
@@ -52,9 +55,12 @@ class Point:
     ci_lo: float = float("nan")
     ci_hi: float = float("nan")
     projected_det: float = float("nan")      # bare period ratio of the equilibrium
-    projected_wall_det: float = float("nan")  # the model's projection (1 + term_period + term_tail)
+    projected_wall_det: float = float("nan")  # the model's projection: cycles / clock ratio
+    projected_cycles_det: float = float("nan")  # its cycles: 1 + term_period + term_tail
     term_period: float = float("nan")
     term_tail: float = float("nan")
+    term_clock: float = float("nan")          # projected_wall_det - projected_cycles_det
+    clock_ratio: float = float("nan")         # projected sustained clock after / before
     projected_oracle: float = float("nan")
     projected_trivial: float = float("nan")
     band_lo: float = float("nan")            # Monte Carlo 5th / 95th percentile, wall-mapped
@@ -164,9 +170,17 @@ def busiest_tiles(table) -> int:
     return int(ref.groupby("cta")["tile"].nunique().max()) * every
 
 
+WALL_SPAN_SLACK = 1.10   # a capture's wall beyond its busiest CTA's span by more than this held a launch gap
+
+
 def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     """Share of the measured wall time that scales with the tile period: tiles of the busiest CTA
-    x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps)."""
+    x ``tile_cycles`` over the wall time in cycles (clock fitted from the table's own stamps).
+
+    The wall time is a few timed launches of the capture and can hold a gap in which the kernel
+    did not run (a late host launch); the table's own span cannot. Normally the wall is 0-3% longer
+    than the busiest CTA's first-to-last event (launch and CTA start-up); past ``WALL_SPAN_SLACK``
+    the span stands in for it."""
     from bsprof.analyzers.timing.stats import fit_clock
 
     if "start_ns" not in table.columns or not math.isfinite(tile_cycles):
@@ -174,7 +188,12 @@ def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
     fit = fit_clock(table)
     if fit.cycles_per_ns <= 0 or wall_us <= 0 or tile_cycles <= 0:
         return 1.0
-    return min(1.0, busiest_tiles(table) * tile_cycles / (wall_us * 1000.0 * fit.cycles_per_ns))
+    wall_cycles = wall_us * 1000.0 * fit.cycles_per_ns
+    g = table.groupby("cta").agg(s=("start", "min"), e=("end", "max"))
+    span = float((g["e"] - g["s"]).max())
+    if span > 0 and wall_cycles > WALL_SPAN_SLACK * span:
+        wall_cycles = span
+    return min(1.0, busiest_tiles(table) * tile_cycles / wall_cycles)
 
 
 def tail_shift(params, deltas: dict, tiles: int, tile_cycles: float) -> tuple[float, float]:
@@ -202,12 +221,15 @@ def _deltas(kloop: float, phase1: float) -> dict:
 
 
 def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
-             capture_wall_us: dict | None = None) -> list[Point]:
+             capture_wall_us: dict | None = None, limits=None) -> list[Point]:
     """Calibrate once per table, project every point three ways, fill in ratios and errors (in place).
 
     ``capture_wall_us[calib]``: wall time of the calibration capture's own launches, so the busy
     share uses the wall time and the clock of the same launches; a point's own ``busy``
-    (re-scoring from a CSV) is kept."""
+    (re-scoring from a CSV) is kept. ``limits`` (``model.clock.DeviceLimits``): the device's top
+    clock and power limit; with them and the calibration build's sustained clock (extras
+    ``mhz_base`` / ``watts_base``) the model's cycles become wall time at the projected clock,
+    without them the clock term is 0."""
     if calibrate is None or project is None:
         calibrate, project = model_api()
     params, busy, frame = {}, {}, {}
@@ -234,15 +256,20 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
         p.binding_before, p.binding_after = pr["binding_before"], pr["binding_after"]
         p.critical_before = pr["critical_before"]
         p.flip = bool(p.binding_before and p.binding_before != p.binding_after)
-        p.projected_wall_det, p.term_period, p.term_tail = _wall(prm, nominal, pr["det"], n, wall_cycles, tile, p.busy)
+        cyc, p.term_period, p.term_tail = _wall(prm, nominal, pr["det"], n, wall_cycles, tile, p.busy)
+        clock = base_clock_ratio(p, cyc, limits)
+        p.projected_cycles_det, p.clock_ratio = cyc, clock
+        p.projected_wall_det = cyc / clock
+        p.term_clock = p.projected_wall_det - cyc
         d_tail = p.term_tail * wall_cycles
-        p.band_lo = 1.0 + p.busy * (pr["sto_p05"] - 1.0) + d_tail / wall_cycles
-        p.band_hi = 1.0 + p.busy * (pr["sto_p95"] - 1.0) + d_tail / wall_cycles
+        p.band_lo = (1.0 + p.busy * (pr["sto_p05"] - 1.0) + d_tail / wall_cycles) / clock
+        p.band_hi = (1.0 + p.busy * (pr["sto_p95"] - 1.0) + d_tail / wall_cycles) / clock
         p.projected_trivial = trivial_ratio(nominal, p.critical_before, tile, p.busy)
         if p.direction != "noise" and math.isfinite(p.oracle_kloop + p.oracle_phase1):
             measured = _deltas(p.oracle_kloop if p.delta_kloop else 0.0, p.oracle_phase1 if p.delta_phase1 else 0.0)
             po = project_point(prm, measured, _det_only(project))
-            p.projected_oracle = _wall(prm, measured, po["det"], n, wall_cycles, tile, p.busy)[0]
+            o_cyc = _wall(prm, measured, po["det"], n, wall_cycles, tile, p.busy)[0]
+            p.projected_oracle = o_cyc / base_clock_ratio(p, o_cyc, limits)
         m = p.measured_ratio
         p.err_det_pct = 100.0 * (p.projected_wall_det / m - 1.0)
         p.err_oracle_pct = 100.0 * (p.projected_oracle / m - 1.0)
@@ -252,9 +279,48 @@ def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
     return points
 
 
+def base_clock_ratio(p: Point, cycle_ratio: float, limits) -> float:
+    """Projected sustained clock ratio for a point, from its calibration build's own sustained
+    clock and power only (1.0 when the run read no clock or knows no limits)."""
+    from bsprof.analyzers.model.clock import project_clock
+
+    def num(key):
+        try:
+            v = float(p.extra.get(key))
+        except (TypeError, ValueError):
+            return None
+        return v if math.isfinite(v) else None
+
+    return project_clock(cycle_ratio, num("mhz_base"), num("watts_base"), limits).ratio
+
+
+def reclock(frame, limits) -> list[Point]:
+    """Points of a validation.csv with the clock term applied to the projected cycles it stored
+    (``projected_cycles_det``, or ``projected_wall_det`` of runs made before the term existed),
+    from each point's calibration build's sustained clock (``x_mhz_base`` / ``x_watts_base``):
+    re-scores a run whose timing tables were not kept. Measured ratios are recomputed from the
+    repeats; the trivial and oracle columns are left as stored."""
+    pts = from_frame(frame)
+    cyc_col = "projected_cycles_det" if "projected_cycles_det" in frame.columns else "projected_wall_det"
+    for p, row in zip(pts, frame.to_dict("records")):
+        if p.base_reps and p.meas_reps:
+            p.measured_ratio, p.ci_lo, p.ci_hi = ratio_stats(p.base_reps, p.meas_reps)
+        else:
+            p.measured_ratio = p.meas_us / p.base_us
+        cyc = float(row[cyc_col])
+        p.flip = bool(row.get("flip", False))
+        p.projected_cycles_det, p.clock_ratio = cyc, base_clock_ratio(p, cyc, limits)
+        p.projected_wall_det = cyc / p.clock_ratio
+        p.term_clock = p.projected_wall_det - cyc
+        p.err_det_pct = 100.0 * (p.projected_wall_det / p.measured_ratio - 1.0)
+        for key in ("err_oracle_pct", "err_trivial_pct", "projected_trivial", "projected_oracle"):
+            setattr(p, key, float(row.get(key, math.nan)))
+    return pts
+
+
 def _wall(params, deltas: dict, period_ratio: float, n: int, wall_cycles: float, tile: float,
           busy: float) -> tuple[float, float, float]:
-    """(wall ratio, period term, tail term) of a projection (tail 0 for a model without bsprof's graph)."""
+    """(cycle ratio, period term, tail term) of a projection (tail 0 for a model without bsprof's graph)."""
     term_period = busy * (period_ratio - 1.0)
     term_tail = 0.0
     if isinstance(params, ModelParams):
@@ -293,9 +359,15 @@ def cycle_error_pct(p: Point) -> float:
         ratio = float(meas) / float(base)
     except (TypeError, ZeroDivisionError):
         return math.nan
-    if math.isnan(ratio) or math.isnan(p.projected_wall_det) or ratio <= 0:
+    cyc = _cycles(p)
+    if math.isnan(ratio) or math.isnan(cyc) or ratio <= 0:
         return math.nan
-    return (p.projected_wall_det / ratio - 1.0) * 100.0
+    return (cyc / ratio - 1.0) * 100.0
+
+
+def _cycles(p: Point) -> float:
+    """The model's projection before its clock term (older runs: the wall projection had none)."""
+    return p.projected_cycles_det if math.isfinite(p.projected_cycles_det) else p.projected_wall_det
 
 
 def clocked_error_pct(p: Point) -> float:
@@ -307,9 +379,9 @@ def clocked_error_pct(p: Point) -> float:
         fb, fm = float(p.extra["mhz_base"]), float(p.extra["mhz_meas"])
     except (KeyError, TypeError, ValueError):
         return math.nan
-    if not (fb > 0 and fm > 0) or math.isnan(p.projected_wall_det):
+    if not (fb > 0 and fm > 0) or math.isnan(_cycles(p)):
         return math.nan
-    return (p.projected_wall_det * fb / fm / p.measured_ratio - 1.0) * 100.0
+    return (_cycles(p) * fb / fm / p.measured_ratio - 1.0) * 100.0
 
 
 def clock_spread(points: list[Point]) -> tuple[float, float]:

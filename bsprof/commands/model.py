@@ -51,17 +51,23 @@ def _delta_opt(name: str, what: str):
               help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
 @click.option("--explain", is_flag=True,
               help="walk the equilibrium's cycles before and after the change, in cycles")
+@click.option("--clock", default=None, metavar="MHZ[@W]",
+              help="the baseline's sustained SM clock (and board power) under back-to-back launches: also "
+                   "project wall time at the clock the power limit allows after the change")
+@click.option("--gpu-limits", "gpu_limits", default=None, metavar="TOP_MHZ,LIMIT_W[,FLOOR_W]",
+              help="with --clock: the GPU's top SM clock, power limit and work-independent power (default: H100 SXM)")
 @click.option("--measure-ceiling", is_flag=True,
               help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)")
 def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
             sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl, repeats,
-            explain, measure_ceiling) -> None:
+            explain, clock, gpu_limits, measure_ceiling) -> None:
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
     bsprof model                               calibrated B200 equilibrium + what 5% cuts buy
     bsprof model --kloop -300 --phase1 -200    baseline vs projected, both models
     bsprof model --from RESULTS_DIR --phase1 -5% --explain
+    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700   wall time on a power-capped GPU
     bsprof model --sweep kloop=-600:0:50,phase1=-600:0:50 --html sweep.html
     bsprof model --validate --kernel pingpong  projections vs delay-injected builds (GPU)
     """
@@ -94,7 +100,7 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     from bsprof.reports import model_text
 
     req = ModelRequest(source=source, structure=structure, release_frac=release_frac, handoff=handoff,
-                       sweep=sweep_spec, tiles=tiles, seed=seed, explain=explain,
+                       sweep=sweep_spec, tiles=tiles, seed=seed, explain=explain, clock=clock, limits=gpu_limits,
                        deltas={"kloop": kloop, "phase1": phase1, "tma0": tma0, "phase2": phase2,
                                "acc_stages": acc_stages, "epi_warps": epi_warps})
     result = run_model(req)

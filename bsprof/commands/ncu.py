@@ -8,6 +8,7 @@ import math
 import click
 
 from bsprof import artifacts
+from bsprof.analyzers.ncu.peaks import PRECISIONS
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import VARIANTS
 from bsprof.options import FiniteFloat, count
@@ -30,8 +31,9 @@ from bsprof.options import FiniteFloat, count
 @click.option("--flops", type=FiniteFloat(), default=None,
               help="FLOPs of one launch, for TFLOP/s and %% of peak (--report; default: from the report's NVTX range "
                    "or result directory)")
-@click.option("--precision", type=click.Choice(["fp4", "fp8", "fp16", "bf16", "fp32"]), default=None,
-              help="peak to compare against (default: from the executed MMA opcodes: HGMMA bf16/fp16, QGMMA fp8, UTC*)")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=None,
+              help="peak to compare against (default: from the executed MMA opcodes: HGMMA bf16/fp16, QGMMA fp8, "
+                   "IGMMA/IMMA int8, DMMA fp64, UTC*)")
 @click.option("--compare", nargs=2, default=None, metavar="A B", help="two .ncu-rep files or result directories")
 @click.option("--label", "labels", nargs=2, default=None, metavar="LA LB",
               help="names of A and B in --compare (default: the result directory or file names)")

@@ -11,73 +11,6 @@ from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import IntTupleOrAuto, count
 
 
-def _compile_bundled(variant: str, arch: str) -> Path:
-    from importlib import import_module
-
-    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR, parse_kernel_spec
-
-    major = 10 if arch.startswith("sm_10") else 9 if arch.startswith("sm_9") else None
-    family = FAMILY_BY_MAJOR.get(major) if major else None
-    if family is None:
-        raise BsprofError(f"--arch {arch}: bundled kernels exist for sm_100a (nvfp4) and sm_90a (fp8-blockwise)")
-    variant, switches = parse_kernel_spec(variant, family)
-    try:
-        module = import_module(FAMILIES[family])
-    except ImportError as exc:
-        raise BsprofError(f"the bundled {family} kernels are not importable ({exc}); reinstall bsprof") from None
-    from bsprof.kernels.build import cache_root
-
-    # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
-    out_dir = cache_root().parent / "sass" / family
-    return Path(module.compile_cubin(variant, out_dir, lineinfo=True, **switches))
-
-
-def _bundled_tile(variant: str, arch: str, mnkl: tuple[int, int, int, int]) -> tuple[int, int]:
-    """The output tile (M, N) the bundled variant computes per tile at this problem (its config)."""
-    from importlib import import_module
-
-    from bsprof.kernels.api import FAMILIES, FAMILY_BY_MAJOR, parse_kernel_spec
-
-    family = FAMILY_BY_MAJOR[10 if arch.startswith("sm_10") else 9]
-    variant, switches = parse_kernel_spec(variant, family)
-    config = import_module(FAMILIES[family] + ".config")
-    try:
-        kw = config.resolve(variant, switches, mnkl)
-    except TypeError:  # a family whose tile does not depend on the problem
-        kw = config.resolve(variant, switches)
-    return int(kw["tile_m"]), int(kw["tile_n"])
-
-
-def _tiles_per_side(inputs, bundled: dict[int, str], arch, mnkl, tile_mn) -> tuple[list, list[str]]:
-    """Each side's output tile (M, N) from --tile-mn (once for every side, or once per side) or a
-    bundled kernel's config; None where neither says (the analysis then reads the kernel name or
-    refuses). Never a guess."""
-    if mnkl is None:
-        if tile_mn:
-            raise BsprofError("--tile-mn needs --mnkl M,N,K[,L] (the problem the launch computed)")
-        return [None] * len(inputs), []
-    from bsprof.kernels.api import parse_mnkl
-
-    problem = parse_mnkl(mnkl)
-    # "auto": that side's tile from the bundled config or the kernel's name, else refused
-    given = [None if t == "auto" else t for t in tile_mn]
-    if len(given) > len(inputs):
-        raise BsprofError(f"--tile-mn given {len(given)} times for {len(inputs)} input(s); give it once, or once per input (A then B)")
-    out, notes = [], []
-    for i in range(len(inputs)):
-        side = f"{'AB'[i]}: " if len(inputs) == 2 else ""
-        tmn = (given[i] if len(given) == len(inputs) else given[0]) if given else None
-        if tmn is not None:
-            if len(inputs) == 2 and len(given) == 1 and i == 0:
-                notes.append(f"tile {tmn[0]}x{tmn[1]} for A and B from the one --tile-mn for both inputs (give it twice, "
-                             "A then B, if their tiles differ)")
-        elif i in bundled:
-            tmn = _bundled_tile(bundled[i], arch, problem)
-            notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {bundled[i]} kernel's config")
-        out.append(tmn)
-    return out, notes
-
-
 @click.command(name="sass")
 @click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--function", "function", default=None, help="regex picking the kernel(s) (the launch name for .ncu-rep)")
@@ -114,37 +47,43 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     """
     if as_json and as_csv:
         raise BsprofError("--json and --csv are exclusive; pick one")
-    bundled: dict[int, str] = {}
+    if len(inputs) + (variant is not None) > 2:
+        raise BsprofError("pass one input, or two to compare (baseline then optimized)")
+    if tiles is not None and (mnkl or tile_mn):
+        raise BsprofError("--tiles N and --mnkl/--tile-mn both give the tile count; pass one of them")
+    problem = None
+    if mnkl is not None:
+        from bsprof.kernels.api import parse_mnkl
+
+        problem = parse_mnkl(mnkl)
+    bundled = {}
     if variant is not None:
         if arch is None:
             raise BsprofError("--kernel needs --arch sm_100a or --arch sm_90a")
-        bundled[len(inputs)] = variant
-        inputs = (*inputs, _compile_bundled(variant, arch))
+        from bsprof.kernels.api import compile_for_sass
+
+        cubin, tile = compile_for_sass(variant, arch, problem)
+        bundled[len(inputs)] = (tile, variant)
+        inputs = (*inputs, cubin)
     if not inputs:
         raise BsprofError("pass a cubin, SASS listing or .ncu-rep (or --kernel VARIANT --arch ARCH, e.g. --kernel optimized)")
-    if len(inputs) > 2:
-        raise BsprofError("pass one input, or two to compare (baseline then optimized)")
-    if tiles is not None and tiles <= 0:
-        raise BsprofError("--tiles must be a positive integer")
-    if tiles is not None and (mnkl or tile_mn):
-        raise BsprofError("--tiles N and --mnkl/--tile-mn both give the tile count; pass one of them")
-    per_side, tile_notes = _tiles_per_side(inputs, bundled, arch, mnkl, tile_mn) if tiles is None else ([], [])
 
     from bsprof.analyzers.sass.result import analyze_inputs
-    from bsprof.kernels.api import parse_mnkl
     from bsprof.reports import sass_text
 
     result = analyze_inputs(inputs, function=function, source=source, ncu=ncu, launch=launch,
-                            tiles=[tiles] * len(inputs), mnkl=parse_mnkl(mnkl) if mnkl and tiles is None else None,
-                            tile_mn=per_side, by=by, mma_detail=mma_detail, hot=hot, notes=tile_notes)
-    csv_text = sass_text.render_csv(result)
-    written = _write(out_dir, sass_text.render_json(result), csv_text) if out_dir is not None else None
+                            tiles=[tiles] * len(inputs), mnkl=problem, tile_mn=tile_mn, bundled_tiles=bundled,
+                            by=by, mma_detail=mma_detail, hot=hot)
+    # each rendering only when shown or written (at 50,000 instructions each costs ~0.1 s)
+    json_text = sass_text.render_json(result) if as_json or out_dir is not None else ""
+    csv_text = sass_text.render_csv(result) if as_csv or out_dir is not None else ""
+    written = _write(out_dir, json_text, csv_text) if out_dir is not None else None
     if written is not None and (as_json or as_csv):
         click.echo(f"wrote {written}/sass.json and regions.csv", err=True)
     if as_json or as_csv:
         for note in result.notes:
             click.echo(f"note: {note}", err=True)
-        click.echo(sass_text.render_json(result) if as_json else csv_text, nl=not as_csv)
+        click.echo(json_text if as_json else csv_text, nl=not as_csv)
         return
     from rich.console import Console
 

@@ -28,6 +28,7 @@ import importlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -61,6 +62,34 @@ def family_for_capability(capability: tuple[int, int]) -> str:
             "bsprof's kernels need sm_90 (Hopper) or sm_100 (Blackwell)"
         )
     return fam
+
+
+def family_for_arch(arch: str) -> str:
+    """The family that compiles for ``arch`` (sm_100a: nvfp4, sm_90a: fp8-blockwise)."""
+    major = 10 if arch.startswith("sm_10") else 9 if arch.startswith("sm_9") else None
+    family = FAMILY_BY_MAJOR.get(major) if major else None
+    if family is None:
+        raise BsprofError(f"--arch {arch}: bundled kernels exist for sm_100a (nvfp4) and sm_90a (fp8-blockwise)")
+    return family
+
+
+def compile_for_sass(spec: str, arch: str, mnkl=None) -> tuple[Path, tuple[int, int]]:
+    """Compile the bundled kernel ``spec`` for ``arch`` on the CPU, with line info, for the problem
+    ``mnkl`` (the family's default when None). Returns the cubin and the output tile (M, N) that
+    build computes, so a per-tile budget never guesses the tile of a kernel we built ourselves."""
+    family = family_for_arch(arch)
+    variant, switches = parse_kernel_spec(spec, family)
+    try:
+        module = family_module(family)
+    except ImportError as exc:
+        raise BsprofError(f"the bundled {family} kernels are not importable ({exc}); reinstall bsprof") from None
+    from bsprof.kernels.build import cache_root
+
+    shape = tuple(module.DEFAULT_MNKL) if mnkl is None else tuple(int(v) for v in mnkl)
+    # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
+    out_dir = cache_root().parent / "sass" / family
+    cubin = Path(module.compile_cubin(variant, out_dir, mnkl=shape, lineinfo=True, **switches))
+    return cubin, module.output_tile(variant, shape, **switches)
 
 
 def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None = None) -> tuple[str, dict]:

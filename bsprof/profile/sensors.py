@@ -58,6 +58,14 @@ class GpuSensors:
         return (float(mhz.value) if ok_clk else float("nan"),
                 fv.value.ui / 1000.0 if ok_pw else float("nan"), int(reasons.value))
 
+    def limits(self) -> dict:
+        """The top SM clock (MHz) and the enforced board power limit (W); None where refused."""
+        mhz, mw = ctypes.c_uint(0), ctypes.c_uint(0)
+        ok_clk = self._lib.nvmlDeviceGetMaxClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(mhz)) == NVML_SUCCESS
+        ok_pw = self._lib.nvmlDeviceGetEnforcedPowerLimit(self._handle, ctypes.byref(mw)) == NVML_SUCCESS
+        return {"max_mhz": float(mhz.value) if ok_clk else None,
+                "power_limit_w": mw.value / 1000.0 if ok_pw else None}
+
 
 def open_sensors(pci_bus_id: str | None) -> GpuSensors | None:
     """NVML handle of the GPU at ``pci_bus_id`` ("0000:1b:00.0"; matching by bus id keeps

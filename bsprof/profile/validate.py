@@ -8,9 +8,12 @@
 3. Build delay-injected variants (K-loop per K block, epilogue Phase 1 per tile, both). The side
    that does not bind gets deltas at multiples of the deficit, from well below to well past it, so
    the binding side flips inside the sweep and the equilibrium and the trivial predictor differ.
-4. Wall times: ``repeats`` interleaved repeats over every plain-code build (one median per build
-   per repeat), plus a second plain build as the null point (its ratio to the first is the noise
-   floor). The reverse points (delayed build -> plain) get their own, fresh repeats.
+4. Wall times: ``repeats`` repeats over every plain-code build, each build per repeat one sustained
+   block (``sustained_walls``: it runs alone long enough for the power-capped clock to settle,
+   then is timed with its SM clock and power read), plus a second plain build as the null point
+   (its ratio to the first is the noise floor). The reverse points (delayed build -> plain) get
+   their own, fresh repeats. The device's top clock, power limit and idle power are read first:
+   with each calibration build's sustained clock they give the model's clock term.
 5. Every delayed build's timing capture: the measured change of each phase (the oracle's input)
    and, for the reverse points' source builds, the table the model calibrates on.
 
@@ -153,61 +156,144 @@ def _phase_means(table) -> dict:
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
 
-def wall_repeats(launchers: dict, keys: list[str], repeats: int, rounds: int) -> tuple[dict[str, list[float]], str]:
-    """``repeats`` independent medians (µs) of each build in ``keys``: each repeat interleaves the
-    builds round by round (``median_us_graphs``), so drift hits them alike within a repeat."""
+SETTLE_S = 0.2      # each build runs alone this long, untimed, before its block is timed
+BLOCK_S = 0.1       # the timed part of a block
+GRAPH_LAUNCHES = 10  # kernel launches per graph replay
+
+
+def sustained_walls(launchers: dict, keys: list[str], repeats: int,
+                    rounds: int = ROUNDS_PER_REPEAT) -> tuple[dict, dict, str]:
+    """``repeats`` sustained blocks per build: per repeat each build in turn (the order rotated by one
+    each repeat, so no build runs two blocks in a row across a repeat boundary) runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
+    power read (NVML) while the timed part runs. Returns (µs per launch per repeat, the readings
+    per repeat, "graph" | "eager").
+
+    Why blocks and not rounds of a few launches: a power-capped H100 sets its clock from the draw
+    of what ran over the last several milliseconds, so a build interleaved every ~20 ms with others
+    runs at a clock set partly by its neighbours (the 8192^3 ping-pong runs measured the same plain
+    build 4-5% apart in two repeat sets with different neighbours, while builds at the top clock
+    agreed within 0.3%). A user's kernel runs back to back with itself: its own sustained clock. (With
+the order reversed each repeat, the plain 8192^3 build ran two blocks in a row at every other
+boundary and its second block came out ~9% slower: a capped build's clock keeps falling past 0.2 s.)"""
+    import statistics
+    import time as _t
+
     from bsprof.profile import timing_capture as tc
 
     reps: dict[str, list[float]] = {k: [] for k in keys}
-    how = ""
-    for _ in range(repeats):
-        med, how = tc.median_us_graphs({k: launchers[k] for k in keys}, rounds=rounds, launches=10)
-        for k in keys:
-            reps[k].append(float(med[k]))
-    return reps, how
+    reads: dict[str, list[dict]] = {k: [] for k in keys}
+    graphs = {k: tc.graph_launcher(launchers[k], GRAPH_LAUNCHES) for k in keys}
+    if not all(g is not None for g in graphs.values()):
+        # no graphs (host-bound eager launches): blocks of one build at a time, no clock readings
+        for r in range(repeats):
+            for k in _rotated(keys, r):
+                med = tc.median_us({k: tc.raw_launcher(launchers[k])}, rounds=rounds, inner=GRAPH_LAUNCHES)
+                reps[k].append(float(med[k]))
+        return reps, {}, "eager"
+
+    import torch
+
+    from bsprof.profile.sensors import torch_device_sensors
+
+    sensors = torch_device_sensors()
+    span: dict[str, float] = {}
+    for k, g in graphs.items():      # seconds per replay, to size the blocks
+        g()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g()
+        e.record()
+        e.synchronize()
+        span[k] = max(1e-6, s.elapsed_time(e) / 1000.0)
+    for r in range(repeats):
+        for k in _rotated(keys, r):
+            g = graphs[k]
+            timed = max(3, math.ceil(BLOCK_S / span[k]))
+            for _ in range(max(2, math.ceil(SETTLE_S / span[k]))):
+                g()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(timed):
+                g()
+            e.record()
+            mhz, watts = [], []
+            while sensors is not None and not s.query():
+                _t.sleep(0.002)
+            while sensors is not None and not e.query():
+                m, w, _r = sensors.read()
+                mhz.append(m)
+                watts.append(w)
+                _t.sleep(0.005)
+            e.synchronize()
+            reps[k].append(s.elapsed_time(e) * 1000.0 / (timed * GRAPH_LAUNCHES))
+            good_m, good_w = [x for x in mhz if x == x], [x for x in watts if x == x]
+            reads[k].append({"mhz": statistics.median(good_m) if good_m else None,
+                             "watts": statistics.median(good_w) if good_w else None, "readings": len(mhz)})
+    return reps, reads, "graph"
 
 
-def sustained_clocks(launchers: dict, us: dict, seconds: float = 0.4) -> dict[str, dict]:
-    """Each build's SM clock and board power under sustained back-to-back launches (NVML, polled
-    while ~``seconds`` of queued graph replays drain; the second half of the readings). The wall
-    repeats interleave builds every few ms, too fast to read a clock per build; this tells whether
-    a delayed build runs at another clock than the plain one (a power-capped GPU clocks up when a
-    build draws less)."""
+def _rotated(keys: list[str], r: int) -> list[str]:
+    """``keys`` rotated left by ``r``: consecutive repeats never put the same build at the boundary
+    (two builds simply alternate)."""
+    n = r % len(keys) if len(keys) > 2 else 0
+    return keys[n:] + keys[:n]
+
+
+def _sustained_summary(reads: dict) -> dict[str, dict]:
+    """Per build: median over its blocks of the median SM clock and board power."""
+    import statistics
+
+    out = {}
+    for k, blocks in reads.items():
+        m = [b["mhz"] for b in blocks if b.get("mhz")]
+        w = [b["watts"] for b in blocks if b.get("watts")]
+        if m:
+            out[k] = {"mhz": statistics.median(m), "watts": statistics.median(w) if w else None,
+                      "readings": sum(b.get("readings", 0) for b in blocks), "blocks": len(blocks)}
+    return out
+
+
+def device_limits(spin_s: float = 0.5) -> dict | None:
+    """The GPU's top SM clock and enforced power limit (NVML), and its power floor: the board
+    power while a one-thread spin kernel keeps the GPU at its working clock and voltage with no
+    tensor or memory work (static power, memory refresh, the board), the part of a kernel's draw
+    that does not scale with its work. The idle reading is kept beside it."""
     import statistics
     import time as _t
 
     import torch
 
-    from bsprof.profile import timing_capture as tc
     from bsprof.profile.sensors import torch_device_sensors
 
     if not torch.cuda.is_available():
-        return {}
+        return None
     sensors = torch_device_sensors()
     if sensors is None:
-        return {}
-    out: dict[str, dict] = {}
-    for key, prep in launchers.items():
-        replay = tc.graph_launcher(prep, 10)
-        if replay is None:
-            continue
-        n = max(5, int(seconds * 1e6 / max(1.0, 10 * us.get(key, 100.0))))
-        done = torch.cuda.Event()
-        for _ in range(n):
-            replay()
-        done.record()
-        mhz, watts = [], []
-        while not done.query():
-            m, w, _r = sensors.read()
-            mhz.append(m)
-            watts.append(w)
-            _t.sleep(0.01)
-        torch.cuda.synchronize()
-        half = len(mhz) // 2
-        good = lambda xs: [x for x in xs[half:] if x == x]  # noqa: E731
-        out[key] = {"mhz": statistics.median(good(mhz)) if good(mhz) else None,
-                    "watts": statistics.median(good(watts)) if good(watts) else None, "readings": len(mhz)}
-    return out
+        return None
+    lim = sensors.limits()
+    if not lim.get("max_mhz") or not lim.get("power_limit_w"):
+        return None
+    torch.cuda.synchronize()
+    _t.sleep(0.3)
+    idle = [sensors.read()[1] for _ in range(10)]
+    ghz = max(0.5, lim["max_mhz"] / 1000.0)
+    done = torch.cuda.Event()
+    for _ in range(max(1, int(spin_s / 0.01))):
+        torch.cuda._sleep(int(0.01 * ghz * 1e9))   # ~10 ms of spinning per launch
+    done.record()
+    _t.sleep(spin_s / 3)                            # let the clock and the power settle
+    mhz, watts = [], []
+    while not done.query():
+        m, w, _r = sensors.read()
+        mhz.append(m)
+        watts.append(w)
+        _t.sleep(0.01)
+    torch.cuda.synchronize()
+    ok = lambda xs: [x for x in xs if x == x]  # noqa: E731
+    floor = statistics.median(ok(watts)) if ok(watts) else 0.0
+    return {**lim, "floor_w": floor, "floor_mhz": statistics.median(ok(mhz)) if ok(mhz) else None,
+            "idle_w": statistics.median(ok(idle)) if ok(idle) else None,
+            "source": "NVML (floor: board power while one thread spins)"}
 
 
 def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
@@ -216,6 +302,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     import statistics
 
     from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import write_table
     from bsprof.io import atomic_path, unique_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
@@ -238,6 +325,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     shape = "x".join(map(str, mnkl[:3]))
     t0 = time.time()
 
+    try:
+        limits = device_limits() if _has_gpu() else None
+    except Exception as exc:   # noqa: BLE001 - a driver without these NVML calls: no clock term
+        _log(console, f"[yellow]device limits unreadable ({exc}); the clock term falls back to the data sheet[/]")
+        limits = None
+    if limits:
+        _log(console, f"device: top SM clock {limits['max_mhz']:.0f} MHz, power limit {limits['power_limit_w']:.0f} W, "
+                      f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W)")
     if spin is None:
         spin = spin_calibration(console)
 
@@ -264,10 +359,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     for v in variants:
         launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
                                         delay_phase1=v["delay_phase1"])
-    fwd, timed_with = wall_repeats(launchers, list(launchers), repeats, rounds)
+    fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds)
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
-    back, _ = wall_repeats(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
-    clocks_sustained = sustained_clocks(launchers, {k: statistics.fmean(v) for k, v in fwd.items()})
+    back, back_reads, _ = sustained_walls(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
+    clocks_sustained = _sustained_summary(fwd_reads)
+    clocks_back = _sustained_summary(back_reads)
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
@@ -302,8 +398,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_kloop=-landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
                               extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
-                                     **_sustained(clocks_sustained, k, "plain")}))
-    V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall)
+                                     **_sustained(clocks_back, k, "plain")}))
+    V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
+               limits=limits_for(info["name"], limits))
     summ = V.summary(points)
 
     run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
@@ -321,7 +418,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
         "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
         "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
-        "sustained_clocks": clocks_sustained,
+        "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
+        "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES},
+        "device_limits": limits,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
@@ -396,6 +495,7 @@ def rescore(run_dir) -> dict:
     import pandas as pd
 
     from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import read_table
 
     run_dir = Path(run_dir)
@@ -409,5 +509,29 @@ def rescore(run_dir) -> dict:
         if not path.is_file():
             raise BsprofError(f"{run_dir} lacks tables/{key}.parquet, the timing the model calibrates on")
         tables[key] = read_table(path)
-    V.evaluate(points, tables)
+    doc = _read_json(run_dir / "validation.json")
+    walls = doc.get("capture_wall_us") or None
+    if walls:   # the capture walls are on record: the busy share is recomputed by this code
+        for p in points:
+            p.busy = math.nan
+    V.evaluate(points, tables, capture_wall_us=walls,
+               limits=limits_for(doc.get("device"), doc.get("device_limits")))
     return {"points": points, "summary": V.summary(points)}
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())

@@ -19,13 +19,13 @@ def _yes(v) -> str:
 
 
 def render_validation(console, points, summ: dict, title: str = "") -> None:
-    """One row per point: measured ratio with its 95% interval, the model (and its two terms), the
+    """One row per point: measured ratio with its 95% interval, the model (and its three terms), the
     oracle and the trivial predictor, each with its error; then the summary against the target."""
     from rich.table import Table
 
     t = Table(title=f"model validation{': ' + title if title else ''} — wall-time change vs the calibration build",
               title_justify="left", header_style="bold")
-    cols = ("dir", "knob", "Δkloop", "Δphase1", "measured (95% CI)", "model", "period", "tail", "err",
+    cols = ("dir", "knob", "Δkloop", "Δphase1", "measured (95% CI)", "model", "period", "tail", "clock", "err",
             "±noise", "oracle", "err", "trivial", "err", "binding")
     for c in cols:
         t.add_column(c, justify="left" if c in ("dir", "knob", "binding") else "right", no_wrap=True)
@@ -36,14 +36,17 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
             bind = f"[bold]{bind} flip[/]"
         t.add_row(p.direction, p.knob, f"{p.delta_kloop + 0.0:+,.0f}", f"{p.delta_phase1 + 0.0:+,.0f}",
                   _pct_ratio(p.measured_ratio) + ci, _pct_ratio(p.projected_wall_det),
-                  f"{p.term_period * 100:+.2f}", f"{p.term_tail * 100:+.2f}", _err(p.err_det_pct),
+                  f"{p.term_period * 100:+.2f}", f"{p.term_tail * 100:+.2f}",
+                  "—" if not math.isfinite(p.term_clock) else f"{p.term_clock * 100:+.2f}", _err(p.err_det_pct),
                   "—" if not math.isfinite(p.err_ci_pct) else f"{p.err_ci_pct:.2f}",
                   _pct_ratio(p.projected_oracle), _err(p.err_oracle_pct),
                   _pct_ratio(p.projected_trivial), _err(p.err_trivial_pct), bind)
     console.print(t)
     console.print("[dim]Δ: nominal cycles per tile (the probe-measured cost of the injected spin). model: the "
                   "equilibrium from the calibration table and the nominal change = 1 + period term (busy × period "
-                  "change) + tail term (makespan outside tiles × period); oracle: the same model given the "
+                  "change) + tail term (makespan outside tiles × period), the projected cycles, + clock term (those cycles at "
+                  "the sustained clock the power limit allows after the change, from the calibration build's clock and "
+                  "power and the device's limits); oracle: the same model given the "
                   "perturbed build's measured phase changes; trivial: the changed phase's delta when it is on "
                   "the baseline's critical cycle. ±noise: half-width of the error's 95% interval.[/]")
     for key, name in (("det", "model"), ("oracle", "oracle"), ("trivial", "trivial")):
@@ -75,7 +78,8 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
                       f"median |error| {k['median_abs_pct']:.2f}%, max {k['max_abs_pct']:.2f}% over {k['n']} points")
     c = summ.get("cycles")
     if c:
-        console.print(f"in cycles (vs the captures' busiest-CTA makespans): median |error| {c['median_abs_pct']:.2f}%, "
+        console.print(f"in cycles (the model before its clock term vs the captures' busiest-CTA makespans): "
+                      f"median |error| {c['median_abs_pct']:.2f}%, "
                       f"max {c['max_abs_pct']:.2f}% over {c['n']} points; builds ran at "
                       f"{c['ghz_min']:.2f}-{c['ghz_max']:.2f} GHz")
 def _f(v, fmt="{:,.0f}"):
@@ -298,10 +302,24 @@ def render_model(console, result, html: str | None = None) -> None:
         return
     pj = result.projection
     _render_projection(console, result.params, pj, result.what_if, result.checks)
+    if result.clock:
+        _render_clock(console, result.clock)
     _render_ceiling(console, pj.extra)
     if result.walk:
         _render_walk(console, result.walk)
     _render_fitted(console, result.fitted, result.provenance)
+
+
+def _render_clock(console, c: dict) -> None:
+    lim = c["limits"]
+    state = "power-capped" if c["capped"] else "not power-capped"
+    console.print(f"[bold]At the sustained clock:[/] the baseline runs {c['mhz_before']:,.0f} MHz ({state}; top "
+                  f"{lim['max_mhz']:,.0f} MHz, limit {lim['power_limit_w']:,.0f} W); the change moves the cycles "
+                  f"{_pct(c['cycle_ratio'])} and the clock to {c['mhz_after']:,.0f} MHz ({c['limited_by']}): wall time "
+                  f"[bold]{_pct(c['wall_ratio'])}[/] (clock term {c['term_clock'] * 100:+.2f} points)")
+    console.print(f"[dim]the same tensor work over more cycles draws less per cycle; at the power limit the clock "
+                  f"moves as (cycle ratio)^(1/{c['power_exponent']:g}) (γ assumed, not fitted), capped at the top "
+                  f"clock; floor {lim['floor_w']:,.0f} W does not scale with the work ({lim['source']})[/]")
 
 
 def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: dict) -> None:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import csv
 import io
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from bsprof import artifacts
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 
+if TYPE_CHECKING:
+    from rich.console import Console
+# rich is imported where the terminal views need it: --json and --csv never load it (~0.1 s)
+
+# more functions than this: one summary table across them instead of each one's tables
+MANY_FUNCTIONS = 4
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
              "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
 
@@ -48,6 +51,8 @@ def render_csv(result: SassResult) -> str:
 
 def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = False, show_features: bool = False,
                     hot: bool = False) -> None:
+    from rich.markup import escape
+
     data = result.data
     if result.is_compare:
         print_compare(console, data)
@@ -56,8 +61,16 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
                 for fn in data[side]["functions"]:
                     print_hot(console, fn, f"{side.upper()} ")
     else:
-        for fn in data["functions"]:
-            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features)
+        fns = data["functions"]
+        # Past a few functions the per-function tables (instruction mix, feature checklist) bury
+        # the overview and cost ~40 ms of rich layout each: one summary table across functions
+        # replaces them, and --function REGEX (or --json) gives any function's full tables.
+        tables = len(fns) <= MANY_FUNCTIONS
+        for fn in fns:
+            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features,
+                            tables=tables)
+        if not tables:
+            _print_summary(console, fns, show_features=show_features)
     for note in result.notes:
         if not result.is_compare or "not comparable" not in note:  # the compare table says it already
             console.print(f"[yellow]note:[/yellow] {escape(note)}")
@@ -68,16 +81,92 @@ def _cats_present(rows: list[dict]) -> list[str]:
     return [c for c in MAIN_CATS if c in seen] + sorted(seen - set(MAIN_CATS))
 
 
-def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool) -> None:
+def _print_summary(console: Console, fns: list[dict], *, show_features: bool) -> None:
+    """One row per function, narrow enough for an 80-column terminal (rich squeezing a wider table
+    into it made every cell unreadable, and took a quarter of a second); each function's features
+    follow as one line apiece."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
+                    "--function REGEX, or --json)", header_style="bold")
+    t.add_column("function", no_wrap=True)
+    for col in ("inst.", "MMA", "loops", "K-loop", "ovh/MMA"):
+        t.add_column(col, justify="right" if col != "K-loop" else "left", no_wrap=True)
+    names = distinct_names([fn["name"] for fn in fns], width=max(16, min(40, console.width - 62)))
+    features = []
+    for fn, name in zip(fns, names):
+        prim = next((r for r in fn["regions"] if r.get("primary")), None)
+        summary = fn.get("kloop_summary") or {}
+        if prim is not None:
+            kloop = prim["region"]
+        elif summary.get("kind") == "unrolled":
+            kloop = f"unrolled (tile loop {summary.get('tile_loop')})"
+        else:
+            kloop = "—"
+        t.add_row(escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])), escape(kloop),
+                  _fmt(prim["overhead_per_mma"]) if prim else "—")
+        present = [("[red]spills[/red]" if k == "register_spills" else k) for k, v in (fn.get("features") or {}).items() if v]
+        features.append(f"  {escape(name)}: {', '.join(present) or 'none'}")
+    console.print(t)
+    if any((fn.get("kloop_summary") or {}).get("kind") == "unrolled" for fn in fns):
+        console.print("[dim]K-loop 'unrolled': K is fully unrolled, no K-loop; the tile loop issues every MMA[/dim]")
+    if show_features:
+        console.print("[bold]features present[/bold]\n" + "\n".join(features))
+
+
+def distinct_names(names: list[str], width: int = 40) -> list[str]:
+    """Each name cut to ``width`` characters so that the cuts still differ: kernels of one template
+    (DeepGEMM's instantiations, one CuTe kernel at several tiles) share long mangled prefixes and
+    suffixes and differ in the middle, so a long name shows its first few characters and then the
+    stretch where it first differs from the names most like it."""
+    head = min(12, max(4, width // 3))
+    shared_head, shared_tail = _shared(names), _shared([n[::-1] for n in names])
+    out = []
+    for n, pre, suf in zip(names, shared_head, shared_tail):
+        if len(n) <= width:
+            out.append(n)
+            continue
+        differs = min(pre, len(n))
+        if max(differs, len(n) - suf) < width:   # it differs within the first width - 1 characters
+            out.append(n[: width - 1] + "…")
+            continue
+        window = width - head - 2
+        start = max(head, differs - 3)   # a few characters of context before the difference
+        if start + window >= len(n):
+            out.append(n[:head] + "…" + n[len(n) - (width - head - 1):])
+        else:
+            out.append(n[:head] + "…" + n[start:start + window] + "…")
+    return out
+
+
+def _shared(names: list[str]) -> list[int]:
+    """For each name, the longest prefix it shares with any other name (the neighbours in sorted
+    order are the names it shares most with)."""
+    import os.path
+
+    best = [0] * len(names)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    for x, y in zip(order, order[1:]):
+        n = len(os.path.commonprefix([names[x], names[y]]))
+        best[x], best[y] = max(best[x], n), max(best[y], n)
+    return best
+
+
+def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
+                    tables: bool = True) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
     head = (f"[bold]{escape(_short(fn['name']))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
     if "executed" in fn:
         head += f" · {fn['executed']:,} warp-instructions executed"
-    console.print(head)
     if fn.get("kloop_summary"):
         style = "bold" if fn["kloop_summary"]["kind"] == "kloop" else "bold yellow"
-        console.print(f"[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]")
+        head += f"\n[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]"
+    console.print(head)
     key = "role_regions" if by == "roles" and "role_regions" in fn else "regions"
     rows = fn[key]
     if key == "regions":  # keep the table readable: function, the K-loop, other MMA loops, big loops
@@ -85,9 +174,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         rest = sorted((r for r in rows[1:] if r not in keep), key=lambda r: -r["instructions"])
         rows = keep + rest[: max(0, 8 - len(keep))]
     if key == "role_regions":
-        _print_roles(console, rows)
+        if tables:
+            _print_roles(console, rows)
         rows = []
-    rows = rows[:7]
+    rows = rows[:7] if tables else []
     cats = _cats_present(rows)
     t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
                     "(static counts; ◀ = the K-loop)", header_style="bold")
@@ -130,17 +220,18 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         _print_mma_detail(console, fn)
     if "hot" in fn:
         print_hot(console, fn)
-    if show_features:
+    if show_features and tables:
         _print_features(console, fn)
-    if fn.get("unclassified"):
-        console.print(f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {', '.join(fn['unclassified'])}")
-    for note in fn.get("notes", []):
-        if not note.startswith("opcodes not in"):
-            console.print(f"[dim]note: {escape(note)}[/dim]")
-    console.print()
+    tail = [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(', '.join(fn['unclassified']))}"] \
+        if fn.get("unclassified") else []
+    tail += [f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")]
+    console.print("\n".join(tail + [""]))  # one print, ending in the blank line between functions
 
 
 def _print_roles(console: Console, rows: list[dict]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     rows = sorted(rows, key=lambda r: (-r["mma"], -r["instructions"]))
     dyn = any("executed" in r for r in rows)
     room = max(2, (console.width - 52 - (32 if dyn else 0)) // 9)
@@ -169,34 +260,43 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
 
 
 def _print_mma_detail(console: Console, fn: dict) -> None:
+    from rich.console import COLOR_SYSTEMS
+    from rich.markup import escape
+    from rich.style import Style
+
     details = fn.get("mma_detail") or []
     if not details:
         why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
         console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
+    # Written straight to the file, styled by hand: rich's cost per print (~1 ms: measure, wrap,
+    # highlight) or per line, times a few lines per K-loop, a title per gap and the streams'
+    # thousands of rows, made this view take a second on a listing of many functions.
+    colors = COLOR_SYSTEMS.get(console.color_system or "")
+    bold, italic = Style(bold=True), Style(italic=True)
+    out = []
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        console.print(f"[bold]{what} {d['loop']}[/bold]: {d['instructions']} instructions, {d['mma']} MMA, "
-                      f"{d['mean_between']} instructions between MMA issues on average")
-        per = ", ".join(f"{k} {v}" for k, v in d["per_mma"].items())
-        console.print(f"  per MMA: {per}")
-        console.print("  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items()))
+        out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions, "
+                f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
+                "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()),
+                "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]
         if d.get("stalls_between"):
-            console.print("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
+            out.append("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
         if d.get("stalls_on_mma"):
-            console.print("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
+            out.append("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
         if back_to_back:
-            console.print(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
+            out.append(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
             title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
                      if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
-            console.print(f"[italic]{escape(title)}[/italic]")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            console.file.write(_stream_text(gap["stream"]) + "\n")
+            out += [italic.render(title, color_system=colors), _stream_text(gap["stream"])]
+    console.file.write("\n".join(out) + "\n")
 
 
 def _stream_text(stream: list[dict]) -> str:
@@ -216,6 +316,9 @@ def _stream_text(stream: list[dict]) -> str:
 
 
 def _print_features(console: Console, fn: dict) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     from bsprof.analyzers.sass.features import DESCRIPTIONS
 
     t = Table(title="feature checklist", header_style="bold", show_lines=True)
@@ -237,6 +340,9 @@ def _print_features(console: Console, fn: dict) -> None:
 
 def print_compare(console: Console, result: dict) -> None:
     """A → B tables; the K-loop rows only where both regions are of one kind."""
+    from rich.markup import escape
+    from rich.table import Table
+
     for cmp in result["compare"]:
         a, b = cmp["a"], cmp["b"]
         console.print(f"[bold]A[/bold] {escape(_short(a['name'], 70))} ({escape(str(a['source']))})")
@@ -280,6 +386,9 @@ def print_compare(console: Console, result: dict) -> None:
 
 def print_hot(console: Console, fn: dict, label: str = "") -> None:
     """The hottest instructions by stall samples (``--hot``), one row per instruction."""
+    from rich.markup import escape
+    from rich.table import Table
+
     if not fn["hot"]:
         console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(_short(fn['name'], 60))}[/dim]")
         return

@@ -23,6 +23,8 @@ class ModelRequest:
     tiles: int = 50_000
     seed: int = 0
     explain: bool = False
+    clock: str | None = None            # "MHZ" or "MHZ@WATTS": the baseline's sustained clock (and power)
+    limits: str | None = None           # "TOP_MHZ,LIMIT_W[,FLOOR_W]"; default: the H100's
 
 
 @dataclass
@@ -35,6 +37,7 @@ class ModelResult:
     what_if: list | None = None
     checks: list | None = None
     walk: dict | None = None            # --explain: the cycles before and after
+    clock: dict | None = None           # --clock: the projection at the sustained clock
     fitted: list = field(default_factory=list)
     provenance: dict | None = None
 
@@ -46,6 +49,58 @@ def check_request(req: ModelRequest) -> None:
         raise BsprofError(f"--handoff {req.handoff} must be >= 0 cycles")
     if req.tiles < 1000 or req.tiles > 5_000_000:
         raise BsprofError(f"--tiles {req.tiles} is out of range; use 1,000..5,000,000")
+    if req.clock is not None and req.sweep:
+        raise BsprofError("--clock applies to one projection, not a --sweep; drop one of them")
+    if req.limits is not None and req.clock is None:
+        raise BsprofError("--gpu-limits needs --clock (the baseline's sustained clock), e.g. --clock 1750@700")
+
+
+def _numbers(text: str, flag: str, example: str) -> list[float]:
+    import math
+
+    try:
+        vals = [float(x) for x in str(text).replace("@", ",").split(",")]
+    except ValueError:
+        vals = []
+    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise BsprofError(f"{flag} {text!r} is not a list of positive numbers; use e.g. {flag} {example}")
+    return vals
+
+
+def parse_clock(text: str) -> tuple[float, float | None]:
+    """``"1750"`` or ``"1750@700"`` -> (MHz, W or None)."""
+    vals = _numbers(text, "--clock", "1750@700")
+    if len(vals) > 2:
+        raise BsprofError(f"--clock {text!r}: give MHZ or MHZ@WATTS, e.g. --clock 1750@700")
+    return vals[0], (vals[1] if len(vals) == 2 else None)
+
+
+def parse_limits(text: str | None):
+    """``"1980,700[,124]"`` -> DeviceLimits; None -> the H100's (data sheet, floor measured)."""
+    from bsprof.analyzers.model.clock import KNOWN_LIMITS, DeviceLimits
+
+    if text is None:
+        return KNOWN_LIMITS["NVIDIA H100 80GB HBM3"]
+    vals = _numbers(text, "--gpu-limits", "1980,700,124")
+    if len(vals) not in (2, 3):
+        raise BsprofError(f"--gpu-limits {text!r}: give TOP_MHZ,LIMIT_W[,FLOOR_W], e.g. --gpu-limits 1980,700,124")
+    return DeviceLimits(vals[0], vals[1], vals[2] if len(vals) == 3 else 0.0, "--gpu-limits")
+
+
+def clock_view(ratio_cycles: float, clock: str, limits: str | None) -> dict:
+    """The projection's cycles at the sustained clock the power limit allows after the change."""
+    from bsprof.analyzers.model.clock import POWER_EXPONENT, project_clock
+
+    mhz, watts = parse_clock(clock)
+    lim = parse_limits(limits)
+    if mhz > lim.max_mhz:
+        raise BsprofError(f"--clock {mhz:g} MHz is above the top clock {lim.max_mhz:g}; give the clock the baseline "
+                          "sustains, or --gpu-limits for another GPU")
+    c = project_clock(ratio_cycles, mhz, watts, lim)
+    return {"mhz_before": mhz, "watts_before": watts, "mhz_after": c.mhz_after, "clock_ratio": c.ratio,
+            "capped": c.capped, "limited_by": c.limited_by, "cycle_ratio": ratio_cycles,
+            "wall_ratio": ratio_cycles / c.ratio, "term_clock": ratio_cycles / c.ratio - ratio_cycles,
+            "limits": lim.to_json(), "power_exponent": POWER_EXPONENT}
 
 
 def load_params(source, structure: str = "auto", release_frac=None, handoff=None) -> ModelParams:
@@ -91,6 +146,9 @@ def run_model(req: ModelRequest) -> ModelResult:
     if provenance:
         doc["provenance"] = provenance
     out = ModelResult(params, doc, projection_rows(doc), projection=pj, fitted=fitted, provenance=provenance)
+    if req.clock is not None:
+        out.clock = clock_view(pj.wall_ratio, req.clock, req.limits)
+        doc["clock"] = out.clock
     if req.explain:
         after = apply(params, parse_deltas(deltas))
         out.walk = {"before": cycle_walk(params), "after": cycle_walk(after),

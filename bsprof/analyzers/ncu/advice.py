@@ -1,15 +1,19 @@
 """Advice for a verdict, chosen by class, kernel kind and architecture; each line cites its number.
 
 The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
-execute), "other" or "*"; ``archs`` the architectures the advice exists on ("sm_90" wgmma knobs,
-"sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's numbers
-(:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
+execute), "other", "*", or the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
+the knobs differ, and mma.sync/DMMA kernels have none of wgmma's); ``archs`` the architectures the
+advice exists on ("sm_90" wgmma knobs, "sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are
+formatted with the launch's numbers (:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
 2-CTA MMA, TMEM and UTC* only on sm_100; occupancy advice only when the verdict flagged it.
 """
 
 from __future__ import annotations
 
 import math
+
+from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics, opcodes,
+                                       spill_traffic, stall_shares)
 
 ANY = "*"
 
@@ -21,7 +25,7 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     ("under-filled", ANY, "gemm", ANY,
      "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
      "(SM-time idle {idle_pct}%)"),
-    ("under-filled", ANY, "gemm", "sm_90",
+    ("under-filled", ANY, "wgmma", "sm_90",
      "on sm_90, pick the wgmma N tile so that the tile count divides into waves of {sms} CTAs "
      "({ctas} CTAs, busiest SM active {max_active_pct}% vs average {active_pct}%)"),
     ("under-filled", ANY, "other", ANY,
@@ -31,12 +35,19 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     ("compute-bound", "tensor", "gemm", ANY,
      "the tensor pipe is the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): remaining time is in "
      "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here"),
-    ("compute-bound", "tensor", "gemm", "sm_90",
+    ("compute-bound", "tensor", "wgmma", "sm_90",
      "wgmma knobs on sm_90: a wider N tile per warpgroup, two consumer warpgroups, TMA multicast across a "
      "cluster to halve L2 traffic (L2 at {l2_pct}%)"),
-    ("compute-bound", "tensor", "gemm", "sm_100",
+    ("compute-bound", "tensor", "tcgen05", "sm_100",
      "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
      "epilogue overlaps the next tile's MMAs"),
+    ("compute-bound", "tensor", "mma.sync", "sm_90",
+     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
+     "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
+     "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {unit_pct}% busy)"),
+    ("compute-bound", "tensor", "dmma", ANY,
+     "fp64 runs as DMMA ({mma_count} instructions; wgmma has no fp64): at {unit_pct}% of active the fp64 tensor "
+     "pipe is this GPU's fp64 ceiling; only a lower precision (TF32/BF16 with error-compensated splitting) is faster"),
     ("compute-bound", "fma", ANY, ANY,
      "the FMA pipe is the limit ({unit_pct}% of active): fewer FP32 instructions per result; for a matrix "
      "product move it to the tensor cores (TF32/BF16 MMA)"),
@@ -81,6 +92,19 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "for this MMA kernel (tensor pipe {tensor_pct}% of active): deeper shared-memory pipeline (more stages) "
      "and more MMA work per load"),
     # flags
+    ("spill-traffic", ANY, ANY, ANY,
+     "register spills are most of the traffic: {local_bytes} of local memory through L1/L2 ({spill_share}% of the "
+     "{l2_bytes} through L2, L1 hit {l1_hit}%) from {spills} spill instructions; remove them first (fewer live "
+     "values per thread: a smaller block per warp or more warps per row), then re-measure the bandwidth"),
+    ("global-atomics", ANY, ANY, ANY,
+     "{atomics} global atomics ({atomic_pct}% of global memory instructions) with warps waiting on {stall} "
+     "({stall_pct}% of the cycles between issues): atomics to few addresses serialize in a few L2 slices; "
+     "privatize (accumulate per CTA in shared memory, or sort by destination and reduce segments), then one "
+     "global atomic per destination per CTA"),
+    ("grid-limited", ANY, ANY, ANY,
+     "the grid limits the warps: {ctas} CTAs of {warps_per_cta} warp(s) are {waves} waves, ~{warps_per_sm} warps "
+     "per SM ({occ_pct}% of warp slots in use) while resources allow {ctas_per_sm} CTAs per SM; split the work "
+     "over more CTAs or more warps per CTA to put more loads in flight"),
     ("low-occupancy", ANY, ANY, ANY,
      "raise occupancy ({occ_pct}% achieved of {theo_pct}% theoretical; CTAs per SM limited by {limiter}): "
      "fewer registers or shared memory per CTA, or more CTAs"),
@@ -100,14 +124,19 @@ def _n(x: float, digits: int = 0) -> str:
 
 
 def _numbers(v, row, k: int | None) -> dict:
-    from bsprof.analyzers.ncu.verdict import THRESHOLDS, _bytes, _get, _level_bytes, stall_shares
-
     shares = stall_shares(row)
     stall = v.unit if v.cls == "latency-bound" and v.unit else next(iter(shares), "n/a")
     f = v.fill
     unit_pct = v.busy.get("value", math.nan)
     share = f.active_share if not math.isnan(f.active_share) else 1.0
     conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
+    mma_ops = {op: n for op, n in opcodes(row).items()
+               if any(rx.match(op) and fam == v.mma for rx, fam in MMA_FAMILIES)}
+    mma_op = max(mma_ops, key=mma_ops.get) if mma_ops else "n/a"
+    local, spill_share = spill_traffic(row)
+    atomics, atomic_share = global_atomics(row)
+    warps_per_cta = math.ceil(_get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z") / 32) \
+        if all(not math.isnan(_get(row, f"block_{a}")) for a in "xyz") else math.nan
     return {
         "dur_us": _n(_get(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
         "sms": f.sms or "?", "ctas": f.ctas or "?", "fill": f.text or "n/a",
@@ -121,11 +150,16 @@ def _numbers(v, row, k: int | None) -> dict:
         "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(_get(row, "achieved_occupancy_pct")),
         "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(_get(row, "spill_instructions")),
         "unit_bound": _n(THRESHOLDS["unit_bound_pct"]), "k": k, "large_k": _n(THRESHOLDS["large_k"]),
+        "mma_op": mma_op, "mma_count": _n(sum(mma_ops.values())) if mma_ops else "n/a",
+        "local_bytes": _bytes(local), "spill_share": _n(100 * spill_share),
+        "l2_bytes": _bytes(_level_bytes(row, "l2")), "l1_hit": _n(_get(row, "l1_hit_pct")),
+        "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
+        "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
+        "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
 
 
 def occupancy_limiter(row) -> str:
-    from bsprof.analyzers.ncu.verdict import _get
     lims = {k: _get(row, f"occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks", "barriers")}
     lims = {k: v for k, v in lims.items() if not math.isnan(v)}
     if not lims:
@@ -139,15 +173,20 @@ def applies(entry, v) -> bool:
     keys = {v.cls} | set(v.flags)
     if cls not in keys:
         return False
-    if cls == v.cls and unit != ANY and unit != v.unit:
+    if cls == v.cls and unit != ANY and unit not in (v.unit, *v.co_units):
         return False
-    return (kind == ANY or kind == v.kind) and (arch == ANY or arch == v.arch)
+    kind_ok = kind in (ANY, v.kind) or (v.kind == "gemm" and kind == v.mma)
+    return kind_ok and (arch == ANY or arch == v.arch)
 
 
 def advise(v, row, *, k: int | None = None) -> list[str]:
     """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number."""
     nums = _numbers(v, row, k)
     picked = [e for e in ADVICE if applies(e, v)]
+    if "spill-traffic" in v.flags:
+        # the bytes are the kernel's own spills: "move fewer bytes / no in-kernel change" would mislead,
+        # and the spill-traffic line already cites the spill count
+        picked = [e for e in picked if e[0] not in ("memory-bound", "register-spills")]
     # the generic compute line only where no pipe-specific one matched
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]
@@ -158,5 +197,4 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
 
 
 def nums_large_k() -> float:
-    from bsprof.analyzers.ncu.verdict import THRESHOLDS
     return THRESHOLDS["large_k"]

@@ -10,7 +10,10 @@ reachable in practice. Sources / assumptions:
 * B200: FP4 18 PFLOP/s sparse -> 9000 dense; FP8 4500 dense; FP16 2250 dense (HGX B200 datasheet).
   NVFP4 and MXFP4 run at the FP4 rate.
 * FP32 (CUDA cores, FFMA): H100 SXM 67, H100 PCIe 51, H200 67, B200 80 TFLOP/s.
-* BF16 runs at the FP16 rate on all of these; ``bf16`` is accepted and looked up as ``fp16``.
+* FP64 on the tensor cores (DMMA): H100 SXM 67, H100 PCIe 51, H200 67 TFLOP/s (twice the FP64
+  vector rate; cuBLAS DGEMM runs DMMA).
+* BF16 runs at the FP16 rate on all of these; ``bf16`` is accepted and looked up as ``fp16``; INT8
+  runs at the FP8 rate (TOPS), so ``int8`` is looked up as ``fp8``.
 
 The lookup is by substring of the device name ncu records (``device__attribute_display_name``),
 most specific first.
@@ -33,17 +36,22 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("H100", "fp32"): 67.0,
     ("H200", "fp32"): 67.0,
     ("B200", "fp32"): 80.0,
+    ("H100 PCIe", "fp64"): 51.0,
+    ("H100", "fp64"): 67.0,
+    ("H200", "fp64"): 67.0,
 }
-PRECISIONS = ("fp4", "fp8", "fp16", "bf16", "fp32")
-_ALIAS = {"bf16": "fp16"}
+PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16", "fp32", "fp64")
+_ALIAS = {"bf16": "fp16", "int8": "fp8"}
 
 # The precision an MMA opcode computes in (the executed-opcode table names no data type beyond
 # this): wgmma on sm_90 (HGMMA fp16/bf16, QGMMA fp8, IGMMA int8 at the fp8 rate), legacy mma.sync
-# (HMMA), tcgen05 on sm_100 (UTCHMMA fp16/bf16, UTCQMMA fp8/fp6/fp4 kind f8f6f4 at the fp8 rate,
-# UTCOMMA block-scaled mxf4/nvf4 at the fp4 rate, UTCIMMA int8). Most specific (lowest) first.
+# (HMMA, IMMA int8), DMMA fp64, tcgen05 on sm_100 (UTCHMMA fp16/bf16, UTCQMMA fp8/fp6/fp4 kind
+# f8f6f4 at the fp8 rate, UTCOMMA block-scaled mxf4/nvf4 at the fp4 rate, UTCIMMA int8). Most
+# specific (lowest) first.
 OPCODE_PRECISION: tuple[tuple[str, str], ...] = (
-    ("UTCOMMA", "fp4"), ("UTCQMMA", "fp8"), ("UTCIMMA", "fp8"), ("UTCHMMA", "fp16"),
-    ("QGMMA", "fp8"), ("IGMMA", "fp8"), ("HGMMA", "fp16"), ("IMMA", "fp8"), ("HMMA", "fp16"),
+    ("UTCOMMA", "fp4"), ("UTCQMMA", "fp8"), ("UTCIMMA", "int8"), ("UTCHMMA", "fp16"),
+    ("QGMMA", "fp8"), ("IGMMA", "int8"), ("HGMMA", "fp16"), ("IMMA", "int8"), ("HMMA", "fp16"),
+    ("DMMA", "fp64"),
 )
 
 # the precision a bundled family computes in

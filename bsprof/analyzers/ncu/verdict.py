@@ -1,7 +1,7 @@
 """Bottleneck verdict for one launch: a decision tree over declared metric columns.
 
 Like ncu's own ``sections/*.py`` rules, each step is a small function over the extracted columns
-(:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS`. The tree, in order:
+(:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS` (:mod:`.facts`, shared with the advice). The tree, in order:
 
 1. Is the GPU filled?
    a. launch-bound   a few microseconds and the SMs active a small share of them: the fixed cost
@@ -18,7 +18,10 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
    - the larger of the two wins ("balanced" when within balanced_margin of each other);
    - neither: latency-bound, named by the dominant stall reason, with issue rate and eligible warps.
 3. Occupancy last: only for latency-bound launches whose occupancy limiter allows more warps and
-   that are not one CTA per SM by design (persistent / large-SMEM kernels).
+   that are not one CTA per SM by design (persistent / large-SMEM kernels); under one wave the grid,
+   not registers or shared memory, limits the warps (grid-limited).
+Flags beside the class: bank conflicts, register spills (and spill traffic that fills a memory
+level), global atomics; a pipe tied with the limiting one is named beside it.
 
 Advice (:mod:`.advice`) is picked by class, kernel kind (MMA executed or not) and architecture, each
 piece citing the number it rests on. ncu's own rules are set beside the verdict (:func:`ncu_view`).
@@ -30,29 +33,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
-THRESHOLDS: dict[str, float] = {
-    "tiny_duration_us": 10.0,    # a launch this short whose SMs are mostly idle is launch-bound
-    "tiny_active_share": 0.70,   # ... SM active cycles below this share of elapsed
-    "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
-    "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
-    "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
-    "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
-    "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
-    "l2_over_dram_pts": 10.0,    # DRAM traffic passes L2: L2 is the limit only this far above DRAM
-    "near_peak_pct": 80.0,       # tensor pipe busy (of elapsed) at which a GEMM is near its peak
-    "low_occupancy_pct": 25.0,   # achieved occupancy below this is worth raising (when the limiter allows)
-    "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
-    "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
-    "large_k": 4096.0,           # split-K is a candidate above this K
-}
+from bsprof.analyzers.ncu.advice import advise
+from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
+    MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
+    _bytes, _get, _level_bytes, _ok, global_atomics, opcodes, spill_traffic, stall_shares,
+)
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
                  ("l1", "l1_throughput_pct", None))
-# pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
-MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
-WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
-SYNC_REASONS = ("barrier", "membar", "sleeping")
 
 
 @dataclass
@@ -93,6 +82,8 @@ class Verdict:
     busy: dict = field(default_factory=dict)   # what limits the busy SMs (class, unit, facts)
     fill: Fill = field(default_factory=Fill)
     kind: str = "other"                        # gemm | other
+    mma: str = ""                              # wgmma | tcgen05 | mma.sync | dmma (gemm only)
+    co_units: list[str] = field(default_factory=list)  # pipes tied with the limiting one
     arch: str = "other"
     ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
@@ -108,38 +99,13 @@ class Verdict:
                 "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
                 "fill": {k: v for k, v in vars(self.fill).items()
                                                                           if not (isinstance(v, float) and math.isnan(v))},
-                "kind": self.kind, "arch": self.arch, "ncu": self.ncu, "missing": self.missing,
+                "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
+                "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
 
 
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
-
-
-def _get(row, key: str) -> float:
-    v = row.get(key, math.nan) if hasattr(row, "get") else math.nan
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _ok(x: float) -> bool:
-    return not math.isnan(x)
-
-
-def _bytes(n: float) -> str:
-    if not _ok(n):
-        return "n/a"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= div:
-            return f"{n / div:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def opcodes(row) -> dict[str, float]:
-    keys = row.keys() if hasattr(row, "keys") else []
-    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and _ok(v := _get(row, k)) and v > 0}
 
 
 def kernel_kind(row) -> str:
@@ -152,6 +118,21 @@ def kernel_kind(row) -> str:
     if not _ok(tensor) and pipe and pipe[0] == "tensor":
         tensor = pipe[1]
     return "gemm" if _ok(tensor) and tensor >= 5.0 else "other"
+
+
+def mma_family(row, kind: str | None = None) -> str:
+    """The MMA family a GEMM issues most (wgmma, tcgen05, mma.sync, dmma); without an opcode table,
+    the family the architecture's fast GEMMs use."""
+    if (kind or kernel_kind(row)) != "gemm":
+        return ""
+    counts: dict[str, float] = {}
+    for op, n in opcodes(row).items():
+        fam = next((f for rx, f in MMA_FAMILIES if rx.match(op)), None)
+        if fam:
+            counts[fam] = counts.get(fam, 0.0) + n
+    if counts:
+        return max(counts, key=counts.get)
+    return {"sm_90": "wgmma", "sm_100": "tcgen05"}.get(str(row.get("arch")), "")
 
 
 def wgmma_operands_from_smem(row) -> bool:
@@ -294,10 +275,15 @@ def saturated_global_memory(row) -> tuple[str, float] | None:
 
 # --- 2. what limits the busy SMs ------------------------------------------------------------------
 
-def hottest_pipe(row) -> tuple[str, float] | None:
+def pipe_values(row) -> list[tuple[str, float]]:
+    """(pipe, % of peak over active cycles) for every pipe the report has."""
     keys = row.keys() if hasattr(row, "keys") else []
     pipes = [(k[len("pipe_"):-len("_pct")], _get(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
-    pipes = [(p, v) for p, v in pipes if _ok(v)]
+    return [(p, v) for p, v in pipes if _ok(v)]
+
+
+def hottest_pipe(row) -> tuple[str, float] | None:
+    pipes = pipe_values(row)
     if not pipes:
         # a report without the compute workload section: the tensor pipe from the SOL breakdown
         t, te = _get(row, "tensor_pipe_pct"), _get(row, "tensor_pipe_elapsed_pct")
@@ -331,6 +317,7 @@ def busy_limit(row, f: Fill) -> dict:
     issue = _get(row, "issue_active_pct")
     mem = busiest_memory(row)
     facts: list[str] = []
+    co: list[str] = []
     comp_unit, comp = None, math.nan
     if pipe:
         only = not any(k.startswith("pipe_") and _ok(_get(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
@@ -338,6 +325,15 @@ def busy_limit(row, f: Fill) -> dict:
                      f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
         if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
             comp_unit, comp = pipe
+            # pipes tied with the hottest one limit it together: name each (XU beside FMA when a
+            # transcendental's software expansion loads the FMA pipe as much as MUFU loads XU)
+            for p, val in pipe_values(row):
+                # a sub-pipe (fmaheavy of fma) is the same unit, not a second one
+                same = p.startswith(pipe[0]) or pipe[0].startswith(p)
+                if not same and val >= THRESHOLDS["unit_bound_pct"] and pipe[1] - val < THRESHOLDS["balanced_margin"]:
+                    co.append(p)
+                    facts.append(f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
+                                 f"of {pipe[0]}: both limit")
     if comp_unit is None and _ok(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
         comp_unit, comp = "issue", issue
     if _ok(issue):
@@ -365,32 +361,11 @@ def busy_limit(row, f: Fill) -> dict:
     thr = "issue_bound_pct" if unit == "issue" else "unit_bound_pct"
     col = {"issue": "issue_active_pct"}.get(unit) or (f"{unit}_throughput_pct" if cls == "memory-bound" else f"pipe_{unit}_pct")
     ev.append(Evidence(col, val, ">=", THRESHOLDS[thr], thr))
-    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev}
+    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev,
+           "co_units": co if cls == "compute-bound" else []}
     if _ok(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
         out["balanced"] = f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
     return out
-
-
-def _level_bytes(row, lvl: str) -> float:
-    if lvl == "dram":
-        r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
-        return r + w if _ok(r) and _ok(w) else math.nan
-    if lvl == "l2":
-        return 32.0 * _get(row, "l2_sectors")
-    return math.nan
-
-
-def stall_shares(row) -> dict[str, float]:
-    """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
-    keys = row.keys() if hasattr(row, "keys") else []
-    stalls = {k[len("stall_"):]: _get(row, k) for k in keys if k.startswith("stall_")}
-    stalls = {k: v for k, v in stalls.items() if _ok(v) and k != "selected"}
-    total = _get(row, "warp_cycles_per_issue")
-    if not _ok(total) or total <= 0:
-        total = sum(stalls.values())
-    if total <= 0:
-        return {}
-    return dict(sorted(((k, v / total) for k, v in stalls.items()), key=lambda kv: -kv[1]))
 
 
 def top_stall(row) -> str | None:
@@ -414,11 +389,45 @@ def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
     # low achieved occupancy comes from the grid or imbalance, which cutting resources does not fix
     if _ok(theo) and theo >= 100.0:
         return None
+    # nor when the grid gives each SM fewer CTAs than its resources allow (under one wave)
+    if grid_limits_warps(row, f):
+        return None
     ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
     elig = _get(row, "eligible_warps_per_cycle")
     if _ok(elig) and elig < THRESHOLDS["min_eligible_warps"]:
         ev.append(Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps"))
     return ev
+
+
+def grid_limits_warps(row, f: Fill) -> bool:
+    """Less than one wave: every CTA is resident at once and the SMs still have free warp slots."""
+    return _ok(f.waves) and f.waves < 1.0
+
+
+def rule_grid_limited(row, f: Fill) -> list[Evidence] | None:
+    """A latency-bound launch whose few warps per SM come from the grid: more CTAs or warps, not
+    fewer registers, put more work in flight."""
+    ach = _get(row, "achieved_occupancy_pct")
+    if not grid_limits_warps(row, f) or not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"]:
+        return None
+    return [Evidence("waves_per_sm", f.waves, "<", 1.0, "one wave"),
+            Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
+
+
+def rule_global_atomics(row) -> list[Evidence] | None:
+    n, share = global_atomics(row)
+    if n <= 0 or share < THRESHOLDS["atomic_share"]:
+        return None
+    return [Evidence("global atomics share of global memory instructions", share, ">=", THRESHOLDS["atomic_share"],
+                     "atomic_share")]
+
+
+def rule_spill_traffic(row) -> list[Evidence] | None:
+    local, share = spill_traffic(row)
+    if not _ok(share) or local <= 0 or share < THRESHOLDS["spill_traffic_share"]:
+        return None
+    return [Evidence("local (spill) bytes share of L2 bytes", share, ">=", THRESHOLDS["spill_traffic_share"],
+                     "spill_traffic_share")]
 
 
 def rule_smem_conflicts(row) -> list[Evidence] | None:
@@ -470,15 +479,15 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     """Verdict for one extracted row (a dict or a pandas Series). ``k``: the GEMM's K when known;
     ``tiles``: exact tile accounting (:func:`tile_quantization`) for a bundled persistent kernel;
     ``rules``: ncu's own rule results for the launch (:mod:`.rules`), set beside the verdict."""
-    from bsprof.analyzers.ncu import advice
-
     if tiles is None:
         tiles = tiles_from_row(row)
     if k is None and (mnkl := _mnkl(row)):
         k = mnkl[2]
     f = fill_facts(row, tiles)
     busy = busy_limit(row, f)
-    v = Verdict("latency-bound", kind=kernel_kind(row), arch=str(row.get("arch") or "other"), fill=f, busy=busy)
+    kind = kernel_kind(row)
+    v = Verdict("latency-bound", kind=kind, mma=mma_family(row, kind), arch=str(row.get("arch") or "other"),
+                fill=f, busy=busy)
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
         v.facts.append(f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
@@ -507,21 +516,34 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
             if ev := rule_occupancy(row, f):
                 v.flags.append("low-occupancy")
                 v.evidence += ev
+            elif ev := rule_grid_limited(row, f):
+                v.flags.append("grid-limited")
+                v.evidence += ev
+            if ev := rule_global_atomics(row):
+                v.flags.append("global-atomics")
+                v.evidence += ev
         elif busy.get("balanced"):
             v.detail = busy["balanced"]
         elif v.cls == "compute-bound" and v.unit == "tensor" and _get(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
             v.detail = "near-peak"
+        v.co_units = list(busy.get("co_units", []))
+        if v.co_units and not v.detail:
+            v.detail = f"{' and '.join([v.unit, *v.co_units])} pipes tied"
     v.facts += busy.get("facts", [])
     for flag, rule in (("smem-bank-conflicts", rule_smem_conflicts), ("register-spills", rule_register_spills)):
         if ev := rule(row):
             v.flags.append(flag)
             v.evidence += ev
-    if rules and v.cls == "under-filled":
-        for r in rules:
-            if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith("SMs"):
-                v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
-                break
-    v.candidates = advice.advise(v, row, k=k)
+    if "register-spills" in v.flags and v.cls == "memory-bound" and (ev := rule_spill_traffic(row)):
+        v.flags.append("spill-traffic")
+        v.evidence += ev
+    # ncu's imbalance rule where it explains the verdict: idle SMs, or atomics piling on a few L2 slices
+    want = "SMs" if v.cls == "under-filled" else ("L2 Slices" if "global-atomics" in v.flags else None)
+    for r in (rules or []) if want else []:
+        if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
+            v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
+            break
+    v.candidates = advise(v, row, k=k)
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)

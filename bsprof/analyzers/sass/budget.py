@@ -7,6 +7,7 @@ tiles, so a one-warp role (the MMA warp) reads as "instructions this warp issues
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, defaultdict
@@ -207,6 +208,7 @@ def hot_instructions(fa: FunctionAnalysis, n: int = 20) -> list[dict]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # few distinct opcodes, asked once per instruction of every gap
 def _group(opcode: str) -> str | None:
     for name, prefixes in DETAIL_GROUPS:
         for p in prefixes:

@@ -16,6 +16,7 @@ _BRANCHES = {"BRA", "JMP"}
 _INDIRECT = {"BRX", "JMX"}
 _RETURNS = {"EXIT", "RET", "KILL"}
 _TRAPS = {"BPT"}
+_CONTROL = _BRANCHES | _INDIRECT | _RETURNS | _TRAPS
 _LABEL_TARGET_RE = re.compile(r"`\(([^)]+)\)")
 _HEX_TARGET_RE = re.compile(r"(?<![\w\[+-])(0x[0-9a-fA-F]+)\s*$")
 _PRED_OPERAND_RE = re.compile(r"^!?U?P(?:[0-7]|T)$")
@@ -83,7 +84,7 @@ def build_cfg(fn: Function) -> CFG:
     # per-instruction control effect: (targets | None, falls_through)
     effects: dict[int, tuple[list[int], bool]] = {}
     unresolved: list[int] = []
-    for ins in ins_list:
+    for ins in [ins for ins in ins_list if ins.base in _CONTROL]:  # one set test for the many others
         base = ins.base
         if base in _BRANCHES:
             targets = _branch_targets(fn, ins, pc_index)
@@ -111,8 +112,7 @@ def build_cfg(fn: Function) -> CFG:
     for b, s in enumerate(starts):
         e = starts[b + 1] if b + 1 < len(starts) else n
         blocks.append(Block(id=b, start=s, end=e))
-        for i in range(s, e):
-            block_of[i] = b
+        block_of[s:e] = [b] * (e - s)
     for blk in blocks:
         last = blk.end - 1
         eff = effects.get(last)

@@ -8,6 +8,7 @@ instruction is skipped, never an error: listings carry directives, encodings and
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 
@@ -18,6 +19,12 @@ from dataclasses import dataclass, field
 # quantifiers that backtracked polynomially on padded lines (seconds per line).
 _HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-7]|T))\s+)?"
                       r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+# The common whole line, address to `;` and at most one encoding comment (nvdisasm's, cuobjdump's),
+# read in one match (parse_sass spent half its time cutting these lines apart with str methods).
+# Its parts cannot overlap either (one space before the operands, `[^;]*` up to the first `;`);
+# a line it refuses goes through parse_instruction, which reads the lines it takes the same way.
+_FAST_RE = re.compile(r"/\*([0-9a-fA-F]+)\*/ *(?:(@!?U?P(?:[0-7]|T)) +)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
+                      r"(?: ([^;]*))?;(?: +/\* 0x[0-9a-fA-F]+ \*/)?$")
 _LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
 _LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
 _INLINED_RE = re.compile(r'inlined at\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)')
@@ -140,14 +147,41 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     )
 
 
+_MISS = object()
+
+
+def _line_info(s: str) -> tuple[str, int, tuple[tuple[str, int], ...]] | None:
+    """(file, line, inlined-at chain) of a ``//## File`` comment line; ``None`` for any other comment."""
+    lm = _LINE_RE.search(s)
+    if lm is None or len(lm.group("line")) > _MAX_LINE_DIGITS:
+        return None
+    chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
+                  if len(im.group("line")) <= _MAX_LINE_DIGITS)
+    return lm.group("file"), int(lm.group("line")), chain
+
+
 def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
     """Split a listing into functions. Text with no function header becomes one function ``<sass>``."""
+    # One object per instruction and none in a reference cycle: the cyclic collector's passes over
+    # the growing heap found nothing to free and were a third of the parse of a 50,000-instruction
+    # listing in a fresh process.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_sass(text, default_arch)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
     functions: list[Function] = []
     current: Function | None = None
     arch = default_arch
     pending_loc: tuple[str, int, tuple[tuple[str, int], ...]] | None = None
     dialect = "text"
     pending_labels: list[str] = []
+    loc_cache: dict[str, tuple[str, int, tuple[tuple[str, int], ...]] | None] = {}
 
     def start(name: str) -> Function:
         nonlocal pending_loc, pending_labels
@@ -157,16 +191,32 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
         pending_labels = []
         return fn
 
+    no_loc: tuple = (None, None, ())
     for raw in text.splitlines():
         s = raw.strip()
         if not s:
             continue
+        if current is not None and s.startswith("/*"):
+            # the bulk of a listing, read in one match straight into the function
+            fast = _FAST_RE.match(s)
+            if fast is not None:
+                addr, guard, op, ops = fast.groups()
+                instrs = current.instructions
+                file, line, chain = pending_loc or no_loc
+                instrs.append(Instruction(len(instrs), op, ops.strip() if ops else "", guard, int(addr, 16), file, line,
+                                          chain, "other", s, op.partition(".")[0]))
+                if pending_labels:
+                    for lab_name in pending_labels:
+                        current.labels[lab_name] = len(instrs) - 1
+                    pending_labels = []
+                continue
         if s.startswith("//"):
-            lm = _LINE_RE.search(s)
-            if lm is not None and len(lm.group("line")) <= _MAX_LINE_DIGITS:
-                chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
-                              if len(im.group("line")) <= _MAX_LINE_DIGITS)
-                pending_loc = (lm.group("file"), int(lm.group("line")), chain)
+            # a listing repeats few distinct line-info lines (one per source line) many times
+            loc = loc_cache.get(s, _MISS)
+            if loc is _MISS:
+                loc = loc_cache[s] = _line_info(s)
+            if loc is not None:
+                pending_loc = loc
                 if current is not None:
                     current.has_line_info = True
                 continue
@@ -175,6 +225,13 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
                 dialect = "nvdisasm"
                 current = start(fm.group("name"))
             continue
+        if s.startswith(".L_") and "headerflags" not in s:
+            # the bulk of the dot lines: branch labels (never a .target or .headerflags line)
+            lab = _LABEL_RE.match(s)
+            if lab is not None:
+                if current is not None:
+                    pending_labels.append(lab.group(1))
+                continue
         if s.startswith("."):
             tm = _TARGET_RE.match(s)
             if tm is not None:

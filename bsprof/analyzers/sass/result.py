@@ -35,17 +35,19 @@ class SassResult:
 def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None = None,
                    source: str | os.PathLike | None = None, ncu: str | os.PathLike | None = None,
                    launch: int | None = None, tiles: Sequence[int | None] = (),
-                   mnkl: tuple[int, int, int, int] | None = None, tile_mn: Sequence[tuple[int, int] | None] = (),
-                   by: str = "loops", mma_detail: bool = False, hot: int | None = None,
-                   notes: Sequence[str] = ()) -> SassResult:
+                   mnkl: tuple[int, int, int, int] | None = None,
+                   tile_mn: Sequence[tuple[int, int] | str] = (),
+                   bundled_tiles: dict[int, tuple[tuple[int, int], str]] | None = None,
+                   by: str = "loops", mma_detail: bool = False, hot: int | None = None) -> SassResult:
     """Analyze one input, or two (A then B) compared. Per-tile budgets: ``tiles[i]`` is side i's
-    output-tile count; else, with the problem ``mnkl``, ``tile_mn[i]`` or the tile the kernel's own
-    name spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess.
-    ``notes``: the caller's lines for the user (where a tile came from), kept first."""
+    output-tile count; else, with the problem ``mnkl``, the tile from ``tile_mn`` (given once for
+    every side or once per side; ``"auto"`` leaves a side to what follows), the tile of a bundled
+    kernel we built (``bundled_tiles``: side -> (tile, its spec)), or the tile the kernel's own name
+    spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess."""
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
+    tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
-    notes = list(notes)
     per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
                 for i, (p, fas) in enumerate(zip(paths, analyses))]
     if by == "roles":
@@ -66,6 +68,32 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     if notes:
         data["notes"] = notes
     return SassResult(data=data, by=by, notes=notes)
+
+
+def _given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], str]], mnkl) -> tuple[list, list[str]]:
+    """Each side's output tile (M, N) from the --tile-mn values or a bundled kernel's build; None
+    where neither says (the kernel's name is read next, else the analysis refuses). The lines say
+    where each tile came from."""
+    if mnkl is None:
+        if given:
+            raise BsprofError("--tile-mn needs --mnkl M,N,K[,L] (the problem the launch computed)")
+        return [None] * n, []
+    if len(given) > n:
+        raise BsprofError(f"--tile-mn given {len(given)} times for {n} input(s); give it once, or once per input (A then B)")
+    given = [None if t == "auto" else tuple(t) for t in given]
+    out, notes = [], []
+    for i in range(n):
+        side = f"{'AB'[i]}: " if n == 2 else ""
+        tmn = (given[i] if len(given) == n else given[0]) if given else None
+        if tmn is not None:
+            if n == 2 and len(given) == 1 and i == 0:
+                notes.append(f"tile {tmn[0]}x{tmn[1]} for A and B from the one --tile-mn for both inputs (give it twice, "
+                             "A then B, if their tiles differ)")
+        elif i in bundled:
+            tmn, spec = bundled[i]
+            notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {spec} kernel's build for this problem")
+        out.append(tmn)
+    return out, notes
 
 
 def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: list, mnkl, tile_mn: list,

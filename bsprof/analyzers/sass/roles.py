@@ -240,7 +240,9 @@ def _pick_source(instructions: list[Instruction], kernel_source) -> tuple[str | 
     """Map each file named in the line info to a readable path; the kernel file is the most cited."""
     counts: dict[str, int] = {}
     for ins in instructions:
-        for f, _ in ins.locations():
+        if ins.file is not None and ins.line is not None:  # ins.locations(), without a list per instruction
+            counts[ins.file] = counts.get(ins.file, 0) + 1
+        for f, _ in ins.inlined_at:
             counts[f] = counts.get(f, 0) + 1
     resolved: dict[str, str] = {}
     explicit = Path(kernel_source) if kernel_source else None

@@ -9,5 +9,6 @@ from bsprof.kernels.fp8_blockwise.launch import (  # noqa: F401
     DEFAULT_MNKL,
     Prepared,
     compile_cubin,
+    output_tile,
     prepare,
 )

@@ -68,6 +68,23 @@ def compile_entry(mnkl=None, **kw) -> None:
     _compile(kw, max_active, mnkl)
 
 
+def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
+                  delay_phase1: int = 0) -> tuple[dict, bool]:
+    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
+    config = dict(config)
+    check_shape(mnkl)
+    static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
+    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    _check_knobs_fit(kw, mnkl, static)
+    return kw, static
+
+
+def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
+    """The output tile (M, N) one CTA computes in the build :func:`compile_cubin` makes for ``mnkl``."""
+    kw, _ = _build_kwargs(variant, config, tuple(int(x) for x in mnkl))
+    return int(kw["tile_m"]), int(kw["tile_n"])
+
+
 def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
                   delay_kloop: int = 0, delay_phase1: int = 0, **config) -> Path:
     """CPU-only compile for sm_90a; returns the kept cubin (cached by sources + knobs).
@@ -76,10 +93,7 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     from bsprof.kernels.build import compile_to_cubin
 
     mnkl = tuple(int(x) for x in mnkl)
-    check_shape(mnkl)
-    static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
-    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl, static)
+    kw, static = _build_kwargs(variant, config, mnkl, timing, delay_kloop, delay_phase1)
     if static:
         kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""

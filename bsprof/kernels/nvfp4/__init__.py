@@ -10,5 +10,6 @@ from bsprof.kernels.nvfp4.launch import (  # noqa: F401
     DEFAULT_MNKL,
     Prepared,
     compile_cubin,
+    output_tile,
     prepare,
 )

@@ -61,6 +61,12 @@ def compile_entry(**kw) -> None:
     _compile(kw, B200_SMS // (kw.get("cluster_m", 1) * kw.get("cluster_n", 1)))
 
 
+def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
+    """The output tile (M, N) one CTA computes in the build :func:`compile_cubin` makes for ``mnkl``."""
+    kw = kernel_kwargs(variant, config, tuple(int(x) for x in mnkl), False, 0, 0)
+    return int(kw["tile_m"]), int(kw["tile_n"])
+
+
 def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
                   delay_kloop: int = 0, delay_phase1: int = 0, **config) -> Path:
     """CPU-only compile for sm_100a; returns the kept cubin (cached by sources + knobs).

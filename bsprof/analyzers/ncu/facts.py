@@ -1,0 +1,105 @@
+"""What the verdict and its advice both read from one extracted row: the named thresholds, the
+opcode families, and small readers (a metric as a float, bytes per memory level, stall shares,
+atomics and spill traffic). Both :mod:`.verdict` and :mod:`.advice` import it; it imports neither.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+THRESHOLDS: dict[str, float] = {
+    "tiny_duration_us": 10.0,    # a launch this short whose SMs are mostly idle is launch-bound
+    "tiny_active_share": 0.70,   # ... SM active cycles below this share of elapsed
+    "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
+    "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
+    "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
+    "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
+    "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
+    "l2_over_dram_pts": 10.0,    # DRAM traffic passes L2: L2 is the limit only this far above DRAM
+    "near_peak_pct": 80.0,       # tensor pipe busy (of elapsed) at which a GEMM is near its peak
+    "low_occupancy_pct": 25.0,   # achieved occupancy below this is worth raising (when the limiter allows)
+    "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
+    "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
+    "large_k": 4096.0,           # split-K is a candidate above this K
+    "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
+    "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
+}
+
+# pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
+MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
+WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
+# which MMA instruction family a GEMM issues: the knobs that exist differ (wgmma's N tile and
+# consumer warpgroups, tcgen05's 2-CTA MMA and TMEM; mma.sync and DMMA have neither)
+MMA_FAMILIES = ((re.compile(r"^[HQIB]GMMA"), "wgmma"), (re.compile(r"^UTC\w*MMA"), "tcgen05"),
+                (re.compile(r"^DMMA"), "dmma"), (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"))
+# global atomics (RED: no return value, ATOM: with one); ATOMS is shared memory, not global
+GLOBAL_ATOMIC_OPCODE = re.compile(r"^(REDG?|ATOMG?)$")
+GLOBAL_MEMORY_OPCODE = re.compile(r"^(LDG|STG|LD|ST|REDG?|ATOMG?)$")
+SYNC_REASONS = ("barrier", "membar", "sleeping")
+
+
+def _get(row, key: str) -> float:
+    v = row.get(key, math.nan) if hasattr(row, "get") else math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _ok(x: float) -> bool:
+    return not math.isnan(x)
+
+
+def _bytes(n: float) -> str:
+    if not _ok(n):
+        return "n/a"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def opcodes(row) -> dict[str, float]:
+    keys = row.keys() if hasattr(row, "keys") else []
+    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and _ok(v := _get(row, k)) and v > 0}
+
+
+def global_atomics(row) -> tuple[float, float]:
+    """(global atomic instructions, their share of global memory instructions) from the opcode table."""
+    ops = opcodes(row)
+    atom = sum(n for op, n in ops.items() if GLOBAL_ATOMIC_OPCODE.match(op))
+    mem = sum(n for op, n in ops.items() if GLOBAL_MEMORY_OPCODE.match(op))
+    return atom, (atom / mem if mem else 0.0)
+
+
+def spill_traffic(row) -> tuple[float, float]:
+    """(bytes of local-memory traffic, their share of the bytes through L2). Local memory is where
+    register spills go; what misses L1 travels through L2 and DRAM like any global access."""
+    ld, st, l2 = _get(row, "local_load_sectors"), _get(row, "local_store_sectors"), _get(row, "l2_sectors")
+    if not (_ok(ld) and _ok(st)):
+        return math.nan, math.nan
+    local = 32.0 * (ld + st)
+    return local, (local / (32.0 * l2) if _ok(l2) and l2 > 0 else math.nan)
+
+
+def _level_bytes(row, lvl: str) -> float:
+    if lvl == "dram":
+        r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
+        return r + w if _ok(r) and _ok(w) else math.nan
+    if lvl == "l2":
+        return 32.0 * _get(row, "l2_sectors")
+    return math.nan
+
+
+def stall_shares(row) -> dict[str, float]:
+    """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
+    keys = row.keys() if hasattr(row, "keys") else []
+    stalls = {k[len("stall_"):]: _get(row, k) for k in keys if k.startswith("stall_")}
+    stalls = {k: v for k, v in stalls.items() if _ok(v) and k != "selected"}
+    total = _get(row, "warp_cycles_per_issue")
+    if not _ok(total) or total <= 0:
+        total = sum(stalls.values())
+    if total <= 0:
+        return {}
+    return dict(sorted(((k, v / total) for k, v in stalls.items()), key=lambda kv: -kv[1]))

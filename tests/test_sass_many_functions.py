@@ -1,0 +1,94 @@
+"""`bsprof sass` on a listing of many functions: past four, one summary table across them (name,
+size, MMA, loops, the K-loop, overhead per MMA, features) replaces each function's tables. The
+listing is real: the nvdisasm output of the seven foreign cubins in tests/data/sass (DeepGEMM at
+four shapes, NVIDIA's CuTe DSL examples), concatenated as nvdisasm prints a multi-kernel file; the
+K-loop column is checked against the hand labels in kloop_labels.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import run_bsprof
+
+from bsprof.reports.sass_text import distinct_names
+
+SASS = Path(__file__).parent / "data" / "sass"
+LABELS = {lb["file"]: lb for lb in json.loads((SASS / "kloop_labels.json").read_text())["labels"]}
+CUBINS = sorted(SASS.glob("*.cubin"))
+
+
+@pytest.fixture(scope="module")
+def listing(tmp_path_factory) -> tuple[Path, list[str]]:
+    from bsprof.analyzers.sass.disasm import disassemble
+    from bsprof.analyzers.sass.parse import parse_sass
+
+    texts = [text for cubin in CUBINS for _label, text in disassemble(cubin)]
+    names = [fn.name for text in texts for fn in parse_sass(text)]
+    assert len(names) == len(CUBINS) == 7  # one kernel per cubin
+    path = tmp_path_factory.mktemp("many") / "seven_kernels.sass"
+    path.write_text("\n".join(texts))
+    return path, names
+
+
+def _lines(out: str, start: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.strip().startswith(start)]
+
+
+@pytest.mark.parametrize("columns", [220, 80])
+def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, columns):
+    path, names = listing
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = run_bsprof(["sass", str(path), "--features", "--mma-detail"])
+    assert code == 0, err
+    assert "7 functions (each one's instruction mix and feature checklist:" in out
+    assert "instruction mix by region" not in out and "feature checklist\n" not in out
+    # four DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
+    shown = distinct_names(names, width=max(16, min(40, columns - 62)))
+    assert len(set(shown)) == 7
+    assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
+    for cubin, name, cut in zip(CUBINS, names, shown):
+        (row,) = _lines(out, f"│ {cut} ")
+        label = LABELS[cubin.name]
+        function, instructions, mma, loops, kloop, per_mma = [c.strip() for c in row.split("│")[1:-1]]
+        if label["status"] == "kloop":
+            assert re.fullmatch(rf"K-loop \d+ @{int(label['kloop']['header'], 16):#06x}", kloop), row
+            assert float(per_mma) > 0
+        else:
+            assert label["status"] == "unrolled"
+            assert kloop == f"unrolled (tile loop {_tile_loop_id(path, name)})", row
+            assert per_mma == "—"
+        assert int(mma) > 0 and int(instructions.replace(",", "")) > 500 and int(loops) >= 1
+        (features,) = _lines(out, f"{cut}: ")
+        assert "tma_load" in features and "persistent_tile_loop" in out[out.index(features):]
+    assert "K-loop 'unrolled': K is fully unrolled" in out
+    # --mma-detail still prints each function's K-loop stream under its heading
+    assert out.count("after MMA 0") >= 5
+
+
+def _tile_loop_id(path: Path, name: str) -> int:
+    from bsprof.analyzers.sass import analyze_path
+
+    (fa,) = analyze_path(path, function=re.escape(name))
+    return fa.tile_loop.id
+
+
+def test_four_functions_keep_their_own_tables(listing, monkeypatch):
+    path, names = listing
+    monkeypatch.setenv("COLUMNS", "220")
+    code, out, err = run_bsprof(["sass", str(path), "--function", "deep_gemm", "--features"])
+    assert code == 0, err
+    assert out.count("instruction mix by region") == 4 and out.count("feature checklist") == 4
+    assert "functions (each one's" not in out
+
+
+def test_distinct_names_cut_where_names_differ():
+    dg = "_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj{}ELj{}ELj1ELj64EEvPfS5_jjj14CUtensorMap_st"
+    names = [dg.format(2112, 7168), dg.format(7168, 2048), "short_kernel"]
+    cuts = distinct_names(names)
+    assert cuts[2] == "short_kernel"
+    assert all(len(c) == 40 for c in cuts[:2]) and cuts[0] != cuts[1]
+    assert cuts[0].startswith("_ZN9deep_gem…") and "2112" in cuts[0] and "2048" in cuts[1]
