@@ -15,6 +15,19 @@ from types import ModuleType
 
 from bsprof.errors import BsprofError
 
+# a report as ncu writes it, or xz-compressed as reports are shipped; every reader takes both
+REPORT_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
+
+
+def is_report(path: str | os.PathLike) -> bool:
+    return Path(path).name.endswith(REPORT_SUFFIXES)
+
+
+def report_stem(path: str | os.PathLike) -> str:
+    """The report's name without ``.ncu-rep`` or ``.ncu-rep.xz``."""
+    return Path(path).name.removesuffix(".xz").removesuffix(".ncu-rep")
+
+
 _NCU_PYTHON_GLOBS = (
     "/opt/nvidia/nsight-compute/*/extras/python",
     "/usr/local/cuda*/nsight-compute*/extras/python",

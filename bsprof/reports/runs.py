@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from bsprof.analyzers.ncu_loader import REPORT_SUFFIXES, is_report, report_stem
 from bsprof.artifacts import MAX_FILES, MAX_JSON_BYTES, Artifact, Run, check_tag, upgrade
 
 
@@ -36,18 +37,14 @@ def _short(path: Path, root: Path) -> str:
         return str(path)
 
 
-# a report as ncu writes it, or xz-compressed as shipped (the analyzers read both)
-NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
-
-
 def _ncu_reports(root: Path) -> list[Path]:
     """.ncu-rep files to analyze directly: ``root`` itself, or those under it with no bsprof summary
     beside them (a bsprof result directory already holds its analysis)."""
     if root.is_file():
-        return [root] if root.name.endswith(NCU_SUFFIXES) else []
+        return [root] if is_report(root) else []
     if not root.is_dir():
         return []
-    reps = sorted(p for suffix in NCU_SUFFIXES for p in root.rglob("*" + suffix))
+    reps = sorted(p for suffix in REPORT_SUFFIXES for p in root.rglob("*" + suffix))
     return [p for p in reps if not (p.parent / "summary.json").is_file()][:MAX_FILES]
 
 
@@ -67,11 +64,11 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
     """Read every bsprof JSON under ``root`` (recursively), and analyze .ncu-rep files that come without
     one. Never raises for bad content."""
     root = Path(root)
-    label = label or (root.name.removesuffix(".xz").removesuffix(".ncu-rep") if root.is_file() else root.name) or str(root)
+    label = label or (report_stem(root) if root.is_file() else root.name) or str(root)
     run = Run(label=label, root=root)
     for rep in _ncu_reports(root):
         _analyze_ncu(rep, run, root if root.is_dir() else root.parent)
-    if root.is_file() and root.name.endswith(NCU_SUFFIXES):
+    if root.is_file() and is_report(root):
         return run
     base = root if root.is_dir() else root.parent
     for path in _json_files(root):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bsprof.analyzers.ncu.extract import extract
 from bsprof.analyzers.ncu.verdict import Verdict, classify
+from bsprof.analyzers.ncu_loader import REPORT_SUFFIXES, report_stem
 from bsprof.errors import BsprofError
 
 KEY_COLUMNS: tuple[str, ...] = (
@@ -41,7 +42,7 @@ class Comparison:
 def resolve_report(path: str | Path) -> Path:
     p = Path(path)
     if p.is_dir():
-        reps = sorted([*p.glob("*.ncu-rep"), *p.glob("*.ncu-rep.xz")])
+        reps = sorted(r for suffix in REPORT_SUFFIXES for r in p.glob("*" + suffix))
         if len(reps) != 1:
             raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; pass the report file itself")
         return reps[0]
@@ -69,7 +70,7 @@ def _pick(path: Path, filter: str | None, flops: float | None):
 def report_label(path: str | Path) -> str:
     """What a report is called in a comparison: its result directory's name, or the file's stem."""
     p = Path(path)
-    return p.name if p.is_dir() else p.name.removesuffix(".xz").removesuffix(".ncu-rep")
+    return p.name if p.is_dir() else report_stem(p)
 
 
 def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: float | None = None,

@@ -13,6 +13,7 @@ from typing import Any
 
 from bsprof.analyzers.ncu.extract import Extraction, opcode_counts
 from bsprof.analyzers.ncu.verdict import classify
+from bsprof.analyzers.ncu_loader import report_stem
 from bsprof.artifacts import save, tag
 
 KIND = tag("ncu")
@@ -106,7 +107,7 @@ def write_analysis(ex: Extraction, payload: dict, out: str | Path) -> Path:
 
     from bsprof.io import unique_dir
 
-    stem = Path(ex.report).name.removesuffix(".xz").removesuffix(".ncu-rep")
+    stem = report_stem(ex.report)
     d = unique_dir(out, f"report_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         write_summary(ex, d, "summary", payload)

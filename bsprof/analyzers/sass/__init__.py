@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bsprof.analyzers.ncu_loader import is_report
 from bsprof.analyzers.sass.analyze import FunctionAnalysis, analyze_function, select_functions
 from bsprof.analyzers.sass.features import Feature
 from bsprof.analyzers.sass.parse import Function, Instruction, parse_sass
@@ -103,7 +104,7 @@ def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> 
     p = Path(path)
     if not p.is_file():
         raise BsprofError(f"{p}: no such file; pass a .cubin, fatbin, executable, .sass listing or .ncu-rep")
-    if p.name.endswith((".ncu-rep", ".ncu-rep.xz")):
+    if is_report(p):
         return analyze_ncu_report(p, kernel=function, **kw)
     if p.stat().st_size == 0:
         raise BsprofError(f"{p}: the file is empty; pass a .cubin or a SASS listing (nvdisasm -c -gi <cubin>)")

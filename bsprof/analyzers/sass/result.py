@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bsprof import artifacts
+from bsprof.analyzers.ncu_loader import is_report
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
 from bsprof.errors import BsprofError
 
@@ -124,7 +125,7 @@ def _analyze(path: Path, function, source, ncu, launch) -> list[FunctionAnalysis
     from bsprof.analyzers.sass.roles import attribute
 
     kw = {"kernel_source": source}
-    if path.name.endswith((".ncu-rep", ".ncu-rep.xz")) and launch is not None:
+    if is_report(path) and launch is not None:
         kw["launch"] = launch
     fas = analyze_path(path, function, **kw)
     if ncu is not None:
