@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bsprof import artifacts
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
+from bsprof.reports.fmt import short_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,10 +19,6 @@ if TYPE_CHECKING:
 MANY_FUNCTIONS = 4
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
              "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
-
-
-def _short(name: str, width: int = 90) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _fmt(v) -> str:
@@ -159,7 +156,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     from rich.table import Table
 
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
-    head = (f"[bold]{escape(_short(fn['name']))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
+    head = (f"[bold]{escape(short_name(fn['name'], 90))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
             f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
     if "executed" in fn:
         head += f" · {fn['executed']:,} warp-instructions executed"
@@ -183,7 +180,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
                     "(static counts; ◀ = the K-loop)", header_style="bold")
     t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
-        t.add_column(_short(r["region"], 24) + (" ◀" if r.get("primary") else ""), justify="right")
+        t.add_column(short_name(r["region"], 24) + (" ◀" if r.get("primary") else ""), justify="right")
     t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
     t.add_row("MMA", *[_fmt(r["mma"]) for r in rows])
     t.add_row("overhead / MMA", *[_fmt(r["overhead_per_mma"]) for r in rows], end_section=True)
@@ -345,8 +342,8 @@ def print_compare(console: Console, result: dict) -> None:
 
     for cmp in result["compare"]:
         a, b = cmp["a"], cmp["b"]
-        console.print(f"[bold]A[/bold] {escape(_short(a['name'], 70))} ({escape(str(a['source']))})")
-        console.print(f"[bold]B[/bold] {escape(_short(b['name'], 70))} ({escape(str(b['source']))})")
+        console.print(f"[bold]A[/bold] {escape(short_name(a['name'], 70))} ({escape(str(a['source']))})")
+        console.print(f"[bold]B[/bold] {escape(short_name(b['name'], 70))} ({escape(str(b['source']))})")
         t = Table(title="A → B", header_style="bold")
         t.add_column("")
         t.add_column("A", justify="right")
@@ -390,9 +387,9 @@ def print_hot(console: Console, fn: dict, label: str = "") -> None:
     from rich.table import Table
 
     if not fn["hot"]:
-        console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(_short(fn['name'], 60))}[/dim]")
+        console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(short_name(fn['name'], 60))}[/dim]")
         return
-    t = Table(title=f"{label}hottest instructions by stall samples · {escape(_short(fn['name'], 60))}",
+    t = Table(title=f"{label}hottest instructions by stall samples · {escape(short_name(fn['name'], 60))}",
               header_style="bold")
     for col, just in (("pc", "left"), ("", "left"), ("instruction", "left"), ("executed", "right"),
                       ("samples", "right"), ("share", "right"), ("top reasons", "left"), ("where", "left")):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.reports.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, note, table
 
 # fixed colours so one category looks the same in every figure (and in both runs)
@@ -74,10 +74,6 @@ def _has_roles(fn: dict) -> bool:
 
 def _mma(fn: dict) -> float:
     return float((fn.get("categories") or {}).get("mma", 0))
-
-
-def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _kloops(fn: dict) -> list[dict]:
@@ -145,7 +141,7 @@ def _mix_one(sec: Section, art: Artifact, fn: dict) -> None:
             hovertemplate=f"{cat}: %{{customdata:,}} inst (%{{x:.1f}}%)<extra>%{{y}}</extra>"))
     fig.update_layout(barmode="stack", xaxis=dict(title="% of the region's instructions", range=[0, 100]),
                       legend=dict(traceorder="normal"),
-                      title=dict(text=_short(fn.get("name", "?"), 90), font=dict(size=12)))
+                      title=dict(text=short_name(fn.get("name", "?"), 90), font=dict(size=12)))
     src = Path(str(art.data.get("source") or fn.get("source") or "")).name
     how = "regions by warp role (line info)" if _has_roles(fn) else "regions are loops (no warp-role line info)"
     sec.add(Figure(fig, height=max(150 + 20 * len(present), 170 + 34 * len(regions)),
@@ -172,7 +168,7 @@ def _mix_one(sec: Section, art: Artifact, fn: dict) -> None:
         for name, present in feats.items():
             first = (dig(ev, name, "evidence") or [""])[:1]
             rows.append([name.replace("_", " "), "yes" if present else "no",
-                         _short(first[0] if first else "", 90)])
+                         short_name(first[0] if first else "", 90)])
         sec.add("<details><summary>feature checklist</summary>"
                 + table(rows, ["feature", "present", "first evidence line"]) + "</details>")
 
@@ -225,7 +221,7 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
         fig.update_layout(barmode="stack", xaxis_title="between MMA issue i and i+1 (in program order, wrapping "
                                                        "around the loop)",
                           yaxis_title="instructions", legend=dict(traceorder="normal"))
-        fig.update_layout(title=dict(text=f"{fn.get('arch') or ''} {_short(fn.get('name', ''), 80)}",
+        fig.update_layout(title=dict(text=f"{fn.get('arch') or ''} {short_name(fn.get('name', ''), 80)}",
                                      font=dict(size=12)))
         sec.add(Figure(fig, height=max(340, 120 + 20 * len(cats)),
                        caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per "
