@@ -57,13 +57,16 @@ KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 
 BLOCK_K = 128            # the scale block along K and N
-TILE_MS = (128, 256)     # one or two 128-row waves of the two consumer warpgroups
+# one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
+TILE_MS = (64, 128, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a
 # block accumulator beside each wave's totals (tile_n/2 registers each). 128x192 (96 + 96) spilled
 # in the unpruned kernel (docs/optimizations.md) and compiles with no local memory since; it
-# is DeepGEMM's tile where N tiles unevenly by 128 (4096x2112x7168); 256x128 (192) does not spill
-MAX_TILE_N = {("serial", 128): 192, ("serial", 256): 128, ("rescale", 128): 256, ("rescale", 256): 128}
+# is DeepGEMM's tile where N tiles unevenly by 128 (4096x2112x7168); 256x128 (192) does not spill.
+# A 64-row tile's one warpgroup holds what each of a 128-row tile's two holds
+MAX_TILE_N = {("serial", 64): 192, ("serial", 128): 192, ("serial", 256): 128,
+              ("rescale", 64): 256, ("rescale", 128): 256, ("rescale", 256): 128}
 
 
 def two_scale_blocks(tile_n: int) -> bool:
@@ -91,7 +94,8 @@ def can_implement(kw: dict) -> str | None:
     cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
     promote, schedule, epilogue = kw.get("promote", "serial"), kw.get("schedule", "coop"), kw.get("epilogue", "direct")
     if tm not in TILE_MS:
-        return f"tile_m={tm}: the tile is one or two 128-row waves of two consumer warpgroups; use 128 or 256"
+        return (f"tile_m={tm}: the tile is one consumer warpgroup's 64 rows or one or two 128-row waves of two; "
+                "use 64, 128 or 256")
     if promote not in ("serial", "rescale"):
         return f"promote={promote!r}: use 'serial' or 'rescale'"
     if schedule not in ("coop", "pingpong"):
@@ -141,6 +145,8 @@ def sfb_tma_conflict(kw: dict) -> str | None:
 def epi_split_conflict(kw: dict) -> str | None:
     if kw.get("schedule", "coop") != "coop" or kw.get("epilogue", "direct") != "tma":
         return "a schedule other than coop or an epilogue other than 'tma'"
+    if kw.get("tile_m", 128) == 64:
+        return "tile_m=64 (its one consumer warpgroup stores the whole tile already)"
     return None
 
 

@@ -3,9 +3,9 @@
 One persistent, warp-specialized kernel; every optimization is a constructor switch, so the
 "baseline" and "optimized" variants (see ``config.py``) are the same source with different knobs.
 
-CTA = 3 warpgroups. Warpgroup 0 is the producer (warp 0 issues the TMA loads of A and B into an
-``ab_stage``-deep shared-memory ring guarded by mbarriers; the other three warps only give their
-registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of a 128-row wave and
+CTA = 3 warpgroups (2 for a 64-row tile). Warpgroup 0 is the producer (warp 0 issues the TMA loads
+of A and B into an ``ab_stage``-deep shared-memory ring guarded by mbarriers; the other three warps
+only give their registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of a 128-row wave and
 issues wgmma (QGMMA in SASS) for one 128-wide K block into a fresh register accumulator, waits
 for it, then promotes it into the float32 total with the block scales,
 ``total += blk * sfa[row, kb] * sfb[n_blk, kb]`` (DeepGEMM-style promotion). A 256-row tile is two
@@ -15,7 +15,8 @@ from the stage (by TMA), a per-tile smem stash or global memory. The epilogue is
 (SIMT) store of the bf16 tile to global memory or a staged smem + TMA store.
 
 Switches:
-``tile_m``        128 or 256 (one or two 128-row waves)
+``tile_m``        64 (one consumer warpgroup: the whole tile is its 64-row wave), 128 or 256
+                  (one or two 128-row waves of two consumer warpgroups)
 ``tile_n``        a multiple of 16 up to 256 whose tiles cross at most one 128-wide B-scale
                   boundary (config.can_implement has the register and scale-block rules)
 ``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A, 2x2 both
@@ -127,7 +128,11 @@ class Fp8BlockwiseGemm:
         # ping-pong (one warpgroup). A 256-row coop tile is two 128-row waves (DeepGEMM's
         # WAVE_BLOCK_M): each warpgroup runs 64 rows of wave 0, then of wave 1, reusing one block
         # accumulator; a 128-row ping-pong tile is two 64-row waves of one warpgroup
-        self.wave_m = 64 if self.pingpong else TILE_M
+        # A 64-row tile is one warpgroup's wave (DeepGEMM's BLOCK_M = 64 at small M): a CTA of
+        # one producer and one consumer warpgroup, so twice the CTAs share M = 128 and each reads
+        # its A rows from smem once per K block instead of each of two warpgroups reading B
+        self.one_wg = tile_m == 64
+        self.wave_m = 64 if self.pingpong or self.one_wg else TILE_M
         self.waves = tile_m // self.wave_m
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
@@ -162,11 +167,12 @@ class Fp8BlockwiseGemm:
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
         self.cluster_shape_mn = (cluster_m, cluster_n)
-        self.atom_layout_mnk = (1, 1, 1) if self.pingpong else (2, 1, 1)
-        self.num_mma_warp_groups = 2
+        self.atom_layout_mnk = (1, 1, 1) if self.pingpong or self.one_wg else (2, 1, 1)
+        self.num_mma_warp_groups = 1 if self.one_wg else 2
         self.threads_per_wg = 128
-        self.threads_per_cta = 3 * self.threads_per_wg
-        self.num_mma_threads = 2 * self.threads_per_wg
+        self.threads_per_cta = (1 + self.num_mma_warp_groups) * self.threads_per_wg
+        # the consumers that share a tile: their stage releases, epilogue barrier and TMA store
+        self.num_mma_threads = self.num_mma_warp_groups * self.threads_per_wg
         self.load_warp_id = 0
         self.epi_store_warp_id = 4
         self.buffer_align_bytes = 1024

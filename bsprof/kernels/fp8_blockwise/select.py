@@ -1,15 +1,15 @@
 """Tile and cluster chosen from the problem's shape alone (pure: no GPU, no compile).
 
-Every configuration the kernel takes (``config.tile_ns``: tile 128 or 256 rows x a multiple of 16
-columns, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model of the
+Every configuration the kernel takes (``config.tile_ns``: tile 64, 128 or 256 rows x a multiple of
+16 columns, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model of the
 persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
 wins (fewer tile starts, less L2 traffic, what measured best at the tuned shapes).
 
 The model: the CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles
 each, so a last wave that is nearly empty costs a whole tile time. A tile's K block takes the
 longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the shared-memory port
-(128 B/cycle: each consumer warpgroup's wgmma reads its 64 A rows and all of B for every wave,
-and the TMA writes A and B into the ring), and L2 -> SM (about 6,150 B/cycle for the whole chip,
+(128 B/cycle: each 64-row wgmma stream, one per consumer warpgroup and wave, reads its 64 A rows
+and all of B, and the TMA writes A and B into the ring), and L2 -> SM (about 6,150 B/cycle for the whole chip,
 shared by the CTAs that run; a multicast operand is read once per cluster). Shapes too small to
 fill the chip get more, smaller tiles because the rounds term then charges nothing for them.
 
@@ -22,6 +22,10 @@ TMA, a scale test per gcd(width, 128) step of columns) costs about 1.05x per FLO
 every 8-column group tested its own, before the tests were shared); a 128-row tile 1.17-1.19x
 per FLOP against the 256-row tile (1.05x beyond what the shared-memory term already charges it:
 one wave per K block, nothing hides a warpgroup's promotion behind its own next wave).
+
+A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
+promotion with another warpgroup's wgmma, so its K block takes that latency (ONE_WG_LATENCY)
+plus the tensor cores' time, not the longer of the two.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ EPI_BYTES_PER_CYCLE = 64       # bf16 tile out through smem and TMA
 TILE_FIXED_CYCLES = 1000       # tile start + pipeline fill/drain
 PREFER_WITHIN = 1.02
 BLOCK_LATENCY = {1: 350, 2: 600}    # cycles per K block at least, by CTAs per cluster
+ONE_WG_LATENCY = {1: 250, 2: 500}   # a 64-row tile's K block: this plus its wgmma's cycles
 TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
@@ -80,14 +85,17 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     clusters = tiles // cs
     rounds = -(-clusters // slots)
     ctas = min(clusters, slots) * cs
-    waves = tile_m // 128
+    streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
     mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
-    smem = (waves * 2 * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
+    one_wg = tile_m == 64
+    if one_wg:
+        mma += ONE_WG_LATENCY[cs]
+    smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
     l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
     l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
-    block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
-    block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if waves == 1 else 1.0)
-    if block < BLOCK_LATENCY[cs]:
+    block, bound = max((mma, "latency" if one_wg else "mma"), (smem, "smem"), (l2, "l2"))
+    block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
+    if not one_wg and block < BLOCK_LATENCY[cs]:
         block, bound = BLOCK_LATENCY[cs], "latency"
     tile = (k // BLOCK_K) * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, rounds * tile, bound)
@@ -96,8 +104,8 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
 def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
     out = []
     for tm in TILE_MS:
-        if tm > 128 and mnkl[0] <= 128:
-            continue            # a second wave of rows past M is all padding
+        if tm > 64 and mnkl[0] <= tm // 2:
+            continue            # half the tile's rows or more past M: all padding
         for tn in tile_ns(tm, promote):
             for cm, cn in CLUSTER_CHOICES:
                 if num_sms % (cm * cn) == 0:
