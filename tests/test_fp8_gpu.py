@@ -46,8 +46,10 @@ def test_matches_float64_reference(variant, mnkl):
 
 # one per configuration class the per-problem choice can land on: 256- and 128-row tiles, widths
 # that divide 128 (one B scale, by TMA), that straddle scale blocks (two, run-time split; 16-column
-# epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape
-CLASSES = [("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
+# epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape, and
+# 64-row tiles of one consumer warpgroup (one scale block or two; A or B multicast)
+CLASSES = [("optimized", (64, 32), (1, 1)), ("optimized", (64, 112), (1, 2)), ("optimized", (64, 64), (2, 1)),
+           ("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
            ("optimized", (128, 144), (1, 2)), ("optimized", (128, 160), (2, 1)), ("optimized", (128, 64), (1, 2)),
            ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1)),
            ("optimized", (128, 192), (2, 1))]
@@ -66,7 +68,8 @@ def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, til
     assert p.check() < 1e-2
 
 
-@pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1)],
+@pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1),
+                                  (128, 4096, 7168, 1)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_the_chosen_configuration_matches_float64(mnkl):
     from bsprof.kernels.fp8_blockwise import prepare
@@ -161,6 +164,18 @@ def test_timing_build_table_and_delay_knob(variant):
     k1 = (t1[t1.phase == "kloop"].eval("end - start")).median()
     # 16 K blocks per tile x 2000 cycles, give or take the recorder's own cost
     assert k1 - k0 > 0.8 * 16 * 2000
+
+
+def test_timing_build_of_a_one_warpgroup_tile():
+    # a 64-row tile's CTA has 8 warps: the recorder's slots for warps 8-11 stay empty and the
+    # table holds the producer warp and the one consumer warpgroup
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", (192, 1000, 1024, 1), timing=True, mma_tiler=(64, 64), cluster=(1, 1))
+    assert p.check() < 1e-2
+    t = p.timing_table()
+    assert set(t["role"]) == {"producer", "mma", "epilogue"} and t["warp"].max() < 8
+    assert set(t[t.role == "mma"]["warp"]) == {4, 5, 6, 7}
 
 
 @pytest.mark.slow

@@ -100,7 +100,10 @@ def test_variant_resolution_and_cli_knobs():
     base = cfg.resolve("baseline", {"mma_tiler": (256, 128), "cluster": (1, 2)})
     assert base["tile_m"] == 256 and base["cluster_n"] == 2
     assert cfg.resolve("optimized", {"cluster": (2, 2)})["cluster_m"] == 2    # A and B multicast
-    for bad in ({"mma_tiler": (64, 128)}, {"cluster": (4, 1)}, {"sf_vec": 16}, {"bogus": 1},
+    # a 64-row tile has one consumer warpgroup: the variant's per-warpgroup epilogue gives way
+    one = cfg.resolve("optimized", {"mma_tiler": (64, 128)})
+    assert one["tile_m"] == 64 and one["epi_split"] is False
+    for bad in ({"mma_tiler": (96, 128)}, {"cluster": (4, 1)}, {"sf_vec": 16}, {"bogus": 1},
                 {"c_dtype": "Float16"}):
         with pytest.raises(BsprofError):
             cfg.resolve("optimized", bad)
@@ -278,7 +281,10 @@ def test_rescaled_variant_and_its_k_limit():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(tile_m=64), "tile_m=64: the tile is one or two 128-row waves"),
+    (dict(tile_m=96), "tile_m=96: the tile is one consumer warpgroup's 64 rows or one or two 128-row waves"),
+    (dict(tile_m=64, epilogue="tma", epi_split=True), "epi_split does not combine with tile_m=64"),
+    (dict(tile_m=64, schedule="pingpong"), "schedule='pingpong' takes tile_m=128"),
+    (dict(tile_m=64, tile_n=256), "widest: 64x192"),
     (dict(tile_n=176), "tile_n=176: .* at most two 128-wide B-scale blocks; nearest: 160"),
     (dict(tile_n=100), "tile_n=100: a tile is a multiple of 16"),
     (dict(tile_m=256, tile_n=160), "tile 256x160 with promote='serial': the accumulators do not fit"),

@@ -317,3 +317,25 @@ def test_widest_serial_128_row_tile_does_not_spill(tmp_path):
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
     assert sum(i.opcode.startswith("FSEL") for i in body) == 2
     assert sum(i.opcode.startswith("FFMA") for i in body) == 96
+
+
+@pytest.mark.parametrize("tile, cluster, mnkl", [((64, 64), (1, 2), (128, 4096, 7168, 1)),
+                                                 ((64, 112), (1, 1), (128, 7168, 2048, 1))],
+                         ids=["64x64-1x2", "64x112-1x1"])
+def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
+    # DeepGEMM's small-M tile: a CTA of one producer and one consumer warpgroup (256 threads),
+    # one 64-row wgmma stream per K block (four k32 QGMMA, one wait, one release per CTA the
+    # stage came to), tile_n / 2 promotion FFMA; no local memory at the widths DeepGEMM uses
+    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl, mma_tiler=tile, cluster=cluster)
+    (fa,) = analyze_cubin(cubin)
+    assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {f"QGMMA.64x{tile[1]}x32.F32.E4M3.E4M3"}
+    assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    elf = subprocess.run([tool_path("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True, check=True).stdout
+    assert ".reqntid 256, 1, 1" in elf
+    body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
+    releases = sum(ins.opcode.startswith("SYNCS.ARRIVE") for ins in body) // (cluster[0] * cluster[1])
+    assert releases >= 1
+    assert sum(ins.opcode.startswith("QGMMA") for ins in body) == 4 * releases
+    assert sum(ins.opcode.startswith("WARPGROUP.DEPBAR") for ins in body) == releases
+    assert sum(ins.opcode.startswith("FFMA") for ins in body) == tile[1] // 2 * releases
+    assert fa.features["tma_store_epilogue"].present
