@@ -13,19 +13,23 @@ and all of B, and the TMA writes A and B into the ring), and L2 -> SM (about 6,1
 shared by the CTAs that run; a multicast operand is read once per cluster). Shapes too small to
 fill the chip get more, smaller tiles because the rounds term then charges nothing for them.
 
-Three corrections come from timing candidates on the H100 (docs/perf.md, the per-problem tile
-choice and its second round): a K block is never faster than its issue-wait-promote latency
-(about 350 cycles alone: at 128x576x7168, where both fill one round, 128x16 tiles ran 1.09x
-faster than 128x32; 600 in a cluster, whose stage is released to two producers: 128x16 tiles in
-1x2 clusters ran at 0.71x of 1x1); a width that does not divide 128 (two B scales, no B-scale
-TMA, a scale test per gcd(width, 128) step of columns) costs about 1.05x per FLOP (1.2x when
-every 8-column group tested its own, before the tests were shared); a 128-row tile 1.17-1.19x
-per FLOP against the 256-row tile (1.05x beyond what the shared-memory term already charges it:
-one wave per K block, nothing hides a warpgroup's promotion behind its own next wave).
+Corrections come from timing candidates on the H100 (docs/perf.md, the per-problem tile choice
+and its second and third rounds): a K block is never faster than its issue-wait-release-promote
+path (BLOCK_LATENCY: 370 cycles plus half the tile's wgmma cycles with two consumer warpgroups
+and no cluster, fitted on 128x16 .. 128x64 tiles at M = 128, 385-511 cycles per K block; 600
+flat in a cluster, whose stage is released to two producers: 128x16 tiles in 1x2 clusters ran
+at 0.71x of 1x1); a width that does not divide 128 (two B scales, no B-scale TMA, a scale test
+per gcd(width, 128) step of columns) costs about 1.05x per FLOP (1.2x when every 8-column group
+tested its own, before the tests were shared); a 128-row tile 1.17-1.19x per FLOP against the
+256-row tile (1.05x beyond what the shared-memory term already charges it: one wave per K block,
+nothing hides a warpgroup's promotion behind its own next wave).
 
 A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
-promotion with another warpgroup's wgmma, so its K block takes that latency (ONE_WG_LATENCY)
-plus the tensor cores' time, not the longer of the two.
+promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY, 320
+cycles alone: 64x16 .. 64x64 tiles ran 377-421 cycles per K block where latency-bound) plus all
+of its wgmma cycles. Two such CTAs on one N tile without B multicast read B as if 2.2 times over
+(UNICAST_SHARED_B_COST: 64x64 tiles at 128x4096x7168 ran 545 cycles per K block alone, 469 in
+2x1 clusters, where a 128x32 tile that reads more L2 bytes per CTA ran 469 too).
 """
 
 from __future__ import annotations
@@ -41,8 +45,15 @@ L2_PER_SM_CAP = 64
 EPI_BYTES_PER_CYCLE = 64       # bf16 tile out through smem and TMA
 TILE_FIXED_CYCLES = 1000       # tile start + pipeline fill/drain
 PREFER_WITHIN = 1.02
-BLOCK_LATENCY = {1: 350, 2: 600}    # cycles per K block at least, by CTAs per cluster
-ONE_WG_LATENCY = {1: 250, 2: 500}   # a 64-row tile's K block: this plus its wgmma's cycles
+# a K block's issue-wait-release-promote path, by CTAs per cluster: two consumer warpgroups take
+# at least this, plus half the tile's wgmma cycles without a cluster (each waits for its own
+# wgmma, queued behind the other's; in a cluster, timed on 128x16 .. 128x128, it stayed flat);
+# one (a 64-row tile) this plus all of them (nothing overlaps its wait and promotion)
+BLOCK_LATENCY = {1: 370, 2: 600}
+ONE_WG_LATENCY = {1: 320, 2: 340}
+# 64-row tiles of one N tile in different CTAs without B multicast: the B bytes count this many
+# times in the L2 term (the CTAs request the same DRAM-bound B block at once)
+UNICAST_SHARED_B_COST = 2.2
 TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
@@ -88,15 +99,17 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
     mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
     one_wg = tile_m == 64
-    if one_wg:
-        mma += ONE_WG_LATENCY[cs]
+    latency = ONE_WG_LATENCY[cs] + mma if one_wg else BLOCK_LATENCY[cs] + (mma / 2 if cs == 1 else 0)
     smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
     l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
-    l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
-    block, bound = max((mma, "latency" if one_wg else "mma"), (smem, "smem"), (l2, "l2"))
+    b_rows = tile_n / cluster_m
+    if one_wg and cluster_m == 1 and tiles_m > 1:
+        b_rows *= UNICAST_SHARED_B_COST
+    l2 = (tile_m / cluster_n + b_rows) * BLOCK_K / l2_share
+    block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
     block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
-    if not one_wg and block < BLOCK_LATENCY[cs]:
-        block, bound = BLOCK_LATENCY[cs], "latency"
+    if block < latency:
+        block, bound = latency, "latency"
     tile = (k // BLOCK_K) * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, rounds * tile, bound)
 
