@@ -285,7 +285,6 @@ def test_rescaled_variant_and_its_k_limit():
     (dict(tile_m=64, epilogue="tma", epi_split=True), "epi_split does not combine with tile_m=64"),
     (dict(tile_m=64, schedule="pingpong"), "schedule='pingpong' takes tile_m=128"),
     (dict(tile_m=64, tile_n=256), "widest: 64x192"),
-    (dict(tile_m=64, tile_n=192, acc_pipe=True), "acc_pipe does not combine with tile 64x192"),
     (dict(tile_n=176), "tile_n=176: .* at most two 128-wide B-scale blocks; nearest: 160"),
     (dict(tile_n=100), "tile_n=100: a tile is a multiple of 16"),
     (dict(tile_m=256, tile_n=160), "tile 256x160 with promote='serial': the accumulators do not fit"),

@@ -27,11 +27,10 @@ VARIANTS: dict[str, dict] = {
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
     # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
-    # 64-row tiles queue each K block's wgmma before the previous one's promotion (acc_pipe)
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", acc_pipe=True),
+                      tiles="auto"),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -53,7 +52,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "acc_pipe")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 
@@ -151,13 +150,6 @@ def epi_split_conflict(kw: dict) -> str | None:
     return None
 
 
-def acc_pipe_conflict(kw: dict) -> str | None:
-    """What the second block accumulator of a 64-row tile (``acc_pipe``) cannot combine with."""
-    if kw.get("tile_m", 128) == 64 and kw.get("tile_n", 128) > 128:
-        return f"tile 64x{kw.get('tile_n')} (a total and two block accumulators fit up to 64x128)"
-    return None
-
-
 def peek_conflict(kw: dict) -> str | None:
     if kw.get("promote", "serial") != "serial":
         return f"promote={kw.get('promote')!r}"
@@ -167,7 +159,7 @@ def peek_conflict(kw: dict) -> str | None:
 # switches and what they cannot combine with: a variant's default gives way to an override it does
 # not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
 KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
-                  ("epi_split", epi_split_conflict), ("acc_pipe", acc_pipe_conflict))
+                  ("epi_split", epi_split_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:

@@ -47,9 +47,6 @@ Switches:
                   one, before the promotion, and skip the blocking wait when it had landed
 ``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
                   named barrier): no CTA-wide barrier at a tile end
-``acc_pipe``      64-row tiles with A scales by TMA: two block accumulators, so block k+1's wgmma
-                  is issued before block k's is waited for and promoted (no effect on tiles of
-                  two consumer warpgroups, whose other warpgroup already fills that gap)
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -80,7 +77,6 @@ WARPS_PER_CTA = 12
 SFB_SMEM_KB = 128       # K blocks whose B scales fit the smem stash (K <= 16384)
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
 SFB_TMA_SLOT = 32       # floats per stage slot (128 bytes: a TMA destination's alignment)
-PIPE_RUN = 8            # K blocks per unrolled run of the acc_pipe K-loop (one exposed wait each)
 
 
 class Fp8BlockwiseGemm:
@@ -109,7 +105,6 @@ class Fp8BlockwiseGemm:
         peek: bool = False,
         sfb_tma: bool = False,
         epi_split: bool = False,
-        acc_pipe: bool = False,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -117,7 +112,7 @@ class Fp8BlockwiseGemm:
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, acc_pipe=acc_pipe))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -139,10 +134,6 @@ class Fp8BlockwiseGemm:
         self.one_wg = tile_m == 64
         self.wave_m = 64 if self.pingpong or self.one_wg else TILE_M
         self.waves = tile_m // self.wave_m
-        # one warpgroup waits for every K block's wgmma before it promotes, and the tensor cores
-        # idle meanwhile unless the next block's wgmma is already queued: a second block
-        # accumulator lets it be (the staged K-loop only: A scales from the stage)
-        self.acc_pipe = bool(acc_pipe) and self.one_wg and bool(sfa_tma) and promote == "serial"
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
         self.promote = promote
@@ -563,8 +554,6 @@ class Fp8BlockwiseGemm:
         acc_shape = tCcC.shape
         acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
         acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        if cutlass.const_expr(self.acc_pipe):
-            acc_blk = (acc_blk, cute.make_rmem_tensor(acc_shape, self.acc_dtype))
         # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
         r_lo = tCcC[0][0]
         r_hi = tCcC[2][0]
@@ -725,11 +714,6 @@ class Fp8BlockwiseGemm:
                                                 mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA), sfb_view,
                                                 rows, r_lo, r_hi, nb0, nb1, l_idx,
                                                 tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.acc_pipe):
-                read_state = self.kloop_pipelined(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                  mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
-                                                  r_lo, r_hi, nb0, nb1, l_idx, split,
-                                                  tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
@@ -950,62 +934,6 @@ class Fp8BlockwiseGemm:
             sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
             read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                     mainloop_pipeline, read_state, sc, split, False)
-        return read_state
-
-    @cute.jit
-    def _pipelined_run(self, n: cutlass.Constexpr, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blks, acc_total,
-                       mainloop_pipeline, read_state, release_state, sSFA, mSFB, r_lo, r_hi, nb0, nb1,
-                       l_idx, split, tbuf, cta_linear, warp_idx, tile_count, record: cutlass.Constexpr):
-        """``n`` K blocks, unrolled: block j's wgmma (block accumulator j % 2) is issued before
-        block j - 1's is waited for, released and promoted, and the last one is waited for at the
-        end. No wgmma is in flight across the run's end: ptxas serializes every wgmma of a loop
-        whose accumulators are read while one issued in the iteration before is in flight
-        (C7514), so the runs are unrolled and the loop around them waits at the end of each."""
-        sc = None
-        for j in cutlass.range_constexpr(n):
-            mainloop_pipeline.consumer_wait(read_state)
-            sc_new = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, read_state.count,
-                                        l_idx)
-            if cutlass.const_expr(record and j == 0):
-                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            cute.nvgpu.warpgroup.fence()
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blks[j % 2], read_state.index)
-            read_state.advance()
-            if cutlass.const_expr(j > 0):
-                cute.nvgpu.warpgroup.wait_group(1)
-                self._release(mainloop_pipeline, release_state)
-                release_state.advance()
-                self.rec.spin(self.delay_kloop)
-                self._promote(acc_total, acc_blks[(j - 1) % 2], sc[0], sc[1], sc[-2], sc[-1], split)
-            sc = sc_new
-        cute.nvgpu.warpgroup.wait_group(0)
-        self._release(mainloop_pipeline, release_state)
-        release_state.advance()
-        self.rec.spin(self.delay_kloop)
-        self._promote(acc_total, acc_blks[(n - 1) % 2], sc[0], sc[1], sc[-2], sc[-1], split)
-        return read_state, release_state
-
-    @cute.jit
-    def kloop_pipelined(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blks, acc_totals,
-                        mainloop_pipeline, read_state, k_tile_cnt, sSFA, mSFB, r_lo, r_hi,
-                        nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count):
-        """One consumer warpgroup (``acc_pipe``): runs of PIPE_RUN K blocks alternate between two
-        block accumulators, each block's wgmma issued before the previous one is waited for, so
-        the stage release, the promotion and the next stage's wait run under a wgmma (all but
-        one K block per run)."""
-        read_state.reset_count()
-        release_state = read_state.clone()
-        args = (tiled_mma, tCrA, tCrB, num_k_blocks, acc_blks, acc_totals[0], mainloop_pipeline)
-        tail = (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count)
-        first = min(PIPE_RUN, k_tile_cnt)
-        rest = k_tile_cnt - first
-        read_state, release_state = self._pipelined_run(first, *args, read_state, release_state, *tail, True)
-        for _ in range(rest // PIPE_RUN):
-            read_state, release_state = self._pipelined_run(PIPE_RUN, *args, read_state, release_state, *tail,
-                                                            False)
-        if cutlass.const_expr(rest % PIPE_RUN > 0):
-            read_state, release_state = self._pipelined_run(rest % PIPE_RUN, *args, read_state, release_state,
-                                                            *tail, False)
         return read_state
 
     @cute.jit
