@@ -31,10 +31,11 @@ def test_a_held_queue_times_the_kernel_not_the_host():
     paced = statistics.median(launch_times_ms(op, 10, 200, 0.1, hold=False)) * 1e3
     kernel_us = launch_summary(trace_launches(op, 30, 0.1))["kernel_us"]
     torch.cuda.synchronize()
-    # CUPTI's duration is the kernel alone; an event pair adds ~1-2 us around it
-    assert held < kernel_us + 3.0, (held, kernel_us)
-    # at the host's pace the event pair waits for the host's next launch
-    assert paced > held * 1.5, (paced, held, kernel_us)
+    # CUPTI's duration is the kernel alone; an event pair around a queued launch adds ~3 us
+    # (H100: 4.3 us for a 1.1 us kernel)
+    assert held < kernel_us + 5.0, (held, kernel_us)
+    # at the host's pace the event pair also waits for the host's next launch
+    assert paced - kernel_us > 2 * (held - kernel_us), (paced, held, kernel_us)
 
 
 def test_a_long_kernel_times_the_same_either_way():
