@@ -48,3 +48,17 @@ def test_a_long_kernel_times_the_same_either_way():
     held = statistics.median(launch_times_ms(fn, 10, 50, 0.3, hold=True))
     paced = statistics.median(launch_times_ms(fn, 10, 50, 0.3, hold=False))
     assert held == pytest.approx(paced, rel=0.08)
+
+
+def test_a_queue_that_ran_dry_is_told_from_one_that_held():
+    import torch
+
+    from bsprof.profile.timer import _timed_launches, ran_dry
+
+    op = _short_op()
+    for _ in range(20):
+        op()
+    torch.cuda.synchronize()
+    paced = _timed_launches(torch, op, 100, 0.0, None)      # no hold: the GPU waits on the host
+    held = _timed_launches(torch, op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
+    assert ran_dry(*paced) and not ran_dry(*held), (sorted(paced[1])[50], sorted(held[1])[50])
