@@ -202,3 +202,10 @@ def test_a_missing_section_says_how_to_collect_it(cublas_row):
     lines = missing_sections(no_warp)
     assert [line.split(":")[0] for line in lines] == ["WarpStateStats", "InstructionStats"]
     assert all("`ncu --section " in line and "`bsprof ncu --set full`" in line for line in lines)
+
+
+def test_gb200_is_not_read_as_b200():
+    from bsprof.analyzers.ncu.peaks import peak_tflops as sheet
+
+    assert (sheet("NVIDIA GB200", "fp4"), sheet("NVIDIA B200", "fp4")) == (10000.0, 9000.0)
+    assert sheet("NVIDIA H100 80GB HBM3", "fp4") is None and sheet("NVIDIA H100 PCIe", "fp8") == 1513.0
