@@ -82,3 +82,34 @@ def test_bench_script_offers_graph_launched_peers():
     out = subprocess.run([sys.executable, "benchmarks/fp8_blockwise.py", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "--peers-graph" in out and "--peers-eager" in out
+
+
+def test_paired_speedups_take_each_round_against_the_same_round(data_dir):
+    from bsprof.analyzers.bench_rows import paired_speedups
+
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    by = {r["name"]: r for r in res[0]["rows"]}
+    me, dg = by["optimized"], by["deepgemm"]
+    pairs = paired_speedups(me, dg)
+    assert pairs == [d / m for m, d in zip(me["ms_rounds"], dg["ms_rounds"])] and len(pairs) == 5
+    # the median round of each kernel need not be the same round: the pairs bracket the ratio of medians
+    ratio = dg["ms"] / me["ms"]
+    assert min(pairs) <= ratio * 1.0001 and ratio <= max(pairs) * 1.0001
+    assert paired_speedups({"ms_rounds": [1.0]}, {"ms_rounds": [1.0]}) == []
+    assert paired_speedups(me, {"ms_rounds": dg["ms_rounds"][:3]}) == []
+
+
+def test_the_deepgemm_table_shows_the_per_round_range(data_dir):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    con = Console(record=True, width=200)
+    bench.print_vs_deepgemm(con, res, "optimized")
+    text = con.export_text()
+    by = {r["name"]: r for r in res[0]["rows"]}
+    row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("4096,4096,4096"))
+    assert bench.paired_range(by["optimized"], by["deepgemm"]) in row

@@ -36,6 +36,16 @@ def cycle_spread(row: dict) -> float | None:
     return _spread([t * f for t, f in zip(ms, mhz) if isinstance(t, (int, float)) and isinstance(f, (int, float))])
 
 
+def paired_speedups(row: dict, peer: dict) -> list[float]:
+    """``peer``'s time over ``row``'s in each round (>1: ``row`` faster). Rounds time every kernel
+    back to back, so each ratio is taken at nearly the same clock; empty without several rounds."""
+    ms, peer_ms = row.get("ms_rounds") or [], peer.get("ms_rounds") or []
+    if len(ms) < 2 or len(ms) != len(peer_ms):
+        return []
+    return [p / m for m, p in zip(ms, peer_ms)
+            if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0]
+
+
 def spread_cell(row: dict) -> str:
     """The round spread as a display string, its cycle spread in brackets where known; "—" without
     several rounds."""

@@ -22,15 +22,16 @@ from bsprof.profile.timer import launch_times_ms
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
 
 
-def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None) -> tuple[float, dict]:
+def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None, hold: bool = True) -> tuple[float, dict]:
     """Median milliseconds of ``iters`` launches of ``fn`` (each timed alone with CUDA events),
     after ``warmup`` launches and at least ``warmup_s`` seconds of them; with ``sensors``, also the
-    SM clock and power read while the timed launches ran (else an empty dict)."""
+    SM clock and power read while the timed launches ran (else an empty dict). ``hold``: queue
+    the launches behind a spin kernel so they run back to back (``timer.launch_times_ms``)."""
     from bsprof.profile.sensors import SensorLog
 
     log = SensorLog(sensors) if sensors is not None else None
     ms = statistics.median(launch_times_ms(fn, warmup, iters, warmup_s,
-                                           while_running=log.poll if log else None))
+                                           while_running=log.poll if log else None, hold=hold))
     return ms, (log.summary() if log else {})
 
 
@@ -136,7 +137,8 @@ def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
 def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
             warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
-            launch_gaps: bool = False, inputs: str = "randn", cute_example=None, peer_names=PEERS) -> dict:
+            launch_gaps: bool = False, inputs: str = "randn", cute_example=None, peer_names=PEERS,
+            hold: bool = True) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
@@ -147,7 +149,9 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     says how it was launched). ``launch_gaps`` also traces 30 launches of every kernel with CUPTI
     and adds its GPU duration and the gap before it (``kernel_us``, ``gap_us``) to its row.
     ``inputs`` picks the operands (``quant.INPUTS``); ``cute_example`` adds NVIDIA's CuTe DSL
-    dense FP8 GEMM (no block scaling) from that path as a peer."""
+    dense FP8 GEMM (no block scaling) from that path as a peer. ``hold`` (the default) queues each
+    kernel's timed launches behind a spin kernel, so a kernel shorter than the host's time per
+    launch is timed, not the host."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
@@ -191,7 +195,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     runs: list[list] = [[] for _ in timed]
     for _ in range(max(1, rounds)):
         for (_name, _ours, (fn, _how), _err), got in zip(timed, runs):
-            got.append(time_fn(fn, warmup, iters, warmup_s, sensors))
+            got.append(time_fn(fn, warmup, iters, warmup_s, sensors, hold))
     rows = []
     for at, ((name, ours, (fn, how), err), got) in enumerate(zip(timed, runs)):
         ms, clocks = _median_round(got)
@@ -212,7 +216,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
-                rounds=max(1, rounds), inputs=inputs)
+                rounds=max(1, rounds), inputs=inputs, hold=hold)
 
 
 def config_fields(p) -> dict:
