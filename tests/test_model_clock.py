@@ -312,3 +312,34 @@ def test_round3_coop_control_clocks_up_like_pingpong():
     cycles = kl["x_cycles_meas"] / kl["x_cycles_base"]
     assert (cycles - kl["measured_ratio"] > 0.08).all()                # walls well below the cycles
     assert (kl["term_clock"] < -0.07).all() and (kl["err_det_pct"].abs() < 2.5).all()
+
+
+def test_round3_coop_8192x1024_meets_the_target_power_capped():
+    """Coop 8192^2x1024, first run in sustained blocks (predictions written before it): its plain build
+    is power-capped near 1,370 MHz, the delayed builds clock up, and the model with its clock term
+    meets the target where the trivial rule misses by up to 11%."""
+    doc = json.loads((H100 / "validation_coop_round3_8192x1024" / "validation.json").read_text())
+    s = doc["summary"]
+    assert s["det"]["pass"] and s["det"]["max_abs_pct"] < 3.5 and s["trivial"]["max_abs_pct"] > 10.0
+    assert doc["sustained_clocks_pooled"]["plain"]["mhz"] < 1450
+
+
+def test_round3_pingpong_8192_misses_on_the_baseline_state_not_the_cycles():
+    """The fresh 8192^3 ping-pong run misses (2.30% / 6.43%). Not the equilibrium: in cycles it is
+    within 3%. The plain build spent 4 of its 5 forward blocks ~1,510 MHz at ~600 W, 100 W under the
+    limit while NVML flags the power cap, and its reverse blocks ~1,740 MHz at ~720 W: its forward
+    walls came out ~5% slower than its reverse ones, so every forward ratio reads low (the noise row,
+    its second build against it, is 3%). The clock term models a capped build drawing the limit; a
+    build held below it is a state it does not describe, and the run scores it as measured."""
+    doc = json.loads((H100 / "validation_pingpong_round3_8192" / "validation.json").read_text())
+    s = doc["summary"]
+    assert not s["det"]["pass"] and 2.0 < s["det"]["median_abs_pct"] < 2.5 and s["det"]["max_abs_pct"] > 6.0
+    assert s["cycles"]["max_abs_pct"] < 3.0 and s["noise_floor_pct"] > 2.5
+    assert s["trivial"]["flip"]["median_abs_pct"] > 30 * s["det"]["flip"]["median_abs_pct"]
+    limit = doc["device_limits"]["power_limit_w"]
+    fwd, rev = doc["sustained_blocks"]["forward"]["plain"], doc["sustained_blocks"]["reverse"]["plain"]
+    low = [b for b in fwd if b["watts_mean"] < 0.9 * limit and b["reasons"] & 0x4]
+    assert len(low) == 4 and all(b["mhz_mean"] < 1550 for b in low)
+    assert all(b["watts_mean"] > 0.98 * limit for b in rev[:4])
+    walls_f, walls_r = doc["wall_us_forward"]["plain"], doc["wall_us_reverse"]["plain"]
+    assert statistics.fmean(walls_f) / statistics.fmean(walls_r) > 1.04
