@@ -209,3 +209,137 @@ def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
     seq = [k for r in range(6) for k in _rotated(keys, r)]
     assert all(a != b for a, b in zip(seq, seq[1:]))
     assert all(sorted(_rotated(keys, r)) == sorted(keys) for r in range(6))
+
+
+def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code():
+    """A capped clock dithers: the baseline's clock is the reading-weighted mean over all its blocks,
+    forward and reverse sets, its second build counted as itself; blocks without a mean give their
+    median."""
+    from bsprof.profile.validate import pooled_sustained
+
+    fwd = {"plain": [{"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
+                     {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20}],
+           "plain_b": [{"mhz": 1900.0, "watts": 690.0, "readings": 40}],
+           "fast": [{"mhz_mean": 1980.0, "watts_mean": 500.0, "readings": 10}]}
+    back = {"plain": [{"mhz_mean": 1850.0, "watts_mean": 705.0, "readings": 20}],
+            "fast": [{"mhz_mean": 1960.0, "watts_mean": 520.0, "readings": 30}, {"mhz": None, "readings": 0}]}
+    out = pooled_sustained(fwd, back)
+    assert set(out) == {"plain", "fast"}
+    assert out["plain"]["mhz"] == pytest.approx((1700 * 20 + 1800 * 20 + 1900 * 40 + 1850 * 20) / 100)
+    assert out["plain"]["watts"] == pytest.approx((710 * 20 + 700 * 20 + 690 * 40 + 705 * 20) / 100)
+    assert out["plain"]["blocks"] == 4 and out["plain"]["reasons"] == 4
+    assert out["plain"]["mhz_block_spread"] == [1700.0, 1900.0]
+    assert out["fast"]["mhz"] == pytest.approx((1980 * 10 + 1960 * 30) / 40) and out["fast"]["blocks"] == 2
+    assert pooled_sustained({}) == {}
+
+
+def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycles():
+    """Round 2's 4096^3 ping-pong: Phase 1 +68k and +100k missed by -4.9% / -4.1%. The cycles were
+    right (projected +52.9% / +92.7%, the captures +51.9% / +93.0%); the clock term was not: it took
+    the plain build at 1,740 MHz (one set's median) to the top clock (x1.138), while the same code
+    read 1,845 (its second build, same set) and 1,905 MHz (reverse set) at wall times within 1.7%.
+    Pooled over every block of the plain code (1,830 MHz: a re-score after seeing the data, not a
+    prediction) the clock ratio is 1.082 and both points land within 1%; the cycles are untouched."""
+    from bsprof.profile.validate import pooled_sustained
+
+    run = H100 / "validation_pingpong_round2_4096"
+    doc = json.loads((run / "validation.json").read_text())
+    fw, rv = doc["sustained_clocks"], doc["sustained_clocks_reverse"]
+    assert fw["plain"]["mhz"] == 1740 and fw["plain_b"]["mhz"] == 1845 and rv["plain"]["mhz"] == 1905
+    walls = [statistics.fmean(doc["wall_us_forward"]["plain"]), statistics.fmean(doc["wall_us_forward"]["plain_b"]),
+             statistics.fmean(doc["wall_us_reverse"]["plain"])]
+    assert max(walls) / min(walls) < 1.02
+    pool = pooled_sustained({k: [v] for k, v in fw.items()}, {k: [v] for k, v in rv.items()})
+    assert pool["plain"]["mhz"] == pytest.approx(1830, abs=2)
+    frame = pd.read_csv(run / "validation.csv")
+    top = frame[(frame["direction"] == "forward") & (frame["delta_phase1"] > 60_000) & (frame["delta_kloop"] == 0)]
+    assert len(top) == 2 and (top["err_det_pct"] < -4.0).all() and (top["clock_ratio"] > 1.13).all()
+    for row in top.itertuples():       # the equilibrium's cycles against the captures' makespans
+        assert row.projected_cycles_det == pytest.approx(row.x_cycles_meas / row.x_cycles_base, rel=0.01)
+    again = top.copy()
+    again["x_mhz_base"], again["x_watts_base"] = pool["plain"]["mhz"], pool["plain"]["watts"]
+    pts = V.reclock(again, limits_for(doc["device"], doc["device_limits"]))
+    for p in pts:
+        assert p.clock_ratio == pytest.approx(1980 / 1830, rel=0.002)
+        assert abs(p.err_det_pct) < 1.0
+
+
+def test_round3_fresh_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
+    """Round 3 (predictions written before it): a fresh 4096^3 ping-pong run meets the target, 100x
+    closer than the trivial predictor on its 10 flip points. The baseline clock every point used is
+    the reading-weighted mean over the plain code's 10 blocks (forward, its second build, reverse),
+    and re-scoring the forward points from the stored calibration table gives the stored errors."""
+    from bsprof.analyzers.timing.io import read_table
+    from bsprof.profile.validate import pooled_sustained
+
+    run = H100 / "validation_pingpong_round3_4096"
+    doc = json.loads((run / "validation.json").read_text())
+    s = doc["summary"]
+    assert s["det"]["pass"] and s["det"]["median_abs_pct"] < 1.0 and s["det"]["max_abs_pct"] < 3.0
+    assert s["n_flip"] == 10 and s["trivial"]["flip"]["median_abs_pct"] > 50 * s["det"]["flip"]["median_abs_pct"]
+    blocks = doc["sustained_blocks"]
+    pool = pooled_sustained(blocks["forward"], blocks["reverse"])
+    plain = doc["sustained_clocks_pooled"]["plain"]
+    assert pool["plain"]["mhz"] == pytest.approx(plain["mhz"]) and plain["blocks"] == 15
+    assert plain["mhz_block_spread"][1] - plain["mhz_block_spread"][0] > 100    # the capped clock moves
+    assert plain["mhz"] < 0.98 * doc["device_limits"]["max_mhz"]
+    frame = pd.read_csv(run / "validation.csv")
+    fwd = frame[frame["direction"] == "forward"]
+    assert (fwd["x_mhz_base"] - plain["mhz"]).abs().max() < 1e-6
+    pts = V.from_frame(fwd)
+    for p in pts:
+        p.busy = math.nan
+    V.evaluate(pts, {"plain": read_table(run / "tables" / "plain.parquet")},
+               capture_wall_us=doc["capture_wall_us"], limits=limits_for(doc["device"], doc["device_limits"]))
+    for p, stored in zip(pts, fwd["err_det_pct"]):
+        assert p.err_det_pct == pytest.approx(stored, abs=1e-6)
+    top = [p for p in pts if p.knob == "phase1" and p.delta_phase1 > 60_000]
+    assert len(top) == 2 and all(p.clock_ratio == pytest.approx(1980 / plain["mhz"]) and abs(p.err_det_pct) < 2 for p in top)
+
+
+def test_round3_coop_control_clocks_up_like_pingpong():
+    """The coop 4096^3 control, the first coop run timed in sustained blocks: its plain build sits at
+    1,331 MHz (power cap), and the delayed builds clock up, so the walls no longer follow the cycles
+    (K-loop +11.5k: cycles +28.5%, wall +18.3%). The clock term, written before the run, carries it:
+    the model meets the target; the trivial rule, cycles without a clock, misses by 7-10%."""
+    run = H100 / "validation_coop_round3_4096"
+    doc = json.loads((run / "validation.json").read_text())
+    s = doc["summary"]
+    assert s["det"]["pass"] and s["det"]["max_abs_pct"] < 3.0 and s["trivial"]["max_abs_pct"] > 9.0
+    assert doc["sustained_clocks_pooled"]["plain"]["mhz"] < 1400
+    frame = pd.read_csv(run / "validation.csv")
+    kl = frame[(frame["direction"] == "forward") & (frame["knob"] == "kloop")]
+    cycles = kl["x_cycles_meas"] / kl["x_cycles_base"]
+    assert (cycles - kl["measured_ratio"] > 0.08).all()                # walls well below the cycles
+    assert (kl["term_clock"] < -0.07).all() and (kl["err_det_pct"].abs() < 2.5).all()
+
+
+def test_round3_coop_8192x1024_meets_the_target_power_capped():
+    """Coop 8192^2x1024, first run in sustained blocks (predictions written before it): its plain build
+    is power-capped near 1,370 MHz, the delayed builds clock up, and the model with its clock term
+    meets the target where the trivial rule misses by up to 11%."""
+    doc = json.loads((H100 / "validation_coop_round3_8192x1024" / "validation.json").read_text())
+    s = doc["summary"]
+    assert s["det"]["pass"] and s["det"]["max_abs_pct"] < 3.5 and s["trivial"]["max_abs_pct"] > 10.0
+    assert doc["sustained_clocks_pooled"]["plain"]["mhz"] < 1450
+
+
+def test_round3_pingpong_8192_misses_on_the_baseline_state_not_the_cycles():
+    """The fresh 8192^3 ping-pong run misses (2.30% / 6.43%). Not the equilibrium: in cycles it is
+    within 3%. The plain build spent 4 of its 5 forward blocks ~1,510 MHz at ~600 W, 100 W under the
+    limit while NVML flags the power cap, and its reverse blocks ~1,740 MHz at ~720 W: its forward
+    walls came out ~5% slower than its reverse ones, so every forward ratio reads low (the noise row,
+    its second build against it, is 3%). The clock term models a capped build drawing the limit; a
+    build held below it is a state it does not describe, and the run scores it as measured."""
+    doc = json.loads((H100 / "validation_pingpong_round3_8192" / "validation.json").read_text())
+    s = doc["summary"]
+    assert not s["det"]["pass"] and 2.0 < s["det"]["median_abs_pct"] < 2.5 and s["det"]["max_abs_pct"] > 6.0
+    assert s["cycles"]["max_abs_pct"] < 3.0 and s["noise_floor_pct"] > 2.5
+    assert s["trivial"]["flip"]["median_abs_pct"] > 30 * s["det"]["flip"]["median_abs_pct"]
+    limit = doc["device_limits"]["power_limit_w"]
+    fwd, rev = doc["sustained_blocks"]["forward"]["plain"], doc["sustained_blocks"]["reverse"]["plain"]
+    low = [b for b in fwd if b["watts_mean"] < 0.9 * limit and b["reasons"] & 0x4]
+    assert len(low) == 4 and all(b["mhz_mean"] < 1550 for b in low)
+    assert all(b["watts_mean"] > 0.98 * limit for b in rev[:4])
+    walls_f, walls_r = doc["wall_us_forward"]["plain"], doc["wall_us_reverse"]["plain"]
+    assert statistics.fmean(walls_f) / statistics.fmean(walls_r) > 1.04

@@ -51,6 +51,10 @@ def test_more_epilogue_warps_stop_paying_at_the_shared_path():
 @pytest.mark.parametrize("args, words", [
     (["--epi-warps", "3"], "at least 4 epilogue warps"),
     (["--epi-warps", "31"], "CTA holds 32 warps"),
+    # every count below the structure's floor says why, with the same range as above it
+    (["--epi-warps", "0"], "at least 4 epilogue warps; use 4..30"),
+    (["--epi-warps", "99999999999"], "CTA holds 32 warps, 2 of them producer and MMA; use 4..30"),
+    (["--acc-stages", "9"], "out of range; use 1..8"),
     (["--phase1", "-120%"], "makes it negative"),
     (["--kloop", "-5000"], "makes it negative"),
     (["--from", str(H100 / "validation_pingpong" / "tables" / "plain.parquet"), "--epi-warps", "8"],

@@ -191,3 +191,21 @@ def test_tied_pipes_name_units_not_sub_pipes():
     assert any(c.startswith("the XU pipe") for c in v.candidates)
     with_sub = classify(dict(row, pipe_fmaheavy_pct=row["pipe_fma_pct"]))
     assert with_sub.co_units == ["xu"]
+
+
+def test_a_missing_section_says_how_to_collect_it(cublas_row):
+    from bsprof.analyzers.ncu.verdict import missing_sections
+
+    assert missing_sections(cublas_row) == []           # the full set lacks nothing
+    no_ops = {k: v for k, v in cublas_row.items() if not k.startswith("inst_op_")}
+    no_warp = dict(no_ops, warp_cycles_per_issue=math.nan)
+    lines = missing_sections(no_warp)
+    assert [line.split(":")[0] for line in lines] == ["WarpStateStats", "InstructionStats"]
+    assert all("`ncu --section " in line and "`bsprof ncu --set full`" in line for line in lines)
+
+
+def test_gb200_is_not_read_as_b200():
+    from bsprof.analyzers.ncu.peaks import peak_tflops as sheet
+
+    assert (sheet("NVIDIA GB200", "fp4"), sheet("NVIDIA B200", "fp4")) == (10000.0, 9000.0)
+    assert sheet("NVIDIA H100 80GB HBM3", "fp4") is None and sheet("NVIDIA H100 PCIe", "fp8") == 1513.0

@@ -12,6 +12,10 @@ HOLD_CLOCK_HZ = 2.0e9
 # under a virtualised driver), with a margin so the queue stays ahead of the GPU
 HOLD_SLACK_S = 20e-6
 HOLD_MAX_S = 0.25
+HOLD_ATTEMPTS = 3
+# an idle gap between queued launches longer than this means the queue ran dry (back to back,
+# the gap between one launch's end event and the next one's start event is well under a us)
+DRY_GAP_MS = 0.005
 
 
 def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmup_s: float = 0.3,
@@ -30,7 +34,10 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     launches run back to back and each event pair times the kernel alone. Without it a kernel
     shorter than the host's time per launch (a graph replay and two event records from Python:
     ~17 us on the device machine) is timed at the host's pace: DeepGEMM, cuBLAS and ours all
-    measured ~17 us at 128x576x7168 and 1x32768x512, whatever their real duration.
+    measured ~17 us at 128x576x7168 and 1x32768x512, whatever their real duration. When the host
+    still falls behind (a stalled host: a round of ~160 us launches for a ~10 us kernel was seen),
+    the idle gaps between launches give it away (``ran_dry``) and the launches are timed again
+    behind a longer hold.
     """
     import time
 
@@ -47,12 +54,22 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
         if time.perf_counter() - t0 >= min_warmup_s:
             break
     torch.cuda.synchronize()
+    hold_s = min(HOLD_MAX_S, iters * (2 * host_per_call + HOLD_SLACK_S)) if hold else 0.0
+    for _attempt in range(HOLD_ATTEMPTS if hold else 1):
+        times, gaps = _timed_launches(torch, fn, iters, hold_s, while_running)
+        if not hold or not ran_dry(times, gaps):
+            break
+        # the host fell behind the hold (a stall of the host, not the GPU): a longer hold, once more
+        hold_s = min(HOLD_MAX_S, hold_s * 4)
+    return times
+
+
+def _timed_launches(torch, fn, iters: int, hold_s: float, while_running) -> tuple[list[float], list[float]]:
+    """Each launch's milliseconds and the idle milliseconds between one launch's end event and the
+    next one's start event."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    if hold:
-        # twice the host's measured time per launch: the first timed launches also pay
-        # allocator and event-pool work the warm-up did not
-        hold_s = min(HOLD_MAX_S, iters * (2 * host_per_call + HOLD_SLACK_S))
+    if hold_s > 0:
         torch.cuda._sleep(int(hold_s * HOLD_CLOCK_HZ))
     for s, e in zip(starts, ends):
         s.record()
@@ -62,4 +79,17 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
         while not ends[-1].query():
             while_running()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    gaps = [e.elapsed_time(s) for e, s in zip(ends, starts[1:])]
+    return times, gaps
+
+
+def ran_dry(times_ms: list[float], gaps_ms: list[float]) -> bool:
+    """Whether the GPU waited on the host between launches that should have been queued back to
+    back: more than a tenth of the gaps longer than ``DRY_GAP_MS`` or a quarter of the median
+    launch. Seen on the H100 as a round of ~160 us launches for a ~10 us kernel."""
+    if not gaps_ms:
+        return False
+    times = sorted(times_ms)
+    limit = max(DRY_GAP_MS, 0.25 * times[len(times) // 2])
+    return sum(g > limit for g in gaps_ms) > 0.1 * len(gaps_ms)

@@ -216,19 +216,24 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
             for _ in range(timed):
                 g()
             e.record()
-            mhz, watts = [], []
+            mhz, watts, why = [], [], 0
             while sensors is not None and not s.query():
                 _t.sleep(0.002)
             while sensors is not None and not e.query():
-                m, w, _r = sensors.read()
+                m, w, r_bits = sensors.read()
                 mhz.append(m)
                 watts.append(w)
+                why |= r_bits
                 _t.sleep(0.005)
             e.synchronize()
             reps[k].append(s.elapsed_time(e) * 1000.0 / (timed * GRAPH_LAUNCHES))
             good_m, good_w = [x for x in mhz if x == x], [x for x in watts if x == x]
             reads[k].append({"mhz": statistics.median(good_m) if good_m else None,
-                             "watts": statistics.median(good_w) if good_w else None, "readings": len(mhz)})
+                             "watts": statistics.median(good_w) if good_w else None,
+                             "mhz_mean": statistics.fmean(good_m) if good_m else None,
+                             "watts_mean": statistics.fmean(good_w) if good_w else None,
+                             "mhz_min": min(good_m) if good_m else None, "mhz_max": max(good_m) if good_m else None,
+                             "reasons": why, "readings": len(good_m)})
     return reps, reads, "graph"
 
 
@@ -250,6 +255,50 @@ def _sustained_summary(reads: dict) -> dict[str, dict]:
         if m:
             out[k] = {"mhz": statistics.median(m), "watts": statistics.median(w) if w else None,
                       "readings": sum(b.get("readings", 0) for b in blocks), "blocks": len(blocks)}
+    return out
+
+
+SAME_CODE = {"plain_b": "plain"}   # a second build of the baseline's code: its blocks are the baseline's too
+
+
+def pooled_sustained(*sets: dict, same_code: dict | None = None) -> dict[str, dict]:
+    """Per build: its time-averaged SM clock and board power over *every* block of its code, in
+    every repeat set given (the forward and the reverse blocks; a second plain build counts as the
+    plain build).
+
+    Why pooled, and why the mean: a power-capped clock dithers between steps faster than NVML is
+    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average. In
+    round 2's 4096^3 run the plain build read 1,740 MHz (forward), its second build 1,845 (same
+    set) and the plain build again 1,905 (reverse set), while their wall times agreed within 1.7%.
+    Wall time is cycles over the time-averaged clock, which is the mean of readings taken at even
+    intervals, pooled over all of that code's running. Blocks recorded before means were kept
+    contribute their medians."""
+    import statistics
+
+    same_code = SAME_CODE if same_code is None else same_code
+    acc: dict[str, dict[str, list]] = {}
+    for reads in sets:
+        for k, blocks in (reads or {}).items():
+            a = acc.setdefault(same_code.get(k, k), {"m": [], "w": [], "n": [], "blocks": 0, "reasons": 0})
+            for b in blocks:
+                m = b.get("mhz_mean") or b.get("mhz")
+                if not m:
+                    continue
+                n = max(1, int(b.get("readings") or 1))
+                a["m"].append(m)
+                a["w"].append(b.get("watts_mean") or b.get("watts"))
+                a["n"].append(n)
+                a["blocks"] += 1
+                a["reasons"] |= int(b.get("reasons") or 0)
+    out = {}
+    for k, a in acc.items():
+        if not a["m"]:
+            continue
+        wm = [(w, n) for w, n in zip(a["w"], a["n"]) if w]
+        out[k] = {"mhz": sum(m * n for m, n in zip(a["m"], a["n"])) / sum(a["n"]),
+                  "watts": sum(w * n for w, n in wm) / sum(n for _, n in wm) if wm else None,
+                  "mhz_block_spread": [min(a["m"]), max(a["m"])],
+                  "readings": sum(a["n"]), "blocks": a["blocks"], "reasons": a["reasons"]}
     return out
 
 
@@ -277,9 +326,11 @@ def device_limits(spin_s: float = 0.5) -> dict | None:
     _t.sleep(0.3)
     idle = [sensors.read()[1] for _ in range(10)]
     ghz = max(0.5, lim["max_mhz"] / 1000.0)
-    done = torch.cuda.Event()
-    for _ in range(max(1, int(spin_s / 0.01))):
-        torch.cuda._sleep(int(0.01 * ghz * 1e9))   # ~10 ms of spinning per launch
+    per_launch, launches = int(0.01 * ghz * 1e9), max(1, int(spin_s / 0.01))
+    start, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        torch.cuda._sleep(per_launch)   # ~10 ms of spinning on the SM cycle counter per launch
     done.record()
     _t.sleep(spin_s / 3)                            # let the clock and the power settle
     mhz, watts = [], []
@@ -291,7 +342,12 @@ def device_limits(spin_s: float = 0.5) -> dict | None:
     torch.cuda.synchronize()
     ok = lambda xs: [x for x in xs if x == x]  # noqa: E731
     floor = statistics.median(ok(watts)) if ok(watts) else 0.0
+    # the rate the SM cycle counter ran at during the spin (cycles spun / elapsed time): whether the
+    # clock NVML reports is the clock that turns a kernel's cycles into time
+    spin_ms = start.elapsed_time(done)
+    counted = per_launch * launches / (spin_ms * 1000.0) if spin_ms > 0 else None
     return {**lim, "floor_w": floor, "floor_mhz": statistics.median(ok(mhz)) if ok(mhz) else None,
+            "floor_counter_mhz": counted,
             "idle_w": statistics.median(ok(idle)) if ok(idle) else None,
             "source": "NVML (floor: board power while one thread spins)"}
 
@@ -364,6 +420,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     back, back_reads, _ = sustained_walls(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
     clocks_sustained = _sustained_summary(fwd_reads)
     clocks_back = _sustained_summary(back_reads)
+    clocks_pooled = pooled_sustained(fwd_reads, back_reads)
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
@@ -389,7 +446,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_kloop=landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
                               extra={**landed, **_clock_extras(clocks, "plain", k),
-                                     **_sustained(clocks_sustained, "plain", k)}))
+                                     **_sustained(clocks_pooled, "plain", k)}))
     for v in rev:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
@@ -398,7 +455,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_kloop=-landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
                               extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
-                                     **_sustained(clocks_back, k, "plain")}))
+                                     **_sustained(clocks_pooled, k, "plain")}))
     V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
                limits=limits_for(info["name"], limits))
     summ = V.summary(points)
@@ -419,6 +476,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
         "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
         "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
+        "sustained_clocks_pooled": clocks_pooled,
+        "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads},
         "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES},
         "device_limits": limits,
         "points": frame.to_dict("records"), "summary": summ,

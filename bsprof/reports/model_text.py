@@ -71,7 +71,8 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
     b = summ.get("band")
     if b:
         console.print(f"Monte Carlo 90% band: contains {b['covered']} of {b['n']} measured points within their "
-                      f"noise ({b['coverage']:.0%}; {'kept' if b['keep'] else 'below 80%: not shown by bsprof model'})")
+                      f"noise ({b['coverage']:.0%}; {'80% or more in this run' if b['keep'] else 'below 80%'}; "
+                      "not shown by bsprof model: it fell short of 80% on earlier runs)")
     k = summ.get("clocked")
     if k:
         console.print(f"with each build's measured sustained clock (a diagnostic: not known before building): "

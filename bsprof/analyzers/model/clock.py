@@ -18,7 +18,11 @@ work may grow before the limit pulls the clock down. ``floor`` is the board powe
 scale with the work (the device's idle reading, measured).
 
 Inputs: the baseline's sustained clock (and power), measured on the baseline build alone, and the
-device's limits. Nothing here is fitted to a projection's outcome.
+device's limits. Nothing here is fitted to a projection's outcome. The baseline's clock must be its
+time average: a power-capped clock dithers between steps faster than NVML is polled, so a few
+readings' median can sit one step off (the 4096^3 ping-pong plain build read 1,740, 1,845 and
+1,905 MHz in three sets of blocks at wall times within 1.7%); where the baseline's clock is
+under-read, a change that reaches the top clock is projected to gain too much.
 """
 
 from __future__ import annotations

@@ -71,9 +71,10 @@ def parse_deltas(deltas: dict | None) -> dict:
                 n = int(value)
             except (TypeError, ValueError):
                 raise BsprofError(f"--{k.replace('_', '-')} {value!r} must be a whole number") from None
-            lim = (1, 8) if k == "acc_stages" else (1, 32)
-            if not lim[0] <= n <= lim[1]:
-                raise BsprofError(f"--{k.replace('_', '-')} {n} is out of range; use {lim[0]}..{lim[1]}")
+            # an epilogue warp count is checked against the structure it goes into (check_epi_warps),
+            # which can say why a count does not fit
+            if k == "acc_stages" and not 1 <= n <= 8:
+                raise BsprofError(f"--acc-stages {n} is out of range; use 1..8")
             out[k] = n
         else:
             raise BsprofError(f"unknown delta {key!r}; use {', '.join(PHASE_KNOBS + STRUCT_KEYS)}")

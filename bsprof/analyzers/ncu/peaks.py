@@ -9,6 +9,8 @@ reachable in practice. Sources / assumptions:
 * H200 (SXM, 141GB): same GH100 compute as H100 SXM -> FP8 1979, FP16 989.
 * B200: FP4 18 PFLOP/s sparse -> 9000 dense; FP8 4500 dense; FP16 2250 dense (HGX B200 datasheet).
   NVFP4 and MXFP4 run at the FP4 rate.
+* GB200 (per GPU): FP4 20 PFLOP/s sparse -> 10000 dense; FP8 5000; FP16 2500 (GB200 NVL72 datasheet,
+  per-GPU share). Its name contains "B200", so its rows come first.
 * FP32 (CUDA cores, FFMA): H100 SXM 67, H100 PCIe 51, H200 67, B200 80 TFLOP/s.
 * FP64 on the tensor cores (DMMA): H100 SXM 67, H100 PCIe 51, H200 67 TFLOP/s (twice the FP64
   vector rate; cuBLAS DGEMM runs DMMA).
@@ -29,6 +31,10 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("H100", "fp16"): 989.0,
     ("H200", "fp8"): 1979.0,
     ("H200", "fp16"): 989.0,
+    # GB200 before B200: names match by substring, first row wins
+    ("GB200", "fp4"): 10000.0,
+    ("GB200", "fp8"): 5000.0,
+    ("GB200", "fp16"): 2500.0,
     ("B200", "fp4"): 9000.0,
     ("B200", "fp8"): 4500.0,
     ("B200", "fp16"): 2250.0,

@@ -461,15 +461,14 @@ SECTION_NEEDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 
 def missing_sections(row) -> list[str]:
+    """What the verdict loses for each ncu section the report lacks, and how to collect it: bsprof's
+    triage set reads metrics, not sections, so a section it skips comes with `--set full`."""
     out = []
     has_ops = bool(opcodes(row))
     for loses, cols, section in SECTION_NEEDS:
-        if section == "InstructionStats":
-            if not has_ops:
-                out.append(f"{section}: {loses}")
-            continue
-        if all(not _ok(_get(row, c)) for c in cols):
-            out.append(f"{section}: {loses}")
+        lacks = not has_ops if section == "InstructionStats" else all(not _ok(_get(row, c)) for c in cols)
+        if lacks:
+            out.append(f"{section}: {loses} (collect it with `ncu --section {section}` or `bsprof ncu --set full`)")
     return out
 
 

@@ -12,17 +12,19 @@ from bsprof.errors import BsprofError, one_line
 from bsprof.artifacts import document
 from bsprof.profile.timer import launch_times_ms
 
-# dense FP4 tensor-core peak, TFLOP/s, by device-name substring (NVIDIA data sheets)
-PEAK_FP4_TFLOPS = {"GB200": 10000.0, "B200": 9000.0}
 # fall-back estimate: dense FP4 FLOP per SM per clock on sm_100 (2x FP8) at a 1.965 GHz boost clock
 FP4_FLOP_PER_SM_CLK = 32768
 BOOST_HZ = 1.965e9
 
 
 def peak_tflops(info: dict) -> tuple[float, str]:
-    for key, val in PEAK_FP4_TFLOPS.items():
-        if key in info.get("name", ""):
-            return val, "data sheet"
+    """Dense FP4 peak of this device: the data sheet's (analyzers.ncu.peaks, the one table), else
+    an estimate from its SM count."""
+    from bsprof.analyzers.ncu.peaks import peak_tflops as sheet_peak
+
+    sheet = sheet_peak(info.get("name"), "fp4")
+    if sheet:
+        return sheet, "data sheet"
     return info["sm_count"] * FP4_FLOP_PER_SM_CLK * BOOST_HZ / 1e12, "estimated from SM count"
 
 
