@@ -264,6 +264,21 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
         Fp8BlockwiseGemm(epilogue="direct", epi_split=True)
 
 
+def test_a_switch_asked_for_keeps_the_per_problem_tile_to_those_that_take_it():
+    from bsprof.kernels.fp8_blockwise.launch import _build_kwargs
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    # small problems pick 64-row tiles, whose one warpgroup has no epilogue to split
+    for mnkl in ((128, 128, 128, 1), (256, 512, 1024, 2), (384, 264, 512, 1)):
+        assert choose(mnkl)[0].tile_m == 64
+        default, _ = _build_kwargs("optimized", {}, mnkl)
+        assert default["tile_m"] == 64 and default["epi_split"] is False          # the default gave way
+        asked, _ = _build_kwargs("optimized", {"epi_split": True}, mnkl)
+        assert asked["tile_m"] >= 128 and asked["epi_split"] is True and cfg.can_implement(asked) is None
+    with pytest.raises(BsprofError, match="no tile and cluster"):
+        choose((128, 128, 128, 1), fits=lambda c: False)
+
+
 def test_rescaled_variant_and_its_k_limit():
     from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, _check_knobs_fit
 

@@ -75,7 +75,7 @@ def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl, static)
+    _check_knobs_fit(kw, mnkl, static, explicit=config)
     return kw, static
 
 
@@ -240,13 +240,15 @@ def auto_epi_split(mnkl) -> bool:
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 
-def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> str | None:
+def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
+                     explicit: dict | None = None) -> str | None:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
     smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA needs M % 4 == 0, and
     ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
     goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
     refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
-    cluster are what they are (None when they were fixed)."""
+    cluster are what they are (None when they were fixed). ``explicit``: the switches the user set,
+    which the chosen tile must take."""
     from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
     from bsprof.kernels.fp8_blockwise.select import choose
 
@@ -257,9 +259,15 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS) -> s
 
     why = None
     if kw.pop("tiles", None) == "auto" and static:
-        pick, why = choose(mnkl, kw.get("promote", "serial"), num_sms)
+        def fits(c) -> bool:
+            # a switch the user asked for stays; the variant's defaults give way as they would
+            trial = {**kw, **c.kwargs()}
+            cfg.give_way(trial, explicit)
+            return cfg.can_implement(trial) is None
+
+        pick, why = choose(mnkl, kw.get("promote", "serial"), num_sms, fits)
         kw.update(pick.kwargs())
-        cfg.give_way(kw)
+        cfg.give_way(kw, explicit)
     if kw.get("swizzle", 1) == 0:
         kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1))
     if kw.get("epi_split") == "auto":
@@ -323,7 +331,8 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
                           "use the nvfp4 family on Blackwell")
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    why = _check_knobs_fit(kw, mnkl, static, torch.cuda.get_device_properties(0).multi_processor_count)
+    why = _check_knobs_fit(kw, mnkl, static, torch.cuda.get_device_properties(0).multi_processor_count,
+                           explicit=config)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 

@@ -35,6 +35,9 @@ of its wgmma cycles. Two such CTAs on one N tile without B multicast read B as i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
+from bsprof.errors import BsprofError
 
 from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, tile_ns, two_scale_blocks
 
@@ -126,9 +129,14 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
     return out
 
 
-def choose(mnkl, promote: str = "serial", num_sms: int = 132) -> tuple[Choice, str]:
-    """The configuration for this problem and one line saying why."""
-    cands = candidates(mnkl, promote, num_sms)
+def choose(mnkl, promote: str = "serial", num_sms: int = 132,
+           fits: Callable[[Choice], bool] | None = None) -> tuple[Choice, str]:
+    """The configuration for this problem and one line saying why. ``fits``: only configurations
+    it accepts (those that can take the switches a user asked for explicitly)."""
+    cands = [c for c in candidates(mnkl, promote, num_sms) if fits is None or fits(c)]
+    if not cands:
+        raise BsprofError(f"no tile and cluster of the kernel takes the switches asked for at {tuple(mnkl)}; "
+                          "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
     pick = max(near, key=lambda c: (c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n, -c.cycles))
