@@ -678,3 +678,20 @@ def rescore_held(doc: dict, limits) -> dict:
         p.err_oracle_pct = 100.0 * (p.projected_oracle / m - 1.0)
     listed = [{"set": s, "build": k, "repeat": i} for (s, k), idx in sorted(held.items()) for i in idx]
     return {"blocks": listed, "points": pts, "summary": summary(pts)}
+
+
+def held_summary(doc: dict, limits) -> dict | None:
+    """What ``rescore_held`` changes, for the run's summary: the rule, the held blocks, the model's
+    errors without them (overall, on the flip points, per point with the repeats each dropped) and
+    the target check on that score; None for a run without per-block readings."""
+    res = rescore_held(doc, limits)
+    if res["blocks"] is None:
+        return None
+    s = res["summary"]
+    return {"rule": {"clock_drop": HELD_CLOCK_DROP, "power_margin": HELD_POWER_MARGIN,
+                     "power_cap_bit": POWER_CAP_BIT},
+            "blocks": res["blocks"], "det": s["det"], "noise_floor_pct": s.get("noise_floor_pct"),
+            "per_point": [{"direction": p.direction, "knob": p.knob, "held_repeats": p.extra.get("held_repeats", 0),
+                           "repeats_left": len(p.base_reps), "measured_ratio": p.measured_ratio,
+                           "clock_ratio": p.clock_ratio, "err_det_pct": p.err_det_pct}
+                          for p in res["points"]]}

@@ -162,7 +162,7 @@ GRAPH_LAUNCHES = 10  # kernel launches per graph replay
 
 
 def sustained_walls(launchers: dict, keys: list[str], repeats: int,
-                    rounds: int = ROUNDS_PER_REPEAT) -> tuple[dict, dict, str]:
+                    rounds: int = ROUNDS_PER_REPEAT, first: int = 0) -> tuple[dict, dict, str]:
     """``repeats`` sustained blocks per build: per repeat each build in turn (the order rotated by one
     each repeat, so no build runs two blocks in a row across a repeat boundary) runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
     power read (NVML) while the timed part runs. Returns (µs per launch per repeat, the readings
@@ -185,7 +185,7 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
     graphs = {k: tc.graph_launcher(launchers[k], GRAPH_LAUNCHES) for k in keys}
     if not all(g is not None for g in graphs.values()):
         # no graphs (host-bound eager launches): blocks of one build at a time, no clock readings
-        for r in range(repeats):
+        for r in range(first, first + repeats):
             for k in _rotated(keys, r):
                 med = tc.median_us({k: tc.raw_launcher(launchers[k])}, rounds=rounds, inner=GRAPH_LAUNCHES)
                 reps[k].append(float(med[k]))
@@ -205,7 +205,7 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
         e.record()
         e.synchronize()
         span[k] = max(1e-6, s.elapsed_time(e) / 1000.0)
-    for r in range(repeats):
+    for r in range(first, first + repeats):
         for k in _rotated(keys, r):
             g = graphs[k]
             timed = max(3, math.ceil(BLOCK_S / span[k]))
@@ -237,6 +237,32 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
     return reps, reads, "graph"
 
 
+RETIME_MAX = 3   # extra repeats a set may get to replace blocks held below the power limit
+
+
+def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limits, repeats: int,
+                rounds: int = ROUNDS_PER_REPEAT) -> int:
+    """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
+    (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
+    ``RETIME_MAX``, appended to ``reps`` / ``reads`` in place. The whole set runs again, not the held
+    build alone, so every point keeps ratios of blocks timed side by side; scoring leaves the held
+    blocks out of their pairs. Returns the number of extra repeats run."""
+    from bsprof.analyzers.model.clock import limits_for
+    from bsprof.analyzers.validation import held_blocks
+
+    lim = limits_for(None, limits)
+    if lim is None or not reads:
+        return 0
+    held = held_blocks({"set": reads}, lim)
+    extra = min(RETIME_MAX, max((len(v) for v in held.values()), default=0))
+    if extra:
+        more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats)
+        for k in keys:
+            reps[k].extend(more[k])
+            reads.setdefault(k, []).extend(more_reads.get(k, []))
+    return extra
+
+
 def _rotated(keys: list[str], r: int) -> list[str]:
     """``keys`` rotated left by ``r``: consecutive repeats never put the same build at the boundary
     (two builds simply alternate)."""
@@ -258,48 +284,12 @@ def _sustained_summary(reads: dict) -> dict[str, dict]:
     return out
 
 
-SAME_CODE = {"plain_b": "plain"}   # a second build of the baseline's code: its blocks are the baseline's too
-
-
 def pooled_sustained(*sets: dict, same_code: dict | None = None) -> dict[str, dict]:
-    """Per build: its time-averaged SM clock and board power over *every* block of its code, in
-    every repeat set given (the forward and the reverse blocks; a second plain build counts as the
-    plain build).
+    """Per build: its time-averaged SM clock and board power over every block of its code in every
+    repeat set given (``analyzers.validation.pooled_clocks``, which says why)."""
+    from bsprof.analyzers.validation import pooled_clocks
 
-    Why pooled, and why the mean: a power-capped clock dithers between steps faster than NVML is
-    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average. In
-    round 2's 4096^3 run the plain build read 1,740 MHz (forward), its second build 1,845 (same
-    set) and the plain build again 1,905 (reverse set), while their wall times agreed within 1.7%.
-    Wall time is cycles over the time-averaged clock, which is the mean of readings taken at even
-    intervals, pooled over all of that code's running. Blocks recorded before means were kept
-    contribute their medians."""
-    import statistics
-
-    same_code = SAME_CODE if same_code is None else same_code
-    acc: dict[str, dict[str, list]] = {}
-    for reads in sets:
-        for k, blocks in (reads or {}).items():
-            a = acc.setdefault(same_code.get(k, k), {"m": [], "w": [], "n": [], "blocks": 0, "reasons": 0})
-            for b in blocks:
-                m = b.get("mhz_mean") or b.get("mhz")
-                if not m:
-                    continue
-                n = max(1, int(b.get("readings") or 1))
-                a["m"].append(m)
-                a["w"].append(b.get("watts_mean") or b.get("watts"))
-                a["n"].append(n)
-                a["blocks"] += 1
-                a["reasons"] |= int(b.get("reasons") or 0)
-    out = {}
-    for k, a in acc.items():
-        if not a["m"]:
-            continue
-        wm = [(w, n) for w, n in zip(a["w"], a["n"]) if w]
-        out[k] = {"mhz": sum(m * n for m, n in zip(a["m"], a["n"])) / sum(a["n"]),
-                  "watts": sum(w * n for w, n in wm) / sum(n for _, n in wm) if wm else None,
-                  "mhz_block_spread": [min(a["m"]), max(a["m"])],
-                  "readings": sum(a["n"]), "blocks": a["blocks"], "reasons": a["reasons"]}
-    return out
+    return pooled_clocks(*sets, same_code=same_code)
 
 
 def device_limits(spin_s: float = 0.5) -> dict | None:
@@ -416,8 +406,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
                                         delay_phase1=v["delay_phase1"])
     fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds)
+    retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds)}
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
-    back, back_reads, _ = sustained_walls(launchers, ["plain"] + [_key(v) for v in rev], repeats, rounds)
+    back_keys = ["plain"] + [_key(v) for v in rev]
+    back, back_reads, _ = sustained_walls(launchers, back_keys, repeats, rounds)
+    retimed["reverse"] = retime_held(launchers, back_keys, back, back_reads, limits, repeats, rounds)
+    if any(retimed.values()):
+        _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
+                      f"{retimed['reverse']} extra reverse repeat(s)")
     clocks_sustained = _sustained_summary(fwd_reads)
     clocks_back = _sustained_summary(back_reads)
     clocks_pooled = pooled_sustained(fwd_reads, back_reads)
@@ -477,13 +473,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
         "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
         "sustained_clocks_pooled": clocks_pooled,
-        "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads},
+        "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads}, "retimed_repeats": retimed,
         "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES},
         "device_limits": limits,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
+    doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
     artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
@@ -573,9 +570,12 @@ def rescore(run_dir) -> dict:
     if walls:   # the capture walls are on record: the busy share is recomputed by this code
         for p in points:
             p.busy = math.nan
-    V.evaluate(points, tables, capture_wall_us=walls,
-               limits=limits_for(doc.get("device"), doc.get("device_limits")))
-    return {"points": points, "summary": V.summary(points)}
+    lim = limits_for(doc.get("device"), doc.get("device_limits"))
+    V.evaluate(points, tables, capture_wall_us=walls, limits=lim)
+    summ = V.summary(points)
+    if doc.get("sustained_blocks"):
+        summ["held"] = V.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
+    return {"points": points, "summary": summ}
 
 
 def _read_json(path: Path) -> dict:

@@ -25,22 +25,26 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
 
     t = Table(title=f"model validation{': ' + title if title else ''} — wall-time change vs the calibration build",
               title_justify="left", header_style="bold")
+    held = summ.get("held") or {}
+    per = held.get("per_point") or []
+    show_held = len(per) == len(points) and bool(held.get("blocks"))
     cols = ("dir", "knob", "Δkloop", "Δphase1", "measured (95% CI)", "model", "period", "tail", "clock", "err",
-            "±noise", "oracle", "err", "trivial", "err", "binding")
+            "±noise", "oracle", "err", "trivial", "err", "binding") + (("held out",) if show_held else ())
     for c in cols:
         t.add_column(c, justify="left" if c in ("dir", "knob", "binding") else "right", no_wrap=True)
-    for p in points:
+    for i, p in enumerate(points):
         ci = (f" ({(p.ci_lo - 1) * 100:+.2f}…{(p.ci_hi - 1) * 100:+.2f})" if math.isfinite(p.ci_lo) else "")
         bind = f"{p.binding_before}→{p.binding_after}" if p.binding_before else ""
         if p.flip:
             bind = f"[bold]{bind} flip[/]"
+        extra = (_held_cell(per[i]),) if show_held else ()
         t.add_row(p.direction, p.knob, f"{p.delta_kloop + 0.0:+,.0f}", f"{p.delta_phase1 + 0.0:+,.0f}",
                   _pct_ratio(p.measured_ratio) + ci, _pct_ratio(p.projected_wall_det),
                   f"{p.term_period * 100:+.2f}", f"{p.term_tail * 100:+.2f}",
                   "—" if not math.isfinite(p.term_clock) else f"{p.term_clock * 100:+.2f}", _err(p.err_det_pct),
                   "—" if not math.isfinite(p.err_ci_pct) else f"{p.err_ci_pct:.2f}",
                   _pct_ratio(p.projected_oracle), _err(p.err_oracle_pct),
-                  _pct_ratio(p.projected_trivial), _err(p.err_trivial_pct), bind)
+                  _pct_ratio(p.projected_trivial), _err(p.err_trivial_pct), bind, *extra)
     console.print(t)
     console.print("[dim]Δ: nominal cycles per tile (the probe-measured cost of the injected spin). model: the "
                   "equilibrium from the calibration table and the nominal change = 1 + period term (busy × period "
@@ -77,12 +81,43 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
     if k:
         console.print(f"with each build's measured sustained clock (a diagnostic: not known before building): "
                       f"median |error| {k['median_abs_pct']:.2f}%, max {k['max_abs_pct']:.2f}% over {k['n']} points")
+    if held:
+        _render_held(console, held)
     c = summ.get("cycles")
     if c:
         console.print(f"in cycles (the model before its clock term vs the captures' busiest-CTA makespans): "
                       f"median |error| {c['median_abs_pct']:.2f}%, "
                       f"max {c['max_abs_pct']:.2f}% over {c['n']} points; builds ran at "
                       f"{c['ghz_min']:.2f}-{c['ghz_max']:.2f} GHz")
+def _held_cell(pp: dict) -> str:
+    n = pp.get("held_repeats") or 0
+    if not n:
+        return ""
+    e = pp.get("err_det_pct")
+    return f"-{n} rep: " + ("—" if e is None or not math.isfinite(e) else f"{e:+.2f}%")
+
+
+def _render_held(console, held: dict) -> None:
+    """The blocks the power controller held below the limit, and the model's score without them."""
+    r = held.get("rule", {})
+    blocks = held.get("blocks") or []
+    rule = (f"power-capped, clock >= {r.get('clock_drop', 0) * 100:.0f}% under its code's median block and draw >= "
+            f"{r.get('power_margin', 0) * 100:.0f}% of (limit - floor) under the limit")
+    if not blocks:
+        console.print(f"held below the power limit ({rule}): no block")
+        return
+    names = ", ".join(f"{b['build']} {b['set'][0]}{b['repeat']}" for b in blocks)
+    d = held.get("det") or {}
+    line = (f"held below the power limit ({rule}): {len(blocks)} block(s): {names}. Without them (their repeats "
+            f"left out, the calibration clock pooled over the rest; column 'held out'):")
+    if d.get("median_abs_pct") is not None:
+        f = d.get("flip") or {}
+        flip = f", flip points {f['median_abs_pct']:.2f}% / {f['max_abs_pct']:.2f}%" if f.get("n") else ""
+        line += (f" model median |error| {d['median_abs_pct']:.2f}%, max {d['max_abs_pct']:.2f}% over {d['n']} points"
+                 f"{flip}; {'meets' if d.get('pass') else 'misses'} the target on that score")
+    console.print(line)
+
+
 def _f(v, fmt="{:,.0f}"):
     return "—" if v is None else fmt.format(v)
 
