@@ -1,0 +1,164 @@
+"""Blocks the power controller held below the limit: the rule on the H100's stored sustained-block
+runs (every run that recorded per-block readings), and what the validation does with them.
+
+The rule was drawn up on the two ping-pong runs and checked on the two coop runs; every number
+it gives on these runs is post hoc (the runs were made before it)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from bsprof.analyzers import validation as V
+from bsprof.analyzers.model.clock import limits_for
+
+H100 = Path(__file__).parent / "data" / "h100_timing"
+RUNS = ("validation_pingpong_round3_4096", "validation_pingpong_round3_8192",
+        "validation_coop_round3_4096", "validation_coop_round3_8192x1024")
+
+
+def _doc(run: str) -> tuple[dict, object]:
+    doc = json.loads((H100 / run / "validation.json").read_text())
+    return doc, limits_for(doc["device"], doc["device_limits"])
+
+
+def _walls(doc: dict) -> dict:
+    return {"forward": doc["wall_us_forward"], "reverse": doc["wall_us_reverse"]}
+
+
+def _code_median_wall(doc: dict, build: str) -> float:
+    code = V.SAME_CODE.get(build, build)
+    ws = [w for s in _walls(doc).values() for k, v in s.items() if V.SAME_CODE.get(k, k) == code for w in v]
+    return statistics.median(ws)
+
+
+def test_pingpong_8192_baseline_blocks_held_100w_under_the_limit_are_flagged_and_its_reverse_blocks_not():
+    doc, lim = _doc("validation_pingpong_round3_8192")
+    held = V.held_blocks(doc["sustained_blocks"], lim)
+    assert held[("forward", "plain")] == [1, 2, 3, 4]
+    assert held[("forward", "plain_b")] == [1]
+    assert ("reverse", "plain") not in held
+    # the reverse Phase 1 -120k point's calibration build: three of its five blocks ~1,720 MHz at ~608 W
+    assert held[("reverse", "kloop0_phase1120000")] == [0, 1, 2]
+
+
+def test_a_low_draw_at_the_usual_clock_is_not_held():
+    """Ping-pong 4096^3 has blocks ~75 W under the limit (K-loop +11k at 625 W) whose clock and wall
+    time are those of the build's other blocks: a power threshold alone would flag them; the rule
+    wants the clock down with the draw, and flags nothing in that run."""
+    doc, lim = _doc("validation_pingpong_round3_4096")
+    low = doc["sustained_blocks"]["forward"]["kloop290_phase10"][1]
+    assert low["watts_mean"] < 630 and low["reasons"] & V.POWER_CAP_BIT
+    assert V.held_blocks(doc["sustained_blocks"], lim) == {}
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_held_block_ran_slower_than_its_code_usually_does(run):
+    """The rule reads clocks and power only, never wall times: every block it flags in any stored
+    run is > 2% slower than the median block of its code (a held state, not a dither)."""
+    doc, lim = _doc(run)
+    held = V.held_blocks(doc["sustained_blocks"], lim)
+    walls = _walls(doc)
+    for (name, build), reps in held.items():
+        for i in reps:
+            assert walls[name][build][i] > 1.02 * _code_median_wall(doc, build), (name, build, i)
+
+
+def test_held_blocks_cannot_be_rescaled_by_their_clock():
+    """Why the held blocks are left out rather than scored as cycles x the sustained clock: in the
+    8192^3 baseline's held blocks wall x NVML clock reads 6-9% fewer cycles than in its other blocks
+    (the reading under-reads the rate it ran at), so rescaling would over-correct them by as much."""
+    doc, lim = _doc("validation_pingpong_round3_8192")
+    held = V.held_blocks(doc["sustained_blocks"], lim)
+    blocks, walls = doc["sustained_blocks"], _walls(doc)
+
+    def cycles(name, build, i):
+        return walls[name][build][i] * blocks[name][build][i]["mhz_mean"]
+
+    bad = [cycles("forward", "plain", i) for i in held[("forward", "plain")]]
+    good = [cycles("reverse", "plain", i) for i in range(5)]
+    assert max(bad) < 0.95 * statistics.median(good)
+
+
+def test_pingpong_8192_without_its_held_blocks_scores_inside_the_target_post_hoc():
+    """Post hoc (the run predates the rule): as scored 2.30% / 6.43%; without the 11 held blocks,
+    with the baseline's clock pooled over its unheld blocks, 1.61% / 4.45%, and the noise row falls
+    from 3.0% to 0.5%. The next fresh run, with predictions written first, is what counts."""
+    doc, lim = _doc("validation_pingpong_round3_8192")
+    res = V.rescore_held(doc, lim)
+    s = res["summary"]
+    assert doc["summary"]["det"]["max_abs_pct"] > 6.0 and not doc["summary"]["det"]["pass"]
+    assert len(res["blocks"]) == 11
+    assert s["det"]["median_abs_pct"] < 2.0 and s["det"]["max_abs_pct"] < 5.0 and s["det"]["pass"]
+    assert s["noise_floor_pct"] < 1.0
+    fwd = [p for p in res["points"] if p.direction == "forward"]
+    assert all(p.extra["held_repeats"] >= 1 for p in fwd)          # the baseline's repeat 1 is gone
+    assert all(len(p.base_reps) >= 3 for p in fwd)                  # the twin build stood in for the rest
+    plain = V.pooled_clocks(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"],
+                            skip=V.held_blocks(doc["sustained_blocks"], lim), names=("forward", "reverse"))["plain"]
+    assert plain["blocks"] == 10 and 1700 < plain["mhz"] < 1760    # was 1,655 with the held blocks
+
+
+@pytest.mark.parametrize("run", RUNS[:1] + RUNS[2:])
+def test_the_rule_costs_the_runs_that_met_the_target_nothing(run):
+    doc, lim = _doc(run)
+    res = V.rescore_held(doc, lim)
+    before, after = doc["summary"]["det"], res["summary"]["det"]
+    assert after["pass"] and after["max_abs_pct"] <= before["max_abs_pct"] + 1e-9
+    assert after["median_abs_pct"] <= before["median_abs_pct"] + 1e-9
+
+
+def test_runs_without_per_block_readings_are_left_alone():
+    doc, lim = _doc("validation_pingpong_round3_8192")
+    old = json.loads((H100 / "validation_pingpong_round2_8192" / "validation.json").read_text())
+    assert "sustained_blocks" not in old
+    assert V.held_summary(old, lim) is None
+    assert V.held_summary(doc, None) is None
+
+
+def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
+    """The protocol: a set with held blocks runs again, whole (every point keeps ratios of blocks
+    timed side by side), once per held block of its most-held build and at most RETIME_MAX times,
+    continuing the rotation."""
+    from bsprof.profile import validate
+
+    doc, _ = _doc("validation_pingpong_round3_8192")
+    reads = {k: list(v) for k, v in doc["sustained_blocks"]["forward"].items()}
+    reps = {k: list(v) for k, v in doc["wall_us_forward"].items()}
+    calls = []
+
+    def fake(launchers, keys, repeats, rounds=8, first=0):
+        calls.append((repeats, first))
+        return ({k: [1.0] * repeats for k in keys},
+                {k: [{"mhz_mean": 1740.0, "watts_mean": 720.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
+                "graph")
+
+    monkeypatch.setattr(validate, "sustained_walls", fake)
+    extra = validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5)
+    assert extra == validate.RETIME_MAX == 3 and calls == [(3, 5)]
+    assert all(len(v) == 8 for v in reps.values()) and all(len(v) == 8 for v in reads.values())
+    calm = {k: v[:1] for k, v in doc["sustained_blocks"]["forward"].items()}   # repeat 0: nothing held
+    assert validate.retime_held({}, list(calm), {k: [0.0] for k in calm}, calm, doc["device_limits"], 1) == 0
+
+
+def test_the_validation_output_shows_which_blocks_were_held_out():
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from bsprof.reports.model_text import render_validation
+
+    run = H100 / "validation_pingpong_round3_8192"
+    doc, lim = _doc("validation_pingpong_round3_8192")
+    pts = V.reclock(pd.read_csv(run / "validation.csv"), lim)
+    summ = V.summary(pts)
+    summ["held"] = V.held_summary(doc, lim)
+    buf = io.StringIO()
+    render_validation(Console(file=buf, width=260), pts, summ, "ping-pong 8192")
+    text = buf.getvalue()
+    assert "held out" in text and "plain f1" in text and "11 block(s)" in text
+    assert "-4 rep" in text and "max 4.45%" in text
