@@ -67,6 +67,29 @@ def test_every_held_block_ran_slower_than_its_code_usually_does(run):
             assert walls[name][build][i] > 1.02 * _code_median_wall(doc, build), (name, build, i)
 
 
+def _order(keys: list, repeats: int) -> list:
+    from bsprof.profile.validate import _rotated
+
+    return [(k, r) for r in range(repeats) for k in _rotated(keys, r)]
+
+
+def test_every_held_block_followed_a_block_that_drew_the_limit():
+    """The held state is the controller answering what ran before: in the four runs every held
+    block followed a block drawing >= 700 W, and no block after one drawing less was held."""
+    after_high, after_low = [0, 0], [0, 0]
+    for run in RUNS:
+        doc, lim = _doc(run)
+        held = V.held_blocks(doc["sustained_blocks"], lim)
+        for name, reads in doc["sustained_blocks"].items():
+            seq = _order(list(reads), len(next(iter(reads.values()))))
+            for (pk, pr), (k, r) in zip(seq, seq[1:]):
+                tally = after_high if reads[pk][pr]["watts_mean"] >= lim.power_limit_w else after_low
+                tally[0] += r in held.get((name, k), ())
+                tally[1] += 1
+    assert after_low[0] == 0 and after_low[1] > 150
+    assert after_high[0] >= 15
+
+
 def test_held_blocks_cannot_be_rescaled_by_their_clock():
     """Why the held blocks are left out rather than scored as cycles x the sustained clock: in the
     8192^3 baseline's held blocks wall x NVML clock reads 6-9% fewer cycles than in its other blocks
@@ -130,15 +153,16 @@ def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
     reps = {k: list(v) for k, v in doc["wall_us_forward"].items()}
     calls = []
 
-    def fake(launchers, keys, repeats, rounds=8, first=0):
-        calls.append((repeats, first))
+    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S):
+        calls.append((repeats, first, settle_s))
         return ({k: [1.0] * repeats for k in keys},
                 {k: [{"mhz_mean": 1740.0, "watts_mean": 720.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
                 "graph")
 
     monkeypatch.setattr(validate, "sustained_walls", fake)
     extra = validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5)
-    assert extra == validate.RETIME_MAX == 3 and calls == [(3, 5)]
+    assert extra == validate.RETIME_MAX == 3 and calls == [(3, 5, validate.RETIME_SETTLE_S)]
+    assert validate.RETIME_SETTLE_S > validate.SETTLE_S
     assert all(len(v) == 8 for v in reps.values()) and all(len(v) == 8 for v in reads.values())
     calm = {k: v[:1] for k, v in doc["sustained_blocks"]["forward"].items()}   # repeat 0: nothing held
     assert validate.retime_held({}, list(calm), {k: [0.0] for k in calm}, calm, doc["device_limits"], 1) == 0

@@ -162,7 +162,8 @@ GRAPH_LAUNCHES = 10  # kernel launches per graph replay
 
 
 def sustained_walls(launchers: dict, keys: list[str], repeats: int,
-                    rounds: int = ROUNDS_PER_REPEAT, first: int = 0) -> tuple[dict, dict, str]:
+                    rounds: int = ROUNDS_PER_REPEAT, first: int = 0,
+                    settle_s: float = SETTLE_S) -> tuple[dict, dict, str]:
     """``repeats`` sustained blocks per build: per repeat each build in turn (the order rotated by one
     each repeat, so no build runs two blocks in a row across a repeat boundary) runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
     power read (NVML) while the timed part runs. Returns (µs per launch per repeat, the readings
@@ -209,7 +210,7 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
         for k in _rotated(keys, r):
             g = graphs[k]
             timed = max(3, math.ceil(BLOCK_S / span[k]))
-            for _ in range(max(2, math.ceil(SETTLE_S / span[k]))):
+            for _ in range(max(2, math.ceil(settle_s / span[k]))):
                 g()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
@@ -238,13 +239,18 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
 
 
 RETIME_MAX = 3   # extra repeats a set may get to replace blocks held below the power limit
+# settle before each block of a re-timed repeat: in the stored runs every held block followed a block
+# that drew >= 700 W (none of 181 blocks after a draw under the limit was held), so the controller's
+# cut outlasts the usual 0.2 s; and the rotation keeps each build's predecessor, so the same settle
+# would meet the same state again. 0.6 s is a choice, not yet measured.
+RETIME_SETTLE_S = 0.6
 
 
 def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limits, repeats: int,
                 rounds: int = ROUNDS_PER_REPEAT) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
     (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
-    ``RETIME_MAX``, appended to ``reps`` / ``reads`` in place. The whole set runs again, not the held
+    ``RETIME_MAX``, each block settling ``RETIME_SETTLE_S``, appended to ``reps`` / ``reads`` in place. The whole set runs again, not the held
     build alone, so every point keeps ratios of blocks timed side by side; scoring leaves the held
     blocks out of their pairs. Returns the number of extra repeats run."""
     from bsprof.analyzers.model.clock import limits_for
@@ -256,7 +262,8 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
     held = held_blocks({"set": reads}, lim)
     extra = min(RETIME_MAX, max((len(v) for v in held.values()), default=0))
     if extra:
-        more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats)
+        more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats,
+                                              settle_s=RETIME_SETTLE_S)
         for k in keys:
             reps[k].extend(more[k])
             reads.setdefault(k, []).extend(more_reads.get(k, []))
