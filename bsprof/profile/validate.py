@@ -267,9 +267,9 @@ def pooled_sustained(*sets: dict, same_code: dict | None = None) -> dict[str, di
     plain build).
 
     Why pooled, and why the mean: a power-capped clock dithers between steps faster than NVML is
-    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average. In
-    round 2's 4096^3 run the plain build read 1,740 MHz (forward), its second build 1,845 (same
-    set) and the plain build again 1,905 (reverse set), while their wall times agreed within 1.7%.
+    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average: on
+    the H100 at 4096^3 the same plain code read 1,740 MHz (forward set), 1,845 (its second build,
+    same set) and 1,905 (reverse set) while their wall times agreed within 1.7% (docs/model.md).
     Wall time is cycles over the time-averaged clock, which is the mean of readings taken at even
     intervals, pooled over all of that code's running. Blocks recorded before means were kept
     contribute their medians."""
