@@ -113,3 +113,19 @@ def test_the_deepgemm_table_shows_the_per_round_range(data_dir):
     by = {r["name"]: r for r in res[0]["rows"]}
     row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("4096,4096,4096"))
     assert bench.paired_range(by["optimized"], by["deepgemm"]) in row
+    from bsprof.analyzers.bench_rows import paired_speedups
+
+    def straddles(r) -> bool:
+        named = {x["name"]: x for x in r["rows"]}
+        pairs = paired_speedups(named["optimized"], named["deepgemm"])
+        return bool(pairs) and min(pairs) < bench.TARGET_MIN <= max(pairs)
+
+    assert ("one run does not decide" in text) == any(straddles(r) for r in res)
+    # one round of ours 10% slow: that shape's rounds now lie on both sides of the line
+    slow = copy.deepcopy(res)
+    me = next(x for x in slow[0]["rows"] if x["name"] == "optimized")
+    me["ms_rounds"][0] = {x["name"]: x for x in slow[0]["rows"]}["deepgemm"]["ms_rounds"][0] / 0.9
+    con = Console(record=True, width=200)
+    bench.print_vs_deepgemm(con, slow, "optimized")
+    line = next(ln for ln in con.export_text().splitlines() if "one run does not decide" in ln)
+    assert "4096,4096,4096" in line

@@ -573,10 +573,12 @@ def pooled_clocks(*sets: dict, same_code: dict | None = None,
     ``skip`` (``{(set name, build): [repeat, ...]}``, ``names[i]`` naming ``sets[i]``).
 
     Why pooled, and why the mean: a power-capped clock dithers between steps faster than NVML is
-    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average (round
-    2's 4096^3 plain build read 1,740, 1,845 and 1,905 MHz in three sets at wall times within 1.7%).
+    polled, so one set's median of 5 blocks x ~20 readings is a sample of it, not its average: on
+    the H100 at 4096^3 the same plain code read 1,740 MHz (forward set), 1,845 (its second build,
+    same set) and 1,905 (reverse set) while their wall times agreed within 1.7% (docs/model.md).
     Wall time is cycles over the time-averaged clock: the mean of readings taken at even intervals,
-    pooled over all of that code's running."""
+    pooled over all of that code's running. Blocks recorded before means were kept contribute their
+    medians."""
     same_code = SAME_CODE if same_code is None else same_code
     skip = skip or {}
     acc: dict[str, dict] = {}
