@@ -184,11 +184,11 @@ def warm(shapes, kernels, jobs: int, inputs: str, deepgemm: bool) -> None:
           flush=True)
 
 
-def paired_range(me: dict, dg: dict) -> str:
+def paired_range(me: dict, dg: dict, pairs: list[float] | None = None) -> str:
     """The lowest and highest per-round ratio: how far one round could move the verdict."""
     from bsprof.analyzers.bench_rows import paired_speedups
 
-    pairs = paired_speedups(me, dg)
+    pairs = paired_speedups(me, dg) if pairs is None else pairs
     return f"{min(pairs):.3f}-{max(pairs):.3f}" if pairs else "—"
 
 
@@ -217,16 +217,16 @@ def print_vs_deepgemm(console, results: list[dict], ours: str) -> bool:
             return f"{r['tflops'] / dg['tflops']:.3f}" if r else "—"
 
         ratio = me["tflops"] / dg["tflops"]
+        pairs = paired_speedups(me, dg)
         if counted:
             ratios.append(ratio)
             if ratio < TARGET_MIN:
                 worst.append(",".join(map(str, res["mnkl"][:3])))
-            pairs = paired_speedups(me, dg)
             if pairs and min(pairs) < TARGET_MIN <= max(pairs):
                 straddle.append(",".join(map(str, res["mnkl"][:3])))
         mark = "" if counted else " (M=1, not counted)"
         t.add_row(",".join(map(str, res["mnkl"][:3])), f"{ratio:.3f}{'' if ratio >= TARGET_MIN or not counted else ' <'}{mark}",
-                  paired_range(me, dg), vs("cublas_blockwise"), vs("cublas_tensorwise"), me.get("tile") or "")
+                  paired_range(me, dg, pairs), vs("cublas_blockwise"), vs("cublas_tensorwise"), me.get("tile") or "")
     console.print(t)
     if not ratios:
         return False

@@ -215,7 +215,7 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
     """A capped clock dithers: the baseline's clock is the reading-weighted mean over all its blocks,
     forward and reverse sets, its second build counted as itself; blocks without a mean give their
     median."""
-    from bsprof.profile.validate import pooled_sustained
+    from bsprof.analyzers.validation import pooled_clocks
 
     fwd = {"plain": [{"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
                      {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20}],
@@ -223,14 +223,14 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
            "fast": [{"mhz_mean": 1980.0, "watts_mean": 500.0, "readings": 10}]}
     back = {"plain": [{"mhz_mean": 1850.0, "watts_mean": 705.0, "readings": 20}],
             "fast": [{"mhz_mean": 1960.0, "watts_mean": 520.0, "readings": 30}, {"mhz": None, "readings": 0}]}
-    out = pooled_sustained(fwd, back)
+    out = pooled_clocks(fwd, back)
     assert set(out) == {"plain", "fast"}
     assert out["plain"]["mhz"] == pytest.approx((1700 * 20 + 1800 * 20 + 1900 * 40 + 1850 * 20) / 100)
     assert out["plain"]["watts"] == pytest.approx((710 * 20 + 700 * 20 + 690 * 40 + 705 * 20) / 100)
     assert out["plain"]["blocks"] == 4 and out["plain"]["reasons"] == 4
     assert out["plain"]["mhz_block_spread"] == [1700.0, 1900.0]
     assert out["fast"]["mhz"] == pytest.approx((1980 * 10 + 1960 * 30) / 40) and out["fast"]["blocks"] == 2
-    assert pooled_sustained({}) == {}
+    assert pooled_clocks({}) == {}
 
 
 def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycles():
@@ -240,7 +240,7 @@ def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycle
     read 1,845 (its second build, same set) and 1,905 MHz (reverse set) at wall times within 1.7%.
     Pooled over every block of the plain code (1,830 MHz: a re-score after seeing the data, not a
     prediction) the clock ratio is 1.082 and both points land within 1%; the cycles are untouched."""
-    from bsprof.profile.validate import pooled_sustained
+    from bsprof.analyzers.validation import pooled_clocks
 
     run = H100 / "validation_pingpong_round2_4096"
     doc = json.loads((run / "validation.json").read_text())
@@ -249,7 +249,7 @@ def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycle
     walls = [statistics.fmean(doc["wall_us_forward"]["plain"]), statistics.fmean(doc["wall_us_forward"]["plain_b"]),
              statistics.fmean(doc["wall_us_reverse"]["plain"])]
     assert max(walls) / min(walls) < 1.02
-    pool = pooled_sustained({k: [v] for k, v in fw.items()}, {k: [v] for k, v in rv.items()})
+    pool = pooled_clocks({k: [v] for k, v in fw.items()}, {k: [v] for k, v in rv.items()})
     assert pool["plain"]["mhz"] == pytest.approx(1830, abs=2)
     frame = pd.read_csv(run / "validation.csv")
     top = frame[(frame["direction"] == "forward") & (frame["delta_phase1"] > 60_000) & (frame["delta_kloop"] == 0)]
@@ -270,7 +270,7 @@ def test_round3_fresh_pingpong_4096_meets_the_target_with_the_pooled_baseline_cl
     the reading-weighted mean over the plain code's 10 blocks (forward, its second build, reverse),
     and re-scoring the forward points from the stored calibration table gives the stored errors."""
     from bsprof.analyzers.timing.io import read_table
-    from bsprof.profile.validate import pooled_sustained
+    from bsprof.analyzers.validation import pooled_clocks
 
     run = H100 / "validation_pingpong_round3_4096"
     doc = json.loads((run / "validation.json").read_text())
@@ -278,7 +278,7 @@ def test_round3_fresh_pingpong_4096_meets_the_target_with_the_pooled_baseline_cl
     assert s["det"]["pass"] and s["det"]["median_abs_pct"] < 1.0 and s["det"]["max_abs_pct"] < 3.0
     assert s["n_flip"] == 10 and s["trivial"]["flip"]["median_abs_pct"] > 50 * s["det"]["flip"]["median_abs_pct"]
     blocks = doc["sustained_blocks"]
-    pool = pooled_sustained(blocks["forward"], blocks["reverse"])
+    pool = pooled_clocks(blocks["forward"], blocks["reverse"])
     plain = doc["sustained_clocks_pooled"]["plain"]
     assert pool["plain"]["mhz"] == pytest.approx(plain["mhz"]) and plain["blocks"] == 15
     assert plain["mhz_block_spread"][1] - plain["mhz_block_spread"][0] > 100    # the capped clock moves

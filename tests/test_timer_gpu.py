@@ -59,6 +59,6 @@ def test_a_queue_that_ran_dry_is_told_from_one_that_held():
     for _ in range(20):
         op()
     torch.cuda.synchronize()
-    paced = _timed_launches(torch, op, 100, 0.0, None)      # no hold: the GPU waits on the host
-    held = _timed_launches(torch, op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
+    paced = _timed_launches(op, 100, 0.0, None)      # no hold: the GPU waits on the host
+    held = _timed_launches(op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
     assert ran_dry(*paced) and not ran_dry(*held), (sorted(paced[1])[50], sorted(held[1])[50])

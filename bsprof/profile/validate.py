@@ -291,14 +291,6 @@ def _sustained_summary(reads: dict) -> dict[str, dict]:
     return out
 
 
-def pooled_sustained(*sets: dict, same_code: dict | None = None) -> dict[str, dict]:
-    """Per build: its time-averaged SM clock and board power over every block of its code in every
-    repeat set given (``analyzers.validation.pooled_clocks``, which says why)."""
-    from bsprof.analyzers.validation import pooled_clocks
-
-    return pooled_clocks(*sets, same_code=same_code)
-
-
 def device_limits(spin_s: float = 0.5) -> dict | None:
     """The GPU's top SM clock and enforced power limit (NVML), and its power floor: the board
     power while a one-thread spin kernel keeps the GPU at its working clock and voltage with no
@@ -423,7 +415,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                       f"{retimed['reverse']} extra reverse repeat(s)")
     clocks_sustained = _sustained_summary(fwd_reads)
     clocks_back = _sustained_summary(back_reads)
-    clocks_pooled = pooled_sustained(fwd_reads, back_reads)
+    from bsprof.analyzers.validation import pooled_clocks
+
+    clocks_pooled = pooled_clocks(fwd_reads, back_reads)
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
