@@ -1,65 +1,51 @@
 """Per-K-block and fixed costs of one-warpgroup (64-row) tiles beside DeepGEMM, in one process.
 
-Each entry is ``M,N,K|spec|l2``: a problem, one of our kernel specs (``optimized:tile_m=64,...``)
-and the L2 promotion its TMA descriptors are encoded with (``-``: CuTe DSL's own; 0-3: none, 64,
-128, 256 B through ``benchmarks/tma_l2_shim.c``, which must be LD_PRELOADed). DeepGEMM runs at
-every problem an entry names. Modes:
+Each entry is ``M,N,K|spec``: a problem and one of our kernel specs (``optimized:tile_m=64,...``).
+DeepGEMM runs at every problem an entry names, on the first entry's operands. Modes:
 
   --warm JOBS     build every entry (and DeepGEMM) in JOBS processes: the JIT caches on disk
   --rounds R      time each entry and DeepGEMM R rounds (held queue, CUDA graphs), median round
   --ncu           one launch of each inside NVTX ranges ``probe`` / ``probe_<label>`` for
                   ``ncu --nvtx --nvtx-include probe/``
 
-Run on the GPU host, e.g.
-  LD_PRELOAD=$PWD/tma_l2_shim.so python3 benchmarks/kloop_probe.py --rounds 5 \
-      "128,4096,7168|optimized:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1|-" \
-      "128,4096,7168|optimized:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1|3"
+Run on the GPU host (benchmarks/kloop_device.sh runs the whole study), e.g.
+  python3 benchmarks/kloop_probe.py --warm 16 --rounds 5 \
+      "128,4096,7168|optimized:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1" \
+      "128,4096,7168|optimized:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1,launch_cluster=1"
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
-L2_ENV = "BSPROF_TMA_L2"
 
-
-def parse_entry(text: str) -> tuple[tuple[int, int, int, int], str, str]:
-    shape, spec, l2 = (text.split("|") + ["-"])[:3]
+def parse_entry(text: str) -> tuple[tuple[int, int, int, int], str]:
+    shape, _, spec = text.partition("|")
     m, n, k = (int(x) for x in shape.split(","))
-    return (m, n, k, 1), spec, l2.strip() or "-"
+    return (m, n, k, 1), spec or "optimized"
 
 
 def label(entry) -> str:
     from bsprof.kernels.fp8_blockwise.config import parse_spec
 
-    (m, n, k, _), spec, l2 = entry
+    (m, n, k, _), spec = entry
     variant, kw = parse_spec(spec)
     tile = ""
     if "tile_m" in kw:
         tile = f"{kw.pop('tile_m')}x{kw.pop('tile_n', '?')} {kw.pop('cluster_m', 1)}x{kw.pop('cluster_n', 1)}"
     rest = " ".join(f"{key}={val}" for key, val in kw.items())
-    return " ".join(x for x in (f"{m}x{n}x{k}", variant, tile, rest, "" if l2 == "-" else f"l2={l2}") if x)
-
-
-def _with_l2(l2: str):
-    """Set (or clear) the shim's promotion override for the encodes that follow."""
-    if l2 == "-":
-        os.environ.pop(L2_ENV, None)
-    else:
-        os.environ[L2_ENV] = l2
+    return " ".join(x for x in (f"{m}x{n}x{k}", variant, tile, rest) if x)
 
 
 def _prepare(entry):
     from bsprof.kernels.fp8_blockwise.config import parse_spec
     from bsprof.kernels.fp8_blockwise.launch import prepare
 
-    mnkl, spec, l2 = entry
+    mnkl, spec = entry
     variant, over = parse_spec(spec)
-    _with_l2(l2)
     return prepare(variant, mnkl, **over)
 
 
@@ -71,7 +57,6 @@ def _warm_one(entries) -> str:
     for e in entries:
         p = _prepare(e)
     if p is not None:
-        _with_l2("-")
         _peer_fns(p.ops, entries[0][0], only=("deepgemm",))
     return f"{entries[0][0][:3]}: {len(entries)} builds + DeepGEMM in {time.time() - t0:.0f} s"
 
@@ -87,8 +72,7 @@ def warm(entries, jobs: int) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    # one worker per problem and spec (the promotion needs no build of its own)
-    groups = [[e] for e in {(e[0], e[1]): (e[0], e[1], "-") for e in entries}.values()]
+    groups = [[e] for e in dict.fromkeys(entries)]
     t0 = time.time()
     with ProcessPoolExecutor(min(jobs, len(groups)), mp_context=multiprocessing.get_context("spawn")) as ex:
         for line in ex.map(_warm_one, groups):
@@ -97,8 +81,9 @@ def warm(entries, jobs: int) -> None:
 
 
 def setups(entries):
-    """problem -> (DeepGEMM launch, [(entry, prepared, launch, rel_err)]), every launch a graph replay
-    captured with its entry's promotion in force (a replay reuses the captured descriptors)."""
+    """problem -> (DeepGEMM launch, [(entry, prepared, launch, rel_err, how)], what the launches
+    use): every launch a graph replay. The last item keeps DeepGEMM's closure and output alive: a
+    graph holds raw pointers, not the tensors."""
     from bsprof.kernels.fp8_blockwise.launch import rebind
     from bsprof.profile.bench.fp8_blockwise import _graphed, _peer_fns, _torch_graphed
 
@@ -114,12 +99,11 @@ def setups(entries):
             err = p.check()
             fn, how = _graphed(p)
             rows.append((e, p, fn, err, how))
-        _with_l2("-")
         fns, skipped = _peer_fns(first.ops, mnkl, only=("deepgemm",))
         dg = _torch_graphed(fns["deepgemm"][0])[0] if "deepgemm" in fns else None
         if dg is None:
             print(f"{mnkl}: no DeepGEMM ({skipped.get('deepgemm')})", flush=True)
-        out[mnkl] = (dg, rows)
+        out[mnkl] = (dg, rows, (fns, first))
     return out
 
 
@@ -127,7 +111,7 @@ def time_all(entries, rounds: int, iters: int) -> None:
     from bsprof.profile.bench.fp8_blockwise import time_fn
 
     table = setups(entries)
-    for mnkl, (dg, rows) in table.items():
+    for mnkl, (dg, rows, _keep) in table.items():
         us = {label(r[0]): [] for r in rows}
         dg_us = []
         for _ in range(rounds):
@@ -147,7 +131,7 @@ def ncu_launches(entries) -> None:
     import torch
 
     table = setups(entries)
-    for mnkl, (dg, rows) in table.items():
+    for mnkl, (dg, rows, _keep) in table.items():
         m, n, k, _ = mnkl
         for name, fn in [(f"dg {m}x{n}x{k}", dg)] + [(label(r[0]), r[2]) for r in rows]:
             if fn is None:
@@ -166,7 +150,7 @@ def ncu_launches(entries) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("entries", nargs="+", help="M,N,K|spec|l2")
+    ap.add_argument("entries", nargs="+", help="M,N,K|spec")
     ap.add_argument("--warm", type=int, default=0, metavar="JOBS")
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--iters", type=int, default=50)

@@ -52,7 +52,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "kloop_unroll", "launch_cluster")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 
@@ -104,8 +104,6 @@ def can_implement(kw: dict) -> str | None:
         return f"epilogue={epilogue!r}: use 'direct' or 'tma'"
     if (cm, cn) not in CLUSTERS:
         return f"cluster {cm}x{cn}: use 1x1, 2x1, 1x2 or 2x2"
-    if int(kw.get("kloop_unroll", 1)) < 1:
-        return f"kloop_unroll={kw.get('kloop_unroll')}: K blocks per K-loop trip; use 1 or more"
     if int(kw.get("swizzle", 1)) < 0:
         return f"swizzle={kw.get('swizzle')}: use 0 (from the problem size) or a group of >= 1 N tiles"
     if tn % 16 or not 16 <= tn <= 256 or not tile_n_fits_scales(tn):
