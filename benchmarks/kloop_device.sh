@@ -4,8 +4,10 @@
 # (cold L2, as ncu replays by default, and warm), and the suite's rows, in one call.
 #   source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh; export PYTHONPATH=$PWD:$PYTHONPATH
 #   TIME="M,N,K|spec ..." NCU_ENTRIES="..." bash benchmarks/kloop_device.sh     # results: $OUT/k4.tar.xz
+# Steps in order of what a time-out should spare: builds, timing, cold ncu, tests, suite, warm ncu.
 # TIME / NCU_ENTRIES / NCU_WARM: probe entries (kloop_probe.py) to time, to profile cold, warm;
-# TESTS: a pytest -k expression for tests/test_fp8_gpu.py; SUITE: shapes for benchmarks/fp8_blockwise.py
+# TESTS: a pytest -k expression for tests/test_fp8_gpu.py; SUITE (SUITE_KERNELS): shapes (kernel specs)
+# for benchmarks/fp8_blockwise.py
 set -u
 OUT=${OUT:-/tmp/bsprof-k4-out}; W=$OUT/k4; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/dgcache}
@@ -14,10 +16,6 @@ t0=$(date +%s); lap() { echo "$1 rc=$2 $(( $(date +%s) - t0 )) s"; }
 { "$NCU" --version | tail -1; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv,noheader; date -u; } > "$W/env.txt" 2>&1
 cat "$W/env.txt"
 read -r -a TIME_E <<< "${TIME:-}"; read -r -a NCU_E <<< "${NCU_ENTRIES:-}"; read -r -a WARM_E <<< "${NCU_WARM:-}"
-if [ -n "${TESTS:-}" ]; then
-  timeout ${TESTS_S:-150} python3 -m pytest -q -n 8 -m gpu tests/test_fp8_gpu.py -k "$TESTS" > "$W/tests.txt" 2>&1
-  lap tests $?; tail -4 "$W/tests.txt"
-fi
 ALL=("${TIME_E[@]}" "${NCU_E[@]}" "${WARM_E[@]}")
 if [ ${#ALL[@]} -gt 0 ]; then
   timeout ${WARM_S:-150} python3 benchmarks/kloop_probe.py --warm 16 "${ALL[@]}" > "$W/warm.txt" 2>&1
@@ -33,15 +31,19 @@ if [ ${#NCU_E[@]} -gt 0 ]; then
     python3 benchmarks/kloop_probe.py --ncu "${NCU_E[@]}" > "$W/ncu_cold.txt" 2>&1
   lap ncu_cold $?; grep -E "==ERROR|Report" "$W/ncu_cold.txt" | tail -3
 fi
+if [ -n "${TESTS:-}" ]; then
+  timeout ${TESTS_S:-150} python3 -m pytest -q -n 8 -m gpu tests/test_fp8_gpu.py -k "$TESTS" > "$W/tests.txt" 2>&1
+  lap tests $?; tail -4 "$W/tests.txt"
+fi
+if [ -n "${SUITE:-}" ]; then
+  DG_PRINT_CONFIGS=1 timeout ${SUITE_S:-150} python3 benchmarks/fp8_blockwise.py --shapes "$SUITE" --rounds 5 --jobs 14 --kernels "${SUITE_KERNELS:-optimized}" \
+    --json "$W/suite.json" > "$W/suite.txt" 2>&1
+  lap suite $?; grep -v "^\s*$" "$W/suite.txt" | tail -25
+fi
 if [ ${#WARM_E[@]} -gt 0 ]; then
   timeout -s INT -k 15 ${NCU_S:-120} "$NCU" "${common[@]}" --cache-control none -o "$W/probe_warm" \
     python3 benchmarks/kloop_probe.py --ncu "${WARM_E[@]}" > "$W/ncu_warm.txt" 2>&1
   lap ncu_warm $?; grep -E "==ERROR|Report" "$W/ncu_warm.txt" | tail -3
-fi
-if [ -n "${SUITE:-}" ]; then
-  DG_PRINT_CONFIGS=1 timeout ${SUITE_S:-150} python3 benchmarks/fp8_blockwise.py --shapes "$SUITE" --rounds 5 --jobs 14 \
-    --json "$W/suite.json" > "$W/suite.txt" 2>&1
-  lap suite $?; grep -v "^\s*$" "$W/suite.txt" | tail -25
 fi
 XZ_OPT="-T0 -6" tar cJf "$OUT/k4.tar.xz" -C "$OUT" k4 && rm -rf "$W" && ls -la "$OUT"
 echo "total $(( $(date +%s) - t0 )) s"
