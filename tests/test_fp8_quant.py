@@ -421,6 +421,24 @@ def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():
     assert _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) is None and kw["tile_n"] == 128
 
 
+def test_one_warpgroup_tiles_stash_their_b_scales_unless_asked_otherwise():
+    # a 64-row tile's producer copies three boxes a stage (A, A scales, B) and the consumers read
+    # the B scales from the per-tile stash; 128- and 256-row tiles keep the B scales' TMA
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+
+    for mnkl, tile_m, by_tma in (((128, 576, 7168, 1), 64, False), ((4096, 4096, 4096, 1), 256, True)):
+        kw = _kernel_kwargs("optimized", {}, False, 0, 0)
+        _check_knobs_fit(kw, mnkl, static=True)
+        assert kw["tile_m"] == tile_m and kw["sfb_tma"] is by_tma and kw["sfb_smem"]
+    # asked for, the B-scale TMA stays; past the stash's K blocks the stage's TMA keeps them
+    kw = _kernel_kwargs("optimized", {"sfb_tma": 1}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"sfb_tma": 1})
+    assert kw["tile_m"] == 64 and kw["sfb_tma"]
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "cluster": (1, 1)}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 2112, 32768, 1), static=True)
+    assert kw["sfb_tma"] and not kw["sfb_smem"]
+
+
 def test_a_shape_the_kernel_cannot_take_names_the_nearest_one():
     from bsprof.kernels.fp8_blockwise.quant import check_shape
 

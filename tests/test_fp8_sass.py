@@ -339,3 +339,18 @@ def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     assert sum(ins.opcode.startswith("WARPGROUP.DEPBAR") for ins in body) == releases
     assert sum(ins.opcode.startswith("FFMA") for ins in body) == tile[1] // 2 * releases
     assert fa.features["tma_store_epilogue"].present
+
+
+def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
+    # the chosen 64x16 tile at 128x576x7168 stashes its B scales per tile: its producer issues
+    # A, A-scale and B copies (DeepGEMM's three) where the B-scale TMA adds a fourth; the K-loop
+    # reads the B scale from the stash (one more LDS address, no stage slot)
+    def tma_loads(**knobs):
+        cubin = fp8_blockwise.compile_cubin("optimized", tmp_path / str(len(knobs)), mnkl=(128, 576, 7168, 1),
+                                            **knobs)
+        (fa,) = analyze_cubin(cubin)
+        assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x16x32.F32.E4M3.E4M3"}
+        return sum(ins.opcode.startswith("UTMALDG") for ins in fa.instructions)
+
+    stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
+    assert stash * 4 == by_tma * 3, (stash, by_tma)
