@@ -168,6 +168,36 @@ def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
     assert validate.retime_held({}, list(calm), {k: [0.0] for k in calm}, calm, doc["device_limits"], 1) == 0
 
 
+def test_the_reverse_set_is_retimed_for_a_build_held_in_most_of_its_blocks(monkeypatch):
+    """The 8192^3 run's reverse source Phase 1 +120k was held in 3 of its 5 reverse blocks (the max
+    error, +6.43%). Judged on the reverse set alone its median block is a held one and the rule sees
+    nothing; judged, as scoring judges it, over every block of its code (its forward blocks too),
+    3 are held and the set gets 3 extra repeats. Blocks held in the earlier set are not this set's."""
+    from bsprof.profile import validate
+
+    doc, _ = _doc("validation_pingpong_round3_8192")
+    fwd = doc["sustained_blocks"]["forward"]
+
+    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S):
+        return ({k: [1.0] * repeats for k in keys},
+                {k: [{"mhz_mean": 1900.0, "watts_mean": 700.0, "reasons": 4, "readings": 20}] * repeats
+                 for k in keys}, "graph")
+
+    monkeypatch.setattr(validate, "sustained_walls", fake)
+
+    def extra(earlier):
+        back = {k: list(v) for k, v in doc["sustained_blocks"]["reverse"].items()}
+        reps = {k: list(v) for k, v in doc["wall_us_reverse"].items()}
+        return validate.retime_held({}, list(reps), reps, back, doc["device_limits"], 5, earlier=earlier)
+
+    assert extra({"forward": fwd}) == 3
+    assert extra(None) == 1   # only both +120k r3: the build whose blocks were mostly held hides
+    calm = {k: [b[0]] for k, b in doc["sustained_blocks"]["reverse"].items()}   # repeat 0 of plain: unheld
+    n = validate.retime_held({}, ["plain"], {"plain": [1.0]}, {"plain": calm["plain"]}, doc["device_limits"], 1,
+                             earlier={"forward": fwd})
+    assert n == 0   # the plain build's held forward blocks are the forward set's, already re-timed
+
+
 def test_the_validation_output_shows_which_blocks_were_held_out():
     import io
 
