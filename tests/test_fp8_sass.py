@@ -341,6 +341,20 @@ def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     assert fa.features["tma_store_epilogue"].present
 
 
+def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
+    # M % 4 != 0 once dropped both scale TMAs (the scale rows were M floats apart, not 16-byte
+    # aligned) and read the scales with global loads; with each row padded (quant.aligned_scales)
+    # a 333-row problem is built like a 4096-row one: no LDG anywhere, the scales read from smem
+    from bsprof.kernels.fp8_blockwise.launch import _build_kwargs
+
+    mnkl = (333, 5120, 3584, 1)
+    kw, static = _build_kwargs("optimized", {}, mnkl)
+    assert static and kw["sfa_tma"] and kw["sfb_tma"]
+    (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl))
+    assert fa.count("LDG") == 0
+    assert sum(ins.opcode.startswith("LDS") for ins in (fa.instructions[i] for i in _inner_kloop(fa).own_instructions)) >= 3
+
+
 def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
     # the chosen 64x16 tile at 128x576x7168 stashes its B scales per tile: its producer issues
     # A, A-scale and B copies (DeepGEMM's three) where the B-scale TMA adds a fourth; the K-loop
