@@ -309,6 +309,12 @@ def test_rescaled_variant_and_its_k_limit():
     (dict(promote="overlap"), "promote='overlap': use 'serial' or 'rescale'"),
     (dict(epilogue="tma_tile"), "epilogue='tma_tile'"),
     (dict(cluster_m=4), "cluster 4x1"),
+    (dict(split_k=0), "split_k=0: use 1 .no split. .. 8"),
+    (dict(split_k=9), "split_k=9"),
+    (dict(split_k=2, schedule="pingpong"), "split_k=2 with schedule='pingpong'.* takes the coop schedule"),
+    (dict(split_k=2, promote="rescale"), "split_k=2 .*promote='rescale'.*use split_k=1"),
+    (dict(split_k=2, epilogue="tma", epi_split=True), "epi_split does not combine with split_k=2"),
+    (dict(split_k=3, sfa_tma=True, sfb_tma=True), "sfb_tma does not combine with split_k=3"),
 ])
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
@@ -446,3 +452,40 @@ def test_size1_strides_are_made_compact_and_others_kept():
     assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)
     d = torch.empty(3, 5, 7).permute(1, 2, 0)        # no size-1 mode: the very same view back
     assert _size1_strides(d, (1, 0, 2)) is d
+
+
+def test_split_k_is_refused_past_the_k_blocks_and_its_defaults_give_way():
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "split_k": 8}, False, 0, 0)
+    with pytest.raises(BsprofError, match="split_k=8 splits K=768 into more units than its 6 K blocks.*split_k <= 6"):
+        _check_knobs_fit(kw, (128, 576, 768, 1), static=True)
+    # the variant's B-scale TMA and epilogue split give way to an explicit split (the stash serves)
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (128, 64), "split_k": 2}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 4096, 2048, 1), static=True)
+    assert kw["split_k"] == 2 and not kw["sfb_tma"] and not kw["epi_split"] and kw["sfb_smem"]
+    # an explicit split_k keeps the per-problem choice to that split
+    kw = _kernel_kwargs("optimized", {"split_k": 1}, False, 0, 0)
+    why = _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"split_k": 1})
+    assert kw["split_k"] == 1 and "split" not in why
+
+
+def test_split_k_is_chosen_only_where_tiles_leave_sms_idle():
+    from bsprof.kernels.fp8_blockwise.select import candidates, choose, cost
+
+    # M = 128, N = 576: 64x16 tiles fill 72 of 132 SMs, each running all 56 K blocks: split
+    pick, why = choose((128, 576, 7168, 1))
+    assert pick.split_k > 1 and pick.rounds == 1 and pick.ctas > 72
+    assert f"split {pick.split_k} ways along K" in why and "faster than the best unsplit" in why
+    assert cfg.can_implement(pick.kwargs()) is None
+    # problems whose tiles fill the GPU get no split candidate at all
+    for mnkl in ((4096, 4096, 4096, 1), (4096, 2112, 7168, 1), (8192, 8192, 1024, 1)):
+        assert all(c.split_k == 1 for c in candidates(mnkl)) and choose(mnkl)[0].split_k == 1
+    assert all(c.split_k == 1 for c in candidates((128, 576, 7168, 1), promote="rescale"))
+    # a unit runs ceil(K blocks / split) of them and pays the reduction; the launch never beats
+    # streaming A and B from DRAM once
+    one, three = cost((128, 576, 7168, 1), 64, 32, 1, 1), cost((128, 576, 7168, 1), 64, 32, 1, 1, split_k=3)
+    assert three.tiles == 3 * one.tiles and three.cycles < one.cycles / 1.5
+    wide = cost((128, 4096, 7168, 1), 128, 128, 1, 1, split_k=8)
+    from bsprof.kernels.fp8_blockwise.select import DRAM_BYTES_PER_CYCLE
+    assert wide.cycles >= (128 + 4096) * 7168 / DRAM_BYTES_PER_CYCLE

@@ -220,7 +220,8 @@ def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n
     tiles_m = (m + tile_m - 1) // tile_m
     tiles_m = (tiles_m + cluster_m - 1) // cluster_m * cluster_m
     cols = ((n + tile_n - 1) // tile_n + cluster_n - 1) // cluster_n
-    tiles_n = (cols + swizzle - 1) // swizzle * swizzle * cluster_n
+    sw = max(int(swizzle), 1)       # swizzle is a Python int even in the kernel (0: not resolved yet)
+    tiles_n = (cols + sw - 1) // sw * sw * cluster_n
     return tiles_m, tiles_n, tiles_m * tiles_n * l
 
 

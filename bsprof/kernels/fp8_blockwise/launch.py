@@ -263,7 +263,9 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     why = None
     if kw.pop("tiles", None) == "auto" and static:
         def fits(c) -> bool:
-            # a switch the user asked for stays; the variant's defaults give way as they would
+            # a switch the user asked for stays (split_k too); the variant's defaults give way as they would
+            if "split_k" in (explicit or {}) and c.split_k != kw.get("split_k", 1):
+                return False
             trial = {**kw, **c.kwargs()}
             cfg.give_way(trial, explicit)
             return cfg.can_implement(trial) is None

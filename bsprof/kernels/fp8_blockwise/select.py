@@ -30,6 +30,16 @@ cycles alone: 64x16 .. 64x64 tiles ran 377-421 cycles per K block where latency-
 of its wgmma cycles. Two such CTAs on one N tile without B multicast read B as if 2.2 times over
 (UNICAST_SHARED_B_COST: 64x64 tiles at 128x4096x7168 ran 545 cycles per K block alone, 469 in
 2x1 clusters, where a 128x32 tile that reads more L2 bytes per CTA ran 469 too).
+
+Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
+considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
+that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (its fence, the counter's
+atomic round trip, two barriers) plus its fp32 partial written and, in the unit that arrives last,
+every unit's partial read back, at the SM's L2 share. A split launch is never modelled faster than
+streaming A and B from DRAM once (DRAM_BYTES_PER_CYCLE): at M = 128 the B operand alone is most
+of the bytes, and the K-loop a split shortens can fall under that floor. The floor enters only
+the split candidates: the unsplit costs were fitted on timings that already contain it. Within
+2% of the cheapest, an unsplit configuration wins (no workspace, no reduction).
 """
 
 from __future__ import annotations
@@ -60,6 +70,10 @@ UNICAST_SHARED_B_COST = 2.2
 TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
+SPLIT_CHOICES = (1, 2, 3, 4, 6, 8)
+SPLIT_FIXED_CYCLES = 1500
+# HBM3 at ~3 TB/s over the ~2 GHz clock these short launches run at
+DRAM_BYTES_PER_CYCLE = 1500
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,7 @@ class Choice:
     ctas: int
     cycles: float           # modelled SM cycles of the whole launch
     bound: str              # what sets a K block's time: "mma", "smem", "l2" or "latency"
+    split_k: int = 1        # work units per output tile (tiles, ctas and rounds count units)
 
     @property
     def last_wave_fill(self) -> float:
@@ -80,21 +95,27 @@ class Choice:
         return (self.tiles - (self.rounds - 1) * self.ctas) / self.ctas
 
     def kwargs(self) -> dict:
-        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n)
+        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n,
+                    split_k=self.split_k)
 
     def describe(self) -> str:
-        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {self.tiles} tiles "
+        work = f"{self.tiles} tiles"
+        if self.split_k > 1:
+            work = (f"{self.tiles // self.split_k} tiles split {self.split_k} ways along K = {self.tiles} "
+                    "work units")
+        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {work} "
                 f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, "
                 f"{self.bound}-bound K blocks")
 
 
-def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132) -> Choice:
+def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132,
+         split_k: int = 1) -> Choice:
     """The modelled cost of one configuration on this problem."""
     m, n, k, l = mnkl
     cs = cluster_m * cluster_n
     tiles_m = -(-(-(-m // tile_m)) // cluster_m) * cluster_m
     tiles_n = -(-(-(-n // tile_n)) // cluster_n) * cluster_n
-    tiles = tiles_m * tiles_n * l
+    tiles = tiles_m * tiles_n * l * split_k
     slots = num_sms // cs
     clusters = tiles // cs
     rounds = -(-clusters // slots)
@@ -113,8 +134,14 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
     if block < latency:
         block, bound = latency, "latency"
-    tile = (k // BLOCK_K) * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
-    return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, rounds * tile, bound)
+    kb_unit = -(-(k // BLOCK_K) // split_k)
+    tile = kb_unit * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    cycles = rounds * tile
+    if split_k > 1:
+        partial = tile_m * tile_n * 4
+        cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / l2_share)
+        cycles = max(cycles, (m + n) * k * l / DRAM_BYTES_PER_CYCLE)
+    return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
 def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
@@ -125,7 +152,11 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
         for tn in tile_ns(tm, promote):
             for cm, cn in CLUSTER_CHOICES:
                 if num_sms % (cm * cn) == 0:
-                    out.append(cost(mnkl, tm, tn, cm, cn, num_sms))
+                    one = cost(mnkl, tm, tn, cm, cn, num_sms)
+                    out.append(one)
+                    if promote == "serial" and one.tiles < num_sms:      # SMs idle: split K
+                        out += [cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES
+                                if 1 < s <= mnkl[2] // BLOCK_K]
     return out
 
 
@@ -139,10 +170,16 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
-    pick = max(near, key=lambda c: (c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n, -c.cycles))
+    pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n,
+                                    -c.cycles))
     default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
     why = pick.describe()
-    if (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
+    if pick.split_k > 1:
+        whole = min((c for c in cands if c.split_k == 1), key=lambda c: c.cycles, default=None)
+        if whole is not None:
+            why += (f"; split-K modelled {whole.cycles / pick.cycles:.2f}x faster than the best unsplit, "
+                    f"{whole.tile_m}x{whole.tile_n} ({whole.tiles} tiles on {whole.ctas} CTAs)")
+    elif (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
         why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
                 f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
     return pick, why
