@@ -790,9 +790,13 @@ class Fp8BlockwiseGemm:
 
         Workspace: one slice per (tile, unit, wave) holding every consumer thread's accumulator
         fragment, element-major (element i of thread t at i * threads + t: a warp's stores and
-        loads are 128 contiguous bytes). A unit writes its partial and fences it (gpu scope,
-        release) before a barrier; one thread then counts the unit in (atomic, acq_rel), so
-        every partial of the tile is visible to the unit that reads the count split_k - 1."""
+        loads are 128 contiguous bytes). The consumers write the unit's partial and meet at a
+        barrier; one thread then counts the unit in with an acq_rel atomic at gpu scope (its
+        release is cumulative over the stores the barrier ordered before it; its acquire
+        invalidates the SM's L1), and a second barrier hands the answer to every thread: so the
+        unit that reads the count split_k - 1 sees every partial of the tile. (CUTLASS's serial
+        split-K semaphore works the same way. A gpu-scope fence in every thread as well cost
+        two more MEMBAR.ALL.GPU on the unit's critical path.)"""
         acc_totals, mma_tidx, mC_mnl = consume[6], consume[25], consume[18]
         ws, cnt = split_ws
         m_tiles, n_tiles, _ = sched_tiles(cute.size(mC_mnl, mode=[0]), cute.size(mC_mnl, mode=[1]), 1,
@@ -804,7 +808,6 @@ class Fp8BlockwiseGemm:
             base = ((tile * self.split_k + s) * self.waves + w) * nel * thr + mma_tidx
             for i in cutlass.range_constexpr(nel):
                 ws[base + i * thr] = acc_totals[w][i]
-        cute.arch.fence_acq_rel_gpu()
         self.epilog_sync_barrier.arrive_and_wait()
         flag = storage.split_last.get_tensor(cute.make_layout(4))
         if mma_tidx == 0:
@@ -818,7 +821,6 @@ class Fp8BlockwiseGemm:
         self.epilog_sync_barrier.arrive_and_wait()
         last = flag[0] != 0
         if last:
-            cute.arch.fence_acq_rel_gpu()
             for w in cutlass.range_constexpr(self.waves):
                 base = (tile * self.split_k * self.waves + w) * nel * thr + mma_tidx
                 step = self.waves * nel * thr      # from one unit's slice to the next's

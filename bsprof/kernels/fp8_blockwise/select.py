@@ -33,13 +33,19 @@ of its wgmma cycles. Two such CTAs on one N tile without B multicast read B as i
 
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
 considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
-that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (its fence, the counter's
-atomic round trip, two barriers) plus its fp32 partial written and, in the unit that arrives last,
-every unit's partial read back, at the SM's L2 share. A split launch is never modelled faster than
-streaming A and B from DRAM once (DRAM_BYTES_PER_CYCLE): at M = 128 the B operand alone is most
-of the bytes, and the K-loop a split shortens can fall under that floor. The floor enters only
-the split candidates: the unsplit costs were fitted on timings that already contain it. Within
-2% of the cheapest, an unsplit configuration wins (no workspace, no reduction).
+that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
+round trip behind a gpu-scope release, two barriers, a second pipeline fill per unit) plus its
+fp32 partial written and, in the unit that arrives last, every unit's partial read back
+(SPLIT_BYTES_PER_CYCLE; not per consumer warpgroup: two of them did not move 128-row tiles'
+partials faster). Both were fitted on 20 split candidates timed at M = 128 on the H100
+(docs/perf.md, split-K): against the model's unsplit costs, which run 1.16-1.21x the measured
+cycles there, a 64x32 tile split 3 ways cost ~4.5k cycles more than its K-loop and a 128x64 tile
+split 4 ways ~10.6k (partials of 8 and 32 KB). A split launch is never modelled faster than
+streaming A and B once (DRAM_BYTES_PER_CYCLE, in the model's units): at 128x4096x7168 (B is
+29 MB) every configuration timed, unsplit 128x32 and DeepGEMM's included, ran in 22.6-28k
+cycles. The floor enters only the split candidates: the unsplit costs were fitted on timings that
+already contain it. Within 2% of the cheapest, an unsplit configuration wins (no workspace, no
+reduction).
 """
 
 from __future__ import annotations
@@ -71,9 +77,9 @@ TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8)
-SPLIT_FIXED_CYCLES = 1500
-# HBM3 at ~3 TB/s over the ~2 GHz clock these short launches run at
-DRAM_BYTES_PER_CYCLE = 1500
+SPLIT_FIXED_CYCLES = 4500
+SPLIT_BYTES_PER_CYCLE = 17
+DRAM_BYTES_PER_CYCLE = 1150
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     cycles = rounds * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
-        cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / l2_share)
+        cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / SPLIT_BYTES_PER_CYCLE)
         cycles = max(cycles, (m + n) * k * l / DRAM_BYTES_PER_CYCLE)
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
