@@ -129,3 +129,24 @@ def test_the_deepgemm_table_shows_the_per_round_range(data_dir):
     bench.print_vs_deepgemm(con, slow, "optimized")
     line = next(ln for ln in con.export_text().splitlines() if "one run does not decide" in ln)
     assert "4096,4096,4096" in line
+
+
+def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
+    import importlib.util
+    from pathlib import Path
+
+    from bsprof.kernels.api import parse_mnkl
+
+    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    held = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["heldout"].split(";")}
+    listed = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["deepgemm"].split(";")}
+    assert held and not held & listed          # none of them is a shape of the target suite
+    res = json.load(open(data_dir / "h100_bench.json"))["results"]
+    for held_to_target, said in ((True, "target "), (False, "reported")):
+        con = Console(record=True, width=200)
+        bench.print_vs_deepgemm(con, res, "optimized", held_to_target=held_to_target)
+        text = con.export_text()
+        assert said in text
+        assert ("target met" in text or "target NOT met" in text) == held_to_target

@@ -27,7 +27,7 @@ SHAPES = [
     (1000, 1000, 640, 1),      # M, N not multiples of any tile; N % 128 != 0 (ragged B-scale block)
     (384, 264, 512, 1),        # M one and a half 256-row tiles, N = 2 tiles + 8 columns
     (256, 512, 1024, 2),       # batched
-    (1002, 392, 640, 1),       # M % 4 != 0: optimized falls back from A scales by TMA to loads
+    (1002, 392, 640, 1),       # M % 4 != 0: the A-scale TMA reads rows padded to 16 bytes
     (4096, 4096, 4096, 1),
 ]
 
@@ -55,7 +55,7 @@ CLASSES = [("optimized", (64, 32), (1, 1)), ("optimized", (64, 112), (1, 2)), ("
            ("optimized", (128, 192), (2, 1))]
 RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
           (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
-          (2, 584, 768, 1)]       # two rows (M % 4 != 0: A scales by load)
+          (2, 584, 768, 1)]       # two rows (M % 4 != 0: padded A-scale rows)
 
 
 @pytest.mark.parametrize("variant, tile, cluster", CLASSES, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))

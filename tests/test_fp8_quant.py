@@ -17,7 +17,8 @@ def test_row_quantization_layout_and_scales():
     x = torch.randn(2, 5, 384) * torch.tensor([1.0, 100.0, 0.01]).repeat_interleave(128)
     q, s = quant.quantize_rows(x)
     assert q.dtype == torch.float8_e4m3fn and q.shape == (2, 5, 384)
-    assert s.shape == (2, 3, 5) and s.is_contiguous()          # (L, K/128, M): M contiguous
+    # (L, K/128, M): M contiguous, each K block's row padded to 16 bytes (TMA's stride alignment)
+    assert s.shape == (2, 3, 5) and s.stride() == (24, 8, 1)
     # one scale per (row, K block): amax / 448, so every block uses the full FP8 range
     amax = x.reshape(2, 5, 3, 128).abs().amax(-1).transpose(1, 2)
     torch.testing.assert_close(s, amax / quant.FP8_MAX)
@@ -151,16 +152,37 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
     with pytest.raises(BsprofError, match="sfa_tma does not combine with the ping-pong schedule"):
         cfg.resolve("optimized", {"schedule": "pingpong", "mma_tiler": (128, 128), "cluster": (1, 1),
                                   "sfb_smem": 0, "sfa_tma": 1})
-    # TMA needs the scale rows' stride (M floats) 16-byte aligned
+    # any M takes it in a shape-specialized build (the operands pad each scale row to 16 bytes);
+    # a shape-generic build refuses it in one line naming the switch to drop
     kw = cfg.resolve("optimized")
-    odd = dict(kw)
-    _check_knobs_fit(odd, (1001, 4096, 4096, 1), static=True)
-    assert not odd["sfa_tma"]
-    even = dict(kw)
-    _check_knobs_fit(even, (1000, 4096, 4096, 1), static=True)
-    assert even["sfa_tma"]
-    with pytest.raises(BsprofError, match="sfa_tma=0"):
+    for m in (1001, 1000, 1, 333):
+        fit = dict(kw)
+        _check_knobs_fit(fit, (m, 4096, 4096, 1), static=True)
+        assert fit["sfa_tma"], m
+    with pytest.raises(BsprofError, match="sfa_tma=0,sfb_tma=0"):
         _check_knobs_fit(dict(kw), (1000, 4096, 4096, 1), static=False)
+
+
+@pytest.mark.parametrize("m,kb,l", [(333, 28, 1), (1, 4, 1), (5, 1, 2), (8, 3, 2), (2, 1, 1)])
+def test_a_scales_are_laid_out_for_tma_at_any_m(m, kb, l):
+    # TMA needs every global stride a multiple of 16 bytes: each K block's row of M floats is
+    # padded to a multiple of 4, and a size-1 mode gets the padded stride too (a static build bakes it)
+    import torch
+
+    from bsprof.kernels.fp8_blockwise.launch import _sfa_view
+    from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN, aligned_scales
+
+    s = torch.randn(l, kb, m)
+    a = aligned_scales(s)
+    assert torch.equal(a, s) and a.stride(2) == 1 and a.stride(1) % SFA_ALIGN == 0 and a.stride(1) < m + SFA_ALIGN
+    v = _sfa_view(a, static=True)
+    assert torch.equal(v, s.permute(2, 1, 0))
+    assert v.stride(0) == 1 and v.stride(1) % SFA_ALIGN == 0 and v.stride(2) % SFA_ALIGN == 0
+    if m % SFA_ALIGN and kb > 1:
+        # the compact layout is refused by a static build (one line naming the fix), taken by a generic one
+        with pytest.raises(BsprofError, match="aligned_scales"):
+            _sfa_view(s, static=True)
+        assert torch.equal(_sfa_view(s, static=False), s.permute(2, 1, 0))
 
 
 def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
@@ -235,7 +257,7 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
     # the 4-block box needs the scale rows' stride (K/128 floats) 16-byte aligned, and the A-scale
     # path: a shape-specialized build goes without (the smem stash serves), a generic one refuses
     for mnkl, keeps in (((4096, 4096, 4096, 1), True), ((1000, 1000, 640, 1), False),
-                        ((1001, 4096, 4096, 1), False), ((4096, 4096, 2176, 1), False)):
+                        ((1001, 4096, 4096, 1), True), ((4096, 4096, 2176, 1), False)):
         kw = dict(opt)
         _check_knobs_fit(kw, mnkl, static=True)
         assert kw["sfb_tma"] is keeps and kw["sfb_smem"]
@@ -462,8 +484,8 @@ def test_size1_strides_are_made_compact_and_others_kept():
     from bsprof.kernels.fp8_blockwise.launch import _size1_strides
     from bsprof.kernels.fp8_blockwise.quant import make_operands
 
-    ops = make_operands((1, 256, 512, 1), device="cpu")
-    sfa = ops.sfa.permute(2, 1, 0)                   # (M=1, K/128=4, L=1), M the unit stride
+    # a one-row (L, K/128, M) matrix as a transpose leaves it: M's stride is K/128
+    sfa = torch.randn(1, 1, 4).transpose(1, 2).permute(2, 1, 0)     # (M=1, K/128=4, L=1)
     assert sfa.stride()[0] != 1
     fixed = _size1_strides(sfa, (0, 1, 2))
     assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)

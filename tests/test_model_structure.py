@@ -115,3 +115,12 @@ def test_b200_default_names_its_fitted_term_and_provenance():
 def test_bad_ceiling_warps_raise_in_the_api():
     with pytest.raises(BsprofError):
         project(default_params(), {"epi_warps": 2}, stochastic=False)
+
+
+def test_explain_without_a_change_walks_only_the_baseline():
+    r = subprocess.run([sys.executable, "-m", "bsprof", "model", "--explain", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["explain"]["after"] is None and doc["explain"]["before"]
+    assert "Critical cycle walk, before" in r.stderr and "Critical cycle walk, after" not in r.stderr
+    assert "no change given" in r.stderr

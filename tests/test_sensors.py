@@ -52,3 +52,13 @@ def test_median_round_keeps_the_middle_round_and_its_clocks():
     assert ms == 0.120 and clocks["sm_mhz"] == 1500
     assert _median_round([(0.2, {}), (0.1, {})])[0] == 0.1   # even count: the lower middle
     assert math.isfinite(ms)
+
+
+def test_round_order_gives_each_kernel_both_neighbours_across_rounds():
+    from bsprof.profile.bench.fp8_blockwise import round_order
+    assert round_order(3, 0) == [0, 1, 2]
+    assert round_order(3, 1) == [2, 1, 0]
+    # over two rounds every kernel but the ends runs after each of its neighbours
+    seq = round_order(4, 0) + round_order(4, 1)
+    before = {(seq[i - 1], seq[i]) for i in range(1, len(seq))}
+    assert (0, 1) in before and (2, 1) in before

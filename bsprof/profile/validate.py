@@ -247,19 +247,23 @@ RETIME_SETTLE_S = 0.6
 
 
 def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limits, repeats: int,
-                rounds: int = ROUNDS_PER_REPEAT) -> int:
+                rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
     (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
-    ``RETIME_MAX``, each block settling ``RETIME_SETTLE_S``, appended to ``reps`` / ``reads`` in place. The whole set runs again, not the held
-    build alone, so every point keeps ratios of blocks timed side by side; scoring leaves the held
-    blocks out of their pairs. Returns the number of extra repeats run."""
+    ``RETIME_MAX``, each block settling ``RETIME_SETTLE_S``, appended to ``reps`` / ``reads`` in place.
+    The whole set runs again, not the held build alone, so every point keeps ratios of blocks timed
+    side by side; scoring leaves the held blocks out of their pairs. ``earlier``: the readings of the
+    sets already run (``{"forward": {build: [reading, ...]}}``), so a build's usual clock is judged
+    over every block of its code, as scoring judges it: a build held in most of this set's blocks
+    would otherwise set its own reference. Returns the number of extra repeats run."""
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.validation import held_blocks
 
     lim = limits_for(None, limits)
     if lim is None or not reads:
         return 0
-    held = held_blocks({"set": reads}, lim)
+    this = "this set"
+    held = {k: v for (s, k), v in held_blocks({**(earlier or {}), this: reads}, lim).items() if s == this}
     extra = min(RETIME_MAX, max((len(v) for v in held.values()), default=0))
     if extra:
         more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats,
@@ -409,7 +413,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
     back_keys = ["plain"] + [_key(v) for v in rev]
     back, back_reads, _ = sustained_walls(launchers, back_keys, repeats, rounds)
-    retimed["reverse"] = retime_held(launchers, back_keys, back, back_reads, limits, repeats, rounds)
+    retimed["reverse"] = retime_held(launchers, back_keys, back, back_reads, limits, repeats, rounds,
+                                     earlier={"forward": fwd_reads})
     if any(retimed.values()):
         _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
                       f"{retimed['reverse']} extra reverse repeat(s)")

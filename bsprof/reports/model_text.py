@@ -280,6 +280,10 @@ def _render_walk(console, walk: dict) -> None:
     from rich.table import Table
 
     for when in ("before", "after"):
+        if walk.get(when) is None:
+            console.print("[dim]no change given: add one (--kloop -300, --phase1 -5%, --acc-stages 3 ...) to walk "
+                          "the cycles after it[/]")
+            continue
         period = walk[f"period_{when}"]
         t = Table(title=f"Critical cycle walk, {when} the change: period = max over cycles of sum/tokens = "
                         f"{period:,.0f} cycles", title_justify="left", header_style="bold")

@@ -150,8 +150,9 @@ def run_model(req: ModelRequest) -> ModelResult:
         out.clock = clock_view(pj.wall_ratio, req.clock, req.limits)
         doc["clock"] = out.clock
     if req.explain:
-        after = apply(params, parse_deltas(deltas))
-        out.walk = {"before": cycle_walk(params), "after": cycle_walk(after),
+        # with no change there is no "after": a second copy of the same walk would read as a result
+        out.walk = {"before": cycle_walk(params),
+                    "after": cycle_walk(apply(params, parse_deltas(deltas))) if deltas else None,
                     "period_before": pj.det_before.period, "period_after": pj.det_after.period}
         doc["explain"] = out.walk
     if not deltas:

@@ -16,7 +16,7 @@ VARIANTS: dict[str, dict] = {
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
     # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
     # staged in smem per tile (dropped automatically when K > 16384), A scales by TMA with their
-    # stage (dropped automatically when M % 4 != 0), wgmma descriptors in uniform registers,
+    # stage (any M: the operands keep each scale row 16-byte aligned), wgmma descriptors in uniform registers,
     # cluster 1x2 with A multicast (the pair shares its A tile: a third less L2->SMEM traffic,
     # which under the power cap buys clock as well as cycles), tile order from the problem size
     # (swizzle=0: grouped when A and B overflow L2)

@@ -28,7 +28,8 @@ Switches:
                   before block k's wgmma accumulates into them (fits a 128x256 tile; all of K
                   accumulates in the tensor cores, so the error grows with K: the launcher caps K)
 ``sfa_tma``       the A scales of a stage arrive by TMA with it (smem reads in the K-loop instead
-                  of global loads); needs M % 4 == 0 and a shape-specialized build
+                  of global loads); needs a shape-specialized build (and the operands' aligned
+                  scale rows, quant.aligned_scales)
 ``swizzle``       persistent-scheduler swizzle
 ``sfb_smem``      stage the tile's B scales in smem once per tile (K <= 16384)
 ``consumer_regs``/``producer_regs``  the setmaxnreg split
@@ -1085,8 +1086,8 @@ class Fp8BlockwiseGemm:
         s_(K-1). One FMUL per element and block, as the serial promotion's FFMA, but no block
         accumulator, so a warpgroup issues all its waves of a K block behind one wgmma wait (and a
         128x256 tile fits as one m64n256 wave). The next block's scales are read before this
-        block's wgmma is waited for. The A scales come from the stage (``sfa_tma``) or, where
-        M % 4 != 0, from global memory after the stage has landed."""
+        block's wgmma is waited for. The A scales come from the stage (``sfa_tma``) or, without
+        it, from global memory after the stage has landed."""
         sSFA, mSFA = sfa
         accumulate = (tiled_mma[1], tiled_mma[1])    # every wgmma after the tile's first block
         read_state.reset_count()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise import config as cfg
-from bsprof.kernels.fp8_blockwise.quant import BLOCK, check_shape
+from bsprof.kernels.fp8_blockwise.quant import BLOCK, SFA_ALIGN, check_shape
 from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_90a"
@@ -29,7 +29,7 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
     shape-specialized (static_shapes) build."""
     import cutlass
     import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream, make_fake_tensor
 
     if mnkl is not None:
         m, n, k, l = (int(x) for x in mnkl)
@@ -45,7 +45,12 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
     mr = cute.sym_int64(symbol="M") if isinstance(m, int) and m == 1 else m
     a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (mr, k, l), stride_order=(1, 0, 2), assumed_align=16)
     b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
-    sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
+    if isinstance(m, int):
+        # the operands' layout (quant.aligned_scales): each K block's row of M scales 16-byte aligned
+        rows = -(-m // SFA_ALIGN) * SFA_ALIGN
+        sfa = make_fake_tensor(cutlass.Float32, (m, kb, l), (1, rows, rows * kb), assumed_align=4)
+    else:
+        sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
     sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
     c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, l), stride_order=(1, 0, 2), assumed_align=16)
     tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
@@ -155,6 +160,25 @@ def _size1_strides(t, inner_first: tuple[int, ...]):
     return t if strides == list(t.stride()) else t.as_strided(t.shape, strides)
 
 
+def _sfa_view(sfa, static: bool):
+    """(L, KB, M) A scales -> the (M, KB, L) view the kernel reads, with the strides of size-1
+    modes set to those of the aligned layout (quant.aligned_scales): a static build bakes every
+    stride into its A-scale TMA descriptor, which refuses one that is not a multiple of 16 bytes,
+    even where the mode has one element."""
+    v = sfa.permute(2, 1, 0)
+    m, kb, l = v.shape
+    rows = -(-m // SFA_ALIGN) * SFA_ALIGN
+    strides = list(v.stride())
+    for d, (size, compact) in enumerate(zip((m, kb, l), (1, rows, rows * kb))):
+        if size == 1:
+            strides[d] = compact
+    if static and (strides[0] != 1 or strides[1] % SFA_ALIGN or strides[2] % SFA_ALIGN):
+        raise BsprofError(f"the A scales' strides {tuple(sfa.stride())} do not keep each K block's row of M "
+                          f"scales on a 16-byte boundary, which a shape-specialized build reads by TMA; lay them "
+                          f"out with quant.aligned_scales")
+    return v if strides == list(v.stride()) else v.as_strided(v.shape, strides)
+
+
 def _cute_views(ops, static: bool = False):
     """torch operands -> cute tensors in the kernel's (M, K, L)-style mode order. Layout-dynamic
     by default (one compile runs every shape); ``static`` bakes the shape into the kernel.
@@ -166,7 +190,7 @@ def _cute_views(ops, static: bool = False):
     one_row = static and ops.a.shape[1] == 1
     a = _dyn(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     b = _dyn(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
-    sfa = _dyn(_size1_strides(ops.sfa.permute(2, 1, 0), (0, 1, 2)), 0, 4, static)
+    sfa = _dyn(_sfa_view(ops.sfa, static), 0, 4, static)
     sfb = _dyn(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
     c = _dyn(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     return a, b, sfa, sfb, c
@@ -246,7 +270,7 @@ def auto_epi_split(mnkl) -> bool:
 def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
                      explicit: dict | None = None) -> str | None:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
-    smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA needs M % 4 == 0, and
+    smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA a shape-specialized build, and
     ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
     goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
     refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
@@ -281,14 +305,12 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     if split > mnkl[2] // BLOCK:
         raise BsprofError(f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
                           f"K blocks of {BLOCK}; use split_k <= {mnkl[2] // BLOCK}")
-    if kw.get("sfa_tma") and (mnkl[0] % 4 or not static):
-        # TMA needs the A-scale rows' stride (M floats) to be a multiple of 16 bytes
-        if static:
-            kw["sfa_tma"] = False
-        else:
-            drop = "sfa_tma=0,sfb_tma=0" if kw.get("sfb_tma") else "sfa_tma=0"
-            raise BsprofError("sfa_tma loads the A scales by TMA and needs a shape-specialized build "
-                              f"(static_shapes=1) with M a multiple of 4; run with {drop}")
+    if kw.get("sfa_tma") and not static:
+        # the scales' box is baked into the TMA descriptor of a shape-specialized build; any M
+        # works since the operands keep each K block's scale row 16-byte aligned (quant.aligned_scales)
+        drop = "sfa_tma=0,sfb_tma=0" if kw.get("sfb_tma") else "sfa_tma=0"
+        raise BsprofError("sfa_tma loads the A scales by TMA and needs a shape-specialized build "
+                          f"(static_shapes=1); run with {drop}")
     if kw.get("sfb_tma") and (mnkl[2] % (4 * BLOCK) or not kw.get("sfa_tma")):
         # the 16-byte box of 4 K blocks' B scales needs the scale rows' stride (K/128 floats) to
         # be a multiple of 16 bytes; it rides the A-scale TMA's path in the K-loop

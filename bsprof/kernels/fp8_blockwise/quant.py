@@ -4,7 +4,8 @@ Layouts (the ones ``torch._scaled_mm`` takes for blockwise scaling, so one set o
 our kernel and cuBLAS alike):
 
 - ``a``  (L, M, K) float8_e4m3fn, K contiguous; ``sfa`` (L, K/128, M) float32, M contiguous, i.e.
-  the (M, K/128) scale matrix stored column-major (one scale per row and 128-wide K block).
+  the (M, K/128) scale matrix stored column-major (one scale per row and 128-wide K block), its
+  column stride M rounded up to a multiple of 4 (:func:`aligned_scales`).
 - ``b``  (L, N, K) float8_e4m3fn, K contiguous; ``sfb`` (L, ceil(N/128), K/128) float32 row-major
   (one scale per 128x128 block).
 - ``d``  (L, M, N) bfloat16.
@@ -20,6 +21,7 @@ from bsprof.errors import BsprofError
 
 BLOCK = 128
 FP8_MAX = 448.0
+SFA_ALIGN = 4      # floats: 16 bytes, TMA's alignment for every global stride
 # bf16 bit pattern we poison the output with: the most negative finite bf16 (0xFF7F), a value the
 # kernel never produces from our inputs, so "still poison" means "never written".
 POISON_BITS = -129  # int16 view of 0xFF7F
@@ -48,7 +50,21 @@ def quantize_rows(x):
     amax = blk.abs().amax(dim=-1).clamp_min(1e-12)          # (L, M, KB)
     scale = amax / FP8_MAX
     q = (blk / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return q.reshape(l, m, k), scale.transpose(1, 2).contiguous()   # (L, KB, M): M contiguous
+    return q.reshape(l, m, k), aligned_scales(scale.transpose(1, 2))   # (L, KB, M): M contiguous
+
+
+def aligned_scales(sfa):
+    """(L, KB, M) A scales -> the same values, M contiguous, each K block's row of M floats starting
+    on a 16-byte boundary (row stride M rounded up to SFA_ALIGN): the layout a TMA copy of the
+    scales needs at any M, and the one DeepGEMM asks its callers for (its "TMA-aligned" scales;
+    handed anything else, it transposes them on every call)."""
+    import torch
+
+    l, kb, m = sfa.shape
+    padded = -(-m // SFA_ALIGN) * SFA_ALIGN
+    out = torch.zeros(l, kb, padded, device=sfa.device, dtype=sfa.dtype)[:, :, :m]
+    out.copy_(sfa)
+    return out
 
 
 def quantize_blocks(x):
@@ -122,7 +138,7 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     if inputs == "int":
         a = torch.randint(-2, 3, (l, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
         b = torch.randint(-2, 3, (l, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
-        return Operands(a, torch.ones(l, kb, m, device=device), b, torch.ones(l, nb, kb, device=device), d)
+        return Operands(a, aligned_scales(torch.ones(l, kb, m, device=device)), b, torch.ones(l, nb, kb, device=device), d)
     xa = torch.randn(l, m, k, device=device, generator=g)
     mag_a = torch.exp2(torch.randint(-4, 5, (l, m, kb), device=device, generator=g).float())
     xa = xa * mag_a.repeat_interleave(BLOCK, dim=2)

@@ -141,7 +141,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             hold: bool = True) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
-    ``rounds`` > 1 times every kernel that many times, interleaved (A B C A B C ...), and keeps
+    ``rounds`` > 1 times every kernel that many times, interleaved (A B C C B A ...), and keeps
     the median round: one pass moves a kernel by +-4% under the power cap, more than the
     changes an A/B decides on, and interleaving spreads the drift over every kernel alike.
     Ours run as CUDA-graph replays; ``peers_graph`` (the default) launches the peers that way too
@@ -193,9 +193,10 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             timed.append((name, False, _torch_graphed(fn) if peers_graph else (fn, "eager"), err))
     # by position, not name: the same spec twice is how one measures the noise floor
     runs: list[list] = [[] for _ in timed]
-    for _ in range(max(1, rounds)):
-        for (_name, _ours, (fn, _how), _err), got in zip(timed, runs):
-            got.append(time_fn(fn, warmup, iters, warmup_s, sensors, hold))
+    for r in range(max(1, rounds)):
+        for at in round_order(len(timed), r):
+            got = runs[at]
+            got.append(time_fn(timed[at][2][0], warmup, iters, warmup_s, sensors, hold))
     rows = []
     for at, ((name, ours, (fn, how), err), got) in enumerate(zip(timed, runs)):
         ms, clocks = _median_round(got)
@@ -217,6 +218,14 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
                 rounds=max(1, rounds), inputs=inputs, hold=hold)
+
+
+def round_order(count: int, round_index: int) -> list[int]:
+    """The order of the kernels in one round: forward in even rounds, reversed in odd ones.
+    Under the power cap the clock a kernel gets follows the draw of what ran just before it, so a
+    fixed order would hand every kernel the same predecessor in every round."""
+    order = list(range(count))
+    return order[::-1] if round_index % 2 else order
 
 
 def config_fields(p) -> dict:
