@@ -38,14 +38,15 @@ round trip behind a gpu-scope release, two barriers, a second pipeline fill per 
 fp32 partial written and, in the unit that arrives last, every unit's partial read back
 (SPLIT_BYTES_PER_CYCLE; not per consumer warpgroup: two of them did not move 128-row tiles'
 partials faster). Both were fitted on 20 split candidates timed at M = 128 on the H100
-(docs/perf.md, split-K): against the model's unsplit costs, which run 1.16-1.21x the measured
-cycles there, a 64x32 tile split 3 ways cost ~4.5k cycles more than its K-loop and a 128x64 tile
-split 4 ways ~10.6k (partials of 8 and 32 KB). A split launch is never modelled faster than
-streaming A and B once (DRAM_BYTES_PER_CYCLE, in the model's units): at 128x4096x7168 (B is
-29 MB) every configuration timed, unsplit 128x32 and DeepGEMM's included, ran in 22.6-28k
-cycles. The floor enters only the split candidates: the unsplit costs were fitted on timings that
-already contain it. Within 2% of the cheapest, an unsplit configuration wins (no workspace, no
-reduction).
+(docs/perf.md, split-K), against the model's unsplit costs, which run 1.16-1.21x the measured
+cycles there: a 64x32 tile split 3 ways cost ~4.5k cycles more than its K-loop and a 128x64 tile
+split 4 ways ~10.6k (partials of 8 and 32 KB), with a fence in every thread as well; dropping
+those fences took ~1.5k off every unit (the picks, timed again). A split launch is never
+modelled faster than streaming A and B once (DRAM_BYTES_PER_CYCLE, in the model's units): at
+128x4096x7168 (B is 29 MB) every configuration timed, unsplit 128x32 and DeepGEMM's included, ran
+in 22.6-28k cycles. The floor enters only the split candidates: the unsplit costs were fitted on
+timings that already contain it. Within 2% of the cheapest, an unsplit configuration wins (no
+workspace, no reduction).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8)
-SPLIT_FIXED_CYCLES = 4500
+SPLIT_FIXED_CYCLES = 3000
 SPLIT_BYTES_PER_CYCLE = 17
 DRAM_BYTES_PER_CYCLE = 1150
 
