@@ -324,7 +324,7 @@ class Fp8BlockwiseGemm:
             sSFA: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfa_words], 128]
             sSFBT: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfbt_words], 128]
             # split-K: whether this unit arrived last, from the thread that counted it in
-            split_last: cute.struct.MemRange[cutlass.Int32, 4]
+            split_last: cute.struct.MemRange[cutlass.Int32, 1]
 
         self.shared_storage = SharedStorage
 
@@ -665,7 +665,7 @@ class Fp8BlockwiseGemm:
                     tile_idx, kb0, k_cnt, s = self._split_unit(tile_idx, k_tile_cnt)
                     read_state = self._consume_tile(consume, tile_idx, stored, read_state, tile_count,
                                                     False, False, (kb0, k_cnt))
-                    if self._split_fixup(consume, split_ws, storage, tile_idx, s):
+                    if self._split_fixup(acc_totals, mma_tidx, mC_mnl, split_ws, storage, tile_idx, s):
                         self._store_tile(consume, tile_idx, stored, tile_count)
                         stored += 1
                 tile_count += 1
@@ -783,7 +783,7 @@ class Fp8BlockwiseGemm:
         return (unit[0], unit[1], l_idx), kb0, k_cnt, s
 
     @cute.jit
-    def _split_fixup(self, consume, split_ws, storage, tile_coord_mnl, s):
+    def _split_fixup(self, acc_totals, mma_tidx, mC_mnl, split_ws, storage, tile_coord_mnl, s):
         """Serial split-K: store this unit's fp32 partial, count the unit in on its tile's counter,
         and, in the unit that arrives last, replace the registers with the sum of all partials in
         split order 0..split_k-1 (its own read back like the others, so the bits do not depend
@@ -798,7 +798,6 @@ class Fp8BlockwiseGemm:
         unit that reads the count split_k - 1 sees every partial of the tile. (CUTLASS's serial
         split-K semaphore works the same way. A gpu-scope fence in every thread as well cost
         two more MEMBAR.ALL.GPU on the unit's critical path.)"""
-        acc_totals, mma_tidx, mC_mnl = consume[6], consume[25], consume[18]
         ws, cnt = split_ws
         m_tiles, n_tiles, _ = sched_tiles(cute.size(mC_mnl, mode=[0]), cute.size(mC_mnl, mode=[1]), 1,
                                           self.tile_m, self.tile_n, self.cluster_m, self.cluster_n, self.swizzle)
@@ -810,7 +809,7 @@ class Fp8BlockwiseGemm:
             for i in cutlass.range_constexpr(nel):
                 ws[base + i * thr] = acc_totals[w][i]
         self.epilog_sync_barrier.arrive_and_wait()
-        flag = storage.split_last.get_tensor(cute.make_layout(4))
+        flag = storage.split_last.get_tensor(cute.make_layout(1))
         if mma_tidx == 0:
             arrived = cute.arch.atomic_add(cnt.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
             last_one = cutlass.Int32(0)
