@@ -213,7 +213,8 @@ def give_way(kw: dict, config: dict | None = None) -> None:
             kw[knob] = False
 
 
-def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n: int = 1, swizzle: int = 1):
+def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n: int = 1,
+                swizzle: int = 1) -> tuple:
     """(tiles along M, along N, all) of the persistent scheduler's grid: rounded up to whole clusters,
     and along N to a multiple of the swizzle group. Plain arithmetic, so it takes the kernel's
     run-time extents as well as Python ints."""
@@ -225,7 +226,7 @@ def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n
     return tiles_m, tiles_n, tiles_m * tiles_n * l
 
 
-def split_range(s, kb: int, split: int):
+def split_range(s, kb, split: int) -> tuple:
     """(first K block, K blocks) of work unit ``s`` of ``split`` over ``kb`` K blocks: the same
     formula in the kernel's producer, its consumers and the cost model (uneven ranges differ by one)."""
     k0 = s * kb // split

@@ -341,7 +341,7 @@ def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     return ctas, -(-tiles // ctas)
 
 
-def split_workspace(mnkl, kw: dict):
+def split_workspace(mnkl, kw: dict) -> tuple:
     """The split-K workspace of one prepared kernel: fp32 partials (one slice per work unit) and
     one int32 arrival counter per output tile, zeroed (the kernel leaves each counter at zero).
     Tiny placeholders without split-K."""
