@@ -379,12 +379,12 @@ def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
 
 
 def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
-    # the chosen 64x16 tile at 128x576x7168 stashes its B scales per tile: its producer issues
+    # a 64x16 tile (DeepGEMM's at 128x576x7168) stashes its B scales per tile: its producer issues
     # A, A-scale and B copies (DeepGEMM's three) where the B-scale TMA adds a fourth; the K-loop
     # reads the B scale from the stash (one more LDS address, no stage slot)
     def tma_loads(**knobs):
         cubin = fp8_blockwise.compile_cubin("optimized", tmp_path / str(len(knobs)), mnkl=(128, 576, 7168, 1),
-                                            **knobs)
+                                            tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, **knobs)
         (fa,) = analyze_cubin(cubin)
         assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x16x32.F32.E4M3.E4M3"}
         return sum(ins.opcode.startswith("UTMALDG") for ins in fa.instructions)
