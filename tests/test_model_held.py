@@ -175,17 +175,21 @@ def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
     reps = {k: list(v) for k, v in doc["wall_us_forward"].items()}
     calls = []
 
-    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S):
+    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S, stamps=None):
         calls.append((repeats, first, settle_s))
         return ({k: [1.0] * repeats for k in keys},
                 {k: [{"mhz_mean": 1740.0, "watts_mean": 720.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
                 "graph")
 
     monkeypatch.setattr(validate, "sustained_walls", fake)
-    extra = validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5)
-    assert extra == validate.RETIME_MAX == 3 and calls == [(3, 5, validate.RETIME_SETTLE_S)]
-    assert validate.RETIME_SETTLE_S > validate.SETTLE_S
+    extra = validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5, max_extra=3)
+    assert extra == 3 and calls == [(3, 5, validate.SETTLE_S)]
     assert all(len(v) == 8 for v in reps.values()) and all(len(v) == 8 for v in reads.values())
+    # the protocol's own cap: every block now settles 0.6 s, so one extra repeat at most
+    reps = {k: list(v) for k, v in doc["wall_us_forward"].items()}
+    reads = {k: list(v) for k, v in doc["sustained_blocks"]["forward"].items()}
+    assert validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5) == validate.RETIME_MAX == 1
+    assert validate.SETTLE_S == 0.6
     calm = {k: v[:1] for k, v in doc["sustained_blocks"]["forward"].items()}   # repeat 0: nothing held
     assert validate.retime_held({}, list(calm), {k: [0.0] for k in calm}, calm, doc["device_limits"], 1) == 0
 
@@ -200,7 +204,7 @@ def test_the_reverse_set_is_retimed_for_a_build_held_in_most_of_its_blocks(monke
     doc, _ = _doc("validation_pingpong_round3_8192")
     fwd = doc["sustained_blocks"]["forward"]
 
-    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S):
+    def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S, stamps=None):
         return ({k: [1.0] * repeats for k in keys},
                 {k: [{"mhz_mean": 1900.0, "watts_mean": 700.0, "reasons": 4, "readings": 20}] * repeats
                  for k in keys}, "graph")
@@ -210,7 +214,7 @@ def test_the_reverse_set_is_retimed_for_a_build_held_in_most_of_its_blocks(monke
     def extra(earlier):
         back = {k: list(v) for k, v in doc["sustained_blocks"]["reverse"].items()}
         reps = {k: list(v) for k, v in doc["wall_us_reverse"].items()}
-        return validate.retime_held({}, list(reps), reps, back, doc["device_limits"], 5, earlier=earlier)
+        return validate.retime_held({}, list(reps), reps, back, doc["device_limits"], 5, earlier=earlier, max_extra=3)
 
     assert extra({"forward": fwd}) == 3
     assert extra(None) == 1   # only both +120k r3: the build whose blocks were mostly held hides
