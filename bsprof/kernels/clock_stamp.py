@@ -102,3 +102,16 @@ class ClockStamps:
         buf = self._torch.zeros(self.blocks * STAMP_WORDS, dtype=self._torch.int64, device="cuda")
         self._fn(self._from_dlpack(buf, assumed_align=16), cutlass.Int64(int(spin_cycles)), self._stream())
         return buf
+
+    def check(self) -> float:
+        """Two stamps 20 ms apart must give a clock between 100 MHz and 5 GHz; raises otherwise."""
+        from bsprof.analyzers.validation import counter_mhz
+
+        a = self.stamp()
+        self._torch.cuda._sleep(20_000_000)
+        b = self.stamp()
+        self._torch.cuda.synchronize()
+        mhz, _ = counter_mhz(a.cpu().numpy(), b.cpu().numpy())
+        if not mhz or not 100.0 < mhz < 5000.0:
+            raise RuntimeError(f"clock stamps read {mhz} MHz")
+        return mhz

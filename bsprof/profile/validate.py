@@ -367,7 +367,10 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
         torch.cuda._sleep(per_launch)   # ~10 ms of spinning on the SM cycle counter per launch
     done.record()
     # queued behind the floor spin, so the clock is still at the top when they start
-    bufs = [stamps.stamp(int(TOP_SPIN_S * lim["max_mhz"] * 1e6)) for _ in range(TOP_SPINS)] if stamps else []
+    try:
+        bufs = [stamps.stamp(int(TOP_SPIN_S * lim["max_mhz"] * 1e6)) for _ in range(TOP_SPINS)] if stamps else []
+    except Exception:   # noqa: BLE001 - no counter top: the run keeps NVML's clocks (clock_source)
+        bufs = []
     _t.sleep(spin_s / 3)                            # let the clock and the power settle
     mhz, watts = [], []
     while not done.query():
@@ -428,7 +431,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
             from bsprof.kernels.clock_stamp import ClockStamps
 
             stamps = ClockStamps()
+            stamps.check()
         except Exception as exc:   # noqa: BLE001 - no stamp kernel: NVML's clock readings only
+            stamps = None
             _log(console, f"[yellow]SM clock stamps unavailable ({exc}); sustained clocks from NVML[/]")
     try:
         limits = device_limits(stamps=stamps) if _has_gpu() else None
