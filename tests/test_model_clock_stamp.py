@@ -110,3 +110,136 @@ def test_the_build_order_is_a_seeded_shuffle_with_no_fixed_predecessor():
     assert orders == [block_order(keys, r) for r in range(5)]       # replayable from the seed
     before = [o[o.index("plain") - 1] if o.index("plain") else None for o in orders]
     assert max(before.count(x) for x in before) <= 2    # no predecessor in most repeats
+
+
+class _FakeClock:
+    """A stand-in GPU for the host loop: every launch advances a global timer; the SMs' counters run
+    at ``mhz`` (the build's clock) while it runs."""
+
+    def __init__(self):
+        self.ns, self.cycles = 1_000_000, {sm: 10_000 * (sm + 1) for sm in range(4)}
+
+    def run(self, seconds: float, mhz: float) -> None:
+        self.ns += int(seconds * 1e9)
+        for sm in self.cycles:
+            self.cycles[sm] += int(seconds * 1e9 * mhz / 1000.0)
+
+
+def test_sustained_walls_reads_each_blocks_counter_clock_in_the_shuffled_order(monkeypatch):
+    """The host loop on a fake device: each block gets the counter clock of the build that ran in it
+    (stamps around the timed launches only, not the settle), its NVML reading and temperature, its
+    repeat and predecessor; the order is ``block_order``'s."""
+    import torch
+
+    from bsprof.profile import sensors as S
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile import validate
+
+    dev, clocks, now = _FakeClock(), {"plain": 1650.0, "fast": 1940.0, "mid": 1800.0}, {"build": None}
+    state = {"timing": False, "timed": 0.0}
+
+    def graph(key):
+        def replay():
+            dev.run(0.02, clocks[key])
+            if state["timing"]:
+                state["timed"] += 0.02
+        return replay
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t, self.polls = None, 0
+
+        def record(self):
+            if self.t is None and not state["timing"]:    # the start event
+                state["timing"], state["timed"] = True, 0.0
+            else:
+                state["timing"] = False
+            self.t = state["timed"]
+
+        def query(self):           # not done at the first poll: the host reads the sensors once
+            self.polls += 1
+            return self.polls > 1
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1000.0
+
+    class Stamps:
+        def stamp(self, spin_cycles=0):
+            rows = [[dev.cycles[sm], dev.ns, dev.cycles[sm] + 5, dev.ns + 3, sm, sm] for sm in dev.cycles]
+            return torch.tensor(rows, dtype=torch.int64).reshape(-1)
+
+    class Sensors:
+        def read(self):
+            return 1700.0, 690.0, 4
+
+        def temperature(self):
+            return 61.0
+
+    monkeypatch.setattr(tc, "graph_launcher", lambda prep, n: graph(prep))
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(S, "torch_device_sensors", lambda: Sensors())
+    keys = list(clocks)
+    reps, reads, how = validate.sustained_walls({k: k for k in keys}, keys, 5, stamps=Stamps())
+    assert how == "graph" and all(len(v) == 5 for v in reps.values())
+    for k in keys:
+        assert [b["counter_mhz"] for b in reads[k]] == pytest.approx([clocks[k]] * 5, rel=1e-3)
+        assert all(b["counter_ns"] == pytest.approx(0.1e9, rel=0.01) for b in reads[k])   # the timed part only
+        assert all(b["temp_c"] == 61.0 and b["mhz_mean"] == 1700.0 for b in reads[k])
+    order = [k for r in range(5) for k in validate.block_order(keys, r)]
+    prev = [None] + order[:-1]
+    assert sorted((str(b["after"]), k) for k in keys for b in reads[k]) == sorted(zip(map(str, prev), order))
+    assert V.clock_source({"top_counter_mhz": 1950.0}, reads) == "counter"
+    assert V.pooled_clocks(reads, clock="counter")["plain"]["mhz"] == pytest.approx(1650.0, rel=1e-3)
+
+
+def test_device_limits_takes_the_top_clock_from_stamp_spins_on_every_sm(monkeypatch):
+    import torch
+
+    from bsprof.profile import sensors as S
+    from bsprof.profile import validate
+
+    spins = []
+
+    class Stamps:
+        def stamp(self, spin_cycles=0):
+            spins.append(spin_cycles)
+            mhz = (1944.0, 1946.0, 1941.0)[len(spins) - 1]
+            ns = int(spin_cycles / mhz * 1000)
+            return torch.tensor([[100, 10, 100 + spin_cycles, 10 + ns, sm, sm] for sm in range(3)]).reshape(-1)
+
+    class Sensors:
+        def limits(self):
+            return {"max_mhz": 1980.0, "power_limit_w": 700.0}
+
+        def read(self):
+            return 1980.0, 146.0, 0
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.polls = 0
+
+        def record(self):
+            pass
+
+        def query(self):
+            self.polls += 1
+            return self.polls > 1
+
+        def elapsed_time(self, other):
+            return 500.0
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda n: None)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(S, "torch_device_sensors", lambda: Sensors())
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    lim = validate.device_limits(spin_s=0.03, stamps=Stamps())
+    assert spins == [int(validate.TOP_SPIN_S * 1980.0 * 1e6)] * validate.TOP_SPINS
+    assert lim["top_counter_mhz"] == pytest.approx(1944.0, rel=1e-4) and lim["max_mhz"] == 1980.0
+    assert lim["top_counter_spins"] == pytest.approx([1944.0, 1946.0, 1941.0], rel=1e-4)
+    assert validate.device_limits(spin_s=0.03)["top_counter_mhz"] is None      # no stamps: NVML's top only
