@@ -81,6 +81,57 @@ def test_the_chosen_configuration_matches_float64(mnkl):
     assert p.check() < 1e-2
 
 
+# split-K classes: one-warpgroup and two-warpgroup tiles, a 256-row two-wave tile, a width that
+# straddles scale blocks (two B scales), a B-multicast cluster, and the baseline's layout-dynamic
+# build with the direct epilogue and global B scales. K/128 = 5, 9 and 6 on RAGGED: unit ranges
+# of uneven length (5 and 9 K blocks do not divide by 2, 3 or 4)
+SPLITS = [("optimized", (64, 32), (1, 1), 3), ("optimized", (128, 64), (1, 1), 2), ("optimized", (256, 128), (1, 2), 2),
+          ("optimized", (128, 48), (1, 1), 4), ("optimized", (64, 64), (2, 1), 2), ("baseline", (128, 128), (1, 1), 3)]
+
+
+@pytest.mark.parametrize("variant, tile, cluster, split", SPLITS,
+                         ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize("mnkl", RAGGED, ids=lambda s: "x".join(map(str, s)))
+def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split, mnkl):
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare(variant, mnkl, seed=8, mma_tiler=tile, cluster=cluster, split_k=split)
+    assert p.config["split_k"] == split and not p.config.get("sfb_tma")
+    assert p.check() < 1e-2
+    # the last unit of every tile left its counter at zero for the next launch
+    assert int(p._split_ws[1].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else f"s{x}")
+def test_split_k_is_bitwise_deterministic_across_launches(tile, split):
+    # the partials are summed in split order whichever unit arrives last, so every launch (and a
+    # launch into a workspace the previous one left behind) gives the same bits
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", (384, 1000, 2432, 1), seed=9, mma_tiler=tile, cluster=(1, 1), split_k=split)
+    assert p.check() < 1e-2
+    first = p.ops.d.clone()
+    for _ in range(3):
+        p.check()
+        assert torch.equal(p.ops.d.view(torch.int16), first.view(torch.int16))
+    # the split changes the order of the fp32 sums, not the numerics: within bf16 rounding of unsplit
+    q = prepare("optimized", (384, 1000, 2432, 1), seed=9, mma_tiler=tile, cluster=(1, 1), split_k=1)
+    assert q.check() < 1e-2
+    assert (q.ops.d.float() - first.float()).abs().max() <= 2e-2 * first.float().abs().max()
+
+
+def test_the_chosen_split_matches_float64():
+    # a shape whose tiles alone leave SMs idle: the per-problem choice splits K
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", (128, 576, 7168, 1), seed=6)
+    assert p.config["split_k"] > 1 and "split" in p.choice
+    assert p.check() < 1e-2
+
+
 @pytest.mark.parametrize("variant, mnkl", [("optimized", (1, 2112, 7168, 1)), ("optimized", (2, 576, 7168, 1)),
                                            ("optimized", (3, 7168, 2048, 1)), ("optimized", (1, 4096, 7168, 2)),
                                            ("baseline", (1, 2112, 7168, 1))],

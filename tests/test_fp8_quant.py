@@ -331,6 +331,12 @@ def test_rescaled_variant_and_its_k_limit():
     (dict(promote="overlap"), "promote='overlap': use 'serial' or 'rescale'"),
     (dict(epilogue="tma_tile"), "epilogue='tma_tile'"),
     (dict(cluster_m=4), "cluster 4x1"),
+    (dict(split_k=0), "split_k=0: use 1 .no split. .. 8"),
+    (dict(split_k=9), "split_k=9"),
+    (dict(split_k=2, schedule="pingpong"), "split_k=2 with schedule='pingpong'.* takes the coop schedule"),
+    (dict(split_k=2, promote="rescale"), "split_k=2 .*promote='rescale'.*use split_k=1"),
+    (dict(split_k=2, epilogue="tma", epi_split=True), "epi_split does not combine with split_k=2"),
+    (dict(split_k=3, sfa_tma=True, sfb_tma=True), "sfb_tma does not combine with split_k=3"),
 ])
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
@@ -382,9 +388,10 @@ MEASURED_ROUND3 = {
     (128, 576, 7168, 1): {(64, 16, 1, 1): 94, (64, 32, 1, 1): 93, (128, 16, 1, 1): 93, (64, 32, 2, 1): 90,
                           (64, 64, 1, 1): 84, (128, 32, 1, 1): 84, (64, 64, 2, 1): 79, (128, 48, 1, 1): 76,
                           (128, 64, 1, 1): 70, (64, 112, 1, 1): 63, (64, 128, 1, 1): 62},
-    (128, 4096, 7168, 1): {(128, 32, 1, 1): 546, (64, 64, 2, 1): 544, (128, 64, 1, 1): 473, (64, 64, 1, 1): 472,
-                           (128, 48, 1, 1): 453, (64, 112, 1, 1): 426, (64, 128, 1, 1): 415, (64, 32, 1, 1): 390,
-                           (64, 32, 2, 1): 385, (128, 16, 1, 1): 372, (64, 16, 1, 1): 245},
+    # the 64-row 1x1 tiles here were timed launched as 1x1x1 clusters, which doubled what their
+    # CTA pairs read from L2 (MEASURED_ROUND4 times 64x64 1x1 as launched now)
+    (128, 4096, 7168, 1): {(128, 32, 1, 1): 546, (64, 64, 2, 1): 544, (128, 64, 1, 1): 473,
+                           (128, 48, 1, 1): 453, (64, 32, 2, 1): 385, (128, 16, 1, 1): 372},
     (128, 7168, 2048, 1): {(128, 64, 1, 1): 457, (64, 64, 2, 1): 388, (64, 112, 1, 1): 385, (64, 128, 1, 1): 381,
                            (128, 32, 1, 1): 372, (64, 64, 1, 1): 350, (128, 48, 1, 1): 332, (64, 32, 1, 1): 284,
                            (64, 32, 2, 1): 281, (128, 16, 1, 1): 277, (64, 16, 1, 1): 201},
@@ -394,13 +401,35 @@ MEASURED_ROUND3 = {
 }
 
 
-@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_ROUND2, MEASURED_ROUND3)
+# 1x1 configurations launched as a plain grid (H100, one process, held queue, median of 5 rounds;
+# docs/perf.md, per-K-block efficiency): TFLOP/s
+MEASURED_ROUND4 = {
+    (128, 4096, 7168, 1): {(64, 64, 1, 1): 581, (128, 32, 1, 1): 545, (64, 64, 2, 1): 544},
+}
+
+
+# split-K candidates (tile_m, tile_n, cluster_m, cluster_n, split_k) -> TFLOP/s, H100, one process,
+# held queue, median round of 5 (docs/perf.md, split-K); split 1 is the unsplit choice of the time
+MEASURED_SPLIT = {
+    (128, 576, 7168, 1): {(64, 32, 1, 1, 3): 121, (64, 48, 1, 1, 4): 120, (64, 64, 1, 1, 6): 116,
+                          (128, 32, 1, 1, 6): 115, (64, 32, 1, 1, 2): 111, (64, 16, 1, 1, 1): 94},
+    (128, 2112, 7168, 1): {(64, 64, 2, 1, 2): 338, (64, 96, 2, 1, 3): 337, (64, 32, 1, 1, 1): 331,
+                           (64, 64, 1, 1, 2): 310, (128, 64, 1, 1, 4): 308, (128, 80, 1, 1, 4): 292,
+                           (128, 96, 1, 1, 6): 278},
+    (128, 4096, 7168, 1): {(128, 32, 1, 1, 1): 548, (128, 128, 1, 1, 4): 539, (128, 80, 1, 1, 2): 532,
+                           (128, 64, 1, 1, 2): 514, (64, 128, 2, 1, 2): 499, (128, 96, 1, 1, 3): 458,
+                           (64, 128, 1, 1, 2): 457},
+}
+
+
+@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_ROUND2, MEASURED_ROUND3, MEASURED_ROUND4,
+                                                             MEASURED_SPLIT)
                                         for k, v in t.items()],
                          ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "")
 def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
     from bsprof.kernels.fp8_blockwise.select import cost
 
-    ranked = sorted(got, key=lambda t: cost(mnkl, *t).cycles)
+    ranked = sorted(got, key=lambda t: cost(mnkl, *t[:4], split_k=t[4] if len(t) > 4 else 1).cycles)
     # the model's favourite among the timed candidates ran within 2% of the fastest of them
     assert got[ranked[0]] >= 0.98 * max(got.values()), ranked
     # and the model never puts the slowest first
@@ -420,12 +449,15 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
         pick, _ = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_n) == (256, 128, 2)
     # small M: tiles narrow enough that most SMs get one, no cluster at narrow widths; 64-row tiles of
-    # one warpgroup where the K block is latency-bound (DeepGEMM's picks at 2112 and 576 columns)
+    # one warpgroup where the K block is latency-bound, split along K where the tiles alone leave
+    # SMs idle (the fastest of the split candidates timed there)
     pick, _ = choose((128, 7168, 2048, 1))
     assert pick.tile_m == 128 and pick.ctas >= 100 and pick.rounds == 1 and pick.cluster_n == 1
-    for mnkl, tile in (((128, 2112, 7168, 1), (64, 32)), ((128, 576, 7168, 1), (64, 16))):
+    for mnkl, tile in (((128, 2112, 7168, 1), (64, 64, 2, 1, 2)), ((128, 576, 7168, 1), (64, 32, 1, 1, 3))):
         pick, _ = choose(mnkl)
-        assert (pick.tile_m, pick.tile_n, pick.cluster_m * pick.cluster_n) == (*tile, 1)
+        assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n, pick.split_k) == tile
+    # where B streams at the memory's pace (29 MB at 128x4096x7168) no split pays: unsplit stays
+    assert choose((128, 4096, 7168, 1))[0].split_k == 1
     # every candidate is a configuration the kernel takes
     for c in candidates((2000, 3000, 4096, 1)):
         assert cfg.can_implement(dict(c.kwargs())) is None
@@ -441,6 +473,24 @@ def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():
     # a fixed tile turns the choice off
     kw = _kernel_kwargs("optimized", {"mma_tiler": (256, 128)}, False, 0, 0)
     assert _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) is None and kw["tile_n"] == 128
+
+
+def test_one_warpgroup_tiles_stash_their_b_scales_unless_asked_otherwise():
+    # a 64-row tile's producer copies three boxes a stage (A, A scales, B) and the consumers read
+    # the B scales from the per-tile stash; 128- and 256-row tiles keep the B scales' TMA
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+
+    for mnkl, tile_m, by_tma in (((128, 576, 7168, 1), 64, False), ((4096, 4096, 4096, 1), 256, True)):
+        kw = _kernel_kwargs("optimized", {}, False, 0, 0)
+        _check_knobs_fit(kw, mnkl, static=True)
+        assert kw["tile_m"] == tile_m and kw["sfb_tma"] is by_tma and kw["sfb_smem"]
+    # asked for, the B-scale TMA stays; past the stash's K blocks the stage's TMA keeps them
+    kw = _kernel_kwargs("optimized", {"sfb_tma": 1}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"sfb_tma": 1})
+    assert kw["tile_m"] == 64 and kw["sfb_tma"]
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "cluster": (1, 1)}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 2112, 32768, 1), static=True)
+    assert kw["sfb_tma"] and not kw["sfb_smem"]
 
 
 def test_a_shape_the_kernel_cannot_take_names_the_nearest_one():
@@ -468,3 +518,40 @@ def test_size1_strides_are_made_compact_and_others_kept():
     assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)
     d = torch.empty(3, 5, 7).permute(1, 2, 0)        # no size-1 mode: the very same view back
     assert _size1_strides(d, (1, 0, 2)) is d
+
+
+def test_split_k_is_refused_past_the_k_blocks_and_its_defaults_give_way():
+    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "split_k": 8}, False, 0, 0)
+    with pytest.raises(BsprofError, match="split_k=8 splits K=768 into more units than its 6 K blocks.*split_k <= 6"):
+        _check_knobs_fit(kw, (128, 576, 768, 1), static=True)
+    # the variant's B-scale TMA and epilogue split give way to an explicit split (the stash serves)
+    kw = _kernel_kwargs("optimized", {"mma_tiler": (128, 64), "split_k": 2}, False, 0, 0)
+    _check_knobs_fit(kw, (128, 4096, 2048, 1), static=True)
+    assert kw["split_k"] == 2 and not kw["sfb_tma"] and not kw["epi_split"] and kw["sfb_smem"]
+    # an explicit split_k keeps the per-problem choice to that split
+    kw = _kernel_kwargs("optimized", {"split_k": 1}, False, 0, 0)
+    why = _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"split_k": 1})
+    assert kw["split_k"] == 1 and "split" not in why
+
+
+def test_split_k_is_chosen_only_where_tiles_leave_sms_idle():
+    from bsprof.kernels.fp8_blockwise.select import candidates, choose, cost
+
+    # M = 128, N = 576: 64x16 tiles fill 72 of 132 SMs, each running all 56 K blocks: split
+    pick, why = choose((128, 576, 7168, 1))
+    assert pick.split_k > 1 and pick.rounds == 1 and pick.ctas > 72
+    assert f"split {pick.split_k} ways along K" in why and "faster than the best unsplit" in why
+    assert cfg.can_implement(pick.kwargs()) is None
+    # problems whose tiles fill the GPU get no split candidate at all
+    for mnkl in ((4096, 4096, 4096, 1), (4096, 2112, 7168, 1), (8192, 8192, 1024, 1)):
+        assert all(c.split_k == 1 for c in candidates(mnkl)) and choose(mnkl)[0].split_k == 1
+    assert all(c.split_k == 1 for c in candidates((128, 576, 7168, 1), promote="rescale"))
+    # a unit runs ceil(K blocks / split) of them and pays the reduction; the launch never beats
+    # streaming A and B from DRAM once
+    one, three = cost((128, 576, 7168, 1), 64, 32, 1, 1), cost((128, 576, 7168, 1), 64, 32, 1, 1, split_k=3)
+    assert three.tiles == 3 * one.tiles and three.cycles < one.cycles / 1.5
+    wide = cost((128, 4096, 7168, 1), 128, 128, 1, 1, split_k=8)
+    from bsprof.kernels.fp8_blockwise.select import DRAM_BYTES_PER_CYCLE
+    assert wide.cycles >= (128 + 4096) * 7168 / DRAM_BYTES_PER_CYCLE

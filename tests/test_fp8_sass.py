@@ -341,6 +341,29 @@ def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     assert fa.features["tma_store_epilogue"].present
 
 
+def test_split_k_class_counts_units_in_with_an_atomic_behind_a_gpu_fence(tmp_path, built):
+    # split-K (a 64x32 tile split 3 ways at 128x576x7168): the consumers write the unit's fp32
+    # partial and meet at a barrier; one thread counts the unit in with an acq_rel atomic at gpu
+    # scope: ATOMG.ADD behind a MEMBAR.ALL.GPU (the release) and followed by CCTL.IVALL (the
+    # acquire: L1 invalidated before the last unit reads the others' partials). The unsplit
+    # build has none of it, and the split adds no spills
+    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(128, 576, 7168, 1), mma_tiler=(64, 32),
+                                        cluster=(1, 1), split_k=3)
+    (sk,) = analyze_cubin(cubin)
+    _, opt = built("optimized")
+    atoms = [ins.text for ins in sk.instructions if ins.opcode.startswith("ATOMG")]
+    assert len(atoms) == 1 and ".ADD" in atoms[0] and ".GPU" in atoms[0]
+    at = next(i for i, ins in enumerate(sk.instructions) if ins.opcode.startswith("ATOMG"))
+    assert any(ins.opcode == "MEMBAR.ALL.GPU" for ins in sk.instructions[at - 4:at])
+    assert sk.instructions[at + 1].opcode.startswith("CCTL.IVALL")
+    assert not any(ins.opcode.startswith(("ATOMG", "MEMBAR.ALL.GPU")) for ins in opt.instructions)
+    # a 64x32 fragment is 16 floats per thread: 16 partial stores, and 3 x 16 loads in the sum
+    assert sk.count("STG") - 1 >= 16 and sk.count("LDG") >= 3 * 16 and sk.count("FADD") >= 2 * 16
+    assert all(ins.opcode.startswith("QGMMA.64x32x32.F32.E4M3.E4M3") for ins in sk.instructions
+               if ins.opcode.startswith("QGMMA"))
+    assert not sk.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+
+
 def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
     # M % 4 != 0 once dropped both scale TMAs (the scale rows were M floats apart, not 16-byte
     # aligned) and read the scales with global loads; with each row padded (quant.aligned_scales)
@@ -353,3 +376,18 @@ def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
     (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl))
     assert fa.count("LDG") == 0
     assert sum(ins.opcode.startswith("LDS") for ins in (fa.instructions[i] for i in _inner_kloop(fa).own_instructions)) >= 3
+
+
+def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
+    # a 64x16 tile (DeepGEMM's at 128x576x7168) stashes its B scales per tile: its producer issues
+    # A, A-scale and B copies (DeepGEMM's three) where the B-scale TMA adds a fourth; the K-loop
+    # reads the B scale from the stash (one more LDS address, no stage slot)
+    def tma_loads(**knobs):
+        cubin = fp8_blockwise.compile_cubin("optimized", tmp_path / str(len(knobs)), mnkl=(128, 576, 7168, 1),
+                                            tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, **knobs)
+        (fa,) = analyze_cubin(cubin)
+        assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x16x32.F32.E4M3.E4M3"}
+        return sum(ins.opcode.startswith("UTMALDG") for ins in fa.instructions)
+
+    stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
+    assert stash * 4 == by_tma * 3, (stash, by_tma)

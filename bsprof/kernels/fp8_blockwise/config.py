@@ -52,9 +52,12 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
+# split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
+# fp32 partials the last to finish sums in split order (kernel.py); the launcher keeps the workspace
+MAX_SPLIT_K = 8
 
 BLOCK_K = 128            # the scale block along K and N
 # one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
@@ -104,6 +107,12 @@ def can_implement(kw: dict) -> str | None:
         return f"epilogue={epilogue!r}: use 'direct' or 'tma'"
     if (cm, cn) not in CLUSTERS:
         return f"cluster {cm}x{cn}: use 1x1, 2x1, 1x2 or 2x2"
+    split = kw.get("split_k", 1)
+    if not isinstance(split, int) or not 1 <= split <= MAX_SPLIT_K:
+        return f"split_k={split!r}: use 1 (no split) .. {MAX_SPLIT_K} work units per output tile"
+    if split > 1 and (schedule != "coop" or promote != "serial"):
+        return (f"split_k={split} with schedule={schedule!r}, promote={promote!r}: split-K takes the coop "
+                "schedule with the serial promotion (the optimized variant); use split_k=1 there")
     if int(kw.get("swizzle", 1)) < 0:
         return f"swizzle={kw.get('swizzle')}: use 0 (from the problem size) or a group of >= 1 N tiles"
     if tn % 16 or not 16 <= tn <= 256 or not tile_n_fits_scales(tn):
@@ -139,6 +148,8 @@ def sfb_tma_conflict(kw: dict) -> str | None:
         return "sfa_tma=0 (the B scale is read beside the A scales the stage brings)"
     if two_scale_blocks(kw.get("tile_n", 128)):
         return f"tile_n={kw.get('tile_n')} (a tile whose width does not divide 128 needs two B-scale blocks)"
+    if kw.get("split_k", 1) > 1:
+        return f"split_k={kw['split_k']} (a work unit's K range need not start on a 4-block scale box)"
     return None
 
 
@@ -147,6 +158,8 @@ def epi_split_conflict(kw: dict) -> str | None:
         return "a schedule other than coop or an epilogue other than 'tma'"
     if kw.get("tile_m", 128) == 64:
         return "tile_m=64 (its one consumer warpgroup stores the whole tile already)"
+    if kw.get("split_k", 1) > 1:
+        return f"split_k={kw['split_k']} (the unit that sums the partials stores the tile with both warpgroups)"
     return None
 
 
@@ -198,6 +211,26 @@ def give_way(kw: dict, config: dict | None = None) -> None:
     for knob, conflict in KNOB_CONFLICTS:
         if knob not in (config or {}) and kw.get(knob) and conflict(kw):
             kw[knob] = False
+
+
+def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n: int = 1,
+                swizzle: int = 1) -> tuple:
+    """(tiles along M, along N, all) of the persistent scheduler's grid: rounded up to whole clusters,
+    and along N to a multiple of the swizzle group. Plain arithmetic, so it takes the kernel's
+    run-time extents as well as Python ints."""
+    tiles_m = (m + tile_m - 1) // tile_m
+    tiles_m = (tiles_m + cluster_m - 1) // cluster_m * cluster_m
+    cols = ((n + tile_n - 1) // tile_n + cluster_n - 1) // cluster_n
+    sw = max(int(swizzle), 1)       # swizzle is a Python int even in the kernel (0: not resolved yet)
+    tiles_n = (cols + sw - 1) // sw * sw * cluster_n
+    return tiles_m, tiles_n, tiles_m * tiles_n * l
+
+
+def split_range(s, kb, split: int) -> tuple:
+    """(first K block, K blocks) of work unit ``s`` of ``split`` over ``kb`` K blocks: the same
+    formula in the kernel's producer, its consumers and the cost model (uneven ranges differ by one)."""
+    k0 = s * kb // split
+    return k0, (s + 1) * kb // split - k0
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:

@@ -48,6 +48,13 @@ Switches:
                   one, before the promotion, and skip the blocking wait when it had landed
 ``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
                   named barrier): no CTA-wide barrier at a tile end
+``launch_cluster`` launch a 1x1 configuration with the cluster attribute (1x1x1 clusters); off, it
+                  launches as a plain grid (clusters of 2 or 4 always carry the attribute)
+``split_k``       work units per output tile, each over its own range of K blocks (serial split-K
+                  for problems whose tiles alone leave SMs idle): a unit stores its fp32 partial
+                  in a global workspace and counts itself in on the tile's counter; the last to
+                  arrive sums every partial in split order (the same bits whichever unit that is),
+                  stores the tile and resets the counter for the next launch
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -68,7 +75,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import can_implement, two_scale_blocks
+from bsprof.kernels.fp8_blockwise.config import can_implement, sched_tiles, split_range, two_scale_blocks
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -106,6 +113,8 @@ class Fp8BlockwiseGemm:
         peek: bool = False,
         sfb_tma: bool = False,
         epi_split: bool = False,
+        launch_cluster: bool = False,
+        split_k: int = 1,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -113,7 +122,7 @@ class Fp8BlockwiseGemm:
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -164,6 +173,11 @@ class Fp8BlockwiseGemm:
         # the B scale of each stage rides its TMA too (a 16-byte box of 4 K blocks' scales): no
         # per-tile stash, so the tile start has no named barrier and no global load
         self.sfb_tma = bool(sfb_tma)
+        # A 1x1 configuration launches as a plain grid, as DeepGEMM launches it: launched as 1x1x1
+        # clusters, the two CTAs of a B tile were served from L2 twice instead of once (ncu, 64x64
+        # tiles at 128x4096x7168: 87 MB read from L2 against 48 MB, 16.7 us against 12.9)
+        self.launch_cluster = bool(launch_cluster) or cluster_m * cluster_n > 1
+        self.split_k = int(split_k)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -247,6 +261,8 @@ class Fp8BlockwiseGemm:
         sfb: cute.Tensor,    # (ceil(N/128), K/128, L) f32
         c: cute.Tensor,      # (M, N, L) bf16, N-major
         tbuf: cute.Tensor,   # timing event buffer (int64); unused in plain builds
+        ws: cute.Tensor,     # split-K fp32 partials (flat); unused when split_k == 1
+        cnt: cute.Tensor,    # split-K arrivals per output tile (int32, zero between launches)
         tile_slots: cutlass.Int32,
         max_active_clusters: cutlass.Constexpr,
         stream,
@@ -285,6 +301,9 @@ class Fp8BlockwiseGemm:
 
         gc = cute.zipped_divide(c, tiler=(self.tile_m, self.tile_n))
         num_ctas_mnl = gc[(0, (None, None, None))].shape
+        if cutlass.const_expr(self.split_k > 1):
+            # a tile's work units are the outermost mode: unit (m, n, l * split_k + s)
+            num_ctas_mnl = (num_ctas_mnl[0], num_ctas_mnl[1], num_ctas_mnl[2] * self.split_k)
         # swizzle > 1: consecutive CTAs walk `swizzle` N tiles before the next M tile, so one
         # wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
         tile_sched_params = utils.PersistentTileSchedulerParams(
@@ -311,19 +330,21 @@ class Fp8BlockwiseGemm:
             sSFB: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfb_words], 16]
             sSFA: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfa_words], 128]
             sSFBT: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfbt_words], 128]
+            # split-K: whether this unit arrived last, from the thread that counted it in
+            split_last: cute.struct.MemRange[cutlass.Int32, 1]
 
         self.shared_storage = SharedStorage
 
         self.kernel(
             tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
-            tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, tile_slots,
+            tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
             self.tiled_mma, self.cta_layout_mnk,
             self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged,
             tile_sched_params,
         ).launch(
             grid=grid,
             block=[self.threads_per_cta, 1, 1],
-            cluster=(*self.cluster_shape_mn, 1),
+            cluster=(*self.cluster_shape_mn, 1) if self.launch_cluster else None,
             min_blocks_per_mp=1,
             stream=stream,
         )
@@ -348,6 +369,7 @@ class Fp8BlockwiseGemm:
         mSFB: cute.Tensor,
         mC_mnl: cute.Tensor,
         tbuf: cute.Tensor,
+        split_ws: tuple,
         tile_slots: cutlass.Int32,
         tiled_mma: cute.TiledMma,
         cta_layout_mnk: cute.Layout,
@@ -470,25 +492,32 @@ class Fp8BlockwiseGemm:
             while work_tile.is_valid_tile:
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
                 tile_coord_mnl = work_tile.tile_idx
+                k_cnt = k_tile_cnt
+                kb0 = 0
+                if cutlass.const_expr(self.split_k > 1):
+                    tile_coord_mnl, kb0, k_cnt, _ = self._split_unit(tile_coord_mnl, k_tile_cnt)
                 tBgB_nkl = tBgB[(None, tile_coord_mnl[1], None, tile_coord_mnl[2])]
                 prod_state.reset_count()
                 with Scope("load"):
-                    for k_tile in range(k_tile_cnt):
+                    for k_tile in range(k_cnt):
                         mainloop_pipeline.producer_acquire(prod_state)
                         bar = mainloop_pipeline.producer_get_barrier(prod_state)
+                        kidx = prod_state.count
+                        if cutlass.const_expr(self.split_k > 1):
+                            kidx = kb0 + prod_state.count
                         # A smem buffer (stage, wave) = stage * waves + wave; wave w of the tile is
                         # the 128-row A tile (tile_m_idx * waves + w)
                         for w in cutlass.range_constexpr(self.waves):
                             a_tile = cutlass.min(tile_coord_mnl[0] * self.waves + w, a_mtiles - 1)
                             cute.copy(tma_atom_a,
-                                      tAgA[(None, a_tile, prod_state.count, tile_coord_mnl[2])],
+                                      tAgA[(None, a_tile, kidx, tile_coord_mnl[2])],
                                       tAsA[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar,
                                       mcast_mask=a_mcast_mask)
                             if cutlass.const_expr(self.sfa_tma):
                                 cute.copy(tma_atom_sfa,
-                                          tFgF[(None, a_tile, prod_state.count, tile_coord_mnl[2])],
+                                          tFgF[(None, a_tile, kidx, tile_coord_mnl[2])],
                                           tFsF[(None, prod_state.index * self.waves + w)], tma_bar_ptr=bar)
-                        cute.copy(tma_atom_b, tBgB_nkl[(None, prod_state.count)],
+                        cute.copy(tma_atom_b, tBgB_nkl[(None, kidx)],
                                   tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
                         if cutlass.const_expr(self.sfb_tma):
                             # a tile's N block is one B-scale block (tile_n <= 128, aligned)
@@ -510,7 +539,7 @@ class Fp8BlockwiseGemm:
             self.consumer(
                 tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
                 (sSFA, sSFBT), mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
-                tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
+                tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws,
             )
         scope.close()
 
@@ -518,7 +547,7 @@ class Fp8BlockwiseGemm:
     def consumer(
         self, tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
         sSF, mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
-        tidx, warp_idx, warp_group_idx, cta_linear, tbuf,
+        tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws,
     ):
         sSFA, sSFBT = sSF
         # the thread's index among the threads that share a tile (both warpgroups, or its own)
@@ -626,6 +655,7 @@ class Fp8BlockwiseGemm:
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work_tile = tile_sched.initial_work_tile_info()
         tile_count = cutlass.Int32(0)
+        stored = cutlass.Int32(0)
         if cutlass.const_expr(not self.pingpong):
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
@@ -634,8 +664,17 @@ class Fp8BlockwiseGemm:
                 tiles_done = tile_sched.num_tiles_executed
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
-                read_state = self._consume_tile(consume, tile_idx, tiles_done, read_state, tile_count,
-                                                False, False)
+                if cutlass.const_expr(self.split_k == 1):
+                    read_state = self._consume_tile(consume, tile_idx, tiles_done, read_state, tile_count,
+                                                    False, False)
+                else:
+                    # the epilogue's smem ring turns with the tiles this CTA stored, not the units it ran
+                    tile_idx, kb0, k_cnt, s = self._split_unit(tile_idx, k_tile_cnt)
+                    read_state = self._consume_tile(consume, tile_idx, stored, read_state, tile_count,
+                                                    False, False, (kb0, k_cnt))
+                    if self._split_fixup(acc_totals, mma_tidx, mC_mnl, split_ws, storage, tile_idx, s):
+                        self._store_tile(consume, tile_idx, stored, tile_count)
+                        stored += 1
                 tile_count += 1
         else:
             # Ping-pong: both warpgroups walk the CTA's whole tile list; tile t belongs to warpgroup
@@ -671,16 +710,15 @@ class Fp8BlockwiseGemm:
 
     @cute.jit
     def _consume_tile(self, consume, tile_coord_mnl, tiles_done, read_state, tile_count,
-                      handover: cutlass.Constexpr, has_next):
+                      handover: cutlass.Constexpr, has_next, krange=None):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
-        the next tile's turn barrier when the K-loop is done, if there is a next tile. Returns the
-        read state."""
+        the next tile's turn barrier when the K-loop is done, if there is a next tile. ``krange``
+        (split-K): the unit's (first K block, K blocks); its epilogue is the caller's, after the
+        partials are summed. Returns the read state."""
         (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
          m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
          tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
          cta_linear, tbuf, sSFA, sSFBT) = consume
-        # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
-        c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
         m0 = tile_coord_mnl[0] * self.tile_m
         n0 = tile_coord_mnl[1] * self.tile_n
         l_idx = tile_coord_mnl[2]
@@ -709,6 +747,14 @@ class Fp8BlockwiseGemm:
                 if cutlass.const_expr(self.two_sfb):
                     sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
             self.epilog_sync_barrier.arrive_and_wait()
+        if cutlass.const_expr(self.split_k > 1):
+            # the unit's K blocks from 0: scale tensors indexed by K block start at its first
+            kb0, k_tile_cnt = krange
+            mSFA = cute.domain_offset((0, kb0, 0), mSFA)
+            if cutlass.const_expr(self.sfb_smem):
+                sfb_view = cute.domain_offset(kb0, sfb_view)
+            else:
+                sfb_view = cute.domain_offset((0, kb0, 0), sfb_view)
         with Scope("kloop"):
             if cutlass.const_expr(self.promote == "rescale"):
                 read_state = self.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
@@ -731,7 +777,78 @@ class Fp8BlockwiseGemm:
             if has_next:
                 cute.arch.mbarrier_arrive(self.turn_mbar + (tile_count + 1) % 2)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
+        if cutlass.const_expr(self.split_k == 1):
+            self._store_tile(consume, tile_coord_mnl, tiles_done, tile_count)
+        return read_state
 
+    @cute.jit
+    def _split_unit(self, unit, k_tile_cnt):
+        """Work unit (m, n, l * split_k + s) -> (output tile (m, n, l), first K block, K blocks, s)."""
+        l_idx = unit[2] // self.split_k
+        s = unit[2] % self.split_k
+        kb0, k_cnt = split_range(s, k_tile_cnt, self.split_k)
+        return (unit[0], unit[1], l_idx), kb0, k_cnt, s
+
+    @cute.jit
+    def _split_fixup(self, acc_totals, mma_tidx, mC_mnl, split_ws, storage, tile_coord_mnl, s):
+        """Serial split-K: store this unit's fp32 partial, count the unit in on its tile's counter,
+        and, in the unit that arrives last, replace the registers with the sum of all partials in
+        split order 0..split_k-1 (its own read back like the others, so the bits do not depend
+        on the order of arrival). Returns whether this unit stores the tile.
+
+        Workspace: one slice per (tile, unit, wave) holding every consumer thread's accumulator
+        fragment, element-major (element i of thread t at i * threads + t: a warp's stores and
+        loads are 128 contiguous bytes). The consumers write the unit's partial and meet at a
+        barrier; one thread then counts the unit in with an acq_rel atomic at gpu scope (its
+        release is cumulative over the stores the barrier ordered before it; its acquire
+        invalidates the SM's L1), and a second barrier hands the answer to every thread: so the
+        unit that reads the count split_k - 1 sees every partial of the tile. (CUTLASS's serial
+        split-K semaphore works the same way. A gpu-scope fence in every thread as well cost
+        two more MEMBAR.ALL.GPU on the unit's critical path.)"""
+        ws, cnt = split_ws
+        m_tiles, n_tiles, _ = sched_tiles(cute.size(mC_mnl, mode=[0]), cute.size(mC_mnl, mode=[1]), 1,
+                                          self.tile_m, self.tile_n, self.cluster_m, self.cluster_n, self.swizzle)
+        tile = (tile_coord_mnl[2] * n_tiles + tile_coord_mnl[1]) * m_tiles + tile_coord_mnl[0]
+        nel = cute.size(acc_totals[0])
+        thr = self.num_mma_threads
+        for w in cutlass.range_constexpr(self.waves):
+            base = ((tile * self.split_k + s) * self.waves + w) * nel * thr + mma_tidx
+            for i in cutlass.range_constexpr(nel):
+                ws[base + i * thr] = acc_totals[w][i]
+        self.epilog_sync_barrier.arrive_and_wait()
+        flag = storage.split_last.get_tensor(cute.make_layout(1))
+        if mma_tidx == 0:
+            arrived = cute.arch.atomic_add(cnt.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+            last_one = cutlass.Int32(0)
+            if arrived == self.split_k - 1:
+                # every unit of the tile is in: ready for the next launch (stream order)
+                cnt[tile] = cutlass.Int32(0)
+                last_one = cutlass.Int32(1)
+            flag[0] = last_one
+        self.epilog_sync_barrier.arrive_and_wait()
+        last = flag[0] != 0
+        if last:
+            for w in cutlass.range_constexpr(self.waves):
+                base = (tile * self.split_k * self.waves + w) * nel * thr + mma_tidx
+                step = self.waves * nel * thr      # from one unit's slice to the next's
+                for i in cutlass.range_constexpr(nel):
+                    total = ws[base + i * thr]
+                    for j in cutlass.range_constexpr(1, self.split_k):
+                        total = total + ws[base + j * step + i * thr]
+                    acc_totals[w][i] = total
+        return last
+
+    @cute.jit
+    def _store_tile(self, consume, tile_coord_mnl, tiles_done, tile_count):
+        """The epilogue of one output tile: every wave's totals to D (bf16)."""
+        (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
+         m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
+         tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
+         cta_linear, tbuf, sSFA, sSFBT) = consume
+        # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
+        c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
+        m0 = tile_coord_mnl[0] * self.tile_m
+        n0 = tile_coord_mnl[1] * self.tile_n
         with Scope("epilogue"):
             for w in cutlass.range_constexpr(self.waves):
                 # the epilogue works on wave-row C tiles: wave w of this tile is C tile
@@ -760,7 +877,6 @@ class Fp8BlockwiseGemm:
                         self.epilogue_tma(epi, w, sC, tma_atom_c, c_coord,
                                           mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                           tbuf, cta_linear, tile_count, last_wave)
-        return read_state
 
     # ----------------------------------------------------------------------------------------
     @cute.jit

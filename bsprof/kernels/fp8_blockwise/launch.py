@@ -54,7 +54,9 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
     sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
     c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, l), stride_order=(1, 0, 2), assumed_align=16)
     tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
-    return a, b, sfa, sfb, c, tbuf, cutlass.Int32(1), max_active_clusters, make_fake_stream()
+    ws = make_fake_compact_tensor(cutlass.Float32, (cute.sym_int64(symbol="WS"),), assumed_align=16)
+    cnt = make_fake_compact_tensor(cutlass.Int32, (cute.sym_int64(symbol="T"),), assumed_align=16)
+    return a, b, sfa, sfb, c, tbuf, ws, cnt, cutlass.Int32(1), max_active_clusters, make_fake_stream()
 
 
 def _compile(kw: dict, max_active_clusters: int, mnkl=None):
@@ -121,8 +123,8 @@ def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
 
     key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
-        a, b, sfa, sfb, c, tbuf, slots, stream = args
-        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), a, b, sfa, sfb, c, tbuf, slots, max_active, stream)
+        *tensors, slots, stream = args
+        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), *tensors, slots, max_active, stream)
     return _COMPILED[key]
 
 
@@ -210,6 +212,7 @@ class Prepared(PreparedMixin):
     _tbuf: object = None
     _ref: object = field(default=None, repr=False)
     _static: bool = False
+    _split_ws: tuple = field(default=(), repr=False)     # keeps the split-K workspace alive
 
     def reference(self):
         from bsprof.kernels.fp8_blockwise.quant import reference
@@ -284,7 +287,9 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     why = None
     if kw.pop("tiles", None) == "auto" and static:
         def fits(c) -> bool:
-            # a switch the user asked for stays; the variant's defaults give way as they would
+            # a switch the user asked for stays (split_k too); the variant's defaults give way as they would
+            if "split_k" in (explicit or {}) and c.split_k != kw.get("split_k", 1):
+                return False
             trial = {**kw, **c.kwargs()}
             cfg.give_way(trial, explicit)
             return cfg.can_implement(trial) is None
@@ -295,7 +300,11 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     if kw.get("swizzle", 1) == 0:
         kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1))
     if kw.get("epi_split") == "auto":
-        kw["epi_split"] = auto_epi_split(mnkl)
+        kw["epi_split"] = auto_epi_split(mnkl) and kw.get("split_k", 1) == 1
+    split = kw.get("split_k", 1)
+    if split > mnkl[2] // BLOCK:
+        raise BsprofError(f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
+                          f"K blocks of {BLOCK}; use split_k <= {mnkl[2] // BLOCK}")
     if kw.get("sfa_tma") and not static:
         # the scales' box is baked into the TMA descriptor of a shape-specialized build; any M
         # works since the operands keep each K block's scale row 16-byte aligned (quant.aligned_scales)
@@ -310,6 +319,12 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         else:
             raise BsprofError("sfb_tma loads the B scales by TMA and needs a shape-specialized build "
                               "with K a multiple of 512 and sfa_tma=1; run with sfb_tma=0")
+    if (kw.get("tile_m") == 64 and kw.get("sfb_tma") and kw.get("sfb_smem") and "sfb_tma" not in (explicit or {})
+            and mnkl[2] // BLOCK <= SFB_SMEM_KB):
+        # a one-warpgroup tile's K block is short enough for its producer's per-stage work to
+        # count: three TMA copies a stage (A, its scales, B: DeepGEMM's count) with the B scales
+        # stashed per tile measured 1.4-2.3% faster than four (docs/optimizations.md)
+        kw["sfb_tma"] = False
     if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
         if static:
             kw["sfb_smem"] = False
@@ -322,15 +337,33 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
     m, n, _, l = mnkl
-    cm, cn, sw = kw.get("cluster_m", 1), kw.get("cluster_n", 1), kw.get("swizzle", 1)
-    tiles_m = -(-(-(-m // kw.get("tile_m", 128))) // cm) * cm
-    tiles_n = -(-(-(-n // kw["tile_n"])) // cn) * cn
-    if sw > 1:  # the swizzled scheduler rounds the cluster count along N up to the swizzle
-        tiles_n = -(-tiles_n // (cn * sw)) * cn * sw
-    tiles = tiles_m * tiles_n * l
+    cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
+    # the swizzled scheduler rounds the cluster count along N up to the swizzle; split-K runs
+    # split_k work units per tile
+    tiles = cfg.sched_tiles(m, n, l, kw.get("tile_m", 128), kw["tile_n"], cm, cn, kw.get("swizzle", 1))[2]
+    tiles *= kw.get("split_k", 1)
     clusters = min(max_active_clusters, tiles // (cm * cn))
     ctas = clusters * cm * cn
     return ctas, -(-tiles // ctas)
+
+
+def split_workspace(mnkl, kw: dict) -> tuple:
+    """The split-K workspace of one prepared kernel: fp32 partials (one slice per work unit) and
+    one int32 arrival counter per output tile, zeroed (the kernel leaves each counter at zero).
+    Tiny placeholders without split-K."""
+    import torch
+
+    split = kw.get("split_k", 1)
+    if split == 1:
+        return (torch.zeros(4, dtype=torch.float32, device="cuda"), torch.zeros(4, dtype=torch.int32, device="cuda"))
+    m, n, _, l = mnkl
+    tiles = cfg.sched_tiles(m, n, l, kw["tile_m"], kw["tile_n"], kw.get("cluster_m", 1), kw.get("cluster_n", 1),
+                            kw.get("swizzle", 1))[2]
+    words = tiles * split * kw["tile_m"] * kw["tile_n"]
+    if words >= 2 ** 31:
+        raise BsprofError(f"split_k={split} at {tuple(mnkl)} needs a workspace of {words} floats, past the "
+                          "kernel's 32-bit index; use split_k=1 (a problem this large fills the GPU unsplit)")
+    return (torch.empty(words, dtype=torch.float32, device="cuda"), torch.zeros(tiles, dtype=torch.int32, device="cuda"))
 
 
 def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
@@ -375,14 +408,15 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         tbuf = torch.zeros(2, dtype=torch.int64, device="cuda")
         slots = 1
     stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
-    tail = (_dyn(tbuf, 0, 16), cutlass.Int32(slots), stream)
+    ws, cnt = split_workspace(mnkl, kw)
+    tail = (_dyn(tbuf, 0, 16), _dyn(ws, 0, 16), _dyn(cnt, 0, 16), cutlass.Int32(slots), stream)
     args = (*_cute_views(ops, static), *tail)
     fn = _compiled_for(kw, args, max_active, mnkl if static else None)
     m, n, k, l = mnkl
     return Prepared(
         variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
         config=kw, choice=why, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
-        _static=static,
+        _static=static, _split_ws=(ws, cnt),
     )
 
 

@@ -25,11 +25,30 @@ tested its own, before the tests were shared); a 128-row tile 1.17-1.19x per FLO
 nothing hides a warpgroup's promotion behind its own next wave).
 
 A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
-promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY, 320
-cycles alone: 64x16 .. 64x64 tiles ran 377-421 cycles per K block where latency-bound) plus all
-of its wgmma cycles. Two such CTAs on one N tile without B multicast read B as if 2.2 times over
-(UNICAST_SHARED_B_COST: 64x64 tiles at 128x4096x7168 ran 545 cycles per K block alone, 469 in
-2x1 clusters, where a 128x32 tile that reads more L2 bytes per CTA ran 469 too).
+promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY) plus
+all of its wgmma cycles: 320 cycles alone in clusters (64x16 .. 64x64 tiles ran 377-421 cycles
+per K block where latency-bound), 300 without (a 1x1 configuration launches as a plain grid;
+64x64 1x1 tiles ran 128x4096x7168 in 12.9 us where 128x32 took 13.8 us in the same process).
+Two such CTAs on one N tile read B once: their same-time TMA reads are served together (ncu: L2
+misses equal to the DRAM bytes), as long as the launch does not spread them apart (the 1x1x1
+cluster launch did: 87 MB read from L2 instead of 48 MB, 16.7 us).
+
+Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
+considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
+that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
+round trip behind a gpu-scope release, two barriers, a second pipeline fill per unit) plus its
+fp32 partial written and, in the unit that arrives last, every unit's partial read back
+(SPLIT_BYTES_PER_CYCLE; not per consumer warpgroup: two of them did not move 128-row tiles'
+partials faster). Both were fitted on 20 split candidates timed at M = 128 on the H100
+(docs/perf.md, split-K), against the model's unsplit costs, which run 1.16-1.21x the measured
+cycles there: a 64x32 tile split 3 ways cost ~4.5k cycles more than its K-loop and a 128x64 tile
+split 4 ways ~10.6k (partials of 8 and 32 KB), with a fence in every thread as well; dropping
+those fences took ~1.5k off every unit (the picks, timed again). A split launch is never
+modelled faster than streaming A and B once (DRAM_BYTES_PER_CYCLE, in the model's units): at
+128x4096x7168 (B is 29 MB) every configuration timed, unsplit 128x32 and DeepGEMM's included, ran
+in 22.6-28k cycles. The floor enters only the split candidates: the unsplit costs were fitted on
+timings that already contain it. Within 2% of the cheapest, an unsplit configuration wins (no
+workspace, no reduction).
 """
 
 from __future__ import annotations
@@ -53,13 +72,14 @@ PREFER_WITHIN = 1.02
 # wgmma, queued behind the other's; in a cluster, timed on 128x16 .. 128x128, it stayed flat);
 # one (a 64-row tile) this plus all of them (nothing overlaps its wait and promotion)
 BLOCK_LATENCY = {1: 370, 2: 600}
-ONE_WG_LATENCY = {1: 320, 2: 340}
-# 64-row tiles of one N tile in different CTAs without B multicast: the B bytes count this many
-# times in the L2 term (the CTAs request the same DRAM-bound B block at once)
-UNICAST_SHARED_B_COST = 2.2
+ONE_WG_LATENCY = {1: 300, 2: 340}
 TWO_SCALE_COST = 1.05
 ONE_WAVE_COST = 1.05
 CLUSTER_CHOICES = ((1, 1), (2, 1), (1, 2))
+SPLIT_CHOICES = (1, 2, 3, 4, 6, 8)
+SPLIT_FIXED_CYCLES = 3000
+SPLIT_BYTES_PER_CYCLE = 17
+DRAM_BYTES_PER_CYCLE = 1150
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,7 @@ class Choice:
     ctas: int
     cycles: float           # modelled SM cycles of the whole launch
     bound: str              # what sets a K block's time: "mma", "smem", "l2" or "latency"
+    split_k: int = 1        # work units per output tile (tiles, ctas and rounds count units)
 
     @property
     def last_wave_fill(self) -> float:
@@ -80,21 +101,27 @@ class Choice:
         return (self.tiles - (self.rounds - 1) * self.ctas) / self.ctas
 
     def kwargs(self) -> dict:
-        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n)
+        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n,
+                    split_k=self.split_k)
 
     def describe(self) -> str:
-        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {self.tiles} tiles "
+        work = f"{self.tiles} tiles"
+        if self.split_k > 1:
+            work = (f"{self.tiles // self.split_k} tiles split {self.split_k} ways along K = {self.tiles} "
+                    "work units")
+        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {work} "
                 f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, "
                 f"{self.bound}-bound K blocks")
 
 
-def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132) -> Choice:
+def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132,
+         split_k: int = 1) -> Choice:
     """The modelled cost of one configuration on this problem."""
     m, n, k, l = mnkl
     cs = cluster_m * cluster_n
     tiles_m = -(-(-(-m // tile_m)) // cluster_m) * cluster_m
     tiles_n = -(-(-(-n // tile_n)) // cluster_n) * cluster_n
-    tiles = tiles_m * tiles_n * l
+    tiles = tiles_m * tiles_n * l * split_k
     slots = num_sms // cs
     clusters = tiles // cs
     rounds = -(-clusters // slots)
@@ -105,16 +132,19 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     latency = ONE_WG_LATENCY[cs] + mma if one_wg else BLOCK_LATENCY[cs] + (mma / 2 if cs == 1 else 0)
     smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
     l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
-    b_rows = tile_n / cluster_m
-    if one_wg and cluster_m == 1 and tiles_m > 1:
-        b_rows *= UNICAST_SHARED_B_COST
-    l2 = (tile_m / cluster_n + b_rows) * BLOCK_K / l2_share
+    l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
     block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
     block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
     if block < latency:
         block, bound = latency, "latency"
-    tile = (k // BLOCK_K) * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
-    return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, rounds * tile, bound)
+    kb_unit = -(-(k // BLOCK_K) // split_k)
+    tile = kb_unit * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    cycles = rounds * tile
+    if split_k > 1:
+        partial = tile_m * tile_n * 4
+        cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / SPLIT_BYTES_PER_CYCLE)
+        cycles = max(cycles, (m + n) * k * l / DRAM_BYTES_PER_CYCLE)
+    return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
 def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
@@ -125,7 +155,11 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
         for tn in tile_ns(tm, promote):
             for cm, cn in CLUSTER_CHOICES:
                 if num_sms % (cm * cn) == 0:
-                    out.append(cost(mnkl, tm, tn, cm, cn, num_sms))
+                    one = cost(mnkl, tm, tn, cm, cn, num_sms)
+                    out.append(one)
+                    if promote == "serial" and one.tiles < num_sms:      # SMs idle: split K
+                        out += [cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES
+                                if 1 < s <= mnkl[2] // BLOCK_K]
     return out
 
 
@@ -139,10 +173,16 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
-    pick = max(near, key=lambda c: (c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n, -c.cycles))
+    pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n,
+                                    -c.cycles))
     default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
     why = pick.describe()
-    if (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
+    if pick.split_k > 1:
+        whole = min((c for c in cands if c.split_k == 1), key=lambda c: c.cycles, default=None)
+        if whole is not None:
+            why += (f"; split-K modelled {whole.cycles / pick.cycles:.2f}x faster than the best unsplit, "
+                    f"{whole.tile_m}x{whole.tile_n} ({whole.tiles} tiles on {whole.ctas} CTAs)")
+    elif (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
         why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
                 f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
     return pick, why

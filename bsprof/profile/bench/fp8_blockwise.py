@@ -232,6 +232,8 @@ def config_fields(p) -> dict:
     """Our kernel's tile, cluster and stages as run, and why that tile (when it was chosen per problem)."""
     kw = p.config
     tile = f"{kw['tile_m']}x{kw['tile_n']} cluster {kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}"
+    if kw.get("split_k", 1) > 1:
+        tile += f" split-K {kw['split_k']}"
     return dict(tile=tile, choice=p.choice)
 
 
