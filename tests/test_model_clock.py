@@ -203,12 +203,13 @@ def test_cli_clock_bad_input_is_one_line(args, words):
 
 @pytest.mark.parametrize("n", [2, 3, 7, 13])
 def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
-    from bsprof.profile.validate import _rotated
+    from bsprof.profile.validate import _rotated, block_order
 
     keys = [f"b{i}" for i in range(n)]
-    seq = [k for r in range(6) for k in _rotated(keys, r)]
-    assert all(a != b for a, b in zip(seq, seq[1:]))
-    assert all(sorted(_rotated(keys, r)) == sorted(keys) for r in range(6))
+    for order in (block_order, _rotated):    # the shuffle, and the rotation older runs used
+        seq = [k for r in range(8) for k in order(keys, r)]
+        assert all(a != b for a, b in zip(seq, seq[1:]))
+        assert all(sorted(order(keys, r)) == sorted(keys) for r in range(8))
 
 
 def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code():

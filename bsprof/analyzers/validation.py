@@ -439,6 +439,9 @@ def summary(points: list[Point]) -> dict:
     clk = [abs(e) for e in (clocked_error_pct(p) for p in scored) if not math.isnan(e)]
     if clk:
         out["clocked"] = {"median_abs_pct": statistics.median(clk), "max_abs_pct": max(clk), "n": len(clk)}
+    sus = [abs(e) for e in (sustained_cycle_error_pct(p) for p in scored) if not math.isnan(e)]
+    if sus:
+        out["sustained_cycles"] = {"median_abs_pct": statistics.median(sus), "max_abs_pct": max(sus), "n": len(sus)}
     cyc = [abs(e) for e in (cycle_error_pct(p) for p in scored) if not math.isnan(e)]
     if cyc:
         lo, hi = clock_spread(scored)
@@ -525,9 +528,59 @@ def _block_mhz(b: dict) -> float | None:
     return float(m) if m else None
 
 
+def _block_counter_mhz(b: dict) -> float | None:
+    m = b.get("counter_mhz")
+    return float(m) if m else None
+
+
 def _block_watts(b: dict) -> float | None:
     w = b.get("watts_mean") or b.get("watts")
     return float(w) if w else None
+
+
+STAMP_WORDS = 6   # per stamp block (bsprof.kernels.clock_stamp): clock, timer at entry; clock, timer at exit; SM id; pad
+
+
+def _stamps(arr):
+    import numpy as np
+
+    a = np.asarray(arr, dtype=np.int64).reshape(-1, STAMP_WORDS)
+    return a[(a[:, 0] != 0) & (a[:, 1] != 0) & (a[:, 2] != 0) & (a[:, 3] != 0)]
+
+
+def counter_mhz(before, after) -> tuple[float | None, float | None]:
+    """(mean SM clock in MHz, nanoseconds) over the interval between two clock stamps launched on one
+    stream around a timed block: per SM, its cycle counter's advance from the first stamp's exit to
+    the second's entry over the global timer's; the median over the SMs both stamps reached (their
+    counters share one clock; they differ in offset). (None, None) when no SM pairs up."""
+    import statistics
+
+    a, b = _stamps(before), _stamps(after)
+    first = {}
+    for c0, t0, c1, t1, sm, _ in a:
+        if sm not in first or t1 > first[sm][1]:
+            first[int(sm)] = (int(c1), int(t1))
+    rates, spans = [], []
+    for c0, t0, c1, t1, sm, _ in b:
+        if int(sm) in first:
+            c, t = first[int(sm)]
+            if t0 > t and c0 > c:
+                rates.append((int(c0) - c) / (int(t0) - t) * 1000.0)
+                spans.append(float(int(t0) - t))
+    if not rates:
+        return None, None
+    return statistics.median(rates), statistics.median(spans)
+
+
+def spin_counter_mhz(stamp) -> float | None:
+    """The SM clock during one stamp kernel that spun: median over its blocks of the cycles spun
+    over the nanoseconds they took (every SM busy spinning, far under the power limit: the top clock
+    in the counter's units)."""
+    import statistics
+
+    r = [(int(c1) - int(c0)) / (int(t1) - int(t0)) * 1000.0 for c0, t0, c1, t1, _s, _p in _stamps(stamp)
+         if t1 > t0 and c1 > c0]
+    return statistics.median(r) if r else None
 
 
 def held_blocks(blocks: dict, limits, same_code: dict | None = None) -> dict[tuple[str, str], list[int]]:
@@ -567,7 +620,7 @@ def held_blocks(blocks: dict, limits, same_code: dict | None = None) -> dict[tup
 
 def pooled_clocks(*sets: dict, same_code: dict | None = None,
                   skip: dict[tuple[str, str], list[int]] | None = None,
-                  names: tuple[str, ...] = ()) -> dict[str, dict]:
+                  names: tuple[str, ...] = (), clock: str = "nvml") -> dict[str, dict]:
     """Per build: its time-averaged SM clock and board power over every block of its code, in every
     repeat set given (a second plain build counts as the plain build), leaving out the blocks in
     ``skip`` (``{(set name, build): [repeat, ...]}``, ``names[i]`` naming ``sets[i]``).
@@ -578,22 +631,27 @@ def pooled_clocks(*sets: dict, same_code: dict | None = None,
     same set) and 1,905 (reverse set) while their wall times agreed within 1.7% (docs/model.md).
     Wall time is cycles over the time-averaged clock: the mean of readings taken at even intervals,
     pooled over all of that code's running. Blocks recorded before means were kept contribute their
-    medians."""
+    medians.
+
+    ``clock="counter"``: the clock is the SM cycle counter's (``counter_mhz``, each block's cycles
+    over its nanoseconds), pooled as total cycles over total time; blocks without a counter reading
+    are left out (their power too, so clock and power describe the same blocks)."""
     same_code = SAME_CODE if same_code is None else same_code
     skip = skip or {}
     acc: dict[str, dict] = {}
     for idx, reads in enumerate(sets):
         name = names[idx] if idx < len(names) else str(idx)
         for k, blocks in (reads or {}).items():
-            a = acc.setdefault(same_code.get(k, k), {"m": [], "w": [], "n": [], "blocks": 0, "reasons": 0})
+            a = acc.setdefault(same_code.get(k, k), {"m": [], "w": [], "n": [], "ns": [], "blocks": 0, "reasons": 0})
             for i, b in enumerate(blocks):
-                m = _block_mhz(b)
+                m = _block_counter_mhz(b) if clock == "counter" else _block_mhz(b)
                 if not m or i in skip.get((name, k), ()):
                     continue
                 n = max(1, int(b.get("readings") or 1))
                 a["m"].append(m)
                 a["w"].append(_block_watts(b))
                 a["n"].append(n)
+                a["ns"].append(float(b.get("counter_ns") or 0.0))
                 a["blocks"] += 1
                 a["reasons"] |= int(b.get("reasons") or 0)
     out = {}
@@ -601,7 +659,11 @@ def pooled_clocks(*sets: dict, same_code: dict | None = None,
         if not a["m"]:
             continue
         wm = [(w, n) for w, n in zip(a["w"], a["n"]) if w]
-        out[k] = {"mhz": sum(m * n for m, n in zip(a["m"], a["n"])) / sum(a["n"]),
+        if clock == "counter" and all(t > 0 for t in a["ns"]):
+            mhz = sum(m * t for m, t in zip(a["m"], a["ns"])) / sum(a["ns"])   # total cycles / total time
+        else:
+            mhz = sum(m * n for m, n in zip(a["m"], a["n"])) / sum(a["n"])
+        out[k] = {"mhz": mhz, "clock": clock,
                   "watts": sum(w * n for w, n in wm) / sum(n for _, n in wm) if wm else None,
                   "mhz_block_spread": [min(a["m"]), max(a["m"])],
                   "readings": sum(a["n"]), "blocks": a["blocks"], "reasons": a["reasons"]}
@@ -642,9 +704,10 @@ def held_pairs(p: Point, walls: dict, held: dict, same_code: dict | None = None)
 
 
 def rescore_held(doc: dict, limits) -> dict:
-    """The run scored without the blocks held below the power limit (``held_blocks``): each point's
-    ratio from its remaining repeats, its calibration build's pooled clock from its remaining blocks,
-    the model's stored cycles turned into wall time with that clock. Returns ``{"blocks": [...],
+    """The run scored without the blocks held below the power limit (``held_blocks``, judged on NVML's
+    readings against ``limits``, NVML's): each point's ratio from its remaining repeats, its
+    calibration build's pooled clock from its remaining blocks (the run's clock source), the model's
+    stored cycles turned into wall time with that clock. Returns ``{"blocks": [...],
     "points": [...], "summary": ...}``; a run without per-block readings gives ``blocks`` None."""
     import pandas as pd
 
@@ -654,7 +717,9 @@ def rescore_held(doc: dict, limits) -> dict:
         return {"blocks": None, "points": [], "summary": {}}
     held = held_blocks(blocks, limits)
     walls = {"forward": doc.get("wall_us_forward") or {}, "reverse": doc.get("wall_us_reverse") or {}}
-    pooled = pooled_clocks(blocks.get("forward"), blocks.get("reverse"), skip=held, names=("forward", "reverse"))
+    clock, limits = clock_limits(doc, limits)
+    pooled = pooled_clocks(blocks.get("forward"), blocks.get("reverse"), skip=held, names=("forward", "reverse"),
+                           clock=clock)
     pts = from_frame(frame)
     cyc_col = "projected_cycles_det" if "projected_cycles_det" in frame.columns else "projected_wall_det"
     for p, row in zip(pts, frame.to_dict("records")):
@@ -680,6 +745,53 @@ def rescore_held(doc: dict, limits) -> dict:
         p.err_oracle_pct = 100.0 * (p.projected_oracle / m - 1.0)
     listed = [{"set": s, "build": k, "repeat": i} for (s, k), idx in sorted(held.items()) for i in idx]
     return {"blocks": listed, "points": pts, "summary": summary(pts)}
+
+
+def clock_source(limits: dict | None, *sets: dict) -> str:
+    """"counter" when the device's top clock was measured by the SM counter and every block of every
+    set has a counter clock (the clock term then compares like with like), else "nvml"."""
+    blocks = [b for reads in sets for bl in (reads or {}).values() for b in bl]
+    if limits and limits.get("top_counter_mhz") and blocks and all(_block_counter_mhz(b) for b in blocks):
+        return "counter"
+    return "nvml"
+
+
+def sustained_cycles(base_us: list, base_reads: list | None, meas_us: list, meas_reads: list | None) -> dict:
+    """The point's measured *cycle* ratio in the sustained blocks: per repeat, (wall x counter clock)
+    of the measured build over the calibration build's, and their mean (``sust_cycle_ratio``). What
+    the model's cycles (before its clock term) should match where the sustained state runs the
+    captures' cycles; {} without counter clocks."""
+    rs = []
+    for i, (wb, wm) in enumerate(zip(base_us, meas_us)):
+        if i < len(base_reads or ()) and i < len(meas_reads or ()):
+            fb, fm = _block_counter_mhz(base_reads[i]), _block_counter_mhz(meas_reads[i])
+            if fb and fm and wb > 0:
+                rs.append(wm * fm / (wb * fb))
+    return {"sust_cycle_ratio": statistics.fmean(rs)} if rs else {}
+
+
+def sustained_cycle_error_pct(p: Point) -> float:
+    """The model's cycles (before its clock term) against the sustained blocks' cycle ratio."""
+    try:
+        ratio = float(p.extra.get("sust_cycle_ratio"))
+    except (TypeError, ValueError):
+        return math.nan
+    cyc = _cycles(p)
+    if not (ratio > 0) or math.isnan(cyc):
+        return math.nan
+    return (cyc / ratio - 1.0) * 100.0
+
+
+def clock_limits(doc: dict, limits):
+    """(clock source, the limits the clock term compares it with) of a validation run: a run that
+    pooled its sustained clocks from the SM cycle counter (``clock_source``) takes the counter's top
+    clock; older runs, NVML's (``limits`` as given: their scores stay as they were)."""
+    from bsprof.analyzers.model.clock import limits_for
+
+    clock = doc.get("clock_source") or "nvml"
+    if clock == "nvml":
+        return clock, limits
+    return clock, limits_for(doc.get("device"), doc.get("device_limits"), clock)
 
 
 def held_summary(doc: dict, limits) -> dict | None:

@@ -16,6 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 
 NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
 NVML_SUCCESS = 0
 NVML_FI_DEV_POWER_INSTANT = 186  # nvmlDeviceGetPowerUsage averages over ~1 s: too slow for one kernel
 # nvmlClocksEventReasons bits worth telling a kernel engineer about (idle/app-clock bits left out)
@@ -57,6 +58,13 @@ class GpuSensors:
             reasons.value = 0
         return (float(mhz.value) if ok_clk else float("nan"),
                 fv.value.ui / 1000.0 if ok_pw else float("nan"), int(reasons.value))
+
+    def temperature(self) -> float | None:
+        """GPU die temperature in °C (None where refused): a warmer board leaks more of the same power
+        limit, so a power-capped build runs a lower clock late in a long run than early."""
+        deg = ctypes.c_uint(0)
+        ok = self._lib.nvmlDeviceGetTemperature(self._handle, NVML_TEMPERATURE_GPU, ctypes.byref(deg)) == NVML_SUCCESS
+        return float(deg.value) if ok else None
 
     def limits(self) -> dict:
         """The top SM clock (MHz) and the enforced board power limit (W); None where refused."""

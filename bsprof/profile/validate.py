@@ -156,26 +156,33 @@ def _phase_means(table) -> dict:
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
 
-SETTLE_S = 0.2      # each build runs alone this long, untimed, before its block is timed
+SETTLE_S = 0.6      # each build runs alone this long, untimed, before its block is timed
 BLOCK_S = 0.1       # the timed part of a block
 GRAPH_LAUNCHES = 10  # kernel launches per graph replay
+ORDER_SEED = 20261125   # the build order of repeat r: a shuffle seeded by ORDER_SEED + r (recorded, replayable)
 
 
 def sustained_walls(launchers: dict, keys: list[str], repeats: int,
                     rounds: int = ROUNDS_PER_REPEAT, first: int = 0,
-                    settle_s: float = SETTLE_S) -> tuple[dict, dict, str]:
-    """``repeats`` sustained blocks per build: per repeat each build in turn (the order rotated by one
-    each repeat, so no build runs two blocks in a row across a repeat boundary) runs back to back for ``SETTLE_S`` untimed, then ``BLOCK_S`` timed with the SM clock and board
-    power read (NVML) while the timed part runs. Returns (µs per launch per repeat, the readings
-    per repeat, "graph" | "eager").
+                    settle_s: float = SETTLE_S, stamps=None) -> tuple[dict, dict, str]:
+    """``repeats`` sustained blocks per build: per repeat each build in turn (``block_order``: a seeded
+    shuffle, no build twice in a row) runs back to back for ``settle_s`` untimed, then ``BLOCK_S``
+    timed with its SM clock read two ways (NVML polled while it runs; the SM cycle counter over the
+    block, from ``stamps``, a ``kernels.clock_stamp.ClockStamps``, launched just before and just after
+    the timed launches), board power (NVML) and the GPU temperature after it. Returns (µs per launch
+    per repeat, the readings per repeat, "graph" | "eager").
 
     Why blocks and not rounds of a few launches: a power-capped H100 sets its clock from the draw
     of what ran over the last several milliseconds, so a build interleaved every ~20 ms with others
     runs at a clock set partly by its neighbours (the 8192^3 ping-pong runs measured the same plain
     build 4-5% apart in two repeat sets with different neighbours, while builds at the top clock
-    agreed within 0.3%). A user's kernel runs back to back with itself: its own sustained clock. (With
-the order reversed each repeat, the plain 8192^3 build ran two blocks in a row at every other
-boundary and its second block came out ~9% slower: a capped build's clock keeps falling past 0.2 s.)"""
+    agreed within 0.3%). A user's kernel runs back to back with itself: its own sustained clock.
+    Why 0.6 s of settling: after a block that drew the limit the controller's cut outlasts 0.2 s (the
+    stored runs: 6 of 100 blocks held after 0.2 s, 1 of 46 after 0.6 s). Why shuffled: a fixed order
+    gives a build the same predecessor in every repeat, so one high-draw neighbour lands on it every
+    time (the 8192^3 baseline followed the same build, held, in 4 of 5 repeats). Why no build twice
+    in a row: a capped build's clock keeps falling past one block (the plain 8192^3 build's second
+    block in a row ran ~9% slower)."""
     import statistics
     import time as _t
 
@@ -187,13 +194,14 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
     if not all(g is not None for g in graphs.values()):
         # no graphs (host-bound eager launches): blocks of one build at a time, no clock readings
         for r in range(first, first + repeats):
-            for k in _rotated(keys, r):
+            for k in block_order(keys, r):
                 med = tc.median_us({k: tc.raw_launcher(launchers[k])}, rounds=rounds, inner=GRAPH_LAUNCHES)
                 reps[k].append(float(med[k]))
         return reps, {}, "eager"
 
     import torch
 
+    from bsprof.analyzers.validation import counter_mhz
     from bsprof.profile.sensors import torch_device_sensors
 
     sensors = torch_device_sensors()
@@ -206,17 +214,20 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
         e.record()
         e.synchronize()
         span[k] = max(1e-6, s.elapsed_time(e) / 1000.0)
+    prev = None
     for r in range(first, first + repeats):
-        for k in _rotated(keys, r):
+        for k in block_order(keys, r):
             g = graphs[k]
             timed = max(3, math.ceil(BLOCK_S / span[k]))
             for _ in range(max(2, math.ceil(settle_s / span[k]))):
                 g()
+            before = stamps.stamp() if stamps is not None else None
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             for _ in range(timed):
                 g()
             e.record()
+            after = stamps.stamp() if stamps is not None else None
             mhz, watts, why = [], [], 0
             while sensors is not None and not s.query():
                 _t.sleep(0.002)
@@ -226,31 +237,33 @@ boundary and its second block came out ~9% slower: a capped build's clock keeps 
                 watts.append(w)
                 why |= r_bits
                 _t.sleep(0.005)
-            e.synchronize()
+            torch.cuda.synchronize()
             reps[k].append(s.elapsed_time(e) * 1000.0 / (timed * GRAPH_LAUNCHES))
+            cmhz, cns = counter_mhz(before.cpu().numpy(), after.cpu().numpy()) if stamps is not None else (None, None)
             good_m, good_w = [x for x in mhz if x == x], [x for x in watts if x == x]
             reads[k].append({"mhz": statistics.median(good_m) if good_m else None,
                              "watts": statistics.median(good_w) if good_w else None,
                              "mhz_mean": statistics.fmean(good_m) if good_m else None,
                              "watts_mean": statistics.fmean(good_w) if good_w else None,
                              "mhz_min": min(good_m) if good_m else None, "mhz_max": max(good_m) if good_m else None,
-                             "reasons": why, "readings": len(good_m)})
+                             "reasons": why, "readings": len(good_m),
+                             "counter_mhz": cmhz, "counter_ns": cns,
+                             "temp_c": sensors.temperature() if sensors is not None else None,
+                             "repeat": r, "after": prev})
+            prev = k
     return reps, reads, "graph"
 
 
-RETIME_MAX = 3   # extra repeats a set may get to replace blocks held below the power limit
-# settle before each block of a re-timed repeat: in the stored runs every held block followed a block
-# that drew >= 700 W (none of 181 blocks after a draw under the limit was held), so the controller's
-# cut outlasts the usual 0.2 s; and the rotation keeps each build's predecessor, so the same settle
-# would meet the same state again. 0.6 s is a choice, not yet measured.
-RETIME_SETTLE_S = 0.6
+RETIME_MAX = 1   # extra repeats a set may get to replace blocks held below the power limit: with every block
+                 # settled 0.6 s a held block is the exception, and each extra repeat costs a whole set
 
 
 def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limits, repeats: int,
-                rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None) -> int:
+                rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None, stamps=None,
+                max_extra: int = RETIME_MAX) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
     (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
-    ``RETIME_MAX``, each block settling ``RETIME_SETTLE_S``, appended to ``reps`` / ``reads`` in place.
+    ``max_extra``, appended to ``reps`` / ``reads`` in place (the order continues the seeded shuffle).
     The whole set runs again, not the held build alone, so every point keeps ratios of blocks timed
     side by side; scoring leaves the held blocks out of their pairs. ``earlier``: the readings of the
     sets already run (``{"forward": {build: [reading, ...]}}``), so a build's usual clock is judged
@@ -264,19 +277,38 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
         return 0
     this = "this set"
     held = {k: v for (s, k), v in held_blocks({**(earlier or {}), this: reads}, lim).items() if s == this}
-    extra = min(RETIME_MAX, max((len(v) for v in held.values()), default=0))
+    extra = min(max(0, max_extra), max((len(v) for v in held.values()), default=0))
     if extra:
-        more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats,
-                                              settle_s=RETIME_SETTLE_S)
+        more, more_reads, _ = sustained_walls(launchers, keys, extra, rounds, first=repeats, stamps=stamps)
         for k in keys:
             reps[k].extend(more[k])
             reads.setdefault(k, []).extend(more_reads.get(k, []))
     return extra
 
 
+def block_order(keys: list[str], r: int) -> list[str]:
+    """The builds' order in repeat ``r``: a shuffle seeded by ``ORDER_SEED + r``, its first build moved
+    one place on when it was repeat ``r - 1``'s last (no build runs two blocks in a row)."""
+    import random
+
+    def shuffled(i: int) -> list[str]:
+        out = list(keys)
+        random.Random(ORDER_SEED + i).shuffle(out)
+        return out
+
+    out = shuffled(r)
+    if r > 0 and len(out) > 1 and out[0] == _last(keys, r - 1):
+        out[0], out[1] = out[1], out[0]
+    return out
+
+
+def _last(keys: list[str], r: int) -> str:
+    return block_order(keys, r)[-1]
+
+
 def _rotated(keys: list[str], r: int) -> list[str]:
-    """``keys`` rotated left by ``r``: consecutive repeats never put the same build at the boundary
-    (two builds simply alternate)."""
+    """The order the runs before the shuffle used (``keys`` rotated left by ``r``): kept to read their
+    stored blocks in the order they ran."""
     n = r % len(keys) if len(keys) > 2 else 0
     return keys[n:] + keys[:n]
 
@@ -295,11 +327,20 @@ def _sustained_summary(reads: dict) -> dict[str, dict]:
     return out
 
 
-def device_limits(spin_s: float = 0.5) -> dict | None:
+TOP_SPINS = 3         # stamp spins on every SM that measure the top clock in the counter's units
+TOP_SPIN_S = 0.1
+
+
+def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
     """The GPU's top SM clock and enforced power limit (NVML), and its power floor: the board
     power while a one-thread spin kernel keeps the GPU at its working clock and voltage with no
     tensor or memory work (static power, memory refresh, the board), the part of a kernel's draw
-    that does not scale with its work. The idle reading is kept beside it."""
+    that does not scale with its work. The idle reading is kept beside it.
+
+    With ``stamps`` (``kernels.clock_stamp.ClockStamps``), right after the floor spin (the clock
+    already at the top): ``TOP_SPINS`` spins of ``TOP_SPIN_S`` on every SM, each timing its own
+    cycles by the global timer: ``top_counter_mhz``, the top clock in the units the sustained blocks'
+    counter clocks are read in (their median; each spin's value is kept)."""
     import statistics
     import time as _t
 
@@ -325,6 +366,11 @@ def device_limits(spin_s: float = 0.5) -> dict | None:
     for _ in range(launches):
         torch.cuda._sleep(per_launch)   # ~10 ms of spinning on the SM cycle counter per launch
     done.record()
+    # queued behind the floor spin, so the clock is still at the top when they start
+    try:
+        bufs = [stamps.stamp(int(TOP_SPIN_S * lim["max_mhz"] * 1e6)) for _ in range(TOP_SPINS)] if stamps else []
+    except Exception:   # noqa: BLE001 - no counter top: the run keeps NVML's clocks (clock_source)
+        bufs = []
     _t.sleep(spin_s / 3)                            # let the clock and the power settle
     mhz, watts = [], []
     while not done.query():
@@ -333,6 +379,9 @@ def device_limits(spin_s: float = 0.5) -> dict | None:
         watts.append(w)
         _t.sleep(0.01)
     torch.cuda.synchronize()
+    from bsprof.analyzers.validation import spin_counter_mhz
+
+    top = [spin_counter_mhz(b.cpu().numpy()) for b in bufs]
     ok = lambda xs: [x for x in xs if x == x]  # noqa: E731
     floor = statistics.median(ok(watts)) if ok(watts) else 0.0
     # the rate the SM cycle counter ran at during the spin (cycles spun / elapsed time): whether the
@@ -341,6 +390,8 @@ def device_limits(spin_s: float = 0.5) -> dict | None:
     counted = per_launch * launches / (spin_ms * 1000.0) if spin_ms > 0 else None
     return {**lim, "floor_w": floor, "floor_mhz": statistics.median(ok(mhz)) if ok(mhz) else None,
             "floor_counter_mhz": counted,
+            "top_counter_mhz": statistics.median([t for t in top if t]) if any(top) else None,
+            "top_counter_spins": top,
             "idle_w": statistics.median(ok(idle)) if ok(idle) else None,
             "source": "NVML (floor: board power while one thread spins)"}
 
@@ -374,14 +425,25 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     shape = "x".join(map(str, mnkl[:3]))
     t0 = time.time()
 
+    stamps = None
+    if _has_gpu():
+        try:
+            from bsprof.kernels.clock_stamp import ClockStamps
+
+            stamps = ClockStamps()
+            stamps.check()
+        except Exception as exc:   # noqa: BLE001 - no stamp kernel: NVML's clock readings only
+            stamps = None
+            _log(console, f"[yellow]SM clock stamps unavailable ({exc}); sustained clocks from NVML[/]")
     try:
-        limits = device_limits() if _has_gpu() else None
+        limits = device_limits(stamps=stamps) if _has_gpu() else None
     except Exception as exc:   # noqa: BLE001 - a driver without these NVML calls: no clock term
         _log(console, f"[yellow]device limits unreadable ({exc}); the clock term falls back to the data sheet[/]")
         limits = None
     if limits:
         _log(console, f"device: top SM clock {limits['max_mhz']:.0f} MHz, power limit {limits['power_limit_w']:.0f} W, "
-                      f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W)")
+                      f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W); "
+                      f"top clock by the SM counter {limits.get('top_counter_mhz') or 0:.0f} MHz")
     if spin is None:
         spin = spin_calibration(console)
 
@@ -408,13 +470,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     for v in variants:
         launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
                                         delay_phase1=v["delay_phase1"])
-    fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds)
-    retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds)}
+    fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds, stamps=stamps)
+    retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds,
+                                      stamps=stamps)}
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
     back_keys = ["plain"] + [_key(v) for v in rev]
-    back, back_reads, _ = sustained_walls(launchers, back_keys, repeats, rounds)
+    back, back_reads, _ = sustained_walls(launchers, back_keys, repeats, rounds, stamps=stamps)
     retimed["reverse"] = retime_held(launchers, back_keys, back, back_reads, limits, repeats, rounds,
-                                     earlier={"forward": fwd_reads})
+                                     earlier={"forward": fwd_reads}, stamps=stamps)
     if any(retimed.values()):
         _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
                       f"{retimed['reverse']} extra reverse repeat(s)")
@@ -422,7 +485,10 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     clocks_back = _sustained_summary(back_reads)
     from bsprof.analyzers.validation import pooled_clocks
 
-    clocks_pooled = pooled_clocks(fwd_reads, back_reads)
+    clock_source = V.clock_source(limits, fwd_reads, back_reads)
+    clocks_pooled = pooled_clocks(fwd_reads, back_reads, clock=clock_source)
+    clocks_pooled_nvml = pooled_clocks(fwd_reads, back_reads)
+    _log(console, f"sustained clocks from the {'SM cycle counter' if clock_source == 'counter' else 'NVML readings'}")
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
@@ -448,7 +514,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_kloop=landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
                               extra={**landed, **_clock_extras(clocks, "plain", k),
-                                     **_sustained(clocks_pooled, "plain", k)}))
+                                     **_sustained(clocks_pooled, "plain", k),
+                                     **V.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
+                                                          fwd_reads.get(k))}))
     for v in rev:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
@@ -457,9 +525,11 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_kloop=-landed.get("d_mma_kloop", math.nan),
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
                               extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
-                                     **_sustained(clocks_pooled, k, "plain")}))
+                                     **_sustained(clocks_pooled, k, "plain"),
+                                     **V.sustained_cycles(back[k], back_reads.get(k), back["plain"],
+                                                          back_reads.get("plain"))}))
     V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
-               limits=limits_for(info["name"], limits))
+               limits=limits_for(info["name"], limits, clock_source))
     summ = V.summary(points)
 
     run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
@@ -478,15 +548,18 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
         "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
         "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
-        "sustained_clocks_pooled": clocks_pooled,
+        "sustained_clocks_pooled": clocks_pooled, "sustained_clocks_pooled_nvml": clocks_pooled_nvml,
+        "clock_source": clock_source,
         "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads}, "retimed_repeats": retimed,
-        "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES},
+        "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES,
+                          "order": "shuffled", "order_seed": ORDER_SEED, "retime_max": RETIME_MAX},
         "device_limits": limits,
         "points": frame.to_dict("records"), "summary": summ,
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
     doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
+    doc["summary"]["clock_source"] = clock_source
     artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
@@ -577,8 +650,10 @@ def rescore(run_dir) -> dict:
         for p in points:
             p.busy = math.nan
     lim = limits_for(doc.get("device"), doc.get("device_limits"))
-    V.evaluate(points, tables, capture_wall_us=walls, limits=lim)
+    clock, clock_lim = V.clock_limits(doc, lim)
+    V.evaluate(points, tables, capture_wall_us=walls, limits=clock_lim)
     summ = V.summary(points)
+    summ["clock_source"] = clock
     if doc.get("sustained_blocks"):
         summ["held"] = V.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
     return {"points": points, "summary": summ}

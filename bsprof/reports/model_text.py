@@ -89,6 +89,16 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
                       f"median |error| {c['median_abs_pct']:.2f}%, "
                       f"max {c['max_abs_pct']:.2f}% over {c['n']} points; builds ran at "
                       f"{c['ghz_min']:.2f}-{c['ghz_max']:.2f} GHz")
+    sc = summ.get("sustained_cycles")
+    if sc:
+        console.print(f"in sustained cycles (the model before its clock term vs wall x SM-counter clock of the timed "
+                      f"blocks): median |error| {sc['median_abs_pct']:.2f}%, max {sc['max_abs_pct']:.2f}% over "
+                      f"{sc['n']} points")
+    src = summ.get("clock_source")
+    if src:
+        console.print("clock term: baseline clock and top clock from the "
+                      + ("SM cycle counter (clock stamps around each block; top: a stamp spin on every SM)"
+                         if src == "counter" else "NVML readings"))
 def _held_cell(pp: dict) -> str:
     n = pp.get("held_repeats") or 0
     if not n:

@@ -53,12 +53,22 @@ KNOWN_LIMITS = {
 }
 
 
-def limits_for(device: str | None, recorded: dict | None = None) -> DeviceLimits | None:
-    """The limits a run recorded, else the data-sheet fallback for its device name, else None."""
+def limits_for(device: str | None, recorded: dict | None = None, clock: str = "nvml") -> DeviceLimits | None:
+    """The limits a run recorded, else the data-sheet fallback for its device name, else None.
+
+    ``clock="counter"``: the top clock in the SM cycle counter's units (``top_counter_mhz``, measured
+    by a stamp kernel spinning on every SM), for a run whose sustained clocks are the counter's: the
+    clock term compares the baseline's clock with the top, so both must be read by one instrument
+    (NVML read 1,980 MHz where the counter ran at 1,944). None when the run did not measure it."""
     if recorded and recorded.get("max_mhz") and recorded.get("power_limit_w"):
-        return DeviceLimits(float(recorded["max_mhz"]), float(recorded["power_limit_w"]),
-                            float(recorded.get("floor_w") or 0.0), str(recorded.get("source", "NVML")))
-    return KNOWN_LIMITS.get(device or "")
+        top = recorded.get("top_counter_mhz") if clock == "counter" else recorded["max_mhz"]
+        if not top:
+            return None
+        src = "SM cycle counter (top: stamp spin on every SM)" if clock == "counter" else "NVML"
+        return DeviceLimits(float(top), float(recorded["power_limit_w"]),
+                            float(recorded.get("floor_w") or 0.0), str(recorded.get("source", src)) if clock == "nvml"
+                            else src)
+    return KNOWN_LIMITS.get(device or "") if clock == "nvml" else None
 
 
 @dataclass(frozen=True)
