@@ -70,22 +70,17 @@ def test_counter_pooled_clock_is_total_cycles_over_total_time():
     assert c["mhz"] == pytest.approx((1600 * 1 + 1700 * 3) / 4) and c["blocks"] == 2 and c["clock"] == "counter"
     assert c["watts"] == pytest.approx(695.0)
     assert V.pooled_clocks(reads)["plain"]["mhz"] == pytest.approx((1580 + 1690 + 1500) / 3)
-    assert V.clock_source({"top_counter_mhz": 1944.0}, reads) == "nvml"      # a block without a counter
-    assert V.clock_source({"top_counter_mhz": 1944.0}, {"plain": reads["plain"][:2]}) == "counter"
-    assert V.clock_source({}, {"plain": reads["plain"][:2]}) == "nvml"
+    # the diagnostic: counter over NVML, each pooled over its own blocks
+    assert V.counter_vs_nvml(reads)["plain"] == pytest.approx(((1600 + 1700 * 3) / 4) / ((1580 + 1690 + 1500) / 3))
 
 
-def test_the_clock_term_compares_like_with_like_and_old_runs_keep_nvml():
+def test_the_clock_term_reads_nvmls_top_even_where_a_counter_top_was_measured():
     from bsprof.analyzers.model.clock import limits_for
 
     rec = {"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 146.0, "top_counter_mhz": 1944.0}
     assert limits_for("x", rec).max_mhz == 1980.0
-    assert limits_for("x", rec, "counter").max_mhz == 1944.0
-    assert limits_for("NVIDIA H100 80GB HBM3", {"max_mhz": 1980.0, "power_limit_w": 700.0}, "counter") is None
-    nvml = limits_for("x", rec)
-    assert V.clock_limits({"device_limits": rec}, nvml) == ("nvml", nvml)      # runs before the counter
-    clock, lim = V.clock_limits({"device_limits": rec, "clock_source": "counter", "device": "x"}, nvml)
-    assert clock == "counter" and lim.max_mhz == 1944.0
+    assert limits_for("NVIDIA H100 80GB HBM3", {}).max_mhz == 1980.0       # the data sheet
+    assert limits_for("x", {}) is None
 
 
 def test_sustained_cycle_ratio_is_wall_times_counter_clock():
@@ -192,11 +187,10 @@ def test_sustained_walls_reads_each_blocks_counter_clock_in_the_shuffled_order(m
     order = [k for r in range(5) for k in validate.block_order(keys, r)]
     prev = [None] + order[:-1]
     assert sorted((str(b["after"]), k) for k in keys for b in reads[k]) == sorted(zip(map(str, prev), order))
-    assert V.clock_source({"top_counter_mhz": 1950.0}, reads) == "counter"
     assert V.pooled_clocks(reads, clock="counter")["plain"]["mhz"] == pytest.approx(1650.0, rel=1e-3)
 
 
-def test_device_limits_takes_the_top_clock_from_stamp_spins_on_every_sm(monkeypatch):
+def test_device_limits_records_the_counter_rate_of_stamp_spins_on_every_sm(monkeypatch):
     import torch
 
     from bsprof.profile import sensors as S

@@ -633,9 +633,10 @@ def pooled_clocks(*sets: dict, same_code: dict | None = None,
     pooled over all of that code's running. Blocks recorded before means were kept contribute their
     medians.
 
-    ``clock="counter"``: the clock is the SM cycle counter's (``counter_mhz``, each block's cycles
-    over its nanoseconds), pooled as total cycles over total time; blocks without a counter reading
-    are left out (their power too, so clock and power describe the same blocks)."""
+    ``clock="counter"`` (the diagnostic ``counter_vs_nvml`` only; the clock term reads NVML's): the SM
+    cycle counter's clock (``counter_mhz``, each block's cycles over its nanoseconds), pooled as total
+    cycles over total time; blocks without a counter reading are left out (their power too, so clock
+    and power describe the same blocks)."""
     same_code = SAME_CODE if same_code is None else same_code
     skip = skip or {}
     acc: dict[str, dict] = {}
@@ -706,7 +707,7 @@ def held_pairs(p: Point, walls: dict, held: dict, same_code: dict | None = None)
 def rescore_held(doc: dict, limits) -> dict:
     """The run scored without the blocks held below the power limit (``held_blocks``, judged on NVML's
     readings against ``limits``, NVML's): each point's ratio from its remaining repeats, its
-    calibration build's pooled clock from its remaining blocks (the run's clock source), the model's
+    calibration build's pooled NVML clock from its remaining blocks, the model's
     stored cycles turned into wall time with that clock. Returns ``{"blocks": [...],
     "points": [...], "summary": ...}``; a run without per-block readings gives ``blocks`` None."""
     import pandas as pd
@@ -717,9 +718,7 @@ def rescore_held(doc: dict, limits) -> dict:
         return {"blocks": None, "points": [], "summary": {}}
     held = held_blocks(blocks, limits)
     walls = {"forward": doc.get("wall_us_forward") or {}, "reverse": doc.get("wall_us_reverse") or {}}
-    clock, limits = clock_limits(doc, limits)
-    pooled = pooled_clocks(blocks.get("forward"), blocks.get("reverse"), skip=held, names=("forward", "reverse"),
-                           clock=clock)
+    pooled = pooled_clocks(blocks.get("forward"), blocks.get("reverse"), skip=held, names=("forward", "reverse"))
     pts = from_frame(frame)
     cyc_col = "projected_cycles_det" if "projected_cycles_det" in frame.columns else "projected_wall_det"
     for p, row in zip(pts, frame.to_dict("records")):
@@ -747,13 +746,14 @@ def rescore_held(doc: dict, limits) -> dict:
     return {"blocks": listed, "points": pts, "summary": summary(pts)}
 
 
-def clock_source(limits: dict | None, *sets: dict) -> str:
-    """"counter" when the device's top clock was measured by the SM counter and every block of every
-    set has a counter clock (the clock term then compares like with like), else "nvml"."""
-    blocks = [b for reads in sets for bl in (reads or {}).values() for b in bl]
-    if limits and limits.get("top_counter_mhz") and blocks and all(_block_counter_mhz(b) for b in blocks):
-        return "counter"
-    return "nvml"
+def counter_vs_nvml(*sets: dict) -> dict[str, float]:
+    """A diagnostic, not a model input: per build, its SM cycle counter's pooled clock (the clock stamps
+    around each block) over NVML's pooled reading, for the runs that recorded both. A ping-pong
+    8192^3 run read 0.89-0.93 in GEMM blocks while the stamps' own spin read 1.000 (docs/model.md,
+    round 6): the counter tracks the walls, NVML's reading is not the rate cycles turn into time, and a
+    clock term in the counter's units has no measured top for a GEMM."""
+    counter, nvml = pooled_clocks(*sets, clock="counter"), pooled_clocks(*sets)
+    return {k: c["mhz"] / nvml[k]["mhz"] for k, c in counter.items() if (nvml.get(k) or {}).get("mhz")}
 
 
 def sustained_cycles(base_us: list, base_reads: list | None, meas_us: list, meas_reads: list | None) -> dict:
@@ -780,18 +780,6 @@ def sustained_cycle_error_pct(p: Point) -> float:
     if not (ratio > 0) or math.isnan(cyc):
         return math.nan
     return (cyc / ratio - 1.0) * 100.0
-
-
-def clock_limits(doc: dict, limits):
-    """(clock source, the limits the clock term compares it with) of a validation run: a run that
-    pooled its sustained clocks from the SM cycle counter (``clock_source``) takes the counter's top
-    clock; older runs, NVML's (``limits`` as given: their scores stay as they were)."""
-    from bsprof.analyzers.model.clock import limits_for
-
-    clock = doc.get("clock_source") or "nvml"
-    if clock == "nvml":
-        return clock, limits
-    return clock, limits_for(doc.get("device"), doc.get("device_limits"), clock)
 
 
 def held_summary(doc: dict, limits) -> dict | None:

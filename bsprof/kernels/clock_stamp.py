@@ -1,12 +1,14 @@
 """The SMs' own clock over an interval: a one-warp-per-SM kernel that stamps ``%clock64`` and
 ``%globaltimer`` (CuTe DSL).
 
-Why not NVML's clock reading: a kernel's cycles become wall time at the rate the SM cycle counter
-runs, and NVML's polled SM clock is not that rate. On the H100 it read 1,980 MHz while the counter
-ran at 1,944 during a one-thread spin, and it under-read blocks the power controller held below the
-limit by 6-9% (docs/model.md, rounds 4 and 5). Two stamps, one launched just before a timed block
-and one just after it on the same stream, give each SM's cycles over the block's nanoseconds: the
-block's mean SM clock in the counter's own units, the units the timing captures count in.
+A recorded diagnostic of ``bsprof model --validate``, not an input of the model's clock term: two
+stamps, one launched just before a timed block and one just after it on the same stream, give each
+SM's cycles over the block's nanoseconds, the block's mean SM clock in the units the timing captures
+count in. On the H100 it tracks the walls (wall x counter clock matches the captures' cycles within
+3%) where NVML's polled clock does not: GEMM blocks count 7-10% fewer cycles per second than NVML
+reports, uncapped ones at NVML's top included, while a stamp spin counts NVML's top exactly. So no
+top clock in the counter's units is known for a GEMM, and the clock term stays on NVML's readings
+(docs/model.md, round 6).
 
 Each block of the grid (one warp; lane 0 stores) writes six 64-bit words at ``6 * block``: clock
 and globaltimer at entry, clock and globaltimer at exit (after spinning ``spin`` cycles; 0 = none),

@@ -94,11 +94,11 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
         console.print(f"in sustained cycles (the model before its clock term vs wall x SM-counter clock of the timed "
                       f"blocks): median |error| {sc['median_abs_pct']:.2f}%, max {sc['max_abs_pct']:.2f}% over "
                       f"{sc['n']} points")
-    src = summ.get("clock_source")
-    if src:
-        console.print("clock term: baseline clock and top clock from the "
-                      + ("SM cycle counter (clock stamps around each block; top: a stamp spin on every SM)"
-                         if src == "counter" else "NVML readings"))
+    cn = summ.get("counter_vs_nvml")
+    if cn:
+        spin = f"; during the stamp spin {cn['spin']:.3f}" if cn.get("spin") else ""
+        console.print(f"SM cycle counter over NVML's clock (a diagnostic; the clock term reads NVML): "
+                      f"{cn['min']:.3f}-{cn['max']:.3f} over the builds' blocks{spin}")
 def _held_cell(pp: dict) -> str:
     n = pp.get("held_repeats") or 0
     if not n:

@@ -53,22 +53,19 @@ KNOWN_LIMITS = {
 }
 
 
-def limits_for(device: str | None, recorded: dict | None = None, clock: str = "nvml") -> DeviceLimits | None:
-    """The limits a run recorded, else the data-sheet fallback for its device name, else None.
+def limits_for(device: str | None, recorded: dict | None = None) -> DeviceLimits | None:
+    """The limits a run recorded (NVML's top clock and power limit, the measured floor), else the
+    data-sheet fallback for its device name, else None.
 
-    ``clock="counter"``: the top clock in the SM cycle counter's units (``top_counter_mhz``, measured
-    by a stamp kernel spinning on every SM), for a run whose sustained clocks are the counter's: the
-    clock term compares the baseline's clock with the top, so both must be read by one instrument
-    (NVML read 1,980 MHz where the counter ran at 1,944). None when the run did not measure it."""
+    The top clock is NVML's, like the baseline's sustained clock the clock term compares with it. A
+    top in the SM cycle counter's units was tried and measured no-go: a stamp spin on every SM counts
+    1,980 MHz, but a GEMM the power limit does not touch counts 1,820-1,840 at NVML's 1,980, so a
+    counter baseline against a spin's top projects a change reaching the top to gain ~7% too much
+    (docs/model.md, round 6)."""
     if recorded and recorded.get("max_mhz") and recorded.get("power_limit_w"):
-        top = recorded.get("top_counter_mhz") if clock == "counter" else recorded["max_mhz"]
-        if not top:
-            return None
-        src = "SM cycle counter (top: stamp spin on every SM)" if clock == "counter" else "NVML"
-        return DeviceLimits(float(top), float(recorded["power_limit_w"]),
-                            float(recorded.get("floor_w") or 0.0), str(recorded.get("source", src)) if clock == "nvml"
-                            else src)
-    return KNOWN_LIMITS.get(device or "") if clock == "nvml" else None
+        return DeviceLimits(float(recorded["max_mhz"]), float(recorded["power_limit_w"]),
+                            float(recorded.get("floor_w") or 0.0), str(recorded.get("source", "NVML")))
+    return KNOWN_LIMITS.get(device or "")
 
 
 @dataclass(frozen=True)
