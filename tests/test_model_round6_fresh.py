@@ -121,3 +121,35 @@ def test_the_counter_term_projected_the_top_build_past_where_it_ran(run):
     assert top["mhz"] / base["mhz"] == pytest.approx(1.171, abs=0.001)
     nvml = doc["sustained_clocks_pooled_nvml"]
     assert nvml["kloop0_phase1250000"]["mhz"] / nvml["plain"]["mhz"] == pytest.approx(1.133, abs=0.001)
+
+
+def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path):
+    """A stored run re-scored from disk gets each calibration build's NVML pooled clock from its
+    blocks, whatever clock its CSV recorded (round 6's CSV holds the counter's): the coop 4096^3 run,
+    given per-block readings and limits, with counter clocks 10% under NVML's in its CSV."""
+    import shutil
+
+    from bsprof.profile.validate import rescore
+
+    src = RUN.parent / "validation"
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir)
+    doc = json.loads((src / "validation.json").read_text())
+    frame = pd.read_csv(src / "validation.csv")
+    builds = {"plain"} | {_key(r) for r in frame.to_dict("records")}
+    nvml = {k: 1500.0 + 10 * i for i, k in enumerate(sorted(builds))}
+    block = lambda k: {"mhz_mean": nvml[k], "watts_mean": 690.0, "readings": 20, "reasons": 4,   # noqa: E731
+                       "counter_mhz": 0.9 * nvml[k], "counter_ns": 1e8}
+    doc["sustained_blocks"] = {"forward": {k: [block(k)] * 5 for k in builds},
+                               "reverse": {k: [block(k)] * 5 for k in builds}}
+    doc["device_limits"] = {"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 123.0}
+    (run_dir / "validation.json").write_text(json.dumps(doc))
+    frame["x_mhz_base"] = frame["x_mhz_meas"] = 0.9 * 1500.0
+    frame["x_watts_base"] = frame["x_watts_meas"] = 690.0
+    frame.to_csv(run_dir / "validation.csv", index=False)
+    pts = rescore(run_dir)["points"]
+    for p in pts:
+        if p.direction != "noise":
+            _, base, meas = V.point_builds(p)
+            assert p.extra["mhz_base"] == pytest.approx(nvml[base]) and p.extra["mhz_meas"] == pytest.approx(nvml[meas])
+            assert p.clock_ratio != 1.0
