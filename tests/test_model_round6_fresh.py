@@ -153,3 +153,24 @@ def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path
             _, base, meas = V.point_builds(p)
             assert p.extra["mhz_base"] == pytest.approx(nvml[base]) and p.extra["mhz_meas"] == pytest.approx(nvml[meas])
             assert p.clock_ratio != 1.0
+
+
+def test_the_validation_output_shows_the_counter_as_a_diagnostic(run):
+    import io
+
+    from rich.console import Console
+
+    from bsprof.reports.model_text import render_validation
+
+    doc, frame = run
+    lim = limits_for(doc["device"], doc["device_limits"])
+    res = V.rescore_held(doc, lim)
+    summ = res["summary"]
+    summ["counter_vs_nvml"] = V.counter_summary(
+        V.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"]), doc["device_limits"])
+    buf = io.StringIO()
+    render_validation(Console(file=buf, width=260), res["points"], summ, "ping-pong 8192")
+    text = buf.getvalue()
+    assert "a diagnostic; the clock term reads NVML" in text
+    assert "0.892-0.930 over the builds' blocks; during the stamp spin 1.000" in text
+    assert "max 2.89%" in text

@@ -756,6 +756,13 @@ def counter_vs_nvml(*sets: dict) -> dict[str, float]:
     return {k: c["mhz"] / nvml[k]["mhz"] for k, c in counter.items() if (nvml.get(k) or {}).get("mhz")}
 
 
+def counter_summary(ratio: dict[str, float], limits: dict | None) -> dict:
+    """``counter_vs_nvml``'s range over the builds, beside the stamp spin's counter over NVML's top
+    (``limits``: the run's recorded device limits)."""
+    spin, top = (limits or {}).get("top_counter_mhz"), (limits or {}).get("max_mhz")
+    return {"min": min(ratio.values()), "max": max(ratio.values()), "spin": spin / top if spin and top else None}
+
+
 def sustained_cycles(base_us: list, base_reads: list | None, meas_us: list, meas_reads: list | None) -> dict:
     """The point's measured *cycle* ratio in the sustained blocks: per repeat, (wall x counter clock)
     of the measured build over the calibration build's, and their mean (``sust_cycle_ratio``). What

@@ -557,20 +557,12 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     }
     doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
     if counter_ratio:
-        doc["summary"]["counter_vs_nvml"] = _counter_summary(counter_ratio, limits)
+        doc["summary"]["counter_vs_nvml"] = V.counter_summary(counter_ratio, limits)
     artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
     doc["title"] = f"{kernel} {shape} on {info['name']}"
     return doc
-
-
-def _counter_summary(ratio: dict, limits: dict | None) -> dict:
-    """The diagnostic's range over the builds, beside the stamp spin's counter over NVML's top."""
-    spin = (limits or {}).get("top_counter_mhz")
-    top = (limits or {}).get("max_mhz")
-    return {"min": min(ratio.values()), "max": max(ratio.values()),
-            "spin": spin / top if spin and top else None}
 
 
 def _sustained(clocks: dict, base: str, meas: str) -> dict:
