@@ -27,7 +27,10 @@ from bsprof.options import FiniteFloat, count
               help="directory to write results into (a fresh subdirectory per run; --kernel default: bsprof-results)")
 @click.option("--warmup", type=count(0, 1_000_000), default=3, show_default=True, help="launches before the measured one")
 @click.option("--report", default=None, help="analyze this .ncu-rep (or the one in a bsprof result directory)")
-@click.option("--filter", "filter_", default=None, help="regex on kernel names (with --report / --compare)")
+@click.option("--filter", "filter_", default=None,
+              help="regex on kernel names and NVTX ranges (with --report / --compare)")
+@click.option("--filter-b", "filter_b", default=None,
+              help="with --compare: the regex that picks B's launch (default: --filter), e.g. two launches of one report")
 @click.option("--flops", type=FiniteFloat(), default=None,
               help="FLOPs of one launch, for TFLOP/s and %% of peak (--report; default: from the report's NVTX range "
                    "or result directory)")
@@ -39,7 +42,7 @@ from bsprof.options import FiniteFloat, count
               help="names of A and B in --compare (default: the result directory or file names)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary JSON")
 def command(variant, family, mnkl, set_name, clock_control, out, warmup, report, filter_, flops, precision,
-            compare, labels, as_json) -> None:
+            compare, labels, as_json, filter_b) -> None:
     """Run or read Nsight Compute: metrics per launch, the bottleneck verdict (GPU fill, the busy SMs'
     limiting unit, latency) with the numbers and thresholds that decided it, advice that fits the
     kernel and GPU, ncu's own rules beside it, and A/B comparison."""
@@ -58,7 +61,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     if compare:
         from bsprof.analyzers.ncu.compare import compare as run_compare
 
-        cmp = run_compare(compare[0], compare[1], filter=filter_, flops=flops, labels=labels)
+        cmp = run_compare(compare[0], compare[1], filter=filter_, flops=flops, labels=labels, filter_b=filter_b)
         if as_json:
             click.echo(artifacts.dumps(_compare_json(cmp)))
         else:
@@ -93,4 +96,4 @@ def _compare_json(cmp) -> dict:
         "title": cmp.title,
         "a": {"label": cmp.a_label, "report": cmp.a_name, "kernel": cmp.a_kernel, "verdict": cmp.a_verdict.as_dict()},
         "b": {"label": cmp.b_label, "report": cmp.b_name, "kernel": cmp.b_kernel, "verdict": cmp.b_verdict.as_dict()},
-        "metrics": rows}, "launches": []}
+        "metrics": rows, "notes": cmp.notes}, "launches": []}
