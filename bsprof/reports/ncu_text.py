@@ -50,7 +50,7 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     rows = [
         ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
         ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"),
-        ("SM cycles elapsed / busiest SM active", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
+        ("cycles: SM / busiest SM", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
         ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),
         ("SM active / elapsed", fmt(100 * share, "%")),

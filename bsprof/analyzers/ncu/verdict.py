@@ -178,7 +178,7 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
             # two groups of SMs, the working ones near the busiest and the rest near the least busy:
             # how many work follows from the average (per-SM values are not in the report)
             f.busy_sms = f.sms * (act - mn) / (mx - mn)
-            if not f.idle_sms and f.sms - f.busy_sms >= THRESHOLDS["idle_sms_share"] * f.sms:
+            if not f.idle_sms and round(f.sms - f.busy_sms) >= 1:
                 f.no_work_sms = round(f.sms - f.busy_sms)
     dur = _get(row, "duration_ns") / 1e3
     if _ok(dur) and dur > 0 and _ok(el):
@@ -297,7 +297,7 @@ def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
         ev.append(Evidence("sm_idle_share", 1 - f.active_share, ">=", THRESHOLDS["idle_share"], "idle_share"))
     if f.idle_sms and f.sms and f.idle_sms / f.sms >= THRESHOLDS["idle_sms_share"]:
         ev.append(Evidence("idle_sms", f.idle_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms, "idle_sms_share x SMs"))
-    elif f.no_work_sms and f.sms:
+    elif f.no_work_sms and f.sms and f.no_work_sms >= THRESHOLDS["idle_sms_share"] * f.sms:
         ev.append(Evidence("SMs without real work (est.)", f.no_work_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms,
                            "idle_sms_share x SMs"))
     if not ev:
