@@ -4,12 +4,15 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
 (:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS` (:mod:`.facts`, shared with the advice). The tree, in order:
 
 1. Is the GPU filled?
-   a. launch-bound   a few microseconds and the SMs active a small share of them: the fixed cost
-                     of a launch dominates (fuse, batch, CUDA graphs).
-   b. under-filled   SM-time idle (1 - sm__cycles_active.avg / elapsed) >= idle_share, or fewer
-                     CTAs than SMs, and no global memory level (DRAM, L2) is saturated: "N of 132
-                     SMs idle for X % of the time"; tiles per SM and the last wave's fill where the
-                     tile grid is known.
+   a. launch-bound   no SM active (duration x (1 - busiest SM's active / elapsed): launch, CTA
+                     dispatch, teardown, ~2 us on an H100) for >= launch_fixed_share of the duration:
+                     the fixed cost of a launch dominates (fuse, batch, CUDA graphs). Only a report
+                     without the busiest SM's cycles falls back to a duration cut-off.
+   b. under-filled   SM-time idle (1 - sm__cycles_active.avg / elapsed) >= idle_share (the CTA count
+                     decides only without SM active cycles), and no global memory level (DRAM, L2) is
+                     saturated; says both: the SMs that get no CTA, or (a CTA per SM whose extra CTAs
+                     find no work) the SMs that do no real work, and the work in SMs; tiles per SM
+                     and the last wave's fill where the tile grid is known.
 2. What limits the busy SMs (also reported under 1, as the busy SMs' limiter)?
    - the hottest pipe, % of active cycles (and of elapsed), >= unit_bound_pct -> compute-bound:<pipe>;
      else issue slots >= issue_bound_pct -> compute-bound:issue;
@@ -21,7 +24,9 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
    that are not one CTA per SM by design (persistent / large-SMEM kernels); under one wave the grid,
    not registers or shared memory, limits the warps (grid-limited).
 Flags beside the class: bank conflicts, register spills (and spill traffic that fills a memory
-level), global atomics; a pipe tied with the limiting one is named beside it.
+level), global atomics, L2 refetch (an L2-bound TMA kernel reading its operands from L2 several times
+over); a pipe tied with the limiting one is named beside it. The facts give every duration with its
+SM cycles, the SM clock and the busiest SM's active cycles.
 
 Advice (:mod:`.advice`) is picked by class, kernel kind (MMA executed or not) and architecture, each
 piece citing the number it rests on. ncu's own rules are set beside the verdict (:func:`ncu_view`).
@@ -541,7 +546,8 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
                 fill=f, busy=busy)
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
-        v.facts.append(f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
+        # the fill text carries the duration with its cycles where the report has them
+        v.facts.append(f.text if _ok(f.sm_mhz) else f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
     elif ev := rule_under_filled(row, f):
         v.cls, v.evidence = "under-filled", ev
         v.facts.append(f.text)
