@@ -147,3 +147,17 @@ def test_compare_two_launches_of_one_report_warns_on_the_clock(tmp_path, monkeyp
     assert "SM clock 1,876 -> 1,814 MHz (-3.3%)" in out
     assert "compare the cycles" in out
     assert "verdict DeepGEMM: under-filled" in out and "verdict ours: under-filled" in out
+
+
+def test_report_with_mnkl_gives_the_operands_exactly(tmp_path, monkeypatch):
+    """Warm L2: 11.8 MB from DRAM understates the 30.3 MB of operands; --mnkl names the problem."""
+    monkeypatch.setenv("BSPROF_CACHE", str(tmp_path))
+    warm = REPORTS / "fp8m128_after_warm.ncu-rep.xz"
+    args = ("--report", warm, "--filter", "launch_cluster1")
+    guess = re.sub(r"\s+", " ", _cli(*args).output)
+    assert "(7.0x; DRAM read: the distinct bytes when ncu flushed L2 first" in guess
+    res = _cli(*args, "--mnkl", "128,4096,7168")
+    assert res.exit_code == 0, res.output
+    assert "82.1 MB from L2 for 30.3 MB of operands (2.7x; A + B of 128x4096x7168 at fp8" in re.sub(r"\s+", " ", res.output)
+    bad = _cli(*args, "--mnkl", "128x4096")
+    assert bad.exit_code == 2 and "error: --mnkl" in bad.output

@@ -4,6 +4,7 @@ Parses options, calls one analyzer or the runner, renders through bsprof.reports
 from __future__ import annotations
 
 import math
+import re
 
 import click
 
@@ -19,7 +20,9 @@ from bsprof.options import FiniteFloat, count
               help=f"profile this bundled kernel (needs a GPU and ncu): {' | '.join(VARIANTS)}, on "
                    "fp8-blockwise optionally with switches, e.g. optimized:epi_split=0")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
+@click.option("--mnkl", default=None,
+              help="M,N,K[,L]; default: the family's default problem (--report: the problem of launches whose NVTX "
+                   "range does not name it)")
 @click.option("--set", "set_name", type=click.Choice(["triage", "full"]), default="triage", show_default=True,
               help="triage: only what the verdict needs (few replay passes); full: ncu's full set + source")
 @click.option("--clock-control", type=click.Choice(["none", "base"]), default="none", show_default=True)
@@ -70,7 +73,9 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     if report:
         from bsprof.analyzers.ncu.summary import analyze_report, write_analysis
 
-        ex, payload = analyze_report(report, filter=filter_, flops=flops, precision=precision)
+        if mnkl and not re.fullmatch(r"\d+(,\d+){2,3}", mnkl):
+            raise BsprofError(f"--mnkl {mnkl!r}: give M,N,K or M,N,K,L as integers, e.g. 128,4096,7168")
+        ex, payload = analyze_report(report, filter=filter_, flops=flops, precision=precision, mnkl=mnkl)
         if out:
             payload["output_dir"] = str(write_analysis(ex, payload, out))
     else:
