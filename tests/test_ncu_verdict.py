@@ -38,7 +38,12 @@ def test_tiny_kernel_is_launch_bound(data_dir):
     ex = extract(data_dir / "h100_cute_tiny.ncu-rep.xz")
     v = classify(ex.table.iloc[0].to_dict(), rules=ex.rules[0])
     assert v.cls == "launch-bound"
-    assert [e.threshold_name for e in v.evidence] == ["tiny_duration_us", "tiny_active_share"]
+    # the evidence is the launch's fixed cost: the share of the duration no SM is active
+    assert [e.threshold_name for e in v.evidence] == ["launch_fixed_share"]
+    assert v.evidence[0].value >= THRESHOLDS["launch_fixed_share"]
+    # a report without the busiest SM's cycles falls back to the named duration cut-off
+    row = {k: x for k, x in ex.table.iloc[0].to_dict().items() if k != "sm_active_cycles_max"}
+    assert [e.threshold_name for e in classify(row).evidence] == ["tiny_duration_us", "tiny_active_share"]
     assert "CUDA graph" in v.candidates[0]
     assert not any("register" in c for c in v.candidates)
 

@@ -4,6 +4,7 @@ Parses options, calls one analyzer or the runner, renders through bsprof.reports
 from __future__ import annotations
 
 import math
+import re
 
 import click
 
@@ -19,7 +20,9 @@ from bsprof.options import FiniteFloat, count
               help=f"profile this bundled kernel (needs a GPU and ncu): {' | '.join(VARIANTS)}, on "
                    "fp8-blockwise optionally with switches, e.g. optimized:epi_split=0")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
-@click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
+@click.option("--mnkl", default=None,
+              help="M,N,K[,L]; default: the family's default problem (--report: the problem of launches whose NVTX "
+                   "range does not name it)")
 @click.option("--set", "set_name", type=click.Choice(["triage", "full"]), default="triage", show_default=True,
               help="triage: only what the verdict needs (few replay passes); full: ncu's full set + source")
 @click.option("--clock-control", type=click.Choice(["none", "base"]), default="none", show_default=True)
@@ -27,7 +30,10 @@ from bsprof.options import FiniteFloat, count
               help="directory to write results into (a fresh subdirectory per run; --kernel default: bsprof-results)")
 @click.option("--warmup", type=count(0, 1_000_000), default=3, show_default=True, help="launches before the measured one")
 @click.option("--report", default=None, help="analyze this .ncu-rep (or the one in a bsprof result directory)")
-@click.option("--filter", "filter_", default=None, help="regex on kernel names (with --report / --compare)")
+@click.option("--filter", "filter_", default=None,
+              help="regex on kernel names and NVTX ranges (with --report / --compare)")
+@click.option("--filter-b", "filter_b", default=None,
+              help="with --compare: the regex that picks B's launch (default: --filter), e.g. two launches of one report")
 @click.option("--flops", type=FiniteFloat(), default=None,
               help="FLOPs of one launch, for TFLOP/s and %% of peak (--report; default: from the report's NVTX range "
                    "or result directory)")
@@ -39,7 +45,7 @@ from bsprof.options import FiniteFloat, count
               help="names of A and B in --compare (default: the result directory or file names)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary JSON")
 def command(variant, family, mnkl, set_name, clock_control, out, warmup, report, filter_, flops, precision,
-            compare, labels, as_json) -> None:
+            compare, labels, as_json, filter_b) -> None:
     """Run or read Nsight Compute: metrics per launch, the bottleneck verdict (GPU fill, the busy SMs'
     limiting unit, latency) with the numbers and thresholds that decided it, advice that fits the
     kernel and GPU, ncu's own rules beside it, and A/B comparison."""
@@ -58,7 +64,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     if compare:
         from bsprof.analyzers.ncu.compare import compare as run_compare
 
-        cmp = run_compare(compare[0], compare[1], filter=filter_, flops=flops, labels=labels)
+        cmp = run_compare(compare[0], compare[1], filter=filter_, flops=flops, labels=labels, filter_b=filter_b)
         if as_json:
             click.echo(artifacts.dumps(_compare_json(cmp)))
         else:
@@ -67,7 +73,9 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     if report:
         from bsprof.analyzers.ncu.summary import analyze_report, write_analysis
 
-        ex, payload = analyze_report(report, filter=filter_, flops=flops, precision=precision)
+        if mnkl and not re.fullmatch(r"\d+(,\d+){2,3}", mnkl):
+            raise BsprofError(f"--mnkl {mnkl!r}: give M,N,K or M,N,K,L as integers, e.g. 128,4096,7168")
+        ex, payload = analyze_report(report, filter=filter_, flops=flops, precision=precision, mnkl=mnkl)
         if out:
             payload["output_dir"] = str(write_analysis(ex, payload, out))
     else:
@@ -93,4 +101,4 @@ def _compare_json(cmp) -> dict:
         "title": cmp.title,
         "a": {"label": cmp.a_label, "report": cmp.a_name, "kernel": cmp.a_kernel, "verdict": cmp.a_verdict.as_dict()},
         "b": {"label": cmp.b_label, "report": cmp.b_name, "kernel": cmp.b_kernel, "verdict": cmp.b_verdict.as_dict()},
-        "metrics": rows}, "launches": []}
+        "metrics": rows, "notes": cmp.notes}, "launches": []}

@@ -50,6 +50,7 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     rows = [
         ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
         ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"),
+        ("cycles: SM / busiest SM", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
         ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),
         ("SM active / elapsed", fmt(100 * share, "%")),
@@ -123,6 +124,8 @@ def print_compare(console, cmp) -> None:
         pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
         t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
     console.print(t)
+    for line in getattr(cmp, "notes", []):
+        console.print(line)
     for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
         console.print(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
                       + (f" + {', '.join(v.flags)}" if v.flags else ""))

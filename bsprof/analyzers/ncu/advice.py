@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics, opcodes,
-                                       spill_traffic, stall_shares)
+from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics,
+                                       l2_refetch, opcodes, operand_bytes, spill_traffic, stall_shares)
 
 ANY = "*"
 
@@ -21,7 +21,8 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     # 1. the GPU is not filled
     ("launch-bound", ANY, ANY, ANY,
      "fuse this launch into its neighbour, batch several into one, or capture the sequence in a CUDA graph: "
-     "{dur_us} us with the SMs active {active_pct}% of it is mostly fixed launch cost"),
+     "{dur_us} us of which no SM is active for {fixed_us} us ({fixed_pct}%) and the SMs are active {active_pct}% "
+     "on average is mostly fixed launch cost"),
     ("under-filled", ANY, "gemm", ANY,
      "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
      "(SM-time idle {idle_pct}%)"),
@@ -96,6 +97,13 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "register spills are most of the traffic: {local_bytes} of local memory through L1/L2 ({spill_share}% of the "
      "{l2_bytes} through L2, L1 hit {l1_hit}%) from {spills} spill instructions; remove them first (fewer live "
      "values per thread: a smaller block per warp or more warps per row), then re-measure the bandwidth"),
+    ("l2-refetch", ANY, ANY, ANY,
+     "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}): the loads "
+     "are TMA, so coalescing and shared-memory reuse are done already; the same tiles are fetched from L2 once per "
+     "CTA instead of once for the CTAs that share them (L2 misses {l2_miss_bytes} against {dram_read} read from "
+     "DRAM). Check how those CTAs are placed and launched: tile order (CTAs sharing an A or B tile running at the "
+     "same time), the launch geometry (a cluster launch places CTAs by cluster, not as a plain grid), or a cluster "
+     "with TMA multicast that fetches a shared tile once"),
     ("global-atomics", ANY, ANY, ANY,
      "{atomics} global atomics ({atomic_pct}% of global memory instructions) with warps waiting on {stall} "
      "({stall_pct}% of the cycles between issues): atomics to few addresses serialize in a few L2 slices; "
@@ -135,10 +143,13 @@ def _numbers(v, row, k: int | None) -> dict:
     mma_op = max(mma_ops, key=mma_ops.get) if mma_ops else "n/a"
     local, spill_share = spill_traffic(row)
     atomics, atomic_share = global_atomics(row)
+    l2_sm, refetch, _ = l2_refetch(row)
+    ops, ops_src = operand_bytes(row)
     warps_per_cta = math.ceil(_get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z") / 32) \
         if all(not math.isnan(_get(row, f"block_{a}")) for a in "xyz") else math.nan
     return {
         "dur_us": _n(_get(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
+        "fixed_us": _n(f.launch_fixed_us, 1), "fixed_pct": _n(100 * f.launch_fixed_share),
         "sms": f.sms or "?", "ctas": f.ctas or "?", "fill": f.text or "n/a",
         "idle_pct": _n(100 * (1 - f.active_share)), "max_active_pct": _n(100 * f.max_active_share),
         "tensor_pct": _n(_get(row, "pipe_tensor_pct")), "theo_pct": _n(_get(row, "theoretical_occupancy_pct")),
@@ -154,6 +165,8 @@ def _numbers(v, row, k: int | None) -> dict:
         "local_bytes": _bytes(local), "spill_share": _n(100 * spill_share),
         "l2_bytes": _bytes(_level_bytes(row, "l2")), "l1_hit": _n(_get(row, "l1_hit_pct")),
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
+        "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
+        "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
@@ -187,6 +200,9 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
         # the bytes are the kernel's own spills: "move fewer bytes / no in-kernel change" would mislead,
         # and the spill-traffic line already cites the spill count
         picked = [e for e in picked if e[0] not in ("memory-bound", "register-spills")]
+    if "l2-refetch" in v.flags:
+        # coalescing and shared-memory reuse are what TMA already does: the refetch line replaces them
+        picked = [e for e in picked if e[:2] != ("memory-bound", "l2")]
     # the generic compute line only where no pipe-specific one matched
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]

@@ -187,7 +187,8 @@ def extract(report, *, filter: str | None = None, flops: float | None = None,
             precision: str | None = None, with_rules: bool = True) -> Extraction:
     """Read ``report`` (a path or an already loaded ncu_report context) into an :class:`Extraction`.
 
-    ``filter`` is a regular expression searched in the function and demangled kernel names; when it
+    ``filter`` is a regular expression searched in the function and demangled kernel names and the
+    launch's NVTX ranges (joined by " / "); when it
     matches nothing, BsprofError lists the kernels the report has.
     """
     import pandas as pd
@@ -216,7 +217,8 @@ def extract(report, *, filter: str | None = None, flops: float | None = None,
             raise BsprofError(f"{path or 'report'}: launch {index} has no data (the report is truncated or corrupt); "
                               "re-profile and let ncu finish writing it")
         all_names.append(func)
-        if pattern and not (pattern.search(func) or pattern.search(demangled)):
+        if pattern and not (pattern.search(func) or pattern.search(demangled)
+                            or pattern.search(" / ".join(nvtx_ranges(action)))):
             continue
         row, raw, _ = _row(action, index, flops, precision)
         rows.append(row)

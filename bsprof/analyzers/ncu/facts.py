@@ -9,10 +9,12 @@ import math
 import re
 
 THRESHOLDS: dict[str, float] = {
-    "tiny_duration_us": 10.0,    # a launch this short whose SMs are mostly idle is launch-bound
-    "tiny_active_share": 0.70,   # ... SM active cycles below this share of elapsed
+    "launch_fixed_share": 0.30,  # no SM active for at least this share of the duration: the launch's fixed cost dominates
+    "tiny_duration_us": 10.0,    # only without the busiest SM's cycles: a launch this short ...
+    "tiny_active_share": 0.70,   # ... with SM active cycles below this share of elapsed is launch-bound
     "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
     "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
+    "no_work_sm_share": 0.10,    # an SM active below this share of the busiest SM's cycles did no real work
     "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
     "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
     "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
@@ -24,6 +26,8 @@ THRESHOLDS: dict[str, float] = {
     "large_k": 4096.0,           # split-K is a candidate above this K
     "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
     "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
+    "l2_refetch_ratio": 2.0,     # an L2-bound TMA kernel reading >= this many times its operands' bytes from L2
+    "clock_change_pct": 1.0,     # two launches' SM clocks this far apart: compare cycles, not microseconds
 }
 
 # pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
@@ -34,6 +38,8 @@ WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
 MMA_FAMILIES = ((re.compile(r"^[HQIB]GMMA"), "wgmma"), (re.compile(r"^UTC\w*MMA"), "tcgen05"),
                 (re.compile(r"^DMMA"), "dmma"), (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"))
 # global atomics (RED: no return value, ATOM: with one); ATOMS is shared memory, not global
+# TMA loads (cp.async.bulk.tensor / cp.async.bulk): coalescing and shared-memory reuse are already done
+TMA_LOAD_OPCODE = re.compile(r"^(UTMALDG|UBLKCP)")
 GLOBAL_ATOMIC_OPCODE = re.compile(r"^(REDG?|ATOMG?)$")
 GLOBAL_MEMORY_OPCODE = re.compile(r"^(LDG|STG|LD|ST|REDG?|ATOMG?)$")
 SYNC_REASONS = ("barrier", "membar", "sleeping")
@@ -103,3 +109,45 @@ def stall_shares(row) -> dict[str, float]:
     if total <= 0:
         return {}
     return dict(sorted(((k, v / total) for k, v in stalls.items()), key=lambda kv: -kv[1]))
+
+
+# bytes per element of an MMA operand, by the precision a launch names (scale factors not counted)
+OPERAND_BYTES = {"fp4": 0.5, "fp8": 1.0, "int8": 1.0, "fp16": 2.0, "bf16": 2.0, "tf32": 4.0, "fp32": 4.0, "fp64": 8.0}
+
+
+def _problem(row) -> list[int] | None:
+    text = row.get("mnkl") if hasattr(row, "get") else None
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        vals = [int(x) for x in re.split(r"[x,]", text) if x]
+    except ValueError:
+        return None
+    return (vals + [1])[:4] if len(vals) >= 3 else None
+
+
+def loads_by_tma(row) -> bool:
+    return any(TMA_LOAD_OPCODE.match(op) for op in opcodes(row))
+
+
+def operand_bytes(row) -> tuple[float, str]:
+    """(bytes of the operands A + B, where they come from): the problem (mnkl and precision named by the
+    launch's NVTX range or --mnkl), else the bytes read from DRAM, which are the distinct bytes a launch
+    reads when ncu flushed L2 before it (its default) and a lower bound with a warm L2."""
+    mnkl, prec = _problem(row), row.get("precision") if hasattr(row, "get") else None
+    if mnkl and prec in OPERAND_BYTES:
+        m, n, k, l = mnkl
+        return (m * k + n * k) * l * OPERAND_BYTES[prec], f"A + B of {m}x{n}x{k} at {prec}, scales not counted"
+    dram = _get(row, "dram_bytes_read")
+    if _ok(dram) and dram > 0:
+        return dram, "DRAM read: the distinct bytes when ncu flushed L2 first (its default); fewer with a warm L2"
+    return math.nan, ""
+
+
+def l2_refetch(row) -> tuple[float, float, str]:
+    """(bytes the SMs read from L2, that over the operands' bytes, the operands' source)."""
+    sm_read = 32.0 * _get(row, "l2_read_sectors_sm")
+    ops, src = operand_bytes(row)
+    if not _ok(sm_read) or not _ok(ops) or ops <= 0:
+        return sm_read, math.nan, src
+    return sm_read, sm_read / ops, src

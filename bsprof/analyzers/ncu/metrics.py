@@ -113,6 +113,8 @@ METRICS: tuple[Metric, ...] = (
     _m("cluster_size", "launch__cluster_size", "CTA", "CTAs per cluster (0 or 1: no cluster)"),
     _m("sm_active_cycles_avg", "sm__cycles_active.avg", "cycle", "cycles an SM had at least one warp, average over SMs", verdict=True),
     _m("sm_active_cycles_max", "sm__cycles_active.max", "cycle", "the busiest SM's active cycles", verdict=True),
+    # an SM active only a sliver of the busiest one's cycles did no real work (its CTAs found none and exited)
+    _m("sm_active_cycles_min", "sm__cycles_active.min", "cycle", "the least busy SM's active cycles", verdict=True),
     _m("sm_elapsed_cycles_avg", "sm__cycles_elapsed.avg", "cycle", "elapsed SM cycles", verdict=True),
     _m("occupancy_limit_blocks", "launch__occupancy_limit_blocks", "CTA", "CTAs per SM allowed by the hardware's CTA slots"),
     _m("occupancy_limit_registers", "launch__occupancy_limit_registers", "CTA", "CTAs per SM allowed by registers"),
@@ -121,6 +123,12 @@ METRICS: tuple[Metric, ...] = (
     _m("occupancy_limit_barriers", "launch__occupancy_limit_barriers", "CTA", "CTAs per SM allowed by named barriers"),
     # bytes per memory level
     _m("l2_sectors", "lts__t_sectors.sum", "sector", "32-byte sectors through L2 (all requests)"),
+    # what the SMs read from L2 (loads and TMA), against the operands' own bytes: a TMA GEMM that reads
+    # its tiles from L2 several times over is told about CTA placement, not coalescing
+    _m("l2_read_sectors_sm", "lts__t_sectors_srcunit_tex_op_read.sum", "sector",
+       "32-byte sectors the SMs read from L2 (L1/TEX and TMA requests)", verdict=True),
+    _m("l2_read_miss_sectors_sm", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum", "sector",
+       "of those, sectors that missed in L2", verdict=True),
     _m("l1_throughput_active_pct", "l1tex__throughput" + PCT_ACTIVE, "%", "L1/TEX throughput, % of peak over active cycles"),
     _m("l2_atomic_pct", "lts__d_atomic_input_cycles_active" + PCT_ELAPSED, "%", "L2 atomic units busy, % of peak"),
     _m("gmma_issue_pct", "sm__inst_executed_pipe_tensor_op_gmma" + PCT_ACTIVE, "%", "WGMMA issue rate (sm_90)", arch="sm_90"),

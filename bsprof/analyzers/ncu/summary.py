@@ -66,16 +66,20 @@ def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
 
 
 def analyze_report(report: str | Path, *, filter: str | None = None, flops: float | None = None,
-                   precision: str | None = None) -> tuple[Extraction, dict]:
+                   precision: str | None = None, mnkl: str | None = None) -> tuple[Extraction, dict]:
     """An existing .ncu-rep (or a bsprof result directory holding one) -> (extraction, summary JSON):
     per launch the metric columns, the verdict with its evidence and advice, and ncu's own rules.
-    FLOPs come from ``flops``, else the result directory's summary.json, else the launch's NVTX range."""
+    FLOPs come from ``flops``, else the result directory's summary.json, else the launch's NVTX range.
+    ``mnkl`` ("M,N,K[,L]") names the problem of launches whose NVTX range does not (the operands'
+    bytes, K for split-K advice)."""
     from bsprof.analyzers.ncu.compare import recorded_flops, resolve_report
     from bsprof.analyzers.ncu.extract import extract
 
     flops = flops or recorded_flops(report)
     path = str(resolve_report(report))
     ex = extract(path, filter=filter, flops=flops, precision=precision)
+    if mnkl:
+        ex.table["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in ex.table["mnkl"]]
     return ex, summary_json(ex)
 
 

@@ -4,12 +4,15 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
 (:mod:`.metrics`); every threshold lives in :data:`THRESHOLDS` (:mod:`.facts`, shared with the advice). The tree, in order:
 
 1. Is the GPU filled?
-   a. launch-bound   a few microseconds and the SMs active a small share of them: the fixed cost
-                     of a launch dominates (fuse, batch, CUDA graphs).
-   b. under-filled   SM-time idle (1 - sm__cycles_active.avg / elapsed) >= idle_share, or fewer
-                     CTAs than SMs, and no global memory level (DRAM, L2) is saturated: "N of 132
-                     SMs idle for X % of the time"; tiles per SM and the last wave's fill where the
-                     tile grid is known.
+   a. launch-bound   no SM active (duration x (1 - busiest SM's active / elapsed): launch, CTA
+                     dispatch, teardown, ~2 us on an H100) for >= launch_fixed_share of the duration:
+                     the fixed cost of a launch dominates (fuse, batch, CUDA graphs). Only a report
+                     without the busiest SM's cycles falls back to a duration cut-off.
+   b. under-filled   SM-time idle (1 - sm__cycles_active.avg / elapsed) >= idle_share (the CTA count
+                     decides only without SM active cycles), and no global memory level (DRAM, L2) is
+                     saturated; says both: the SMs that get no CTA, or (a CTA per SM whose extra CTAs
+                     find no work) the SMs that do no real work, and the work in SMs; tiles per SM
+                     and the last wave's fill where the tile grid is known.
 2. What limits the busy SMs (also reported under 1, as the busy SMs' limiter)?
    - the hottest pipe, % of active cycles (and of elapsed), >= unit_bound_pct -> compute-bound:<pipe>;
      else issue slots >= issue_bound_pct -> compute-bound:issue;
@@ -21,7 +24,9 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
    that are not one CTA per SM by design (persistent / large-SMEM kernels); under one wave the grid,
    not registers or shared memory, limits the warps (grid-limited).
 Flags beside the class: bank conflicts, register spills (and spill traffic that fills a memory
-level), global atomics; a pipe tied with the limiting one is named beside it.
+level), global atomics, L2 refetch (an L2-bound TMA kernel reading its operands from L2 several times
+over); a pipe tied with the limiting one is named beside it. The facts give every duration with its
+SM cycles, the SM clock and the busiest SM's active cycles.
 
 Advice (:mod:`.advice`) is picked by class, kernel kind (MMA executed or not) and architecture, each
 piece citing the number it rests on. ncu's own rules are set beside the verdict (:func:`ncu_view`).
@@ -36,8 +41,9 @@ from dataclasses import dataclass, field
 from bsprof.analyzers.ncu.advice import advise
 from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
     MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
-    _bytes, _get, _level_bytes, _ok, global_atomics, opcodes, spill_traffic, stall_shares,
+    _bytes, _get, _level_bytes, _ok, global_atomics, l2_refetch, loads_by_tma, opcodes, spill_traffic, stall_shares,
 )
+from bsprof.analyzers.ncu.facts import _problem as _mnkl
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
@@ -64,7 +70,13 @@ class Fill:
     ctas_per_sm: int | None = None            # the occupancy limit
     active_share: float = math.nan            # sm__cycles_active.avg / elapsed
     max_active_share: float = math.nan        # the busiest SM's active / elapsed
+    min_active_share: float = math.nan        # the least busy SM's active / elapsed
     idle_sms: int | None = None               # SMs that never got a CTA
+    no_work_sms: int | None = None            # SMs with (almost) no work although they got a CTA (estimate)
+    busy_sms: float = math.nan                # the work in SMs at the busiest SM's pace (estimate)
+    sm_mhz: float = math.nan                  # SM clock: elapsed SM cycles / duration
+    launch_fixed_share: float = math.nan      # share of the duration no SM is active (launch, dispatch, teardown)
+    launch_fixed_us: float = math.nan
     waves: float = math.nan
     tiles: dict | None = None                 # exact tile accounting, when the tile grid is known
     text: str = ""
@@ -164,14 +176,41 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
     f.waves = _get(row, "waves_per_sm")
     if f.sms and f.ctas is not None and f.ctas < f.sms:
         f.idle_sms = f.sms - f.ctas
+    mn = _get(row, "sm_active_cycles_min")
+    if _ok(f.active_share) and _ok(mn) and _ok(mx) and mx > mn:
+        f.min_active_share = mn / el
+        if f.sms and mn < THRESHOLDS["no_work_sm_share"] * mx:
+            # two groups of SMs, the working ones near the busiest and the rest near the least busy:
+            # how many work follows from the average (per-SM values are not in the report)
+            f.busy_sms = f.sms * (act - mn) / (mx - mn)
+            if not f.idle_sms and round(f.sms - f.busy_sms) >= 1:
+                f.no_work_sms = round(f.sms - f.busy_sms)
+    dur = _get(row, "duration_ns") / 1e3
+    if _ok(dur) and dur > 0 and _ok(el):
+        f.sm_mhz = el / dur
+        if _ok(f.max_active_share):
+            f.launch_fixed_share = 1.0 - f.max_active_share
+            f.launch_fixed_us = dur * f.launch_fixed_share
     parts = []
     if f.sms and _ok(f.active_share):
         idle = 1.0 - f.active_share
         if f.idle_sms:
             parts.append(f"{f.idle_sms} of {f.sms} SMs get no CTA ({f.ctas} CTAs)")
+        elif f.no_work_sms:
+            parts.append(f"~{f.no_work_sms} of {f.sms} SMs do no real work although {f.ctas} CTAs launched (the least "
+                         f"busy SM is active {100 * f.min_active_share:.0f}% of elapsed: CTAs that find no work and exit)")
         parts.append(f"SM-time idle {100 * idle:.0f}% (sm__cycles_active avg {100 * f.active_share:.0f}% "
                      f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)" if _ok(f.max_active_share)
                      else f"SM-time idle {100 * idle:.0f}%")
+        if _ok(f.busy_sms) and (f.idle_sms or f.no_work_sms):
+            parts.append(f"the work of ~{f.busy_sms:.0f} SMs at the busiest SM's pace")
+    # cycles beside microseconds: with unlocked clocks the SM clock moves a few % between launches
+    if _ok(f.sm_mhz) and _ok(mx):
+        parts.append(f"{dur:.2f} us = {el:,.0f} SM cycles at {f.sm_mhz:,.0f} MHz, busiest SM active {mx:,.0f} cycles "
+                     f"({mx / f.sm_mhz:.2f} us)")
+    if _ok(f.launch_fixed_us):
+        parts.append(f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
+                     f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)")
     if _ok(f.waves):
         parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
         whole, frac = int(f.waves), f.waves - int(f.waves)
@@ -216,17 +255,6 @@ def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
             "last_round_fill": last / ctas, "idle_share": 1 - tiles / (rounds * ctas), "tile_useful_share": useful}
 
 
-def _mnkl(row) -> list[int] | None:
-    text = row.get("mnkl") if hasattr(row, "get") else None
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        vals = [int(x) for x in re.split(r"[x,]", text) if x]
-    except ValueError:
-        return None
-    return (vals + [1])[:4] if len(vals) >= 3 else None
-
-
 def tiles_from_row(row) -> dict | None:
     """Exact tile accounting where the report names the problem and the tile (a bsprof launch's NVTX
     range: ``mnkl=... tile=MxN``) and the grid is persistent (no more CTAs than SMs)."""
@@ -242,6 +270,16 @@ def tiles_from_row(row) -> dict | None:
 
 
 def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
+    """The fixed cost of a launch (front end, CTA dispatch, teardown: ~2 us on an H100) is the time no SM
+    has a warp, duration x (1 - busiest SM's active / elapsed). When that is a large share of the
+    duration, fusing or batching launches is what helps. A duration cut-off alone would split two
+    launches doing the same work at 9.8 and 10.6 us."""
+    if _ok(f.launch_fixed_share):
+        if f.launch_fixed_share < THRESHOLDS["launch_fixed_share"]:
+            return None
+        return [Evidence(f"share of the duration no SM is active ({f.launch_fixed_us:.1f} us)", f.launch_fixed_share,
+                         ">=", THRESHOLDS["launch_fixed_share"], "launch_fixed_share")]
+    # without the busiest SM's cycles: a short launch whose SMs are mostly idle
     dur = _get(row, "duration_ns") / 1e3
     if not _ok(dur) or dur >= THRESHOLDS["tiny_duration_us"]:
         return None
@@ -254,17 +292,36 @@ def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
 
 
 def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
+    """SM time idle (sm__cycles_active over SMs x elapsed) decides; the CTA count only where the report
+    lacks SM active cycles. A grid with a CTA per SM whose extra CTAs find no tile leaves the same SMs
+    idle as a grid without those CTAs: both say how many SMs work."""
     ev = []
-    if _ok(f.active_share) and 1 - f.active_share >= THRESHOLDS["idle_share"]:
+    if _ok(f.active_share):
+        if 1 - f.active_share < THRESHOLDS["idle_share"]:
+            return None
         ev.append(Evidence("sm_idle_share", 1 - f.active_share, ">=", THRESHOLDS["idle_share"], "idle_share"))
     if f.idle_sms and f.sms and f.idle_sms / f.sms >= THRESHOLDS["idle_sms_share"]:
         ev.append(Evidence("idle_sms", f.idle_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms, "idle_sms_share x SMs"))
+    elif f.no_work_sms and f.sms and f.no_work_sms >= THRESHOLDS["idle_sms_share"] * f.sms:
+        ev.append(Evidence("SMs without real work (est.)", f.no_work_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms,
+                           "idle_sms_share x SMs"))
     if not ev:
         return None
     # a saturated global memory level is the limit whatever the grid: more CTAs would queue on it
     if saturated_global_memory(row) is not None:
         return None
     return ev
+
+
+def rule_l2_refetch(row, v: "Verdict") -> list[Evidence] | None:
+    """An L2-bound kernel that loads by TMA and reads its operands from L2 several times over: the same
+    tiles are fetched again for each CTA that needs them instead of once for CTAs running together."""
+    if v.label != "memory-bound:l2" or not loads_by_tma(row):
+        return None
+    _, ratio, _ = l2_refetch(row)
+    if not _ok(ratio) or ratio < THRESHOLDS["l2_refetch_ratio"]:
+        return None
+    return [Evidence("L2->SM bytes / operand bytes", ratio, ">=", THRESHOLDS["l2_refetch_ratio"], "l2_refetch_ratio")]
 
 
 def saturated_global_memory(row) -> tuple[str, float] | None:
@@ -489,14 +546,19 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
                 fill=f, busy=busy)
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
-        v.facts.append(f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
+        # the fill text carries the duration with its cycles where the report has them
+        v.facts.append(f.text if _ok(f.sm_mhz) else f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
     elif ev := rule_under_filled(row, f):
         v.cls, v.evidence = "under-filled", ev
         v.facts.append(f.text)
         if tiles and tiles.get("idle_share", 0) > 0:
             v.detail = "tile quantization: the last round of tiles leaves CTAs idle"
-        elif f.idle_sms:
-            v.detail = f"{f.idle_sms} of {f.sms} SMs idle for the whole launch"
+        elif f.idle_sms or f.no_work_sms:
+            how = (f"{f.idle_sms} get no CTA" if f.idle_sms else
+                   f"~{f.no_work_sms} do no real work: {f.ctas} CTAs, some exit at once")
+            work = f", the work of ~{f.busy_sms:.0f} SMs" if _ok(f.busy_sms) else ""
+            idle = f"SM-time idle {100 * (1 - f.active_share):.0f}%{work}; " if _ok(f.active_share) else ""
+            v.detail = f"{idle}of {f.sms} SMs {how}"
         else:
             v.detail = f"{f.sms} SMs idle {100 * (1 - f.active_share):.0f}% of the time on average (tail / imbalance)"
     else:
@@ -535,6 +597,9 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
             v.evidence += ev
     if "register-spills" in v.flags and v.cls == "memory-bound" and (ev := rule_spill_traffic(row)):
         v.flags.append("spill-traffic")
+        v.evidence += ev
+    if ev := rule_l2_refetch(row, v):
+        v.flags.append("l2-refetch")
         v.evidence += ev
     # ncu's imbalance rule where it explains the verdict: idle SMs, or atomics piling on a few L2 slices
     want = "SMs" if v.cls == "under-filled" else ("L2 Slices" if "global-atomics" in v.flags else None)
