@@ -509,7 +509,6 @@ def test_size1_strides_are_made_compact_and_others_kept():
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import _size1_strides
-    from bsprof.kernels.fp8_blockwise.quant import make_operands
 
     # a one-row (L, K/128, M) matrix as a transpose leaves it: M's stride is K/128
     sfa = torch.randn(1, 1, 4).transpose(1, 2).permute(2, 1, 0)     # (M=1, K/128=4, L=1)

@@ -130,7 +130,7 @@ def test_sustained_walls_reads_each_blocks_counter_clock_in_the_shuffled_order(m
     from bsprof.profile import timing_capture as tc
     from bsprof.profile import validate
 
-    dev, clocks, now = _FakeClock(), {"plain": 1650.0, "fast": 1940.0, "mid": 1800.0}, {"build": None}
+    dev, clocks = _FakeClock(), {"plain": 1650.0, "fast": 1940.0, "mid": 1800.0}
     state = {"timing": False, "timed": 0.0}
 
     def graph(key):

@@ -35,7 +35,7 @@ def facts(run: Run) -> dict[str, Any]:
 
 
 def render(run: Run) -> Section | None:
-    from bsprof.reports import sec_bench, sec_ncu
+    from bsprof.reports import sec_bench
 
     f = facts(run)
     if not run.artifacts:
