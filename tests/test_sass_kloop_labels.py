@@ -43,6 +43,13 @@ def _check(fa, label: dict) -> None:
         assert t.own_mma == label["tile"]["own_mma"]
         if "instructions" in label["tile"]:
             assert t.size == label["tile"]["instructions"]
+    if "promotion" in label:
+        got = [{"header": _header(fa, lp), "instructions": lp.size} for lp in fa.promotion_loops]
+        assert got == label["promotion"], fa.kloop_summary()["text"]
+    if "block_scaled" in label:
+        assert fa.features["block_scaled_mma"].present is label["block_scaled"]
+    if "spills" in label:
+        assert fa.features["register_spills"].present is label["spills"]
     # the budget table shows the K-loop proper first, never the tile loop
     from bsprof.analyzers.sass.budget import region_rows
 

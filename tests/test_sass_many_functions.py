@@ -1,7 +1,7 @@
 """`bsprof sass` on a listing of many functions: past four, one summary table across them (name,
 size, MMA, loops, the K-loop, overhead per MMA, features) replaces each function's tables. The
-listing is real: the nvdisasm output of the seven foreign cubins in tests/data/sass (DeepGEMM at
-four shapes, NVIDIA's CuTe DSL examples), concatenated as nvdisasm prints a multi-kernel file; the
+listing is real: the nvdisasm output of every foreign cubin in tests/data/sass (DeepGEMM at
+several shapes, NVIDIA's CuTe DSL examples), concatenated as nvdisasm prints a multi-kernel file; the
 K-loop column is checked against the hand labels in kloop_labels.json."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def listing(tmp_path_factory) -> tuple[Path, list[str]]:
 
     texts = [text for cubin in CUBINS for _label, text in disassemble(cubin)]
     names = [fn.name for text in texts for fn in parse_sass(text)]
-    assert len(names) == len(CUBINS) == 7  # one kernel per cubin
-    path = tmp_path_factory.mktemp("many") / "seven_kernels.sass"
+    assert len(names) == len(CUBINS) >= 7  # one kernel per cubin
+    path = tmp_path_factory.mktemp("many") / "all_kernels.sass"
     path.write_text("\n".join(texts))
     return path, names
 
@@ -44,11 +44,11 @@ def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, 
     monkeypatch.setenv("COLUMNS", str(columns))
     code, out, err = run_bsprof(["sass", str(path), "--features", "--mma-detail"])
     assert code == 0, err
-    assert "7 functions (each one's instruction mix and feature checklist:" in out
+    assert f"{len(CUBINS)} functions (each one's instruction mix and feature checklist:" in out
     assert "instruction mix by region" not in out and "feature checklist\n" not in out
     # four DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
     shown = distinct_names(names, width=max(16, min(40, columns - 62)))
-    assert len(set(shown)) == 7
+    assert len(set(shown)) == len(CUBINS)
     assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
     for cubin, name, cut in zip(CUBINS, names, shown):
         (row,) = _lines(out, f"│ {cut} ")

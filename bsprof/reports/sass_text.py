@@ -167,7 +167,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     key = "role_regions" if by == "roles" and "role_regions" in fn else "regions"
     rows = fn[key]
     if key == "regions":  # keep the table readable: function, the K-loop, other MMA loops, big loops
-        keep = [rows[0]] + [r for r in rows[1:] if r["is_kloop"] or r["mma"] or r.get("kind") == "tile"]
+        keep = [rows[0]] + [r for r in rows[1:] if r["is_kloop"] or r["mma"] or r.get("kind") in ("tile", "promote")]
         rest = sorted((r for r in rows[1:] if r not in keep), key=lambda r: -r["instructions"])
         rows = keep + rest[: max(0, 8 - len(keep))]
     if key == "role_regions":

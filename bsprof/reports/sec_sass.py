@@ -82,20 +82,21 @@ def _kloops(fn: dict) -> list[dict]:
     return sorted(loops, key=lambda lp: not lp.get("primary"))
 
 
-KIND_LABELS = {"kloop": "K-loop", "tile": "tile loop", "outer": "outer loop"}
-
-
 def _regions(fn: dict) -> list[tuple[str, dict[str, float]]]:
     """(label, categories) for the whole function, every MMA loop (the K-loop first) and its parents."""
+    from bsprof.analyzers.sass.loops import LOOP_TAGS, PLAIN
+
     regions = [(f"whole function ({fmt(fn.get('instructions'))} inst)", fn["categories"])]
     loops = [lp for lp in fn.get("loops") or [] if isinstance(lp, dict) and isinstance(lp.get("categories"), dict)]
     keep = [lp for lp in _kloops(fn) if isinstance(lp.get("categories"), dict)]
+    keep += [lp for lp in loops if lp.get("kind") == "promote" and lp not in keep]
     parents = {lp.get("parent") for lp in keep if lp.get("parent") is not None}
     keep += [lp for lp in loops if lp.get("id") in parents and lp not in keep]
     keep += [lp for lp in loops if lp not in keep and (num(lp.get("mma")) or 0) > 0]
     keep += sorted((lp for lp in loops if lp not in keep), key=lambda lp: -(num(lp.get("instructions")) or 0))[:3]
     for lp in keep[:8]:
-        kind = KIND_LABELS.get(lp.get("kind"), "K-loop" if lp.get("is_kloop") else f"loop depth {lp.get('depth')}")
+        tag = LOOP_TAGS.get(lp.get("kind")) if lp.get("kind") != PLAIN else None
+        kind = tag or ("K-loop" if lp.get("is_kloop") else f"loop depth {lp.get('depth')}")
         where = f" @{lp['start_pc']:#x}" if isinstance(lp.get("start_pc"), int) else ""
         regions.append((f"{kind}{where} ({fmt(lp.get('instructions'))} inst, {fmt(lp.get('mma'))} MMA)",
                         lp["categories"]))

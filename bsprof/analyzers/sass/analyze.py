@@ -96,12 +96,27 @@ class FunctionAnalysis:
                             if t is not None else ""))
             if self.executed is not None:
                 d["text"] += "; picked by executed MMAs (ncu)"
+            promote = self.promotion_loops
+            if promote:
+                d["promotion_loops"] = [lp.id for lp in promote]
+                d["text"] += "; " + "; ".join(self._promotion_text(lp, k) for lp in promote)
         elif self.kloop_status == UNROLLED:
             d["text"] = (f"K fully unrolled: no K-loop; tile loop {t.id} issues all {t.mma} MMA of a tile"
                          if t is not None else f"K fully unrolled: the {self.mma_count} MMA sit in no loop")
         else:
             d["text"] = "no MMA instructions: no K-loop"
         return d
+
+    @property
+    def promotion_loops(self) -> list[Loop]:
+        """Loops of other warps that promote the K-loop's partial sums (``loops.is_promotion_loop``)."""
+        return [lp for lp in self.loops if lp.kind == "promote"]
+
+    def _promotion_text(self, lp: Loop, k: Loop) -> str:
+        ops = self.opcode_counts(lp.instructions, with_modifiers=False)
+        parts = ", ".join(f"{ops[o]} {o}" for o in ("LDTM", "FFMA", "FFMA2", "FADD", "FADD2") if ops.get(o))
+        return (f"promotion loop {lp.id} in other warps ({lp.size} instructions a pass: {parts}) reads the "
+                f"partial sums from tensor memory beside the K-loop's {k.size}")
 
     def categories(self, indices: Iterable[int] | None = None) -> dict[str, int]:
         ins = self.instructions if indices is None else [self.instructions[i] for i in indices]

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
+from bsprof.analyzers.sass.loops import LOOP_TAGS
 from bsprof.errors import BsprofError
 
 # what --mma-detail counts per MMA, by opcode prefix (first match wins)
@@ -99,8 +100,8 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
         kset = {i for lp in fa.kloops for i in lp.instructions}
         return [Region(lab, idx, is_kloop=bool(kset.intersection(idx))) for lab, idx in groups.items()]
     out = [Region("function", list(range(len(fa.instructions))))]
-    # the K-loop first, then other K-loops, the tile loop, loops around them, the rest
-    order = {"kloop": 1, "tile": 2, "outer": 3, "loop": 4}
+    # the K-loop first, then other K-loops, promotion loops, the tile loop, loops around them, the rest
+    order = {"kloop": 1, "promote": 2, "tile": 3, "outer": 4, "loop": 5}
     for lp in sorted(fa.loops, key=lambda lp: (0 if lp.primary else order[lp.kind], lp.id)):
         extra = fa.steady_state(lp)
         head = fa.instructions[lp.header_start if lp.header_start is not None else lp.instructions[0]]
@@ -110,7 +111,6 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
     return out
 
 
-LOOP_TAGS = {"kloop": "K-loop", "tile": "tile loop", "outer": "outer loop", "loop": "loop"}
 
 
 def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = None) -> list[dict]:

@@ -32,7 +32,7 @@ DESCRIPTIONS = {
     "tma_store_epilogue": "TMA-store epilogue (UTMASTG)",
     "simt_global_stores": "SIMT global stores (STG) — the slow epilogue path",
     "mma_2cta": "2-CTA MMA (.2CTA)",
-    "block_scaled_mma": "block-scaled MMA (UTCOMMA / UTCMXQMMA / .SF)",
+    "block_scaled_mma": "block-scaled MMA (UTCOMMA / UTCMXQMMA / .SF / scale tmem operand)",
     "tmem_copy": "shared->TMEM copies (UTCCP, scale factors)",
     "multi_stage_pipeline": "multi-stage mbarrier pipeline",
     "tma_cache_hint": "cache-policy hints on TMA",
@@ -58,10 +58,12 @@ class Feature:
 
 
 @functools.lru_cache(maxsize=1)
-def _block_scale_rules() -> tuple[frozenset[str], frozenset[str]]:
+def _block_scale_rules() -> tuple[frozenset[str], frozenset[str], re.Pattern | None]:
     raw = json.loads(resources.files("bsprof").joinpath("data/sass_opcodes.json").read_text())
     rules = raw.get("block_scaled_mma", {})
-    return frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ()))
+    after = rules.get("operand_after_idesc")
+    operand = re.compile(rf"idesc\[[^\]]*\]\s*,\s*{re.escape(after)}\[") if after else None
+    return frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ())), operand
 
 
 def evidence_line(ins: Instruction) -> str:
@@ -92,8 +94,9 @@ def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
 def is_block_scaled(ins: Instruction) -> bool:
     if ins.category != "mma":
         return False
-    ops, mods = _block_scale_rules()
-    return ins.base in ops or any(m in mods for m in ins.modifiers)
+    ops, mods, operand = _block_scale_rules()
+    return (ins.base in ops or any(m in mods for m in ins.modifiers)
+            or (operand is not None and operand.search(ins.operands) is not None))
 
 
 def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:

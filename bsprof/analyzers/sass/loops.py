@@ -10,6 +10,12 @@ epilogue store; with ncu counts, the one whose MMAs execute the most (its hot pa
 loop's rare blocks, must be store-free). A loop around it is the **tile loop** (it may issue a peeled
 first k-block of MMAs and hold the epilogue); an MMA loop whose body stores the output is a tile loop
 too, with K unrolled into it. No K-loop but MMAs: **K fully unrolled**.
+
+A **promotion loop** issues no MMA but runs beside the K-loop in other warps: each pass waits on an
+mbarrier, reads the MMA's partial sums out of tensor memory (``LDTM``), adds them into registers
+with FP math, and stores no output. Blockwise-scaled GEMMs on sm_100 (CUTLASS's CuTe DSL
+``blockwise_gemm`` example) promote every K block this way, so the per-K-block work is the K-loop
+plus this loop, in different warps. An epilogue also reads tensor memory but stores the output.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ class Loop:
     is_kloop: bool = False
     # instruction index where the header block starts (the loop's entry)
     header_start: int | None = None
-    # "kloop" | "tile" | "outer" (encloses MMA loops, issues none) | "loop" -- see classify_loops
+    # "kloop" | "promote" | "tile" | "outer" (encloses MMA loops, issues none) | "loop" -- see classify_loops
     kind: str = "loop"
     # the K-loop: the one a budget, --mma-detail and a comparison start from (at most one per function)
     primary: bool = False
@@ -286,13 +292,38 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
 # what writes a GEMM's output: an epilogue sits in the tile loop, never in the K-loop
 _STORE_BASES = frozenset({"STG", "ST", "STSM", "UTMASTG", "UTMAREDG", "UBLKST", "RED", "REDG", "ATOMG"})
 
-KLOOP, TILE, OUTER, PLAIN = "kloop", "tile", "outer", "loop"
+KLOOP, TILE, OUTER, PLAIN, PROMOTE = "kloop", "tile", "outer", "loop", "promote"
+# how each kind is named in tables and reports
+LOOP_TAGS = {KLOOP: "K-loop", PROMOTE: "promotion loop", TILE: "tile loop", OUTER: "outer loop", PLAIN: "loop"}
 # function-level answer: a K-loop, K fully unrolled (MMAs only in a tile loop or in no loop), no MMAs
 HAS_KLOOP, UNROLLED, NO_MMA = "kloop", "unrolled", "no_mma"
 
 
 def is_output_store(ins) -> bool:
     return ins.base in _STORE_BASES or (ins.base == "UBLKCP" and "S2G" in ins.modifiers)
+
+
+# what a promotion pass does: the epilogue's smem staging (STS) rules a loop out as much as a store
+_PROMOTE_NOT = _STORE_BASES | {"STS"}
+
+
+def is_promotion_loop(fn: Function, lp: Loop) -> bool:
+    """No MMA of its own, nested in a per-tile loop, and in its own blocks: an mbarrier wait, a
+    tensor-memory load, FP adds, no output store or smem staging (see the module docstring)."""
+    if lp.mma or lp.parent is None:
+        return False
+    seen = {"wait": False, "ldtm": False, "fp": False}
+    for i in lp.own_instructions:
+        ins = fn.instructions[i]
+        if ins.base in _PROMOTE_NOT or is_output_store(ins):
+            return False
+        if ins.opcode.startswith("SYNCS.PHASECHK"):
+            seen["wait"] = True
+        elif ins.base == "LDTM":
+            seen["ldtm"] = True
+        elif ins.base.startswith(("FFMA", "FADD")):    # FFMA2 / FADD2: sm_100's packed pairs
+            seen["fp"] = True
+    return all(seen.values())
 
 
 def _ancestors(loops: list[Loop], lp: Loop) -> list[Loop]:
@@ -350,6 +381,8 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
         primary.kind, primary.primary = KLOOP, True
     for lp in loops:
         lp.is_kloop = lp.kind == KLOOP
+        if lp.kind == PLAIN and primary is not None and is_promotion_loop(fn, lp):
+            lp.kind = PROMOTE
     if primary is not None:
         return HAS_KLOOP
     return UNROLLED if any(ins.category == "mma" for ins in fn.instructions) else NO_MMA
