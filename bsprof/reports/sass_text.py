@@ -103,13 +103,17 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
             kloop = "—"
         t.add_row(escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])), escape(kloop),
                   _fmt(prim["overhead_per_mma"]) if prim else "—")
-        present = [("[red]spills[/red]" if k == "register_spills" else k) for k, v in (fn.get("features") or {}).items() if v]
+        present = [(f"[red]{_BAD[k]}[/red]" if k in _BAD else k) for k, v in (fn.get("features") or {}).items() if v]
         features.append(f"  {escape(name)}: {', '.join(present) or 'none'}")
     console.print(t)
     if any((fn.get("kloop_summary") or {}).get("kind") == "unrolled" for fn in fns):
         console.print("[dim]K-loop 'unrolled': K is fully unrolled, no K-loop; the tile loop issues every MMA[/dim]")
     if show_features:
         console.print("[bold]features present[/bold]\n" + "\n".join(features))
+
+
+# features whose presence is a defect, named in red in the many-function summary
+_BAD = {"register_spills": "spills", "wgmma_serialized": "wgmma serialized"}
 
 
 def distinct_names(names: list[str], width: int = 40) -> list[str]:

@@ -23,7 +23,7 @@ _DIVMOD_MUL = ("UIMAD.WIDE.U32", "IMAD.WIDE.U32", "IMAD.HI.U32", "UIMAD.HI.U32")
 FEATURE_ORDER = (
     "tma_load", "tma_multicast", "tma_store_epilogue", "simt_global_stores", "mma_2cta",
     "block_scaled_mma", "tmem_copy", "multi_stage_pipeline", "tma_cache_hint", "persistent_tile_loop",
-    "register_spills",
+    "register_spills", "wgmma_serialized",
 )
 
 DESCRIPTIONS = {
@@ -38,6 +38,7 @@ DESCRIPTIONS = {
     "tma_cache_hint": "cache-policy hints on TMA",
     "persistent_tile_loop": "persistent tile loop around the K-loop",
     "register_spills": "register spills (local loads/stores)",
+    "wgmma_serialized": "wgmma serialized (a full wait between every two MMAs of a loop)",
 }
 
 
@@ -161,7 +162,34 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
                 note = "inferred: the tile scheduler's divmod runs inside the MMA loop"
     out["persistent_tile_loop"] = Feature("persistent_tile_loop", bool(outer) if kloops else None, ev, note)
     out["register_spills"] = _feature("register_spills", _pick(fn, lambda i: i.category == "local"))
+    out["wgmma_serialized"] = _serialized(fn, loops)
     return out
+
+
+def _is_full_wait(ins: Instruction) -> bool:
+    # WARPGROUP.DEPBAR.LE gsb0, 0x0: wait until none of the warpgroup's MMAs is in flight
+    return ins.opcode.startswith("WARPGROUP.DEPBAR") and re.search(r",\s*0x0\b", ins.operands) is not None
+
+
+def _serialized(fn: Function, loops: list[Loop]) -> Feature:
+    """A loop whose every two consecutive MMAs have a full warpgroup wait between them issues one
+    wgmma at a time: ptxas serializes the wgmma pipeline (its warning C7510) when a function call or
+    an access to the accumulators sits among them -- an assert in a build without -DNDEBUG does it.
+    Promotion waits once per K block (after the block's last MMA), which is not this."""
+    if not any(ins.base == "WARPGROUP" for ins in fn.instructions):
+        return Feature("wgmma_serialized", None, [], "no warpgroup MMA (sm_90 wgmma) in this function")
+    hits: list[Instruction] = []
+    for lp in loops:
+        if lp.own_mma < 2:
+            continue
+        body = [fn.instructions[i] for i in lp.own_instructions]
+        at = [k for k, ins in enumerate(body) if ins.category == "mma"]
+        waits = [next((w for w in body[a + 1:b] if _is_full_wait(w)), None) for a, b in zip(at, at[1:])]
+        if all(w is not None for w in waits):
+            hits.extend(w for w in waits if w is not None)
+    note = (f"{len(hits)} full waits, one between every two MMAs (ptxas C7510: a call or accumulator access "
+            "among the wgmmas; e.g. asserts left in by a build without -DNDEBUG)") if hits else ""
+    return _feature("wgmma_serialized", hits, note)
 
 
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
