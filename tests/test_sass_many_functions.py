@@ -92,3 +92,13 @@ def test_distinct_names_cut_where_names_differ():
     assert cuts[2] == "short_kernel"
     assert all(len(c) == 40 for c in cuts[:2]) and cuts[0] != cuts[1]
     assert cuts[0].startswith("_ZN9deep_gem…") and "2112" in cuts[0] and "2048" in cuts[1]
+
+
+def test_distinct_names_split_look_alike_cuts_of_two_templates():
+    # each name differs from its template sibling at 'ELj128ELj1', so the plain cuts collide
+    sm100 = "_ZN9deep_gemm28sm100_fp8_fp4_gemm_1d1d_implILN4cute4UMMA5MajorE0ELS3_0ELj128ELj{}ELj128ELj0ELj7168ELj2048EEvPi"
+    sm90 = "_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj8192ELj1024ELj1ELj{}ELj128ELj128EEvPfS5_"
+    names = [sm100.format(128), sm100.format(32), sm90.format(128), sm90.format(256)]
+    cuts = distinct_names(names, width=18)
+    assert len(set(cuts)) == 4 and all(len(c) == 18 for c in cuts)
+    assert "sm10" in cuts[0] and "sm90" in cuts[2]
