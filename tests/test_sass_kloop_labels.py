@@ -140,6 +140,21 @@ def test_tile_read_from_names_that_spell_it(data_dir):
     assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
+@pytest.mark.parametrize("cubin, mnkl, tiles", [
+    # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
+    ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin", "4096,7168,2048", 32 * 32),
+    ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin", "4096,2112,7168", 32 * 11),
+    # sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M=128, BLOCK_N=152, ...>: ceil(7168 / 152) = 48
+    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin", "4096,7168,2048", 32 * 48),
+    # sm90_fp8_gemm_1d2d_impl<..., BLOCK_M=256, BLOCK_N=112, ...>
+    ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin", "2048,7168,7168", 8 * 64),
+])
+def test_tile_read_from_every_deepgemm_gemm_template(data_dir, cubin, mnkl, tiles):
+    res = _run(data_dir / "sass" / cubin, "--json", "--mnkl", mnkl)
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == tiles
+    assert "read from the kernel name (DeepGEMM template)" in res.stderr
+
+
 def test_tile_mn_per_side_and_shared(data_dir):
     rep = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"
     res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128", "--tile-mn", "256,128")
