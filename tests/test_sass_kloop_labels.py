@@ -46,10 +46,15 @@ def _check(fa, label: dict) -> None:
     if "promotion" in label:
         got = [{"header": _header(fa, lp), "instructions": lp.size} for lp in fa.promotion_loops]
         assert got == label["promotion"], fa.kloop_summary()["text"]
+    # the pipeline depth read from the stage-index ring, and whether the MMAs carry scale factors
+    if "stages" in label:
+        assert fa.features["multi_stage_pipeline"].value == label["stages"], fa.features["multi_stage_pipeline"].evidence
     if "block_scaled" in label:
         assert fa.features["block_scaled_mma"].present is label["block_scaled"]
     if "spills" in label:
         assert fa.features["register_spills"].present is label["spills"]
+    for name, present in label.get("features", {}).items():
+        assert fa.features[name].present is present, name
     # the budget table shows the K-loop proper first, never the tile loop
     from bsprof.analyzers.sass.budget import region_rows
 
@@ -140,6 +145,21 @@ def test_tile_read_from_names_that_spell_it(data_dir):
     assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
+@pytest.mark.parametrize("cubin, mnkl, tiles", [
+    # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
+    ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin", "4096,7168,2048", 32 * 32),
+    ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin", "4096,2112,7168", 32 * 11),
+    # sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M=128, BLOCK_N=152, ...>: ceil(7168 / 152) = 48
+    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin", "4096,7168,2048", 32 * 48),
+    # sm90_fp8_gemm_1d2d_impl<..., BLOCK_M=256, BLOCK_N=112, ...>
+    ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin", "2048,7168,7168", 8 * 64),
+])
+def test_tile_read_from_every_deepgemm_gemm_template(data_dir, cubin, mnkl, tiles):
+    res = _run(data_dir / "sass" / cubin, "--json", "--mnkl", mnkl)
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == tiles
+    assert "read from the kernel name (DeepGEMM template)" in res.stderr
+
+
 def test_tile_mn_per_side_and_shared(data_dir):
     rep = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"
     res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128", "--tile-mn", "256,128")
@@ -227,3 +247,47 @@ def test_h100_gemm_corpus_with_counts(label, launch):
         assert t is None
     else:
         assert t is not None and _header(fa, t) == label["tile"]["header"]
+
+
+def _ring_listing(body: list[str], mma: str) -> str:
+    lines = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------",
+             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:",
+             f"        /*0010*/                   {mma} ;"]
+    lines += [f"        /*{0x20 + 16 * i:04x}*/                   {t} ;" for i, t in enumerate(body)]
+    n = 0x20 + 16 * len(body)
+    lines += [f"        /*{n:04x}*/                   ISETP.NE.AND P1, PT, R5, R6, PT ;",
+              f"        /*{n + 16:04x}*/              @P1  BRA `(.L_x_0) ;",
+              f"        /*{n + 32:04x}*/                   EXIT ;"]
+    return "\n".join(lines)
+
+
+# tcgen05.mma as ptxas 13.0 prints it: kind::f8f6f4, and kind::mxf8f6f4.block_scale (the same
+# opcode with the scale factors' TMEM address after idesc)
+PLAIN_QMMA = "UTCQMMA gdesc[UR12], gdesc[UR14], tmem[UR8], tmem[UR6], idesc[UR7], UP0"
+SCALED_QMMA = "UTCQMMA gdesc[UR12], gdesc[UR14], tmem[UR8], tmem[UR6], idesc[UR7], tmem[UR10], UP0"
+
+
+@pytest.mark.parametrize("body, stages", [
+    # CuTe DSL: increment, compare the incremented value, select it
+    (["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR5, 0x6, UPT", "USEL UR4, UR5, URZ, UP0"], 6),
+    # DeepGEMM: compare the index against kNumStages - 1, then increment and select
+    (["UISETP.NE.AND UP0, UPT, UR4, 0x5, UPT", "UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "USEL UR4, UR5, URZ, UP0"], 6),
+    # the same with the increment first, into another register
+    (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR4, 0x2, UPT", "USEL UR4, UR5, URZ, UP0"], 3),
+    # the increment overwrites the compared register: still the value before it
+    (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "USEL UR6, UR4, URZ, UP0"], 4),
+    # the compared register is rewritten by something else: no ring
+    (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UMOV UR4, UR9", "USEL UR6, UR4, URZ, UP0"], None),
+])
+def test_stage_ring_before_or_after_the_increment(body, stages):
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    assert len(fa.kloops) == 1
+    assert fa.features["multi_stage_pipeline"].value == stages
+
+
+def test_block_scale_is_read_from_the_scale_factor_operand():
+    (plain,) = analyze_sass_text(_ring_listing([], PLAIN_QMMA))
+    (scaled,) = analyze_sass_text(_ring_listing([], SCALED_QMMA))
+    assert plain.mma_count == scaled.mma_count == 1
+    assert plain.features["block_scaled_mma"].present is False
+    assert scaled.features["block_scaled_mma"].present is True

@@ -1,7 +1,7 @@
 """`bsprof sass` on a listing of many functions: past four, one summary table across them (name,
 size, MMA, loops, the K-loop, overhead per MMA, features) replaces each function's tables. The
-listing is real: the nvdisasm output of every foreign cubin in tests/data/sass (DeepGEMM at
-several shapes, NVIDIA's CuTe DSL examples), concatenated as nvdisasm prints a multi-kernel file; the
+listing is real: the nvdisasm output of the foreign cubins in tests/data/sass (DeepGEMM's sm_90
+and sm_100 kernels at several shapes, NVIDIA's CuTe DSL examples), concatenated as nvdisasm prints a multi-kernel file; the
 K-loop column is checked against the hand labels in kloop_labels.json."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def listing(tmp_path_factory) -> tuple[Path, list[str]]:
 
     texts = [text for cubin in CUBINS for _label, text in disassemble(cubin)]
     names = [fn.name for text in texts for fn in parse_sass(text)]
-    assert len(names) == len(CUBINS) >= 7  # one kernel per cubin
-    path = tmp_path_factory.mktemp("many") / "all_kernels.sass"
+    assert len(names) == len(CUBINS) >= 11  # one kernel per cubin
+    path = tmp_path_factory.mktemp("many") / "foreign_kernels.sass"
     path.write_text("\n".join(texts))
     return path, names
 
@@ -46,7 +46,7 @@ def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, 
     assert code == 0, err
     assert f"{len(CUBINS)} functions (each one's instruction mix and feature checklist:" in out
     assert "instruction mix by region" not in out and "feature checklist\n" not in out
-    # four DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
+    # the DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
     shown = distinct_names(names, width=max(16, min(40, columns - 62)))
     assert len(set(shown)) == len(CUBINS)
     assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
@@ -79,7 +79,9 @@ def _tile_loop_id(path: Path, name: str) -> int:
 def test_four_functions_keep_their_own_tables(listing, monkeypatch):
     path, names = listing
     monkeypatch.setenv("COLUMNS", "220")
-    code, out, err = run_bsprof(["sass", str(path), "--function", "deep_gemm", "--features"])
+    # four of the DeepGEMM kernels: the three 1d1d ones (sm_100 FP8, sm_100 FP8 x FP4, sm_90) and the
+    # sm_90 1d2d one at N=2112 K=7168
+    code, out, err = run_bsprof(["sass", str(path), "--function", "1d1d|ELj2112ELj7168E", "--features"])
     assert code == 0, err
     assert out.count("instruction mix by region") == 4 and out.count("feature checklist") == 4
     assert "functions (each one's" not in out
@@ -92,3 +94,13 @@ def test_distinct_names_cut_where_names_differ():
     assert cuts[2] == "short_kernel"
     assert all(len(c) == 40 for c in cuts[:2]) and cuts[0] != cuts[1]
     assert cuts[0].startswith("_ZN9deep_gem…") and "2112" in cuts[0] and "2048" in cuts[1]
+
+
+def test_distinct_names_split_look_alike_cuts_of_two_templates():
+    # each name differs from its template sibling at 'ELj128ELj1', so the plain cuts collide
+    sm100 = "_ZN9deep_gemm28sm100_fp8_fp4_gemm_1d1d_implILN4cute4UMMA5MajorE0ELS3_0ELj128ELj{}ELj128ELj0ELj7168ELj2048EEvPi"
+    sm90 = "_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj8192ELj1024ELj1ELj{}ELj128ELj128EEvPfS5_"
+    names = [sm100.format(128), sm100.format(32), sm90.format(128), sm90.format(256)]
+    cuts = distinct_names(names, width=18)
+    assert len(set(cuts)) == 4 and all(len(c) == 18 for c in cuts)
+    assert "sm10" in cuts[0] and "sm90" in cuts[2]

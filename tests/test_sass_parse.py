@@ -132,3 +132,16 @@ def test_per_arch_tables(fam, opcode, cat):
     from bsprof.analyzers.sass.opcodes import arch_family
 
     assert classify_opcode(opcode, arch_family(fam)) == cat
+
+
+def test_nvdisasm_spill_note_is_not_an_operand():
+    # nvdisasm writes `(*"SpillRefill"*)` before the `;` of a spill (DeepGEMM's sm90 1d1d kernel)
+    listing = "\n".join([
+        "\t.target\tsm_90a",
+        "//--------------------- .text.k --------------------------",
+        '        /*0070*/                   STL [R1], R3                                                (*"SpillRefill"*);',
+        '        /*04c0*/                   LDL R2, [R1]                                                (*"SpillRefill"*);',
+    ])
+    (fn,) = parse_sass(listing)
+    assert [(i.opcode, i.operands) for i in fn.instructions] == [("STL", "[R1], R3"), ("LDL", "R2, [R1]")]
+    assert parse_instruction('/*04c0*/ LDL R2, [R1]  (*"SpillRefill"*) ;').operands == "R2, [R1]"

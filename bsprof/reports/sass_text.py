@@ -138,6 +138,34 @@ def distinct_names(names: list[str], width: int = 40) -> list[str]:
             out.append(n[:head] + "…" + n[len(n) - (width - head - 1):])
         else:
             out.append(n[:head] + "…" + n[start:start + window] + "…")
+    return _split_collisions(names, out, width)
+
+
+def _split_collisions(names: list[str], cuts: list[str], width: int) -> list[str]:
+    """Two names of different templates can differ from their nearest neighbours at look-alike
+    stretches (``…ELj128ELj1…`` twice): such cuts show, instead of the head, a stretch where the
+    colliding names differ from each other, then the stretch where each differs from its neighbour."""
+    import os.path
+    from collections import defaultdict
+
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(cuts):
+        groups[c].append(i)
+    out = list(cuts)
+    first = (width - 2) // 2
+    second = width - 2 - first
+    if second < 4:
+        return out
+    shared_head = _shared(names)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        for i in members:
+            n = names[i]
+            apart = min(len(os.path.commonprefix([n, names[j]])) for j in members if j != i)
+            s1 = max(0, apart - 3)
+            s2 = max(s1 + first, min(shared_head[i], len(n)) - 3)
+            out[i] = n[s1:s1 + first] + "…" + n[s2:s2 + second] + "…"
     return out
 
 

@@ -63,10 +63,16 @@ def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]
 
 
 # kernel names that spell their output tile: cuBLAS's nvjet_sm90_<types>_<M>x<N>_<K>x<stages>_<cluster>_...,
-# DeepGEMM's sm90_fp8_gemm_1d2d_impl<Major, M, N, K, groups, BLOCK_M, BLOCK_N, ...> (Itanium-mangled)
+# DeepGEMM's templates (Itanium-mangled; BLOCK_M, BLOCK_N are a CTA's output tile):
+# sm90_fp8_gemm_1d2d_impl<MajorSFB, M, N, K, groups, BLOCK_M, BLOCK_N, ...>,
+# sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M, BLOCK_N, ...>,
+# sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlignment, M, N, K, BLOCK_M, BLOCK_N, ...>
+# (the second Major mangles as a substitution, LS3_<v>E)
 _NAMED_TILES = (
     ("cuBLAS nvjet", re.compile(r"^nvjet_sm\d+\w*?_(\d+)x(\d+)_\d+x\d+_\d+x\d+_")),
     ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d2d_implI\w*?MajorE\d+E(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
+    ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d1d_implI(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
+    ("DeepGEMM template", re.compile(r"sm100_fp8_fp4_gemm_1d1d_implI\w*?MajorE\d+ELS\w*?_\d+E(?:Lj\d+E){6}Lj(\d+)ELj(\d+)E")),
 )
 
 

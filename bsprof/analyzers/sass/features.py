@@ -29,10 +29,10 @@ FEATURE_ORDER = (
 DESCRIPTIONS = {
     "tma_load": "TMA loads (UTMALDG / UBLKCP)",
     "tma_multicast": "TMA multicast loads across the cluster",
-    "tma_store_epilogue": "TMA-store epilogue (UTMASTG)",
+    "tma_store_epilogue": "TMA-store epilogue (UTMASTG / UTMAREDG)",
     "simt_global_stores": "SIMT global stores (STG) — the slow epilogue path",
     "mma_2cta": "2-CTA MMA (.2CTA)",
-    "block_scaled_mma": "block-scaled MMA (UTCOMMA / UTCMXQMMA / .SF / scale tmem operand)",
+    "block_scaled_mma": "block-scaled MMA (UTCOMMA / UTCMXQMMA / .SF / scale-factor TMEM operand)",
     "tmem_copy": "shared->TMEM copies (UTCCP, scale factors)",
     "multi_stage_pipeline": "multi-stage mbarrier pipeline",
     "tma_cache_hint": "cache-policy hints on TMA",
@@ -62,9 +62,9 @@ class Feature:
 def _block_scale_rules() -> tuple[frozenset[str], frozenset[str], re.Pattern | None]:
     raw = json.loads(resources.files("bsprof").joinpath("data/sass_opcodes.json").read_text())
     rules = raw.get("block_scaled_mma", {})
-    after = rules.get("operand_after_idesc")
-    operand = re.compile(rf"idesc\[[^\]]*\]\s*,\s*{re.escape(after)}\[") if after else None
-    return frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ())), operand
+    pattern = rules.get("operand_pattern")
+    return (frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ())),
+            re.compile(pattern) if pattern else None)
 
 
 def evidence_line(ins: Instruction) -> str:
@@ -74,7 +74,7 @@ def evidence_line(ins: Instruction) -> str:
     return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
 
 
-_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UBLKST", "STG", "ST", "UTCCP", "SYNCS", "UTMAPF",
+_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "UTCCP", "SYNCS", "UTMAPF",
                            "LDL", "STL"})
 
 
@@ -93,11 +93,14 @@ def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
 
 
 def is_block_scaled(ins: Instruction) -> bool:
+    """A block-scaled opcode or modifier, or (sm_100) an MMA that carries a scale-factor TMEM
+    operand after its instruction descriptor: ``UTCQMMA ... idesc[UR33], tmem[UR10], UP1`` is
+    ``tcgen05.mma.kind::mxf8f6f4.block_scale``, the same opcode without it is ``kind::f8f6f4``."""
     if ins.category != "mma":
         return False
-    ops, mods, operand = _block_scale_rules()
+    ops, mods, operand_re = _block_scale_rules()
     return (ins.base in ops or any(m in mods for m in ins.modifiers)
-            or (operand is not None and operand.search(ins.operands) is not None))
+            or (operand_re is not None and operand_re.search(ins.operands) is not None))
 
 
 def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
@@ -105,7 +108,8 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     tma_loads = _pick(fn, lambda i: i.base in ("UTMALDG", "UBLKCP"))
     out["tma_load"] = _feature("tma_load", tma_loads)
     out["tma_multicast"] = _feature("tma_multicast", [i for i in tma_loads if "MULTICAST" in i.modifiers])
-    out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
+    # UTMAREDG is the TMA reduce-store (cp.reduce.async.bulk.tensor): an epilogue that adds into C
+    out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UTMAREDG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
     out["simt_global_stores"] = _feature("simt_global_stores", _pick(fn, lambda i: i.base in ("STG", "ST")))
     mmas = _pick(fn, lambda i: i.category == "mma")
     out["mma_2cta"] = _feature("mma_2cta", [i for i in mmas if "2CTA" in i.modifiers])
@@ -203,29 +207,85 @@ def _immediate(text: str) -> int | None:
     return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
 
 
+_REG_RE = re.compile(r"^U?R\d+$")
+_ZERO_REGS = ("RZ", "URZ")
+
+
+def _dest_register(ins: Instruction) -> str | None:
+    """The register an instruction writes (its first operand), if that is a plain register."""
+    if ins.base in ("ISETP", "UISETP"):
+        return None
+    first = ins.operands.split(",", 1)[0].strip()
+    return first if _REG_RE.match(first) and first not in _ZERO_REGS else None
+
+
+def _increment_of(ins: Instruction) -> str | None:
+    """``d = s + 1`` ((U)IADD3 with the carry predicates or not, VIADD): the register s."""
+    if ins.base not in ("IADD3", "UIADD3", "VIADD", "UIADD"):
+        return None
+    ops = [o.strip() for o in ins.operands.split(",")]
+    srcs = [o for o in ops[1:] if o not in ("PT", "UPT", "!PT", "!UPT") and o not in _ZERO_REGS]
+    if len(srcs) != 2 or "0x1" not in srcs:
+        return None
+    other = srcs[1 - srcs.index("0x1")]
+    return other if _REG_RE.match(other) else None
+
+
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
-    """Pipeline stage rings a K-loop advances: ``next = idx + 1; p = next != N; idx = p ? next : 0``
-    (``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, that register, (U)RZ, p``).
+    """Pipeline stage rings a K-loop advances, in the two shapes compilers emit:
+
+    * ``next = idx + 1; p = next != N; idx = p ? next : 0`` (CuTe DSL): the compare and the select
+      read the same value, the ring has N stages;
+    * ``p = idx != N - 1; next = idx + 1; idx = p ? next : 0`` (DeepGEMM's
+      ``stage == kNumStages - 1 ? 0 : stage + 1``): the compare reads the index before the
+      increment, so the ring has one stage more than the immediate.
+
+    ``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, r, (U)RZ, p``; each
+    register's writes are versioned, so a compare is only paired with the value it read.
     Returns (N, the setp)."""
     out: list[tuple[int, Instruction]] = []
     seen: set[int] = set()
     for lp in kloops:
         body = [fn.instructions[i] for i in lp.own_instructions]
-        setps: dict[tuple[str, str], tuple[int, Instruction]] = {}
+        version: dict[str, int] = {}
+        # predicate -> (immediate, compared register, its version then, the setp)
+        setps: dict[str, tuple[int, str, int, Instruction]] = {}
+        # register -> (the register it is one more than, that register's version then)
+        incr: dict[str, tuple[str, int]] = {}
         for ins in body:
-            if ins.base in ("ISETP", "UISETP") and "NE" in ins.modifiers:
+            if ins.base in ("ISETP", "UISETP"):
                 m = _SETP_RE.match(ins.operands)
-                n = _immediate(m.group(3)) if m else None
+                pred = ins.operands.split(",", 1)[0].strip()
+                n = _immediate(m.group(3)) if m and "NE" in ins.modifiers else None
                 if n is not None:
-                    setps[(m.group(1), m.group(2))] = (n, ins)
-            elif ins.base in ("SEL", "USEL"):
+                    reg = m.group(2)
+                    setps[pred] = (n, reg, version.get(reg, 0), ins)
+                else:
+                    setps.pop(pred, None)
+                continue
+            if ins.base in ("SEL", "USEL"):
                 ops = [o.strip() for o in ins.operands.split(",")]
-                # idx = (next != N) ? next : 0, where next is idx itself or idx + 1 in another register
-                if len(ops) == 4 and ops[2] in ("RZ", "URZ"):
-                    hit = setps.get((ops[3], ops[1]))
-                    if hit and hit[1].index not in seen and 2 <= hit[0] <= 64:
-                        seen.add(hit[1].index)
-                        out.append(hit)
+                hit = setps.get(ops[3]) if len(ops) == 4 and ops[2] in _ZERO_REGS else None
+                if hit and hit[3].index not in seen:
+                    n, reg, ver, setp = hit
+                    src = ops[1]
+                    size = None
+                    if src == reg and version.get(src, 0) == ver:
+                        size = n  # compared the incremented value
+                    elif incr.get(src) == (reg, ver):
+                        size = n + 1  # compared the index before its increment
+                    if size is not None and 2 <= size <= 64:
+                        seen.add(setp.index)
+                        out.append((size, setp))
+            dest = _dest_register(ins)
+            if dest is not None:
+                src = _increment_of(ins)
+                inc = (src, version.get(src, 0)) if src is not None else None
+                version[dest] = version.get(dest, 0) + 1
+                if inc is not None:
+                    incr[dest] = inc
+                else:
+                    incr.pop(dest, None)
     return out
 
 

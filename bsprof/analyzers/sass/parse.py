@@ -25,6 +25,8 @@ _HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-
 # a line it refuses goes through parse_instruction, which reads the lines it takes the same way.
 _FAST_RE = re.compile(r"/\*([0-9a-fA-F]+)\*/ *(?:(@!?U?P(?:[0-7]|T)) +)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
                       r"(?: ([^;]*))?;(?: +/\* 0x[0-9a-fA-F]+ \*/)?$")
+# nvdisasm marks some instructions with a quoted note before the `;`: `STL [R1], R3  (*"SpillRefill"*)`
+_NOTE_RE = re.compile(r'\s*\(\*"[^"]*"\*\)')
 _LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
 _LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
 _INLINED_RE = re.compile(r'inlined at\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)')
@@ -139,12 +141,19 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     return Instruction(
         index=index,
         opcode=op,
-        operands=rest.strip(),
+        operands=_operands(rest),
         guard=guard,
         pc=int(addr, 16) if addr is not None else None,
         text=s,
         base=op.partition(".")[0],
     )
+
+
+def _operands(text: str) -> str:
+    """The operand text without nvdisasm's quoted notes (``(*"SpillRefill"*)``)."""
+    if "(*" in text:
+        text = _NOTE_RE.sub("", text)
+    return text.strip()
 
 
 _MISS = object()
@@ -203,7 +212,7 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
                 addr, guard, op, ops = fast.groups()
                 instrs = current.instructions
                 file, line, chain = pending_loc or no_loc
-                instrs.append(Instruction(len(instrs), op, ops.strip() if ops else "", guard, int(addr, 16), file, line,
+                instrs.append(Instruction(len(instrs), op, _operands(ops) if ops else "", guard, int(addr, 16), file, line,
                                           chain, "other", s, op.partition(".")[0]))
                 if pending_labels:
                     for lab_name in pending_labels:
