@@ -163,6 +163,8 @@ def _split_collisions(names: list[str], cuts: list[str], width: int) -> list[str
         for i in members:
             n = names[i]
             apart = min(len(os.path.commonprefix([n, names[j]])) for j in members if j != i)
+            if apart >= len(n):   # the same name twice (one kernel from two files): nothing tells them apart
+                continue
             s1 = max(0, apart - 3)
             s2 = max(s1 + first, min(shared_head[i], len(n)) - 3)
             out[i] = n[s1:s1 + first] + "…" + n[s2:s2 + second] + "…"
