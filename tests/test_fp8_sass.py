@@ -50,6 +50,9 @@ def test_qgmma_in_kloop_and_no_spills(built, variant):
                if ins.opcode.startswith("QGMMA"))
     assert fa.kloops and max(k.own_mma for k in fa.kloops) >= 8
     assert not fa.features["register_spills"].present
+    # one wait per wave of four QGMMA, never one per QGMMA (ptxas serializes the wgmmas when a call
+    # or an accumulator access lands among them)
+    assert fa.features["wgmma_serialized"].present is False
     assert fa.count("LDL") == 0 and fa.count("STL") == 0
     assert "LOCAL:0" in _res_usage(cubin)
 
@@ -111,6 +114,9 @@ def test_timing_build_records_and_plain_build_does_not(built):
     records = timed.count("STG") - plain.count("STG")   # 16-byte event records
     assert records >= len(clock) + 2
     assert not timed.features["register_spills"].present
+    # the clock reads and record stores stay out of the wgmma stream: per-warp timing must not
+    # serialize the MMAs it measures
+    assert timed.features["wgmma_serialized"].present is False
 
 
 def test_pingpong_schedule(built):
@@ -330,6 +336,7 @@ def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     (fa,) = analyze_cubin(cubin)
     assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {f"QGMMA.64x{tile[1]}x32.F32.E4M3.E4M3"}
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    assert fa.features["wgmma_serialized"].present is False
     elf = subprocess.run([tool_path("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True, check=True).stdout
     assert ".reqntid 256, 1, 1" in elf
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
