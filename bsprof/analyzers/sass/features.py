@@ -196,7 +196,8 @@ def _serialized(fn: Function, loops: list[Loop]) -> Feature:
     return _feature("wgmma_serialized", hits, note)
 
 
-_SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+),\s*(0x[0-9a-fA-F]+|\d+)\b")
+# a register operand may carry the operand-reuse-cache hint (``R114.reuse``): the same register
+_SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+)(?:\.reuse)?,\s*(0x[0-9a-fA-F]+|\d+)\b")
 
 
 def _immediate(text: str) -> int | None:
@@ -219,11 +220,15 @@ def _dest_register(ins: Instruction) -> str | None:
     return first if _REG_RE.match(first) and first not in _ZERO_REGS else None
 
 
+def _operands(ins: Instruction) -> list[str]:
+    return [o.strip().removesuffix(".reuse") for o in ins.operands.split(",")]
+
+
 def _increment_of(ins: Instruction) -> str | None:
     """``d = s + 1`` ((U)IADD3 with the carry predicates or not, VIADD): the register s."""
     if ins.base not in ("IADD3", "UIADD3", "VIADD", "UIADD"):
         return None
-    ops = [o.strip() for o in ins.operands.split(",")]
+    ops = _operands(ins)
     srcs = [o for o in ops[1:] if o not in ("PT", "UPT", "!PT", "!UPT") and o not in _ZERO_REGS]
     if len(srcs) != 2 or "0x1" not in srcs:
         return None
@@ -264,7 +269,7 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
                     setps.pop(pred, None)
                 continue
             if ins.base in ("SEL", "USEL"):
-                ops = [o.strip() for o in ins.operands.split(",")]
+                ops = _operands(ins)
                 hit = setps.get(ops[3]) if len(ops) == 4 and ops[2] in _ZERO_REGS else None
                 if hit and hit[3].index not in seen:
                     n, reg, ver, setp = hit
