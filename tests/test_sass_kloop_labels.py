@@ -291,3 +291,17 @@ def test_block_scale_is_read_from_the_scale_factor_operand():
     assert plain.mma_count == scaled.mma_count == 1
     assert plain.features["block_scaled_mma"].present is False
     assert scaled.features["block_scaled_mma"].present is True
+
+
+def test_compare_shows_the_promotion_loops_beside_the_kloops(data_dir):
+    # two blockwise FP8 GEMMs for sm_100 (CuTe DSL, CUTLASS C++): their K-loops are the MMA warps'
+    # (82 and 65 instructions), their per-K-block promotion runs in other warps (188 and 229)
+    bw_dsl = data_dir / "sass" / "nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin"
+    bw_cpp = data_dir / "sass" / "cutlass_sm100_blockwise_fp8_128x128x128_c1x1.sm_100a.cubin"
+    (c,) = json.loads(_run(bw_dsl, bw_cpp, "--json").stdout)["compare"]
+    assert (c["kloop"]["a"]["instructions"], c["kloop"]["b"]["instructions"]) == (82, 65)
+    assert c["promotion"] == {"a": 188, "b": 229, "delta": 41, "loops": {"a": 1, "b": 1}}
+    text = _run(bw_dsl, bw_cpp).output
+    assert "promotion loop instructions" in text
+    # kernels without one get no such row
+    assert "promotion loop" not in _run(data_dir / CUTE_FP16, data_dir / CUTE_FP8).output

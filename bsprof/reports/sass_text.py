@@ -393,6 +393,9 @@ def print_compare(console: Console, result: dict) -> None:
             t.add_row(f"{name} instructions", _fmt(ka["instructions"]), _fmt(kb["instructions"]), f"{kl['instructions_delta']:+,}")
             t.add_row(f"{name} MMA", _fmt(ka["mma"]), _fmt(kb["mma"]), f"{kl['mma_delta']:+,}")
             t.add_row(f"{name} overhead / MMA", _fmt(ka["overhead_per_mma"]), _fmt(kb["overhead_per_mma"]), "")
+        pr = cmp.get("promotion") or {}
+        if pr.get("a") or pr.get("b"):
+            t.add_row("promotion loop instructions", _fmt(pr["a"]), _fmt(pr["b"]), f"{pr['delta']:+,}")
         if "executed" in cmp:
             e = cmp["executed"]
             t.add_row("executed", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,}")

@@ -55,6 +55,8 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         "features": {k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
                      for k in a.features if k in b.features},
         "loops": {"a": len(a.loops), "b": len(b.loops)},
+        # per-K-block work in other warps (sm_100 blockwise promotion): a change can move it alone
+        "promotion": _promotion_delta(a, b),
     }
     if a.executed is not None and b.executed is not None:
         out["executed"] = {"a": int(sum(a.executed)), "b": int(sum(b.executed)),
@@ -63,6 +65,11 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         from collections import Counter
         out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
     return out
+
+
+def _promotion_delta(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
+    na, nb = (sum(lp.size for lp in fa.promotion_loops) for fa in (a, b))
+    return {"a": na, "b": nb, "delta": nb - na, "loops": {"a": len(a.promotion_loops), "b": len(b.promotion_loops)}}
 
 
 def _kloop_delta(ka: dict, kb: dict) -> dict:
