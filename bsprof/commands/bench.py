@@ -32,23 +32,47 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("-o", "--output", "out", default=None,
               help="also write bench.json into a fresh directory under this one (for `bsprof report`)")
+@click.option("--plan", is_flag=True,
+              help="print the tile, cluster and switches this problem would run with, and why, then stop "
+                   "(no GPU: name --family)")
+@click.option("--sms", type=count(1, 4096), default=None,
+              help="with --plan: the GPU's SM count (default: H100's 132 for fp8-blockwise, B200's 148 for nvfp4)")
 def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
-            skip_ref_check, seed, inputs, cute_example, as_json, out) -> None:
+            skip_ref_check, seed, inputs, cute_example, as_json, out, plan, sms) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
     from bsprof import artifacts
     from bsprof.kernels.api import Target
-    from bsprof.profile.bench import BenchRequest, run
-    from bsprof.reports.bench_text import render
 
     if warmup < 0 or iters < 1:
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
+    if sms is not None and not plan:
+        raise BsprofError("--sms goes with --plan (a run reads the SM count from its GPU)")
+    if plan and family == "auto":
+        raise BsprofError("--plan runs without a GPU to pick the family from: add --family fp8-blockwise or "
+                          "--family nvfp4")
     config = {k: v for k, v in {
         "mma_tiler": mma_tiler, "cluster": cluster,
         "sf_dtype": sf_dtype, "sf_vec": sf_vec, "c_dtype": c_dtype,
     }.items() if v is not None}
     target = Target.parse(family, spec, mnkl, config)
+    if plan:
+        from bsprof.kernels.api import family_module
+        from bsprof.reports.bench_text import render_plan
+
+        extra = {} if sms is None else {"num_sms": sms}
+        doc = family_module(target.family).plan(target.variant, target.mnkl, **extra, **target.knobs)
+        doc["kernel"] = target.spec
+        if as_json:
+            click.echo(artifacts.dumps(doc))
+        else:
+            render_plan(Console(), doc)
+        return
+
+    from bsprof.profile.bench import BenchRequest, run
+    from bsprof.reports.bench_text import render
+
     if target.picked_from_gpu:
         click.echo(f"family: {target.family} (picked from the GPU)", err=True)
     doc, failed = run(BenchRequest(target=target, warmup=warmup, iters=iters, skip_ref_check=skip_ref_check,

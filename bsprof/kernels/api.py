@@ -9,6 +9,9 @@ A family package (``bsprof.kernels.nvfp4``, ``bsprof.kernels.fp8_blockwise``) ex
                      CPU-only compile (``CUTE_DSL_ARCH``, fake tensors); returns the kept cubin.
 ``prepare(variant, mnkl, *, timing=False, delay_kloop=0, delay_phase1=0, seed=0, **config) -> Prepared``
                      GPU: compile for the current device, allocate fresh random inputs.
+``plan(variant, mnkl, *, num_sms=..., **config) -> dict``
+                     CPU: the tile, cluster and switches a launch of this problem would build, and
+                     why that tile (``bsprof bench --plan``).
 
 Benchmarking a family (correctness, timing beside its peers) is profiling, so it lives in
 :mod:`bsprof.profile.bench`; a family exposes only what that needs: operands, launch, reference.

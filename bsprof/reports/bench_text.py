@@ -131,3 +131,20 @@ def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
 
     _per_kernel_table(console, results, names,
                       "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)
+
+
+def render_plan(console, doc: dict) -> None:
+    """``bench --plan``: one problem's configuration as a launch would build it, and why."""
+    from rich.markup import escape
+
+    shape = ",".join(str(x) for x in doc["mnkl"])
+    split = f" split-K {doc['split_k']}" if doc.get("split_k", 1) > 1 else ""
+    console.print(f"[bold]{doc['family']} {escape(doc['kernel'])} at {shape}[/bold] ({doc['num_sms']} SMs): "
+                  f"tile {doc['tile']}, cluster {doc['cluster']}{split}")
+    console.print("  " + (f"chosen: {escape(doc['choice'])}" if doc.get("choice") else
+                          "fixed by the kernel spec or flags (no per-problem choice)"))
+    # ab_stage 0: the kernel takes as many stages as its shared memory holds, counted at compile time
+    sw = ", ".join(f"{k}={'auto (shared-memory budget)' if k == 'ab_stage' and not v else v}"
+                   for k, v in doc["switches"].items() if k not in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k"))
+    if sw:
+        console.print(f"  switches: {escape(sw)}")

@@ -10,5 +10,6 @@ from bsprof.kernels.fp8_blockwise.launch import (  # noqa: F401
     Prepared,
     compile_cubin,
     output_tile,
+    plan,
     prepare,
 )

@@ -75,15 +75,36 @@ def compile_entry(mnkl=None, **kw) -> None:
     _compile(kw, max_active, mnkl)
 
 
-def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
-                  delay_phase1: int = 0) -> tuple[dict, bool]:
-    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
+def _resolve(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
+             delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None]:
+    """The kernel's constructor arguments for this problem on ``num_sms`` SMs, whether the build is
+    shape-specialized, and why the tile and cluster are what they are (None when they were fixed)."""
     config = dict(config)
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    _check_knobs_fit(kw, mnkl, static, explicit=config)
+    why = _check_knobs_fit(kw, mnkl, static, num_sms, explicit=config)
+    return kw, static, why
+
+
+def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
+                  delay_phase1: int = 0) -> tuple[dict, bool]:
+    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
+    kw, static, _ = _resolve(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop, delay_phase1=delay_phase1)
     return kw, static
+
+
+def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
+    """What a launch of this problem would build, on the CPU: tile, cluster, split-K and the other
+    per-problem switches, and why that tile (``choice``; None when the tile was given)."""
+    mnkl = tuple(int(x) for x in mnkl)
+    kw, static, why = _resolve(variant, config, mnkl, num_sms)
+    shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
+             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem")
+    return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
+                tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
+                split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why,
+                switches={k: kw[k] for k in shown if k in kw})
 
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
@@ -384,10 +405,8 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     if major != 9:
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
-    static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
-    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    why = _check_knobs_fit(kw, mnkl, static, torch.cuda.get_device_properties(0).multi_processor_count,
-                           explicit=config)
+    kw, static, why = _resolve(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
+                               timing, delay_kloop, delay_phase1)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 

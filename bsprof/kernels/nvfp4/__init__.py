@@ -11,5 +11,6 @@ from bsprof.kernels.nvfp4.launch import (  # noqa: F401
     Prepared,
     compile_cubin,
     output_tile,
+    plan,
     prepare,
 )

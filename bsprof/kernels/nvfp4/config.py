@@ -34,18 +34,26 @@ KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "
          "config_map", "sf_dtype", "sf_vec", "c_dtype", "sample_every")
 
 
-def config_for_shape(mnkl) -> dict:
-    """The optimized variant's choice of MMA tile and cluster for a problem (M, N, K, L).
+def choose_for_shape(mnkl, num_sms: int = B200_SMS) -> tuple[dict, str]:
+    """The optimized variant's choice of MMA tile and cluster for a problem (M, N, K, L), and why.
 
     Small M cannot fill 256-row 2-CTA tiles; when 256x128 tiles would leave most SMs idle the
     128x128 tile with a 2x1 multicast cluster keeps more CTAs busy while still sharing B."""
     m, n, _, l = (int(v) for v in mnkl)
     if m <= 128:
-        return dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1)
+        return dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1), f"M = {m} <= 128 fills one 128-row tile"
     tiles_256 = -(-m // 256) * -(-n // 128) * l
-    if m % 256 or tiles_256 < B200_SMS // 2:
-        return dict(tile_m=128, tile_n=128, cluster_m=2 if m % 256 == 0 else 1, cluster_n=1)
-    return dict(tile_m=256, tile_n=128, cluster_m=2, cluster_n=1)
+    if m % 256 or tiles_256 < num_sms // 2:
+        why = (f"M = {m} is not a multiple of 256" if m % 256 else
+               f"{tiles_256} tiles of 256x128 would leave more than half of {num_sms} SMs idle")
+        return dict(tile_m=128, tile_n=128, cluster_m=2 if m % 256 == 0 else 1, cluster_n=1), why
+    return (dict(tile_m=256, tile_n=128, cluster_m=2, cluster_n=1),
+            f"{tiles_256} tiles of 256x128 (2-CTA MMA, 2x1 cluster) fill {num_sms} SMs")
+
+
+def config_for_shape(mnkl) -> dict:
+    """The optimized variant's MMA tile and cluster for a problem (:func:`choose_for_shape`)."""
+    return choose_for_shape(mnkl)[0]
 
 
 def resolve(variant: str, config: dict | None = None, mnkl=None) -> dict:

@@ -26,6 +26,23 @@ def kernel_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_
     return kw
 
 
+def plan(variant: str, mnkl, *, num_sms: int = B200_SMS, **config) -> dict:
+    """What a launch of this problem would build, on the CPU: MMA tile, cluster and the other
+    switches, and why that tile (``choice``; None when the tile was given or the variant has no map)."""
+    mnkl = tuple(int(x) for x in mnkl)
+    kw = kernel_kwargs(variant, config, mnkl)
+    mapped = cfg.VARIANTS[variant]["config_map"] and not {"mma_tiler", "cluster"} & set(config)
+    choice = None
+    if mapped:
+        picked, choice = cfg.choose_for_shape(mnkl, num_sms)
+        kw.update(picked)
+    shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "acc_stage", "epilogue", "cache_hint",
+             "sf_dtype", "sf_vec", "c_dtype")
+    return dict(family="nvfp4", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
+                tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw['cluster_m']}x{kw['cluster_n']}", split_k=1,
+                static_shapes=False, choice=choice, switches={k: kw[k] for k in shown if k in kw})
+
+
 def _pointers(kw: dict, ptrs=(0, 0, 0, 0, 0, 0)):
     import cutlass
     import cutlass.cute as cute

@@ -1,0 +1,67 @@
+"""`bsprof bench --plan`: the configuration a launch would build for a problem, and why, on a machine
+without a GPU. The plan runs the launcher's own resolution (``launch._resolve``, which ``prepare``
+calls on the GPU), so it is checked against the shapes where the H100 measured the candidates
+(tests/test_fp8_quant.py MEASURED_MERGED: the pick ran fastest or within 1% of it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_bsprof
+
+
+def _plan(*args: str) -> dict:
+    code, out, err = run_bsprof(["bench", "--plan", "--json", *args])
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("mnkl, tile, cluster, split", [
+    ("128,576,7168", "64x32", "1x1", 3),      # 136 TFLOP/s against 129 and 97 for the others timed
+    ("128,2112,7168", "64x64", "1x1", 2),     # 374 against 364, 363, 347
+    ("128,4096,7168", "64x64", "1x1", 1),     # 595 against 599 (within 1%), 579, 568
+])
+def test_plan_is_the_pick_measured_fastest(mnkl, tile, cluster, split):
+    doc = _plan("--family", "fp8-blockwise", "--mnkl", mnkl)
+    assert (doc["tile"], doc["cluster"], doc["split_k"]) == (tile, cluster, split)
+    assert doc["num_sms"] == 132 and "faster than" in doc["choice"]
+
+
+def test_plan_text_names_tile_reason_and_switches():
+    code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "8192,8192,8192"])
+    assert code == 0, err
+    assert "tile 256x128, cluster 1x2" in out and "chosen: 256x128 tile" in out
+    assert "ab_stage=auto (shared-memory budget)" in out and "swizzle=" in out
+
+
+def test_plan_follows_the_sm_count_and_a_fixed_tile():
+    # fewer SMs: 120 tiles of 128x128 no longer fit one round, the choice moves
+    full = _plan("--family", "fp8-blockwise", "--mnkl", "333,5120,3584")
+    small = _plan("--family", "fp8-blockwise", "--mnkl", "333,5120,3584", "--sms", "114")
+    assert full["tile"] == "128x128" and small["num_sms"] == 114 and small["choice"] != full["choice"]
+    fixed = _plan("--family", "fp8-blockwise", "--mnkl", "4096,4096,4096", "--kernel", "optimized:tile_m=128,tile_n=192")
+    assert (fixed["tile"], fixed["choice"]) == ("128x192", None)
+
+
+def test_plan_nvfp4_map():
+    big = _plan("--family", "nvfp4", "--mnkl", "8192,8192,4096")
+    assert (big["tile"], big["cluster"]) == ("256x128", "2x1") and "fill 148 SMs" in big["choice"]
+    small = _plan("--family", "nvfp4", "--mnkl", "128,8192,4096")
+    assert (small["tile"], small["cluster"]) == ("128x128", "1x1")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--mnkl", "1,2,3"], "--plan runs without a GPU"),
+    (["--family", "fp8-blockwise", "--mnkl", "1000,4096,1000"], "nearest shape the kernel takes is 1000,4096,1024,1"),
+    (["--family", "fp8-blockwise", "--kernel", "optimized:split_k=99", "--mnkl", "128,576,7168"], "split_k=99"),
+])
+def test_plan_refuses_in_one_line(args, says):
+    code, out, err = run_bsprof(["bench", "--plan", *args])
+    assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_sms_needs_plan():
+    code, _, err = run_bsprof(["bench", "--sms", "100"])
+    assert code == 2 and "--sms goes with --plan" in err
