@@ -278,6 +278,15 @@ SCALED_QMMA = "UTCQMMA gdesc[UR12], gdesc[UR14], tmem[UR8], tmem[UR6], idesc[UR7
     (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "USEL UR6, UR4, URZ, UP0"], 4),
     # the compared register is rewritten by something else: no ring
     (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UMOV UR4, UR9", "USEL UR6, UR4, URZ, UP0"], None),
+    # Triton: increment in place, keep while not greater than N - 1 (the select on the negated predicate)
+    (["UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, !UP0"], 4),
+    (["VIADD R10, R10, 0x1", "ISETP.GT.AND P1, PT, R10, 0x2, PT", "SEL R10, R10, RZ, !P1"], 3),
+    # keep while less than N
+    (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.LT.AND UP0, UPT, UR5, 0x5, UPT", "USEL UR4, UR5, URZ, UP0"], 5),
+    # an ordered compare of a value that is no increment is a clamp, not a ring
+    (["UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, !UP0"], None),
+    # keep while greater: no ring
+    (["UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, UP0"], None),
 ])
 def test_stage_ring_before_or_after_the_increment(body, stages):
     (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
@@ -305,3 +314,41 @@ def test_compare_shows_the_promotion_loops_beside_the_kloops(data_dir):
     assert "promotion loop instructions" in text
     # kernels without one get no such row
     assert "promotion loop" not in _run(data_dir / CUTE_FP16, data_dir / CUTE_FP8).output
+
+
+def _flat_listing(store: str, around: bool) -> str:
+    """One loop: an MMA every pass, then a store the pass branches around (``around``) or not."""
+    skip = "@P2 BRA `(.L_x_1)" if around else "NOP"
+    body = ["MOV R2, RZ", ".L_x_0:", PLAIN_QMMA, "ISETP.NE.AND P2, PT, R7, R8, PT", skip, store,
+            ".L_x_1:", "ISETP.NE.AND P1, PT, R5, R6, PT", "@P1  BRA `(.L_x_0)", "EXIT"]
+    lines, pc = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------"], 0
+    for t in body:
+        if t.endswith(":"):
+            lines.append(t)
+        else:
+            lines.append(f"        /*{pc:04x}*/                   {t} ;")
+            pc += 16
+    return "\n".join(lines)
+
+
+def test_flattened_tile_and_k_loop_is_a_kloop():
+    # Triton's persistent loop: one k-block a pass, the epilogue only when the pass does not branch
+    # around it; the same loop storing on every pass has K unrolled into a tile loop
+    (fa,) = analyze_sass_text(_flat_listing("UTMASTG.2D [UR4], [UR10]", around=True))
+    assert fa.kloop_status == "kloop" and fa.kloop.flattened == 1 and fa.tile_loop is None
+    assert "flattened with the tile loop" in fa.kloop_summary()["text"]
+    assert fa.features["persistent_tile_loop"].present is True
+    (fa,) = analyze_sass_text(_flat_listing("UTMASTG.2D [UR4], [UR10]", around=False))
+    assert fa.kloop_status == "unrolled" and fa.tile_loop.flattened == 0
+
+
+def test_stsm_without_a_global_store_is_staging():
+    # Triton's dot_scaled stages the scale factors through shared memory with STSM in the K-loop
+    (fa,) = analyze_sass_text(_flat_listing("STSM.16.M88 [R25+0x18000], R28", around=False))
+    assert fa.kloop_status == "kloop" and fa.kloop.stores == 0 and fa.kloop.flattened == 0
+
+
+def test_never_executed_pads_are_nops():
+    (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
+    cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]
+    assert cats == ["nop", "nop", "shared"]

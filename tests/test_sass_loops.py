@@ -84,11 +84,18 @@ def test_dominators_and_loops_match_the_definitions(text):
             assert lp.blocks < fa.loops[lp.parent].blocks
         assert lp.mma == sum(1 for i in lp.instructions if fa.instructions[i].category == "mma")
         own_stores = sum(1 for i in lp.own_instructions if fa.instructions[i].base == "STG")
-        # a K-loop issues MMAs and stores no output; a loop whose own body stores output is a tile loop
+        # a K-loop issues MMAs and stores no output; a loop whose own body stores output is a tile loop,
+        # unless it is flattened: no nested MMA loop, and every store block can be gone around on the
+        # way to some back edge (it fails to dominate a latch)
         assert lp.is_kloop == (lp.kind == "kloop")
+        latches = [b for b in lp.blocks if lp.header in cfg.blocks[b].succs]
+        store_blocks = {cfg.block_of[i] for i in lp.own_instructions if fa.instructions[i].base == "STG"}
+        flat = (lp.mma == lp.own_mma and bool(store_blocks)
+                and all(any(sb not in dom[t] for t in latches) for sb in store_blocks))
+        assert bool(lp.flattened) == (flat and lp.own_mma > 0)
         if lp.is_kloop:
-            assert lp.own_mma > 0 and own_stores == 0
-        if lp.own_mma and own_stores:
+            assert lp.own_mma > 0 and (own_stores == 0 or lp.flattened == own_stores)
+        if lp.own_mma and own_stores and not flat:
             assert lp.kind == "tile"
     _check_kloop_answer(fa)
 

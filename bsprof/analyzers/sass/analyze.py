@@ -92,6 +92,8 @@ class FunctionAnalysis:
             hot = self.steady_state(k).get("hot_instructions") if self.executed is not None else None
             d["text"] = (f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA"
                          + (f"; {hot} on its hot path" if hot and hot < k.size else "") + ")"
+                         + (f", flattened with the tile loop (the epilogue's {k.flattened} output store(s) run on a "
+                            "tile's last k-block, in blocks other passes go around)" if k.flattened else "")
                          + (f" inside tile loop {t.id}" + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
                             if t is not None else ""))
             if self.executed is not None:
@@ -177,6 +179,7 @@ class FunctionAnalysis:
             "kind": lp.kind,
             "primary": lp.primary,
             "output_stores": lp.stores,
+            "flattened_epilogue_stores": lp.flattened,
             "own_mma": lp.own_mma,
             "own_instructions": len(lp.own_instructions),
             "id": lp.id,

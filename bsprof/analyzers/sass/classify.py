@@ -10,6 +10,8 @@ from bsprof.analyzers.sass.opcodes import arch_family, table
 from bsprof.analyzers.sass.parse import Instruction
 
 OTHER = "other"
+NEVER = "nop"
+_NEVER_GUARDS = frozenset({"@!PT", "@!UPT"})
 
 
 @functools.lru_cache(maxsize=8192)
@@ -30,9 +32,13 @@ def classify(instructions: Iterable[Instruction], arch: str | None) -> list[str]
     unknown: set[str] = set()
     for ins in instructions:
         cat = classify_opcode(ins.opcode, family)
-        ins.category = cat
         if cat == OTHER:
             unknown.add(ins.base)
+        # guarded by the always-false predicate, it never executes: ptxas pads schedules with
+        # `@!PT LDS RZ, [RZ]` (before a barrier or a wgmma fence, in cp.async pipelines and CUTLASS
+        # alike) and `@!UPT UIADD3 URZ, ...`; counted as shared loads or uniform math they would
+        # inflate those categories of a loop by work it never does
+        ins.category = NEVER if ins.guard in _NEVER_GUARDS else cat
     return sorted(unknown)
 
 

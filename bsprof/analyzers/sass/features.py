@@ -152,7 +152,16 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
         head = fn.instructions[header_index(lp)]
         ev.append(f"loop at {evidence_line(head)} ({lp.size} instructions, depth {lp.depth}) encloses a K-loop")
     note = "" if kloops else "no K-loop found"
-    if kloops and not outer:
+    flat = [lp for lp in kloops if lp.flattened]
+    if kloops and not outer and flat:
+        # one loop walks the tiles and their k-blocks (Triton's flattened persistent loop): the
+        # epilogue it branches into on a tile's last k-block is the tile loop's
+        for lp in flat[:MAX_EVIDENCE]:
+            outer.append(lp)
+            ev.append(f"K-loop at {evidence_line(fn.instructions[header_index(lp)])} is flattened with the tile "
+                      f"loop: {lp.flattened} output store(s) in blocks a pass goes around (the epilogue of a tile's last k-block)")
+        note = "the K-loop and the tile loop are one loop"
+    elif kloops and not outer:
         # A K-loop with a compile-time trip count is unrolled into the tile loop, which then is the
         # MMA loop itself; the tile scheduler shows as a fast divmod (wide multiply + shift) in it.
         for lp in kloops:
@@ -212,6 +221,15 @@ _REG_RE = re.compile(r"^U?R\d+$")
 _ZERO_REGS = ("RZ", "URZ")
 
 
+# (compare, select on the negated predicate) -> the first value the select does not keep, from the
+# immediate: ``p = v != N`` keeps v while p, so N; ``p = v > N`` keeps v while !p, so N + 1
+_KEEP_BOUND = {
+    ("NE", False): lambda n: n, ("LT", False): lambda n: n, ("LE", False): lambda n: n + 1,
+    ("GT", True): lambda n: n + 1, ("GE", True): lambda n: n, ("EQ", True): lambda n: n,
+}
+_CMPS = frozenset(c for c, _ in _KEEP_BOUND)
+
+
 def _dest_register(ins: Instruction) -> str | None:
     """The register an instruction writes (its first operand), if that is a plain register."""
     if ins.base in ("ISETP", "UISETP"):
@@ -247,36 +265,46 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
 
     ``(U)ISETP.NE`` of a register against an immediate, then ``(U)SEL d, r, (U)RZ, p``; each
     register's writes are versioned, so a compare is only paired with the value it read.
+
+    Triton's pipeliner writes the wrap as ``next = idx + 1; idx = next < N ? next : 0``, which ptxas
+    emits as ``ISETP.GT p, next, N - 1`` and ``SEL idx, next, RZ, !p``: the compare may be any order
+    (LT, LE, or GT, GE with the select on the negated predicate), and what matters is the first value
+    it does not keep (``_KEEP_BOUND``).
     Returns (N, the setp)."""
     out: list[tuple[int, Instruction]] = []
     seen: set[int] = set()
     for lp in kloops:
         body = [fn.instructions[i] for i in lp.own_instructions]
         version: dict[str, int] = {}
-        # predicate -> (immediate, compared register, its version then, the setp)
-        setps: dict[str, tuple[int, str, int, Instruction]] = {}
+        # predicate -> (compare, immediate, compared register, its version then, the setp)
+        setps: dict[str, tuple[str, int, str, int, Instruction]] = {}
         # register -> (the register it is one more than, that register's version then)
         incr: dict[str, tuple[str, int]] = {}
         for ins in body:
             if ins.base in ("ISETP", "UISETP"):
                 m = _SETP_RE.match(ins.operands)
                 pred = ins.operands.split(",", 1)[0].strip()
-                n = _immediate(m.group(3)) if m and "NE" in ins.modifiers else None
+                cmp = next((c for c in ins.modifiers if c in _CMPS), None)
+                n = _immediate(m.group(3)) if m and cmp else None
                 if n is not None:
                     reg = m.group(2)
-                    setps[pred] = (n, reg, version.get(reg, 0), ins)
+                    setps[pred] = (cmp, n, reg, version.get(reg, 0), ins)
                 else:
                     setps.pop(pred, None)
                 continue
             if ins.base in ("SEL", "USEL"):
                 ops = _operands(ins)
-                hit = setps.get(ops[3]) if len(ops) == 4 and ops[2] in _ZERO_REGS else None
-                if hit and hit[3].index not in seen:
-                    n, reg, ver, setp = hit
+                sel = ops[3] if len(ops) == 4 and ops[2] in _ZERO_REGS else ""
+                hit = setps.get(sel.lstrip("!"))
+                bound = _KEEP_BOUND.get((hit[0], sel.startswith("!")), lambda _: None)(hit[1]) if hit else None
+                if bound is not None and hit[4].index not in seen:
+                    n, reg, ver, setp = bound, *hit[2:]
                     src = ops[1]
                     size = None
-                    if src == reg and version.get(src, 0) == ver:
-                        size = n  # compared the incremented value
+                    if src == reg and version.get(src, 0) == ver and (hit[0] == "NE" or src in incr):
+                        # compared the incremented value (an ordered compare only of a value known
+                        # to be one more than another: a clamp is no ring)
+                        size = n
                     elif incr.get(src) == (reg, ver):
                         size = n + 1  # compared the index before its increment
                     if size is not None and 2 <= size <= 64:

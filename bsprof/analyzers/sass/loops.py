@@ -9,7 +9,9 @@ Kinds (:func:`classify_loops`): the **K-loop** is the innermost loop that issues
 epilogue store; with ncu counts, the one whose MMAs execute the most (its hot path, not the natural
 loop's rare blocks, must be store-free). A loop around it is the **tile loop** (it may issue a peeled
 first k-block of MMAs and hold the epilogue); an MMA loop whose body stores the output is a tile loop
-too, with K unrolled into it. No K-loop but MMAs: **K fully unrolled**.
+too, with K unrolled into it, unless that loop is **flattened** (Triton's persistent loop: one
+k-block a pass, the epilogue in blocks a pass can go around), which makes it the K-loop with no tile
+loop of its own. No K-loop but MMAs: **K fully unrolled**.
 
 A **promotion loop** issues no MMA but runs beside the K-loop in other warps: each pass waits on an
 mbarrier, reads the MMA's partial sums out of tensor memory (``LDTM``), adds them into registers
@@ -52,6 +54,12 @@ class Loop:
     stores: int = 0
     # a cycle entered at more than one block (no header dominates it); ``header`` is its first entry
     irreducible: bool = False
+    # instruction indices of the own blocks every pass runs (they dominate each back edge); None
+    # for an irreducible loop, whose blocks no header dominates
+    every_pass: frozenset[int] | None = None
+    # output stores a pass can go around: a K-loop flattened with its tile loop runs the epilogue
+    # only on a tile's last k-block (set by classify_loops; 0 otherwise)
+    flattened: int = 0
 
     @property
     def size(self) -> int:
@@ -285,6 +293,10 @@ def find_loops(fn: Function, cfg: CFG, idom: list[int] | None = None) -> list[Lo
                 nested.update(loops[c].instructions)
         lp.own_instructions = [i for i in lp.instructions if i not in nested]
         lp.own_mma = sum(1 for i in lp.own_instructions if fn.instructions[i].category == "mma")
+        if not lp.irreducible:
+            latches = [b for b in lp.blocks if lp.header in cfg.blocks[b].succs]
+            always = [b for b in lp.blocks if all(_dominates(idom, b, t) for t in latches)]
+            lp.every_pass = frozenset(i for b in always for i in range(cfg.blocks[b].start, cfg.blocks[b].end))
     classify_loops(fn, loops)
     return loops
 
@@ -301,6 +313,19 @@ HAS_KLOOP, UNROLLED, NO_MMA = "kloop", "unrolled", "no_mma"
 
 def is_output_store(ins) -> bool:
     return ins.base in _STORE_BASES or (ins.base == "UBLKCP" and "S2G" in ins.modifiers)
+
+
+def _output_stores(fn: Function, lp: Loop, body: list[int]) -> list[int]:
+    """The output stores among ``body`` (the loop's own instructions, or their hot part). STSM writes
+    shared memory only: it stages an epilogue for the TMA or SIMT store that follows it, but Triton's
+    ``tl.dot_scaled`` on sm_100 also stages the scale factors it loaded with LDG into shared memory
+    with STSM inside the K-loop (UTCCP then copies them to tensor memory). So an STSM counts only
+    where the loop's own blocks also write global memory (hot or not: one elected thread issues the
+    TMA store, so with counts it is rarely hot)."""
+    hits = [i for i in body if is_output_store(fn.instructions[i])]
+    if hits and not any(is_output_store(ins := fn.instructions[i]) and ins.base != "STSM" for i in lp.own_instructions):
+        return []
+    return hits
 
 
 # what a promotion pass does: the epilogue's smem staging (STS) rules a loop out as much as a store
@@ -345,12 +370,26 @@ def _body(fn: Function, lp: Loop, executed: list[int] | None) -> list[int]:
     return own if peak == 0 else [i for i in own if executed[i] >= 0.5 * peak]
 
 
+def _flattened(lp: Loop, stores: list[int]) -> bool:
+    """A K-loop flattened with its tile loop: Triton's persistent matmul (``tl.range(..., flatten=True)``,
+    and what its pipeliner makes of a tile loop around a K-loop) is one loop that runs one k-block a
+    pass and, on a tile's last k-block only, branches into the epilogue. Its stores sit in blocks a
+    pass can go around (none of them dominates the back edge), where a tile loop with K unrolled into
+    it (DeepGEMM at K=1024) stores on every pass. Only a loop with no nested MMA loop qualifies (a
+    tile loop around a K-loop may skip its epilogue for a partial tile), and only without counts
+    (with them the hot-block rule already leaves the once-a-tile epilogue out)."""
+    return lp.every_pass is not None and lp.mma == lp.own_mma and not any(i in lp.every_pass for i in stores)
+
+
 def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None = None) -> str:
     """Set ``kind`` / ``is_kloop`` / ``primary`` / ``stores`` on every loop; return the function's
     answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
     for lp in loops:
-        lp.kind, lp.is_kloop, lp.primary = PLAIN, False, False
-        lp.stores = sum(1 for i in _body(fn, lp, executed) if is_output_store(fn.instructions[i])) if lp.own_mma else 0
+        lp.kind, lp.is_kloop, lp.primary, lp.flattened = PLAIN, False, False, 0
+        stores = _output_stores(fn, lp, _body(fn, lp, executed)) if lp.own_mma else []
+        if stores and executed is None and _flattened(lp, stores):
+            lp.flattened, stores = len(stores), []
+        lp.stores = len(stores)
     cands = [lp for lp in loops if lp.own_mma and not lp.stores]
     ran = (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")) \
         if executed is not None else (lambda lp: 0)
