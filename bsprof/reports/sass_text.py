@@ -113,7 +113,7 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
 
 
 # features whose presence is a defect, named in red in the many-function summary
-_BAD = {"register_spills": "spills", "wgmma_serialized": "wgmma serialized"}
+_BAD = {"register_spills": "spills", "wgmma_serialized": "wgmma serialized", "mma_drained": "MMAs drained every pass"}
 
 
 def distinct_names(names: list[str], width: int = 40) -> list[str]:

@@ -23,7 +23,7 @@ _DIVMOD_MUL = ("UIMAD.WIDE.U32", "IMAD.WIDE.U32", "IMAD.HI.U32", "UIMAD.HI.U32")
 FEATURE_ORDER = (
     "tma_load", "tma_multicast", "tma_store_epilogue", "simt_global_stores", "mma_2cta",
     "block_scaled_mma", "tmem_copy", "multi_stage_pipeline", "tma_cache_hint", "persistent_tile_loop",
-    "register_spills", "wgmma_serialized",
+    "register_spills", "wgmma_serialized", "mma_drained",
 )
 
 DESCRIPTIONS = {
@@ -39,6 +39,7 @@ DESCRIPTIONS = {
     "persistent_tile_loop": "persistent tile loop around the K-loop",
     "register_spills": "register spills (local loads/stores)",
     "wgmma_serialized": "wgmma serialized (a full wait between every two MMAs of a loop)",
+    "mma_drained": "tcgen05 MMAs drained every K-loop pass (their commit waited on in the same pass)",
 }
 
 
@@ -176,7 +177,73 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["persistent_tile_loop"] = Feature("persistent_tile_loop", bool(outer) if kloops else None, ev, note)
     out["register_spills"] = _feature("register_spills", _pick(fn, lambda i: i.category == "local"))
     out["wgmma_serialized"] = _serialized(fn, loops)
+    out["mma_drained"] = _drained(fn, loops)
     return out
+
+
+_ADDR_RE = re.compile(r"\[\s*(U?R\w+)\s*(?:\+\s*(0x[0-9a-fA-F]+|\d+))?\s*\]")
+_UADD_RE = re.compile(r"^(UR\d+),\s*(?:UPT,\s*UPT,\s*)?(UR\d+),\s*(0x[0-9a-fA-F]+|\d+),\s*URZ$")
+_UMOV_RE = re.compile(r"^(UR\d+),\s*(UR\d+)$")
+
+
+def _drained(fn: Function, loops: list[Loop]) -> Feature:
+    """A tcgen05 K-loop that commits its MMAs to an mbarrier (UTCBAR) and waits on that same barrier
+    later in the same pass never has MMAs of two K blocks in flight: the tensor core idles while the
+    pass finishes. Triton's ``tl.dot_scaled`` on sm_100 does this (it stages the next block's scale
+    factors into the buffers the MMAs read); CUTLASS's and CuTe DSL's K-loops commit to the stage's
+    empty barrier, which only the producer waits on. Barrier addresses are followed through the
+    loop's uniform adds and moves (``UIADD3 UR35, UR8, 0x18000`` then ``UTCBAR [UR35]`` is the barrier
+    ``TRYWAIT [UR8+0x18000]`` waits on); the wait must sit in blocks every pass runs."""
+    if not any(ins.base == "UTCBAR" for ins in fn.instructions):
+        return Feature("mma_drained", None, [], "no tcgen05 MMA commit (UTCBAR) in this function")
+    hits: list[Instruction] = []
+    for lp in loops:
+        if lp.kind != "kloop":
+            continue
+        version: dict[str, int] = {}
+        value: dict[str, tuple[str, int, int]] = {}   # register -> (base, its version then, offset)
+        committed: dict[tuple[str, int, int], Instruction] = {}
+
+        def addr(operands: str) -> tuple[str, int, int] | None:
+            m = _ADDR_RE.search(operands)
+            if m is None or m.group(1) in _ZERO_REGS:
+                return None
+            reg, off = m.group(1), _immediate(m.group(2)) if m.group(2) else 0
+            base, ver, boff = value.get(reg, (reg, version.get(reg, 0), 0))
+            return (base, ver, boff + (off or 0))
+
+        for i in lp.own_instructions:
+            ins = fn.instructions[i]
+            if ins.base == "UTCBAR":
+                a = addr(ins.operands)
+                if a is not None:
+                    committed[a] = ins
+            elif ins.opcode.startswith("SYNCS.PHASECHK") and (lp.every_pass is None or i in lp.every_pass):
+                # only a wait every pass runs: a flattened persistent loop waits on the same commit
+                # in its epilogue, once a tile, to read the accumulator (that is no drain)
+                a = addr(ins.operands)
+                if a is not None and a in committed:
+                    hits += [committed.pop(a), ins]
+            dest = _dest_register(ins)
+            if dest is None or not dest.startswith("UR"):
+                continue
+            ops = ins.operands.strip()
+            add, mov = (_UADD_RE.match(ops), _UMOV_RE.match(ops)) if ins.base in ("UIADD3", "UMOV") else (None, None)
+            if add:
+                base, ver, off = value.get(add.group(2), (add.group(2), version.get(add.group(2), 0), 0))
+                new = (base, ver, off + (_immediate(add.group(3)) or 0))
+            elif mov:
+                new = value.get(mov.group(2), (mov.group(2), version.get(mov.group(2), 0), 0))
+            else:
+                new = None
+            version[dest] = version.get(dest, 0) + 1
+            if new is None:
+                value.pop(dest, None)
+            else:
+                value[dest] = new
+    note = (f"{len(hits) // 2} commit(s) waited on in the pass that issued them: the next K block's MMAs "
+            "wait for this block's to finish") if hits else ""
+    return _feature("mma_drained", hits, note)
 
 
 def _is_full_wait(ins: Instruction) -> bool:
