@@ -352,3 +352,16 @@ def test_never_executed_pads_are_nops():
     (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
     cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]
     assert cats == ["nop", "nop", "shared"]
+
+
+@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: lb["file"].split(".")[0])
+def test_every_foreign_cubin_details_and_checks_without_error(data_dir, label):
+    # the whole verb on each labelled kernel: the MMA stream of every K-loop, the checklist, JSON
+    res = _run(data_dir / "sass" / label["file"], "--mma-detail", "--features", "--json")
+    assert res.exit_code == 0, res.output[-500:]
+    (fn,) = json.loads(res.stdout)["functions"]
+    for d in fn.get("mma_detail", []):
+        assert d["mma"] > 0 and d["instructions"] <= d["loop_instructions"]
+        if d["every_pass_only"]:
+            # a flattened loop: a pass is charged its own blocks, not the once-a-tile epilogue
+            assert d["instructions"] < d["loop_instructions"] and d["mean_between"] < 30

@@ -308,7 +308,9 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
     out = []
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions, "
+        scope = (f" (a pass: the blocks every pass runs and the MMA blocks, of the flattened loop's "
+                 f"{d['loop_instructions']}: the epilogue and retry paths left out)" if d.get("every_pass_only") else "")
+        out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions{scope}, "
                 f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
                 "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()),
                 "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]

@@ -223,6 +223,18 @@ def _group(opcode: str) -> str | None:
     return None
 
 
+def _steady_pass(fa: FunctionAnalysis, lp, body: list[int]) -> list[int]:
+    """A flattened loop's pass: the blocks every pass runs and the blocks that issue its MMAs (an
+    elected thread's MMA block is branched to); the epilogue (a tile's last pass only) and the
+    wait-retry paths would otherwise be charged to every MMA."""
+    keep = set(lp.every_pass)
+    for b in lp.blocks:
+        blk = fa.cfg.blocks[b]
+        if any(fa.instructions[i].category == "mma" for i in range(blk.start, blk.end)):
+            keep.update(range(blk.start, blk.end))
+    return [i for i in body if i in keep]
+
+
 def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
     """The instruction stream between consecutive MMA issues of a K-loop (cyclic through the back
     edge), per-MMA counts of the overhead groups, and stall samples on the gaps by reason."""
@@ -232,6 +244,8 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
     out = []
     for lp in loops:
         body = lp.own_instructions or lp.instructions
+        if lp.flattened and lp.every_pass:
+            body = _steady_pass(fa, lp, body) or body
         mpos = [k for k, i in enumerate(body) if fa.instructions[i].category == "mma"]
         gaps = []
         for g, k in enumerate(mpos):
@@ -258,6 +272,7 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
         d = {
             "loop": lp.id, "kind": lp.kind, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
+            "every_pass_only": bool(lp.flattened and lp.every_pass),
             "mean_between_mma": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "mean_between": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "per_mma": {name: round(groups.get(name, 0) / n_mma, 2) for name, _ in DETAIL_GROUPS},
