@@ -41,6 +41,11 @@ TOKENS = [
     "UTCHMMA.2CTA", "HGMMA.64x128x32.F32", "ISETP.NE.AND P0, PT, R2, 00004, PT", "SEL R2, R3, RZ, P0",
     "UISETP.NE.AND UP0, UPT, UR4, 0x0000, UPT", "USEL UR4, UR5, URZ, UP0", "SYNCS.EXCH.64", "EXIT", "RET.ABS",
     "\u00e9\u4e2d", "\x00", "nan", "inf", "-", ":", ",", "[", "]", "\r",
+    # what the promotion, drain, serialization and ring rules read
+    "UTCBAR [UR35], URZ", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x18000], R14", "[UR8+0x" + "f" * 30 + "]",
+    "UIADD3 UR35, UPT, UPT, UR8, 0x18000, URZ", "UMOV UR54, UR30", "LDTM.x32 R4, tmem[UR4]", "FFMA2 R1, R2, R3, R4",
+    "WARPGROUP.DEPBAR.LE gsb0, 0x0", "ISETP.GT.U32.AND P0, PT, R1.reuse, 0x3, PT", "SEL R2, R3, RZ, !P0",
+    "@!PT LDS RZ, [RZ]", "STSM.16.M88 [R25], R28", "UTCQMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], tmem[UR11], UPT",
 ]
 ALPHABET = " \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC\""
 
@@ -115,6 +120,30 @@ def test_mutated_sass_listing_is_a_result_or_one_line(start, length, edits):
     lines = _sass_lines()
     head = list(lines[:14])  # arch and function header, so most cases reach the analyzers
     window = list(lines[14 + start % (len(lines) - 14):][:length])
+    _analyze_everything("\n".join(_splice(head + window, edits)))
+
+
+# kernels whose SASS carries the constructs the newer rules read: a promotion loop in other warps
+# (CuTe DSL blockwise, sm_100a), a commit waited on in its own pass (Triton dot_scaled), a
+# flattened persistent loop (Triton), serialized wgmma (CUTLASS built without -DNDEBUG)
+FOREIGN = ("nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin", "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin",
+           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin")
+
+
+@lru_cache(maxsize=len(FOREIGN))
+def _foreign_lines(name: str) -> tuple[str, ...]:
+    from bsprof.analyzers.sass.disasm import disassemble
+
+    ((_label, text),) = disassemble(ROOT / "tests/data/sass" / name)
+    return tuple(text.splitlines())
+
+
+@settings(FUZZ, max_examples=80)
+@given(which=st.sampled_from(FOREIGN), start=st.integers(0, 4000), length=st.integers(20, 900), edits=edits)
+def test_mutated_foreign_listing_is_a_result_or_one_line(which, start, length, edits):
+    lines = _foreign_lines(which)
+    head = [ln for ln in lines[:40] if not ln.lstrip().startswith("/*")][:12]
+    window = list(lines[start % len(lines):][:length])
     _analyze_everything("\n".join(_splice(head + window, edits)))
 
 
