@@ -117,8 +117,12 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
     out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
 
-    # every loop issuing MMAs itself: a tile loop with K unrolled into it holds the stage ring too
-    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.own_mma])
+    # the K-loops' rings; without a K-loop, every loop issuing MMAs itself (a tile loop with K
+    # unrolled into it holds the stage ring). A tile loop around a K-loop advances other rings that
+    # are no A/B pipeline: CUTLASS's grouped GEMM reads each next work tile from an 8-deep ring in
+    # shared memory, and its epilogue steps a store ring, beside a K-loop ring of 6 or 4
+    kloops = [lp for lp in loops if lp.own_mma]
+    rings = ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or ring_sizes(fn, kloops)
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
