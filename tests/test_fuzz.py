@@ -49,6 +49,8 @@ TOKENS = [
     # the accumulator rule: an MMA that starts a new sum
     "UTCOMMA.2CTA.4X gdesc[UR38], gdesc[UR36], tmem[UR15], tmem[UR58], idesc[UR59], tmem[UR10], !UPT",
     "QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT", ", RZ", ", !UPT",
+    # the TMA policy read: EVICT_NORMAL from immediates
+    "UMOV UR13, 0x10000000", "UMOV.64 UR6, 0x1000000000000000", "UMOV.64 UR7, 0x" + "f" * 20, "desc[UR12]", "desc[UR255]",
 ]
 ALPHABET = " \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC\""
 

@@ -408,6 +408,21 @@ def test_stage_ring_of_the_kloop_before_the_tile_loops():
     assert fa.features["multi_stage_pipeline"].value == 6
 
 
+@pytest.mark.parametrize("policy, hinted", [
+    # cute's CacheHintSm90::EVICT_NORMAL, as CUTLASS C++ and DeepGEMM pass it on every TMA: the default
+    (["UMOV UR12, 0x0", "UMOV UR13, 0x10000000"], False),
+    (["UMOV.64 UR12, 0x1000000000000000"], False),
+    # EVICT_FIRST, and a policy from a register: hints
+    (["UMOV UR12, 0x0", "UMOV UR13, 0x12f00000"], True),
+    (["UMOV UR12, 0x0", "R2UR UR13, R7"], True),
+])
+def test_tma_policy_evict_normal_is_no_hint(policy, hinted):
+    body = [*policy, "UTMALDG.2D [UR16], [UR4], desc[UR12]", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R2"]
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    f = fa.features["tma_cache_hint"]
+    assert f.present is hinted and ("EVICT_NORMAL" in f.note) is (not hinted)
+
+
 def test_never_executed_pads_are_nops():
     (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
     cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]

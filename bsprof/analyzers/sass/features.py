@@ -144,10 +144,24 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     else:
         out["multi_stage_pipeline"] = Feature("multi_stage_pipeline", None, [], "no mbarrier init in this function")
 
-    hinted = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
-              if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
-    out["tma_cache_hint"] = _feature("tma_cache_hint", hinted,
-                                     "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+    with_policy = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
+                   if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
+    # CUTLASS C++ and DeepGEMM pass a policy operand on every TMA, mostly the L2 policy EVICT_NORMAL
+    # (cute's CacheHintSm90 default, materialized as UMOV URn, 0x0 + UMOV URn+1, 0x10000000, or one
+    # UMOV.64 on sm_120): the default behaviour, no hint. Only a policy that is not that constant
+    # (EVICT_FIRST / EVICT_LAST, or one not read from immediates) counts
+    normal = [i for i in with_policy if _policy_value(fn, i) == _EVICT_NORMAL]
+    hinted = [i for i in with_policy if i not in normal]
+    if normal and not hinted:
+        out["tma_cache_hint"] = Feature(
+            "tma_cache_hint", False, [evidence_line(i) for i in normal[:MAX_EVIDENCE]],
+            f"{len(normal)} TMA instruction(s) pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint")
+    else:
+        out["tma_cache_hint"] = _feature(
+            "tma_cache_hint", hinted,
+            "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+        if hinted and normal:
+            out["tma_cache_hint"].note += f"; {len(normal)} more pass EVICT_NORMAL (the default)"
 
     outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
     # prefer the loops that issue no MMA themselves (the tile loop) as the evidence
@@ -278,6 +292,41 @@ def _serialized(fn: Function, loops: list[Loop]) -> Feature:
 
 # a register operand may carry the operand-reuse-cache hint (``R114.reuse``): the same register
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+)(?:\.reuse)?,\s*(0x[0-9a-fA-F]+|\d+)\b")
+
+
+_EVICT_NORMAL = 0x1000000000000000
+_DESC_RE = re.compile(r"desc\[UR(\d+)\]")
+
+
+def _policy_value(fn: Function, ins: Instruction, window: int = 256) -> int | None:
+    """The 64-bit L2 policy in a TMA's ``desc[URn]`` (URn low, URn+1 high) when the nearest writes of
+    both halves before it are immediates (``UMOV``, or ``UMOV.64 URn, imm`` for the pair); ``None``
+    when either half comes from anything else or is not found within ``window`` instructions."""
+    m = _DESC_RE.search(ins.operands)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    halves: dict[int, int | None] = {}
+    for j in range(ins.index - 1, max(-1, ins.index - 1 - window), -1):
+        w = fn.instructions[j]
+        dest = _dest_register(w)
+        if dest is None or not dest.startswith("UR"):
+            continue
+        d = int(dest[2:])
+        ops = _operands(w)
+        imm = _immediate(ops[1]) if len(ops) == 2 and ops[1][:2].lower() == "0x" and len(ops[1]) <= 18 else None
+        wide = w.opcode == "UMOV.64"
+        for r in ((d, d + 1) if wide else (d,)):
+            if r in (n, n + 1) and r not in halves:
+                if w.base != "UMOV" or imm is None:
+                    halves[r] = None
+                else:
+                    halves[r] = (imm >> 32 if r == d + 1 else imm & 0xFFFFFFFF) if wide else imm
+        if len(halves) == 2:
+            break
+    if len(halves) < 2 or None in halves.values():
+        return None
+    return (halves[n + 1] << 32) | halves[n]
 
 
 def _immediate(text: str) -> int | None:
