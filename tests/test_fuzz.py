@@ -51,6 +51,9 @@ TOKENS = [
     "QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT", ", RZ", ", !UPT",
     # the TMA policy read: EVICT_NORMAL from immediates
     "UMOV UR13, 0x10000000", "UMOV.64 UR6, 0x1000000000000000", "UMOV.64 UR7, 0x" + "f" * 20, "desc[UR12]", "desc[UR255]",
+    # the reduction-workspace read: STG and float atomics on one address register
+    "STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64+0x1000], R1",
+    "ATOMG.E.ADD.F32 PT, RZ, desc[UR14][", "STG.E [R2.64+",
 ]
 ALPHABET = " \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC\""
 

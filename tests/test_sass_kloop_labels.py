@@ -423,6 +423,23 @@ def test_tma_policy_evict_normal_is_no_hint(policy, hinted):
     assert f.present is hinted and ("EVICT_NORMAL" in f.note) is (not hinted)
 
 
+@pytest.mark.parametrize("body, simt", [
+    # stream-K's fixup: the first contributor stores its partials, the others add into the same
+    # addresses; the tile goes out by TMA
+    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+      "UTMASTG.3D [UR20], [UR26]"], False),
+    # a store to other addresses is still a SIMT store
+    (["STG.E desc[UR14][R30.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+      "UTMASTG.3D [UR20], [UR26]"], True),
+    # no TMA store: the STG may be the output itself (a split-K epilogue adding into C)
+    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133"], True),
+])
+def test_reduction_workspace_stores_are_no_simt_epilogue(body, simt):
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    f = fa.features["simt_global_stores"]
+    assert f.present is simt and ("workspace" in f.note) is (body[-1].startswith("UTMASTG") and not simt)
+
+
 def test_never_executed_pads_are_nops():
     (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
     cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]

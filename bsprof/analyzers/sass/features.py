@@ -75,7 +75,7 @@ def evidence_line(ins: Instruction) -> str:
     return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
 
 
-_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "UTCCP", "SYNCS", "UTMAPF",
+_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "ATOMG", "UTCCP", "SYNCS", "UTMAPF",
                            "LDL", "STL"})
 
 
@@ -111,7 +111,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["tma_multicast"] = _feature("tma_multicast", [i for i in tma_loads if "MULTICAST" in i.modifiers])
     # UTMAREDG is the TMA reduce-store (cp.reduce.async.bulk.tensor): an epilogue that adds into C
     out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UTMAREDG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
-    out["simt_global_stores"] = _feature("simt_global_stores", _pick(fn, lambda i: i.base in ("STG", "ST")))
+    out["simt_global_stores"] = _simt_stores(fn, out["tma_store_epilogue"].present)
     mmas = _pick(fn, lambda i: i.category == "mma")
     out["mma_2cta"] = _feature("mma_2cta", [i for i in mmas if "2CTA" in i.modifiers])
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
@@ -292,6 +292,39 @@ def _serialized(fn: Function, loops: list[Loop]) -> Feature:
 
 # a register operand may carry the operand-reuse-cache hint (``R114.reuse``): the same register
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+)(?:\.reuse)?,\s*(0x[0-9a-fA-F]+|\d+)\b")
+
+
+_GLOBAL_ADDR_RE = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+[^\]]*)?\]")
+
+
+def _address_base(ins: Instruction) -> str | None:
+    """The register a global access is addressed by (``desc[UR14][R24.64+0x1000]`` -> ``R24``)."""
+    hits = _GLOBAL_ADDR_RE.findall(ins.operands.split("desc[", 1)[-1].split("]", 1)[-1] if "desc[" in ins.operands else ins.operands)
+    return hits[0] if hits else None
+
+
+def _simt_stores(fn: Function, tma_epilogue: bool) -> Feature:
+    """SIMT global stores, less those that only write a reduction workspace: stream-K and split-K
+    kernels store a partial tile's fp32 sums with STG where the first contributor writes and
+    reduce the others' into the same addresses with ``ATOMG.E.ADD.F32``; with the output going out
+    by TMA (``UTMASTG``) those STGs are the fixup's, not a slow epilogue (CUTLASS C++'s stream-K
+    scheduler: 64 STG beside 64 ATOMG.E.ADD.F32 on one address register, the tile by UTMASTG)."""
+    stores = _pick(fn, lambda i: i.base in ("STG", "ST"))
+    if not stores or not tma_epilogue:
+        return _feature("simt_global_stores", stores)
+    adds = [i for i in _pick(fn, lambda i: i.base == "ATOMG") if "ADD" in i.modifiers and "F32" in i.modifiers]
+    bases = {_address_base(i) for i in adds} - {None}
+    workspace = [i for i in stores if _address_base(i) in bases]
+    rest = [i for i in stores if _address_base(i) not in bases]
+    if not workspace:
+        return _feature("simt_global_stores", stores)
+    note = (f"{len(workspace)} STG write partial sums to a reduction workspace (the addresses of "
+            f"{len(adds)} ATOMG.E.ADD.F32: a stream-K / split-K fixup); the output goes out by TMA")
+    if rest:
+        f = _feature("simt_global_stores", rest)
+        f.note += f"; {note}"
+        return f
+    return Feature("simt_global_stores", False, [evidence_line(i) for i in workspace[:MAX_EVIDENCE]], note)
 
 
 _EVICT_NORMAL = 0x1000000000000000
