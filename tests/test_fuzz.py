@@ -46,6 +46,14 @@ TOKENS = [
     "UIADD3 UR35, UPT, UPT, UR8, 0x18000, URZ", "UMOV UR54, UR30", "LDTM.x32 R4, tmem[UR4]", "FFMA2 R1, R2, R3, R4",
     "WARPGROUP.DEPBAR.LE gsb0, 0x0", "ISETP.GT.U32.AND P0, PT, R1.reuse, 0x3, PT", "SEL R2, R3, RZ, !P0",
     "@!PT LDS RZ, [RZ]", "STSM.16.M88 [R25], R28", "UTCQMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], tmem[UR11], UPT",
+    # the accumulator rule: an MMA that starts a new sum
+    "UTCOMMA.2CTA.4X gdesc[UR38], gdesc[UR36], tmem[UR15], tmem[UR58], idesc[UR59], tmem[UR10], !UPT",
+    "QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT", ", RZ", ", !UPT",
+    # the TMA policy read: EVICT_NORMAL from immediates
+    "UMOV UR13, 0x10000000", "UMOV.64 UR6, 0x1000000000000000", "UMOV.64 UR7, 0x" + "f" * 20, "desc[UR12]", "desc[UR255]",
+    # the reduction-workspace read: STG and float atomics on one address register
+    "STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64+0x1000], R1",
+    "ATOMG.E.ADD.F32 PT, RZ, desc[UR14][", "STG.E [R2.64+",
 ]
 ALPHABET = " \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC\""
 
@@ -125,9 +133,11 @@ def test_mutated_sass_listing_is_a_result_or_one_line(start, length, edits):
 
 # kernels whose SASS carries the constructs the newer rules read: a promotion loop in other warps
 # (CuTe DSL blockwise, sm_100a), a commit waited on in its own pass (Triton dot_scaled), a
-# flattened persistent loop (Triton), serialized wgmma (CUTLASS built without -DNDEBUG)
+# flattened persistent loop (Triton), serialized wgmma (CUTLASS built without -DNDEBUG), an sm_100
+# MMA warp whose store-free tile loop peels the first k-block (CUTLASS C++ NVFP4)
 FOREIGN = ("nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin", "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin",
-           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin")
+           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin",
+           "cutlass_sm100_nvfp4_256x256x256_c2x4.sm_100a.cubin")
 
 
 @lru_cache(maxsize=len(FOREIGN))

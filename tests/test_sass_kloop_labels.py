@@ -21,6 +21,10 @@ CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin"
 CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin"
 
 
+def _label_id(lb: dict) -> str:
+    return lb["file"].split(".")[0] + (f"-{lb['function']}" if "function" in lb else "")
+
+
 def _header(fa, lp) -> str:
     return hex(fa.instructions[lp.header_start].pc)
 
@@ -64,9 +68,11 @@ def _check(fa, label: dict) -> None:
     assert not any(r["region"].startswith("K-loop") for r in rows if r.get("kind") == "tile")
 
 
-@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: lb["file"].split(".")[0])
+@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: _label_id(lb))
 def test_foreign_cubins_match_hand_labels(data_dir, label):
-    (fa,) = analyze_path(data_dir / "sass" / label["file"])
+    # a cubin with several kernels (an example's reference kernels, two schedules) names the one
+    # labelled by a regex on its mangled name
+    (fa,) = analyze_path(data_dir / "sass" / label["file"], label.get("function"))
     _check(fa, label)
 
 
@@ -348,16 +354,103 @@ def test_stsm_without_a_global_store_is_staging():
     assert fa.kloop_status == "kloop" and fa.kloop.stores == 0 and fa.kloop.flattened == 0
 
 
+def _mma_warp_listing(peeled: str, inner: str) -> str:
+    """An sm_100 MMA warp: a tile loop that stores nothing (the epilogue is other warps'), issues a
+    peeled first k-block and runs the K-loop; ``peeled`` / ``inner`` are the MMAs' accumulate flags."""
+    mma = "UTCOMMA.2CTA.4X gdesc[UR38], gdesc[UR36], tmem[UR15], tmem[UR58], idesc[UR59], tmem[UR10], {}"
+    body = ["SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9", mma.format(peeled), "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12",
+            ".L_x_1:", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9", mma.format(inner), mma.format("UPT"),
+            "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12", "UISETP.GT.U32.AND UP0, UPT, UR23, 0x1, UPT", "BRA.U UP0, `(.L_x_1)",
+            "UTCBAR.2CTA.MULTICAST [UR21], URZ, UR16", "ISETP.NE.AND P1, PT, R3, 0x2, PT", "@P1 BRA `(.L_x_0)", "EXIT"]
+    lines = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------",
+             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:"]
+    pc = 0x10
+    for t in body:
+        if t.endswith(":"):
+            lines.append(t)
+        else:
+            lines.append(f"        /*{pc:04x}*/                   {t} ;")
+            pc += 16
+    return "\n".join(lines)
+
+
+def test_store_free_loop_starting_the_accumulator_is_the_tile_loop():
+    # the peeled first k-block overwrites the accumulator (!UPT), the K-loop's MMAs add into it
+    (fa,) = analyze_sass_text(_mma_warp_listing("!UPT", "UP0"))
+    assert fa.kloop_status == "kloop" and [lp.kind for lp in fa.loops if lp.mma] == ["tile", "kloop"]
+    assert fa.kloop.own_mma == 2 and fa.tile_loop.own_mma == 1
+    # both start sums (cuBLAS promotes each k-block's partial sums): the outer loop stays a K-loop,
+    # as it does when nothing starts one
+    for peeled, inner in (("!UPT", "!UPT"), ("UP0", "UP0")):
+        (fa,) = analyze_sass_text(_mma_warp_listing(peeled, inner))
+        assert [lp.kind for lp in fa.loops if lp.mma] == ["kloop", "kloop"] and fa.tile_loop is None
+
+
+def test_stage_ring_of_the_kloop_before_the_tile_loops():
+    # a tile loop around the K-loop steps a deeper ring of its own (a work-tile queue): the K-loop's wins
+    mma = "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], R24, UP0"
+    ring = ["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR5, 0x{:x}, UPT", "USEL UR4, UR5, URZ, UP0"]
+    body = ([t.replace("UR4", "UR8").replace("UR5", "UR9").format(8) for t in ring] + [".L_x_1:", mma]
+            + [t.format(6) for t in ring] + ["ISETP.NE.AND P1, PT, R5, R6, PT", "@P1 BRA `(.L_x_1)",
+                                             "UTMASTG.2D [UR4], [UR10]", "ISETP.NE.AND P2, PT, R7, R6, PT", "@P2 BRA `(.L_x_0)", "EXIT"])
+    lines = ["\t.target\tsm_90a", "//--------------------- .text.k --------------------------",
+             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:",
+             "        /*0010*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT ;"]
+    pc = 0x20
+    for t in body:
+        if t.endswith(":"):
+            lines.append(t)
+        else:
+            lines.append(f"        /*{pc:04x}*/                   {t} ;")
+            pc += 16
+    (fa,) = analyze_sass_text("\n".join(lines))
+    assert fa.kloop is not None and fa.tile_loop is not None
+    assert fa.features["multi_stage_pipeline"].value == 6
+
+
+@pytest.mark.parametrize("policy, hinted", [
+    # cute's CacheHintSm90::EVICT_NORMAL, as CUTLASS C++ and DeepGEMM pass it on every TMA: the default
+    (["UMOV UR12, 0x0", "UMOV UR13, 0x10000000"], False),
+    (["UMOV.64 UR12, 0x1000000000000000"], False),
+    # EVICT_FIRST, and a policy from a register: hints
+    (["UMOV UR12, 0x0", "UMOV UR13, 0x12f00000"], True),
+    (["UMOV UR12, 0x0", "R2UR UR13, R7"], True),
+])
+def test_tma_policy_evict_normal_is_no_hint(policy, hinted):
+    body = [*policy, "UTMALDG.2D [UR16], [UR4], desc[UR12]", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R2"]
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    f = fa.features["tma_cache_hint"]
+    assert f.present is hinted and ("EVICT_NORMAL" in f.note) is (not hinted)
+
+
+@pytest.mark.parametrize("body, simt", [
+    # stream-K's fixup: the first contributor stores its partials, the others add into the same
+    # addresses; the tile goes out by TMA
+    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+      "UTMASTG.3D [UR20], [UR26]"], False),
+    # a store to other addresses is still a SIMT store
+    (["STG.E desc[UR14][R30.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+      "UTMASTG.3D [UR20], [UR26]"], True),
+    # no TMA store: the STG may be the output itself (a split-K epilogue adding into C)
+    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133"], True),
+])
+def test_reduction_workspace_stores_are_no_simt_epilogue(body, simt):
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    f = fa.features["simt_global_stores"]
+    assert f.present is simt and ("workspace" in f.note) is (body[-1].startswith("UTMASTG") and not simt)
+
+
 def test_never_executed_pads_are_nops():
     (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
     cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]
     assert cats == ["nop", "nop", "shared"]
 
 
-@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: lb["file"].split(".")[0])
+@pytest.mark.parametrize("label", LABELS["labels"], ids=lambda lb: _label_id(lb))
 def test_every_foreign_cubin_details_and_checks_without_error(data_dir, label):
     # the whole verb on each labelled kernel: the MMA stream of every K-loop, the checklist, JSON
-    res = _run(data_dir / "sass" / label["file"], "--mma-detail", "--features", "--json")
+    pick = ["--function", label["function"]] if "function" in label else []
+    res = _run(data_dir / "sass" / label["file"], "--mma-detail", "--features", "--json", *pick)
     assert res.exit_code == 0, res.output[-500:]
     (fn,) = json.loads(res.stdout)["functions"]
     for d in fn.get("mma_detail", []):

@@ -1,7 +1,8 @@
 """`bsprof sass` on a listing of many functions: past four, one summary table across them (name,
 size, MMA, loops, the K-loop, overhead per MMA, features) replaces each function's tables. The
 listing is real: the nvdisasm output of the foreign cubins in tests/data/sass (DeepGEMM's sm_90
-and sm_100 kernels at several shapes, NVIDIA's CuTe DSL examples, Triton's matmuls), concatenated as nvdisasm prints a multi-kernel file; the
+and sm_100 kernels at several shapes, NVIDIA's CuTe DSL examples, CUTLASS C++ examples (one cubin
+with two GEMM kernels and the example's reference kernels), Triton's matmuls), concatenated as nvdisasm prints a multi-kernel file; the
 K-loop column is checked against the hand labels in kloop_labels.json."""
 
 from __future__ import annotations
@@ -17,21 +18,35 @@ from conftest import run_bsprof
 from bsprof.reports.sass_text import distinct_names
 
 SASS = Path(__file__).parent / "data" / "sass"
-LABELS = {lb["file"]: lb for lb in json.loads((SASS / "kloop_labels.json").read_text())["labels"]}
+LABELS = json.loads((SASS / "kloop_labels.json").read_text())["labels"]
 CUBINS = sorted(SASS.glob("*.cubin"))
 
 
 @pytest.fixture(scope="module")
-def listing(tmp_path_factory) -> tuple[Path, list[str]]:
+def listing(tmp_path_factory) -> tuple[Path, list[str], list[tuple[dict, int]]]:
+    """The listing, every function's name in listing order, and (label, index into the names) for
+    each labelled kernel: a cubin holds one kernel, or its labels pick theirs by a 'function' regex
+    (CUTLASS's grouped GEMM example: two schedules and the example's reference kernels)."""
     from bsprof.analyzers.sass.disasm import disassemble
     from bsprof.analyzers.sass.parse import parse_sass
 
-    texts = [text for cubin in CUBINS for _label, text in disassemble(cubin)]
-    names = [fn.name for text in texts for fn in parse_sass(text)]
-    assert len(names) == len(CUBINS) >= 11  # one kernel per cubin
+    texts, names, labelled = [], [], []
+    for cubin in CUBINS:
+        mine = [text for _label, text in disassemble(cubin)]
+        here = [fn.name for text in mine for fn in parse_sass(text)]
+        for label in (lb for lb in LABELS if lb["file"] == cubin.name):
+            if "function" in label:
+                (i,) = [i for i, n in enumerate(here) if re.search(label["function"], n)]
+            else:
+                assert len(here) == 1, cubin.name   # one kernel per cubin
+                i = 0
+            labelled.append((label, len(names) + i))
+        texts += mine
+        names += here
+    assert len(labelled) >= 11 and len({lb["file"] for lb, _ in labelled}) == len(CUBINS)
     path = tmp_path_factory.mktemp("many") / "foreign_kernels.sass"
     path.write_text("\n".join(texts))
-    return path, names
+    return path, names, labelled
 
 
 def _lines(out: str, start: str) -> list[str]:
@@ -40,23 +55,22 @@ def _lines(out: str, start: str) -> list[str]:
 
 @pytest.mark.parametrize("columns", [220, 80])
 def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, columns):
-    path, names = listing
+    path, names, labelled = listing
     monkeypatch.setenv("COLUMNS", str(columns))
     code, out, err = run_bsprof(["sass", str(path), "--features", "--mma-detail"])
     assert code == 0, err
-    assert f"{len(CUBINS)} functions (each one's instruction mix and feature checklist:" in out
+    assert f"{len(names)} functions (each one's instruction mix and feature checklist:" in out
     assert "instruction mix by region" not in out and "feature checklist\n" not in out
     # the DeepGEMM instantiations differ only mid-name; the cuts still differ, and fit the terminal
     shown = distinct_names(names, width=max(16, min(40, columns - 62)))
     # two cubins hold one kernel name (CUTLASS's example with and without -DNDEBUG): distinct names only
-    assert len(set(shown)) == len(set(names)) < len(CUBINS)
+    assert len(set(shown)) == len(set(names)) < len(names)
     assert all(not cut.startswith(("…", "msE")) and len(cut) <= max(16, min(40, columns - 62)) for cut in shown)
     assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
-    seen: dict[str, int] = {}
-    for cubin, name, cut in zip(CUBINS, names, shown):
-        nth = seen[cut] = seen.get(cut, -1) + 1   # a repeated name: its rows in listing order
+    for label, at in labelled:
+        name, cut = names[at], shown[at]
+        nth = shown[:at].count(cut)   # a repeated name: its rows in listing order
         row = _lines(out, f"│ {cut} ")[nth]
-        label = LABELS[cubin.name]
         function, instructions, mma, loops, kloop, per_mma = [c.strip() for c in row.split("│")[1:-1]]
         if label["status"] == "kloop":
             assert re.fullmatch(rf"K-loop \d+ @{int(label['kloop']['header'], 16):#06x}", kloop), row
@@ -85,7 +99,7 @@ def _tile_loop_id(path: Path, name: str) -> int:
 
 
 def test_four_functions_keep_their_own_tables(listing, monkeypatch):
-    path, names = listing
+    path, _names, _labelled = listing
     monkeypatch.setenv("COLUMNS", "220")
     # four of the DeepGEMM kernels: the three 1d1d ones (sm_100 FP8, sm_100 FP8 x FP4, sm_90) and the
     # sm_90 1d2d one at N=2112 K=7168

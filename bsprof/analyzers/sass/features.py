@@ -75,7 +75,7 @@ def evidence_line(ins: Instruction) -> str:
     return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
 
 
-_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "UTCCP", "SYNCS", "UTMAPF",
+_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "ATOMG", "UTCCP", "SYNCS", "UTMAPF",
                            "LDL", "STL"})
 
 
@@ -111,14 +111,18 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["tma_multicast"] = _feature("tma_multicast", [i for i in tma_loads if "MULTICAST" in i.modifiers])
     # UTMAREDG is the TMA reduce-store (cp.reduce.async.bulk.tensor): an epilogue that adds into C
     out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UTMAREDG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
-    out["simt_global_stores"] = _feature("simt_global_stores", _pick(fn, lambda i: i.base in ("STG", "ST")))
+    out["simt_global_stores"] = _simt_stores(fn, out["tma_store_epilogue"].present)
     mmas = _pick(fn, lambda i: i.category == "mma")
     out["mma_2cta"] = _feature("mma_2cta", [i for i in mmas if "2CTA" in i.modifiers])
     out["block_scaled_mma"] = _feature("block_scaled_mma", [i for i in mmas if is_block_scaled(i)])
     out["tmem_copy"] = _feature("tmem_copy", _pick(fn, lambda i: i.base == "UTCCP"))
 
-    # every loop issuing MMAs itself: a tile loop with K unrolled into it holds the stage ring too
-    rings = ring_sizes(fn, kloops := [lp for lp in loops if lp.own_mma])
+    # the K-loops' rings; without a K-loop, every loop issuing MMAs itself (a tile loop with K
+    # unrolled into it holds the stage ring). A tile loop around a K-loop advances other rings that
+    # are no A/B pipeline: CUTLASS's grouped GEMM reads each next work tile from an 8-deep ring in
+    # shared memory, and its epilogue steps a store ring, beside a K-loop ring of 6 or 4
+    kloops = [lp for lp in loops if lp.own_mma]
+    rings = ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or ring_sizes(fn, kloops)
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
@@ -140,10 +144,24 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     else:
         out["multi_stage_pipeline"] = Feature("multi_stage_pipeline", None, [], "no mbarrier init in this function")
 
-    hinted = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
-              if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
-    out["tma_cache_hint"] = _feature("tma_cache_hint", hinted,
-                                     "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+    with_policy = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
+                   if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
+    # CUTLASS C++ and DeepGEMM pass a policy operand on every TMA, mostly the L2 policy EVICT_NORMAL
+    # (cute's CacheHintSm90 default, materialized as UMOV URn, 0x0 + UMOV URn+1, 0x10000000, or one
+    # UMOV.64 on sm_120): the default behaviour, no hint. Only a policy that is not that constant
+    # (EVICT_FIRST / EVICT_LAST, or one not read from immediates) counts
+    normal = [i for i in with_policy if _policy_value(fn, i) == _EVICT_NORMAL]
+    hinted = [i for i in with_policy if i not in normal]
+    if normal and not hinted:
+        out["tma_cache_hint"] = Feature(
+            "tma_cache_hint", False, [evidence_line(i) for i in normal[:MAX_EVIDENCE]],
+            f"{len(normal)} TMA instruction(s) pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint")
+    else:
+        out["tma_cache_hint"] = _feature(
+            "tma_cache_hint", hinted,
+            "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+        if hinted and normal:
+            out["tma_cache_hint"].note += f"; {len(normal)} more pass EVICT_NORMAL (the default)"
 
     outer = [lp for lp in loops if any(_encloses(loops, lp, k) for k in kloops)]
     # prefer the loops that issue no MMA themselves (the tile loop) as the evidence
@@ -274,6 +292,74 @@ def _serialized(fn: Function, loops: list[Loop]) -> Feature:
 
 # a register operand may carry the operand-reuse-cache hint (``R114.reuse``): the same register
 _SETP_RE = re.compile(r"^(U?P\d),\s*U?PT,\s*(U?R\d+)(?:\.reuse)?,\s*(0x[0-9a-fA-F]+|\d+)\b")
+
+
+_GLOBAL_ADDR_RE = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+[^\]]*)?\]")
+
+
+def _address_base(ins: Instruction) -> str | None:
+    """The register a global access is addressed by (``desc[UR14][R24.64+0x1000]`` -> ``R24``)."""
+    hits = _GLOBAL_ADDR_RE.findall(ins.operands.split("desc[", 1)[-1].split("]", 1)[-1] if "desc[" in ins.operands else ins.operands)
+    return hits[0] if hits else None
+
+
+def _simt_stores(fn: Function, tma_epilogue: bool) -> Feature:
+    """SIMT global stores, less those that only write a reduction workspace: stream-K and split-K
+    kernels store a partial tile's fp32 sums with STG where the first contributor writes and
+    reduce the others' into the same addresses with ``ATOMG.E.ADD.F32``; with the output going out
+    by TMA (``UTMASTG``) those STGs are the fixup's, not a slow epilogue (CUTLASS C++'s stream-K
+    scheduler: 64 STG beside 64 ATOMG.E.ADD.F32 on one address register, the tile by UTMASTG)."""
+    stores = _pick(fn, lambda i: i.base in ("STG", "ST"))
+    if not stores or not tma_epilogue:
+        return _feature("simt_global_stores", stores)
+    adds = [i for i in _pick(fn, lambda i: i.base == "ATOMG") if "ADD" in i.modifiers and "F32" in i.modifiers]
+    bases = {_address_base(i) for i in adds} - {None}
+    workspace = [i for i in stores if _address_base(i) in bases]
+    rest = [i for i in stores if _address_base(i) not in bases]
+    if not workspace:
+        return _feature("simt_global_stores", stores)
+    note = (f"{len(workspace)} STG write partial sums to a reduction workspace (the addresses of "
+            f"{len(adds)} ATOMG.E.ADD.F32: a stream-K / split-K fixup); the output goes out by TMA")
+    if rest:
+        f = _feature("simt_global_stores", rest)
+        f.note += f"; {note}"
+        return f
+    return Feature("simt_global_stores", False, [evidence_line(i) for i in workspace[:MAX_EVIDENCE]], note)
+
+
+_EVICT_NORMAL = 0x1000000000000000
+_DESC_RE = re.compile(r"desc\[UR(\d+)\]")
+
+
+def _policy_value(fn: Function, ins: Instruction, window: int = 256) -> int | None:
+    """The 64-bit L2 policy in a TMA's ``desc[URn]`` (URn low, URn+1 high) when the nearest writes of
+    both halves before it are immediates (``UMOV``, or ``UMOV.64 URn, imm`` for the pair); ``None``
+    when either half comes from anything else or is not found within ``window`` instructions."""
+    m = _DESC_RE.search(ins.operands)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    halves: dict[int, int | None] = {}
+    for j in range(ins.index - 1, max(-1, ins.index - 1 - window), -1):
+        w = fn.instructions[j]
+        dest = _dest_register(w)
+        if dest is None or not dest.startswith("UR"):
+            continue
+        d = int(dest[2:])
+        ops = _operands(w)
+        imm = _immediate(ops[1]) if len(ops) == 2 and ops[1][:2].lower() == "0x" and len(ops[1]) <= 18 else None
+        wide = w.opcode == "UMOV.64"
+        for r in ((d, d + 1) if wide else (d,)):
+            if r in (n, n + 1) and r not in halves:
+                if w.base != "UMOV" or imm is None:
+                    halves[r] = None
+                else:
+                    halves[r] = (imm >> 32 if r == d + 1 else imm & 0xFFFFFFFF) if wide else imm
+        if len(halves) == 2:
+            break
+    if len(halves) < 2 or None in halves.values():
+        return None
+    return (halves[n + 1] << 32) | halves[n]
 
 
 def _immediate(text: str) -> int | None:

@@ -381,6 +381,35 @@ def _flattened(lp: Loop, stores: list[int]) -> bool:
     return lp.every_pass is not None and lp.mma == lp.own_mma and not any(i in lp.every_pass for i in stores)
 
 
+def starts_accumulator(ins) -> bool:
+    """An MMA that does not read its accumulator: it starts a new sum. The accumulate flag is a
+    predicate operand (wgmma's scale-d, tcgen05's enable-input-d) and the constant ``!UPT`` means
+    never; wgmma and the warp-level MMAs also write it as ``RZ`` in the accumulator-input slot
+    (``QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT``)."""
+    ops = [o.strip() for o in ins.operands.split(",")]
+    return "!UPT" in ops or "RZ" in ops[1:]
+
+
+def _starts_tiles(fn: Function, lp: Loop, loops: list[Loop]) -> bool:
+    """A store-free MMA loop around another is the tile loop, not a second K-loop, when one of its
+    own MMAs starts a new accumulator and none of the inner loop's does: a K-loop pass adds into the
+    sums of the k-blocks before it, while a tile loop's peeled first k-block overwrites them. On
+    sm_100 the MMA warp's tile loop stores nothing (the epilogue runs in other warps), so the store
+    rule alone reads it as a K-loop around the K-loop (CUTLASS C++'s block-scaled kernels peel the
+    first k-block, its first UTCOMMA with ``!UPT``, and the K-loop's take a runtime predicate).
+    Where the inner loop also starts sums every pass (cuBLAS's FP8 kernels promote each k-block's
+    partial sums, ``QGMMA ... R24, !UPT`` in the K-loop and in the copy of its body around it), the
+    flag tells nothing and the outer loop stays a K-loop."""
+    def fresh(x: Loop) -> bool:
+        return any(fn.instructions[i].category == "mma" and starts_accumulator(fn.instructions[i])
+                   for i in x.own_instructions)
+
+    if not fresh(lp):
+        return False
+    return any(c.own_mma and not c.stores and not fresh(c) and lp.id in {a.id for a in _ancestors(loops, c)}
+               for c in loops)
+
+
 def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None = None) -> str:
     """Set ``kind`` / ``is_kloop`` / ``primary`` / ``stores`` on every loop; return the function's
     answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
@@ -391,6 +420,7 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
             lp.flattened, stores = len(stores), []
         lp.stores = len(stores)
     cands = [lp for lp in loops if lp.own_mma and not lp.stores]
+    cands = [lp for lp in cands if not _starts_tiles(fn, lp, loops)]
     ran = (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")) \
         if executed is not None else (lambda lp: 0)
     primary = None
