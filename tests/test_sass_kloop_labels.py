@@ -322,12 +322,10 @@ def test_compare_shows_the_promotion_loops_beside_the_kloops(data_dir):
     assert "promotion loop" not in _run(data_dir / CUTE_FP16, data_dir / CUTE_FP8).output
 
 
-def _flat_listing(store: str, around: bool) -> str:
-    """One loop: an MMA every pass, then a store the pass branches around (``around``) or not."""
-    skip = "@P2 BRA `(.L_x_1)" if around else "NOP"
-    body = ["MOV R2, RZ", ".L_x_0:", PLAIN_QMMA, "ISETP.NE.AND P2, PT, R7, R8, PT", skip, store,
-            ".L_x_1:", "ISETP.NE.AND P1, PT, R5, R6, PT", "@P1  BRA `(.L_x_0)", "EXIT"]
-    lines, pc = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------"], 0
+def _listing(body: list[str], arch: str = "sm_100a", pc: int = 0) -> str:
+    """A one-function nvdisasm-style listing: ``body`` instructions at PCs 16 apart from ``pc``,
+    items ending in ':' as labels."""
+    lines = [f"\t.target\t{arch}", "//--------------------- .text.k --------------------------"]
     for t in body:
         if t.endswith(":"):
             lines.append(t)
@@ -335,6 +333,13 @@ def _flat_listing(store: str, around: bool) -> str:
             lines.append(f"        /*{pc:04x}*/                   {t} ;")
             pc += 16
     return "\n".join(lines)
+
+
+def _flat_listing(store: str, around: bool) -> str:
+    """One loop: an MMA every pass, then a store the pass branches around (``around``) or not."""
+    skip = "@P2 BRA `(.L_x_1)" if around else "NOP"
+    return _listing(["MOV R2, RZ", ".L_x_0:", PLAIN_QMMA, "ISETP.NE.AND P2, PT, R7, R8, PT", skip, store,
+                     ".L_x_1:", "ISETP.NE.AND P1, PT, R5, R6, PT", "@P1  BRA `(.L_x_0)", "EXIT"])
 
 
 def test_flattened_tile_and_k_loop_is_a_kloop():
@@ -362,16 +367,7 @@ def _mma_warp_listing(peeled: str, inner: str) -> str:
             ".L_x_1:", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9", mma.format(inner), mma.format("UPT"),
             "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12", "UISETP.GT.U32.AND UP0, UPT, UR23, 0x1, UPT", "BRA.U UP0, `(.L_x_1)",
             "UTCBAR.2CTA.MULTICAST [UR21], URZ, UR16", "ISETP.NE.AND P1, PT, R3, 0x2, PT", "@P1 BRA `(.L_x_0)", "EXIT"]
-    lines = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------",
-             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:"]
-    pc = 0x10
-    for t in body:
-        if t.endswith(":"):
-            lines.append(t)
-        else:
-            lines.append(f"        /*{pc:04x}*/                   {t} ;")
-            pc += 16
-    return "\n".join(lines)
+    return _listing(["MOV R2, RZ", ".L_x_0:", *body])
 
 
 def test_store_free_loop_starting_the_accumulator_is_the_tile_loop():
@@ -393,17 +389,8 @@ def test_stage_ring_of_the_kloop_before_the_tile_loops():
     body = ([t.replace("UR4", "UR8").replace("UR5", "UR9").format(8) for t in ring] + [".L_x_1:", mma]
             + [t.format(6) for t in ring] + ["ISETP.NE.AND P1, PT, R5, R6, PT", "@P1 BRA `(.L_x_1)",
                                              "UTMASTG.2D [UR4], [UR10]", "ISETP.NE.AND P2, PT, R7, R6, PT", "@P2 BRA `(.L_x_0)", "EXIT"])
-    lines = ["\t.target\tsm_90a", "//--------------------- .text.k --------------------------",
-             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:",
-             "        /*0010*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT ;"]
-    pc = 0x20
-    for t in body:
-        if t.endswith(":"):
-            lines.append(t)
-        else:
-            lines.append(f"        /*{pc:04x}*/                   {t} ;")
-            pc += 16
-    (fa,) = analyze_sass_text("\n".join(lines))
+    (fa,) = analyze_sass_text(_listing(["MOV R2, RZ", ".L_x_0:", "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT",
+                                         *body], arch="sm_90a"))
     assert fa.kloop is not None and fa.tile_loop is not None
     assert fa.features["multi_stage_pipeline"].value == 6
 
