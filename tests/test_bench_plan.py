@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import run_bsprof
 
@@ -65,3 +67,23 @@ def test_plan_refuses_in_one_line(args, says):
 def test_sms_needs_plan():
     code, _, err = run_bsprof(["bench", "--sms", "100"])
     assert code == 2 and "--sms goes with --plan" in err
+
+
+DIMS = st.one_of(st.sampled_from([0, 1, 7, 16, 63, 64, 65, 127, 128, 129, 333, 1000, 4096, 7168, 2**31]),
+                 st.integers(1, 70000))
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=60,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(m=DIMS, n=DIMS, k=DIMS, kernel=st.sampled_from(["optimized", "baseline", "pingpong", "rescaled"]),
+       family=st.sampled_from(["fp8-blockwise", "nvfp4"]))
+def test_any_shape_plans_or_says_why_in_one_line(m, n, k, kernel, family):
+    code, out, err = run_bsprof(["bench", "--plan", "--json", "--family", family, "--kernel", kernel,
+                                 "--mnkl", f"{m},{n},{k}"])
+    assert "Traceback" not in err
+    if code == 0:
+        doc = json.loads(out)
+        tm, tn = (int(v) for v in doc["tile"].split("x"))
+        assert doc["mnkl"][:3] == [m, n, k] and tm in (64, 128, 256) and 16 <= tn <= 256 and doc["split_k"] >= 1
+    else:
+        assert code == 2 and len(err.strip().splitlines()) == 1
