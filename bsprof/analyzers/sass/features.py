@@ -204,61 +204,74 @@ _UADD_RE = re.compile(r"^(UR\d+),\s*(?:UPT,\s*UPT,\s*)?(UR\d+),\s*(0x[0-9a-fA-F]
 _UMOV_RE = re.compile(r"^(UR\d+),\s*(UR\d+)$")
 
 
+class _UniformValues:
+    """What each uniform register holds along a loop body, as (base register, its version, offset):
+    enough to see that ``UIADD3 UR35, UR8, 0x18000`` then ``[UR35]`` and ``[UR8+0x18000]`` name one
+    address. Any other write makes a register a fresh unknown."""
+
+    def __init__(self) -> None:
+        self.version: dict[str, int] = {}
+        self.value: dict[str, tuple[str, int, int]] = {}
+
+    def _of(self, reg: str) -> tuple[str, int, int]:
+        return self.value.get(reg, (reg, self.version.get(reg, 0), 0))
+
+    def address(self, operands: str) -> tuple[str, int, int] | None:
+        m = _ADDR_RE.search(operands)
+        if m is None or m.group(1) in _ZERO_REGS:
+            return None
+        base, ver, off = self._of(m.group(1))
+        return base, ver, off + ((_immediate(m.group(2)) or 0) if m.group(2) else 0)
+
+    def write(self, ins: Instruction) -> None:
+        dest = _dest_register(ins)
+        if dest is None or not dest.startswith("UR"):
+            return
+        ops = ins.operands.strip()
+        add = _UADD_RE.match(ops) if ins.base == "UIADD3" else None
+        mov = _UMOV_RE.match(ops) if ins.base == "UMOV" else None
+        new = None
+        if add:
+            base, ver, off = self._of(add.group(2))
+            new = (base, ver, off + (_immediate(add.group(3)) or 0))
+        elif mov:
+            new = self._of(mov.group(2))
+        self.version[dest] = self.version.get(dest, 0) + 1
+        if new is None:
+            self.value.pop(dest, None)
+        else:
+            self.value[dest] = new
+
+
 def _drained(fn: Function, loops: list[Loop]) -> Feature:
     """A tcgen05 K-loop that commits its MMAs to an mbarrier (UTCBAR) and waits on that same barrier
     later in the same pass never has MMAs of two K blocks in flight: the tensor core idles while the
     pass finishes. Triton's ``tl.dot_scaled`` on sm_100 does this (it stages the next block's scale
     factors into the buffers the MMAs read); CUTLASS's and CuTe DSL's K-loops commit to the stage's
     empty barrier, which only the producer waits on. Barrier addresses are followed through the
-    loop's uniform adds and moves (``UIADD3 UR35, UR8, 0x18000`` then ``UTCBAR [UR35]`` is the barrier
-    ``TRYWAIT [UR8+0x18000]`` waits on); the wait must sit in blocks every pass runs."""
+    loop's uniform adds and moves (:class:`_UniformValues`); the wait must sit in blocks every pass
+    runs."""
     if not any(ins.base == "UTCBAR" for ins in fn.instructions):
         return Feature("mma_drained", None, [], "no tcgen05 MMA commit (UTCBAR) in this function")
     hits: list[Instruction] = []
     for lp in loops:
         if lp.kind != "kloop":
             continue
-        version: dict[str, int] = {}
-        value: dict[str, tuple[str, int, int]] = {}   # register -> (base, its version then, offset)
+        regs = _UniformValues()
         committed: dict[tuple[str, int, int], Instruction] = {}
-
-        def addr(operands: str) -> tuple[str, int, int] | None:
-            m = _ADDR_RE.search(operands)
-            if m is None or m.group(1) in _ZERO_REGS:
-                return None
-            reg, off = m.group(1), _immediate(m.group(2)) if m.group(2) else 0
-            base, ver, boff = value.get(reg, (reg, version.get(reg, 0), 0))
-            return (base, ver, boff + (off or 0))
-
         for i in lp.own_instructions:
             ins = fn.instructions[i]
             if ins.base == "UTCBAR":
-                a = addr(ins.operands)
+                a = regs.address(ins.operands)
                 if a is not None:
                     committed[a] = ins
             elif ins.opcode.startswith("SYNCS.PHASECHK") and (lp.every_pass is None or i in lp.every_pass):
                 # only a wait every pass runs: a flattened persistent loop waits on the same commit
                 # in its epilogue, once a tile, to read the accumulator (that is no drain)
-                a = addr(ins.operands)
+                a = regs.address(ins.operands)
                 if a is not None and a in committed:
                     hits += [committed.pop(a), ins]
-            dest = _dest_register(ins)
-            if dest is None or not dest.startswith("UR"):
-                continue
-            ops = ins.operands.strip()
-            add, mov = (_UADD_RE.match(ops), _UMOV_RE.match(ops)) if ins.base in ("UIADD3", "UMOV") else (None, None)
-            if add:
-                base, ver, off = value.get(add.group(2), (add.group(2), version.get(add.group(2), 0), 0))
-                new = (base, ver, off + (_immediate(add.group(3)) or 0))
-            elif mov:
-                new = value.get(mov.group(2), (mov.group(2), version.get(mov.group(2), 0), 0))
-            else:
-                new = None
-            version[dest] = version.get(dest, 0) + 1
-            if new is None:
-                value.pop(dest, None)
-            else:
-                value[dest] = new
+            regs.write(ins)
     note = (f"{len(hits) // 2} commit(s) waited on in the pass that issued them: the next K block's MMAs "
             "wait for this block's to finish") if hits else ""
     return _feature("mma_drained", hits, note)
