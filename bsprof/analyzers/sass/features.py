@@ -408,16 +408,26 @@ def _operands(ins: Instruction) -> list[str]:
     return [o.strip().removesuffix(".reuse") for o in ins.operands.split(",")]
 
 
-def _increment_of(ins: Instruction) -> str | None:
-    """``d = s + 1`` ((U)IADD3 with the carry predicates or not, VIADD): the register s."""
+def _increment_step(ins: Instruction) -> tuple[str, int] | None:
+    """``d = s + k`` for a positive immediate k ((U)IADD3 with the carry predicates or not, VIADD):
+    (the register s, k)."""
     if ins.base not in ("IADD3", "UIADD3", "VIADD", "UIADD"):
         return None
     ops = _operands(ins)
     srcs = [o for o in ops[1:] if o not in ("PT", "UPT", "!PT", "!UPT") and o not in _ZERO_REGS]
-    if len(srcs) != 2 or "0x1" not in srcs:
+    if len(srcs) != 2:
         return None
-    other = srcs[1 - srcs.index("0x1")]
-    return other if _REG_RE.match(other) else None
+    imms = [(j, _immediate(o)) for j, o in enumerate(srcs) if re.fullmatch(r"0x[0-9a-fA-F]{1,16}|\d{1,18}", o)]
+    if len(imms) != 1 or imms[0][1] <= 0:
+        return None
+    other = srcs[1 - imms[0][0]]
+    return (other, imms[0][1]) if _REG_RE.match(other) else None
+
+
+def _increment_of(ins: Instruction) -> str | None:
+    """``d = s + 1``: the register s."""
+    st = _increment_step(ins)
+    return st[0] if st is not None and st[1] == 1 else None
 
 
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
@@ -446,6 +456,8 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
         setps: dict[str, tuple[str, int, str, int, Instruction]] = {}
         # register -> (the register it is one more than, that register's version then)
         incr: dict[str, tuple[str, int]] = {}
+        # registers last written as another register plus an immediate larger than 1
+        stepped: set[str] = set()
         for ins in body:
             if ins.base in ("ISETP", "UISETP"):
                 m = _SETP_RE.match(ins.operands)
@@ -467,7 +479,13 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
                     n, reg, ver, setp = bound, *hit[2:]
                     src = ops[1]
                     size = None
-                    if src == reg and version.get(src, 0) == ver and (hit[0] == "NE" or src in incr):
+                    if src in stepped:
+                        # a counter that steps by k > 1 and wraps at N takes N / k values and
+                        # counts something else than stages: the 2xAcc example's k-step counter
+                        # (+4 MMAs a k-block) wraps at its promotion interval beside the real
+                        # stage ring of the same loop
+                        pass
+                    elif src == reg and version.get(src, 0) == ver and (hit[0] == "NE" or src in incr):
                         # compared the incremented value (an ordered compare only of a value known
                         # to be one more than another: a clamp is no ring)
                         size = n
@@ -478,13 +496,18 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
                         out.append((size, setp))
             dest = _dest_register(ins)
             if dest is not None:
-                src = _increment_of(ins)
+                st = _increment_step(ins)
+                src = st[0] if st is not None and st[1] == 1 else None
                 inc = (src, version.get(src, 0)) if src is not None else None
                 version[dest] = version.get(dest, 0) + 1
                 if inc is not None:
                     incr[dest] = inc
                 else:
                     incr.pop(dest, None)
+                if st is not None and st[1] > 1:
+                    stepped.add(dest)
+                else:
+                    stepped.discard(dest)
     return out
 
 
