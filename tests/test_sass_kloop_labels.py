@@ -47,6 +47,9 @@ def _check(fa, label: dict) -> None:
         assert t.own_mma == label["tile"]["own_mma"]
         if "instructions" in label["tile"]:
             assert t.size == label["tile"]["instructions"]
+    if "kloop_copies" in label:
+        assert [_header(fa, lp) for lp in fa.kloop_copies] == label["kloop_copies"]
+        assert f"one of {len(label['kloop_copies'])} K-loops" in fa.kloop_summary()["text"]
     if "promotion" in label:
         got = [{"header": _header(fa, lp), "instructions": lp.size} for lp in fa.promotion_loops]
         assert got == label["promotion"], fa.kloop_summary()["text"]

@@ -98,6 +98,15 @@ class FunctionAnalysis:
                             if t is not None else ""))
             if self.executed is not None:
                 d["text"] += "; picked by executed MMAs (ncu)"
+            else:
+                copies = self.kloop_copies
+                if len(copies) > 1:
+                    # a template may compile its K-loop several times behind a run-time branch
+                    # (DeepGEMM at BLOCK_N 192: three); the SASS alone cannot say which one runs
+                    d["kloop_copies"] = [lp.id for lp in copies]
+                    d["text"] += (f"; one of {len(copies)} K-loops of {k.own_mma} MMA side by side there "
+                                  "(copies a run-time branch picks between; shown: the smallest; an .ncu-rep "
+                                  "with counts picks the one that ran)")
             promote = self.promotion_loops
             if promote:
                 d["promotion_loops"] = [lp.id for lp in promote]
@@ -108,6 +117,16 @@ class FunctionAnalysis:
         else:
             d["text"] = "no MMA instructions: no K-loop"
         return d
+
+    @property
+    def kloop_copies(self) -> list[Loop]:
+        """The K-loop and the K-loops beside it in the same parent that issue as many MMAs of their
+        own: copies of one K-loop, of which each launch runs one."""
+        k = self.kloop
+        if k is None:
+            return []
+        return sorted((lp for lp in self.kloops if lp.parent == k.parent and lp.own_mma == k.own_mma
+                       and lp.depth == k.depth), key=lambda lp: lp.header_start or 0)
 
     @property
     def promotion_loops(self) -> list[Loop]:
