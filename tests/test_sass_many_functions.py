@@ -79,7 +79,8 @@ def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, 
             assert label["status"] == "unrolled"
             assert kloop == f"unrolled (tile loop {_tile_loop_id(path, name)})", row
             assert per_mma == "—"
-        assert int(mma) > 0 and int(instructions.replace(",", "")) > 500 and int(loops) >= 1
+        # Triton's smallest labelled kernel (fp16, 2 stages) is 400 instructions
+        assert int(mma) > 0 and int(instructions.replace(",", "")) > 300 and int(loops) >= 1
         features = _lines(out, f"{cut}: ")[nth]
         # every kernel but Triton's cp.async one loads with TMA; Triton's non-persistent ones run a
         # tile per CTA

@@ -185,7 +185,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
         # MMA loop itself; the tile scheduler shows as a fast divmod (wide multiply + shift) in it.
         for lp in kloops:
             body = [fn.instructions[i] for i in lp.instructions]
-            muls = [i for i in body if i.opcode.startswith(_DIVMOD_MUL)]
+            muls = [i for i in body if _is_divmod_multiply(i)]
             shifts = [i for i in body if i.base in ("SHF", "USHF") and ".R." in f".{'.'.join(i.modifiers)}."]
             if muls and shifts:
                 outer.append(lp)
@@ -241,6 +241,20 @@ class _UniformValues:
             self.value.pop(dest, None)
         else:
             self.value[dest] = new
+
+
+def _is_divmod_multiply(ins: Instruction) -> bool:
+    """A fast divmod multiplies by a magic number: a register (computed on the host from a runtime
+    divisor) or a large immediate (a compile-time divisor's). A wide multiply by a small immediate
+    is pointer arithmetic: Triton's cp.async K-loop advances its 64-bit load addresses with
+    ``IMAD.WIDE.U32 R164, R19, 0x10, R164``, which read as a tile scheduler inside a one-tile-a-CTA
+    kernel's K-loop (persistent_tile_loop yes) before this check."""
+    if not ins.opcode.startswith(_DIVMOD_MUL):
+        return False
+    ops = [o.strip() for o in ins.operands.split(",")]
+    if len(ops) >= 3 and re.fullmatch(r"-?0x[0-9a-fA-F]+|-?\d+", ops[2]):
+        return abs(int(ops[2], 0)) >= 0x10000
+    return True
 
 
 def _drained(fn: Function, loops: list[Loop]) -> Feature:
