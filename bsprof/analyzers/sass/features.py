@@ -438,12 +438,6 @@ def _increment_step(ins: Instruction) -> tuple[str, int] | None:
     return (other, imms[0][1]) if _REG_RE.match(other) else None
 
 
-def _increment_of(ins: Instruction) -> str | None:
-    """``d = s + 1``: the register s."""
-    st = _increment_step(ins)
-    return st[0] if st is not None and st[1] == 1 else None
-
-
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
     """Pipeline stage rings a K-loop advances, in the two shapes compilers emit:
 
