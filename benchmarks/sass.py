@@ -18,18 +18,23 @@ Run: python3 benchmarks/sass.py [--repeat N] [--only static|verb|stages|counters
 from __future__ import annotations
 
 import argparse
+import lzma
 import re
 import statistics
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+FIXTURE = REPO / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 REPORT = REPO / "tests/data/h100_cublas_fp8_4096.ncu-rep.xz"
 
 
+def fixture_text() -> str:
+    return lzma.decompress(FIXTURE.read_bytes()).decode()
+
+
 def big_listing(target: int = 50_000) -> tuple[str, int]:
-    text = FIXTURE.read_text()
+    text = fixture_text()
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if re.search(r"/\*[0-9a-f]{4}\*/", ln))
     head, body = lines[:start], lines[start:]
@@ -51,7 +56,7 @@ def big_listing(target: int = 50_000) -> tuple[str, int]:
 def multi_function_listing(target: int = 50_000, functions: int = 23) -> tuple[str, int]:
     """The fixture's function copied into ``functions`` renamed functions (each the body repeated
     until the listing holds >= ``target`` instructions; labels renamed per copy)."""
-    lines = FIXTURE.read_text().splitlines()
+    lines = fixture_text().splitlines()
     a = next(i for i, ln in enumerate(lines) if ln.startswith("//") and ".text." in ln)
     b = next(i for i, ln in enumerate(lines) if "SYMBOLS" in ln)
     head, body = lines[:a], lines[a:b]

@@ -13,6 +13,10 @@ The policy, by what is at the output path now:
 
 A missing parent directory is made only when its nearest existing ancestor is a writable
 directory. Every failure is a :class:`BsprofError` naming the path and the cause (exit code 2).
+
+Inputs come xz-compressed too (``X.ncu-rep.xz``, ``X.cubin.xz``, ``X.sass.xz``: how reports and
+foreign cubins are shipped), while the tools that read them (ncu_report, nvdisasm, cuobjdump) take
+only a plain file: :func:`unpacked` writes each once into the user's cache, by this policy.
 """
 
 from __future__ import annotations
@@ -191,3 +195,43 @@ def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-
         except OSError as exc:
             raise _fail(cand, exc, "cannot make directory") from None
     raise BsprofError(f"{parent} already holds {name} … {name}-9999; clean it up or give another directory")
+
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+def is_xz(path: str | os.PathLike) -> bool:
+    """Named ``*.xz`` or starting with the xz magic (a renamed file is read by what it holds)."""
+    path = Path(path)
+    if path.name.endswith(".xz"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(XZ_MAGIC)) == XZ_MAGIC
+    except OSError:
+        return False
+
+
+def unpacked(path: str | os.PathLike) -> Path:
+    """``path`` itself, or for an xz file its content unpacked once into ``$BSPROF_CACHE/xz`` (default
+    ``~/.cache/bsprof/xz``), keyed by the compressed file's path, size and mtime, under its own name
+    less ``.xz`` (nvdisasm's messages then name a file the user recognises). Messages about the
+    input should still name ``path``: the unpacked copy is an implementation detail."""
+    import hashlib
+    import lzma
+
+    path = Path(path)
+    if not is_xz(path):
+        return path
+    st = path.stat()
+    key = hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("BSPROF_CACHE") or Path.home() / ".cache" / "bsprof") / "xz" / key
+    out = cache / (path.name.removesuffix(".xz") or "unpacked")
+    if out.is_file():
+        return out
+    try:
+        data = lzma.decompress(path.read_bytes())
+    except lzma.LZMAError as exc:
+        raise BsprofError(f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it") from None
+    write_bytes_atomic(out, data)
+    return out

@@ -32,7 +32,7 @@ $BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz --source tests/data
   --mma-detail --mnkl 4096,4096,4096 --tile-mn 256,128 -o "$run/sass_h100_fp8_optimized" >/dev/null
 
 echo "== sass: NVIDIA's CuTe DSL persistent dense GEMM, sm_100a cubin (2-CTA UTCHMMA, TMA store)"
-$BSPROF sass tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin --mma-detail --features \
+$BSPROF sass tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin.xz --mma-detail --features \
   -o "$run/sass_sm100a_cubin" >/dev/null
 
 echo "== sass: the bundled fp8-blockwise kernels, compiled for sm_90a on this CPU (the baseline/optimized pair)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import lzma
 import shutil
 from pathlib import Path
 
@@ -39,6 +40,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+def unxz_bytes(path: Path) -> bytes:
+    """The content of a shipped ``X.xz`` test file (the foreign cubins and listings under
+    tests/data/sass are xz-compressed to keep the checkout small)."""
+    return lzma.decompress(Path(path).read_bytes())
+
+
+def unxz_text(path: Path) -> str:
+    return unxz_bytes(path).decode()
+
+
+def unxz_to(path: Path, directory: Path) -> Path:
+    """A shipped ``X.xz`` unpacked to ``directory/X``, for a tool that reads only a plain file."""
+    out = Path(directory) / Path(path).name.removesuffix(".xz")
+    out.write_bytes(unxz_bytes(path))
+    return out
 
 
 def run_bsprof(args: list[str]) -> tuple[int, str, str]:

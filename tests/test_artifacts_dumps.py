@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from bsprof import artifacts
 from bsprof.analyzers.sass.result import analyze_inputs
 
-FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 
 
 def _strict(text: str):

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bsprof.errors import BsprofError
-from conftest import assert_one_line_error, run_bsprof
+from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text
 
 ROOT = Path(__file__).resolve().parent.parent
-SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 NCU_REP = ROOT / "tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz"
 TIMING = ROOT / "bsprof/data/samples/run/timing_h100/timing.parquet"
 
@@ -99,7 +99,7 @@ def _one_line(err: BaseException) -> None:
 
 @lru_cache(maxsize=1)
 def _sass_lines() -> tuple[str, ...]:
-    return tuple(SASS.read_text().splitlines())
+    return tuple(unxz_text(SASS).splitlines())
 
 
 def _analyze_everything(text: str) -> None:
@@ -135,9 +135,9 @@ def test_mutated_sass_listing_is_a_result_or_one_line(start, length, edits):
 # (CuTe DSL blockwise, sm_100a), a commit waited on in its own pass (Triton dot_scaled), a
 # flattened persistent loop (Triton), serialized wgmma (CUTLASS built without -DNDEBUG), an sm_100
 # MMA warp whose store-free tile loop peels the first k-block (CUTLASS C++ NVFP4)
-FOREIGN = ("nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin", "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin",
-           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin",
-           "cutlass_sm100_nvfp4_256x256x256_c2x4.sm_100a.cubin")
+FOREIGN = ("nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin.xz", "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin.xz",
+           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin.xz", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz",
+           "cutlass_sm100_nvfp4_256x256x256_c2x4.sm_100a.cubin.xz")
 
 
 @lru_cache(maxsize=len(FOREIGN))
@@ -409,7 +409,7 @@ def test_nvdisasm_errors_point_at_the_right_fix(tmp_path, damage, hint):
     from what went wrong, not from the file name (a truncated copy is not a too-old nvdisasm)."""
     import struct
 
-    good = (ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin").read_bytes()
+    good = unxz_bytes(ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin.xz")
     data = bytearray(good)
     if damage == "truncate":
         data = data[:3000]

@@ -47,7 +47,7 @@ from bsprof.errors import BsprofError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "bsprof/data/samples/run"
-SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 NCU = ROOT / "tests/data/h100_cute_tiny.ncu-rep.xz"
 
 # verb arguments that write one file at PATH / into a directory under PATH

@@ -162,7 +162,7 @@ m.scaled_mm(g, cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float16, cutl
 
 
 # NVIDIA's example at 256x128, 2x1 cluster, compiled from CUTLASS 7107b05 (tests/data/sass/README.md)
-_SHIPPED = {"256x128_c2x1": "nvidia_blockscaled_nvfp4_persistent_256x128_c2x1.sm_100a.cubin"}
+_SHIPPED = {"256x128_c2x1": "nvidia_blockscaled_nvfp4_persistent_256x128_c2x1.sm_100a.cubin.xz"}
 
 
 @pytest.mark.parametrize("name,tile", [("128x128_c1x1", (128, 128, 1)), ("256x128_c2x1", (256, 128, 2))])

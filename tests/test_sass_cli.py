@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from bsprof.cli import cli
+from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text, unxz_to
 
-FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"
+FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 
 
 def run(*args):
@@ -22,7 +23,7 @@ def run(*args):
 
 
 def test_default_tables(data_dir):
-    res = run(data_dir / f"{FIXTURE}.cubin", "--features", "--mma-detail")
+    res = run(data_dir / f"{FIXTURE}.cubin.xz", "--features", "--mma-detail")
     assert res.exit_code == 0, res.output
     out = res.output
     assert "816 instructions" in out and "1 K-loop(s)" in out
@@ -32,7 +33,7 @@ def test_default_tables(data_dir):
 
 
 def test_json_contract(data_dir):
-    res = run(data_dir / f"{FIXTURE}.cubin", "--json", "--mma-detail")
+    res = run(data_dir / f"{FIXTURE}.cubin.xz", "--json", "--mma-detail")
     assert res.exit_code == 0
     d = json.loads(res.output)
     assert d["bsprof"] == {"kind": "sass", "version": 1}
@@ -61,7 +62,7 @@ def test_mnkl_derives_tiles(data_dir):
 
 
 def test_csv(data_dir):
-    res = run(data_dir / f"{FIXTURE}.cubin", "--csv")
+    res = run(data_dir / f"{FIXTURE}.cubin.xz", "--csv")
     rows = list(csv.DictReader(io.StringIO(res.output)))
     assert rows[0]["region"] == "function" and rows[0]["instructions"] == "816"
     k = [r for r in rows if r["is_kloop"] == "True"]
@@ -71,7 +72,7 @@ def test_csv(data_dir):
 def test_output_dir_artifacts_never_reused(data_dir, tmp_path):
     out = tmp_path / "run"
     for _ in range(2):
-        assert run(data_dir / f"{FIXTURE}.cubin", "-o", out).exit_code == 0
+        assert run(data_dir / f"{FIXTURE}.cubin.xz", "-o", out).exit_code == 0
     dirs = sorted(p.name for p in tmp_path.iterdir())
     assert dirs == ["run", "run-2"]
     d = json.loads((tmp_path / "run" / "sass.json").read_text())
@@ -80,9 +81,9 @@ def test_output_dir_artifacts_never_reused(data_dir, tmp_path):
 
 
 def test_compare_mode(data_dir, tmp_path):
-    a = data_dir / f"{FIXTURE}.sass"
+    a = data_dir / f"{FIXTURE}.sass.xz"
     # B: the same kernel with its K-loop's UTCBARs dropped (a real listing, edited)
-    lines = a.read_text().splitlines()
+    lines = unxz_text(a).splitlines()
     b = tmp_path / "b.sass"
     b.write_text("\n".join(ln for ln in lines if "UTCBAR.2CTA.MULTICAST" not in ln))
     res = run(a, b, "--json")
@@ -112,7 +113,7 @@ def test_bad_input_one_line_exit_2(tmp_path, make, expect):
 
 
 def test_arch_nvdisasm_cannot_read(data_dir, tmp_path):
-    raw = bytearray((data_dir / f"{FIXTURE}.cubin").read_bytes())
+    raw = bytearray(unxz_bytes(data_dir / f"{FIXTURE}.cubin.xz"))
     struct.pack_into("<I", raw, 48, 0)  # e_flags: no SM version
     p = tmp_path / "future.cubin"
     p.write_bytes(bytes(raw))
@@ -121,7 +122,7 @@ def test_arch_nvdisasm_cannot_read(data_dir, tmp_path):
 
 
 def test_function_pattern_lists_functions(data_dir):
-    res = CliRunner().invoke(cli, ["sass", str(data_dir / f"{FIXTURE}.cubin"), "--function", "nope"])
+    res = CliRunner().invoke(cli, ["sass", str(data_dir / f"{FIXTURE}.cubin.xz"), "--function", "nope"])
     assert res.exit_code == 2
     assert "matches none" in res.output and "PersistentDenseGemmKernel" in res.output
 
@@ -136,8 +137,66 @@ def test_fatbin_through_cuobjdump(data_dir, tmp_path):
     out = tmp_path / "k.fatbin"
     import subprocess
 
-    subprocess.run([fatbinary, "--create", str(out), f"--image3=kind=elf,sm=100a,file={data_dir / f'{FIXTURE}.cubin'}"],
-                   check=True)
+    cubin = unxz_to(data_dir / f"{FIXTURE}.cubin.xz", tmp_path)
+    subprocess.run([fatbinary, "--create", str(out), f"--image3=kind=elf,sm=100a,file={cubin}"], check=True)
     assert tool_path("cuobjdump")
     (fa,) = analyze_cubin(out)
     assert len(fa.instructions) == 816
+
+
+@pytest.mark.parametrize("suffix", [".cubin", ".sass"])
+def test_xz_input_reads_as_the_plain_file(data_dir, tmp_path, suffix):
+    """A compressed cubin or listing (how tests/data/sass ships them) gives the plain file's result;
+    only the source names the .xz the user passed."""
+    packed = data_dir / f"{FIXTURE}{suffix}.xz"
+    plain = unxz_to(packed, tmp_path)
+    got = {}
+    for p in (packed, plain):
+        code, out, err = run_bsprof(["sass", str(p), "--json", "--mma-detail", "--features"])
+        assert code == 0, err
+        got[p] = json.loads(out.replace(str(p), "<input>"))
+    assert got[packed] == got[plain]
+    assert got[packed]["functions"][0]["instructions"] == 816
+
+
+def test_two_xz_inputs_compare(data_dir):
+    res = run(data_dir / f"{FIXTURE}.cubin.xz", data_dir / f"{FIXTURE}.sass.xz", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["a"]["source"].endswith(".cubin.xz") and d["b"]["source"].endswith(".sass.xz")
+    assert d["compare"][0]["instructions"]["delta"] == 0
+
+
+def test_xz_fatbin(data_dir, tmp_path, monkeypatch):
+    """A compressed fatbin goes through cuobjdump like a plain one, its cubins labelled with the
+    user's path; it is unpacked once, into $BSPROF_CACHE/xz."""
+    from bsprof.analyzers.sass import list_functions
+    from bsprof.analyzers.sass.disasm import disassemble
+
+    fatbinary = shutil.which("fatbinary")
+    if fatbinary is None:
+        pytest.skip("no fatbinary tool here to build a fatbin")
+    import lzma
+    import subprocess
+
+    cubin = unxz_to(data_dir / f"{FIXTURE}.cubin.xz", tmp_path)
+    fatbin = tmp_path / "k.fatbin"
+    subprocess.run([fatbinary, "--create", str(fatbin), f"--image3=kind=elf,sm=100a,file={cubin}"], check=True)
+    packed = tmp_path / "k.fatbin.xz"
+    packed.write_bytes(lzma.compress(fatbin.read_bytes()))
+    monkeypatch.setenv("BSPROF_CACHE", str(tmp_path / "cache"))
+    ((label, _text),) = disassemble(packed)
+    assert label.startswith(f"{packed}:")
+    assert list_functions(packed) == list_functions(fatbin)
+    (copy,) = (tmp_path / "cache" / "xz").glob("*/*")
+    assert copy.name == "k.fatbin" and copy.read_bytes() == fatbin.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not xz"])
+def test_corrupt_xz_one_line_exit_2(data_dir, tmp_path, damage):
+    packed = (data_dir / f"{FIXTURE}.cubin.xz").read_bytes()
+    p = tmp_path / "kernel.sm_100a.cubin.xz"
+    p.write_bytes(packed[: len(packed) // 2] if damage == "truncated" else b"hello world\n")
+    code, _, err = run_bsprof(["sass", str(p)])
+    line = assert_one_line_error(code, err)
+    assert str(p) in line and "does not decompress" in line and "re-download or re-compress" in line

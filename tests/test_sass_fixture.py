@@ -8,13 +8,14 @@ import pytest
 from bsprof.analyzers.sass import analyze_cubin, analyze_sass_text, features
 from bsprof.analyzers.sass.budget import mma_detail, region_rows
 from bsprof.analyzers.sass.loops import dominators
+from conftest import unxz_text
 
-FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"
+FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 
 
 @pytest.fixture(scope="module")
 def fa(data_dir):
-    (fa,) = analyze_cubin(data_dir / f"{FIXTURE}.cubin")
+    (fa,) = analyze_cubin(data_dir / f"{FIXTURE}.cubin.xz")
     return fa
 
 
@@ -37,7 +38,7 @@ def test_reference_numbers(fa):
 
 
 def test_listing_gives_the_same_analysis(fa, data_dir):
-    (fb,) = analyze_sass_text((data_dir / f"{FIXTURE}.sass").read_text())
+    (fb,) = analyze_sass_text(unxz_text(data_dir / f"{FIXTURE}.sass.xz"))
     assert fb.categories() == fa.categories()
     assert [(lp.size, lp.mma, lp.depth) for lp in fb.loops] == [(lp.size, lp.mma, lp.depth) for lp in fa.loops]
 

@@ -15,10 +15,10 @@ from bsprof.analyzers.sass import analyze_path, analyze_sass_text
 from bsprof.cli import cli
 
 LABELS = json.loads((Path(__file__).parent / "data" / "sass" / "kloop_labels.json").read_text())
-DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024_jit.sm_90a.cubin"
-DG_2048 = "sass/deepgemm_sm90_fp8_1d2d_4096x7168x2048_jit.sm_90a.cubin"
-CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin"
-CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin"
+DG_1024 = "sass/deepgemm_sm90_fp8_1d2d_8192x8192x1024_jit.sm_90a.cubin.xz"
+DG_2048 = "sass/deepgemm_sm90_fp8_1d2d_4096x7168x2048_jit.sm_90a.cubin.xz"
+CUTE_FP16 = "sass/nvidia_hopper_dense_fp16_persistent_128x128_c1x1.sm_90a.cubin.xz"
+CUTE_FP8 = "sass/nvidia_hopper_dense_fp8_persistent_128x256_c1x2.sm_90a.cubin.xz"
 
 
 def _label_id(lb: dict) -> str:
@@ -156,12 +156,12 @@ def test_tile_read_from_names_that_spell_it(data_dir):
 
 @pytest.mark.parametrize("cubin, mnkl, tiles", [
     # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
-    ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin", "4096,7168,2048", 32 * 32),
-    ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin", "4096,2112,7168", 32 * 11),
+    ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin.xz", "4096,7168,2048", 32 * 32),
+    ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin.xz", "4096,2112,7168", 32 * 11),
     # sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M=128, BLOCK_N=152, ...>: ceil(7168 / 152) = 48
-    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin", "4096,7168,2048", 32 * 48),
+    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", "4096,7168,2048", 32 * 48),
     # sm90_fp8_gemm_1d2d_impl<..., BLOCK_M=256, BLOCK_N=112, ...>
-    ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin", "2048,7168,7168", 8 * 64),
+    ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin.xz", "2048,7168,7168", 8 * 64),
 ])
 def test_tile_read_from_every_deepgemm_gemm_template(data_dir, cubin, mnkl, tiles):
     res = _run(data_dir / "sass" / cubin, "--json", "--mnkl", mnkl)
@@ -314,8 +314,8 @@ def test_block_scale_is_read_from_the_scale_factor_operand():
 def test_compare_shows_the_promotion_loops_beside_the_kloops(data_dir):
     # two blockwise FP8 GEMMs for sm_100 (CuTe DSL, CUTLASS C++): their K-loops are the MMA warps'
     # (82 and 65 instructions), their per-K-block promotion runs in other warps (188 and 229)
-    bw_dsl = data_dir / "sass" / "nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin"
-    bw_cpp = data_dir / "sass" / "cutlass_sm100_blockwise_fp8_128x128x128_c1x1.sm_100a.cubin"
+    bw_dsl = data_dir / "sass" / "nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin.xz"
+    bw_cpp = data_dir / "sass" / "cutlass_sm100_blockwise_fp8_128x128x128_c1x1.sm_100a.cubin.xz"
     (c,) = json.loads(_run(bw_dsl, bw_cpp, "--json").stdout)["compare"]
     assert (c["kloop"]["a"]["instructions"], c["kloop"]["b"]["instructions"]) == (82, 65)
     assert c["promotion"] == {"a": 188, "b": 229, "delta": 41, "loops": {"a": 1, "b": 1}}

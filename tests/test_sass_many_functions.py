@@ -19,7 +19,7 @@ from bsprof.reports.sass_text import distinct_names
 
 SASS = Path(__file__).parent / "data" / "sass"
 LABELS = json.loads((SASS / "kloop_labels.json").read_text())["labels"]
-CUBINS = sorted(SASS.glob("*.cubin"))
+CUBINS = sorted(SASS.glob("*.cubin.xz"))
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def test_hot_needs_stall_samples_and_shows_each_side(data_dir, tmp_path):
     from bsprof.cli import cli
 
     run = CliRunner().invoke
-    cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin"
+    cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.cubin.xz"
     r = run(cli, ["sass", str(cubin), "--hot", "3"])
     assert r.exit_code == 2 and "--hot needs an .ncu-rep with SourceCounters" in r.output
     a, b = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz"

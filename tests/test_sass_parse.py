@@ -12,12 +12,13 @@ from bsprof.analyzers.sass import analyze_sass_text
 from bsprof.analyzers.sass.cfg import build_cfg
 from bsprof.analyzers.sass.disasm import tool_path
 from bsprof.analyzers.sass.parse import parse_instruction, parse_sass
+from conftest import unxz_text, unxz_to
 
-FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"
+FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 
 
 def test_nvdisasm_text_functions_arch_and_line_info(data_dir):
-    fns = parse_sass((data_dir / f"{FIXTURE}.sass").read_text())
+    fns = parse_sass(unxz_text(data_dir / f"{FIXTURE}.sass.xz"))
     assert len(fns) == 1
     fn = fns[0]
     assert fn.arch == "sm_100a"
@@ -61,8 +62,9 @@ def test_bra_u_with_uniform_predicate_is_conditional():
     assert sorted(cfg.block_of[cfg.blocks[s].start] for s in entry.succs) == sorted({cfg.block_of[2], cfg.block_of[3]})
 
 
-def test_cuobjdump_dialect_matches_nvdisasm(data_dir):
-    out = subprocess.run([tool_path("cuobjdump"), "--dump-sass", str(data_dir / f"{FIXTURE}.cubin")],
+def test_cuobjdump_dialect_matches_nvdisasm(data_dir, tmp_path):
+    cubin = unxz_to(data_dir / f"{FIXTURE}.cubin.xz", tmp_path)
+    out = subprocess.run([tool_path("cuobjdump"), "--dump-sass", str(cubin)],
                          capture_output=True, text=True, check=True).stdout
     fns = parse_sass(out)
     assert len(fns) == 1 and fns[0].dialect == "cuobjdump"

@@ -12,10 +12,11 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from bsprof.analyzers.sass.parse import parse_instruction, parse_sass
+from conftest import unxz_text
 
-FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 HEADER = "//--------------------- .text.k --------------------------"
-REAL = sorted({ln.strip() for ln in FIXTURE.read_text().splitlines() if ln.strip().startswith("/*")})
+REAL = sorted({ln.strip() for ln in unxz_text(FIXTURE).splitlines() if ln.strip().startswith("/*")})
 # the dialects' other shapes: cuobjdump's encoding comment, guards, braces, no operands
 REAL += ["/*0020*/                   LDC R4, c[0x0][0x140] ;                                      /* 0x00005000ff047b82 */",
          "/*0030*/ @!UP0 BRA.U UP4, `(.L_x_0) ;", "/*0040*/ { @P1 IADD3 R1, R2, R3 ; }", "/*0050*/ EXIT ;",
@@ -47,7 +48,7 @@ def test_listing_reads_each_line_as_parse_instruction_does(line, edits):
 
 
 def test_real_listing_every_instruction_as_parse_instruction_reads_it():
-    (fn,) = parse_sass(FIXTURE.read_text())
+    (fn,) = parse_sass(unxz_text(FIXTURE))
     assert len(fn.instructions) == 816
     by_text = {ln: parse_instruction(ln) for ln in REAL}
     assert all(_fields(ins) == _fields(by_text[ins.text]) for ins in fn.instructions)

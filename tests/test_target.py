@@ -107,7 +107,7 @@ def test_ncu_verb_passes_the_target_to_the_launcher(monkeypatch, tmp_path):
 
 
 def test_old_option_spelling_still_works_and_says_so(tmp_path, data_dir):
-    cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass"
+    cubin = data_dir / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
     res = CliRunner().invoke(cli, ["sass", str(cubin), "--out", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     assert "`bsprof sass --out` is deprecated" in res.stderr and "use --output" in res.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 from bsprof.errors import BsprofError
+from bsprof.io import unpacked
 
 # a report as ncu writes it, or xz-compressed as reports are shipped; every reader takes both
 REPORT_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
@@ -57,10 +58,9 @@ def load_report(path: str | os.PathLike):
     if not head:
         raise BsprofError(f"{path}: the file is empty; re-run ncu and let it finish writing the report")
     ncu_report = import_ncu_report()
-    if head.startswith(b"\xfd7zXZ"):
-        path = _decompressed(path)
+    real = unpacked(path)  # ncu_report reads only a plain file; messages still name the user's
     try:
-        ctx = ncu_report.load_report(str(path))
+        ctx = ncu_report.load_report(str(real))
     except Exception as exc:  # the SWIG layer raises plain RuntimeError/FileNotFoundError with long text
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BsprofError(f"{path}: ncu_report could not read it ({msg}); is it an .ncu-rep from a newer ncu? update ncu-report") from None
@@ -70,29 +70,6 @@ def load_report(path: str | os.PathLike):
             "re-profile, or pip install -U ncu-report"
         )
     return ctx
-
-
-def _decompressed(path: Path) -> Path:
-    """An xz-compressed report (``X.ncu-rep.xz``, how reports are shipped) unpacked once into the
-    user's cache, keyed by the compressed file's size and mtime."""
-    import hashlib
-    import lzma
-
-    st = path.stat()
-    key = hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("BSPROF_CACHE") or Path.home() / ".cache" / "bsprof") / "ncu-rep"
-    out = cache / f"{path.name.removesuffix('.xz')}.{key}.ncu-rep"
-    if out.is_file():
-        return out
-    from bsprof.io import write_bytes_atomic
-
-    try:
-        data = lzma.decompress(path.read_bytes())
-    except lzma.LZMAError as exc:
-        raise BsprofError(f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it") from None
-    cache.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out, data)
-    return out
 
 
 def iter_actions(ctx):

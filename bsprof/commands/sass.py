@@ -40,7 +40,8 @@ from bsprof.options import IntTupleOrAuto, count
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
 def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
             show_features, hot, as_json, as_csv, out_dir) -> None:
-    """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters).
+    """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters), each
+    also as .xz.
 
     Two inputs (A B) compare baseline -> optimized. `--kernel VARIANT --arch sm_100a|sm_90a`
     compiles a bundled kernel on the CPU first (rescaled and pingpong are sm_90a only).

@@ -18,6 +18,7 @@ Public API (no GPU needed; every bad input raises :class:`bsprof.errors.BsprofEr
     fa.to_dict()                 # the `bsprof sass --json` contract for one function
 
     analyze_sass_text(text)                          # nvdisasm / cuobjdump --dump-sass / ncu text
+    analyze_path("kernel.sm_90a.cubin.xz")           # any path may be xz-compressed (X.cubin.xz, X.sass.xz)
     analyze_ncu_report("r.ncu-rep", kernel=None)     # SourceCounters: per-PC executed + stall samples
                                                      # in fa.executed / fa.stalls; fa.steady_state(loop)
 
@@ -98,20 +99,23 @@ def analyze_ncu_report(path: str | os.PathLike, kernel: str | None = None, *,
 
 
 def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> list[FunctionAnalysis]:
-    """Dispatch on the file: .ncu-rep, CUDA ELF/fatbin/executable, or SASS text."""
+    """Dispatch on the file: .ncu-rep, CUDA ELF/fatbin/executable, or SASS text; any of them may be
+    xz-compressed (``X.cubin.xz``, ``X.sass.xz``, ``X.ncu-rep.xz``)."""
     from bsprof.analyzers.sass.disasm import sniff
+    from bsprof.io import unpacked
 
     p = Path(path)
     if not p.is_file():
         raise BsprofError(f"{p}: no such file; pass a .cubin, fatbin, executable, .sass listing or .ncu-rep")
     if is_report(p):
         return analyze_ncu_report(p, kernel=function, **kw)
-    if p.stat().st_size == 0:
+    real = unpacked(p)  # what is read; sources and messages name p
+    if real.stat().st_size == 0:
         raise BsprofError(f"{p}: the file is empty; pass a .cubin or a SASS listing (nvdisasm -c -gi <cubin>)")
-    if sniff(p) != "text":
+    if sniff(real) != "text":
         return analyze_cubin(p, function, **kw)
     try:
-        text = p.read_text(errors="strict")
+        text = real.read_text(errors="strict")
     except UnicodeDecodeError:
         raise BsprofError(f"{p}: not an ELF/cubin, fatbin or SASS text; pass a .cubin, a .sass listing or an .ncu-rep") from None
     return analyze_sass_text(text, function, where=str(p), **kw)

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from bsprof.errors import BsprofError
+from bsprof.io import unpacked
 
 ELF_MAGIC = b"\x7fELF"
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -77,7 +78,8 @@ def hint_for(message: str, path: str | os.PathLike = "") -> str:
     return _DEFAULT_HINT
 
 
-def _run(cmd: list[str], what: Path) -> str:
+def _run(cmd: list[str], what: Path, real: Path | None = None) -> str:
+    """Run a disassembler on ``real`` (default ``what``); errors name ``what``, the user's file."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     except subprocess.TimeoutExpired:
@@ -85,38 +87,43 @@ def _run(cmd: list[str], what: Path) -> str:
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         msg = lines[-1] if lines else f"exit code {proc.returncode}"
+        if real is not None:
+            msg = msg.replace(str(real), str(what))
         hint = hint_for(msg, what)
         raise BsprofError(f"{what}: {Path(cmd[0]).name} could not disassemble it ({msg}); {hint}")
     return proc.stdout
 
 
-def disassemble_cubin(path: str | os.PathLike, *, line_info: bool = True) -> str:
-    """SASS text of one CUDA ELF (all its functions)."""
+def disassemble_cubin(path: str | os.PathLike, *, line_info: bool = True, what: str | os.PathLike | None = None) -> str:
+    """SASS text of one CUDA ELF (all its functions); errors name ``what`` (default ``path``)."""
     path = Path(path)
+    shown = Path(what) if what is not None else path
     flags = ["-c", "-gi"] if line_info else ["-c"]
     try:
-        return _run([tool_path("nvdisasm"), *flags, str(path)], path)
+        return _run([tool_path("nvdisasm"), *flags, str(path)], shown, path)
     except BsprofError:
         if not line_info:
             raise
         # -gi needs intact debug sections; fall back to plain code rather than fail
-        return _run([tool_path("nvdisasm"), "-c", str(path)], path)
+        return _run([tool_path("nvdisasm"), "-c", str(path)], shown, path)
 
 
 def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """[(source label, SASS text)] for a cubin, fatbin or host binary; raises BsprofError otherwise."""
+    """[(source label, SASS text)] for a cubin, fatbin or host binary, each possibly xz-compressed
+    (``X.cubin.xz``); raises BsprofError otherwise."""
     path = Path(path)
     if not path.is_file():
         raise BsprofError(f"{path}: no such file; pass a .cubin, fatbin, executable, .sass text or .ncu-rep")
-    if path.stat().st_size == 0:
+    real = unpacked(path)  # an xz-compressed input is read from its unpacked copy, named as given
+    if real.stat().st_size == 0:
         raise BsprofError(f"{path}: the file is empty; pass a .cubin or SASS listing")
-    kind = sniff(path)
+    kind = sniff(real)
     if kind == "cubin":
-        return [(str(path), disassemble_cubin(path))]
+        return [(str(path), disassemble_cubin(real, what=path))]
     if kind == "text":
         raise BsprofError(f"{path}: not an ELF/cubin or fatbin; pass a .cubin, a fatbin, an executable, SASS text (.sass) or an .ncu-rep")
     with tempfile.TemporaryDirectory(prefix="bsprof-xelf-") as tmp:
-        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", str(path.resolve())],
+        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", str(real.resolve())],
                               capture_output=True, text=True, errors="replace", cwd=tmp, timeout=600)
         cubins = sorted(Path(tmp).glob("*.cubin"))
         if not cubins:
