@@ -80,6 +80,10 @@ SPLIT_CHOICES = (1, 2, 3, 4, 6, 8)
 SPLIT_FIXED_CYCLES = 3000
 SPLIT_BYTES_PER_CYCLE = 17
 DRAM_BYTES_PER_CYCLE = 1150
+# 128-row tiles this narrow run unclustered: in a 1x2 cluster the same 128x128 tile ran 0.78x and
+# 0.93x of the plain 1x1 grid (333x5120x3584, 128x32768x512), where wider 128-row tiles and
+# 256-row tiles ran within 5% either way; the per-K-block model above ties or favours the cluster
+NARROW_UNCLUSTERED = 128
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
             continue            # half the tile's rows or more past M: all padding
         for tn in tile_ns(tm, promote):
             for cm, cn in CLUSTER_CHOICES:
+                if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
+                    continue
                 if num_sms % (cm * cn) == 0:
                     one = cost(mnkl, tm, tn, cm, cn, num_sms)
                     out.append(one)
