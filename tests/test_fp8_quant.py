@@ -436,6 +436,58 @@ def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
     assert got[ranked[0]] > min(got.values())
 
 
+# The same tile in the chosen 1x2 clusters and as a plain 1x1 grid, timed side by side on the H100
+# (docs/perf.md, 2026-11-27, rounds of 5-7 in one process; TFLOP/s of the median round). The fitted
+# rows: the two 128x128 shapes, where the cluster lost, and the wider or 256-row tiles, where it ran
+# within 5% either way.
+CLUSTER_VS_PLAIN = {
+    (333, 5120, 3584, 1): ((128, 128), 633, 821),
+    (128, 32768, 512, 1): ((128, 128), 467, 502),
+    (4096, 4096, 4096, 1): ((256, 128), 1125, 1145),
+    (8192, 8192, 8192, 1): ((256, 128), 1218, 1181),
+    (6144, 1536, 7168, 1): ((128, 192), 1149, 1202),
+    (256, 10240, 8192, 1): ((128, 160), 953, 958),
+    (4096, 576, 7168, 1): ((128, 144), 995, 973),
+}
+# Held out (timed after the rule was written, on shapes no configuration was timed on): the new
+# unclustered pick against the old clustered one, TFLOP/s of the median round
+NARROW_HELDOUT = {
+    (500, 4096, 4096, 1): ((128, 128), (128, 128, 1, 2), 982, 843),
+    (200, 8192, 8192, 1): ((128, 128), (128, 128, 1, 2), 611, 648),
+    (1000, 2048, 7168, 1): ((128, 128), (128, 128, 1, 2), 1047, 960),
+    (640, 3072, 3072, 1): ((128, 128), (128, 128, 1, 2), 877, 788),
+    (333, 5120, 5120, 1): ((128, 128), (128, 128, 1, 2), 863, 673),
+    (333, 4096, 4096, 1): ((128, 112), (128, 96, 1, 2), 697, 549),
+    (500, 3072, 3072, 1): ((128, 112), (128, 96, 1, 2), 718, 657),
+    (1000, 1536, 4096, 1): ((128, 112), (128, 96, 1, 2), 755, 701),
+    (200, 6144, 4096, 1): ((128, 112), (128, 96, 1, 2), 529, 480),
+}
+
+
+@pytest.mark.parametrize("mnkl", list(CLUSTER_VS_PLAIN), ids=lambda x: "x".join(map(str, x)))
+def test_narrow_128_row_tiles_run_unclustered_where_the_cluster_lost(mnkl):
+    from bsprof.kernels.fp8_blockwise.select import NARROW_UNCLUSTERED, candidates
+
+    (tm, tn), clustered, plain = CLUSTER_VS_PLAIN[mnkl]
+    offered = {(c.cluster_m, c.cluster_n) for c in candidates(mnkl) if (c.tile_m, c.tile_n) == (tm, tn)}
+    if tm == 128 and tn <= NARROW_UNCLUSTERED:
+        assert plain > 1.05 * clustered          # the class the rule is for: the cluster lost
+        assert offered == {(1, 1)}
+    else:
+        assert 0.95 * clustered < plain < 1.05 * clustered     # within 5%: the model still decides
+        assert (1, 2) in offered and (1, 1) in offered
+
+
+@pytest.mark.parametrize("mnkl", list(NARROW_HELDOUT), ids=lambda x: "x".join(map(str, x)))
+def test_the_held_out_shapes_still_get_the_configuration_that_was_timed(mnkl):
+    # the timings below describe the selection only while it makes the pick they timed
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    (tm, tn), _old, _new_tflops, _old_tflops = NARROW_HELDOUT[mnkl]
+    pick, _ = choose(mnkl)
+    assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n, pick.split_k) == (tm, tn, 1, 1, 1)
+
+
 def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_problems():
     from bsprof.kernels.fp8_blockwise.select import candidates, choose, cost
 

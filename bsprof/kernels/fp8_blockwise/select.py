@@ -33,6 +33,12 @@ Two such CTAs on one N tile read B once: their same-time TMA reads are served to
 misses equal to the DRAM bytes), as long as the launch does not spread them apart (the 1x1x1
 cluster launch did: 87 MB read from L2 instead of 48 MB, 16.7 us).
 
+128-row tiles of at most 128 columns are not offered in clusters (NARROW_UNCLUSTERED): the model
+ties them with the plain grid or favours the cluster, but timed side by side the 128x128 tile ran
+1.07-1.29x faster as a plain 1x1 grid, and on nine held-out shapes the unclustered pick beat the
+old clustered one on eight (1.08-1.29x; 0.94x at 200x8192x8192). Wider and 256-row tiles ran
+within 5% either way, so the model still decides those.
+
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
 considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
 that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
