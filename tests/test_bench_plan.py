@@ -35,7 +35,7 @@ def test_plan_text_names_tile_reason_and_switches():
     code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "8192,8192,8192"])
     assert code == 0, err
     assert "tile 256x128, cluster 1x2" in out and "chosen: 256x128 tile" in out
-    assert "ab_stage=auto (shared-memory budget)" in out and "swizzle=" in out
+    assert "ab_stage=4 (shared-memory budget)" in out and "swizzle=" in out
 
 
 def test_plan_follows_the_sm_count_and_a_fixed_tile():
@@ -87,3 +87,26 @@ def test_any_shape_plans_or_says_why_in_one_line(m, n, k, kernel, family):
         assert doc["mnkl"][:3] == [m, n, k] and tm in (64, 128, 256) and 16 <= tn <= 256 and doc["split_k"] >= 1
     else:
         assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec, mnkl", [
+    ("optimized", (8192, 8192, 8192, 1)), ("optimized", (8192, 8192, 1024, 1)),
+    ("optimized", (128, 576, 7168, 1)), ("optimized", (333, 5120, 3584, 1)),
+    ("optimized:ab_stage=3", (4096, 4096, 4096, 1)), ("optimized:ab_stage=12", (4096, 4096, 4096, 1)),
+    ("pingpong", (4096, 4096, 4096, 1)), ("baseline", (4096, 4096, 4096, 1)),
+    ("rescaled", (4096, 4096, 4096, 1)),
+])
+def test_plan_stage_count_is_the_kernels(spec, mnkl):
+    # the plan counts stages from the resolved switches; the kernel from its own attributes
+    pytest.importorskip("cutlass")
+    from bsprof.kernels.fp8_blockwise import config as cfg
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import _resolve
+
+    variant, over = cfg.parse_spec(spec)
+    kw, _static, _why = _resolve(variant, over, mnkl)
+    k = Fp8BlockwiseGemm(**kw)
+    most = cfg.max_smem_stages(k.tile_m, k.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg, sfa_tma=k.sfa_tma,
+                               sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)
+    want = most if k.ab_stage_req <= 0 else min(k.ab_stage_req, most)
+    assert cfg.smem_stages(kw) == want >= 2

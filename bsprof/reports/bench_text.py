@@ -133,6 +133,15 @@ def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
                       "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)
 
 
+def _stages(asked, built) -> str:
+    """ab_stage as a build gets it: 0 asks for as many stages as the shared memory holds."""
+    if built is None:
+        return str(asked)
+    if not asked:
+        return f"{built} (shared-memory budget)"
+    return str(built) if built == asked else f"{built} (asked {asked}; the shared memory holds {built})"
+
+
 def render_plan(console, doc: dict) -> None:
     """``bench --plan``: one problem's configuration as a launch would build it, and why."""
     from rich.markup import escape
@@ -143,8 +152,7 @@ def render_plan(console, doc: dict) -> None:
                   f"tile {doc['tile']}, cluster {doc['cluster']}{split}")
     console.print("  " + (f"chosen: {escape(doc['choice'])}" if doc.get("choice") else
                           "fixed by the kernel spec or flags (no per-problem choice)"))
-    # ab_stage 0: the kernel takes as many stages as its shared memory holds, counted at compile time
-    sw = ", ".join(f"{k}={'auto (shared-memory budget)' if k == 'ab_stage' and not v else v}"
+    sw = ", ".join(f"{k}={_stages(v, doc.get('smem_stages')) if k == 'ab_stage' else v}"
                    for k, v in doc["switches"].items() if k not in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k"))
     if sw:
         console.print(f"  switches: {escape(sw)}")

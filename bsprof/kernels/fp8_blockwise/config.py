@@ -58,6 +58,9 @@ TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluste
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
 # fp32 partials the last to finish sums in split order (kernel.py); the launcher keeps the workspace
 MAX_SPLIT_K = 8
+SMEM_CAPACITY = 232448   # sm_90 dynamic shared memory per CTA (227 KiB)
+SFB_SMEM_KB = 128        # K blocks whose B scales fit the smem stash (K <= 16384)
+SFB_TMA_SLOT = 32        # floats per stage slot of the B-scale TMA (128 bytes: a TMA destination's alignment)
 
 BLOCK_K = 128            # the scale block along K and N
 # one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
@@ -243,3 +246,34 @@ def parse_spec(spec: str) -> tuple[str, dict]:
             raise BsprofError(f"kernel spec {spec!r}: expected key=value after ':', e.g. baseline:epilogue=tma")
         over[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
     return name, over
+
+
+def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
+                    sfb_smem: bool, epilogue: str) -> int:
+    """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and
+    the B-scale stash leave: the ring depth of a build with ``ab_stage=0``. Plain arithmetic, shared
+    by the kernel's setup and ``bench --plan``."""
+    ab_bytes = (tile_m + tile_n) * BLOCK_K           # fp8: one byte per element
+    ab_bytes += tile_m * 4 if sfa_tma else 0         # float32 A scale per row
+    ab_bytes += SFB_TMA_SLOT * 4 if sfb_tma else 0
+    epi_rows = 64 if epi_per_wg else wave_m
+    epi_cols = 32 if tile_n % 32 == 0 else 16
+    # 3 epilogue buffers with the A-scale TMA (its 1 KB a stage would otherwise cost a whole
+    # A/B stage), 4 without; a ring per warpgroup where each stores its own rows
+    epi_buffers = (3 if sfa_tma else 4) * (2 if epi_per_wg else 1)
+    epi_bytes = epi_rows * epi_cols * 2 * epi_buffers if epilogue != "direct" else 0
+    epi_bytes += 2 * SFB_SMEM_KB * 4 if sfb_smem and not sfb_tma else 0
+    return (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
+
+
+def smem_stages(kw: dict) -> int:
+    """The ring depth a build with these constructor arguments gets: ``ab_stage`` capped by the
+    budget, or the budget itself when ``ab_stage`` is 0."""
+    tile_m = kw.get("tile_m", 128)
+    pingpong = kw.get("schedule") == "pingpong"
+    wave_m = 64 if pingpong or tile_m == 64 else 128
+    most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_m, epi_per_wg=pingpong or bool(kw.get("epi_split")),
+                           sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
+                           sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"))
+    asked = int(kw.get("ab_stage", 0) or 0)
+    return most if asked <= 0 else min(asked, most)

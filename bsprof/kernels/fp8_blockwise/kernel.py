@@ -75,16 +75,14 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import can_implement, sched_tiles, split_range, two_scale_blocks
+from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, max_smem_stages, sched_tiles,
+                                                 split_range, two_scale_blocks)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
 TILE_M = 128            # 2 consumer warpgroups x 64 rows
-SMEM_CAPACITY = 232448  # sm_90 dynamic shared memory per CTA (227 KiB)
 WARPS_PER_CTA = 12
-SFB_SMEM_KB = 128       # K blocks whose B scales fit the smem stash (K <= 16384)
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
-SFB_TMA_SLOT = 32       # floats per stage slot (128 bytes: a TMA destination's alignment)
 
 
 class Fp8BlockwiseGemm:
@@ -222,14 +220,11 @@ class Fp8BlockwiseGemm:
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         # sub-tile width: 32 columns, or 16 where the tile width is an odd multiple of 16
         self.epi_tile = (self.epi_rows, 32 if self.tile_n % 32 == 0 else 16)
-        ab_bytes = (self.tile_m + self.tile_n) * BLOCK_K  # fp8: 1 byte each
-        ab_bytes += self.tile_m * 4 if self.sfa_tma else 0  # float32 A scale per row
-        ab_bytes += SFB_TMA_SLOT * 4 if self.sfb_tma else 0
         # ping-pong: each warpgroup has its own ring of epilogue buffers
         self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
-        epi_bytes = self.epi_rows * self.epi_tile[1] * 2 * self.epi_buffers if self.epilogue != "direct" else 0
-        epi_bytes += 2 * SFB_SMEM_KB * 4 if self.sfb_smem and not self.sfb_tma else 0
-        max_stage = (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
+        max_stage = max_smem_stages(self.tile_m, self.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
+                                    sfa_tma=self.sfa_tma, sfb_tma=self.sfb_tma, sfb_smem=self.sfb_smem,
+                                    epilogue=self.epilogue)
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
             raise ValueError(f"tile {self.tile_m}x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")

@@ -104,7 +104,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
                 tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
                 split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why,
-                switches={k: kw[k] for k in shown if k in kw})
+                smem_stages=cfg.smem_stages(kw), switches={k: kw[k] for k in shown if k in kw})
 
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
@@ -297,7 +297,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
     cluster are what they are (None when they were fixed). ``explicit``: the switches the user set,
     which the chosen tile must take."""
-    from bsprof.kernels.fp8_blockwise.kernel import SFB_SMEM_KB
+    from bsprof.kernels.fp8_blockwise.config import SFB_SMEM_KB
     from bsprof.kernels.fp8_blockwise.select import choose
 
     if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
