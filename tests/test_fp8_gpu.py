@@ -47,12 +47,13 @@ def test_matches_float64_reference(variant, mnkl):
 # one per configuration class the per-problem choice can land on: 256- and 128-row tiles, widths
 # that divide 128 (one B scale, by TMA), that straddle scale blocks (two, run-time split; 16-column
 # epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape, and
-# 64-row tiles of one consumer warpgroup (one scale block or two; A or B multicast)
+# 64-row tiles of one consumer warpgroup (one scale block or two; A or B multicast), and the narrow
+# 128-row tiles the selection runs unclustered (128x128, 128x112)
 CLASSES = [("optimized", (64, 32), (1, 1)), ("optimized", (64, 112), (1, 2)), ("optimized", (64, 64), (2, 1)),
            ("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
            ("optimized", (128, 144), (1, 2)), ("optimized", (128, 160), (2, 1)), ("optimized", (128, 64), (1, 2)),
            ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1)),
-           ("optimized", (128, 192), (2, 1))]
+           ("optimized", (128, 192), (2, 1)), ("optimized", (128, 128), (1, 1)), ("optimized", (128, 112), (1, 1))]
 RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
           (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
           (2, 584, 768, 1)]       # two rows (M % 4 != 0: padded A-scale rows)
@@ -69,7 +70,7 @@ def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, til
 
 
 @pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1),
-                                  (128, 4096, 7168, 1)],
+                                  (128, 4096, 7168, 1), (333, 5120, 3584, 1), (333, 4096, 4096, 1)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_the_chosen_configuration_matches_float64(mnkl):
     from bsprof.kernels.fp8_blockwise import prepare

@@ -348,6 +348,24 @@ def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     assert fa.features["tma_store_epilogue"].present
 
 
+def test_a_narrow_128_row_pick_builds_unclustered(tmp_path):
+    # 333x5120x3584: the selection picks 128x128 and, at that width, no cluster (the plain grid ran
+    # 1.29x the 1x2 cluster there); the build has two consumer warpgroups of 64-row QGMMA, one
+    # stage release per K block to its own CTA only, and no local memory
+    plan = fp8_blockwise.plan("optimized", (333, 5120, 3584, 1))
+    assert (plan["tile"], plan["cluster"], plan["split_k"]) == ("128x128", "1x1", 1)
+    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(333, 5120, 3584, 1))
+    (fa,) = analyze_cubin(cubin)
+    assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
+    assert fa.features["wgmma_serialized"].present is False
+    body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
+    assert sum(ins.opcode.startswith("QGMMA") for ins in body) == 4
+    # one elected arrive per warp on this CTA's empty barrier: no remote (cluster) arrive
+    arrives = [ins for ins in body if ins.opcode.startswith("SYNCS.ARRIVE")]
+    assert len(arrives) == 1 and not any(".A1T0.RED" in ins.opcode or "REMOTE" in ins.opcode for ins in arrives)
+
+
 def test_split_k_class_counts_units_in_with_an_atomic_behind_a_gpu_fence(tmp_path, built):
     # split-K (a 64x32 tile split 3 ways at 128x576x7168): the consumers write the unit's fp32
     # partial and meet at a barrier; one thread counts the unit in with an acq_rel atomic at gpu
