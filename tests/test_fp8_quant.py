@@ -437,7 +437,8 @@ def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
 
 
 # The same tile in the chosen 1x2 clusters and as a plain 1x1 grid, timed side by side on the H100
-# (docs/perf.md, 2026-11-27, rounds of 5-7 in one process; TFLOP/s of the median round). The fitted
+# (docs/perf.md, "the plain-grid 1x1 launch against the chosen clusters", rounds of 5-7 in one
+# process; TFLOP/s of the median round). The fitted
 # rows: the two 128x128 shapes, where the cluster lost, and the wider or 256-row tiles, where it ran
 # within 5% either way.
 CLUSTER_VS_PLAIN = {
