@@ -248,6 +248,17 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     return name, over
 
 
+def epi_stages(sfa_tma: bool) -> int:
+    """Epilogue sub-tile buffers in a ring: 3 with the A-scale TMA (its 1 KB a stage would
+    otherwise cost a whole A/B stage), 4 without."""
+    return 3 if sfa_tma else 4
+
+
+def epi_tile_cols(tile_n: int) -> int:
+    """Columns of an epilogue sub-tile: 32, or 16 where the tile width is an odd multiple of 16."""
+    return 32 if tile_n % 32 == 0 else 16
+
+
 def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
                     sfb_smem: bool, epilogue: str) -> int:
     """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and
@@ -257,11 +268,9 @@ def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, 
     ab_bytes += tile_m * 4 if sfa_tma else 0         # float32 A scale per row
     ab_bytes += SFB_TMA_SLOT * 4 if sfb_tma else 0
     epi_rows = 64 if epi_per_wg else wave_m
-    epi_cols = 32 if tile_n % 32 == 0 else 16
-    # 3 epilogue buffers with the A-scale TMA (its 1 KB a stage would otherwise cost a whole
-    # A/B stage), 4 without; a ring per warpgroup where each stores its own rows
-    epi_buffers = (3 if sfa_tma else 4) * (2 if epi_per_wg else 1)
-    epi_bytes = epi_rows * epi_cols * 2 * epi_buffers if epilogue != "direct" else 0
+    # a ring of epilogue buffers per warpgroup where each stores its own rows
+    epi_buffers = epi_stages(sfa_tma) * (2 if epi_per_wg else 1)
+    epi_bytes = epi_rows * epi_tile_cols(tile_n) * 2 * epi_buffers if epilogue != "direct" else 0
     epi_bytes += 2 * SFB_SMEM_KB * 4 if sfb_smem and not sfb_tma else 0
     return (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
 

@@ -75,8 +75,8 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, max_smem_stages, sched_tiles,
-                                                 split_range, two_scale_blocks)
+from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, epi_stages, epi_tile_cols,
+                                                 max_smem_stages, sched_tiles, split_range, two_scale_blocks)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -189,8 +189,7 @@ class Fp8BlockwiseGemm:
         self.load_warp_id = 0
         self.epi_store_warp_id = 4
         self.buffer_align_bytes = 1024
-        # 3 with sfa_tma: the stage's 1 KB of A scales would otherwise cost a whole A/B stage
-        self.epi_stage = 3 if sfa_tma else 4
+        self.epi_stage = epi_stages(sfa_tma)
         # B is the operand shared by the CTAs of a 2x1 cluster (same N tile, different M tiles)
         # (a 1x2 cluster shares the A tile: same M tile, two N tiles)
         self.num_mcast_ctas_a = cluster_n
@@ -218,8 +217,7 @@ class Fp8BlockwiseGemm:
             self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
-        # sub-tile width: 32 columns, or 16 where the tile width is an odd multiple of 16
-        self.epi_tile = (self.epi_rows, 32 if self.tile_n % 32 == 0 else 16)
+        self.epi_tile = (self.epi_rows, epi_tile_cols(self.tile_n))
         # ping-pong: each warpgroup has its own ring of epilogue buffers
         self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
         max_stage = max_smem_stages(self.tile_m, self.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
