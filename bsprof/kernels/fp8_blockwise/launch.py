@@ -264,11 +264,16 @@ EPI_SPLIT_MAX_K = 4096
 RESCALE_MAX_K = 16384
 
 
-def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1) -> int:
-    """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together.
-    Then a wave in M-major order streams all of A from DRAM again for every few N columns, and
-    under the power cap that DRAM traffic costs clock; when they fit, grouping only spreads a
-    wave's reads over more strips.
+def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
+                 split_k: int = 1, num_sms: int = H100_SMS) -> int:
+    """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together
+    and the persistent grid takes more than one round of tiles. Then a wave in M-major order
+    streams all of A from DRAM again for every few N columns, and under the power cap that DRAM
+    traffic costs clock; when they fit, grouping only spreads a wave's reads over more strips.
+    When every tile runs in the first round, the order decides no reuse, only which CTA takes
+    which tile: a group of 8 put the two M tiles of each B column 8 CTAs apart, and 200x8192x8192
+    (128x128 tiles, 128 of them) ran 1.21x slower that way than in plain M-major order, where the
+    pair is adjacent (H100, docs/perf.md; 256x8192x8192, the same grid with full M tiles, within 1%).
 
     The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
     the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
@@ -276,6 +281,8 @@ def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1) -> int:
     clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7."""
     m, n, k, l = mnkl
     if (m + n) * k * l <= L2_BYTES:
+        return 1
+    if cfg.sched_tiles(m, n, l, tile_m, tile_n, cluster_m, cluster_n)[2] * split_k <= num_sms:
         return 1
     cols = -(-(-(-n // tile_n)) // cluster_n)
     return min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
@@ -319,7 +326,8 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         kw.update(pick.kwargs())
         cfg.give_way(kw, explicit)
     if kw.get("swizzle", 1) == 0:
-        kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1))
+        kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
+                                     kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl) and kw.get("split_k", 1) == 1
     split = kw.get("split_k", 1)
