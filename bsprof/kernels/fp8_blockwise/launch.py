@@ -270,10 +270,12 @@ def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128,
     and the persistent grid takes more than one round of tiles. Then a wave in M-major order
     streams all of A from DRAM again for every few N columns, and under the power cap that DRAM
     traffic costs clock; when they fit, grouping only spreads a wave's reads over more strips.
-    When every tile runs in the first round, the order decides no reuse, only which CTA takes
-    which tile: a group of 8 put the two M tiles of each B column 8 CTAs apart, and 200x8192x8192
-    (128x128 tiles, 128 of them) ran 1.21x slower that way than in plain M-major order, where the
-    pair is adjacent (H100, docs/perf.md; 256x8192x8192, the same grid with full M tiles, within 1%).
+    When a plain grid (no cluster) runs every work unit in its first round, the order decides no
+    reuse, only which CTA takes which tile: a group of 8 put the M tiles of each B column 8 CTAs
+    apart, and 200x8192x8192 (128x128 tiles, 128 of them) ran 1.20x slower that way than in plain
+    M-major order, where they are adjacent; 1.09-1.23x on the other two-M-tile shapes with a short
+    second tile, within 2% (or better) where the M tiles are full or there is one (H100,
+    docs/perf.md). One-round clustered grids kept the group: there it measured 0.98-1.02x.
 
     The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
     the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
@@ -282,7 +284,7 @@ def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128,
     m, n, k, l = mnkl
     if (m + n) * k * l <= L2_BYTES:
         return 1
-    if cfg.sched_tiles(m, n, l, tile_m, tile_n, cluster_m, cluster_n)[2] * split_k <= num_sms:
+    if cluster_m * cluster_n == 1 and cfg.sched_tiles(m, n, l, tile_m, tile_n)[2] * split_k <= num_sms:
         return 1
     cols = -(-(-(-n // tile_n)) // cluster_n)
     return min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
