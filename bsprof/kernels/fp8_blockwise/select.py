@@ -185,8 +185,11 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
-    pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, c.cluster_n,
-                                    -c.cycles))
+    # between clusters of one size, the one that multicasts the larger operand (fewer L2 bytes per
+    # CTA; the model ties them where shared memory binds): 128x192 in 2x1 clusters (B multicast)
+    # ran 0.99-1.035x of 1x2 on four shapes, as DeepGEMM picks there; 256x128 keeps 1x2 (A)
+    pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
+                                    -(c.tile_m / c.cluster_n + c.tile_n / c.cluster_m), c.cluster_n, -c.cycles))
     default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
     why = pick.describe()
     if pick.split_k > 1:
