@@ -90,6 +90,8 @@ DRAM_BYTES_PER_CYCLE = 1150
 # 0.93x of the plain 1x1 grid (333x5120x3584, 128x32768x512), where wider 128-row tiles and
 # 256-row tiles ran within 5% either way; the per-K-block model above ties or favours the cluster
 NARROW_UNCLUSTERED = 128
+# a tie between cluster axes goes to B multicast from this B / A tile ratio on (_multicast_axis)
+B_MULTICAST_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,14 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
     return out
 
 
+def _multicast_axis(c: Choice) -> int:
+    """Between clusters of one size that the model ties (it does where shared memory binds), the
+    one to take: 2x1 (B multicast) where the B tile is at least B_MULTICAST_RATIO times the A tile,
+    else 1x2 (A multicast, the tuned 256x128 tile's). Timed on the H100: 128x192 ran 0.99-1.035x
+    faster in 2x1 on four shapes (DeepGEMM's pick there), 128x144 0.95x at 4096x576x7168."""
+    return c.cluster_m if c.tile_n >= B_MULTICAST_RATIO * c.tile_m else c.cluster_n
+
+
 def choose(mnkl, promote: str = "serial", num_sms: int = 132,
            fits: Callable[[Choice], bool] | None = None) -> tuple[Choice, str]:
     """The configuration for this problem and one line saying why. ``fits``: only configurations
@@ -185,11 +195,8 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
-    # between clusters of one size, the one that multicasts the larger operand (fewer L2 bytes per
-    # CTA; the model ties them where shared memory binds): 128x192 in 2x1 clusters (B multicast)
-    # ran 0.99-1.035x of 1x2 on four shapes, as DeepGEMM picks there; 256x128 keeps 1x2 (A)
     pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
-                                    -(c.tile_m / c.cluster_n + c.tile_n / c.cluster_m), c.cluster_n, -c.cycles))
+                                    _multicast_axis(c), -c.cycles))
     default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
     why = pick.describe()
     if pick.split_k > 1:
