@@ -97,6 +97,28 @@ def test_compare_mode(data_dir, tmp_path):
     assert "K-loop instructions" in text and "-2" in text
 
 
+def test_compare_two_ncu_reports_executed_by_opcode(data_dir):
+    # two H100 launches of 4096^3 FP8 (ours, cuBLAS), each with ncu's per-PC executed counts: the
+    # compare adds executed instructions per opcode, per executed MMA
+    a = data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz"
+    b = data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"
+    d = json.loads(run(a, b, "--json").output)
+    (c,) = d["compare"]
+    ex = c["executed_opcodes"]
+    # the same work in m64n128k32 QGMMA on both sides: 4096^3 x 2 / (2 x 64 x 128 x 32) x 4 warps
+    assert ex["mma"] == {"a": 1048576, "b": 1048576}
+    assert "QGMMA" not in ex["opcodes"]           # only opcodes whose count changed
+    assert ex["per_mma"]["a"] == pytest.approx(c["executed"]["a"] / 1048576, abs=0.01)
+    assert ex["per_mma"]["b"] == pytest.approx(c["executed"]["b"] / 1048576, abs=0.01)
+    rows = ex["opcodes"]
+    # the deltas add up to the executed totals' change, and are sorted by the per-MMA change
+    assert sum(r["delta"] for r in rows.values()) == c["executed"]["delta"]
+    per = [abs(r["delta_per_mma"]) for r in rows.values()]
+    assert per == sorted(per, reverse=True) and per[0] > 0.5
+    text = run(a, b).output
+    assert "executed instructions by opcode" in text and "per executed MMA" in text
+
+
 @pytest.mark.parametrize("make, expect", [
     (lambda p: p.write_bytes(b"hello world\n"), "not an ELF/cubin"),
     (lambda p: p.write_bytes(b""), "empty"),

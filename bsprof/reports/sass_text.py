@@ -417,7 +417,34 @@ def print_compare(console: Console, result: dict) -> None:
         top = list(cmp["opcodes"].items())[:12]
         if top:
             console.print("opcode deltas: " + ", ".join(f"{k} {v['delta']:+}" for k, v in top))
+        if cmp.get("executed_opcodes"):
+            _print_executed_opcodes(console, cmp["executed_opcodes"])
         console.print()
+
+
+def _print_executed_opcodes(console: Console, ex: dict, top: int = 12) -> None:
+    """The executed-instruction change by opcode: per executed MMA where both sides ran MMAs."""
+    from rich.table import Table
+
+    per = ex["per_mma"]
+    rows = list(ex["opcodes"].items())[:top]
+    if not rows:
+        return
+    title = "executed instructions by opcode"
+    if per:
+        title += f" (per executed MMA: A {per['a']:.2f}, B {per['b']:.2f})"
+    t = Table(title=title, header_style="bold")
+    for col in ("opcode", "A", "B", "Δ"):
+        t.add_column(col, justify="left" if col == "opcode" else "right")
+    if per:
+        for col in ("A / MMA", "B / MMA", "Δ / MMA"):
+            t.add_column(col, justify="right")
+    for op, v in rows:
+        cells = [op, _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}"]
+        if per:
+            cells += [f"{v['a_per_mma']:.2f}", f"{v['b_per_mma']:.2f}", f"{v['delta_per_mma']:+.2f}"]
+        t.add_row(*cells)
+    console.print(t)
 
 
 def print_hot(console: Console, fn: dict, label: str = "") -> None:

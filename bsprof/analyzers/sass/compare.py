@@ -61,10 +61,47 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
     if a.executed is not None and b.executed is not None:
         out["executed"] = {"a": int(sum(a.executed)), "b": int(sum(b.executed)),
                            "delta": int(sum(b.executed)) - int(sum(a.executed))}
+        out["executed_opcodes"] = executed_opcodes(a, b)
     if a.roles is not None and b.roles is not None:
         from collections import Counter
         out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
     return out
+
+
+def _executed_by_opcode(fa: FunctionAnalysis) -> tuple[dict[str, int], int]:
+    """Executed warp instructions per base opcode over the launch, and the executed MMAs."""
+    by: dict[str, int] = {}
+    mma = 0
+    for ins, n in zip(fa.instructions, fa.executed or ()):
+        by[ins.base] = by.get(ins.base, 0) + int(n)
+        if ins.category == "mma":
+            mma += int(n)
+    return by, mma
+
+
+def executed_opcodes(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
+    """Executed instructions by opcode (ncu SourceCounters on both sides), and per executed MMA:
+    the dynamic counterpart of the static opcode deltas. Per MMA, two kernels that split the same
+    problem differently (unrolled or not, another tile) compare instruction for instruction: what
+    the static K-loop cannot show (wait loops that spin, a body run more often than it reads)
+    shows here. Sorted by the per-MMA change (by the absolute one when a side ran no MMA)."""
+    ea, ma = _executed_by_opcode(a)
+    eb, mb = _executed_by_opcode(b)
+    rows = {}
+    for op in set(ea) | set(eb):
+        va, vb = ea.get(op, 0), eb.get(op, 0)
+        if va == vb:
+            continue
+        r = {"a": va, "b": vb, "delta": vb - va}
+        if ma and mb:
+            r.update(a_per_mma=round(va / ma, 3), b_per_mma=round(vb / mb, 3),
+                     delta_per_mma=round(vb / mb - va / ma, 3))
+        rows[op] = r
+    key = (lambda kv: -abs(kv[1]["delta_per_mma"])) if ma and mb else (lambda kv: -abs(kv[1]["delta"]))
+    per_mma = None
+    if ma and mb:
+        per_mma = {"a": round(sum(ea.values()) / ma, 2), "b": round(sum(eb.values()) / mb, 2)}
+    return {"mma": {"a": ma, "b": mb}, "per_mma": per_mma, "opcodes": dict(sorted(rows.items(), key=key))}
 
 
 def _promotion_delta(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
