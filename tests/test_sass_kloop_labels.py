@@ -448,3 +448,19 @@ def test_every_foreign_cubin_details_and_checks_without_error(data_dir, label):
         if d["every_pass_only"]:
             # a flattened loop: a pass is charged its own blocks, not the once-a-tile epilogue
             assert d["instructions"] < d["loop_instructions"] and d["mean_between"] < 30
+
+
+@pytest.mark.parametrize("name, stages", [
+    # the two the reader was written on, and one held out (compiled after it was written)
+    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", 4),
+    ("deepgemm_sm90_fp8_1d2d_4096x4096x4096_b128x192_s4_c1.sm_90a.cubin.xz", 4),
+    ("deepgemm_sm90_fp8_1d2d_240x4096x16384_b64x128_s8_c1.sm_90a.cubin.xz", 8),
+])
+def test_a_k_loop_unrolled_over_its_ring_shows_its_stages_as_consecutive_barriers(data_dir, name, stages):
+    # no stage index, so no wrap to read: each stage's full barrier is waited on at its own
+    # address, one base plus 8 bytes a stage
+    fas = analyze_path(data_dir / "sass" / name)
+    fa = max(fas, key=lambda f: f.mma_count)
+    feat = fa.features["multi_stage_pipeline"]
+    assert feat.value == stages
+    assert f"first of {stages} stage barriers" in feat.evidence[0] and "unrolled over its ring" in feat.evidence[0]

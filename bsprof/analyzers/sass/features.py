@@ -123,14 +123,20 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     # shared memory, and its epilogue steps a store ring, beside a K-loop ring of 6 or 4
     kloops = [lp for lp in loops if lp.own_mma]
     rings = ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or ring_sizes(fn, kloops)
+    unrolled = False
+    if not rings:
+        rings = unrolled_ring_sizes(fn, [lp for lp in kloops if lp.is_kloop] or kloops)
+        unrolled = bool(rings)
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
     inits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.EXCH"))
     waits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.PHASECHK"))
     if rings:
         stages = max(n for n, _ in rings)
+        how = ("(first of {n} stage barriers waited at consecutive addresses: the K-loop is unrolled over its ring)"
+               if unrolled else "(stage index wraps at {n})")
         out["multi_stage_pipeline"] = Feature(
-            "multi_stage_pipeline", stages >= 2, [f"{evidence_line(i)}  (stage index wraps at {n})" for n, i in rings[:MAX_EVIDENCE]],
+            "multi_stage_pipeline", stages >= 2, [f"{evidence_line(i)}  {how.format(n=n)}" for n, i in rings[:MAX_EVIDENCE]],
             f"K-loop stage ring(s) of {', '.join(str(n) for n, _ in rings)} stages; "
             f"{len(inits)} static mbarrier inits, {len(waits)} phase waits",
         )
@@ -436,6 +442,36 @@ def _increment_step(ins: Instruction) -> tuple[str, int] | None:
         return None
     other = srcs[1 - imms[0][0]]
     return (other, imms[0][1]) if _REG_RE.match(other) else None
+
+
+MBARRIER_BYTES = 8
+
+
+def unrolled_ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
+    """Rings a K-loop walks without an index: unrolled over all its stages, it waits on each stage's
+    full barrier at an address of its own, one base plus 8-byte steps (DeepGEMM's sm_90 kernels,
+    whose loop is unrolled as deep as the ring or deeper; CuTe DSL with the stages unrolled).
+    The phase waits on one base whose offsets are N consecutive mbarriers give a ring of N. Returns
+    (N, the first wait) per K-loop that has one."""
+    out: list[tuple[int, Instruction]] = []
+    for lp in kloops:
+        uv = _UniformValues()
+        groups: dict[tuple[str, int], dict[int, Instruction]] = {}
+        for i in lp.own_instructions:
+            ins = fn.instructions[i]
+            if ins.opcode.startswith("SYNCS.PHASECHK"):
+                addr = uv.address(ins.operands)
+                if addr is not None:
+                    groups.setdefault(addr[:2], {}).setdefault(addr[2], ins)
+            uv.write(ins)
+        best = 0, None
+        for offsets in groups.values():
+            ks = sorted(offsets)
+            if len(ks) >= 2 and all(b - a == MBARRIER_BYTES for a, b in zip(ks, ks[1:])) and len(ks) > best[0]:
+                best = len(ks), offsets[ks[0]]
+        if best[1] is not None:
+            out.append(best)
+    return out
 
 
 def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
