@@ -110,3 +110,23 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
                                sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)
     want = most if k.ab_stage_req <= 0 else min(k.ab_stage_req, most)
     assert cfg.smem_stages(kw) == want >= 2
+
+
+@pytest.mark.parametrize("args, swizzle, why", [
+    # A and B overflow L2 and the grid takes 16 rounds: tiles grouped
+    (["--mnkl", "8192,8192,8192"], 8, "overflow L2"),
+    # 128 tiles on 132 SMs: one round, no group (1.20x faster than grouped on the H100)
+    (["--mnkl", "200,8192,8192"], 1, "first round"),
+    (["--mnkl", "4096,4096,4096"], 1, "fit in L2"),
+    # a user's group is kept and needs no reason
+    (["--mnkl", "8192,8192,8192", "--kernel", "optimized:swizzle=4"], 4, None),
+])
+def test_plan_says_why_the_tile_order(args, swizzle, why):
+    doc = _plan("--family", "fp8-blockwise", *args)
+    assert doc["switches"]["swizzle"] == swizzle
+    assert (doc["swizzle_why"] is None) if why is None else (why in doc["swizzle_why"])
+
+
+def test_plan_names_the_b_multicast_rule():
+    doc = _plan("--family", "fp8-blockwise", "--mnkl", "4096,2112,7168")
+    assert (doc["tile"], doc["cluster"]) == ("128x192", "2x1") and "B multicast" in doc["choice"]

@@ -152,7 +152,14 @@ def render_plan(console, doc: dict) -> None:
                   f"tile {doc['tile']}, cluster {doc['cluster']}{split}")
     console.print("  " + (f"chosen: {escape(doc['choice'])}" if doc.get("choice") else
                           "fixed by the kernel spec or flags (no per-problem choice)"))
-    sw = ", ".join(f"{k}={_stages(v, doc.get('smem_stages')) if k == 'ab_stage' else v}"
+    def shown(k, v) -> str:
+        if k == "ab_stage":
+            return _stages(v, doc.get("smem_stages"))
+        if k == "swizzle" and doc.get("swizzle_why"):
+            return f"{v} ({doc['swizzle_why']})"
+        return str(v)
+
+    sw = ", ".join(f"{k}={shown(k, v)}"
                    for k, v in doc["switches"].items() if k not in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k"))
     if sw:
         console.print(f"  switches: {escape(sw)}")

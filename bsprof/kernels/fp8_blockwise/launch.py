@@ -99,12 +99,16 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     per-problem switches, and why that tile (``choice``; None when the tile was given)."""
     mnkl = tuple(int(x) for x in mnkl)
     kw, static, why = _resolve(variant, config, mnkl, num_sms)
+    swizzle_why = None
+    if cfg.resolve(variant, config).get("swizzle", 1) == 0:
+        swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
+                                     kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
     shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
              "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem")
     return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
                 tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
                 split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why,
-                smem_stages=cfg.smem_stages(kw), switches={k: kw[k] for k in shown if k in kw})
+                smem_stages=cfg.smem_stages(kw), swizzle_why=swizzle_why, switches={k: kw[k] for k in shown if k in kw})
 
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
@@ -266,6 +270,12 @@ RESCALE_MAX_K = 16384
 
 def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
                  split_k: int = 1, num_sms: int = H100_SMS) -> int:
+    """``swizzle=0`` resolved: the group (:func:`swizzle_choice`)."""
+    return swizzle_choice(mnkl, tile_n, cluster_n, tile_m, cluster_m, split_k, num_sms)[0]
+
+
+def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
+                   split_k: int = 1, num_sms: int = H100_SMS) -> tuple[int, str]:
     """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together
     and the persistent grid takes more than one round of tiles. Then a wave in M-major order
     streams all of A from DRAM again for every few N columns, and under the power cap that DRAM
@@ -283,12 +293,13 @@ def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128,
     clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7."""
     m, n, k, l = mnkl
     if (m + n) * k * l <= L2_BYTES:
-        return 1
+        return 1, "A and B fit in L2"
     if cluster_m * cluster_n == 1 and cfg.sched_tiles(m, n, l, tile_m, tile_n)[2] * split_k <= num_sms:
-        return 1
+        return 1, "every work unit runs in the first round"
     cols = -(-(-(-n // tile_n)) // cluster_n)
-    return min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
-               key=lambda g: (abs(g - AUTO_SWIZZLE), g))
+    group = min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
+                key=lambda g: (abs(g - AUTO_SWIZZLE), g))
+    return group, f"A and B overflow L2: groups of {group} of the {cols} cluster columns"
 
 
 def auto_epi_split(mnkl) -> bool:

@@ -209,6 +209,8 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     elif (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
         why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
                 f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
+    if pick.cluster_m > 1 and pick.cluster_n == 1 and pick.tile_n >= B_MULTICAST_RATIO * pick.tile_m:
+        why += f"; 2x1 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
