@@ -150,3 +150,32 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
         text = con.export_text()
         assert said in text
         assert ("target met" in text or "target NOT met" in text) == held_to_target
+
+
+def test_an_a_b_prints_each_kernel_against_the_first_round_by_round(data_dir):
+    # H100, 2026-11-27 (docs/perf.md, the tile-order rule's A/B): `--rounds 5 --kernels
+    # 'optimized optimized:swizzle=8'` at 200x8192x8192 and 256x8192x8192
+    from bsprof.analyzers.bench_rows import paired_cell, paired_speedups
+    from bsprof.reports.bench_text import print_table
+
+    res = json.load(open(data_dir / "h100_fp8_ab_swizzle.json"))["results"]
+    con = Console(record=True, width=250)
+    print_table(con, res, "ab")
+    text = con.export_text()
+    assert "against optimized, round by round" in text
+    by = {tuple(r["mnkl"][:3]): {x["name"]: x for x in r["rows"]} for r in res}
+    grouped = by[(200, 8192, 8192)]
+    pairs = paired_speedups(grouped["optimized:swizzle=8"], grouped["optimized"])
+    assert len(pairs) == 5 and max(pairs) < 0.87          # the group of 8 lost every round there
+    cell = paired_cell(grouped["optimized:swizzle=8"], grouped["optimized"])
+    row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("200,8192,8192")
+               and cell in ln)
+    assert cell.startswith("0.8") and row
+    # and within a few percent where the M tiles are full
+    full = by[(256, 8192, 8192)]
+    assert 0.95 < sorted(paired_speedups(full["optimized:swizzle=8"], full["optimized"]))[2] < 1.0
+    # one kernel of ours: no A/B table
+    solo = [dict(r, rows=[x for x in r["rows"] if x["name"] != "optimized:swizzle=8"]) for r in res]
+    con = Console(record=True, width=250)
+    print_table(con, solo, "solo")
+    assert "round by round" not in con.export_text()

@@ -63,3 +63,14 @@ def clock_cells(row: dict, capped_mark: str = " *") -> list[str]:
     capped = capped_mark if "power cap" in (row.get("clock_limiters") or []) else ""
     mhz = cell("sm_mhz")
     return [mhz + capped if mhz != "—" else mhz, cell("watts"), cell("flop_per_sm_cycle")]
+
+
+def paired_cell(row: dict, first: dict) -> str:
+    """``row`` against the first kernel, round by round: the median of first's time over row's
+    (>1: row faster) and the rounds' range, e.g. "1.204 (1.159-1.238)"; "—" without several rounds."""
+    import statistics
+
+    pairs = paired_speedups(row, first)
+    if not pairs:
+        return "—"
+    return f"{statistics.median(pairs):.3f} ({min(pairs):.3f}-{max(pairs):.3f})"

@@ -66,6 +66,10 @@ def print_table(console, results: list[dict], title: str) -> None:
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
         print_spread(console, results, names)
+        ours = [nm for nm in names if any(r.get("ours") for res in results for r in res["rows"]
+                                          if column_labels([r])[0] == nm)]
+        if len(ours) > 1:
+            print_paired(console, results, names, ours[0])
     if any(r.get("gap_us") is not None for res in results for r in res["rows"]):
         print_launch_gaps(console, results, names)
     hows = {}
@@ -118,6 +122,29 @@ def print_spread(console, results: list[dict], names: list[str]) -> None:
     _per_kernel_table(console, results, names,
                       "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
                       "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
+
+
+def print_paired(console, results: list[dict], names: list[str], first: str) -> None:
+    """An A/B of several kernels: each against the first, round by round (the rounds time every
+    kernel back to back, so a pair shares the clock that moves the absolute numbers)."""
+    from bsprof.analyzers.bench_rows import paired_cell
+
+    others = [nm for nm in names if nm != first]
+
+    def cells(by: dict) -> list[str]:
+        base = by.get(first)
+        return [paired_cell(by[nm], base) if base and nm in by else "—" for nm in others]
+
+    from rich.table import Table
+
+    t = Table(title=f"against {first}, round by round: its time / each kernel's (> 1: faster), "
+                    "median (rounds' range)")
+    t.add_column("M,N,K,L")
+    for nm in others:
+        t.add_column(nm, justify="right")
+    for res in results:
+        t.add_row(",".join(str(x) for x in res["mnkl"]), *cells(_by_label(res)))
+    console.print(t)
 
 
 def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
