@@ -222,3 +222,24 @@ def test_corrupt_xz_one_line_exit_2(data_dir, tmp_path, damage):
     code, _, err = run_bsprof(["sass", str(p)])
     line = assert_one_line_error(code, err)
     assert str(p) in line and "does not decompress" in line and "re-download or re-compress" in line
+
+
+def test_executed_by_opcode_compares_per_mma_when_the_mma_counts_differ(data_dir):
+    # cuBLAS's 4096^3 launch against itself with twice the MMAs and SYNCS and every other count
+    # unchanged: per MMA, SYNCS did not change and everything else halved
+    import copy
+
+    from bsprof.analyzers.sass import analyze_ncu_report
+    from bsprof.analyzers.sass.compare import executed_opcodes
+
+    (a,) = analyze_ncu_report(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
+    b = copy.copy(a)
+    b.executed = [2 * n if ins.category == "mma" or ins.base == "SYNCS" else n
+                  for ins, n in zip(a.instructions, a.executed)]
+    ex = executed_opcodes(a, b)
+    assert ex["mma"]["b"] == 2 * ex["mma"]["a"] == 2 * 1048576
+    rows = ex["opcodes"]
+    assert "SYNCS" not in rows and "QGMMA" not in rows
+    assert rows["FFMA"]["delta"] == 0 and rows["FFMA"]["b_per_mma"] == pytest.approx(rows["FFMA"]["a_per_mma"] / 2, abs=1e-3)
+    per = [abs(r["delta_per_mma"]) for r in rows.values()]
+    assert per == sorted(per, reverse=True)

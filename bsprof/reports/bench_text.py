@@ -66,8 +66,8 @@ def print_table(console, results: list[dict], title: str) -> None:
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
         print_spread(console, results, names)
-        ours = [nm for nm in names if any(r.get("ours") for res in results for r in res["rows"]
-                                          if column_labels([r])[0] == nm)]
+        ours = [nm for nm in names if any(r.get("ours") for res in results
+                                          for label, r in _by_label(res).items() if label == nm)]
         if len(ours) > 1:
             print_paired(console, results, names, ours[0])
     if any(r.get("gap_us") is not None for res in results for r in res["rows"]):

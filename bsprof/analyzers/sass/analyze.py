@@ -166,6 +166,15 @@ class FunctionAnalysis:
     def feature_flags(self) -> dict[str, bool]:
         return {k: bool(f.present) for k, f in self.features.items()}
 
+    def executed_by_opcode(self, indices: Iterable[int] | None = None) -> dict[str, int]:
+        """ncu's executed counts summed per base opcode (empty without counts)."""
+        if self.executed is None:
+            return {}
+        out: Counter = Counter()
+        for i in (range(len(self.instructions)) if indices is None else indices):
+            out[self.instructions[i].base] += int(self.executed[i])
+        return dict(out)
+
     def executed_in(self, indices: Iterable[int]) -> int | None:
         if self.executed is None:
             return None

@@ -158,13 +158,9 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
 def per_tile_text(ex_cats: Counter, fa: FunctionAnalysis, indices: list[int], tiles: int) -> str:
     """'411 instructions per tile, 24 UTCQMMA (5.8%), 7 SYNCS, 7 UTCBAR, 373 other'."""
     total = sum(ex_cats.values()) / tiles
-    ops: Counter = Counter()
-    for i in indices:
-        ins = fa.instructions[i]
-        if ins.category == "mma":
-            ops[ins.base] += fa.executed[i]
-        elif ins.base in ("SYNCS", "UTCBAR", "R2UR"):
-            ops[ins.base] += fa.executed[i]
+    shown = [i for i in indices if fa.instructions[i].category == "mma"
+             or fa.instructions[i].base in ("SYNCS", "UTCBAR", "R2UR")]
+    ops = Counter(fa.executed_by_opcode(shown))
     parts = [f"{total:.0f} warp-instructions per tile"]
     rest = total
     for op, c in ops.most_common():

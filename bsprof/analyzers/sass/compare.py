@@ -68,36 +68,29 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
     return out
 
 
-def _executed_by_opcode(fa: FunctionAnalysis) -> tuple[dict[str, int], int]:
-    """Executed warp instructions per base opcode over the launch, and the executed MMAs."""
-    by: dict[str, int] = {}
-    mma = 0
-    for ins, n in zip(fa.instructions, fa.executed or ()):
-        by[ins.base] = by.get(ins.base, 0) + int(n)
-        if ins.category == "mma":
-            mma += int(n)
-    return by, mma
-
-
 def executed_opcodes(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
     """Executed instructions by opcode (ncu SourceCounters on both sides), and per executed MMA:
     the dynamic counterpart of the static opcode deltas. Per MMA, two kernels that split the same
     problem differently (unrolled or not, another tile) compare instruction for instruction: what
     the static K-loop cannot show (wait loops that spin, a body run more often than it reads)
     shows here. Sorted by the per-MMA change (by the absolute one when a side ran no MMA)."""
-    ea, ma = _executed_by_opcode(a)
-    eb, mb = _executed_by_opcode(b)
+    ea, eb = a.executed_by_opcode(), b.executed_by_opcode()
+    ma, mb = (fa.executed_in(i.index for i in fa.instructions if i.category == "mma") or 0 for fa in (a, b))
     rows = {}
     for op in set(ea) | set(eb):
         va, vb = ea.get(op, 0), eb.get(op, 0)
-        if va == vb:
-            continue
         r = {"a": va, "b": vb, "delta": vb - va}
         if ma and mb:
             r.update(a_per_mma=round(va / ma, 3), b_per_mma=round(vb / mb, 3),
                      delta_per_mma=round(vb / mb - va / ma, 3))
+        # per MMA where both ran MMAs: the same count over twice the MMAs is a change, twice the
+        # count over twice the MMAs is none
+        if (va * mb == vb * ma) if ma and mb else va == vb:
+            continue
         rows[op] = r
-    key = (lambda kv: -abs(kv[1]["delta_per_mma"])) if ma and mb else (lambda kv: -abs(kv[1]["delta"]))
+    # ties (by name) keep the order, and so the rows shown, the same from run to run
+    key = ((lambda kv: (-abs(kv[1]["delta_per_mma"]), kv[0])) if ma and mb
+           else (lambda kv: (-abs(kv[1]["delta"]), kv[0])))
     per_mma = None
     if ma and mb:
         per_mma = {"a": round(sum(ea.values()) / ma, 2), "b": round(sum(eb.values()) / mb, 2)}

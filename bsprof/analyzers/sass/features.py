@@ -125,7 +125,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     rings = ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or ring_sizes(fn, kloops)
     unrolled = False
     if not rings:
-        rings = unrolled_ring_sizes(fn, [lp for lp in kloops if lp.is_kloop] or kloops)
+        rings = unrolled_ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or unrolled_ring_sizes(fn, kloops)
         unrolled = bool(rings)
     # mbarrier.init lowers to SYNCS.EXCH.64 on sm_90/sm_100; a pipeline of S stages needs 2*S of
     # them (full + empty), plus a few for the accumulator/epilogue pipelines.
@@ -445,14 +445,16 @@ def _increment_step(ins: Instruction) -> tuple[str, int] | None:
 
 
 MBARRIER_BYTES = 8
+MAX_UNROLLED_RING = 64
 
 
 def unrolled_ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
     """Rings a K-loop walks without an index: unrolled over all its stages, it waits on each stage's
     full barrier at an address of its own, one base plus 8-byte steps (DeepGEMM's sm_90 kernels,
     whose loop is unrolled as deep as the ring or deeper; CuTe DSL with the stages unrolled).
-    The phase waits on one base whose offsets are N consecutive mbarriers give a ring of N. Returns
-    (N, the first wait) per K-loop that has one."""
+    The longest run of consecutive mbarriers the phase waits address from one base is the ring
+    (other waits on that base, another barrier array, do not break it; at most MAX_UNROLLED_RING).
+    Returns (N, the first wait of the run) per K-loop that has one."""
     out: list[tuple[int, Instruction]] = []
     for lp in kloops:
         uv = _UniformValues()
@@ -467,8 +469,13 @@ def unrolled_ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Ins
         best = 0, None
         for offsets in groups.values():
             ks = sorted(offsets)
-            if len(ks) >= 2 and all(b - a == MBARRIER_BYTES for a, b in zip(ks, ks[1:])) and len(ks) > best[0]:
-                best = len(ks), offsets[ks[0]]
+            start = 0
+            for j in range(1, len(ks) + 1):
+                if j == len(ks) or ks[j] - ks[j - 1] != MBARRIER_BYTES:
+                    n = j - start
+                    if 2 <= n <= MAX_UNROLLED_RING and n > best[0]:
+                        best = n, offsets[ks[start]]
+                    start = j
         if best[1] is not None:
             out.append(best)
     return out

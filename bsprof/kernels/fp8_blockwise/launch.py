@@ -96,7 +96,8 @@ def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_
 
 def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     """What a launch of this problem would build, on the CPU: tile, cluster, split-K and the other
-    per-problem switches, and why that tile (``choice``; None when the tile was given)."""
+    per-problem switches, why that tile (``choice``; None when the tile was given) and why that
+    tile order (``swizzle_why``; None when the user fixed it)."""
     mnkl = tuple(int(x) for x in mnkl)
     kw, static, why = _resolve(variant, config, mnkl, num_sms)
     swizzle_why = None
@@ -276,30 +277,37 @@ def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128,
 
 def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
                    split_k: int = 1, num_sms: int = H100_SMS) -> tuple[int, str]:
-    """``swizzle=0``: group tiles only when A and B (FP8, one byte each) do not fit in L2 together
-    and the persistent grid takes more than one round of tiles. Then a wave in M-major order
-    streams all of A from DRAM again for every few N columns, and under the power cap that DRAM
-    traffic costs clock; when they fit, grouping only spreads a wave's reads over more strips.
-    When a plain grid (no cluster) runs every work unit in its first round, the order decides no
-    reuse, only which CTA takes which tile: a group of 8 put the M tiles of each B column 8 CTAs
-    apart, and 200x8192x8192 (128x128 tiles, 128 of them) ran 1.20x slower that way than in plain
-    M-major order, where they are adjacent; 1.09-1.23x on the other two-M-tile shapes with a short
-    second tile, within 2% (or better) where the M tiles are full or there is one (H100,
-    docs/perf.md). One-round clustered grids kept the group: there it measured 0.98-1.02x.
+    """``swizzle=0``: group tiles when A and B (FP8, one byte each) do not fit in L2 together,
+    except on a plain grid whose work units all run in its first round. Grouped, a wave in M-major
+    order does not stream all of A from DRAM again for every few N columns, and under the power cap
+    that DRAM traffic costs clock; when they fit, grouping only spreads a wave's reads over more
+    strips. When a plain grid (no cluster) runs every work unit in its first round, the order
+    decides no reuse, only which CTA takes which tile: a group of 8 put the M tiles of each B column
+    8 CTAs apart, and 200x8192x8192 (128x128 tiles, 128 of them) ran 1.20-1.21x slower that way
+    than in plain M-major order, where they are adjacent; 1.09-1.23x on the other two-M-tile shapes
+    with a short second tile, within 2% (or better) where the M tiles are full or there is one
+    (H100, docs/perf.md). One-round clustered grids keep the group: there it measured 0.98-1.02x.
 
     The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
     the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
     as whole tiles, so a group of 8 on 28 cluster columns (N = 7168 in 256x128 tiles, 1x2
-    clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7."""
+    clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7. Returns the
+    group and why, in words (``bench --plan``)."""
     m, n, k, l = mnkl
     if (m + n) * k * l <= L2_BYTES:
         return 1, "A and B fit in L2"
-    if cluster_m * cluster_n == 1 and cfg.sched_tiles(m, n, l, tile_m, tile_n)[2] * split_k <= num_sms:
+    size = cluster_m * cluster_n
+    one_round = grid_ctas(mnkl, dict(tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n,
+                                     split_k=split_k), num_sms // size)[1] == 1
+    if one_round and size == 1:
         return 1, "every work unit runs in the first round"
     cols = -(-(-(-n // tile_n)) // cluster_n)
     group = min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
                 key=lambda g: (abs(g - AUTO_SWIZZLE), g))
-    return group, f"A and B overflow L2: groups of {group} of the {cols} cluster columns"
+    why = "A and B overflow L2" + (" (one round, but clustered grids keep the group)" if one_round else "")
+    if group == 1:
+        return 1, why + f": no group near {AUTO_SWIZZLE} divides the {cols} cluster columns"
+    return group, why + f": groups of {group} of the {cols} cluster columns"
 
 
 def auto_epi_split(mnkl) -> bool:

@@ -5,7 +5,7 @@ Every configuration the kernel takes (``config.tile_ns``: tile 64, 128 or 256 ro
 persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
 wins (fewer tile starts, less L2 traffic, what measured best at the tuned shapes), and between
 the two cluster axes, 1x2 (A multicast) unless the B tile is 1.5x the A tile or more (128x192 ran
-up to 3.5% faster in 2x1, 128x144 5% slower).
+up to 3.5% faster in 2x1, 128x144 4-5% slower).
 
 The model: the CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles
 each, so a last wave that is nearly empty costs a whole tile time. A tile's K block takes the
@@ -180,10 +180,11 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
 
 
 def _multicast_axis(c: Choice) -> int:
-    """Between clusters of one size that the model ties (it does where shared memory binds), the
-    one to take: 2x1 (B multicast) where the B tile is at least B_MULTICAST_RATIO times the A tile,
-    else 1x2 (A multicast, the tuned 256x128 tile's). Timed on the H100: 128x192 ran 0.99-1.035x
-    faster in 2x1 on four shapes (DeepGEMM's pick there), 128x144 0.95x at 4096x576x7168."""
+    """Between clusters of one size within the pick's 2% (where shared memory binds, the model ties
+    the two axes), the one to take: 2x1 (B multicast) where the B tile is at least
+    B_MULTICAST_RATIO times the A tile, else 1x2 (A multicast, the tuned 256x128 tile's). Timed on
+    the H100: 128x192 ran 0.99-1.035x in 2x1 against 1x2 on four shapes (DeepGEMM's pick there),
+    128x144 0.95-0.96x at 4096x576x7168."""
     return c.cluster_m if c.tile_n >= B_MULTICAST_RATIO * c.tile_m else c.cluster_n
 
 
@@ -209,8 +210,10 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     elif (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
         why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
                 f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
-    if pick.cluster_m > 1 and pick.cluster_n == 1 and pick.tile_n >= B_MULTICAST_RATIO * pick.tile_m:
-        why += f"; 2x1 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
+    twin = any((c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, c.split_k)
+               == (pick.tile_m, pick.tile_n, pick.cluster_n, pick.cluster_m, pick.split_k) for c in near)
+    if twin and pick.cluster_m > 1 and pick.cluster_n == 1:
+        why += f"; 2x1 over 1x2 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
