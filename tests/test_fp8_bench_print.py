@@ -153,8 +153,9 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
 
 
 def test_an_a_b_prints_each_kernel_against_the_first_round_by_round(data_dir):
-    # H100, 2026-11-27 (docs/perf.md, the tile-order rule's A/B): `--rounds 5 --kernels
-    # 'optimized optimized:swizzle=8'` at 200x8192x8192 and 256x8192x8192
+    # a real H100 A/B (`--rounds 5 --kernels 'optimized optimized:swizzle=8'` at 200x8192x8192 and
+    # 256x8192x8192; docs/perf.md has the run): one shape where the second kernel loses every
+    # round, one where the two sit within a few percent
     from bsprof.analyzers.bench_rows import paired_cell, paired_speedups
     from bsprof.reports.bench_text import print_table
 

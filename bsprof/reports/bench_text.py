@@ -127,6 +127,8 @@ def print_spread(console, results: list[dict], names: list[str]) -> None:
 def print_paired(console, results: list[dict], names: list[str], first: str) -> None:
     """An A/B of several kernels: each against the first, round by round (the rounds time every
     kernel back to back, so a pair shares the clock that moves the absolute numbers)."""
+    from rich.table import Table
+
     from bsprof.analyzers.bench_rows import paired_cell
 
     others = [nm for nm in names if nm != first]
@@ -134,8 +136,6 @@ def print_paired(console, results: list[dict], names: list[str], first: str) -> 
     def cells(by: dict) -> list[str]:
         base = by.get(first)
         return [paired_cell(by[nm], base) if base and nm in by else "—" for nm in others]
-
-    from rich.table import Table
 
     t = Table(title=f"against {first}, round by round: its time / each kernel's (> 1: faster), "
                     "median (rounds' range)")
