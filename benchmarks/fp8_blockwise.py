@@ -11,10 +11,17 @@ plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
     python3 benchmarks/fp8_blockwise.py --check-only --shapes 1000,1000,512;256,384,1024,2
+    python3 benchmarks/fp8_blockwise.py --rounds 3 --shapes '150,7168,16384@tile_m=128,tile_n=128;288,2560,8192@tile_m=64,tile_n=128'
+        # a per-shape configuration ("given") against the per-shape pick, e.g. a tile choice before a
+        # change to select.py against after it, on shapes no configuration was fitted on
     python3 benchmarks/fp8_blockwise.py --inputs int --cute-example ~/cutlass   # + NVIDIA's dense FP8 example
 
 On the device machine: ``source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh;
 export PYTHONPATH=$PWD:$PYTHONPATH; python3 benchmarks/fp8_blockwise.py``.
+
+``--json`` is rewritten after every shape, and an interrupted run (Ctrl-C, or SIGTERM from a
+``timeout`` around it) prints and keeps the shapes it finished (``"complete": false``), so a run
+cut short by a time limit still leaves its numbers.
 """
 
 from __future__ import annotations
@@ -49,13 +56,14 @@ def main(argv=None) -> int:
     from rich.console import Console
 
     from bsprof.errors import BsprofError
-    from bsprof.kernels.api import parse_mnkl
     from bsprof.profile.bench.fp8_blockwise import PEERS, measure
     from bsprof.reports.bench_text import print_table
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=None, help="';'-separated M,N,K[,L] (default: the suite's)")
+    ap.add_argument("--shapes", default=None,
+                    help="';'-separated M,N,K[,L] (default: the suite's); M,N,K@knob=v,knob=v also times the "
+                         "first kernel with those knobs on that shape alone, as the column 'given'")
     ap.add_argument("--suite", choices=sorted(SUITES), default="targets",
                     help="named shape list: targets (the three squares), deepgemm (DeepGEMM's normal-GEMM "
                          "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table) or "
@@ -111,35 +119,57 @@ def main(argv=None) -> int:
     suite = args.suite == "deepgemm"
     ratio_table = args.suite in ("deepgemm", "heldout") and not args.shapes
     kernels = (args.kernels or ("optimized" if ratio_table else "optimized baseline")).split()
-    shapes = [parse_mnkl(s) for s in (args.shapes or SUITES[args.suite]).split(";") if s.strip()]
+    try:
+        shapes, given = parse_shapes(args.shapes or SUITES[args.suite], kernels[0])
+    except BsprofError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+    per_shape = [kernels + ([given[i]] if given[i] else []) for i in range(len(shapes))]
     peer_names = ("deepgemm", "cublas_blockwise", "cublas_tensorwise") if (suite or ratio_table) else PEERS
     import torch
 
+    if not torch.cuda.is_available():
+        console.print("[red]no CUDA GPU here: this benchmark times kernels on one; run it on the GPU host "
+                      "(see the top of this file); `bsprof bench --plan` shows its tile choices on the CPU[/red]",
+                      soft_wrap=True)
+        return 2
     dev = torch.cuda.get_device_name(0)
     if args.jobs > 0:
-        warm(shapes, kernels, args.jobs, args.inputs, deepgemm=not (args.check_only or args.no_peers))
+        warm(shapes, per_shape, args.jobs, args.inputs, deepgemm=not (args.check_only or args.no_peers))
     results = []
     failed = False
-    for mnkl in shapes:
-        try:
-            res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
-                          iters=3 if args.check_only else args.iters, check=True,
-                          peers=not (args.check_only or args.no_peers),
-                          warmup_s=0.0 if args.check_only else args.warmup_s,
-                          rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
-                          launch_gaps=args.launch_gaps and not args.check_only, inputs=args.inputs,
-                          cute_example=None if (args.check_only or args.no_peers) else args.cute_example,
-                          peer_names=peer_names, hold=args.hold)
-        except BsprofError as exc:
-            console.print(f"[red]{mnkl}: {exc}[/red]")
-            failed = failed or not (suite and mnkl[0] in REPORT_ONLY_M)
-            continue
-        results.append(res)
-        for r in res["rows"]:
-            if r["ours"] and (not isinstance(r["rel_err"], float) or r["rel_err"] > 1e-2):
-                console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > 1e-2[/red]")
-                failed = True
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    def save(complete: bool) -> None:
+        if args.json:
+            from bsprof import artifacts
+
+            artifacts.save(args.json, artifacts.document("bench", {
+                "family": "fp8-blockwise", "variant": "optimized", "device": dev, "date": when,
+                "inputs": args.inputs, "hold": args.hold, "complete": complete, "results": results}), indent=1)
+
+    interrupted = None
+    with _sigterm_interrupts():
+        for i, mnkl in enumerate(shapes):
+            try:
+                res = _measure_one(measure, mnkl, per_shape[i], given[i], args, peer_names)
+            except KeyboardInterrupt:
+                interrupted = i
+                break
+            except BsprofError as exc:
+                console.print(f"[red]{mnkl}: {exc}[/red]")
+                failed = failed or not (suite and mnkl[0] in REPORT_ONLY_M)
+                continue
+            results.append(res)
+            for r in res["rows"]:
+                if r["ours"] and (not isinstance(r["rel_err"], float) or r["rel_err"] > 1e-2):
+                    console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > 1e-2[/red]")
+                    failed = True
+            save(complete=False)
+    if interrupted is not None:
+        console.print(f"[red]interrupted at shape {interrupted + 1} of {len(shapes)}: the tables below hold the "
+                      f"{len(results)} finished{' (also in ' + args.json + ')' if args.json else ''}[/red]")
+        failed = True
     rounds = f", median round of {args.rounds}" if args.rounds > 1 else ""
     queue = "launches queued back to back" if args.hold else "launches at the host's pace"
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
@@ -147,13 +177,70 @@ def main(argv=None) -> int:
     if any(r["name"] == "deepgemm" for res in results for r in res["rows"]):
         met = print_vs_deepgemm(console, results, kernels[0], held_to_target=args.suite != "heldout")
         failed = failed or (suite and not met)
-    if args.json:
-        from bsprof import artifacts
-
-        artifacts.save(args.json, artifacts.document("bench", {
-            "family": "fp8-blockwise", "variant": "optimized", "device": dev, "date": when,
-            "inputs": args.inputs, "hold": args.hold, "results": results}), indent=1)
+    save(complete=interrupted is None)
     return 1 if failed else 0
+
+
+GIVEN = "given"
+
+
+def parse_shapes(text: str, first: str) -> tuple[list[tuple], list[str | None]]:
+    """'M,N,K[,L][@knobs];...' -> the problems and, per problem, the spec timed as 'given' (the
+    first kernel's variant with those knobs) or None."""
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.api import parse_mnkl
+    from bsprof.kernels.fp8_blockwise.config import parse_spec, resolve
+
+    shapes, given = [], []
+    for item in (s.strip() for s in text.split(";")):
+        if not item:
+            continue
+        shape, _, knobs = item.partition("@")
+        shapes.append(parse_mnkl(shape))
+        spec = None
+        if knobs:
+            spec = f"{parse_spec(first)[0]}:{knobs}"
+            resolve(*parse_spec(spec))       # a bad knob is named before anything is built
+        elif "@" in item:
+            raise BsprofError(f"{item!r}: nothing after '@'; write M,N,K@knob=v,knob=v (e.g. @tile_m=64,tile_n=128)")
+        given.append(spec)
+    return shapes, given
+
+
+def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, peer_names) -> dict:
+    res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
+                  iters=3 if args.check_only else args.iters, check=True,
+                  peers=not (args.check_only or args.no_peers),
+                  warmup_s=0.0 if args.check_only else args.warmup_s,
+                  rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
+                  launch_gaps=args.launch_gaps and not args.check_only, inputs=args.inputs,
+                  cute_example=None if (args.check_only or args.no_peers) else args.cute_example,
+                  peer_names=peer_names, hold=args.hold)
+    if given:
+        # one column for every shape's own configuration; the spec stays on the row
+        for r in res["rows"]:
+            if r["ours"] and r["name"] == given:
+                r["name"], r["given"] = GIVEN, given
+    return res
+
+
+class _sigterm_interrupts:
+    """SIGTERM (what ``timeout`` sends) raises KeyboardInterrupt while the shapes run, so the loop
+    can stop and keep what it finished; the previous handler comes back afterwards."""
+
+    def __enter__(self):
+        import signal
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt
+        self._old = signal.signal(signal.SIGTERM, stop)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
@@ -179,7 +266,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
 
 
 def warm(shapes, kernels, jobs: int, inputs: str, deepgemm: bool) -> None:
-    """Build every kernel in ``jobs`` spawned processes (the GPU host has the cores; one process
+    """Build every kernel (``kernels``: one spec list per shape) in ``jobs`` spawned processes (the GPU host has the cores; one process
     compiles one kernel at a time). The builds land in the JIT caches on disk, which the timing
     process then reads."""
     import multiprocessing
@@ -188,7 +275,7 @@ def warm(shapes, kernels, jobs: int, inputs: str, deepgemm: bool) -> None:
 
     t0 = time.time()
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
-        done = list(ex.map(_warm_one, shapes, [kernels] * len(shapes), [inputs] * len(shapes),
+        done = list(ex.map(_warm_one, shapes, kernels, [inputs] * len(shapes),
                            [deepgemm] * len(shapes)))
     print(f"built {len(shapes)} problems in {jobs} processes in {time.time() - t0:.0f} s: " + "; ".join(done),
           flush=True)

@@ -41,6 +41,13 @@ ties them with the plain grid or favours the cluster, but timed side by side the
 old clustered one on eight (1.08-1.29x; 0.94x at 200x8192x8192). Wider and 256-row tiles ran
 within 5% either way, so the model still decides those.
 
+A 128-row plain-grid pick whose last M tile has its second 64-row wave all padding gives way to
+the cheapest 64-row plain-grid tile modelled within HALF_PADDED_WITHIN of it (_half_padded): such
+128-row tiles ran 1.2-2.2x slower per K block than modelled at M = 140-700 (stages landing late;
+the cause is not measured) while 64-row tiles stayed within 0.8-1.1x, so within a few percent the
+64-row tile is the faster one (1.02-1.47x on 9 shapes timed after the rule was fixed). Further
+apart the move lost as often as it won, so the rule stops there.
+
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
 considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
 that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
@@ -94,6 +101,8 @@ DRAM_BYTES_PER_CYCLE = 1150
 NARROW_UNCLUSTERED = 128
 # a tie between cluster axes goes to B multicast from this B / A tile ratio on (_multicast_axis)
 B_MULTICAST_RATIO = 1.5
+# how close a 64-row plain-grid tile must be modelled to a half-padded 128-row pick to replace it
+HALF_PADDED_WITHIN = 1.03
 
 
 @dataclass(frozen=True)
@@ -188,6 +197,14 @@ def _multicast_axis(c: Choice) -> int:
     return c.cluster_m if c.tile_n >= B_MULTICAST_RATIO * c.tile_m else c.cluster_n
 
 
+def _half_padded(m: int, c: Choice) -> str:
+    """``c``'s tile, named, where it is a 128-row plain-grid tile whose last M tile has its second
+    64-row wave all padding; else ''."""
+    if c.tile_m == 128 and c.cluster_m * c.cluster_n == 1 and 0 < m % 128 <= 64:
+        return f"{c.tile_m}x{c.tile_n}"
+    return ""
+
+
 def choose(mnkl, promote: str = "serial", num_sms: int = 132,
            fits: Callable[[Choice], bool] | None = None) -> tuple[Choice, str]:
     """The configuration for this problem and one line saying why. ``fits``: only configurations
@@ -200,6 +217,14 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
     pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
                                     _multicast_axis(c), -c.cycles))
+    padded = _half_padded(mnkl[0], pick)
+    if padded:
+        plain64 = min((c for c in cands if c.tile_m == 64 and c.cluster_m * c.cluster_n == 1),
+                      key=lambda c: c.cycles, default=None)
+        if plain64 is not None and plain64.cycles <= pick.cycles * HALF_PADDED_WITHIN:
+            pick = plain64
+        else:
+            padded = ""
     default = cost(mnkl, 256 if mnkl[0] > 128 else 128, 128, 1, 2, num_sms)
     why = pick.describe()
     if pick.split_k > 1:
@@ -214,6 +239,10 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                == (pick.tile_m, pick.tile_n, pick.cluster_n, pick.cluster_m, pick.split_k) for c in near)
     if twin and pick.cluster_m > 1 and pick.cluster_n == 1:
         why += f"; 2x1 over 1x2 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
+    if padded:
+        why += (f"; 64 rows, not {padded} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): its last M tile would "
+                f"have its second wave all padding (M % 128 = {mnkl[0] % 128}), where 128-row tiles ran up to 2x "
+                "slower than modelled")
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
