@@ -27,8 +27,10 @@ cut short by a time limit still leaves its numbers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -224,23 +226,17 @@ def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, pee
     return res
 
 
-class _sigterm_interrupts:
+@contextlib.contextmanager
+def _sigterm_interrupts():
     """SIGTERM (what ``timeout`` sends) raises KeyboardInterrupt while the shapes run, so the loop
     can stop and keep what it finished; the previous handler comes back afterwards."""
-
-    def __enter__(self):
-        import signal
-
-        def stop(signum, frame):
-            raise KeyboardInterrupt
-        self._old = signal.signal(signal.SIGTERM, stop)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        signal.signal(signal.SIGTERM, self._old)
-        return False
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
