@@ -103,6 +103,29 @@ def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split,
     assert int(p._split_ws[1].abs().sum()) == 0
 
 
+# the last M tile shifted up to end at M (shift_last_m): 128-row plain and split-K tiles, a
+# 256-row tile in a 1x2 cluster, and the per-warpgroup epilogue (short K)
+SHIFTED = [((288, 2560, 1024, 1), (128, 64), (1, 1), 1), ((300, 520, 1024, 1), (256, 128), (1, 2), 1),
+           ((200, 1040, 2048, 1), (128, 64), (1, 1), 2), ((160, 264, 512, 1), (128, 128), (1, 1), 1)]
+
+
+@pytest.mark.parametrize("mnkl, tile, cluster, split", SHIFTED, ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else f"s{x}")
+def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile, cluster, split):
+    # the shifted tile recomputes rows of the tile before it: every row is the same product, so
+    # the output is bit for bit the one the padded last tile writes
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    kw = dict(seed=4, mma_tiler=tile, cluster=cluster, split_k=split)
+    p = prepare("optimized", mnkl, **kw)
+    assert p.config["shift_last_m"] and p.check() < 1e-2
+    q = prepare("optimized", mnkl, shift_last_m=0, **kw)
+    assert q.check() < 1e-2
+    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
+
+
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):

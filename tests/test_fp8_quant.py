@@ -249,6 +249,23 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
         Fp8BlockwiseGemm(swizzle=0)
 
 
+def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+
+    assert cfg.resolve("optimized")["shift_last_m"]
+    plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
+    k128 = Fp8BlockwiseGemm(tile_m=128, **plain)
+    assert k128._shift_rows(288) == 160 and k128._shift_rows(200) == 72
+    assert k128._shift_rows(256) == 0          # no tile runs past M
+    assert k128._shift_rows(100) == 0          # one tile, taller than M: nothing to shift into
+    assert k128._shift_rows(object()) == 0     # a shape-generic build: M is not known
+    assert Fp8BlockwiseGemm(tile_m=256, **{**plain, "cluster_n": 2})._shift_rows(300) == 44
+    assert Fp8BlockwiseGemm(tile_m=64, **plain)._shift_rows(100) == 0       # 64-row tiles: not measured
+    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "cluster_m": 2})._shift_rows(288) == 0
+    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "epilogue": "direct"})._shift_rows(288) == 0
+    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "shift_last_m": False})._shift_rows(288) == 0
+
+
 def test_b_scale_tma_gives_way_where_it_cannot_work():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit

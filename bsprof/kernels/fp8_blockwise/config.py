@@ -30,7 +30,7 @@ VARIANTS: dict[str, dict] = {
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto"),
+                      tiles="auto", shift_last_m=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -52,7 +52,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
