@@ -106,7 +106,8 @@ def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split,
 # the last M tile shifted up to end at M (shift_last_m): 128-row plain and split-K tiles, a
 # 256-row tile in a 1x2 cluster, and the per-warpgroup epilogue (short K)
 SHIFTED = [((288, 2560, 1024, 1), (128, 64), (1, 1), 1), ((300, 520, 1024, 1), (256, 128), (1, 2), 1),
-           ((200, 1040, 2048, 1), (128, 64), (1, 1), 2), ((160, 264, 512, 1), (128, 128), (1, 1), 1)]
+           ((200, 1040, 2048, 1), (128, 64), (1, 1), 2), ((160, 264, 512, 1), (128, 128), (1, 1), 1),
+           ((333, 520, 1024, 1), (128, 128), (1, 1), 1), ((130, 2104, 1152, 1), (128, 64), (1, 1), 1)]
 
 
 @pytest.mark.parametrize("mnkl, tile, cluster, split", SHIFTED, ids=lambda x: "x".join(map(str, x))

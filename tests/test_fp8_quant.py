@@ -256,6 +256,10 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
     k128 = Fp8BlockwiseGemm(tile_m=128, **plain)
     assert k128._shift_rows(288) == 160 and k128._shift_rows(200) == 72
+    # a start off a 16-byte A-scale boundary rounds up: the tile ends up to 3 rows past M
+    assert k128._shift_rows(333) == 208 and k128._shift_rows(1002) == 876
+    assert k128._shift_rows(130) == 4
+    assert k128._shift_rows(255) == 0          # rounded up to the unshifted start: nothing gained
     assert k128._shift_rows(256) == 0          # no tile runs past M
     assert k128._shift_rows(100) == 0          # one tile, taller than M: nothing to shift into
     assert k128._shift_rows(object()) == 0     # a shape-generic build: M is not known
