@@ -251,23 +251,32 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
 
 def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["shift_last_m"]
+    start = cfg.shifted_start
+    assert start(288, 128) == 160 and start(200, 128) == 72
+    # a start off a 16-byte A-scale boundary rounds up: the tile ends up to 3 rows past M
+    assert start(333, 128) == 208 and start(1002, 128) == 876 and start(130, 128) == 4
+    assert start(255, 128) == 0          # rounded up to the unshifted start: nothing gained
+    assert start(256, 128) == 0          # no tile runs past M
+    assert start(100, 128) == 0          # one tile, taller than M: nothing to shift into
+    assert start(300, 256) == 44
+    assert start(100, 64) == 0           # 64-row tiles: their boxes past M were not slow
+    assert start(288, 128, cluster_m=2) == 0 and start(288, 128, schedule="pingpong") == 0
+    assert start(288, 128, epilogue="direct") == 0
+    # the kernel applies the same rule, to shape-specialized builds only
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
     k128 = Fp8BlockwiseGemm(tile_m=128, **plain)
-    assert k128._shift_rows(288) == 160 and k128._shift_rows(200) == 72
-    # a start off a 16-byte A-scale boundary rounds up: the tile ends up to 3 rows past M
-    assert k128._shift_rows(333) == 208 and k128._shift_rows(1002) == 876
-    assert k128._shift_rows(130) == 4
-    assert k128._shift_rows(255) == 0          # rounded up to the unshifted start: nothing gained
-    assert k128._shift_rows(256) == 0          # no tile runs past M
-    assert k128._shift_rows(100) == 0          # one tile, taller than M: nothing to shift into
+    assert [k128._shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
     assert k128._shift_rows(object()) == 0     # a shape-generic build: M is not known
-    assert Fp8BlockwiseGemm(tile_m=256, **{**plain, "cluster_n": 2})._shift_rows(300) == 44
-    assert Fp8BlockwiseGemm(tile_m=64, **plain)._shift_rows(100) == 0       # 64-row tiles: not measured
     assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "cluster_m": 2})._shift_rows(288) == 0
-    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "epilogue": "direct"})._shift_rows(288) == 0
     assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "shift_last_m": False})._shift_rows(288) == 0
+    # and `bench --plan` says where the last tile starts, as the build would
+    assert plan("optimized", (288, 2560, 8192, 1))["shift_start"] == 160
+    assert plan("optimized", (1000, 7168, 2048, 1))["shift_start"] == 744
+    assert plan("optimized", (4096, 4096, 4096, 1))["shift_start"] == 0
+    assert plan("optimized", (288, 2560, 8192, 1), shift_last_m=0)["shift_start"] == 0
 
 
 def test_b_scale_tma_gives_way_where_it_cannot_work():

@@ -184,6 +184,10 @@ def render_plan(console, doc: dict) -> None:
             return _stages(v, doc.get("smem_stages"))
         if k == "swizzle" and doc.get("swizzle_why"):
             return f"{v} ({doc['swizzle_why']})"
+        if k == "shift_last_m" and v:
+            start = doc.get("shift_start", 0)
+            return (f"{v} (last M tile computes rows {start}-{start + int(doc['tile'].split('x')[0]) - 1}, "
+                    "its boxes inside M)" if start else f"{v} (no M tile to shift here)")
         return str(v)
 
     sw = ", ".join(f"{k}={shown(k, v)}"

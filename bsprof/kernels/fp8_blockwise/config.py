@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN
 
 VARIANTS: dict[str, dict] = {
     # the plain design: 128x128 tile, 4-stage ring, direct SIMT epilogue, one compile
@@ -227,6 +228,24 @@ def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n
     sw = max(int(swizzle), 1)       # swizzle is a Python int even in the kernel (0: not resolved yet)
     tiles_n = (cols + sw - 1) // sw * sw * cluster_n
     return tiles_m, tiles_n, tiles_m * tiles_n * l
+
+
+def shifted_start(m: int, tile_m: int, cluster_m: int = 1, schedule: str = "coop", epilogue: str = "tma") -> int:
+    """The first row of the last M tile when ``shift_last_m`` shifts it up to end at M; 0 where it
+    stays put. A TMA box that runs past the tensor's end (its rows past M zero-filled) made every K
+    block of that tile's stages land late: l2-bound 128-row tiles of 64-128 columns with 32-112
+    rows past M ran 1.24-1.66x slower than the same tiles kept inside (docs/perf.md). The shifted
+    tile recomputes rows of the tile before it and stores the same values there. The start is
+    rounded up to a multiple of SFA_ALIGN rows: the A-scale box runs along its tensor's innermost
+    dimension, and a box start off 16 bytes faulted on the GPU; the tile then ends up to
+    SFA_ALIGN - 1 rows past M, which costs nothing measurable. Only for 128- and 256-row tiles
+    without an M cluster (whose multicast pairs tiles by row), the cooperative schedule and the
+    TMA epilogue, the paths the GPU tests check."""
+    if tile_m < 128 or m <= tile_m or m % tile_m == 0 or cluster_m != 1 or schedule == "pingpong" \
+            or epilogue != "tma":
+        return 0
+    start = -(-(m - tile_m) // SFA_ALIGN) * SFA_ALIGN
+    return start if start < (m - 1) // tile_m * tile_m else 0
 
 
 def split_range(s, kb, split: int) -> tuple:

@@ -76,8 +76,8 @@ from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, epi_stages, epi_tile_cols,
-                                                 max_smem_stages, sched_tiles, split_range, two_scale_blocks)
-from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN
+                                                 max_smem_stages, sched_tiles, shifted_start, split_range,
+                                                 two_scale_blocks)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -740,22 +740,12 @@ class Fp8BlockwiseGemm:
             cute.copy(tma_atom_sfa, tFgF[(None, a_tile, kidx, l_idx)], tFsF[(None, dst)], tma_bar_ptr=bar)
 
     def _shift_rows(self, m_total) -> int:
-        """Where the last M tile starts when it is shifted up to end at M (0: not shifted). A
-        TMA box that runs past the tensor's end (its rows past M zero-filled) made every K block
-        of that tile's stages land late: 128-row tiles with 32-96 rows past M ran 1.3-1.6x slower
-        than the same tiles kept inside (docs/perf.md). The shifted tile recomputes rows of the
-        tile before it and stores the same values there. The start is rounded up to a multiple of
-        SFA_ALIGN rows: the A-scale box runs along its tensor's innermost dimension, where a box
-        start off a 16-byte boundary is suspected of the faults the unrounded shift met on the GPU;
-        the tile then ends up to SFA_ALIGN - 1 rows past M, which costs nothing measurable (64-row
-        tiles 32 rows past M ran at the model's pace)."""
-        if (self.shift_last_m and isinstance(m_total, int) and self.tile_m >= 128 and m_total > self.tile_m
-                and m_total % self.tile_m and self.cluster_shape_mn[0] == 1 and not self.pingpong
-                and self.epilogue == "tma"):
-            start = -(-(m_total - self.tile_m) // SFA_ALIGN) * SFA_ALIGN
-            if start < (m_total - 1) // self.tile_m * self.tile_m:
-                return start
-        return 0
+        """Where the last M tile starts when it is shifted up to end at M (0: not shifted; see
+        config.shifted_start). ``m_total`` is an int only in a shape-specialized build."""
+        if not (self.shift_last_m and isinstance(m_total, int)):
+            return 0
+        return shifted_start(m_total, self.tile_m, self.cluster_shape_mn[0],
+                             "pingpong" if self.pingpong else "coop", self.epilogue)
 
     @cute.jit
     def _tile_m0(self, tile_m_idx):

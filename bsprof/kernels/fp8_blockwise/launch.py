@@ -105,11 +105,17 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
     shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
-             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem")
+             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m")
+    # the row the last M tile starts at when the build shifts it (the kernel applies the same rule)
+    shift_start = 0
+    if kw.get("shift_last_m") and static:
+        shift_start = cfg.shifted_start(mnkl[0], kw["tile_m"], kw.get("cluster_m", 1), kw.get("schedule", "coop"),
+                                        kw.get("epilogue", "direct"))
     return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
                 tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
                 split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why,
-                smem_stages=cfg.smem_stages(kw), swizzle_why=swizzle_why, switches={k: kw[k] for k in shown if k in kw})
+                smem_stages=cfg.smem_stages(kw), swizzle_why=swizzle_why, shift_start=shift_start,
+                switches={k: kw[k] for k in shown if k in kw})
 
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:

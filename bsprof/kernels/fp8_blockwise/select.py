@@ -43,9 +43,10 @@ within 5% either way, so the model still decides those.
 
 A 128-row plain-grid pick whose last M tile has its second 64-row wave all padding gives way to
 the cheapest 64-row plain-grid tile modelled within HALF_PADDED_WITHIN of it (_half_padded): such
-128-row tiles ran 1.2-2.2x slower per K block than modelled at M = 140-700 (stages landing late;
-the cause is not measured) while 64-row tiles stayed within 0.8-1.1x, so within a few percent the
-64-row tile is the faster one (1.02-1.47x on 9 shapes timed after the rule was fixed). Further
+128-row tiles ran 1.2-2.2x slower per K block than modelled at M = 140-700 (their boxes past M
+made stages land late; the kernel's shift_last_m now keeps them inside) while 64-row tiles stayed
+within 0.8-1.1x, so within a few percent the 64-row tile is the faster one (1.02-1.47x on 9 shapes
+timed after the rule was fixed, and 1.02-1.17x over the shifted 128-row tile on three). Further
 apart the move lost as often as it won, so the rule stops there.
 
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
@@ -241,8 +242,8 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
         why += f"; 2x1 over 1x2 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
     if padded:
         why += (f"; 64 rows, not {padded} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): its last M tile would "
-                f"have its second wave all padding (M % 128 = {mnkl[0] % 128}), where 128-row tiles ran up to 2x "
-                "slower than modelled")
+                f"have its second wave all padding (M % 128 = {mnkl[0] % 128}), where the 64-row tile ran faster "
+                "when modelled this close")
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
