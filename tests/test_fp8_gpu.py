@@ -103,6 +103,23 @@ def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split,
     assert int(p._split_ws[1].abs().sum()) == 0
 
 
+# K past the default B-scale stash (128 K blocks): the stash sized to the problem's K blocks (129
+# and 148), for tiles whose width straddles scale blocks (two B scales a block), one warpgroup,
+# and a split-K unit whose K range starts inside the stash
+LONG_K = [((200, 392, 16512, 1), (128, 96), 1), ((136, 520, 18944, 1), (64, 80), 1),
+          ((200, 392, 18944, 1), (128, 48), 2)]
+
+
+@pytest.mark.parametrize("mnkl, tile, split", LONG_K, ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else f"s{x}")
+def test_a_long_k_stashes_every_b_scale_and_matches_float64(mnkl, tile, split):
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", mnkl, seed=9, mma_tiler=tile, cluster=(1, 1), split_k=split)
+    assert p.config["sfb_smem"] and p.config["sfb_kb"] == -(-mnkl[2] // 512) * 4
+    assert p.check() < 1e-2
+
+
 # the last M tile shifted up to end at M (shift_last_m): 128-row plain and split-K tiles, a
 # 256-row tile in a 1x2 cluster, and the per-warpgroup epilogue (short K)
 SHIFTED = [((288, 2560, 1024, 1), (128, 64), (1, 1), 1), ((300, 520, 1024, 1), (256, 128), (1, 2), 1),

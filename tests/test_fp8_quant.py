@@ -122,16 +122,25 @@ def test_grid_for_the_persistent_scheduler():
     assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
 
 
-def test_smem_scale_stash_is_dropped_or_refused_past_its_capacity():
+def test_smem_scale_stash_grows_with_k_then_is_dropped_or_refused():
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
 
-    kw = cfg.resolve("optimized")
+    kw = cfg.resolve("optimized", {"mma_tiler": (128, 96), "cluster": (1, 1)})   # 96: no B-scale TMA
     assert kw["sfb_smem"]
     small = dict(kw)
     _check_knobs_fit(small, (4096, 4096, 16384, 1), static=True)
-    assert small["sfb_smem"]
+    assert small["sfb_smem"] and small.get("sfb_kb", cfg.SFB_SMEM_KB) == cfg.SFB_SMEM_KB
+    # a shape-specialized build sizes the stash to its K blocks (rounded up to 16 bytes) ...
+    long = dict(kw)
+    _check_knobs_fit(long, (384, 3584, 18944, 1), static=True)
+    assert long["sfb_smem"] and not long["sfb_tma"] and long["sfb_kb"] == 148
+    assert cfg.smem_stages(long) == 7          # 1,184 stash bytes against 1,024: the same ring depth
+    odd = dict(kw)
+    _check_knobs_fit(odd, (384, 3584, 16512, 1), static=True)
+    assert odd["sfb_kb"] == 132
+    # ... and goes without it past SFB_STASH_MAX_KB
     big = dict(kw)
-    _check_knobs_fit(big, (4096, 4096, 32768, 1), static=True)       # shape-specialized: just drop it
+    _check_knobs_fit(big, (384, 3584, 128 * (cfg.SFB_STASH_MAX_KB + 1), 1), static=True)
     assert not big["sfb_smem"]
     with pytest.raises(BsprofError, match="sfb_smem=0"):
         _check_knobs_fit(dict(kw, sfa_tma=False, sfb_tma=False), (4096, 4096, 32768, 1), static=False)
@@ -660,13 +669,13 @@ def test_one_warpgroup_tiles_stash_their_b_scales_unless_asked_otherwise():
         kw = _kernel_kwargs("optimized", {}, False, 0, 0)
         _check_knobs_fit(kw, mnkl, static=True)
         assert kw["tile_m"] == tile_m and kw["sfb_tma"] is by_tma and kw["sfb_smem"]
-    # asked for, the B-scale TMA stays; past the stash's K blocks the stage's TMA keeps them
+    # asked for, the B-scale TMA stays; past 128 K blocks (measured only below) the stage's TMA keeps them
     kw = _kernel_kwargs("optimized", {"sfb_tma": 1}, False, 0, 0)
     _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"sfb_tma": 1})
     assert kw["tile_m"] == 64 and kw["sfb_tma"]
     kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "cluster": (1, 1)}, False, 0, 0)
     _check_knobs_fit(kw, (128, 2112, 32768, 1), static=True)
-    assert kw["sfb_tma"] and not kw["sfb_smem"]
+    assert kw["sfb_tma"] and kw.get("sfb_kb") is None
 
 
 def test_a_shape_the_kernel_cannot_take_names_the_nearest_one():

@@ -31,7 +31,7 @@ Switches:
                   of global loads); needs a shape-specialized build (and the operands' aligned
                   scale rows, quant.aligned_scales)
 ``swizzle``       persistent-scheduler swizzle
-``sfb_smem``      stage the tile's B scales in smem once per tile (K <= 16384)
+``sfb_smem``      stage the tile's B scales in smem once per tile (``sfb_kb`` K blocks of them)
 ``consumer_regs``/``producer_regs``  the setmaxnreg split
 ``schedule``      "coop": both consumer warpgroups share every tile (64 rows each per wave) and
                   run the epilogue together; "pingpong": each warpgroup owns whole 128-row tiles
@@ -115,6 +115,7 @@ class Fp8BlockwiseGemm:
         launch_cluster: bool = False,
         split_k: int = 1,
         shift_last_m: bool = False,
+        sfb_kb: int = SFB_SMEM_KB,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -157,6 +158,7 @@ class Fp8BlockwiseGemm:
         # (DeepGEMM does the same): the K-loop reads them with LDS instead of a uniform LDG
         # whose R2UR move stalls on the load (ncu: long-scoreboard on the scale FMUL)
         self.sfb_smem = bool(sfb_smem)
+        self.sfb_kb = int(sfb_kb)        # K blocks the stash holds (config.sfb_stash_kb)
         # a shape-specialized build whose last M tile would run past M computes rows M - tile_m ..
         # M - 1 instead (_shift_rows): its A and A-scale boxes then stay inside the operands
         self.shift_last_m = bool(shift_last_m)
@@ -227,7 +229,7 @@ class Fp8BlockwiseGemm:
         self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
         max_stage = max_smem_stages(self.tile_m, self.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
                                     sfa_tma=self.sfa_tma, sfb_tma=self.sfb_tma, sfb_smem=self.sfb_smem,
-                                    epilogue=self.epilogue)
+                                    epilogue=self.epilogue, sfb_kb=self.sfb_kb)
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
             raise ValueError(f"tile {self.tile_m}x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
@@ -309,7 +311,7 @@ class Fp8BlockwiseGemm:
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
-        sfb_words = 2 * SFB_SMEM_KB if self.sfb_smem and not self.sfb_tma else 4
+        sfb_words = 2 * self.sfb_kb if self.sfb_smem and not self.sfb_tma else 4
         sfa_words = cute.cosize(self.sfa_smem_layout_staged) if self.sfa_tma else 4
         sfbt_words = SFB_TMA_SLOT * self.ab_stage if self.sfb_tma else 4
 
@@ -653,7 +655,7 @@ class Fp8BlockwiseGemm:
                                            (self.epi_rows, self.tile_n), (None, None, None))
                 self.epi_shifted = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma_s)
 
-        sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * SFB_SMEM_KB if self.sfb_smem else 4))
+        sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * self.sfb_kb if self.sfb_smem else 4))
         sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
         # epilogue sync and store warp: per warpgroup in ping-pong (each stores its own tiles) and
@@ -793,7 +795,7 @@ class Fp8BlockwiseGemm:
             for kb in range(mma_tidx, kb_total, self.num_mma_threads):
                 sSFB[kb] = mSFB[(nb0, kb, l_idx)]
                 if cutlass.const_expr(self.two_sfb):
-                    sSFB[SFB_SMEM_KB + kb] = mSFB[(nb1, kb, l_idx)]
+                    sSFB[self.sfb_kb + kb] = mSFB[(nb1, kb, l_idx)]
             self.epilog_sync_barrier.arrive_and_wait()
         if cutlass.const_expr(self.split_k > 1):
             # the unit's K blocks from 0: scale tensors indexed by K block start at its first
@@ -960,7 +962,7 @@ class Fp8BlockwiseGemm:
             sb0 = mSFB[kb]                       # here mSFB is the smem stash
             sb1 = sb0
             if cutlass.const_expr(self.two_sfb):
-                sb1 = mSFB[SFB_SMEM_KB + kb]
+                sb1 = mSFB[self.sfb_kb + kb]
         else:
             sb0 = mSFB[(nb0, kb, l_idx)]
             sb1 = sb0

@@ -325,7 +325,8 @@ def auto_epi_split(mnkl) -> bool:
 def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
                      explicit: dict | None = None) -> str | None:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
-    smem B-scale stash holds SFB_SMEM_KB K blocks, the A-scale TMA a shape-specialized build, and
+    smem B-scale stash holds SFB_SMEM_KB K blocks (a shape-specialized build's, its own K blocks up to
+    SFB_STASH_MAX_KB), the A-scale TMA a shape-specialized build, and
     ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
     goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
     refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
@@ -375,13 +376,18 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         else:
             raise BsprofError("sfb_tma loads the B scales by TMA and needs a shape-specialized build "
                               "with K a multiple of 512 and sfa_tma=1; run with sfb_tma=0")
+    k_blocks = mnkl[2] // BLOCK
+    stash_kb = cfg.sfb_stash_kb(k_blocks) if static else (SFB_SMEM_KB if k_blocks <= SFB_SMEM_KB else 0)
     if (kw.get("tile_m") == 64 and kw.get("sfb_tma") and kw.get("sfb_smem") and "sfb_tma" not in (explicit or {})
-            and mnkl[2] // BLOCK <= SFB_SMEM_KB):
+            and k_blocks <= SFB_SMEM_KB):
         # a one-warpgroup tile's K block is short enough for its producer's per-stage work to
         # count: three TMA copies a stage (A, its scales, B: DeepGEMM's count) with the B scales
-        # stashed per tile measured 1.4-2.3% faster than four (docs/optimizations.md)
+        # stashed per tile measured 1.4-2.3% faster than four (docs/optimizations.md; K <= 16384,
+        # longer K not measured: the stage's TMA keeps them there)
         kw["sfb_tma"] = False
-    if kw.get("sfb_smem") and mnkl[2] // BLOCK > SFB_SMEM_KB:
+    if kw.get("sfb_smem") and not kw.get("sfb_tma") and stash_kb > SFB_SMEM_KB:
+        kw["sfb_kb"] = stash_kb         # a longer K's B scales in a stash of its own size
+    elif kw.get("sfb_smem") and not stash_kb:
         if static:
             kw["sfb_smem"] = False
         else:
