@@ -47,7 +47,9 @@ the cheapest 64-row plain-grid tile modelled within HALF_PADDED_WITHIN of it (_h
 made stages land late; the kernel's shift_last_m now keeps them inside) while 64-row tiles stayed
 within 0.8-1.1x, so within a few percent the 64-row tile is the faster one (1.02-1.47x on 9 shapes
 timed after the rule was fixed, and 1.02-1.17x over the shifted 128-row tile on three). Further
-apart the move lost as often as it won, so the rule stops there.
+apart the move lost as often as it won, so the rule stops there. The same holds below 128 rows
+(64 < M < 128), where the one M tile runs past M and nothing can shift it: 64-row tiles ran
+1.05-1.36x faster than the 128-row pick at M = 80, 96 and 112.
 
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
 considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
@@ -199,10 +201,15 @@ def _multicast_axis(c: Choice) -> int:
 
 
 def _half_padded(m: int, c: Choice) -> str:
-    """``c``'s tile, named, where it is a 128-row plain-grid tile whose last M tile has its second
-    64-row wave all padding; else ''."""
-    if c.tile_m == 128 and c.cluster_m * c.cluster_n == 1 and 0 < m % 128 <= 64:
-        return f"{c.tile_m}x{c.tile_n}"
+    """Why ``c``, a 128-row plain-grid tile, should give way to a 64-row tile modelled as fast: its
+    last M tile has its second 64-row wave all padding (0 < M % 128 <= 64), or M is below 128, so
+    its one M tile runs past M where no shift can keep it inside; else ''."""
+    if c.tile_m != 128 or c.cluster_m * c.cluster_n != 1:
+        return ""
+    if 0 < m % 128 <= 64:
+        return f"its last M tile would have its second wave all padding (M % 128 = {m % 128})"
+    if m < 128:
+        return f"its one M tile would run past M = {m}"
     return ""
 
 
@@ -219,6 +226,7 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
                                     _multicast_axis(c), -c.cycles))
     padded = _half_padded(mnkl[0], pick)
+    padded_tile = f"{pick.tile_m}x{pick.tile_n}"
     if padded:
         plain64 = min((c for c in cands if c.tile_m == 64 and c.cluster_m * c.cluster_n == 1),
                       key=lambda c: c.cycles, default=None)
@@ -241,9 +249,8 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     if twin and pick.cluster_m > 1 and pick.cluster_n == 1:
         why += f"; 2x1 over 1x2 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
     if padded:
-        why += (f"; 64 rows, not {padded} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): its last M tile would "
-                f"have its second wave all padding (M % 128 = {mnkl[0] % 128}), where the 64-row tile ran faster "
-                "when modelled this close")
+        why += (f"; 64 rows, not {padded_tile} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): {padded}, where "
+                "the 64-row tile ran faster when modelled this close")
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
