@@ -7,6 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import unxz_text  # noqa: E402
+
 from bsprof.errors import BsprofError  # noqa: E402
 from bsprof.kernels.fp8_blockwise import config as cfg  # noqa: E402
 from bsprof.kernels.fp8_blockwise import quant  # noqa: E402
@@ -601,9 +603,9 @@ def test_a_256_row_tile_keeps_a_multicast():
     assert (pick.cluster_m, pick.cluster_n) == (1, 2) and "B multicast" not in why
 
 
-def _half_padded_ab(data_dir, name: str = "h100_fp8_half_padded.json") -> dict:
-    """Stored H100 A/Bs at half-padded M (tests/data/h100_fp8_half_padded.json) or below 128 rows
-    (h100_fp8_below_128.json): per shape, the tile timed as 'optimized', the other ('given') and
+def _half_padded_ab(data_dir, name: str = "h100_fp8_half_padded.json.xz") -> dict:
+    """Stored H100 A/Bs at half-padded M (tests/data/h100_fp8_half_padded.json.xz) or below 128 rows
+    (h100_fp8_below_128.json.xz): per shape, the tile timed as 'optimized', the other ('given') and
     the median paired speed of the first over the second."""
     import json
     import re
@@ -612,7 +614,7 @@ def _half_padded_ab(data_dir, name: str = "h100_fp8_half_padded.json") -> dict:
     from bsprof.analyzers.bench_rows import paired_speedups
 
     out = {}
-    for res in json.load(open(data_dir / name))["results"]:
+    for res in json.loads(unxz_text(data_dir / name))["results"]:
         rows = {r["name"]: r for r in res["rows"]}
         tile = lambda r: tuple(int(x) for x in re.match(r"(\d+)x(\d+) cluster (\d)x(\d)", r["tile"]).groups())
         out[tuple(res["mnkl"])] = (tile(rows["optimized"]), tile(rows["given"]),
@@ -655,7 +657,7 @@ def test_below_128_rows_a_128_row_tile_gives_way_to_a_64_row_tile_modelled_as_fa
     from bsprof.kernels.fp8_blockwise.select import choose
 
     moved = kept = 0
-    for mnkl, (timed, other, speed) in _half_padded_ab(data_dir, "h100_fp8_below_128.json").items():
+    for mnkl, (timed, other, speed) in _half_padded_ab(data_dir, "h100_fp8_below_128.json.xz").items():
         pick, why = choose(mnkl)
         got = (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n)
         assert got in (timed, other) and mnkl[0] < 128, (mnkl, got)

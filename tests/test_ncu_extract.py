@@ -160,5 +160,5 @@ def test_shared_memory_pipe_counts_the_wgmma_operand_reads(cublas, data_dir):
     assert r["smem_pipe_pct"] == pytest.approx(64.59, abs=0.01)
     assert r["smem_wavefronts"] == 13364100
     # not in bsprof's triage metric list: absent, not guessed
-    triage = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep").table.iloc[0]
+    triage = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep.xz").table.iloc[0]
     assert math.isnan(triage["smem_pipe_pct"])

@@ -148,7 +148,7 @@ def test_clean_message_links():
 
 def test_bundled_kernel_full_and_triage_agree(data_dir):
     full = extract(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz", flops=2 * 4096**3).table.iloc[0].to_dict()
-    tri = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep", flops=2 * 4096**3).table.iloc[0].to_dict()
+    tri = extract(data_dir / "h100_bsprof_fp8_optimized_triage.ncu-rep.xz", flops=2 * 4096**3).table.iloc[0].to_dict()
     assert full["inst_op_QGMMA"] == 1048576 and full["precision_source"] == "executed QGMMA"
     vf, vt = classify(full, k=4096), classify(tri, k=4096)
     assert vf.label == vt.label == "compute-bound:tensor"

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import unxz_text
+
 from bsprof.analyzers.timing.buffer import BufferPlan, decode_buffer
 from bsprof.analyzers.timing.io import read_table
 from bsprof.analyzers.timing.stats import epilogue_spread, fit_clock, phase_stats, summarize, tiles_per_sm
@@ -68,7 +70,7 @@ def test_stats_of_the_real_capture_match_its_artifact(cap):
 
 
 def test_shipped_trace_is_openable_and_labelled(cap):
-    tr = json.loads((cap / "trace.json").read_text())
+    tr = json.loads(unxz_text(cap / "trace.json.xz"))
     ev = tr["traceEvents"]
     assert {e["ph"] for e in ev} >= {"M", "X", "s", "f"}
     names = {e["name"] for e in ev if e["ph"] == "X"}
