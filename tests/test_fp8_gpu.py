@@ -120,6 +120,28 @@ def test_a_long_k_stashes_every_b_scale_and_matches_float64(mnkl, tile, split):
     assert p.check() < 1e-2
 
 
+# fewer rows than a 64-row tile: the A and A-scale boxes stop at M rounded to 8 (trim_a), the wave's
+# other smem rows never written. The rows below M must be the bits the whole-wave box gives: a
+# plain tile, a split-K one and a B-multicast 2x1 cluster
+TRIMMED = [((8, 264, 1024, 1), (64, 32), (1, 1), 1), ((21, 520, 2048, 1), (64, 64), (1, 1), 3),
+           ((40, 392, 640, 1), (64, 80), (2, 1), 1)]
+
+
+@pytest.mark.parametrize("mnkl, tile, cluster, split", TRIMMED, ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else f"s{x}")
+def test_a_box_trimmed_to_m_writes_the_same_bits(mnkl, tile, cluster, split):
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    kw = dict(seed=10, mma_tiler=tile, cluster=cluster, split_k=split)
+    p = prepare("optimized", mnkl, **kw)
+    assert p.config["a_rows"] == -(-mnkl[0] // 8) * 8 and p.check() < 1e-2
+    q = prepare("optimized", mnkl, trim_a=0, **kw)
+    assert "a_rows" not in q.config and q.check() < 1e-2
+    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
+
+
 # the last M tile shifted up to end at M (shift_last_m): 128-row plain and split-K tiles, a
 # 256-row tile in a 1x2 cluster, and the per-warpgroup epilogue (short K)
 SHIFTED = [((288, 2560, 1024, 1), (128, 64), (1, 1), 1), ((300, 520, 1024, 1), (256, 128), (1, 2), 1),

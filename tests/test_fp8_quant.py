@@ -290,6 +290,25 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     assert plan("optimized", (288, 2560, 8192, 1), shift_last_m=0)["shift_start"] == 0
 
 
+def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    assert cfg.resolve("optimized")["trim_a"]
+    rows = cfg.a_box_rows
+    assert [rows(m, 64) for m in (1, 8, 9, 21, 56, 57, 64, 100)] == [8, 8, 16, 24, 56, 0, 0, 0]
+    assert rows(8, 128) == 0 and rows(8, 64, cluster_n=2) == 0      # two waves; A multicast
+    assert plan("optimized", (8, 7168, 2048, 1))["switches"]["a_rows"] == 8
+    assert "a_rows" not in plan("optimized", (8, 7168, 2048, 1), trim_a=0)["switches"]
+    assert "a_rows" not in plan("optimized", (64, 4096, 7168, 1))["switches"]
+    plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1)
+    assert Fp8BlockwiseGemm(tile_m=64, a_rows=16, **plain).a_rows == 16
+    assert Fp8BlockwiseGemm(tile_m=64, **plain).a_rows == 64
+    for bad in (dict(tile_m=128, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2)):
+        with pytest.raises(ValueError, match="a_rows"):
+            Fp8BlockwiseGemm(**{**plain, **bad})
+
+
 def test_b_scale_tma_gives_way_where_it_cannot_work():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit

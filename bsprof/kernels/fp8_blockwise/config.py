@@ -31,7 +31,7 @@ VARIANTS: dict[str, dict] = {
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True),
+                      tiles="auto", shift_last_m=True, trim_a=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -53,7 +53,8 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m")
+         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
+         "trim_a")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -259,6 +260,16 @@ def sfb_stash_kb(k_blocks: int) -> int:
     if k_blocks <= SFB_SMEM_KB:
         return SFB_SMEM_KB
     return -(-k_blocks // 4) * 4 if k_blocks <= SFB_STASH_MAX_KB else 0
+
+
+def a_box_rows(m: int, tile_m: int, cluster_n: int = 1) -> int:
+    """Rows of A one TMA box brings when ``trim_a`` trims it to a problem of fewer rows than a
+    64-row tile: M rounded up to 8 (the swizzle atom's rows); 0 where the box stays the whole wave.
+    A box that runs past M slowed the tiles whose last M tile it filled with zeros (docs/perf.md,
+    shift_last_m); a problem below 64 rows cannot shift, but its box can stop at M. Only for
+    64-row tiles without A multicast (cluster_n 1)."""
+    rows = -(-m // 8) * 8
+    return rows if tile_m == 64 and cluster_n == 1 and rows < 64 else 0
 
 
 def split_range(s, kb, split: int) -> tuple:

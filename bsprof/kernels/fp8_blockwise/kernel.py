@@ -116,6 +116,7 @@ class Fp8BlockwiseGemm:
         split_k: int = 1,
         shift_last_m: bool = False,
         sfb_kb: int = SFB_SMEM_KB,
+        a_rows: int = 0,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -145,6 +146,15 @@ class Fp8BlockwiseGemm:
         self.one_wg = tile_m == 64
         self.wave_m = 64 if self.pingpong or self.one_wg else TILE_M
         self.waves = tile_m // self.wave_m
+        # rows of A (and its scales) one TMA box brings: the whole wave, or for a problem of fewer
+        # rows than a 64-row tile (config.a_box_rows) only the rows up to M, rounded to 8. The
+        # wave's other smem rows are never written: the products they feed land in accumulator
+        # rows past M, which are never stored (each output row reads only its own A row)
+        self.a_rows = int(a_rows) or self.wave_m
+        if self.a_rows != self.wave_m and (tile_m != 64 or cluster_n != 1 or self.a_rows % 8
+                                           or not 8 <= self.a_rows < 64):
+            raise ValueError(f"a_rows={a_rows} needs a 64-row tile without A multicast (cluster_n=1) and "
+                             "a multiple of 8 below 64")
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
         self.promote = promote
@@ -238,6 +248,8 @@ class Fp8BlockwiseGemm:
             sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
         self.a_smem_layout_staged = cute.tile_to_shape(
             a_atom, (self.wave_m, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
+        # one TMA box of A: the first a_rows rows of a wave's buffer (the same swizzled rows)
+        self.a_box_layout = cute.tile_to_shape(a_atom, (self.a_rows, BLOCK_K), order=(0, 1))
         b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype)
         self.b_smem_layout_staged = cute.tile_to_shape(
@@ -280,7 +292,7 @@ class Fp8BlockwiseGemm:
         a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            a_op, a, a_smem_layout, (self.wave_m, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
+            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
         b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
         tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -289,7 +301,7 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(self.sfa_tma):
             tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
-                cute.slice_(self.sfa_smem_layout_staged, (None, None, 0)), (self.wave_m, 1))
+                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
         tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
         if cutlass.const_expr(self.sfb_tma):
             tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -405,10 +417,9 @@ class Fp8BlockwiseGemm:
 
         a_smem_layout = cute.slice_(a_smem_layout_staged, (None, None, 0))
         b_smem_layout = cute.slice_(b_smem_layout_staged, (None, None, 0))
-        tma_copy_bytes = self.waves * cute.size_in_bytes(self.a_dtype, a_smem_layout) + cute.size_in_bytes(
-            self.b_dtype, b_smem_layout)
+        tma_copy_bytes = self.waves * self.a_rows * BLOCK_K + cute.size_in_bytes(self.b_dtype, b_smem_layout)
         if cutlass.const_expr(self.sfa_tma):
-            tma_copy_bytes += self.waves * self.wave_m * 4
+            tma_copy_bytes += self.waves * self.a_rows * 4
         if cutlass.const_expr(self.sfb_tma):
             tma_copy_bytes += SFB_TMA_GROUP * 4
 
@@ -441,13 +452,16 @@ class Fp8BlockwiseGemm:
         sB = storage.sB.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
 
         # (bM, bK, RestM, RestK, RestL) etc.
-        gA_mkl = cute.local_tile(mA_mkl, (self.wave_m, BLOCK_K), (None, None, None))
+        gA_mkl = cute.local_tile(mA_mkl, (self.a_rows, BLOCK_K), (None, None, None))
         gB_nkl = cute.local_tile(mB_nkl, (self.tile_n, BLOCK_K), (None, None, None))
 
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
+        sA_box = sA
+        if cutlass.const_expr(self.a_rows != self.wave_m):
+            sA_box = cute.local_tile(sA, (self.a_rows, BLOCK_K), (0, 0, None))
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
             tma_atom_a, cluster_coord_mnk[1], a_cta_layout,
-            cute.group_modes(sA, 0, 2), cute.group_modes(gA_mkl, 0, 2))
+            cute.group_modes(sA_box, 0, 2), cute.group_modes(gA_mkl, 0, 2))
         b_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape)
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
             tma_atom_b, cluster_coord_mnk[0], b_cta_layout,
@@ -457,10 +471,13 @@ class Fp8BlockwiseGemm:
         sSFA = storage.sSFA.get_tensor(cute.make_layout((self.wave_m, 1, self.ab_stage * self.waves)))
         tFsF, tFgF = None, None
         if cutlass.const_expr(self.sfa_tma):
-            gSFA = cute.local_tile(mSFA_tma, (self.wave_m, 1), (None, None, None))
+            gSFA = cute.local_tile(mSFA_tma, (self.a_rows, 1), (None, None, None))
+            sSFA_box = sSFA
+            if cutlass.const_expr(self.a_rows != self.wave_m):
+                sSFA_box = cute.local_tile(sSFA, (self.a_rows, 1), (0, 0, None))
             tFsF, tFgF = cute.nvgpu.cpasync.tma_partition(
                 tma_atom_sfa, 0, cute.make_layout(1),
-                cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
+                cute.group_modes(sSFA_box, 0, 2), cute.group_modes(gSFA, 0, 2))
         sSFBT = storage.sSFBT.get_tensor(cute.make_layout(
             (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT)))
         tGsG, tGgG = None, None

@@ -105,7 +105,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
     shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
-             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m")
+             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows")
     # the row the last M tile starts at when the build shifts it (the kernel applies the same rule)
     shift_start = 0
     if kw.get("shift_last_m") and static:
@@ -385,6 +385,11 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         # stashed per tile measured 1.4-2.3% faster than four (docs/optimizations.md; K <= 16384,
         # longer K not measured: the stage's TMA keeps them there)
         kw["sfb_tma"] = False
+    # trim_a is the launcher's: the kernel takes the rows it implies (a_rows)
+    if kw.pop("trim_a", False) and static:
+        rows = cfg.a_box_rows(mnkl[0], kw.get("tile_m", 128), kw.get("cluster_n", 1))
+        if rows:
+            kw["a_rows"] = rows
     if kw.get("sfb_smem") and not kw.get("sfb_tma") and stash_kb > SFB_SMEM_KB:
         kw["sfb_kb"] = stash_kb         # a longer K's B scales in a stash of its own size
     elif kw.get("sfb_smem") and not stash_kb:
