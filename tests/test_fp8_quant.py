@@ -690,6 +690,20 @@ def test_below_128_rows_a_128_row_tile_gives_way_to_a_64_row_tile_modelled_as_fa
     assert moved == 8 and kept == 2
 
 
+def test_below_64_rows_a_multicast_gives_way_to_the_trimmed_a_box(data_dir):
+    # the 64x192 1x2 pick at N = 24576 (the model ties it with 1x1) against 1x1 with the A box
+    # trimmed to M: 6 stored H100 A/Bs at M = 1, 8, 32 and K = 1536, 7168; 1x1 won all six
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    stored = _half_padded_ab(data_dir, "h100_fp8_trim_unclustered.json.xz")
+    assert len(stored) == 6
+    for mnkl, (timed, other, speed) in stored.items():
+        pick, _ = choose(mnkl)
+        assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == other == (64, 192, 1, 1)
+        assert timed == (64, 192, 1, 2) and 1 / speed >= 1.0, (mnkl, speed)
+    assert choose((128, 24576, 1536, 1))[0].cluster_n == 2      # 128 rows: A multicast stays
+
+
 def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
 

@@ -51,6 +51,11 @@ apart the move lost as often as it won, so the rule stops there. The same holds 
 (64 < M < 128), where the one M tile runs past M and nothing can shift it: 64-row tiles ran
 1.05-1.36x faster than the 128-row pick at M = 80, 96 and 112.
 
+Below 64 rows a 64-row tile loads A in boxes trimmed to M (config.a_box_rows, the kernel's
+trim_a), which an A-multicast (cluster_n > 1) build cannot: such clusters are not offered there.
+64x192 1x1 ran 1.15-1.18x faster than the 1x2 the model tied it with at 1, 8 and 32 x 24576 x 1536
+and 1.01-1.02x at K = 7168.
+
 Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
 considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
 that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
@@ -76,7 +81,7 @@ from typing import Callable
 
 from bsprof.errors import BsprofError
 
-from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, tile_ns, two_scale_blocks
+from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, a_box_rows, tile_ns, two_scale_blocks
 
 FP8_FLOP_PER_CYCLE = 8192      # dense FP8 wgmma per SM
 SMEM_BYTES_PER_CYCLE = 128
@@ -182,6 +187,8 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
             for cm, cn in CLUSTER_CHOICES:
                 if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
                     continue
+                if cn > 1 and a_box_rows(mnkl[0], tm):
+                    continue            # A multicast would keep the whole-wave A box (trim_a)
                 if num_sms % (cm * cn) == 0:
                     one = cost(mnkl, tm, tn, cm, cn, num_sms)
                     out.append(one)
