@@ -120,11 +120,12 @@ def test_a_long_k_stashes_every_b_scale_and_matches_float64(mnkl, tile, split):
     assert p.check() < 1e-2
 
 
-# fewer rows than a 64-row tile: the A and A-scale boxes stop at M rounded to 8 (trim_a), the wave's
-# other smem rows never written. The rows below M must be the bits the whole-wave box gives: a
-# plain tile, a split-K one and a B-multicast 2x1 cluster
+# fewer rows than a one-box tile (64 rows, or 128 in coop): the A and A-scale boxes stop at M
+# rounded to 8 (trim_a), the tile's other smem rows never written. The rows below M must be the
+# bits the whole box gives: plain tiles, split-K ones and a B-multicast 2x1 cluster
 TRIMMED = [((8, 264, 1024, 1), (64, 32), (1, 1), 1), ((21, 520, 2048, 1), (64, 64), (1, 1), 3),
-           ((40, 392, 640, 1), (64, 80), (2, 1), 1)]
+           ((40, 392, 640, 1), (64, 80), (2, 1), 1), ((100, 392, 1024, 1), (128, 64), (1, 1), 1),
+           ((72, 520, 2048, 1), (128, 48), (1, 1), 2)]
 
 
 @pytest.mark.parametrize("mnkl, tile, cluster, split", TRIMMED, ids=lambda x: "x".join(map(str, x))

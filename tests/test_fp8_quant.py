@@ -297,14 +297,18 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
     assert cfg.resolve("optimized")["trim_a"]
     rows = cfg.a_box_rows
     assert [rows(m, 64) for m in (1, 8, 9, 21, 56, 57, 64, 100)] == [8, 8, 16, 24, 56, 0, 0, 0]
-    assert rows(8, 128) == 0 and rows(8, 64, cluster_n=2) == 0      # two waves; A multicast
+    assert [rows(m, 128) for m in (8, 88, 100, 120, 121, 128, 200)] == [8, 88, 104, 120, 0, 0, 0]
+    assert rows(8, 64, cluster_n=2) == 0 and rows(88, 128, cluster_n=2) == 0     # A multicast
+    assert rows(88, 128, schedule="pingpong") == 0 and rows(88, 256) == 0         # two boxes a stage
     assert plan("optimized", (8, 7168, 2048, 1))["switches"]["a_rows"] == 8
     assert "a_rows" not in plan("optimized", (8, 7168, 2048, 1), trim_a=0)["switches"]
     assert "a_rows" not in plan("optimized", (64, 4096, 7168, 1))["switches"]
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1)
     assert Fp8BlockwiseGemm(tile_m=64, a_rows=16, **plain).a_rows == 16
     assert Fp8BlockwiseGemm(tile_m=64, **plain).a_rows == 64
-    for bad in (dict(tile_m=128, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2)):
+    assert Fp8BlockwiseGemm(tile_m=128, a_rows=88, **plain).a_rows == 88
+    for bad in (dict(tile_m=256, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2),
+                dict(tile_m=128, a_rows=88, schedule="pingpong")):
         with pytest.raises(ValueError, match="a_rows"):
             Fp8BlockwiseGemm(**{**plain, **bad})
 

@@ -262,14 +262,16 @@ def sfb_stash_kb(k_blocks: int) -> int:
     return -(-k_blocks // 4) * 4 if k_blocks <= SFB_STASH_MAX_KB else 0
 
 
-def a_box_rows(m: int, tile_m: int, cluster_n: int = 1) -> int:
-    """Rows of A one TMA box brings when ``trim_a`` trims it to a problem of fewer rows than a
-    64-row tile: M rounded up to 8 (the swizzle atom's rows); 0 where the box stays the whole wave.
-    A box that runs past M slowed the tiles whose last M tile it filled with zeros (docs/perf.md,
-    shift_last_m); a problem below 64 rows cannot shift, but its box can stop at M. Only for
-    64-row tiles without A multicast (cluster_n 1)."""
+def a_box_rows(m: int, tile_m: int, cluster_n: int = 1, schedule: str = "coop") -> int:
+    """Rows of A one TMA box brings when ``trim_a`` trims it to a problem of fewer rows than the
+    tile: M rounded up to 8 (the swizzle atom's rows); 0 where the box stays the whole tile. A box
+    that runs past M slowed the tiles whose last M tile it filled with zeros (docs/perf.md,
+    shift_last_m); a problem of one M tile cannot shift, but its box can stop at M. Only for tiles
+    loaded in one box per stage (64 rows, or 128 in the cooperative schedule) without A multicast
+    (cluster_n 1)."""
     rows = -(-m // 8) * 8
-    return rows if tile_m == 64 and cluster_n == 1 and rows < 64 else 0
+    one_box = tile_m == 64 or (tile_m == 128 and schedule != "pingpong")
+    return rows if one_box and cluster_n == 1 and rows < tile_m else 0
 
 
 def split_range(s, kb, split: int) -> tuple:

@@ -147,14 +147,14 @@ class Fp8BlockwiseGemm:
         self.wave_m = 64 if self.pingpong or self.one_wg else TILE_M
         self.waves = tile_m // self.wave_m
         # rows of A (and its scales) one TMA box brings: the whole wave, or for a problem of fewer
-        # rows than a 64-row tile (config.a_box_rows) only the rows up to M, rounded to 8. The
+        # rows than a one-wave tile (config.a_box_rows) only the rows up to M, rounded to 8. The
         # wave's other smem rows are never written: the products they feed land in accumulator
         # rows past M, which are never stored (each output row reads only its own A row)
         self.a_rows = int(a_rows) or self.wave_m
-        if self.a_rows != self.wave_m and (tile_m != 64 or cluster_n != 1 or self.a_rows % 8
-                                           or not 8 <= self.a_rows < 64):
-            raise ValueError(f"a_rows={a_rows} needs a 64-row tile without A multicast (cluster_n=1) and "
-                             "a multiple of 8 below 64")
+        if self.a_rows != self.wave_m and (self.waves != 1 or cluster_n != 1 or self.a_rows % 8
+                                           or not 8 <= self.a_rows < self.wave_m):
+            raise ValueError(f"a_rows={a_rows} needs a tile loaded in one box a stage (64 rows, or 128 in the "
+                             "coop schedule) without A multicast (cluster_n=1), and a multiple of 8 below its rows")
         self.ab_stage_req = ab_stage
         self.epilogue = epilogue
         self.promote = promote

@@ -387,7 +387,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         kw["sfb_tma"] = False
     # trim_a is the launcher's: the kernel takes the rows it implies (a_rows)
     if kw.pop("trim_a", False) and static:
-        rows = cfg.a_box_rows(mnkl[0], kw.get("tile_m", 128), kw.get("cluster_n", 1))
+        rows = cfg.a_box_rows(mnkl[0], kw.get("tile_m", 128), kw.get("cluster_n", 1), kw.get("schedule", "coop"))
         if rows:
             kw["a_rows"] = rows
     if kw.get("sfb_smem") and not kw.get("sfb_tma") and stash_kb > SFB_SMEM_KB:

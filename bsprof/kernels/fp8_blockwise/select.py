@@ -187,7 +187,7 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
             for cm, cn in CLUSTER_CHOICES:
                 if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
                     continue
-                if cn > 1 and a_box_rows(mnkl[0], tm):
+                if cn > 1 and tm == 64 and a_box_rows(mnkl[0], tm):
                     continue            # A multicast would keep the whole-wave A box (trim_a)
                 if num_sms % (cm * cn) == 0:
                     one = cost(mnkl, tm, tn, cm, cn, num_sms)
