@@ -188,6 +188,8 @@ def render_plan(console, doc: dict) -> None:
             start = doc.get("shift_start", 0)
             return (f"{v} (last M tile computes rows {start}-{start + int(doc['tile'].split('x')[0]) - 1}, "
                     "its boxes inside M)" if start else f"{v} (no M tile to shift here)")
+        if k == "a_rows":
+            return f"{v} (A boxes stop at M: trim_a)"
         return str(v)
 
     sw = ", ".join(f"{k}={shown(k, v)}"
