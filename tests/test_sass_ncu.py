@@ -155,11 +155,23 @@ def test_hot_instructions_rank_the_stall_sites(data_dir):
     by_pc = {ins.pc: i for i, ins in enumerate(fa.instructions)}
     for h in hot:
         assert h["samples"] == sum(fa.stalls[by_pc[h["pc"]]].values())
-        assert h["kloop"] and h["role"] == "ConsumerWarpgroups"
+        assert h["kloop"] and h["role"] == "ConsumerWarpgroups/kloop"
     assert hot[0]["opcode"] == "FMUL" and next(iter(hot[0]["reasons"])) == "long_scoreboard"
     assert [h["opcode"] for h in hot[1:]] == ["WARPGROUP.DEPBAR.LE"] * 4
     total = sum(sum(s.values()) for s in fa.stalls)
     assert abs(hot[0]["share"] - hot[0]["samples"] / total) < 1e-12
+
+
+def test_roles_come_from_the_source_the_report_embeds(data_dir, monkeypatch):
+    # the report carries the kernel source its line numbers index (ncu --import-source); the file
+    # at that path on this machine has changed since (or is absent elsewhere), and must not matter
+    import bsprof.analyzers.sass.roles as roles
+
+    (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
+    assert fa.roles_source == "scope" and "ConsumerWarpgroups/kloop" in fa.roles
+    monkeypatch.setattr(roles, "_linemap_for", lambda path: None)      # no source file readable here
+    (fb,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
+    assert fb.roles == fa.roles and fb.roles_source == "scope"
 
 
 def test_hot_needs_stall_samples_and_shows_each_side(data_dir, tmp_path):

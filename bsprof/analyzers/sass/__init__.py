@@ -93,8 +93,8 @@ def analyze_ncu_report(path: str | os.PathLike, kernel: str | None = None, *,
         fa = analyze_function(sc.function, source=f"{path}#{sc.launch}")
         attach_counts(fa, sc)
         refine_with_launch(fa.features, fa.launch_info)
+        _attach_roles([fa], kernel_source, sc.sources)
         out.append(fa)
-    _attach_roles(out, kernel_source)
     return out
 
 
@@ -136,8 +136,8 @@ def list_functions(path: str | os.PathLike) -> list[str]:
     return [fn.name for _l, text in disassemble(path) for fn in parse_sass(text)]
 
 
-def _attach_roles(fas: list[FunctionAnalysis], kernel_source) -> None:
+def _attach_roles(fas: list[FunctionAnalysis], kernel_source, embedded: dict[str, str] | None = None) -> None:
     from bsprof.analyzers.sass.roles import attribute
 
     for fa in fas:
-        attribute(fa, kernel_source)
+        attribute(fa, kernel_source, embedded)

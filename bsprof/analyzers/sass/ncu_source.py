@@ -29,6 +29,8 @@ class SourceCounters:
     stalls: list[dict[str, int]]
     reasons: list[str] = field(default_factory=list)
     launch_info: dict[str, float] = field(default_factory=dict)
+    # the source files the report embeds (ncu --import-source yes): {path as in the line info: text}
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 def _metric(action, name: str):
@@ -123,7 +125,16 @@ def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
             except Exception:  # noqa: BLE001
                 pass
     return SourceCounters(launch=launch, name=name, function=fn, executed=executed, stalls=stalls,
-                          reasons=sorted(reasons), launch_info=info)
+                          reasons=sorted(reasons), launch_info=info, sources=_embedded_sources(action))
+
+
+def _embedded_sources(action) -> dict[str, str]:
+    """The source text the report carries for its line info (empty without --import-source): the
+    lines it profiled, which the file on disk may no longer have."""
+    try:
+        return {str(k): str(v) for k, v in action.source_files().items()}
+    except Exception:  # noqa: BLE001 - older reports and the SWIG layer: no embedded sources
+        return {}
 
 
 def read_source_counters(path: str | os.PathLike, kernel: str | None = None,

@@ -227,6 +227,11 @@ def _load_linemap(path: str, mtime: float) -> LineMap:
     return LineMap(*_parse_source(Path(path).read_text(errors="replace")))
 
 
+@functools.lru_cache(maxsize=8)
+def _linemap_of_text(text: str) -> LineMap:
+    return LineMap(*_parse_source(text))
+
+
 def _linemap_for(path: str) -> LineMap | None:
     # a directory, device or unreadable file is no source: regions fall back to loops
     try:
@@ -255,14 +260,19 @@ def _pick_source(instructions: list[Instruction], kernel_source) -> tuple[str | 
     return main, resolved
 
 
-def attribute(fa, kernel_source: str | os.PathLike | None = None) -> None:
-    """Fill ``fa.roles`` (one label per instruction) and ``fa.roles_source``."""
+def attribute(fa, kernel_source: str | os.PathLike | None = None, embedded: dict[str, str] | None = None) -> None:
+    """Fill ``fa.roles`` (one label per instruction) and ``fa.roles_source``. ``embedded``: source
+    text an .ncu-rep carries, by the path its line info names. It is the text the line numbers
+    were taken from, so it wins over the file at that path (which may have changed since the
+    profile); an explicit ``kernel_source`` wins over both."""
     ins_list = fa.instructions
     if not fa.function.has_line_info and not any(i.file for i in ins_list):
         _by_loops(fa, "no line info in the SASS (compile with CUTE_DSL_LINEINFO=1 / -lineinfo): regions are loops")
         return
     main, resolved = _pick_source(ins_list, kernel_source)
     maps = {f: lm for f, p in resolved.items() if (lm := _linemap_for(p)) is not None}
+    if not kernel_source:
+        maps.update({f: _linemap_of_text(text) for f, text in (embedded or {}).items() if text})
     if not maps:
         _by_loops(fa, f"kernel source {main!r} not readable here (pass --source FILE): regions are loops")
         return
