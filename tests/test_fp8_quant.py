@@ -313,6 +313,69 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
             Fp8BlockwiseGemm(**{**plain, **bad})
 
 
+@pytest.mark.parametrize("tile_m", [128, 256])
+def test_the_shifted_start_is_always_safe_for_the_tma_boxes(tile_m):
+    # every M: a shifted start lies on a 16-byte A-scale boundary (the fault an unaligned start
+    # caused on the GPU), moves the last tile up by at least a row, and leaves it ending within
+    # SFA_ALIGN - 1 rows past M
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(derandomize=True, deadline=None, database=None, max_examples=400)
+    @given(m=st.integers(1, 40_000))
+    def check(m):
+        start = cfg.shifted_start(m, tile_m)
+        last = (m - 1) // tile_m * tile_m          # where the unshifted last tile starts
+        if start:
+            assert start % quant.SFA_ALIGN == 0 and m - tile_m <= start < last
+            assert start + tile_m - m < quant.SFA_ALIGN
+        else:
+            assert m <= tile_m or m % tile_m == 0 or -(-(m - tile_m) // 4) * 4 >= last
+
+    check()
+
+
+def test_the_trimmed_a_box_always_covers_m_in_whole_swizzle_rows():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(derandomize=True, deadline=None, database=None, max_examples=300)
+    @given(m=st.integers(1, 600), tile_m=st.sampled_from([64, 128, 256]), cluster_n=st.sampled_from([1, 2]))
+    def check(m, tile_m, cluster_n):
+        rows = cfg.a_box_rows(m, tile_m, cluster_n)
+        if rows:
+            assert m <= rows < tile_m and rows % 8 == 0 and rows - m < 8 and cluster_n == 1 and tile_m < 256
+        else:
+            assert cluster_n > 1 or tile_m == 256 or -(-m // 8) * 8 >= tile_m
+
+    check()
+
+
+def test_every_shape_plans_a_build_the_kernel_can_take():
+    # shapes no one chose: the plan is a configuration can_implement accepts, with a ring of at
+    # least two stages, a shift only where a tile runs past M, a trim only below one tile's rows
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from bsprof.kernels.fp8_blockwise.launch import _kernel_kwargs, plan
+
+    @settings(derandomize=True, deadline=None, database=None, max_examples=150)
+    @given(m=st.integers(1, 20_000), n8=st.integers(1, 5_000), kb=st.integers(1, 300))
+    def check(m, n8, kb):
+        mnkl = (m, 8 * n8, 128 * kb, 1)
+        p = plan("optimized", mnkl)
+        sw = p["switches"]
+        assert cfg.can_implement({**_kernel_kwargs("optimized", {}, False, 0, 0), **sw}) is None
+        assert p["smem_stages"] >= 2
+        tm = sw["tile_m"]
+        if p["shift_start"]:
+            assert tm >= 128 and m > tm and m % tm and sw["cluster_m"] == 1
+        if sw.get("a_rows"):
+            assert m < tm and sw["a_rows"] >= m and sw["cluster_n"] == 1
+
+    check()
+
+
 def test_b_scale_tma_gives_way_where_it_cannot_work():
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
