@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_bsprof
+from conftest import assert_one_line_error, run_bsprof
 
 
 def _plan(*args: str) -> dict:
@@ -130,3 +130,15 @@ def test_plan_says_why_the_tile_order(args, swizzle, why):
 def test_plan_names_the_b_multicast_rule():
     doc = _plan("--family", "fp8-blockwise", "--mnkl", "4096,2112,7168")
     assert (doc["tile"], doc["cluster"]) == ("128x192", "2x1") and "B multicast" in doc["choice"]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("optimized:trim_a=maybe", "trim_a='maybe': takes 0 or 1"),
+    ("optimized:shift_last_m=2", "shift_last_m=2: takes 0 or 1"),
+    ("optimized:tile_n=abc", "tile_n='abc': takes a whole number"),
+    ("optimized:epi_split=yes", "takes one of 0, 1, 'auto'"),
+])
+def test_a_switch_value_the_kernel_cannot_take_is_one_line(spec, words):
+    code, _, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--kernel", spec,
+                               "--mnkl", "88,7168,2048"])
+    assert words in assert_one_line_error(code, err)

@@ -202,6 +202,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
         elif key in ("sf_dtype", "sf_vec"):
             raise BsprofError(f"--{key.replace('_', '-')} is an NVFP4 option; fp8-blockwise scales are float32 per 128")
         elif key in KNOBS:
+            _check_value(key, val)
             out[key] = val
         else:
             raise BsprofError(f"unknown fp8-blockwise option {key!r}; known: {', '.join(KNOBS)}")
@@ -212,6 +213,25 @@ def resolve(variant: str, config: dict | None = None) -> dict:
     if why:
         raise BsprofError(f"fp8-blockwise {variant}: {why}")
     return out
+
+
+# the values a switch takes (the rest are checked by can_implement or name a choice): on/off
+# switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
+BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
+              "launch_cluster", "shift_last_m", "trim_a")
+INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
+             "split_k")
+AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
+
+
+def _check_value(key: str, val) -> None:
+    if key in BOOL_KNOBS and not (isinstance(val, int) and val in (0, 1)):
+        raise BsprofError(f"fp8-blockwise switch {key}={val!r}: takes 0 or 1")
+    if key in INT_KNOBS and not isinstance(val, int):
+        raise BsprofError(f"fp8-blockwise switch {key}={val!r}: takes a whole number")
+    if key in AUTO_KNOBS and val not in AUTO_KNOBS[key]:
+        raise BsprofError(f"fp8-blockwise switch {key}={val!r}: takes one of "
+                          + ", ".join(repr(v) for v in AUTO_KNOBS[key]))
 
 
 def give_way(kw: dict, config: dict | None = None) -> None:
