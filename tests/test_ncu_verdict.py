@@ -214,3 +214,44 @@ def test_gb200_is_not_read_as_b200():
 
     assert (sheet("NVIDIA GB200", "fp4"), sheet("NVIDIA B200", "fp4")) == (10000.0, 9000.0)
     assert sheet("NVIDIA H100 80GB HBM3", "fp4") is None and sheet("NVIDIA H100 PCIe", "fp8") == 1513.0
+
+
+def _k256_rows(data_dir) -> dict:
+    """Extracted rows of ours and DeepGEMM at 2048x4096x256 on the H100 (a kernel of ~11 us)."""
+    import json
+
+    from conftest import unxz_text
+
+    doc = json.loads(unxz_text(data_dir / "h100_ncu_rows_k256.json.xz"))
+    return {k: {c: (math.nan if x is None else x) for c, x in r.items()} for k, r in doc["rows"].items()}
+
+
+def test_an_under_filled_launch_is_named_by_the_largest_share_of_its_idle_time(data_dir):
+    # at K = 256 both kernels are under-filled, and most of the idle SM-time is the launch's own
+    # (no SM active for ~20%): not tile quantization (ours: 3% of CTA-rounds idle) nor tail
+    from bsprof.analyzers.ncu.advice import advise
+    from bsprof.analyzers.ncu.verdict import idle_parts, tiles_from_row
+
+    for name, row in _k256_rows(data_dir).items():
+        v = classify(row)
+        parts = idle_parts(v.fill, tiles_from_row(row))
+        assert math.isclose(sum(parts.values()), 1 - v.fill.active_share, rel_tol=1e-9)
+        assert v.cls == "under-filled" and v.unit == "launch" and v.detail.startswith("launch and ramp"), name
+        assert max(parts, key=parts.get) == "launch" and 0.15 < parts["launch"] < 0.25
+        tips = advise(v, row)
+        assert tips[0].startswith("the idle SM-time is mostly the launch's own")
+        assert not any(t.startswith("more tiles for the SMs") or "wgmma N tile" in t for t in tips), tips
+    ours = _k256_rows(data_dir)["ours"]
+    assert 0.01 < idle_parts(classify(ours).fill, tiles_from_row(ours))["quantization"] < 0.04
+
+
+def test_tile_quantization_still_names_a_launch_whose_last_round_is_mostly_empty(data_dir):
+    # the same H100 row edited to a long launch (busiest SM active 97%, average 60%) with a tile
+    # grid whose last round is 6% full (272 tiles on 132 CTAs): quantization is then the largest
+    # share of the idle time, and the verdict says so
+    ours = _k256_rows(data_dir)["ours"]
+    el = ours["sm_elapsed_cycles_avg"]
+    row = dict(ours, sm_active_cycles_max=0.97 * el, sm_active_cycles_avg=0.60 * el)
+    tiles = tile_quantization((2048, 4352, 256, 1), (256, 128), 132, (1, 2))
+    v = classify(row, tiles=tiles)
+    assert v.cls == "under-filled" and v.detail.startswith("tile quantization") and v.unit != "launch"

@@ -23,6 +23,10 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "fuse this launch into its neighbour, batch several into one, or capture the sequence in a CUDA graph: "
      "{dur_us} us of which no SM is active for {fixed_us} us ({fixed_pct}%) and the SMs are active {active_pct}% "
      "on average is mostly fixed launch cost"),
+    ("under-filled", "launch", ANY, ANY,
+     "the idle SM-time is mostly the launch's own: no SM active for {fixed_us} us ({fixed_pct}%) of {dur_us} us, "
+     "so more or smaller tiles would not shorten it; capture the sequence in a CUDA graph, fuse this launch "
+     "with its neighbour, or give it more work per launch (batch)"),
     ("under-filled", ANY, "gemm", ANY,
      "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
      "(SM-time idle {idle_pct}%)"),
@@ -203,6 +207,8 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
     if "l2-refetch" in v.flags:
         # coalescing and shared-memory reuse are what TMA already does: the refetch line replaces them
         picked = [e for e in picked if e[:2] != ("memory-bound", "l2")]
+    if v.cls == "under-filled" and v.unit == "launch":
+        picked = [e for e in picked if not (e[0] == "under-filled" and e[1] == ANY)]
     # the generic compute line only where no pipe-specific one matched
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]

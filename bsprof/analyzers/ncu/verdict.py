@@ -12,7 +12,10 @@ Like ncu's own ``sections/*.py`` rules, each step is a small function over the e
                      decides only without SM active cycles), and no global memory level (DRAM, L2) is
                      saturated; says both: the SMs that get no CTA, or (a CTA per SM whose extra CTAs
                      find no work) the SMs that do no real work, and the work in SMs; tiles per SM
-                     and the last wave's fill where the tile grid is known.
+                     and the last wave's fill where the tile grid is known. The idle SM-time splits
+                     into the launch's own (no SM active), tile quantization and the rest
+                     (idle_parts); the largest names the launch ("launch and ramp" takes the advice
+                     for a launch's fixed cost, not for more tiles).
 2. What limits the busy SMs (also reported under 1, as the busy SMs' limiter)?
    - the hottest pipe, % of active cycles (and of elapsed), >= unit_bound_pct -> compute-bound:<pipe>;
      else issue slots >= issue_bound_pct -> compute-bound:issue;
@@ -228,6 +231,19 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
         parts.append(tile_text(tiles))
     f.text = "; ".join(parts)
     return f
+
+
+def idle_parts(f: "Fill", tiles: dict | None) -> dict[str, float]:
+    """The idle SM-time (1 - sm__cycles_active / elapsed) split into what the report can name, as
+    shares of the launch's SM-time: ``launch`` (no SM active: launch, dispatch, teardown, all SMs
+    idle), ``quantization`` (the last round's idle CTAs, over the time some SM works, where the tile
+    grid is known) and ``rest`` (tail and imbalance). The largest names an under-filled launch."""
+    if not _ok(f.active_share):
+        return {}
+    idle = 1.0 - f.active_share
+    launch = min(idle, f.launch_fixed_share) if _ok(f.launch_fixed_share) else 0.0
+    quant = min(idle - launch, tiles["idle_share"] * (1.0 - launch)) if tiles else 0.0
+    return {"launch": launch, "quantization": max(0.0, quant), "rest": max(0.0, idle - launch - quant)}
 
 
 def tile_text(t: dict) -> str:
@@ -551,8 +567,17 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     elif ev := rule_under_filled(row, f):
         v.cls, v.evidence = "under-filled", ev
         v.facts.append(f.text)
-        if tiles and tiles.get("idle_share", 0) > 0:
-            v.detail = "tile quantization: the last round of tiles leaves CTAs idle"
+        parts = idle_parts(f, tiles)
+        largest = max(parts, key=parts.get) if parts else None
+        if largest == "quantization":
+            v.detail = (f"tile quantization: the last round of tiles leaves CTAs idle "
+                        f"({100 * parts['quantization']:.0f}% of SM-time)")
+        elif largest == "launch" and not (f.idle_sms or f.no_work_sms):
+            v.unit = "launch"         # the advice for a launch's fixed cost, not for more tiles
+            v.detail = (f"launch and ramp: no SM active for {100 * parts['launch']:.0f}% of the launch "
+                        f"({f.launch_fixed_us:.1f} us), the largest share of the {100 * (1 - f.active_share):.0f}% "
+                        "SM-time idle" + (f"; tile quantization {100 * parts['quantization']:.0f}%"
+                                         if parts.get("quantization") else ""))
         elif f.idle_sms or f.no_work_sms:
             how = (f"{f.idle_sms} get no CTA" if f.idle_sms else
                    f"~{f.no_work_sms} do no real work: {f.ctas} CTAs, some exit at once")
