@@ -28,7 +28,7 @@ $BSPROF ncu --report tests/data/h100_cublas_fp8_4096.ncu-rep.xz --flops 13743895
 mv "$(only_dir "$tmp/ncu_peer")" "$run/ncu_h100_cublas"
 
 echo "== sass: the bundled kernel's SASS from that report, with line info -> warp roles, stall samples per role"
-$BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz --source tests/data/h100_bsprof_fp8_optimized.kernel.py.txt \
+$BSPROF sass tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz \
   --mma-detail --mnkl 4096,4096,4096 --tile-mn 256,128 -o "$run/sass_h100_fp8_optimized" >/dev/null
 
 echo "== sass: NVIDIA's CuTe DSL persistent dense GEMM, sm_100a cubin (2-CTA UTCHMMA, TMA store)"
