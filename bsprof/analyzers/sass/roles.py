@@ -270,9 +270,9 @@ def attribute(fa, kernel_source: str | os.PathLike | None = None, embedded: dict
         _by_loops(fa, "no line info in the SASS (compile with CUTE_DSL_LINEINFO=1 / -lineinfo): regions are loops")
         return
     main, resolved = _pick_source(ins_list, kernel_source)
-    maps = {f: lm for f, p in resolved.items() if (lm := _linemap_for(p)) is not None}
-    if not kernel_source:
-        maps.update({f: _linemap_of_text(text) for f, text in (embedded or {}).items() if text})
+    maps = {} if kernel_source else {f: _linemap_of_text(text) for f, text in (embedded or {}).items() if text}
+    # the files on disk only for what the report does not carry (no parse of a file it replaces)
+    maps.update({f: lm for f, p in resolved.items() if f not in maps and (lm := _linemap_for(p)) is not None})
     if not maps:
         _by_loops(fa, f"kernel source {main!r} not readable here (pass --source FILE): regions are loops")
         return
