@@ -443,9 +443,12 @@ def test_rescaled_variant_and_its_k_limit():
     from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, _check_knobs_fit
 
     kw = cfg.resolve("rescaled")
-    # optimized with one switch: its tile, cluster and scale paths (the peek belongs to the serial loop)
-    assert {k: v for k, v in kw.items() if k not in ("promote", "peek", "tiles")} == \
-        {k: v for k, v in cfg.resolve("optimized").items() if k not in ("promote", "peek", "tiles")}
+    # optimized with one switch: its tile, cluster and scale paths (the peek belongs to the serial
+    # loop; the whole-tile epilogue buffer was measured on the serial promotion only)
+    own = ("promote", "peek", "tiles", "epi_whole")
+    assert {k: v for k, v in kw.items() if k not in own} == \
+        {k: v for k, v in cfg.resolve("optimized").items() if k not in own}
+    assert kw["epi_whole"] is False and cfg.resolve("optimized")["epi_whole"] == "auto"
     assert kw["promote"] == "rescale" and kw["sfb_tma"] and not kw["peek"]
     # the B-scale TMA box holds one N block: a 256-wide rescaled tile takes the smem stash
     assert not cfg.resolve("rescaled", {"tile_m": 128, "tile_n": 256})["sfb_tma"]

@@ -27,11 +27,13 @@ VARIANTS: dict[str, dict] = {
     # Per-warpgroup epilogues (epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
-    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty.
+    # The epilogue's smem holds the whole tile up to K = 4096 (epi_whole="auto"): one fence and
+    # barrier a wave instead of two barriers a sub-tile, for a 256x128 tile's fourth A/B stage
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True),
+                      tiles="auto", shift_last_m=True, trim_a=True, epi_whole="auto"),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -48,7 +50,8 @@ VARIANTS: dict[str, dict] = {
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 # The per-problem tile choice is left off: its cost model was checked against the serial promotion
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
+# The whole-tile epilogue buffer (epi_whole) was measured on the serial promotion only
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False, epi_whole=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
@@ -224,10 +227,10 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a", "epi_whole")
+              "launch_cluster", "shift_last_m", "trim_a")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
-AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
+AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "epi_whole": (0, 1, "auto"), "tiles": (0, "auto")}
 
 
 def _check_value(key: str, val) -> None:

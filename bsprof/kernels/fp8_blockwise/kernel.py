@@ -119,9 +119,9 @@ class Fp8BlockwiseGemm:
         a_rows: int = 0,
         epi_whole: bool = False,
     ):
-        if epi_split == "auto" or int(swizzle) < 1:
-            raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
-                             "pass epi_split 0 or 1 and swizzle >= 1")
+        if "auto" in (epi_split, epi_whole) or int(swizzle) < 1:
+            raise ValueError("epi_split='auto', epi_whole='auto' and swizzle=0 are resolved per problem by the "
+                             "launcher; pass epi_split and epi_whole 0 or 1 and swizzle >= 1")
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,

@@ -270,6 +270,10 @@ L2_BYTES = 50 * 1024 * 1024
 AUTO_SWIZZLE = 8
 # epi_split="auto": split the epilogue per warpgroup up to this K (docs/optimizations.md)
 EPI_SPLIT_MAX_K = 4096
+# epi_whole="auto": the whole tile in the epilogue's smem up to this K. It halves the tile end
+# (~2,100 -> ~1,100 cycles at 256x128) but takes a 256x128 tile's fourth A/B stage: +6% at
+# K = 512, +1% at 4096, -4% at 16384 on the H100 (docs/perf.md)
+EPI_WHOLE_MAX_K = 4096
 # promote="rescale": largest K (measured on the H100 with make_operands' inputs: relative error
 # 5.0e-3 at K=16384, 8.1e-3 at 32768, 1.4e-2 at 65536; the per-block promotion stays at 1.7e-3)
 RESCALE_MAX_K = 16384
@@ -358,6 +362,8 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl) and kw.get("split_k", 1) == 1
+    if kw.get("epi_whole") == "auto":
+        kw["epi_whole"] = mnkl[2] <= EPI_WHOLE_MAX_K
     split = kw.get("split_k", 1)
     if split > mnkl[2] // BLOCK:
         raise BsprofError(f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
