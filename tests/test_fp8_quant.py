@@ -865,3 +865,22 @@ def test_split_k_is_chosen_only_where_tiles_leave_sms_idle():
     wide = cost((128, 4096, 7168, 1), 128, 128, 1, 1, split_k=8)
     from bsprof.kernels.fp8_blockwise.select import DRAM_BYTES_PER_CYCLE
     assert wide.cycles >= (128 + 4096) * 7168 / DRAM_BYTES_PER_CYCLE
+
+
+@pytest.mark.parametrize("mnkl, tile, whole, stages", [
+    ((4096, 32768, 512, 1), "256x128", True, 3),      # short K: the halved tile end outweighs the stage
+    ((4096, 4096, 4096, 1), "256x128", True, 3),
+    ((4096, 7168, 16384, 1), "256x128", False, 4),    # long K: the fourth stage pays more
+    ((8192, 8192, 8192, 1), "256x128", False, 4),
+    ((128, 7168, 16384, 1), "128x64", True, 8),       # costs a 128-row tile no stage
+    ((4096, 2112, 7168, 1), "128x192", True, 4),
+])
+def test_whole_tile_epilogue_where_it_costs_no_stage_or_k_is_short(mnkl, tile, whole, stages):
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    p = plan("optimized", mnkl)
+    assert p["tile"] == tile and p["switches"]["epi_whole"] is whole and p["smem_stages"] == stages
+    # the other build of the same tile: a stage more or the same, never fewer
+    other = plan("optimized", mnkl, epi_whole=int(not whole))
+    assert other["tile"] == tile and (other["smem_stages"] - stages) * (1 if whole else -1) in (0, 1)
+    assert plan("rescaled", mnkl)["switches"].get("epi_whole") in (False, None)

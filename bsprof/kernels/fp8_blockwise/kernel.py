@@ -48,6 +48,9 @@ Switches:
                   one, before the promotion, and skip the blocking wait when it had landed
 ``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
                   named barrier): no CTA-wide barrier at a tile end
+``epi_whole``     the epilogue's smem holds every sub-tile of the tile: a wave's sub-tiles are
+                  written, fenced and synced once and stored as one bulk group, and no store waits
+                  for a ring buffer (at 256x128 it takes the fourth A/B stage)
 ``launch_cluster`` launch a 1x1 configuration with the cluster attribute (1x1x1 clusters); off, it
                   launches as a plain grid (clusters of 2 or 4 always carry the attribute)
 ``split_k``       work units per output tile, each over its own range of K blocks (serial split-K

@@ -362,8 +362,6 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl) and kw.get("split_k", 1) == 1
-    if kw.get("epi_whole") == "auto":
-        kw["epi_whole"] = mnkl[2] <= EPI_WHOLE_MAX_K
     split = kw.get("split_k", 1)
     if split > mnkl[2] // BLOCK:
         raise BsprofError(f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
@@ -404,7 +402,19 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
+    if kw.get("epi_whole") == "auto":
+        kw["epi_whole"] = auto_epi_whole(mnkl, kw)
     return why
+
+
+def auto_epi_whole(mnkl, kw: dict) -> bool:
+    """``epi_whole="auto"``: the whole tile in the epilogue's smem where it costs the build no A/B
+    stage (the tile end shortens for nothing), or, where it does, up to EPI_WHOLE_MAX_K (the
+    shorter tile end outweighs the stage there; kw: the otherwise resolved constructor arguments)."""
+    if cfg.epi_whole_conflict(kw):
+        return False
+    return mnkl[2] <= EPI_WHOLE_MAX_K or cfg.smem_stages({**kw, "epi_whole": True}) >= cfg.smem_stages(
+        {**kw, "epi_whole": False})
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
