@@ -28,7 +28,7 @@ VARIANTS: dict[str, dict] = {
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
     # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty.
-    # The epilogue's smem holds the whole tile up to K = 4096 (epi_whole="auto"): one fence and
+    # The epilogue's smem holds the whole tile up to K = 512 (epi_whole="auto"): one fence and
     # barrier a wave instead of two barriers a sub-tile, for a 256x128 tile's fourth A/B stage
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,

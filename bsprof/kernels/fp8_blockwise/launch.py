@@ -270,10 +270,11 @@ L2_BYTES = 50 * 1024 * 1024
 AUTO_SWIZZLE = 8
 # epi_split="auto": split the epilogue per warpgroup up to this K (docs/optimizations.md)
 EPI_SPLIT_MAX_K = 4096
-# epi_whole="auto": the whole tile in the epilogue's smem up to this K. It halves the tile end
-# (~2,100 -> ~1,100 cycles at 256x128) but takes a 256x128 tile's fourth A/B stage: +6% at
-# K = 512, +1% at 4096, -4% at 16384 on the H100 (docs/perf.md)
-EPI_WHOLE_MAX_K = 4096
+# epi_whole="auto": the whole tile in the epilogue's smem up to this K (3-4 K blocks a tile). It
+# halves the tile end (~2,100 -> ~1,100 cycles at 256x128) but takes a 256x128 tile's fourth A/B
+# stage: +3-6% at K = 384-512 on the H100, level within the runs' +-3% from K = 768 to 4096 on
+# shapes timed after the first A/B, -4% at 16384 (docs/perf.md)
+EPI_WHOLE_MAX_K = 512
 # promote="rescale": largest K (measured on the H100 with make_operands' inputs: relative error
 # 5.0e-3 at K=16384, 8.1e-3 at 32768, 1.4e-2 at 65536; the per-block promotion stays at 1.7e-3)
 RESCALE_MAX_K = 16384
@@ -403,18 +404,8 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
     if kw.get("epi_whole") == "auto":
-        kw["epi_whole"] = auto_epi_whole(mnkl, kw)
+        kw["epi_whole"] = mnkl[2] <= EPI_WHOLE_MAX_K and not cfg.epi_whole_conflict(kw)
     return why
-
-
-def auto_epi_whole(mnkl, kw: dict) -> bool:
-    """``epi_whole="auto"``: the whole tile in the epilogue's smem where it costs the build no A/B
-    stage (the tile end shortens for nothing), or, where it does, up to EPI_WHOLE_MAX_K (the
-    shorter tile end outweighs the stage there; kw: the otherwise resolved constructor arguments)."""
-    if cfg.epi_whole_conflict(kw):
-        return False
-    return mnkl[2] <= EPI_WHOLE_MAX_K or cfg.smem_stages({**kw, "epi_whole": True}) >= cfg.smem_stages(
-        {**kw, "epi_whole": False})
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
