@@ -107,8 +107,7 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
     kw, _static, _why = _resolve(variant, over, mnkl)
     k = Fp8BlockwiseGemm(**kw)
     most = cfg.max_smem_stages(k.tile_m, k.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg, sfa_tma=k.sfa_tma,
-                               sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue, sfb_kb=k.sfb_kb,
-                               epi_whole=k.epi_whole)
+                               sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)
     want = most if k.ab_stage_req <= 0 else min(k.ab_stage_req, most)
     assert cfg.smem_stages(kw) == want >= 2
 

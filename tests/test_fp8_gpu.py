@@ -167,30 +167,6 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
-# the epilogue's smem holding the whole tile (epi_whole): the same bits as the ring of sub-tile
-# buffers, for 256-row tiles with and without the per-warpgroup split over several tiles a CTA
-# (the next tile waits for the stores of the last), a shifted last tile, a width stored in
-# 16-column sub-tiles, one warpgroup, and a split-K unit that sums the partials
-WHOLE_EPI = [((2048, 4096, 512, 1), (256, 128), (1, 2), 1, 1), ((1000, 4104, 640, 1), (256, 128), (1, 2), 1, 0),
-             ((300, 520, 1024, 1), (256, 128), (1, 2), 1, 1), ((1000, 1000, 640, 1), (128, 144), (1, 2), 1, 1),
-             ((520, 2104, 1152, 1), (64, 80), (1, 1), 1, 0), ((200, 1040, 2048, 1), (128, 48), (1, 1), 2, 0)]
-
-
-@pytest.mark.parametrize("mnkl, tile, cluster, split, esplit", WHOLE_EPI,
-                         ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
-def test_a_whole_tile_epilogue_writes_the_same_bits(mnkl, tile, cluster, split, esplit):
-    import torch
-
-    from bsprof.kernels.fp8_blockwise import prepare
-
-    kw = dict(seed=11, mma_tiler=tile, cluster=cluster, split_k=split, epi_split=esplit)
-    p = prepare("optimized", mnkl, epi_whole=1, **kw)
-    assert p.config["epi_whole"] and p.check() < 1e-2
-    q = prepare("optimized", mnkl, epi_whole=0, **kw)
-    assert not q.config.get("epi_whole") and q.check() < 1e-2
-    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
-
-
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):

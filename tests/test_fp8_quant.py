@@ -443,12 +443,9 @@ def test_rescaled_variant_and_its_k_limit():
     from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, _check_knobs_fit
 
     kw = cfg.resolve("rescaled")
-    # optimized with one switch: its tile, cluster and scale paths (the peek belongs to the serial
-    # loop; the whole-tile epilogue buffer was measured on the serial promotion only)
-    own = ("promote", "peek", "tiles", "epi_whole")
-    assert {k: v for k, v in kw.items() if k not in own} == \
-        {k: v for k, v in cfg.resolve("optimized").items() if k not in own}
-    assert kw["epi_whole"] is False and cfg.resolve("optimized")["epi_whole"] == "auto"
+    # optimized with one switch: its tile, cluster and scale paths (the peek belongs to the serial loop)
+    assert {k: v for k, v in kw.items() if k not in ("promote", "peek", "tiles")} == \
+        {k: v for k, v in cfg.resolve("optimized").items() if k not in ("promote", "peek", "tiles")}
     assert kw["promote"] == "rescale" and kw["sfb_tma"] and not kw["peek"]
     # the B-scale TMA box holds one N block: a 256-wide rescaled tile takes the smem stash
     assert not cfg.resolve("rescaled", {"tile_m": 128, "tile_n": 256})["sfb_tma"]
@@ -865,22 +862,3 @@ def test_split_k_is_chosen_only_where_tiles_leave_sms_idle():
     wide = cost((128, 4096, 7168, 1), 128, 128, 1, 1, split_k=8)
     from bsprof.kernels.fp8_blockwise.select import DRAM_BYTES_PER_CYCLE
     assert wide.cycles >= (128 + 4096) * 7168 / DRAM_BYTES_PER_CYCLE
-
-
-@pytest.mark.parametrize("mnkl, tile, whole, stages", [
-    ((4096, 32768, 512, 1), "256x128", True, 3),      # 4 K blocks: the halved tile end outweighs the stage
-    ((2048, 4096, 256, 1), "256x128", True, 3),
-    ((128, 32768, 512, 1), "128x128", True, 5),
-    ((8192, 8192, 1024, 1), "256x128", False, 4),     # level on shapes timed after the first A/B
-    ((4096, 4096, 4096, 1), "256x128", False, 4),
-    ((128, 7168, 16384, 1), "128x64", False, 8),      # no stage lost, and no gain measured either
-])
-def test_whole_tile_epilogue_up_to_four_k_blocks(mnkl, tile, whole, stages):
-    from bsprof.kernels.fp8_blockwise.launch import plan
-
-    p = plan("optimized", mnkl)
-    assert p["tile"] == tile and p["switches"]["epi_whole"] is whole and p["smem_stages"] == stages
-    # the other build of the same tile: the whole tile's buffers never leave more stages
-    other = plan("optimized", mnkl, epi_whole=int(not whole))
-    assert other["tile"] == tile and (other["smem_stages"] - stages) * (1 if whole else -1) in (0, 1)
-    assert plan("rescaled", mnkl)["switches"].get("epi_whole") in (False, None)

@@ -235,29 +235,6 @@ def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, 
     assert not split.features["register_spills"].present
 
 
-def test_whole_tile_epilogue_syncs_once_a_wave(tmp_path, built):
-    # epi_whole: the epilogue's smem holds every sub-tile of the tile, so each warpgroup fences
-    # and syncs once a wave (plus once a tile for the previous tile's stores to have read their
-    # buffers) instead of twice a 64x32 sub-tile, and issues the same TMA stores in one group a
-    # wave; the 64 KB it takes costs the 256x128 tile its fourth A/B stage
-    _, ring = built("optimized")
-    path = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_whole=True)
-    (whole,) = analyze_cubin(path)
-
-    def per_wg(fa, opcode):
-        return [ins for ins in fa.instructions if ins.opcode.startswith(opcode)
-                and ins.text.rstrip(" ;").endswith("0x80")]
-
-    assert len(per_wg(ring, "BAR.SYNC")) == 16 and len(per_wg(whole, "BAR.SYNC")) == 3
-    assert whole.count("FENCE.VIEW.ASYNC.S") < ring.count("FENCE.VIEW.ASYNC.S")
-    assert whole.count("UTMASTG") == ring.count("UTMASTG") == 8 and whole.count("STSM") == ring.count("STSM")
-    # bulk groups: one commit a wave, and the only waits are the tile start's and the exit's
-    assert whole.count("UTMACMDFLUSH") == 2 and ring.count("UTMACMDFLUSH") == 8
-    assert fp8_blockwise.plan("optimized", MNKL, epi_whole=True)["smem_stages"] == 3
-    assert fp8_blockwise.plan("optimized", MNKL)["smem_stages"] == 4
-    assert not whole.features["register_spills"].present
-
-
 def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, built):
     # elect_release + peek (docs/optimizations.md): the library's release picks lanes by
     # thread index, which ptxas re-reads (S2R) inside the K-loop; one elected lane releases

@@ -27,13 +27,11 @@ VARIANTS: dict[str, dict] = {
     # Per-warpgroup epilogues (epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
-    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty.
-    # The epilogue's smem holds the whole tile up to K = 512 (epi_whole="auto"): one fence and
-    # barrier a wave instead of two barriers a sub-tile, for a 256x128 tile's fourth A/B stage
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True, epi_whole="auto"),
+                      tiles="auto", shift_last_m=True, trim_a=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -50,14 +48,13 @@ VARIANTS: dict[str, dict] = {
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 # The per-problem tile choice is left off: its cost model was checked against the serial promotion
-# The whole-tile epilogue buffer (epi_whole) was measured on the serial promotion only
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False, epi_whole=False)
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "epi_whole")
+         "trim_a")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -165,12 +162,6 @@ def sfb_tma_conflict(kw: dict) -> str | None:
     return None
 
 
-def epi_whole_conflict(kw: dict) -> str | None:
-    if kw.get("schedule", "coop") != "coop" or kw.get("epilogue", "direct") != "tma":
-        return "a schedule other than coop or an epilogue other than 'tma'"
-    return None
-
-
 def epi_split_conflict(kw: dict) -> str | None:
     if kw.get("schedule", "coop") != "coop" or kw.get("epilogue", "direct") != "tma":
         return "a schedule other than coop or an epilogue other than 'tma'"
@@ -190,7 +181,7 @@ def peek_conflict(kw: dict) -> str | None:
 # switches and what they cannot combine with: a variant's default gives way to an override it does
 # not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
 KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
-                  ("epi_split", epi_split_conflict), ("epi_whole", epi_whole_conflict))
+                  ("epi_split", epi_split_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -230,7 +221,7 @@ BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_rel
               "launch_cluster", "shift_last_m", "trim_a")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
-AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "epi_whole": (0, 1, "auto"), "tiles": (0, "auto")}
+AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
 
 
 def _check_value(key: str, val) -> None:
@@ -322,12 +313,9 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     return name, over
 
 
-def epi_stages(sfa_tma: bool, whole: bool = False, waves: int = 1, tile_n: int = 128) -> int:
+def epi_stages(sfa_tma: bool) -> int:
     """Epilogue sub-tile buffers in a ring: 3 with the A-scale TMA (its 1 KB a stage would
-    otherwise cost a whole A/B stage), 4 without; with ``whole``, every sub-tile of a tile
-    (``waves`` x the tile's columns / the sub-tile's), so no store waits for a buffer."""
-    if whole:
-        return waves * (tile_n // epi_tile_cols(tile_n))
+    otherwise cost a whole A/B stage), 4 without."""
     return 3 if sfa_tma else 4
 
 
@@ -337,7 +325,7 @@ def epi_tile_cols(tile_n: int) -> int:
 
 
 def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
-                    sfb_smem: bool, epilogue: str, sfb_kb: int = SFB_SMEM_KB, epi_whole: bool = False) -> int:
+                    sfb_smem: bool, epilogue: str, sfb_kb: int = SFB_SMEM_KB) -> int:
     """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and
     the B-scale stash leave: the ring depth of a build with ``ab_stage=0``. Plain arithmetic, shared
     by the kernel's setup and ``bench --plan``."""
@@ -346,7 +334,7 @@ def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, 
     ab_bytes += SFB_TMA_SLOT * 4 if sfb_tma else 0
     epi_rows = 64 if epi_per_wg else wave_m
     # a ring of epilogue buffers per warpgroup where each stores its own rows
-    epi_buffers = epi_stages(sfa_tma, epi_whole, tile_m // wave_m, tile_n) * (2 if epi_per_wg else 1)
+    epi_buffers = epi_stages(sfa_tma) * (2 if epi_per_wg else 1)
     epi_bytes = epi_rows * epi_tile_cols(tile_n) * 2 * epi_buffers if epilogue != "direct" else 0
     epi_bytes += 2 * sfb_kb * 4 if sfb_smem and not sfb_tma else 0
     return (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
@@ -361,6 +349,6 @@ def smem_stages(kw: dict) -> int:
     most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_m, epi_per_wg=pingpong or bool(kw.get("epi_split")),
                            sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
                            sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"),
-                           sfb_kb=int(kw.get("sfb_kb", SFB_SMEM_KB)), epi_whole=bool(kw.get("epi_whole")))
+                           sfb_kb=int(kw.get("sfb_kb", SFB_SMEM_KB)))
     asked = int(kw.get("ab_stage", 0) or 0)
     return most if asked <= 0 else min(asked, most)

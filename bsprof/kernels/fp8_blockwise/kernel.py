@@ -48,9 +48,6 @@ Switches:
                   one, before the promotion, and skip the blocking wait when it had landed
 ``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
                   named barrier): no CTA-wide barrier at a tile end
-``epi_whole``     the epilogue's smem holds every sub-tile of the tile: a wave's sub-tiles are
-                  written, fenced and synced once and stored as one bulk group, and no store waits
-                  for a ring buffer (at 256x128 it takes the fourth A/B stage)
 ``launch_cluster`` launch a 1x1 configuration with the cluster attribute (1x1x1 clusters); off, it
                   launches as a plain grid (clusters of 2 or 4 always carry the attribute)
 ``split_k``       work units per output tile, each over its own range of K blocks (serial split-K
@@ -120,15 +117,14 @@ class Fp8BlockwiseGemm:
         shift_last_m: bool = False,
         sfb_kb: int = SFB_SMEM_KB,
         a_rows: int = 0,
-        epi_whole: bool = False,
     ):
-        if "auto" in (epi_split, epi_whole) or int(swizzle) < 1:
-            raise ValueError("epi_split='auto', epi_whole='auto' and swizzle=0 are resolved per problem by the "
-                             "launcher; pass epi_split and epi_whole 0 or 1 and swizzle >= 1")
+        if epi_split == "auto" or int(swizzle) < 1:
+            raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
+                             "pass epi_split 0 or 1 and swizzle >= 1")
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k, epi_whole=epi_whole))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -210,11 +206,7 @@ class Fp8BlockwiseGemm:
         self.load_warp_id = 0
         self.epi_store_warp_id = 4
         self.buffer_align_bytes = 1024
-        # the epilogue's smem ring holds one whole tile (epi_whole): a tile's stores need one fence
-        # and barrier a wave instead of two barriers and a fence a sub-tile, and never wait on a
-        # store still reading its buffer; the ring's size costs the deepest A/B stage at 256x128
-        self.epi_whole = bool(epi_whole)
-        self.epi_stage = epi_stages(sfa_tma, self.epi_whole, self.waves, tile_n)
+        self.epi_stage = epi_stages(sfa_tma)
         # B is the operand shared by the CTAs of a 2x1 cluster (same N tile, different M tiles)
         # (a 1x2 cluster shares the A tile: same M tile, two N tiles)
         self.num_mcast_ctas_a = cluster_n
@@ -247,7 +239,7 @@ class Fp8BlockwiseGemm:
         self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
         max_stage = max_smem_stages(self.tile_m, self.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
                                     sfa_tma=self.sfa_tma, sfb_tma=self.sfb_tma, sfb_smem=self.sfb_smem,
-                                    epilogue=self.epilogue, sfb_kb=self.sfb_kb, epi_whole=self.epi_whole)
+                                    epilogue=self.epilogue, sfb_kb=self.sfb_kb)
         self.ab_stage = max_stage if self.ab_stage_req <= 0 else min(self.ab_stage_req, max_stage)
         if self.ab_stage < 2:
             raise ValueError(f"tile {self.tile_m}x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
@@ -1287,6 +1279,7 @@ class Fp8BlockwiseGemm:
         tRS_rAcc = tRS_rAccs[wave]
         tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)
         tRS_rD_out = cute.make_rmem_tensor(rD_shape[:3], self.c_dtype)
+        size_tRS_rD = cute.size(tRS_rD)
         gC_tile = gC_tma[(None, None, *tile_coord_mnl)]
         tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
         bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
@@ -1297,25 +1290,6 @@ class Fp8BlockwiseGemm:
         num_prev_epi_tiles = epi_base * epi_tile_num
         if cutlass.const_expr(wave == 0):
             self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
-        if cutlass.const_expr(self.epi_whole):
-            self._epilogue_whole(epi_tile_num, epi_tile_layout, tRS_rAcc, tRS_rD, tRS_rD_out, tRS_sD,
-                                 tiled_copy_r2s, bSG_sD, bSG_gD, tma_atom_c, wave, warp_idx)
-        else:
-            self._epilogue_ring(epi_tile_num, epi_tile_layout, tRS_rAcc, tRS_rD, tRS_rD_out, tRS_sD,
-                                tiled_copy_r2s, bSG_sD, bSG_gD, tma_atom_c, num_prev_epi_tiles, warp_idx,
-                                tma_store_pipeline)
-        # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
-        # asynchronously (phase 2 is their issue)
-        if last_wave:
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.phase1_end, EV.phase2_end))
-
-    @cute.jit
-    def _epilogue_ring(self, epi_tile_num, epi_tile_layout, tRS_rAcc, tRS_rD, tRS_rD_out, tRS_sD,
-                       tiled_copy_r2s, bSG_sD, bSG_gD, tma_atom_c, num_prev_epi_tiles, warp_idx,
-                       tma_store_pipeline):
-        """One wave's sub-tiles through the ring of ``epi_stage`` buffers: each is written, fenced,
-        stored, and its buffer's previous store is waited for before the next is written."""
-        size_tRS_rD = cute.size(tRS_rD)
         for epi_idx in cutlass.range_constexpr(epi_tile_num):
             for v in cutlass.range_constexpr(size_tRS_rD):
                 tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
@@ -1330,29 +1304,7 @@ class Fp8BlockwiseGemm:
                 tma_store_pipeline.producer_commit()
                 tma_store_pipeline.producer_acquire()
             self.epi_bar.arrive_and_wait()
-
-    @cute.jit
-    def _epilogue_whole(self, epi_tile_num, epi_tile_layout, tRS_rAcc, tRS_rD, tRS_rD_out, tRS_sD,
-                        tiled_copy_r2s, bSG_sD, bSG_gD, tma_atom_c, wave: cutlass.Constexpr, warp_idx):
-        """One wave's sub-tiles into buffers of their own (the ring holds the whole tile): every
-        sub-tile written, one fence and barrier, then the store warp issues the wave's stores as
-        one bulk group. The first wave of a tile waits for the previous tile's stores to finish
-        reading the buffers (issued a K-loop ago: normally long done) before anything is written."""
-        size_tRS_rD = cute.size(tRS_rD)
-        if cutlass.const_expr(wave == 0):
-            if warp_idx == self.epi_store_warp:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)
-            self.epi_bar.arrive_and_wait()
-        first = self.epi_buf0 + wave * epi_tile_num
-        for epi_idx in cutlass.range_constexpr(epi_tile_num):
-            for v in cutlass.range_constexpr(size_tRS_rD):
-                tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
-            tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
-            cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, first + epi_idx)])
-        cute.arch.fence_proxy("async.shared", space="cta")
-        self.epi_bar.arrive_and_wait()
-        if warp_idx == self.epi_store_warp:
-            for epi_idx in cutlass.range_constexpr(epi_tile_num):
-                cute.copy(tma_atom_c, bSG_sD[(None, first + epi_idx)],
-                          bSG_gD[(None, epi_tile_layout.get_hier_coord(epi_idx))])
-            cute.arch.cp_async_bulk_commit_group()
+        # the whole accumulator is in smem / in flight: phase 1 ends here; the TMA stores drain
+        # asynchronously (phase 2 is their issue)
+        if last_wave:
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.phase1_end, EV.phase2_end))

@@ -105,7 +105,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
     shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
-             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows", "epi_whole")
+             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows")
     # the row the last M tile starts at when the build shifts it (the kernel applies the same rule)
     shift_start = 0
     if kw.get("shift_last_m") and static:
@@ -270,11 +270,6 @@ L2_BYTES = 50 * 1024 * 1024
 AUTO_SWIZZLE = 8
 # epi_split="auto": split the epilogue per warpgroup up to this K (docs/optimizations.md)
 EPI_SPLIT_MAX_K = 4096
-# epi_whole="auto": the whole tile in the epilogue's smem up to this K (3-4 K blocks a tile). It
-# halves the tile end (~2,100 -> ~1,100 cycles at 256x128) but takes a 256x128 tile's fourth A/B
-# stage: +3-6% at K = 384-512 on the H100, level within the runs' +-3% from K = 768 to 4096 on
-# shapes timed after the first A/B, -4% at 16384 (docs/perf.md)
-EPI_WHOLE_MAX_K = 512
 # promote="rescale": largest K (measured on the H100 with make_operands' inputs: relative error
 # 5.0e-3 at K=16384, 8.1e-3 at 32768, 1.4e-2 at 65536; the per-block promotion stays at 1.7e-3)
 RESCALE_MAX_K = 16384
@@ -403,8 +398,6 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
-    if kw.get("epi_whole") == "auto":
-        kw["epi_whole"] = mnkl[2] <= EPI_WHOLE_MAX_K and not cfg.epi_whole_conflict(kw)
     return why
 
 
