@@ -24,6 +24,17 @@ def is_report(path: str | os.PathLike) -> bool:
     return Path(path).name.endswith(REPORT_SUFFIXES)
 
 
+def resolve_report(path: str | os.PathLike) -> Path:
+    """A report, or the one report in a bsprof result directory (what ``bsprof ncu`` writes)."""
+    p = Path(path)
+    if p.is_dir():
+        reps = sorted(r for suffix in REPORT_SUFFIXES for r in p.glob("*" + suffix))
+        if len(reps) != 1:
+            raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; pass the report file itself")
+        return reps[0]
+    return p
+
+
 def report_stem(path: str | os.PathLike) -> str:
     """The report's name without ``.ncu-rep`` or ``.ncu-rep.xz``."""
     return Path(path).name.removesuffix(".xz").removesuffix(".ncu-rep")

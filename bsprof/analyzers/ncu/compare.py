@@ -12,7 +12,7 @@ from pathlib import Path
 from bsprof.analyzers.ncu.extract import extract
 from bsprof.analyzers.ncu.facts import THRESHOLDS
 from bsprof.analyzers.ncu.verdict import Verdict, classify
-from bsprof.analyzers.ncu_loader import REPORT_SUFFIXES, report_stem
+from bsprof.analyzers.ncu_loader import report_stem, resolve_report
 from bsprof.errors import BsprofError
 
 KEY_COLUMNS: tuple[str, ...] = (
@@ -41,16 +41,6 @@ class Comparison:
     @property
     def title(self) -> str:
         return f"{self.a_label} vs {self.b_label}"
-
-
-def resolve_report(path: str | Path) -> Path:
-    p = Path(path)
-    if p.is_dir():
-        reps = sorted(r for suffix in REPORT_SUFFIXES for r in p.glob("*" + suffix))
-        if len(reps) != 1:
-            raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; pass the report file itself")
-        return reps[0]
-    return p
 
 
 def recorded_flops(path: str | Path) -> float | None:

@@ -72,7 +72,8 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     FLOPs come from ``flops``, else the result directory's summary.json, else the launch's NVTX range.
     ``mnkl`` ("M,N,K[,L]") names the problem of launches whose NVTX range does not (the operands'
     bytes, K for split-K advice)."""
-    from bsprof.analyzers.ncu.compare import recorded_flops, resolve_report
+    from bsprof.analyzers.ncu.compare import recorded_flops
+    from bsprof.analyzers.ncu_loader import resolve_report
     from bsprof.analyzers.ncu.extract import extract
 
     flops = flops or recorded_flops(report)

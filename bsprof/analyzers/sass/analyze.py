@@ -39,6 +39,9 @@ class FunctionAnalysis:
     source: str = ""
     # ncu launch metrics (grid size, cluster dims...) when the analysis came from a report
     launch_info: dict = field(default_factory=dict)
+    # from a report: the launch's other names (mangled, demangled) and what its NVTX range recorded
+    aliases: tuple[str, ...] = ()
+    recorded: dict = field(default_factory=dict)
     # "kloop" | "unrolled" (MMAs, no K-loop: K fully unrolled) | "no_mma" -- loops.classify_loops
     kloop_status: str = NO_MMA
 

@@ -54,6 +54,8 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
         if hit == 0:
             raise BsprofError(f"no PC of the ncu report matches {fa.name}; profile the same build as the cubin")
     fa.launch_info = getattr(sc, "launch_info", {})  # type: ignore[attr-defined]
+    fa.aliases = tuple(getattr(sc, "aliases", ()))
+    fa.recorded = dict(getattr(sc, "recorded", {}))
     fa.reclassify()
 
 

@@ -31,6 +31,11 @@ class SourceCounters:
     launch_info: dict[str, float] = field(default_factory=dict)
     # the source files the report embeds (ncu --import-source yes): {path as in the line info: text}
     sources: dict[str, str] = field(default_factory=dict)
+    # the launch's mangled and demangled names: a template's arguments (DeepGEMM's BLOCK_M,
+    # BLOCK_N) are in these, not in the function name ncu shows
+    aliases: tuple[str, ...] = ()
+    # what the launch's NVTX ranges recorded (bsprof's launcher: mnkl, tile, flops)
+    recorded: dict = field(default_factory=dict)
 
 
 def _metric(action, name: str):
@@ -125,7 +130,26 @@ def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
             except Exception:  # noqa: BLE001
                 pass
     return SourceCounters(launch=launch, name=name, function=fn, executed=executed, stalls=stalls,
-                          reasons=sorted(reasons), launch_info=info, sources=_embedded_sources(action))
+                          reasons=sorted(reasons), launch_info=info, sources=_embedded_sources(action),
+                          aliases=_aliases(action, name), recorded=_recorded(action))
+
+
+def _aliases(action, name: str) -> tuple[str, ...]:
+    out = []
+    for base in ("NameBase_MANGLED", "NameBase_DEMANGLED"):
+        try:
+            alias = action.name(getattr(action, base))
+        except Exception:  # noqa: BLE001 - an older ncu_report without the enum: the plain name only
+            continue
+        if alias and alias != name and alias not in out:
+            out.append(alias)
+    return tuple(out)
+
+
+def _recorded(action) -> dict:
+    from bsprof.analyzers.ncu.extract import nvtx_problem, nvtx_ranges
+
+    return nvtx_problem(nvtx_ranges(action))
 
 
 def _embedded_sources(action) -> dict[str, str]:

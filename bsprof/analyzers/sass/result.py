@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bsprof import artifacts
-from bsprof.analyzers.ncu_loader import is_report
+from bsprof.analyzers.ncu_loader import is_report, resolve_report
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
 from bsprof.errors import BsprofError
 
@@ -48,6 +48,8 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
+    # a bsprof result directory stands for the one report in it, as in `bsprof ncu --report`
+    paths = [resolve_report(p) if Path(p).is_dir() else p for p in paths]
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
     per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
                 for i, (p, fas) in enumerate(zip(paths, analyses))]
@@ -106,16 +108,30 @@ def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: 
     if mnkl is None:
         return None
     tmn = tile_mn[i] if i < len(tile_mn) else None
+    main = max(fas, key=lambda fa: (fa.mma_count, len(fa.instructions)))
+    ran = main.recorded.get("mnkl")
+    if ran and _mnkl4(ran) != tuple(mnkl):
+        raise BsprofError(f"--mnkl {','.join(map(str, mnkl))}: {path.name} recorded the launch's problem as "
+                          f"{ran.replace('x', ',')}; pass that (or --tiles N)")
     if tmn is None:
-        main = max(fas, key=lambda fa: (fa.mma_count, len(fa.instructions)))
-        named = tile_from_name(main.name)
-        if named is None:
+        side = f"{'AB'[i]}: " if n == 2 else ""
+        named = next(filter(None, (tile_from_name(x) for x in (main.name, *main.aliases))), None)
+        if named is not None:
+            tmn = named[0]
+            notes.append(f"{side}tile {tmn[0]}x{tmn[1]} read from the kernel name ({named[1]})")
+        elif main.recorded.get("tile"):
+            tmn = tuple(int(v) for v in main.recorded["tile"].split("x"))
+            notes.append(f"{side}tile {tmn[0]}x{tmn[1]} recorded in the report by the launch (bsprof's NVTX range)")
+        else:
             raise BsprofError(f"--mnkl: the output tile of {path.name} ({main.name[:50]}) is unknown; pass --tile-mn M,N "
                               "(once per input to compare) or --tiles N")
-        tmn = named[0]
-        side = f"{'AB'[i]}: " if n == 2 else ""
-        notes.append(f"{side}tile {tmn[0]}x{tmn[1]} read from the kernel name ({named[1]})")
     return tiles_from_problem(mnkl, tmn)
+
+
+def _mnkl4(text: str) -> tuple[int, ...]:
+    """'2048x4096x256x1' (or without L) as (M, N, K, L)."""
+    vals = tuple(int(v) for v in text.replace(",", "x").split("x") if v)
+    return vals + (1,) * (4 - len(vals))
 
 
 def _analyze(path: Path, function, source, ncu, launch) -> list[FunctionAnalysis]:
