@@ -154,6 +154,44 @@ def test_tile_read_from_names_that_spell_it(data_dir):
     assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
+# SourceCounters-only reports of one H100 launch at 2048x7168x2048 each (docs/perf.md, fifth
+# session): DeepGEMM's, whose run printed its config (DG_PRINT_CONFIGS=1: block_m=256,
+# block_n=112, 1x2, 3 stages), and ours through bsprof's launcher (its plan: 256x112 1x2)
+DG_SRC = "h100_deepgemm_2048x7168x2048_src.ncu-rep.xz"
+OURS_SRC = "h100_bsprof_fp8_2048x7168x2048_src.ncu-rep.xz"
+
+
+def test_tile_of_a_foreign_report_from_its_launch_names(data_dir):
+    # ncu shows the launch as sm90_fp8_gemm_1d2d_impl; the template arguments that spell the tile
+    # are in its mangled and demangled names: ceil(2048 / 256) x ceil(7168 / 112) = 8 x 64 tiles
+    res = _run(data_dir / DG_SRC, "--json", "--mnkl", "2048,7168,2048")
+    fn = json.loads(res.stdout)["functions"][0]
+    assert fn["name"] == "sm90_fp8_gemm_1d2d_impl" and fn["tiles"] == 8 * 64
+    assert "tile 256x112 read from the kernel name (DeepGEMM template)" in res.stderr
+
+
+def test_tile_of_our_report_from_the_problem_the_launch_recorded(data_dir, tmp_path):
+    # our kernel's name spells no tile; bsprof's launcher named problem and tile in the NVTX range
+    res = _run(data_dir / OURS_SRC, "--json", "--mnkl", "2048,7168,2048")
+    assert json.loads(res.stdout)["functions"][0]["tiles"] == 8 * 64
+    assert "tile 256x112 recorded in the report by the launch" in res.stderr
+    # a problem the launch did not run would count the wrong tiles: refused in one line
+    bad = CliRunner().invoke(cli, ["sass", str(data_dir / OURS_SRC), "--mnkl", "2048,7168,4096"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+    assert "2048,7168,2048,1" in bad.output and "recorded" in bad.output
+    # both sides resolved, ours against DeepGEMM, per tile
+    d = json.loads(_run(data_dir / OURS_SRC, data_dir / DG_SRC, "--json", "--mnkl", "2048,7168,2048").stdout)
+    assert d["a"]["functions"][0]["tiles"] == d["b"]["functions"][0]["tiles"] == 512
+    # a bsprof result directory stands for the one report in it (as `bsprof ncu --report` takes it)
+    run = tmp_path / "optimized_fp8-blockwise_2048x7168x2048x1"
+    run.mkdir()
+    (run / OURS_SRC).write_bytes((data_dir / OURS_SRC).read_bytes())
+    assert json.loads(_run(run, "--json", "--mnkl", "2048,7168,2048").stdout)["functions"][0]["tiles"] == 512
+    (run / DG_SRC).write_bytes((data_dir / DG_SRC).read_bytes())
+    two = CliRunner().invoke(cli, ["sass", str(run)])
+    assert two.exit_code == 2 and "expected one .ncu-rep" in two.output
+
+
 @pytest.mark.parametrize("cubin, mnkl, tiles", [
     # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
     ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin.xz", "4096,7168,2048", 32 * 32),
