@@ -401,6 +401,9 @@ def print_compare(console: Console, result: dict) -> None:
         if "executed" in cmp:
             e = cmp["executed"]
             t.add_row("executed", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,}")
+        if "executed_per_tile" in cmp:
+            e = cmp["executed_per_tile"]
+            t.add_row("executed per output tile", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,.1f}")
         for cat, v in cmp["categories"].items():
             if v["delta"]:
                 t.add_row(f"  {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")

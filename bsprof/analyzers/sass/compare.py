@@ -33,17 +33,22 @@ def _kloop_summary(fa: FunctionAnalysis) -> dict:
     return d
 
 
-def _mismatch(ka: dict, kb: dict) -> str | None:
-    """Why two regions must not be subtracted, or None when they are the same kind."""
+def _mismatch(ka: dict, kb: dict, per_tile: bool = False) -> str | None:
+    """Why two regions must not be subtracted, or None when they are the same kind; ``per_tile``:
+    both sides' output tiles are known, so the executed instructions per tile stand in for them."""
     if ka["kind"] == kb["kind"]:
         return None
+    instead = ("the executed instructions per output tile compare instead" if per_tile else
+               "Compare whole kernels, or per tile with ncu reports (--tiles, or --mnkl with --tile-mn)")
     return (f"not comparable: A's is a {ka['region']}, B's a {kb['region']} (A: {ka['text']}; B: {kb['text']}); "
-            "subtracting them would compare unlike regions. Compare whole kernels, or per tile with ncu "
-            "reports (--tiles, or --mnkl with --tile-mn)")
+            f"subtracting them would compare unlike regions. {instead}")
 
 
-def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
+def compare(a: FunctionAnalysis, b: FunctionAnalysis, tiles: tuple[int | None, int | None] = (None, None)) -> dict:
+    """A -> B; ``tiles``: each side's output tiles (its launch's), for the executed instructions per
+    tile where both sides ran under ncu."""
     ka, kb = _kloop_summary(a), _kloop_summary(b)
+    per_tile = all(tiles) and a.executed is not None and b.executed is not None
     out = {
         "a": {"name": a.name, "arch": a.arch, "source": a.source},
         "b": {"name": b.name, "arch": b.arch, "source": b.source},
@@ -51,7 +56,7 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         "categories": _delta_map(a.categories(), b.categories()),
         "opcodes": {k: v for k, v in _delta_map(a.opcode_counts(with_modifiers=False),
                                                    b.opcode_counts(with_modifiers=False)).items() if v["delta"]},
-        "kloop": _kloop_delta(ka, kb),
+        "kloop": _kloop_delta(ka, kb, per_tile),
         "features": {k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
                      for k in a.features if k in b.features},
         "loops": {"a": len(a.loops), "b": len(b.loops)},
@@ -62,6 +67,9 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         out["executed"] = {"a": int(sum(a.executed)), "b": int(sum(b.executed)),
                            "delta": int(sum(b.executed)) - int(sum(a.executed))}
         out["executed_opcodes"] = executed_opcodes(a, b)
+    if per_tile:
+        ea, eb = out["executed"]["a"] / tiles[0], out["executed"]["b"] / tiles[1]
+        out["executed_per_tile"] = {"a": round(ea, 1), "b": round(eb, 1), "delta": round(eb - ea, 1)}
     if a.roles is not None and b.roles is not None:
         from collections import Counter
         out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
@@ -102,8 +110,8 @@ def _promotion_delta(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
     return {"a": na, "b": nb, "delta": nb - na, "loops": {"a": len(a.promotion_loops), "b": len(b.promotion_loops)}}
 
 
-def _kloop_delta(ka: dict, kb: dict) -> dict:
-    why = _mismatch(ka, kb)
+def _kloop_delta(ka: dict, kb: dict, per_tile: bool = False) -> dict:
+    why = _mismatch(ka, kb, per_tile)
     if why is not None or ka["kind"] == "no_mma":
         return {"a": ka, "b": kb, "comparable": False, "mismatch": why, "instructions_delta": None,
                 "mma_delta": None, "categories": {}}

@@ -60,7 +60,7 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     if len(analyses) == 2:
         from bsprof.analyzers.sass.compare import compare, pair_functions
 
-        cmps = [compare(a, b) for a, b in pair_functions(analyses[0], analyses[1])]
+        cmps = [compare(a, b, (per_side[0], per_side[1])) for a, b in pair_functions(analyses[0], analyses[1])]
         notes += [f"{c['a']['name'][:40]} vs {c['b']['name'][:40]}: K-loop {c['kloop']['mismatch']}"
                   for c in cmps if c["kloop"]["mismatch"]]
         # the contract's top-level functions are the optimized side's
