@@ -27,11 +27,12 @@ VARIANTS: dict[str, dict] = {
     # Per-warpgroup epilogues (epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
-    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty.
+    # The A scales multicast with the A tile (sfa_mcast), as DeepGEMM's do
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True),
+                      tiles="auto", shift_last_m=True, trim_a=True, sfa_mcast=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip

@@ -48,6 +48,8 @@ Switches:
                   one, before the promotion, and skip the blocking wait when it had landed
 ``epi_split``     coop: each warpgroup stores its own 64 rows of a wave (own smem ring, store warp,
                   named barrier): no CTA-wide barrier at a tile end
+``sfa_mcast``     with A multicast, the A-scale TMA multicasts too (each CTA of the pair loads half
+                  the scale box for both) instead of each CTA loading all of it
 ``launch_cluster`` launch a 1x1 configuration with the cluster attribute (1x1x1 clusters); off, it
                   launches as a plain grid (clusters of 2 or 4 always carry the attribute)
 ``split_k``       work units per output tile, each over its own range of K blocks (serial split-K
