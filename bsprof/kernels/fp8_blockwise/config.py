@@ -27,12 +27,11 @@ VARIANTS: dict[str, dict] = {
     # Per-warpgroup epilogues (epi_split=auto: on up to K = 4096, where the tile end is a
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
-    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty.
-    # The A scales multicast with the A tile (sfa_mcast), as DeepGEMM's do
+    # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True, sfa_mcast=True),
+                      tiles="auto", shift_last_m=True, trim_a=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -55,7 +54,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "sfa_mcast")
+         "trim_a")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -219,7 +218,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a", "sfa_mcast")
+              "launch_cluster", "shift_last_m", "trim_a")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
