@@ -26,7 +26,9 @@ from bsprof.options import IntTupleOrAuto, count
 @click.option("--mnkl", default=None, help="M,N,K[,L]: derive --tiles from the output tile (--tile-mn, or a bundled kernel's config)")
 @click.option("--tile-mn", type=IntTupleOrAuto(2, 1, example="256,256"), multiple=True, help="CTA/cluster output tile M,N for --mnkl, e.g. 256,256; twice (A then B) "
                                                "when comparing kernels with different tiles; 'auto' (the default): "
-                                               "a bundled kernel's config or a name that spells it (cuBLAS, DeepGEMM)")
+                                               "a bundled kernel's config, a name that spells it (cuBLAS, DeepGEMM; "
+                                               "a report's mangled names too) or the tile bsprof's launcher recorded "
+                                               "in the report")
 @click.option("--by", type=click.Choice(["loops", "roles"]), default="loops", show_default=True,
               help="regions of the budget table")
 @click.option("--mma-detail", is_flag=True, help="the instruction stream between consecutive MMA issues of the K-loop")
@@ -40,8 +42,8 @@ from bsprof.options import IntTupleOrAuto, count
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
 def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
             show_features, hot, as_json, as_csv, out_dir) -> None:
-    """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters), each
-    also as .xz.
+    """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters, or
+    the bsprof ncu result directory holding one), each also as .xz.
 
     Two inputs (A B) compare baseline -> optimized. `--kernel VARIANT --arch sm_100a|sm_90a`
     compiles a bundled kernel on the CPU first (rescaled and pingpong are sm_90a only).

@@ -43,8 +43,10 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     """Analyze one input, or two (A then B) compared. Per-tile budgets: ``tiles[i]`` is side i's
     output-tile count; else, with the problem ``mnkl``, the tile from ``tile_mn`` (given once for
     every side or once per side; ``"auto"`` leaves a side to what follows), the tile of a bundled
-    kernel we built (``bundled_tiles``: side -> (tile, its spec)), or the tile the kernel's own name
-    spells (cuBLAS nvjet, DeepGEMM); a side whose tile is unknown is an error, never a guess."""
+    kernel we built (``bundled_tiles``: side -> (tile, its spec)), the tile the kernel's own name
+    spells (cuBLAS nvjet, DeepGEMM; for a report, its launch's mangled and demangled names too), or
+    the tile bsprof's launcher recorded in the report's NVTX range; a side whose tile is unknown is
+    an error, never a guess, and a ``mnkl`` other than the problem a report recorded is refused."""
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
