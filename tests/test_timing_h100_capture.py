@@ -1,11 +1,9 @@
-"""The shipped H100 capture (fp8-blockwise optimized, 4096^3: the table and artifact are the package's
-sample run, bsprof/data/samples/run/timing_h100; its raw buffer and trace in tests/data/h100_timing):
-decoder, statistics, trace and the validation arithmetic on real data."""
+"""The shipped H100 capture (tests/data/h100_timing: fp8-blockwise optimized, 4096^3, see its
+timing.json): decoder, statistics, trace and the validation arithmetic on real data."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,18 +21,10 @@ def cap(data_dir):
     return data_dir / "h100_timing"
 
 
-@pytest.fixture(scope="module")
-def run():
-    """The capture's table and timing.json, as the package ships them for the README's first run."""
-    import bsprof
-
-    return Path(bsprof.__file__).parent / "data" / "samples" / "run" / "timing_h100"
-
-
-def test_real_buffer_decodes_to_the_shipped_table(cap, run):
+def test_real_buffer_decodes_to_the_shipped_table(cap):
     plan = BufferPlan.from_json(json.loads((cap / "buffer_4ctas.json").read_text()))
     t = decode_buffer(np.load(cap / "buffer_4ctas.npy"), plan)
-    ref = read_table(run / "timing.parquet")
+    ref = read_table(cap / "timing.parquet")
     ref = ref[ref["cta"] < 4]
     key = ["cta", "warp", "role", "tile", "phase"]
     got = t.set_index(key).sort_index()
@@ -61,9 +51,9 @@ def test_real_buffer_damage_is_caught(cap):
         decode_buffer(bad, plan)
 
 
-def test_stats_of_the_real_capture_match_its_artifact(run):
-    t = read_table(run / "timing.parquet")
-    doc = json.loads((run / "timing.json").read_text())
+def test_stats_of_the_real_capture_match_its_artifact(cap):
+    t = read_table(cap / "timing.parquet")
+    doc = json.loads((cap / "timing.json").read_text())
     s = summarize(t).to_json()
     assert s["rows"] == doc["stats"]["rows"]
     kl = {(r["role"], r["phase"]): r for r in s["phases"]}[("mma", "kloop")]
