@@ -115,8 +115,9 @@ def stall_shares(row) -> dict[str, float]:
 OPERAND_BYTES = {"fp4": 0.5, "fp8": 1.0, "int8": 1.0, "fp16": 2.0, "bf16": 2.0, "tf32": 4.0, "fp32": 4.0, "fp64": 8.0}
 
 
-def _problem(row) -> list[int] | None:
-    text = row.get("mnkl") if hasattr(row, "get") else None
+def problem_of(text) -> list[int] | None:
+    """[M, N, K, L] of a problem as a launch's NVTX range names it ('2048x4096x256x1', or with
+    commas; L defaults to 1), or None when it names none."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -124,6 +125,10 @@ def _problem(row) -> list[int] | None:
     except ValueError:
         return None
     return (vals + [1])[:4] if len(vals) >= 3 else None
+
+
+def _problem(row) -> list[int] | None:
+    return problem_of(row.get("mnkl") if hasattr(row, "get") else None)
 
 
 def loads_by_tma(row) -> bool:

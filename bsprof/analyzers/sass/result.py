@@ -51,7 +51,7 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
     # a bsprof result directory stands for the one report in it, as in `bsprof ncu --report`
-    paths = [resolve_report(p) if Path(p).is_dir() else p for p in paths]
+    paths = [resolve_report(p) for p in paths]
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
     per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
                 for i, (p, fas) in enumerate(zip(paths, analyses))]
@@ -103,6 +103,7 @@ def _given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], 
 
 def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: list, mnkl, tile_mn: list,
                 notes: list[str]) -> int | None:
+    from bsprof.analyzers.ncu.facts import problem_of
     from bsprof.analyzers.sass.budget import tile_from_name, tiles_from_problem
 
     if i < len(tiles) and tiles[i] is not None:
@@ -112,7 +113,7 @@ def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: 
     tmn = tile_mn[i] if i < len(tile_mn) else None
     main = max(fas, key=lambda fa: (fa.mma_count, len(fa.instructions)))
     ran = main.recorded.get("mnkl")
-    if ran and _mnkl4(ran) != tuple(mnkl):
+    if problem_of(ran) not in (None, list(mnkl)):
         raise BsprofError(f"--mnkl {','.join(map(str, mnkl))}: {path.name} recorded the launch's problem as "
                           f"{ran.replace('x', ',')}; pass that (or --tiles N)")
     if tmn is None:
@@ -128,12 +129,6 @@ def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: 
             raise BsprofError(f"--mnkl: the output tile of {path.name} ({main.name[:50]}) is unknown; pass --tile-mn M,N "
                               "(once per input to compare) or --tiles N")
     return tiles_from_problem(mnkl, tmn)
-
-
-def _mnkl4(text: str) -> tuple[int, ...]:
-    """'2048x4096x256x1' (or without L) as (M, N, K, L)."""
-    vals = tuple(int(v) for v in text.replace(",", "x").split("x") if v)
-    return vals + (1,) * (4 - len(vals))
 
 
 def _analyze(path: Path, function, source, ncu, launch) -> list[FunctionAnalysis]:
