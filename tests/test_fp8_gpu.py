@@ -167,31 +167,6 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
-# lead_wave: the next tile's first wave runs under this tile's epilogue. Several tiles a CTA (the
-# lead crosses tiles), the shared and the per-warpgroup epilogue, two B scales a tile, a
-# one-warpgroup tile with a batch, a shifted last tile, one K block a tile and a B-multicast
-# cluster: the same bits as without it
-LEAD = [((4096, 4096, 512, 1), (256, 128), (1, 2), {}),
-        ((4096, 4096, 512, 1), (256, 128), (1, 2), {"epi_split": 0}),
-        ((1000, 2104, 1152, 1), (128, 144), (1, 1), {}), ((640, 1040, 640, 2), (64, 80), (1, 1), {}),
-        ((300, 520, 1024, 1), (256, 128), (1, 2), {}), ((1024, 4096, 128, 1), (128, 128), (2, 1), {})]
-
-
-@pytest.mark.parametrize("mnkl, tile, cluster, extra", LEAD, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
-def test_lead_wave_writes_the_same_bits(mnkl, tile, cluster, extra):
-    import torch
-
-    from bsprof.kernels.fp8_blockwise import prepare
-
-    kw = dict(seed=5, mma_tiler=tile, cluster=cluster, **extra)
-    p = prepare("optimized", mnkl, lead_wave=1, **kw)
-    assert p.config["lead_wave"] and p.check() < 1e-2
-    q = prepare("optimized", mnkl, lead_wave=0, **kw)
-    assert not q.config.get("lead_wave") and q.check() < 1e-2
-    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
-
-
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):
@@ -327,8 +302,7 @@ def test_compute_sanitizer_clean(tool, tmp_path):
         pytest.skip("compute-sanitizer not on PATH")
     code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
             "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}), ('rescaled', {}),\n"
-            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2}),\n"
-            "              ('optimized', {'lead_wave': 1})):\n"
+            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
             "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
             "    assert p.check() < 1e-2\n")
     env = dict(os.environ)

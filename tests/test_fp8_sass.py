@@ -416,23 +416,3 @@ def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
 
     stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
     assert stash * 4 == by_tma * 3, (stash, by_tma)
-
-
-def test_lead_wave_keeps_the_next_tiles_first_wave_in_flight_through_the_epilogue(tmp_path, built):
-    # lead_wave: the next tile's first wave (4 QGMMA a warpgroup) is issued after the K-loop and
-    # waited for only in that tile's first K block, so no wgmma wait may sit between it and the
-    # epilogue's first STSM (a wgmma issued inside a branch made ptxas wait at the join); the
-    # tile's first promotion sets the totals, so the 63 CS2R that zeroed them are gone
-    _, base = built("optimized")
-    (lead,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, lead_wave=True))
-    assert base.count("CS2R") > 32 and lead.count("CS2R") == 0
-    # the first tile's lead, its first block's other wave and the tile end's lead
-    assert lead.count("QGMMA") == base.count("QGMMA") + 12
-    ops = [ins.opcode for ins in lead.instructions]
-    first_stsm = next(i for i, op in enumerate(ops) if op.startswith("STSM"))
-    last_issue = max(i for i, op in enumerate(ops[:first_stsm]) if op.startswith("QGMMA"))
-    assert not any(op.startswith("WARPGROUP.DEPBAR") for op in ops[last_issue:first_stsm])
-    # the dropped lead of a CTA's last tile is waited for before the kernel exits
-    exits = [i for i, op in enumerate(ops) if op == "EXIT"]
-    assert any(op.startswith("WARPGROUP.DEPBAR") for op in ops[exits[-1] - 4:exits[-1]])
-    assert not lead.features["register_spills"].present

@@ -55,10 +55,6 @@ Switches:
                   in a global workspace and counts itself in on the tile's counter; the last to
                   arrive sums every partial in split order (the same bits whichever unit that is),
                   stores the tile and resets the counter for the next launch
-``lead_wave``     coop with the stage's A scales (sfa_tma): the next tile's first wave is issued
-                  before this tile's epilogue, into the block accumulator the epilogue leaves
-                  alone, so the tensor cores work through the tile end; the tile's first
-                  promotion then sets the totals (a multiply) instead of adding to zeros
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -121,7 +117,6 @@ class Fp8BlockwiseGemm:
         shift_last_m: bool = False,
         sfb_kb: int = SFB_SMEM_KB,
         a_rows: int = 0,
-        lead_wave: bool = False,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -129,7 +124,7 @@ class Fp8BlockwiseGemm:
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k, lead_wave=lead_wave))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -198,9 +193,6 @@ class Fp8BlockwiseGemm:
         # tiles at 128x4096x7168: 87 MB read from L2 against 48 MB, 16.7 us against 12.9)
         self.launch_cluster = bool(launch_cluster) or cluster_m * cluster_n > 1
         self.split_k = int(split_k)
-        # the next tile's first wave runs on the tensor cores while this tile's epilogue moves
-        # its totals out (both warpgroups otherwise leave them idle for the whole tile end)
-        self.lead_wave = bool(lead_wave)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -706,9 +698,6 @@ class Fp8BlockwiseGemm:
         tile_count = cutlass.Int32(0)
         stored = cutlass.Int32(0)
         if cutlass.const_expr(not self.pingpong):
-            if cutlass.const_expr(self.lead_wave):
-                self._lead(mmas, tCrA, tCrB, num_k_blocks, acc_blk, mainloop_pipeline, read_state,
-                           work_tile.is_valid_tile)
             while work_tile.is_valid_tile:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
@@ -718,7 +707,7 @@ class Fp8BlockwiseGemm:
                 work_tile = tile_sched.get_current_work()
                 if cutlass.const_expr(self.split_k == 1):
                     read_state = self._consume_tile(consume, tile_idx, tiles_done, read_state, tile_count,
-                                                    False, work_tile.is_valid_tile)
+                                                    False, False)
                 else:
                     # the epilogue's smem ring turns with the tiles this CTA stored, not the units it ran
                     tile_idx, kb0, k_cnt, s = self._split_unit(tile_idx, k_tile_cnt)
@@ -757,8 +746,6 @@ class Fp8BlockwiseGemm:
                         read_state.advance()
                 tile_count += 1
 
-        if cutlass.const_expr(self.lead_wave):
-            cute.nvgpu.warpgroup.wait_group(0)      # the dropped lead wave of the last tile
         if cutlass.const_expr(self.epilogue == "tma"):
             tma_store_pipeline.producer_tail()
 
@@ -813,9 +800,8 @@ class Fp8BlockwiseGemm:
         nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
         # first tile column that belongs to the next 128-wide B-scale block
         split = 128 - n0 % 128
-        if cutlass.const_expr(not self.lead_wave):
-            for w in cutlass.range_constexpr(self.waves):
-                acc_totals[w].fill(0.0)
+        for w in cutlass.range_constexpr(self.waves):
+            acc_totals[w].fill(0.0)
         sfb_view = sfb_src
         if cutlass.const_expr(self.sfb_tma):
             sfb_view = sSFBT        # the stage brings its B scale: nothing to stage per tile
@@ -858,10 +844,6 @@ class Fp8BlockwiseGemm:
             if has_next:
                 cute.arch.mbarrier_arrive(self.turn_mbar + (tile_count + 1) % 2)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
-        if cutlass.const_expr(self.lead_wave):
-            # read_state is the next tile's first stage: its first wave goes to the tensor cores
-            # now and is waited for in that tile's first K block, after this epilogue
-            self._lead(mmas, tCrA, tCrB, num_k_blocks, acc_blk, mainloop_pipeline, read_state, has_next)
         if cutlass.const_expr(self.split_k == 1):
             self._store_tile(consume, tile_coord_mnl, tiles_done, tile_count)
         return read_state
@@ -1022,9 +1004,7 @@ class Fp8BlockwiseGemm:
             cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
-    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split, first: cutlass.Constexpr = False):
-        """total += blk * scale; ``first`` (a tile's first K block under lead_wave): total = blk *
-        scale, the same bits as adding the product to zeros (DeepGEMM's first promotion)."""
+    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
         s00 = sa_lo * sb0
         s10 = sa_hi * sb0
         s01 = s00
@@ -1059,12 +1039,8 @@ class Fp8BlockwiseGemm:
                     picked[below] = (cutlass.select_(second, s01, s00), cutlass.select_(second, s11, s10))
                 lo, hi = picked[below]
             for c in cutlass.range_constexpr(2):
-                if cutlass.const_expr(first):
-                    acc_total[g * 4 + c] = acc_blk[g * 4 + c] * lo
-                    acc_total[g * 4 + 2 + c] = acc_blk[g * 4 + 2 + c] * hi
-                else:
-                    acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
-                    acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
+                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
+                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
 
     @cute.jit
     def _release(self, mainloop_pipeline, state):
@@ -1089,21 +1065,9 @@ class Fp8BlockwiseGemm:
             mainloop_pipeline.consumer_release(state)
 
     @cute.jit
-    def _lead(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, mainloop_pipeline, read_state, has_next):
-        """``lead_wave``: wait for a tile's first stage and issue its first wave into the block
-        accumulator, not waited for here (the tile's first K block waits for it). The wave is
-        issued even when there is no next tile (it then reads a stage nobody writes any more and
-        its result is dropped): a wgmma issued on one side of a branch makes ptxas wait for it
-        where the branches join, before the epilogue it is meant to overlap."""
-        if has_next:
-            mainloop_pipeline.consumer_wait(read_state)
-        cute.nvgpu.warpgroup.fence()
-        self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, 0)
-
-    @cute.jit
     def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                       mainloop_pipeline, read_state, sc, split, wait: cutlass.Constexpr = True,
-                      landed=None, first: cutlass.Constexpr = False):
+                      landed=None):
         """One K block, serial promotion. Returns the next read state and, with ``peek``, whether
         the next stage had already landed when this block's last wave finished (``landed``: that
         answer from the block before, so the wait can be skipped)."""
@@ -1114,10 +1078,8 @@ class Fp8BlockwiseGemm:
                 mainloop_pipeline.consumer_wait(read_state)
         landed = cutlass.Boolean(False)
         for w in cutlass.range_constexpr(self.waves):
-            # ``first`` (lead_wave): the tile's first K block, whose first wave is already issued
-            if cutlass.const_expr(not (first and w == 0)):
-                cute.nvgpu.warpgroup.fence()
-                self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
+            cute.nvgpu.warpgroup.fence()
+            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, read_state.index, w)
             cute.nvgpu.warpgroup.wait_group(0)
             if cutlass.const_expr(w == self.waves - 1):
                 self._release(mainloop_pipeline, read_state)
@@ -1126,7 +1088,7 @@ class Fp8BlockwiseGemm:
                     landed = cute.arch.mbarrier_test_wait(
                         mainloop_pipeline.producer_get_barrier(read_state), read_state.phase)
                 self.rec.spin(self.delay_kloop)
-            self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split, first)
+            self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split)
         return read_state, landed
 
     @cute.jit
@@ -1151,15 +1113,7 @@ class Fp8BlockwiseGemm:
         3-4% slower.)"""
         read_state.reset_count()
         first = 0
-        if cutlass.const_expr(self.lead_wave):
-            # the first stage was waited for and its first wave issued before the last epilogue
-            # (_lead): the first block is peeled, its promotion sets the totals
-            sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, sc0, split, False, None, True)
-            first = 1
-        elif cutlass.const_expr(self.timing):
+        if cutlass.const_expr(self.timing):
             # timing build: the first block is peeled so tma0 is stamped after its scale reads are
             # issued (the clock read's latency overlaps theirs instead of adding to every tile: a
             # branch on kb == 0 inside the loop cost 4-6% instead); the plain build keeps one loop
