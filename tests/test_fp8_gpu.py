@@ -167,31 +167,6 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
-# half_waves: each wave's wgmma in two N halves through two accumulators. The promotion adds the
-# same products in the same order, so every class writes the bits the full-width build writes:
-# 256-row tiles (shared and per-warpgroup epilogue, a 1x2 and a 2x1 cluster), a 128-row one, a
-# one-warpgroup 64-row one and a width that straddles two B-scale blocks (halves of 48)
-HALVES = [((4096, 4096, 512, 1), (256, 128), (1, 2), {}),
-          ((1000, 1000, 6144, 1), (256, 128), (1, 2), {"epi_split": 0}),
-          ((1024, 2048, 640, 1), (256, 128), (2, 1), {}), ((1000, 2104, 1152, 1), (128, 128), (1, 1), {}),
-          ((640, 1040, 640, 2), (64, 64), (1, 1), {}), ((520, 1000, 1152, 1), (128, 96), (1, 2), {})]
-
-
-@pytest.mark.parametrize("mnkl, tile, cluster, extra", HALVES, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
-def test_half_waves_write_the_same_bits(mnkl, tile, cluster, extra):
-    import torch
-
-    from bsprof.kernels.fp8_blockwise import prepare
-
-    kw = dict(seed=5, mma_tiler=tile, cluster=cluster, **extra)
-    p = prepare("optimized", mnkl, half_waves=1, **kw)
-    assert p.config["half_waves"] and p.check() < 1e-2
-    q = prepare("optimized", mnkl, half_waves=0, **kw)
-    assert not q.config.get("half_waves") and q.check() < 1e-2
-    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
-
-
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):
@@ -327,8 +302,7 @@ def test_compute_sanitizer_clean(tool, tmp_path):
         pytest.skip("compute-sanitizer not on PATH")
     code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
             "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}), ('rescaled', {}),\n"
-            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2}),\n"
-            "              ('optimized', {'half_waves': 1})):\n"
+            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
             "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
             "    assert p.check() < 1e-2\n")
     env = dict(os.environ)

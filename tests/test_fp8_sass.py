@@ -416,18 +416,3 @@ def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
 
     stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
     assert stash * 4 == by_tma * 3, (stash, by_tma)
-
-
-def test_half_waves_keep_one_half_queued_while_the_other_is_promoted(tmp_path, built):
-    # half_waves: a K block's wgmma as 2 x waves units of half the width (m64n64 at 256x128) in
-    # two accumulators; each unit's successor is issued before it is waited for (DEPBAR.LE 1),
-    # only a block's last unit is waited for alone, and no wgmma is serialized (ptxas C7514
-    # serializes them all when one is left in flight across the K-loop's back edge)
-    _, base = built("optimized")
-    (half,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, half_waves=True))
-    assert base.count("QGMMA") == 8 and half.count("QGMMA") == 16
-    ops = [ins.text for ins in half.instructions]
-    assert all("64x64x32" in t for t in ops if "QGMMA" in t)
-    waits = [t for t in ops if "WARPGROUP.DEPBAR" in t]
-    assert sum("0x1" in t for t in waits) == 3 and sum("0x0" in t for t in waits) == 1
-    assert not half.features["register_spills"].present

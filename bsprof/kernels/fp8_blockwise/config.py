@@ -54,7 +54,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "half_waves")
+         "trim_a")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -178,19 +178,10 @@ def peek_conflict(kw: dict) -> str | None:
     return None
 
 
-def half_waves_conflict(kw: dict) -> str | None:
-    """Two half-width accumulators live in the coop K-loop that reads the stage's A scales."""
-    if kw.get("schedule", "coop") != "coop" or kw.get("promote", "serial") != "serial" or not kw.get("sfa_tma"):
-        return "a schedule other than coop, promote other than 'serial' or sfa_tma=0"
-    if kw.get("tile_n", 128) % 32:
-        return f"tile_n={kw.get('tile_n', 128)} (a half is a wgmma width: a multiple of 16)"
-    return None
-
-
 # switches and what they cannot combine with: a variant's default gives way to an override it does
 # not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
 KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
-                  ("epi_split", epi_split_conflict), ("half_waves", half_waves_conflict))
+                  ("epi_split", epi_split_conflict))
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -227,7 +218,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a", "half_waves")
+              "launch_cluster", "shift_last_m", "trim_a")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}

@@ -55,11 +55,6 @@ Switches:
                   in a global workspace and counts itself in on the tile's counter; the last to
                   arrive sums every partial in split order (the same bits whichever unit that is),
                   stores the tile and resets the counter for the next launch
-``half_waves``    coop, serial promotion with the stage's A scales: each wave's wgmma runs as two
-                  N halves into two half-width block accumulators used in turn, the next half
-                  (or the next K block's first) issued before the one just finished is promoted,
-                  so a warpgroup always has wgmma queued; the registers stay those of one
-                  full-width block accumulator
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -122,7 +117,6 @@ class Fp8BlockwiseGemm:
         shift_last_m: bool = False,
         sfb_kb: int = SFB_SMEM_KB,
         a_rows: int = 0,
-        half_waves: bool = False,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -130,7 +124,7 @@ class Fp8BlockwiseGemm:
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k, half_waves=half_waves))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -199,8 +193,6 @@ class Fp8BlockwiseGemm:
         # tiles at 128x4096x7168: 87 MB read from L2 against 48 MB, 16.7 us against 12.9)
         self.launch_cluster = bool(launch_cluster) or cluster_m * cluster_n > 1
         self.split_k = int(split_k)
-        # two half-width block accumulators: one half's wgmma queued while the other is promoted
-        self.half_waves = bool(half_waves)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -621,30 +613,6 @@ class Fp8BlockwiseGemm:
         tCrA = tiled_mma.make_fragment_A(tCsA)
         tCrB = tiled_mma.make_fragment_B(tCsB)
         num_k_blocks = cute.size(tCrA, mode=[2])
-        halves = None
-        if cutlass.const_expr(self.half_waves):
-            # the same wgmma at half the width: A as before, B one N half of the stage (the halves
-            # are whole 8-row swizzle atoms apart), two accumulators of the half's shape
-            half_n = self.tile_n // 2
-            h_first = sm90_utils.make_trivial_tiled_mma(
-                self.a_dtype, self.b_dtype,
-                self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-                self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, half_n))
-            h_first.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
-            h_rest = sm90_utils.make_trivial_tiled_mma(
-                self.a_dtype, self.b_dtype,
-                self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-                self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, half_n))
-            h_rest.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            thr_h = h_rest.get_slice(wg_first)
-            tHrA = h_rest.make_fragment_A(thr_h.partition_A(sA))
-            sB_halves = cute.flat_divide(sB, (half_n,))
-            tHrB = [h_rest.make_fragment_B(thr_h.partition_B(sB_halves[(None, h, None, None)]))
-                    for h in range(2)]
-            cH = cute.make_identity_tensor((self.wave_m, half_n))
-            h_shape = h_rest.get_slice(mma_tidx).partition_C(cH).shape
-            acc_h = [cute.make_rmem_tensor(h_shape, self.acc_dtype) for _ in range(2)]
-            halves = ((h_first, h_rest), tHrA, tHrB, acc_h)
 
         # per-thread coordinates of the accumulator elements inside the CTA tile
         cC = cute.make_identity_tensor((self.wave_m, self.tile_n))
@@ -723,7 +691,6 @@ class Fp8BlockwiseGemm:
                    m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
                    tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
                    cta_linear, tbuf, sSFA, sSFBT)
-        self.halves = halves
 
         tile_sched = utils.StaticPersistentTileScheduler.create(
             tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
@@ -861,10 +828,6 @@ class Fp8BlockwiseGemm:
                                                 mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA), sfb_view,
                                                 rows, r_lo, r_hi, nb0, nb1, l_idx,
                                                 tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.half_waves):
-                read_state = self.kloop_halves(self.halves, acc_totals, mainloop_pipeline, read_state,
-                                               k_tile_cnt, sSFA, sfb_view, r_lo, r_hi, nb0, nb1, l_idx, split,
-                                               tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
@@ -1041,9 +1004,7 @@ class Fp8BlockwiseGemm:
             cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
-    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split, g_off: cutlass.Constexpr = 0):
-        """total += blk * scale over ``acc_blk``'s 8-column groups, which are the total's groups
-        from ``g_off`` on (a half-width accumulator's second half starts at tile_n / 16)."""
+    def _promote(self, acc_total, acc_blk, sa_lo, sa_hi, sb0, sb1, split):
         s00 = sa_lo * sb0
         s10 = sa_hi * sb0
         s01 = s00
@@ -1051,7 +1012,7 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(self.two_sfb):
             s01 = sa_lo * sb1
             s11 = sa_hi * sb1
-        n = cute.size(acc_blk)
+        n = cute.size(acc_total)
         # a tile whose width does not divide 128 starts inside a scale block, so where the next
         # block begins (split) moves with the tile; but it starts at a multiple of
         # gcd(tile_n, 128) and split is one too. So a group before the first such step always
@@ -1061,9 +1022,8 @@ class Fp8BlockwiseGemm:
         # they were 48 FSEL and 24 ISETP of the promotion's 237 instructions at 128x192
         step = math.gcd(self.tile_n, 128)
         picked = {}
-        for gl in cutlass.range_constexpr(n // 4):
+        for g in cutlass.range_constexpr(n // 4):
             # fragment order: (col pair, row half, 8-col group): i = c + 2*h + 4*g
-            g = gl + g_off
             lo = s00
             hi = s10
             if cutlass.const_expr(self.tile_n == 256 and g * 8 >= 128):
@@ -1079,8 +1039,8 @@ class Fp8BlockwiseGemm:
                     picked[below] = (cutlass.select_(second, s01, s00), cutlass.select_(second, s11, s10))
                 lo, hi = picked[below]
             for c in cutlass.range_constexpr(2):
-                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[gl * 4 + c] * lo
-                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[gl * 4 + 2 + c] * hi
+                acc_total[g * 4 + c] = acc_total[g * 4 + c] + acc_blk[g * 4 + c] * lo
+                acc_total[g * 4 + 2 + c] = acc_total[g * 4 + 2 + c] + acc_blk[g * 4 + 2 + c] * hi
 
     @cute.jit
     def _release(self, mainloop_pipeline, state):
@@ -1172,50 +1132,6 @@ class Fp8BlockwiseGemm:
             sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
             read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
                                                     mainloop_pipeline, read_state, sc, split, False)
-        return read_state
-
-    @cute.jit
-    def _issue_half(self, halves, unit: int, stage_index):
-        """Unit ``unit`` of a K block (wave unit // 2, N half unit % 2) into accumulator unit % 2."""
-        mmas, tHrA, tHrB, acc_h = halves
-        w = unit // 2
-        h = unit % 2
-        cute.nvgpu.warpgroup.fence()
-        for kb_i in cutlass.range_constexpr(cute.size(tHrA, mode=[2])):
-            mma = mmas[0] if kb_i == 0 else mmas[1]
-            cute.gemm(mma, acc_h[h], tHrA[(None, None, kb_i, stage_index * self.waves + w)],
-                      tHrB[h][(None, None, kb_i, stage_index)], acc_h[h])
-        cute.nvgpu.warpgroup.commit_group()
-
-    @cute.jit
-    def kloop_halves(self, halves, acc_totals, mainloop_pipeline, read_state, k_tile_cnt, sSFA, mSFB,
-                     r_lo, r_hi, nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count):
-        """``half_waves``: the serial promotion through two half-width accumulators (see the
-        switch). Within a K block each unit's successor is issued before the unit is waited for
-        and promoted; the last unit of a block is waited for with nothing behind it: a wgmma
-        left in flight across the loop's back edge made ptxas serialize every wgmma (C7514)."""
-        units = 2 * self.waves
-        acc_h = halves[3]
-        read_state.reset_count()
-        for kb in cutlass.range(0, k_tile_cnt, unroll=1):
-            mainloop_pipeline.consumer_wait(read_state)
-            sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
-            if cutlass.const_expr(self.timing):
-                if kb == 0:
-                    self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            self._issue_half(halves, 0, read_state.index)
-            for u in cutlass.range_constexpr(units):
-                if cutlass.const_expr(u < units - 1):
-                    self._issue_half(halves, u + 1, read_state.index)
-                    cute.nvgpu.warpgroup.wait_group(1)
-                else:
-                    cute.nvgpu.warpgroup.wait_group(0)
-                    self._release(mainloop_pipeline, read_state)
-                    read_state.advance()
-                    self.rec.spin(self.delay_kloop)
-                w = u // 2
-                self._promote(acc_totals[w], acc_h[u % 2], sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split,
-                              (u % 2) * (self.tile_n // 16))
         return read_state
 
     @cute.jit
