@@ -167,33 +167,6 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
-# epi_batch: epilogue sub-tiles written two (or three) between fences through the same ring.
-# Several tiles a CTA (the ring turns across tiles), the shared and the per-warpgroup epilogue,
-# an odd count of 16-column sub-tiles (128x144, 64x80), a shifted last tile and a whole-ring
-# batch: the same bits as one sub-tile a fence
-BATCHED = [((4096, 4096, 512, 1), (256, 128), (1, 2), {"epi_batch": 2}),
-           ((1000, 1000, 6144, 1), (256, 128), (1, 2), {"epi_batch": 2, "epi_split": 0}),
-           ((1000, 2104, 1152, 1), (128, 144), (1, 1), {"epi_batch": 2}),
-           ((640, 1040, 640, 2), (64, 80), (1, 1), {"epi_batch": 2}),
-           ((300, 520, 1024, 1), (256, 128), (1, 2), {"epi_batch": 2}),
-           ((1024, 2048, 640, 1), (256, 128), (2, 1), {"epi_batch": 3})]
-
-
-@pytest.mark.parametrize("mnkl, tile, cluster, extra", BATCHED, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()))
-def test_batched_epilogue_writes_the_same_bits(mnkl, tile, cluster, extra):
-    import torch
-
-    from bsprof.kernels.fp8_blockwise import prepare
-
-    kw = dict(seed=5, mma_tiler=tile, cluster=cluster)
-    p = prepare("optimized", mnkl, **kw, **extra)
-    assert p.config["epi_batch"] == extra["epi_batch"] and p.check() < 1e-2
-    q = prepare("optimized", mnkl, **kw, **{k: v for k, v in extra.items() if k != "epi_batch"}, epi_batch=1)
-    assert q.check() < 1e-2
-    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
-
-
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):
@@ -329,8 +302,7 @@ def test_compute_sanitizer_clean(tool, tmp_path):
         pytest.skip("compute-sanitizer not on PATH")
     code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
             "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}), ('rescaled', {}),\n"
-            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2}),\n"
-            "              ('optimized', {'epi_batch': 2})):\n"
+            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
             "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
             "    assert p.check() < 1e-2\n")
     env = dict(os.environ)

@@ -416,19 +416,3 @@ def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
 
     stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
     assert stash * 4 == by_tma * 3, (stash, by_tma)
-
-
-def test_batched_epilogue_halves_the_fences_and_barriers(tmp_path, built):
-    # epi_batch=2: two 64x32 sub-tiles between fences through the same 3-deep ring; a tile end
-    # keeps its 16 STSM and 8 TMA stores but has 4 fences (MEMBAR.ALL.CTA) and 8 per-warpgroup
-    # barriers instead of 8 and 16, and waits for the ring with one store outstanding
-    _, base = built("optimized")
-    (batched,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_batch=2))
-    for op in ("STSM", "UTMASTG"):
-        assert batched.count(op) == base.count(op) > 0
-    assert base.count("MEMBAR") == 8 and batched.count("MEMBAR") == 4
-    wg_bars = [fa.count("BAR.SYNC") - 1 for fa in (base, batched)]     # less the CTA-wide start barrier
-    assert wg_bars == [16, 8]
-    waits = [ins.text for ins in batched.instructions if ins.opcode.startswith("DEPBAR") and "SB0" in ins.text]
-    assert waits and all("0x1" in t for t in waits[:-1])
-    assert not batched.features["register_spills"].present

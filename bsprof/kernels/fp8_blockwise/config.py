@@ -54,7 +54,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "epi_batch")
+         "trim_a")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -122,10 +122,6 @@ def can_implement(kw: dict) -> str | None:
     if split > 1 and (schedule != "coop" or promote != "serial"):
         return (f"split_k={split} with schedule={schedule!r}, promote={promote!r}: split-K takes the coop "
                 "schedule with the serial promotion (the optimized variant); use split_k=1 there")
-    batch = kw.get("epi_batch", 1)
-    if batch != 1 and (epilogue != "tma" or not isinstance(batch, int) or not 1 <= batch <= epi_stages(bool(kw.get("sfa_tma")))):
-        return (f"epi_batch={batch!r}: sub-tiles between two fences of the 'tma' epilogue, 1 up to its ring's "
-                f"{epi_stages(bool(kw.get('sfa_tma')))} buffers")
     if int(kw.get("swizzle", 1)) < 0:
         return f"swizzle={kw.get('swizzle')}: use 0 (from the problem size) or a group of >= 1 N tiles"
     if tn % 16 or not 16 <= tn <= 256 or not tile_n_fits_scales(tn):
@@ -224,7 +220,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
               "launch_cluster", "shift_last_m", "trim_a")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
-             "split_k", "epi_batch")
+             "split_k")
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
 
 

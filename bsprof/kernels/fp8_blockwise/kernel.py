@@ -55,9 +55,6 @@ Switches:
                   in a global workspace and counts itself in on the tile's counter; the last to
                   arrive sums every partial in split order (the same bits whichever unit that is),
                   stores the tile and resets the counter for the next launch
-``epi_batch``     epilogue sub-tiles written between two fences (1: each); a batch of 2 waits for
-                  the ring's buffers once, fences once and syncs twice for both, halving the
-                  fences (MEMBAR.ALL.CTA each) and barriers of a tile end; the ring stays 3 deep
 ``timing``        compile in the event recorder (``bsprof.kernels.timing_recorder``)
 ``delay_kloop``   extra clock64-spin cycles per K block in the consumer K-loop (0 = no code)
 ``delay_phase1``  extra clock64-spin cycles in epilogue phase 1 (0 = no code)
@@ -120,7 +117,6 @@ class Fp8BlockwiseGemm:
         shift_last_m: bool = False,
         sfb_kb: int = SFB_SMEM_KB,
         a_rows: int = 0,
-        epi_batch: int = 1,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -128,7 +124,7 @@ class Fp8BlockwiseGemm:
         why = can_implement(dict(
             tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, epilogue=epilogue,
             promote=promote, schedule=schedule, swizzle=swizzle, sfb_smem=sfb_smem, sfa_tma=sfa_tma,
-            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k, epi_batch=epi_batch))
+            sfb_tma=sfb_tma, peek=peek, epi_split=epi_split, split_k=split_k))
         if why:
             raise ValueError(why)
         self.tile_n = tile_n
@@ -197,9 +193,6 @@ class Fp8BlockwiseGemm:
         # tiles at 128x4096x7168: 87 MB read from L2 against 48 MB, 16.7 us against 12.9)
         self.launch_cluster = bool(launch_cluster) or cluster_m * cluster_n > 1
         self.split_k = int(split_k)
-        # epilogue sub-tiles between two fences: each fence.proxy.async is a MEMBAR.ALL.CTA, on
-        # which a tile end's stall samples sat (with the barrier after it)
-        self.epi_batch = int(epi_batch)
 
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
@@ -1297,10 +1290,7 @@ class Fp8BlockwiseGemm:
         num_prev_epi_tiles = epi_base * epi_tile_num
         if cutlass.const_expr(wave == 0):
             self.rec.spin(self.delay_phase1, self.phase1_backoff_ns)
-        if cutlass.const_expr(self.epi_batch > 1):
-            self._epilogue_batches(tiled_copy_r2s, tRS_sD, tRS_rAcc, tRS_rD, tRS_rD_out, size_tRS_rD, bSG_sD, bSG_gD,
-                                   tma_atom_c, epi_tile_num, epi_tile_layout, num_prev_epi_tiles, warp_idx)
-        for epi_idx in cutlass.range_constexpr(epi_tile_num if self.epi_batch == 1 else 0):
+        for epi_idx in cutlass.range_constexpr(epi_tile_num):
             for v in cutlass.range_constexpr(size_tRS_rD):
                 tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
             tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
@@ -1318,31 +1308,3 @@ class Fp8BlockwiseGemm:
         # asynchronously (phase 2 is their issue)
         if last_wave:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.phase1_end, EV.phase2_end))
-
-    @cute.jit
-    def _epilogue_batches(self, tiled_copy_r2s, tRS_sD, tRS_rAcc, tRS_rD, tRS_rD_out, size_tRS_rD, bSG_sD, bSG_gD,
-                          tma_atom_c, epi_tile_num, epi_tile_layout, num_prev_epi_tiles, warp_idx):
-        """``epi_batch`` > 1: the wave's sub-tiles in batches through the same ring. Before a
-        batch the store warp waits until the stores that last read its buffers are done (all but
-        the ring's depth minus the batch outstanding), then the batch is converted and written,
-        fenced once, synced once and stored, one bulk group a sub-tile."""
-        for b0 in cutlass.range_constexpr(0, epi_tile_num, self.epi_batch):
-            size = min(self.epi_batch, epi_tile_num - b0)
-            if warp_idx == self.epi_store_warp:
-                cute.arch.cp_async_bulk_wait_group(self.epi_stage - size, read=True)
-            self.epi_bar.arrive_and_wait()
-            for j in cutlass.range_constexpr(size):
-                epi_idx = b0 + j
-                for v in cutlass.range_constexpr(size_tRS_rD):
-                    tRS_rD[v] = tRS_rAcc[epi_idx * size_tRS_rD + v]
-                tRS_rD_out.store(tRS_rD.load().to(self.c_dtype))
-                epi_buffer = self.epi_buf0 + (num_prev_epi_tiles + epi_idx) % self.epi_stage
-                cute.copy(tiled_copy_r2s, tRS_rD_out, tRS_sD[(None, None, None, epi_buffer)])
-            cute.arch.fence_proxy("async.shared", space="cta")
-            self.epi_bar.arrive_and_wait()
-            if warp_idx == self.epi_store_warp:
-                for j in cutlass.range_constexpr(size):
-                    epi_idx = b0 + j
-                    epi_buffer = self.epi_buf0 + (num_prev_epi_tiles + epi_idx) % self.epi_stage
-                    cute.copy(tma_atom_c, bSG_sD[(None, epi_buffer)], bSG_gD[(None, epi_tile_layout.get_hier_coord(epi_idx))])
-                    cute.arch.cp_async_bulk_commit_group()

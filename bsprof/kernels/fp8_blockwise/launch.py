@@ -105,8 +105,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
                                      kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
     shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
-             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows",
-             "epi_batch")
+             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows")
     # the row the last M tile starts at when the build shifts it (the kernel applies the same rule)
     shift_start = 0
     if kw.get("shift_last_m") and static:
