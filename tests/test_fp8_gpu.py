@@ -167,6 +167,22 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
+# 192-row tiles: one wave of three consumer warpgroups, in a 1x2 (A multicast, 96-row halves), a
+# 2x1 and no cluster, with the shared and the per-warpgroup epilogue, on shapes off the tile
+THREE = [((1000, 1000, 640, 1), (1, 2), {}), ((1000, 1000, 640, 1), (1, 2), {"epi_split": 0}),
+         ((520, 1040, 1152, 2), (2, 1), {}), ((200, 264, 6144, 1), (1, 1), {}),
+         ((4096, 4096, 4096, 1), (1, 2), {})]
+
+
+@pytest.mark.parametrize("mnkl, cluster, extra", THREE, ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
+def test_three_consumer_warpgroups_match_float64(mnkl, cluster, extra):
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    p = prepare("optimized", mnkl, seed=6, mma_tiler=(192, 128), cluster=cluster, **extra)
+    assert p.config["tile_m"] == 192 and p.check() < 1e-2
+
+
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):

@@ -416,3 +416,16 @@ def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
 
     stash, by_tma = tma_loads(), tma_loads(sfb_tma=1)
     assert stash * 4 == by_tma * 3, (stash, by_tma)
+
+
+def test_a_192_row_tile_is_one_wave_of_three_consumer_warpgroups(tmp_path):
+    # tile_m=192: four warpgroups (512 threads), the consumers at 152 registers (40 + 3 x 152 of
+    # the 512 a thread the register file gives four warpgroups), one wave of 4 QGMMA a K block a
+    # warpgroup, the epilogue barrier over the three consumers, and no spills
+    (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 4096, 7168, 1),
+                                                      mma_tiler=(192, 128), cluster=(1, 2)))
+    assert fa.count("QGMMA") == 4
+    assert any("TRY_ALLOC" in ins.text and "0x98" in ins.text for ins in fa.instructions)
+    assert any(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x180")
+               for ins in fa.instructions)
+    assert not fa.features["register_spills"].present

@@ -71,13 +71,16 @@ SFB_TMA_SLOT = 32        # floats per stage slot of the B-scale TMA (128 bytes: 
 BLOCK_K = 128            # the scale block along K and N
 # one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
 TILE_MS = (64, 128, 256)
+# a 192-row tile is one wave of three consumer warpgroups: taken when asked for, not by the
+# per-problem choice (select.py ranks TILE_MS)
+TILE_MS_ASKED = TILE_MS + (192,)
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a
 # block accumulator beside each wave's totals (tile_n/2 registers each). 128x192 (96 + 96) spilled
 # in the unpruned kernel (docs/optimizations.md) and compiles with no local memory since; it
 # is DeepGEMM's tile where N tiles unevenly by 128 (4096x2112x7168); 256x128 (192) does not spill.
 # A 64-row tile's one warpgroup holds what each of a 128-row tile's two holds
-MAX_TILE_N = {("serial", 64): 192, ("serial", 128): 192, ("serial", 256): 128,
+MAX_TILE_N = {("serial", 64): 192, ("serial", 128): 192, ("serial", 256): 128, ("serial", 192): 128,
               ("rescale", 64): 256, ("rescale", 128): 256, ("rescale", 256): 128}
 
 
@@ -105,9 +108,11 @@ def can_implement(kw: dict) -> str | None:
     tm, tn = kw.get("tile_m", 128), kw.get("tile_n", 128)
     cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
     promote, schedule, epilogue = kw.get("promote", "serial"), kw.get("schedule", "coop"), kw.get("epilogue", "direct")
-    if tm not in TILE_MS:
-        return (f"tile_m={tm}: the tile is one consumer warpgroup's 64 rows or one or two 128-row waves of two; "
-                "use 64, 128 or 256")
+    if tm not in TILE_MS_ASKED:
+        return (f"tile_m={tm}: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves of two or "
+                "one 192-row wave of three; use 64, 128, 192 or 256")
+    if tm == 192 and (promote != "serial" or schedule != "coop"):
+        return "tile_m=192 (three consumer warpgroups) takes the coop schedule with the serial promotion"
     if promote not in ("serial", "rescale"):
         return f"promote={promote!r}: use 'serial' or 'rescale'"
     if schedule not in ("coop", "pingpong"):
@@ -324,6 +329,11 @@ def epi_tile_cols(tile_n: int) -> int:
     return 32 if tile_n % 32 == 0 else 16
 
 
+def consumer_wgs(tile_m: int) -> int:
+    """Consumer warpgroups of a coop tile (ping-pong has two, each with whole 128-row tiles)."""
+    return {64: 1, 192: 3}.get(tile_m, 2)
+
+
 def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
                     sfb_smem: bool, epilogue: str, sfb_kb: int = SFB_SMEM_KB) -> int:
     """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and
@@ -334,7 +344,7 @@ def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, 
     ab_bytes += SFB_TMA_SLOT * 4 if sfb_tma else 0
     epi_rows = 64 if epi_per_wg else wave_m
     # a ring of epilogue buffers per warpgroup where each stores its own rows
-    epi_buffers = epi_stages(sfa_tma) * (2 if epi_per_wg else 1)
+    epi_buffers = epi_stages(sfa_tma) * (consumer_wgs(tile_m) if epi_per_wg else 1)
     epi_bytes = epi_rows * epi_tile_cols(tile_n) * 2 * epi_buffers if epilogue != "direct" else 0
     epi_bytes += 2 * sfb_kb * 4 if sfb_smem and not sfb_tma else 0
     return (SMEM_CAPACITY - 2048 - epi_bytes) // ab_bytes
@@ -345,7 +355,7 @@ def smem_stages(kw: dict) -> int:
     budget, or the budget itself when ``ab_stage`` is 0."""
     tile_m = kw.get("tile_m", 128)
     pingpong = kw.get("schedule") == "pingpong"
-    wave_m = 64 if pingpong or tile_m == 64 else 128
+    wave_m = 64 if pingpong or tile_m == 64 else (192 if tile_m == 192 else 128)
     most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_m, epi_per_wg=pingpong or bool(kw.get("epi_split")),
                            sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
                            sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"),

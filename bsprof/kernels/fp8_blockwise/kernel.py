@@ -16,7 +16,9 @@ from the stage (by TMA), a per-tile smem stash or global memory. The epilogue is
 
 Switches:
 ``tile_m``        64 (one consumer warpgroup: the whole tile is its 64-row wave), 128 or 256
-                  (one or two 128-row waves of two consumer warpgroups)
+                  (one or two 128-row waves of two consumer warpgroups), or 192 (one wave of
+                  three consumer warpgroups: each one's wgmma wait and promotion lies under two
+                  other warpgroups' wgmma instead of one)
 ``tile_n``        a multiple of 16 up to 256 whose tiles cross at most one 128-wide B-scale
                   boundary (config.can_implement has the register and scale-block rules)
 ``cluster_m/_n``  2x1 multicasts B, 1x2 multicasts A, 2x2 both
@@ -81,7 +83,6 @@ from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
-TILE_M = 128            # 2 consumer warpgroups x 64 rows
 WARPS_PER_CTA = 12
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
 
@@ -144,7 +145,9 @@ class Fp8BlockwiseGemm:
         # one producer and one consumer warpgroup, so twice the CTAs share M = 128 and each reads
         # its A rows from smem once per K block instead of each of two warpgroups reading B
         self.one_wg = tile_m == 64
-        self.wave_m = 64 if self.pingpong or self.one_wg else TILE_M
+        # consumer warpgroups, 64 rows each per wave
+        self.consumer_wgs = 1 if self.one_wg else (3 if tile_m == 3 * 64 else 2)
+        self.wave_m = 64 if self.pingpong or self.one_wg else 64 * self.consumer_wgs
         self.waves = tile_m // self.wave_m
         # rows of A (and its scales) one TMA box brings: the whole wave, or for a problem of fewer
         # rows than a one-wave tile (config.a_box_rows) only the rows up to M, rounded to 8. The
@@ -163,6 +166,10 @@ class Fp8BlockwiseGemm:
         self.delay_phase1 = int(delay_phase1)
         self.sample_every = int(sample_every)
         self.consumer_regs = consumer_regs
+        if self.consumer_wgs == 3:
+            # four warpgroups share 64K registers: 40 + 3 x 152 per thread (a consumer's one
+            # wave of 64 totals and 64 block registers compiles without spills at 152)
+            self.consumer_regs = min(consumer_regs, 152)
         self.swizzle = int(swizzle)
         # B scales of the tile's N block(s) for every K block, staged in smem at tile start
         # (DeepGEMM does the same): the K-loop reads them with LDS instead of a uniform LDG
@@ -197,8 +204,8 @@ class Fp8BlockwiseGemm:
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
         self.cluster_shape_mn = (cluster_m, cluster_n)
-        self.atom_layout_mnk = (1, 1, 1) if self.pingpong or self.one_wg else (2, 1, 1)
-        self.num_mma_warp_groups = 1 if self.one_wg else 2
+        self.atom_layout_mnk = (1, 1, 1) if self.pingpong or self.one_wg else (self.consumer_wgs, 1, 1)
+        self.num_mma_warp_groups = self.consumer_wgs
         self.threads_per_wg = 128
         self.threads_per_cta = (1 + self.num_mma_warp_groups) * self.threads_per_wg
         # the consumers that share a tile: their stage releases, epilogue barrier and TMA store
@@ -236,7 +243,7 @@ class Fp8BlockwiseGemm:
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.epi_tile = (self.epi_rows, epi_tile_cols(self.tile_n))
         # ping-pong: each warpgroup has its own ring of epilogue buffers
-        self.epi_buffers = self.epi_stage * (2 if self.epi_per_wg else 1)
+        self.epi_buffers = self.epi_stage * (self.num_mma_warp_groups if self.epi_per_wg else 1)
         max_stage = max_smem_stages(self.tile_m, self.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
                                     sfa_tma=self.sfa_tma, sfb_tma=self.sfb_tma, sfb_smem=self.sfb_smem,
                                     epilogue=self.epilogue, sfb_kb=self.sfb_kb)
@@ -928,9 +935,10 @@ class Fp8BlockwiseGemm:
                 if cutlass.const_expr(self.epi_split):
                     # this warpgroup's half of the wave is 64-row C tile 2 * wave tile + warpgroup
                     wg = warp_idx // 4 - 1
-                    c_coord = ((tile_coord_mnl[0] * self.waves + w) * 2 + wg, tile_coord_mnl[1], tile_coord_mnl[2])
+                    c_coord = ((tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
+                               tile_coord_mnl[1], tile_coord_mnl[2])
                     if cutlass.const_expr(w < self.waves - 1):
-                        last_wave = c_coord[0] + 2 >= c_mtiles64
+                        last_wave = c_coord[0] + self.num_mma_warp_groups >= c_mtiles64
                 if cutlass.const_expr(self.epilogue == "direct"):
                     if c_coord[0] < c_mtiles:
                         self.epilogue_direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * self.wave_m, n0,
@@ -946,7 +954,8 @@ class Fp8BlockwiseGemm:
                             # of the view that starts at its first row
                             c_s = (w, tile_coord_mnl[1], tile_coord_mnl[2])
                             if cutlass.const_expr(self.epi_split):
-                                c_s = (w * 2 + warp_idx // 4 - 1, tile_coord_mnl[1], tile_coord_mnl[2])
+                                c_s = (w * self.num_mma_warp_groups + warp_idx // 4 - 1, tile_coord_mnl[1],
+                                       tile_coord_mnl[2])
                             self.epilogue_tma(self.epi_shifted, w, sC, tma_atom_c, c_s,
                                               mma_tidx, warp_idx, tma_store_pipeline, epi_base,
                                               tbuf, cta_linear, tile_count, w == self.waves - 1)
