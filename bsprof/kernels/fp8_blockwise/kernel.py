@@ -3,7 +3,7 @@
 One persistent, warp-specialized kernel; every optimization is a constructor switch, so the
 "baseline" and "optimized" variants (see ``config.py``) are the same source with different knobs.
 
-CTA = 3 warpgroups (2 for a 64-row tile). Warpgroup 0 is the producer (warp 0 issues the TMA loads
+CTA = 3 warpgroups (2 for a 64-row tile, 4 for a 192-row one). Warpgroup 0 is the producer (warp 0 issues the TMA loads
 of A and B into an ``ab_stage``-deep shared-memory ring guarded by mbarriers; the other three warps
 only give their registers away). Warpgroups 1 and 2 are the consumers: each owns 64 rows of a 128-row wave and
 issues wgmma (QGMMA in SASS) for one 128-wide K block into a fresh register accumulator, waits
