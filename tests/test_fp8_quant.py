@@ -456,7 +456,11 @@ def test_rescaled_variant_and_its_k_limit():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(tile_m=96), "tile_m=96: the tile is one consumer warpgroup's 64 rows or one or two 128-row waves"),
+    (dict(tile_m=96), "tile_m=96: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves .* "
+                      "or one 192-row wave of three; use 64, 128, 192 or 256"),
+    (dict(tile_m=192, schedule="pingpong"), "tile_m=192 .three consumer warpgroups. takes the coop schedule"),
+    (dict(tile_m=192, promote="rescale"), "tile_m=192 .* with the serial promotion"),
+    (dict(tile_m=192, tile_n=144), "tile 192x144 with promote='serial'.*widest: 192x128"),
     (dict(tile_m=64, epilogue="tma", epi_split=True), "epi_split does not combine with tile_m=64"),
     (dict(tile_m=64, schedule="pingpong"), "schedule='pingpong' takes tile_m=128"),
     (dict(tile_m=64, tile_n=256), "widest: 64x192"),
