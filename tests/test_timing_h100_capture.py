@@ -111,3 +111,42 @@ def test_validation_arithmetic_on_the_shipped_run(cap):
     assert again["summary"]["det"]["median_abs_pct"] <= 2.0 and again["summary"]["det"]["max_abs_pct"] <= 5.0
     assert V.summary(again["points"])["n"] == len(scored)
 
+
+
+def test_kloop_cycles_a_k_block_against_the_tiles_mma_floor(cap, tmp_path):
+    # the shipped capture ran 256x128 tiles (its README); its timing.json predates the recorded
+    # tile, so --mma-tiler names it. A K block's cycles are the kloop phase's mean over K / 128,
+    # the floor the tile's FLOPs of one K block at 8,192 dense FP8 FLOP a cycle an SM
+    import shutil
+
+    from click.testing import CliRunner
+
+    from bsprof.analyzers.timing.io import summarize_file
+    from bsprof.analyzers.timing.kblock import kblock_rate
+    from bsprof.cli import cli
+
+    table = read_table(cap)
+    mma = table[(table["role"] == "mma") & (table["phase"] == "kloop")]
+    per_block = (mma["end"] - mma["start"]).mean() / (4096 // 128)
+    doc = summarize_file(cap)
+    assert doc["family"] == "fp8-blockwise" and doc["mnkl"][:3] == [4096, 4096, 4096]
+    assert kblock_rate(doc) is None                      # no tile recorded, none given
+    kb = kblock_rate(doc, (256, 128))
+    assert kb.k_blocks == 32 and kb.floor == 2 * 256 * 128 * 128 / 8192
+    assert kb.cycles == pytest.approx(per_block, rel=1e-9) and 0.5 < kb.share < 1.0
+    res = CliRunner().invoke(cli, ["timing", "--from", str(cap), "--mma-tiler", "256,128"])
+    assert res.exit_code == 0, res.output
+    assert f"K-loop: {per_block:,.0f} cycles a K block (32 a tile); a 256x128 tile's MMA needs 1,024" in res.output
+    assert "K-loop:" not in CliRunner().invoke(cli, ["timing", "--from", str(cap)]).output
+    # a capture that records its tile (timing.json's config) needs no flag; split-K divides K
+    run = tmp_path / "run"
+    shutil.copytree(cap, run, ignore=shutil.ignore_patterns("validation*", "buffer_*", "trace*"))
+    meta = json.loads((run / "timing.json").read_text())
+    meta["config"] = {"tile_m": 256, "tile_n": 128, "split_k": 2}
+    (run / "timing.json").write_text(json.dumps(meta))
+    kb2 = kblock_rate(summarize_file(run))
+    assert kb2.k_blocks == 16 and kb2.cycles == pytest.approx(2 * per_block, rel=1e-9)
+    # a family whose MMA rate is not listed gets no line
+    assert kblock_rate({**doc, "family": "nvfp4"}, (256, 128)) is None
+    bad = CliRunner().invoke(cli, ["timing", "--mma-tiler", "256,128"])
+    assert bad.exit_code != 0 and "--mma-tiler names the tile of an earlier capture" in bad.output

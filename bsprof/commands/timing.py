@@ -6,7 +6,7 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import KERNEL_HELP
-from bsprof.options import count
+from bsprof.options import IntTuple, count
 
 
 @click.command(name="timing")
@@ -22,8 +22,11 @@ from bsprof.options import count
               help="cap on trace.json slices; whole tiles are sampled beyond it")
 @click.option("--from", "from_dir", default=None, type=click.Path(),
               help="re-summarize an earlier capture (a timing table or results dir) without a GPU")
+@click.option("--mma-tiler", type=IntTuple(2, 1, 1024, "256,128"), default=None,
+              help="with --from: the tile M,N the capture ran, where its timing.json does not say "
+                   "(for the K-loop's cycles a K block against the tile's MMA floor)")
 @click.option("--json", "as_json", is_flag=True, help="print the artifact as JSON")
-def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_dir, as_json) -> None:
+def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_dir, mma_tiler, as_json) -> None:
     """Capture per-warp phase timing (producer / mma / epilogue) of a bundled kernel's timing build.
 
     Writes timing.parquet, timing.csv, trace.json (ui.perfetto.dev) and timing.json into a fresh
@@ -38,6 +41,8 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
     console = Console(stderr=as_json)
     if rounds < 3 or max_trace_events < 100:
         raise BsprofError("--rounds must be >= 3 and --max-trace-events >= 100")
+    if mma_tiler is not None and from_dir is None:
+        raise BsprofError("--mma-tiler names the tile of an earlier capture read with --from; a capture records its own")
     if from_dir is not None:
         from bsprof.analyzers.timing.io import summarize_file
 
@@ -49,6 +54,6 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
         target = Target.parse(family, spec, mnkl)
         doc, run_dir = capture_run(target, out, overhead_on=overhead, rounds=rounds,
                                    max_trace_events=max_trace_events, log=console.print)
-    render(console, doc, run_dir)
+    render(console, doc, run_dir, mma_tiler)
     if as_json:
         click.echo(dumps(doc))

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 
-def render(console, doc: dict, run_dir=None) -> None:
-    """Per-phase statistics, epilogue spread, tiles per SM, the measured SM clock and the timing
-    build's overhead; with ``run_dir``, what was written there."""
+def render(console, doc: dict, run_dir=None, tile: tuple[int, int] | None = None) -> None:
+    """Per-phase statistics, the K-loop's cycles a K block against the tile's MMA floor, epilogue
+    spread, tiles per SM, the measured SM clock and the timing build's overhead; with ``run_dir``,
+    what was written there. ``tile`` names the tile of a capture that did not record it."""
     from rich.table import Table
+
+    from bsprof.analyzers.timing.kblock import kblock_rate
 
     st = doc["stats"]
     t = Table(title="phase durations (cycles)", title_justify="left")
@@ -17,6 +20,9 @@ def render(console, doc: dict, run_dir=None) -> None:
         t.add_row(r["role"], r["phase"], f"{r['n']:,}", f"{r['mean']:,.0f}", f"{r['p50']:,.0f}",
                   f"{r['p95']:,.0f}", f"{r['max']:,.0f}")
     console.print(t)
+    kb = kblock_rate(doc, tile)
+    if kb is not None:
+        console.print(kb.describe())
     sp = st["spread"]
     if sp.get("tiles"):
         console.print(f"epilogue {sp['phase']} spread across {sp['warps_per_tile']} warps per tile (max - min): "

@@ -48,7 +48,18 @@ def summarize_file(path: str | os.PathLike) -> dict:
 
     table = read_table(path)
     check_table(table)
-    return {"stats": summarize(table).to_json(), "overhead": []}
+    doc = {"stats": summarize(table).to_json(), "overhead": []}
+    # a results directory keeps what was captured beside the table: the problem and the tile
+    meta = Path(path) / "timing.json"
+    if meta.is_file():
+        import json
+
+        doc = {**{k: v for k, v in json.loads(meta.read_text()).items() if k in _CAPTURE_FIELDS}, **doc}
+    return doc
+
+
+# what a re-summary keeps of the capture's timing.json (its stats are recomputed from the table)
+_CAPTURE_FIELDS = ("family", "variant", "mnkl", "device", "sm_count", "kernel_name", "config")
 
 
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
