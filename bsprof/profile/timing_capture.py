@@ -205,7 +205,8 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
             "capability": list(info["capability"]), "sm_count": info["sm_count"],
             "kernel_name": cap.kernel_name}
     # the tile the build ran (a per-problem choice is not in the spec): K blocks against the MMA floor
-    cfg = getattr(timed, "config", None) or {}
+    cfg = getattr(timed, "config", None)
+    cfg = cfg if isinstance(cfg, dict) else {}
     meta["config"] = {k: cfg[k] for k in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k") if k in cfg}
     doc = write_timing_run(run_dir, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
                            max_trace_events=max_trace_events)
