@@ -45,6 +45,7 @@ def kblock_rate(doc: dict, tile: tuple[int, int] | None = None) -> KBlockRate | 
         return None
     flop_per_cycle, block_k = rate
     split = max(int(cfg.get("split_k", 1)), 1)
-    k_blocks = -(-(-(-int(doc["mnkl"][2]) // block_k)) // split)
+    blocks = -(-int(doc["mnkl"][2]) // block_k)
+    k_blocks = -(-blocks // split)
     return KBlockRate(tile[0], tile[1], k_blocks, kloop[0]["mean"] / k_blocks,
                       2.0 * tile[0] * tile[1] * block_k / flop_per_cycle)

@@ -355,7 +355,7 @@ def smem_stages(kw: dict) -> int:
     budget, or the budget itself when ``ab_stage`` is 0."""
     tile_m = kw.get("tile_m", 128)
     pingpong = kw.get("schedule") == "pingpong"
-    wave_m = 64 if pingpong or tile_m == 64 else (192 if tile_m == 192 else 128)
+    wave_m = 64 if pingpong else 64 * consumer_wgs(tile_m)
     most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_m, epi_per_wg=pingpong or bool(kw.get("epi_split")),
                            sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
                            sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"),

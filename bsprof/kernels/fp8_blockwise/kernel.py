@@ -77,7 +77,8 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, epi_stages, epi_tile_cols,
+from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, consumer_wgs,
+                                                 epi_stages, epi_tile_cols,
                                                  max_smem_stages, sched_tiles, shifted_start, split_range,
                                                  two_scale_blocks)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
@@ -146,8 +147,8 @@ class Fp8BlockwiseGemm:
         # its A rows from smem once per K block instead of each of two warpgroups reading B
         self.one_wg = tile_m == 64
         # consumer warpgroups, 64 rows each per wave
-        self.consumer_wgs = 1 if self.one_wg else (3 if tile_m == 3 * 64 else 2)
-        self.wave_m = 64 if self.pingpong or self.one_wg else 64 * self.consumer_wgs
+        self.consumer_wgs = consumer_wgs(tile_m)
+        self.wave_m = 64 if self.pingpong else 64 * self.consumer_wgs
         self.waves = tile_m // self.wave_m
         # rows of A (and its scales) one TMA box brings: the whole wave, or for a problem of fewer
         # rows than a one-wave tile (config.a_box_rows) only the rows up to M, rounded to 8. The
@@ -933,7 +934,7 @@ class Fp8BlockwiseGemm:
                 if cutlass.const_expr(w < self.waves - 1):
                     last_wave = c_coord[0] + 1 >= c_mtiles
                 if cutlass.const_expr(self.epi_split):
-                    # this warpgroup's half of the wave is 64-row C tile 2 * wave tile + warpgroup
+                    # this warpgroup's share of the wave is 64-row C tile (wave tile x warpgroups) + warpgroup
                     wg = warp_idx // 4 - 1
                     c_coord = ((tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
                                tile_coord_mnl[1], tile_coord_mnl[2])

@@ -79,11 +79,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from bsprof.analyzers.timing.kblock import MMA_RATE
 from bsprof.errors import BsprofError
 
 from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, a_box_rows, tile_ns, two_scale_blocks
 
-FP8_FLOP_PER_CYCLE = 8192      # dense FP8 wgmma per SM
+FP8_FLOP_PER_CYCLE = MMA_RATE["fp8-blockwise"][0]      # dense FP8 wgmma per SM
 SMEM_BYTES_PER_CYCLE = 128
 L2_BYTES_PER_CYCLE = 6150      # whole chip (DeepGEMM's figure for the H800/H100: 8e6 / 1.3e3)
 L2_PER_SM_CAP = 64
