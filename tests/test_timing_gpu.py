@@ -70,3 +70,9 @@ def test_timing_cli_captures_a_switched_build(tmp_path):
     doc = json.loads((run / "timing.json").read_text())
     assert doc["variant"] == "optimized:epi_split=0"
     assert {"producer", "mma", "epilogue"} <= {r["role"] for r in doc["stats"]["phases"]}
+    # the capture names the tile it ran, so a later `--from` can cost its K block against the MMA floor
+    assert doc["config"]["tile_m"] in (64, 128, 192, 256) and doc["config"]["tile_n"] % 16 == 0
+    assert "cycles a K block" in res.output
+    again = CliRunner().invoke(cli, ["timing", "--from", str(run)])
+    assert again.exit_code == 0, again.output
+    assert f"a {doc['config']['tile_m']}x{doc['config']['tile_n']} tile's MMA" in again.output
