@@ -76,3 +76,25 @@ def test_timing_cli_captures_a_switched_build(tmp_path):
     again = CliRunner().invoke(cli, ["timing", "--from", str(run)])
     assert again.exit_code == 0, again.output
     assert f"a {doc['config']['tile_m']}x{doc['config']['tile_n']} tile's MMA" in again.output
+
+
+def test_timing_cli_captures_the_three_warpgroup_tile(tmp_path):
+    # a 192-row tile runs 16 warps a CTA (three consumer warpgroups): each warp records into its own
+    # rows of the buffer, so no CTA's producer is overwritten by the previous CTA's last consumers
+    import pandas as pd
+    import torch
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the bundled runnable kernels are Hopper's")
+    res = CliRunner().invoke(cli, ["timing", "--kernel", "optimized:tile_m=192,tile_n=128,cluster_m=1,cluster_n=2",
+                                   "--mnkl", "1000,1000,1024", "-o", str(tmp_path), "--overhead", "none"])
+    assert res.exit_code == 0, res.output
+    (run,) = list(tmp_path.iterdir())
+    assert json.loads((run / "timing.json").read_text())["config"]["tile_m"] == 192
+    t = pd.read_csv(run / "timing.csv")
+    mma_warps = t.loc[t["role"] == "mma", "warp"]
+    assert mma_warps.nunique() == 12 and mma_warps.max() == 15
+    assert "a 192x128 tile's MMA" in res.output

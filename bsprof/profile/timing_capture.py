@@ -194,6 +194,11 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
     log(f"[dim]building {target.family} {target.spec} timing build for {target.shape}...[/]")
     timed = target.prepare(timing=True)
     cap = capture(timed)
+    # the tile the build ran (a per-problem choice is not in the spec): K blocks against the MMA floor;
+    # read before the overhead pass frees the build
+    cfg = getattr(timed, "config", None)
+    cfg = {k: cfg[k] for k in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k") if k in cfg} \
+        if isinstance(cfg, dict) else {}
     shapes = {"shape": [target.mnkl], "all": list(BENCH_SHAPES), "none": []}[overhead_on]
     ovh = []
     if shapes:
@@ -204,10 +209,7 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
     meta = {"family": target.family, "variant": target.spec, "mnkl": list(target.mnkl), "device": info["name"],
             "capability": list(info["capability"]), "sm_count": info["sm_count"],
             "kernel_name": cap.kernel_name}
-    # the tile the build ran (a per-problem choice is not in the spec): K blocks against the MMA floor
-    cfg = getattr(timed, "config", None)
-    cfg = cfg if isinstance(cfg, dict) else {}
-    meta["config"] = {k: cfg[k] for k in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k") if k in cfg}
+    meta["config"] = cfg
     doc = write_timing_run(run_dir, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
                            max_trace_events=max_trace_events)
     return doc, run_dir

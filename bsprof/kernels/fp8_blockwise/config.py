@@ -334,6 +334,11 @@ def consumer_wgs(tile_m: int) -> int:
     return {64: 1, 192: 3}.get(tile_m, 2)
 
 
+def warps_per_cta(tile_m: int) -> int:
+    """Warps of a CTA: the producer warpgroup and the consumers (the timing buffer's rows a CTA)."""
+    return 4 * (1 + consumer_wgs(tile_m))
+
+
 def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
                     sfb_smem: bool, epilogue: str, sfb_kb: int = SFB_SMEM_KB) -> int:
     """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and

@@ -84,7 +84,6 @@ from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
-WARPS_PER_CTA = 12
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
 
 
@@ -399,7 +398,7 @@ class Fp8BlockwiseGemm:
         tile_sched_params: utils.PersistentTileSchedulerParams,
     ):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
-        self.rec = TimingRecorder(self.timing, WARPS_PER_CTA, tile_slots, self.sample_every)
+        self.rec = TimingRecorder(self.timing, self.threads_per_cta // 32, tile_slots, self.sample_every)
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, bidz = cute.arch.block_idx()

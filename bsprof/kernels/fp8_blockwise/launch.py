@@ -465,7 +465,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     if timing:
         from bsprof.analyzers.timing.buffer import plan_buffer
 
-        plan = plan_buffer(ctas, 12, tiles_per_cta)
+        plan = plan_buffer(ctas, cfg.warps_per_cta(kw["tile_m"]), tiles_per_cta)
         kw["sample_every"] = plan.sample_every   # compiled in
         tbuf = torch.zeros(math.prod(plan.shape), dtype=torch.int64, device="cuda")
         slots = plan.tile_slots
