@@ -112,6 +112,14 @@ NARROW_UNCLUSTERED = 128
 B_MULTICAST_RATIO = 1.5
 # how close a 64-row plain-grid tile must be modelled to a half-padded 128-row pick to replace it
 HALF_PADDED_WITHIN = 1.03
+# The 192x128 tile of three consumer warpgroups is costed against the 256x128 tile, not by the pipe
+# terms above: at 256x128 the shared-memory term (1,152 cycles a K block) overstates a K block the
+# timing build measures at 1,094, and charged the same way the 192-row tile would rank 4% slower a
+# FLOP, where it ran 2-5% faster wherever its rounds fill. Cycles of a K block and of the tile's end
+# and start (epilogue phase 1 plus the next tile's wait for its first stage), from the timing builds
+# of both tiles at 4096x4096x7168 on the H100 (docs/perf.md, seventh session).
+THREE_WG_TILE = (192, 128)
+TIMED_TILES = {256: (1095, 2990), 192: (800, 2240)}
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,8 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
         block, bound = latency, "latency"
     kb_unit = -(-(k // BLOCK_K) // split_k)
     tile = kb_unit * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    if (tile_m, tile_n) == THREE_WG_TILE:
+        tile, bound = _three_wg_tile(mnkl, cluster_m, cluster_n, num_sms), "mma"
     cycles = rounds * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
@@ -179,23 +189,42 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
+def _three_wg_tile(mnkl, cluster_m: int, cluster_n: int, num_sms: int) -> float:
+    """Modelled cycles of one 192x128 tile: the 256x128 tile's modelled cycles in the same cluster,
+    scaled by the two tiles' timed cycles at this K (TIMED_TILES)."""
+    ref = cost(mnkl, 256, 128, cluster_m, cluster_n, num_sms)
+    blocks = mnkl[2] // BLOCK_K
+    timed = {tm: kb * blocks + end for tm, (kb, end) in TIMED_TILES.items()}
+    return ref.cycles / ref.rounds * timed[192] / timed[256]
+
+
+def _tiles(mnkl, promote: str):
+    """(tile_m, tile_n) pairs offered: every width of each TILE_MS height, and with the serial
+    promotion the 192x128 tile, the one width of three warpgroups that was timed."""
+    for tm in TILE_MS:
+        for tn in tile_ns(tm, promote):
+            yield tm, tn
+    if promote == "serial":
+        yield THREE_WG_TILE
+
+
 def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
     out = []
-    for tm in TILE_MS:
+    for tm, tn in _tiles(mnkl, promote):
         if tm > 64 and mnkl[0] <= tm // 2:
             continue            # half the tile's rows or more past M: all padding
-        for tn in tile_ns(tm, promote):
-            for cm, cn in CLUSTER_CHOICES:
-                if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
-                    continue
-                if cn > 1 and tm == 64 and a_box_rows(mnkl[0], tm):
-                    continue            # A multicast would keep the whole-wave A box (trim_a)
-                if num_sms % (cm * cn) == 0:
-                    one = cost(mnkl, tm, tn, cm, cn, num_sms)
-                    out.append(one)
-                    if promote == "serial" and one.tiles < num_sms:      # SMs idle: split K
-                        out += [cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES
-                                if 1 < s <= mnkl[2] // BLOCK_K]
+        for cm, cn in CLUSTER_CHOICES:
+            if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
+                continue
+            if cn > 1 and tm == 64 and a_box_rows(mnkl[0], tm):
+                continue            # A multicast would keep the whole-wave A box (trim_a)
+            if num_sms % (cm * cn) == 0:
+                one = cost(mnkl, tm, tn, cm, cn, num_sms)
+                out.append(one)
+                # SMs idle: split K (not the 192-row tile, whose split build was never timed)
+                if promote == "serial" and one.tiles < num_sms and (tm, tn) != THREE_WG_TILE:
+                    out += [cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES
+                            if 1 < s <= mnkl[2] // BLOCK_K]
     return out
 
 
