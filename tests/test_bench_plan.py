@@ -32,7 +32,7 @@ def test_plan_is_the_pick_measured_fastest(mnkl, tile, cluster, split):
 
 
 def test_plan_text_names_tile_reason_and_switches():
-    code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "8192,8192,8192"])
+    code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "4096,4096,4096"])
     assert code == 0, err
     assert "tile 256x128, cluster 1x2" in out and "chosen: 256x128 tile" in out
     assert "ab_stage=4 (shared-memory budget)" in out and "swizzle=" in out
@@ -128,7 +128,7 @@ def test_plan_says_why_the_tile_order(args, swizzle, why):
 
 
 def test_plan_names_the_b_multicast_rule():
-    doc = _plan("--family", "fp8-blockwise", "--mnkl", "4096,2112,7168")
+    doc = _plan("--family", "fp8-blockwise", "--mnkl", "1024,6144,4096")
     assert (doc["tile"], doc["cluster"]) == ("128x192", "2x1") and "B multicast" in doc["choice"]
 
 

@@ -238,7 +238,7 @@ def test_bundled_tile_comes_from_its_build():
     assert tile_mn == [tile] and f"tile {tile[0]}x{tile[1]} from the bundled optimized kernel's build" in notes[0]
     assert _given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
     # the per-problem choice is what the build takes, not the variant's default tile
-    assert output_tile("optimized", problem) != output_tile("optimized", (8192, 8192, 8192, 1))
+    assert output_tile("optimized", problem) != output_tile("optimized", (4096, 4096, 4096, 1))
 
 
 def test_by_roles_without_line_info_says_so(data_dir):

@@ -71,8 +71,8 @@ SFB_TMA_SLOT = 32        # floats per stage slot of the B-scale TMA (128 bytes: 
 BLOCK_K = 128            # the scale block along K and N
 # one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
 TILE_MS = (64, 128, 256)
-# a 192-row tile is one wave of three consumer warpgroups: taken when asked for, not by the
-# per-problem choice (select.py ranks TILE_MS)
+# a 192-row tile is one wave of three consumer warpgroups: select.py ranks it at one width
+# (192x128, the one timed) beside every TILE_MS tile; any width is taken when asked for
 TILE_MS_ASKED = TILE_MS + (192,)
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # widest tile whose accumulators fit the consumers' 232 registers: the serial promotion keeps a

@@ -1,8 +1,8 @@
 """Tile and cluster chosen from the problem's shape alone (pure: no GPU, no compile).
 
 Every configuration the kernel takes (``config.tile_ns``: tile 64, 128 or 256 rows x a multiple of
-16 columns, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model of the
-persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
+16 columns, and 192x128, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model
+of the persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
 wins (fewer tile starts, less L2 traffic, what measured best at the tuned shapes), and between
 the two cluster axes, 1x2 (A multicast) unless the B tile is 1.5x the A tile or more (128x192 ran
 up to 3.5% faster in 2x1, 128x144 4-5% slower).
@@ -25,6 +25,14 @@ per gcd(width, 128) step of columns) costs about 1.05x per FLOP (1.2x when every
 tested its own, before the tests were shared); a 128-row tile 1.17-1.19x per FLOP against the
 256-row tile (1.05x beyond what the shared-memory term already charges it: one wave per K block,
 nothing hides a warpgroup's promotion behind its own next wave).
+
+The 192x128 tile (three consumer warpgroups, one 64-row wave each: a warpgroup's wgmma wait and
+promotion lie under two others' waves) is costed as 256x128 in the same cluster scaled by the two
+tiles' timed cycles at this K (TIMED_TILES: K blocks of 787 against 1,095 cycles, tile ends of
+2,079 against 3,007). Its K block runs at 98% of the tensor pipe's rate where 256x128's runs at 94%,
+so it wins wherever its rounds fill about as well as 256x128's: 1.00-1.11x the previous pick on 13
+layer shapes at M = 2048-16384 that no tile was fitted on (median round of 5); at M = 4096, 22 M
+tiles of 192 rows leave the last one a third full and 256x128 stays (192x128 ran 0.92-0.96x there).
 
 A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
 promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY) plus
