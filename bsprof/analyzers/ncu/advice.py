@@ -41,8 +41,7 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "the tensor pipe is the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): remaining time is in "
      "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here"),
     ("compute-bound", "tensor", "wgmma", "sm_90",
-     "wgmma knobs on sm_90: a wider N tile per warpgroup, two consumer warpgroups, TMA multicast across a "
-     "cluster to halve L2 traffic (L2 at {l2_pct}%)"),
+     "wgmma knobs on sm_90 this launch does not use yet: {wgmma_knobs}"),
     ("compute-bound", "tensor", "tcgen05", "sm_100",
      "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
      "epilogue overlaps the next tile's MMAs"),
@@ -171,9 +170,31 @@ def _numbers(v, row, k: int | None) -> dict:
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
         "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
         "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
-        "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
+        "warps_per_cta": _n(warps_per_cta), "wgmma_knobs": wgmma_knobs(row), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
+
+
+# a CTA of at most this many warps has room for another consumer warpgroup beside a producer warpgroup
+# and two consumers: a third lets each warpgroup's wgmma wait lie under two others' MMAs (an FP8 block-scaled
+# GEMM at 8192^3 on the H100: tensor pipe 86.6% of elapsed with two, 93.7% with three)
+MORE_WARPGROUPS_BELOW = 16
+
+
+def wgmma_knobs(row) -> str:
+    """The sm_90 wgmma levers the launch's shape leaves open, each with the number that shows it: more
+    consumer warpgroups where the CTA has room for them, TMA multicast where no cluster shares tiles."""
+    knobs = ["a wider N tile per warpgroup"]
+    threads = _get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z")
+    warps = math.ceil(threads / 32) if not math.isnan(threads) else math.nan
+    if math.isnan(warps) or warps < MORE_WARPGROUPS_BELOW:
+        knobs.append("another consumer warpgroup, so each one's wgmma wait lies under the others' MMAs"
+                     + ("" if math.isnan(warps) else f" ({warps} warps a CTA now)"))
+    cluster = _get(row, "cluster_size")
+    l2 = _n(_get(row, "l2_throughput_pct"))
+    if math.isnan(cluster) or cluster <= 1:
+        return ", ".join(knobs + [f"TMA multicast across a cluster to halve L2 traffic (L2 at {l2}%)"])
+    return ", ".join(knobs) + f"; it runs clusters of {cluster:.0f} CTAs already (L2 at {l2}%)"
 
 
 def occupancy_limiter(row) -> str:
@@ -213,7 +234,10 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]
     out = [e[4].format(**nums) for e in picked]
-    if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k():
+    # split-K only where the tile grid may be small: not where the tiles are known to fill two rounds or more
+    rounds = (v.fill.tiles or {}).get("tiles_per_cta_max", 0)
+    if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k() \
+            and rounds < 2:
         out.append(f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}")
     return out
 
