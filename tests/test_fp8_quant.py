@@ -646,8 +646,9 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
         pick, _ = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_n) == (256, 128, 2)
     for mnkl in ((8192, 8192, 8192, 1), (8192, 8192, 1024, 1), (4096, 24576, 1536, 1)):
-        pick, _ = choose(mnkl)
+        pick, why = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_n) == (192, 128, 2)
+        assert "three consumer warpgroups" in why and "787 cycles" in why
     # small M: tiles narrow enough that most SMs get one, no cluster at narrow widths; 64-row tiles of
     # one warpgroup where the K block is latency-bound, split along K where the tiles alone leave
     # SMs idle (the fastest of the split candidates timed there)

@@ -296,6 +296,10 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     if padded:
         why += (f"; 64 rows, not {padded_tile} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): {padded}, where "
                 "the 64-row tile ran faster when modelled this close")
+    if (pick.tile_m, pick.tile_n) == THREE_WG_TILE:
+        (kb3, _), (kb2, _) = TIMED_TILES[192], TIMED_TILES[256]
+        why += (f"; three consumer warpgroups, one 64-row wave each: costed from timing builds (a K block "
+                f"{kb3:,} cycles against 256x128's {kb2:,})")
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     return pick, why
