@@ -170,7 +170,8 @@ def _numbers(v, row, k: int | None) -> dict:
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
         "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
         "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
-        "warps_per_cta": _n(warps_per_cta), "wgmma_knobs": wgmma_knobs(row), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
+        "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
+        "wgmma_knobs": wgmma_knobs(row),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
 

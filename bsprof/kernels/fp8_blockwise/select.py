@@ -122,7 +122,7 @@ B_MULTICAST_RATIO = 1.5
 HALF_PADDED_WITHIN = 1.03
 # The 192x128 tile of three consumer warpgroups is costed against the 256x128 tile, not by the pipe
 # terms above: at 256x128 the shared-memory term (1,152 cycles a K block) overstates a K block the
-# timing build measures at 1,094, and charged the same way the 192-row tile would rank 4% slower a
+# timing build measures at 1,095, and charged the same way the 192-row tile would rank 4% slower a
 # FLOP, where it ran 2-5% faster wherever its rounds fill. Cycles of a K block and of the tile's end
 # and start (epilogue phase 1 plus the next tile's wait for its first stage), from the timing builds
 # of both tiles at 4096x4096x7168 on the H100 (docs/perf.md, seventh session).
@@ -206,7 +206,7 @@ def _three_wg_tile(mnkl, cluster_m: int, cluster_n: int, num_sms: int) -> float:
     return ref.cycles / ref.rounds * timed[192] / timed[256]
 
 
-def _tiles(mnkl, promote: str):
+def _tiles(promote: str):
     """(tile_m, tile_n) pairs offered: every width of each TILE_MS height, and with the serial
     promotion the 192x128 tile, the one width of three warpgroups that was timed."""
     for tm in TILE_MS:
@@ -218,7 +218,7 @@ def _tiles(mnkl, promote: str):
 
 def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice]:
     out = []
-    for tm, tn in _tiles(mnkl, promote):
+    for tm, tn in _tiles(promote):
         if tm > 64 and mnkl[0] <= tm // 2:
             continue            # half the tile's rows or more past M: all padding
         for cm, cn in CLUSTER_CHOICES:
