@@ -6,6 +6,8 @@
 #   bash benchmarks/corpus_device.sh          # results: $OUT/corpus.tar.xz[.NN]
 # Held-out round 2 only (tests/data/corpus/heldout2_predictions.md), NVIDIA's dense_gemm.py at ext/:
 #   PARTS="heldout2 heldout2_cute" bash benchmarks/corpus_device.sh
+# Held-out round 3 (tests/data/corpus/heldout3_predictions.md):
+#   PARTS=heldout3 bash benchmarks/corpus_device.sh
 set -u
 OUT=${OUT:-/tmp/bsprof-corpus-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/dgcache}
@@ -17,7 +19,7 @@ cat "$W/env.txt"
 common=(--nvtx --nvtx-include corpus/ --clock-control none --target-processes application-only)
 # two processes, so a time-out in one (ncu writes its report at exit) keeps the other's
 for part in ${PARTS:-other gemm}; do
-  lim=${OTHER_S:-210}; [ $part = gemm ] && lim=${GEMM_S:-250}; [ "${part#heldout2}" != "$part" ] && lim=${HELDOUT_S:-100}
+  lim=${OTHER_S:-210}; [ $part = gemm ] && lim=${GEMM_S:-250}; [ "${part#heldout}" != "$part" ] && lim=${HELDOUT_S:-100}
   timeout -s INT -k 20 $lim "$NCU" "${common[@]}" --set full --import-source no -o "$W/corpus_$part" \
     python3 scripts/corpus_launches.py --only $part --meta "$W/meta_$part.json" > "$W/log_$part.txt" 2>&1
   echo "$part rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR|==WARNING" "$W/log_$part.txt" | head -60

@@ -320,6 +320,117 @@ def ops_heldout2():
     return ops
 
 
+def ops_heldout3():
+    """Held-out round 3 (tests/data/corpus/heldout3_predictions.md: labelled before they ran):
+    GEMMs in precisions and paths the corpus lacked (fp8 row-wise scales, tf32, a misaligned bf16
+    problem off TMA, a Triton small-tile GEMM), the integer ALU and FP64 pipes, a depthwise
+    convolution and a bilinear upsample."""
+    import torch
+    import torch.nn.functional as F
+    import triton
+    import triton.language as tl
+
+    ops = {}
+
+    def scaled_mm_rowwise():
+        m = n = k = 4096
+        a = _t(m, k).to(torch.float8_e4m3fn)
+        b = _t(n, k).to(torch.float8_e4m3fn)
+        sa = torch.rand(m, 1, device="cuda") + 0.5
+        sb = torch.rand(1, n, device="cuda") + 0.5
+        return lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    ops["scaled_mm_fp8_rowwise_4096x4096x4096"] = (scaled_mm_rowwise, {
+        "source": "torch._scaled_mm e4m3 row-wise scales -> bf16", "mnk": [4096] * 3,
+        "flops": 2.0 * 4096 ** 3, "precision": "fp8"})
+
+    def tf32():
+        a, b = _t(4096, 4096), _t(4096, 4096)
+
+        def go():
+            torch.backends.cuda.matmul.allow_tf32 = True
+            return torch.matmul(a, b)
+        return go
+    ops["cublas_tf32_4096x4096x4096"] = (tf32, {
+        "source": "cuBLAS fp32 matmul with allow_tf32", "mnk": [4096] * 3, "flops": 2.0 * 4096 ** 3,
+        "precision": "tf32"})
+
+    def misaligned():
+        a, b = _t(4095, 4099, dtype=torch.bfloat16), _t(4099, 4097, dtype=torch.bfloat16)
+        return lambda: torch.matmul(a, b)
+    ops["cublas_bf16_misaligned_4095x4097x4099"] = (misaligned, {
+        "source": "cuBLAS bf16 matmul, rows of 8,198 bytes (not 16-byte aligned)", "mnk": [4095, 4097, 4099],
+        "flops": 2.0 * 4095 * 4097 * 4099, "precision": "bf16"})
+
+    @triton.jit
+    def small_tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pm, pn = tl.program_id(0), tl.program_id(1)
+        rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k0 in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+            b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+    def triton_mm():
+        n = 4096
+        a, b = _t(n, n, dtype=torch.float16), _t(n, n, dtype=torch.float16)
+        c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+        return lambda: small_tile_mm[(n // 64, n // 64)](a, b, c, n, n, n, BM=64, BN=64, BK=32,
+                                                          num_warps=4, num_stages=2)
+    ops["triton_matmul_fp16_64x64x32_4096"] = (triton_mm, {
+        "source": "Triton tl.dot fp16 GEMM, 64x64x32 tiles, 4 warps, 2 stages", "mnk": [4096] * 3,
+        "flops": 2.0 * 4096 ** 3, "precision": "fp16"})
+
+    @triton.jit
+    def xorshift(x_ptr, out_ptr, ROUNDS: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        for _ in tl.static_range(ROUNDS):
+            x ^= x << 13
+            x ^= x >> 17
+            x ^= x << 5
+        tl.store(out_ptr + offs, x)
+
+    def xs():
+        n = 1 << 24
+        x = torch.randint(1, 1 << 30, (n,), device="cuda", dtype=torch.int32)
+        out = torch.empty_like(x)
+        return lambda: xorshift[(n // 1024,)](x, out, ROUNDS=32, BLOCK=1024)
+    ops["triton_xorshift32_16M"] = (xs, {"source": "Triton int32 xorshift, 32 rounds an element", "bytes": 8 * (1 << 24)})
+
+    @triton.jit
+    def horner_fp64(x_ptr, out_ptr, DEG: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        acc = x * 0.5
+        for i in tl.static_range(DEG):
+            acc = acc * x + (1.0 / (i + 2))
+        tl.store(out_ptr + offs, acc)
+
+    def h64():
+        n = 1 << 22
+        x = _t(n, dtype=torch.float64, scale=0.1)
+        out = torch.empty_like(x)
+        return lambda: horner_fp64[(n // 512,)](x, out, DEG=256, BLOCK=512)
+    ops["triton_fp64_horner256_4M"] = (h64, {"source": "Triton degree-256 Horner polynomial in fp64", "bytes": 16 * (1 << 22)})
+
+    def depthwise():
+        cl = torch.channels_last
+        x = _t(32, 512, 56, 56, dtype=torch.float16).to(memory_format=cl)
+        w = _t(512, 1, 3, 3, dtype=torch.float16, scale=0.1).to(memory_format=cl)
+        return lambda: F.conv2d(x, w, padding=1, groups=512)
+    ops["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"] = (depthwise, {
+        "source": "cuDNN F.conv2d fp16 channels_last depthwise 3x3, N32 C512 56x56", "bytes": 4 * 32 * 512 * 56 * 56})
+
+    def upsample():
+        x = _t(8, 64, 128, 128)
+        return lambda: F.interpolate(x, scale_factor=4, mode="bilinear", align_corners=False)
+    ops["upsample_bilinear_fp32_8x64x128_x4"] = (upsample, {
+        "source": "F.interpolate bilinear x4, fp32 NCHW 8x64x128x128", "bytes": 4 * 8 * 64 * (128 * 128 + 512 * 512)})
+    return ops
+
+
 def ops_heldout2_cute(example: str):
     """NVIDIA's CuTe DSL Hopper dense GEMM example (dense_gemm.py, non-persistent), loaded from the
     CUTLASS checkout's file (not part of bsprof), compiled once with dynamic layouts and launched
@@ -376,15 +487,15 @@ def main(argv=None) -> int:
     import torch
 
     p = argparse.ArgumentParser()
-    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute"), default="all",
+    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute", "heldout3"), default="all",
                    help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin; "
-                        "heldout2(_cute): held-out round 2")
+                        "heldout2(_cute), heldout3: held-out rounds 2 and 3")
     p.add_argument("--cute-example", default="ext/dense_gemm.py",
                    help="CUTLASS examples/python/CuTeDSL/cute/hopper/kernel/dense_gemm/dense_gemm.py")
     p.add_argument("--meta", required=True)
     p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
-    ops = {"l2": ops_l2, "heldout2": ops_heldout2,
+    ops = {"l2": ops_l2, "heldout2": ops_heldout2, "heldout3": ops_heldout3,
            "heldout2_cute": lambda: ops_heldout2_cute(args.cute_example)}.get(args.only, ops_main)()
     if args.only in ("gemm", "other"):
         gemm = ("cublas_", "deepgemm_", "bsprof_")
