@@ -74,18 +74,20 @@ def test_held_out_accuracy_reported(capsys):
     assert hits[True][0] == hits[True][1]
 
 
-def test_heldout2_round_reported(capsys):
-    """Round 2 (heldout2_predictions.md): labelled before the launches ran; every label the
-    evidence supports is met, and the share of the pre-registered predictions is reported."""
-    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout2"]
-    assert len(names) >= 8
+@pytest.mark.parametrize("round_name, size", [("heldout2", 9), ("heldout3", 8)])
+def test_held_out_round_reported(round_name, size, capsys):
+    """Rounds 2 and 3 (heldout2_predictions.md, heldout3_predictions.md): labelled before the launches
+    ran; every label the evidence supports is met, and the share of the pre-registered predictions is
+    reported."""
+    names = [n for n, lab in LABELS.items() if lab.get("round") == round_name]
+    assert len(names) == size
     met = predicted = 0
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
         lab = LABELS[name]
         met += v.label in [lab["class"], *lab.get("accept", [])]
         predicted += v.label == lab["predicted"].split(" (")[0]
-    print(f"heldout2: {met}/{len(names)} evidence labels, {predicted}/{len(names)} pre-registered primary labels")
+    print(f"{round_name}: {met}/{len(names)} evidence labels, {predicted}/{len(names)} pre-registered primary labels")
     assert met == len(names)
 
 
@@ -156,3 +158,59 @@ def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
         for col in ("duration_ns", "sm_active_cycles_avg", "dram_throughput_pct", "tensor_pipe_elapsed_pct", "grid_size"):
             assert row[col] == pytest.approx(stored[col]), col
         assert classify(row.to_dict()).label == classify(stored).label
+
+
+def test_an_mma_sync_gemm_on_sm90_is_told_wgmma_is_the_upgrade_whatever_limits_it():
+    """cuBLASLt's int8 kernel (compute-bound) and cuBLAS's bf16 fallback for rows that are not 16-byte
+    aligned (memory-bound:l1) both run mma.sync on the H100: both get the wgmma line."""
+    for name in ("cublas_int8_8192x8192x8192", "cublas_bf16_misaligned_4095x4097x4099"):
+        v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
+        assert v.mma == "mma.sync" and "mma-sync" in v.flags, name
+        assert any("not wgmma" in c and "is the upgrade" in c for c in v.candidates), name
+    for name, row, v in _verdicts():
+        assert ("mma-sync" in v.flags) == (v.mma == "mma.sync" and v.arch == "sm_90"
+                                           and v.cls not in ("launch-bound", "under-filled")), name
+
+
+def test_register_path_loads_are_named_only_where_a_gemm_loads_through_registers():
+    """The misaligned bf16 GEMM issues 0.50 LDG per HMMA and no TMA or cp.async; every other GEMM of the
+    corpus (TMA, cp.async, DeepGEMM, Triton) at most 0.07 LDG per MMA or more async loads than LDG."""
+    from bsprof.analyzers.ncu.facts import register_loads
+
+    flagged = {name for name, _, v in _verdicts() if "register-loads" in v.flags}
+    assert flagged == {"cublas_bf16_misaligned_4095x4097x4099"}
+    row = ENTRIES["cublas_bf16_misaligned_4095x4097x4099"]["columns"]
+    ldg, per_mma = register_loads(row)
+    assert ldg == 35_152_128 and 0.50 < per_mma < 0.51
+    text = " ".join(classify(row).candidates)
+    assert "35,152,128 global loads (LDG, 0.50 per MMA instruction)" in text and "16-byte aligned" in text
+
+
+def test_a_small_tile_gemm_bound_by_l2_is_told_about_its_tile_not_coalescing():
+    """Triton's 64x64 wgmma GEMM reads 16x its operands' bytes from L2 through cp.async: the advice is
+    the tile size (and, on sm_90, TMA multicast), not "coalesce accesses"; an L2-bound kernel that is
+    not a GEMM keeps the generic line."""
+    v = classify(ENTRIES["triton_matmul_fp16_64x64x32_4096"]["columns"])
+    assert v.label == "memory-bound:l2" and v.flags == ["gemm-l2-reuse"]
+    text = " ".join(v.candidates)
+    assert "2.75 GB from L2 for 169 MB of operands (16.3x" in text and "larger CTA tile" in text
+    assert "coalesce" not in text and "multicast" in text
+    dw = classify(ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["columns"])
+    assert dw.label == "memory-bound:l2" and dw.kind == "other" and "gemm-l2-reuse" not in dw.flags
+    assert any("coalesce" in c for c in dw.candidates)
+
+
+def test_tf32_and_bf16_mma_are_compared_against_their_own_peak():
+    """HGMMA and HMMA name fp16, bf16 and tf32 alike in ncu's opcode table; the SASS modifiers
+    (HGMMA.64x256x8.F32.TF32, HMMA.1688.F32.BF16) that the extraction read from the reports decide."""
+    from bsprof.analyzers.ncu.peaks import peak_tflops, precision_from_sass
+
+    tf32 = ENTRIES["cublas_tf32_4096x4096x4096"]["columns"]
+    assert tf32["precision"] == "tf32" and tf32["precision_source"] == "executed HGMMA .TF32"
+    assert tf32["peak_tflops"] == peak_tflops("NVIDIA H100 80GB HBM3", "tf32") == 494.7
+    assert ENTRIES["cublas_bf16_misaligned_4095x4097x4099"]["columns"]["precision"] == "bf16"
+    assert ENTRIES["triton_matmul_fp16_64x64x32_4096"]["columns"]["precision"] == "fp16"
+    assert ENTRIES["scaled_mm_fp8_rowwise_4096x4096x4096"]["columns"]["precision"] == "fp8"
+    assert precision_from_sass({"HGMMA.64x64x16.F32": 3.0, "HGMMA.64x256x8.F32.TF32": 1.0}, "fp16") == "fp16"
+    assert precision_from_sass({"HGMMA.64x256x8.F32.TF32": 2.0}, "fp8") == "fp8"
+    assert precision_from_sass({}, "fp16") == "fp16"

@@ -92,8 +92,10 @@ def test_l2_refetch_needs_tma_loads():
     for op in [k for k in row if k.startswith("inst_op_UTMA")]:
         row.pop(op)
     v = classify(row)
-    assert v.label == "memory-bound:l2" and "l2-refetch" not in v.flags
-    assert any("coalesce" in c for c in v.candidates)
+    # still a GEMM: without TMA its refetch is read as the tile's, not the CTAs' placement
+    assert v.label == "memory-bound:l2" and "l2-refetch" not in v.flags and "gemm-l2-reuse" in v.flags
+    text = " ".join(v.candidates)
+    assert "cluster launch places CTAs" not in text and "larger CTA tile" in text and "coalesce" not in text
     # the problem named by the launch (mnkl, precision) gives the operands' bytes exactly
     named = dict(ENTRIES["fp8m128_before_128x4096x7168_ours_64x64_1x1"]["columns"], mnkl="128x4096x7168x1")
     text = " ".join(classify(named).candidates)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics,
-                                       l2_refetch, opcodes, operand_bytes, spill_traffic, stall_shares)
+                                       l2_refetch, opcodes, operand_bytes, register_loads, spill_traffic,
+                                       stall_shares)
 
 ANY = "*"
 
@@ -45,10 +46,6 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     ("compute-bound", "tensor", "tcgen05", "sm_100",
      "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
      "epilogue overlaps the next tile's MMAs"),
-    ("compute-bound", "tensor", "mma.sync", "sm_90",
-     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
-     "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
-     "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {unit_pct}% busy)"),
     ("compute-bound", "tensor", "dmma", ANY,
      "fp64 runs as DMMA ({mma_count} instructions; wgmma has no fp64): at {unit_pct}% of active the fp64 tensor "
      "pipe is this GPU's fp64 ceiling; only a lower precision (TF32/BF16 with error-compensated splitting) is faster"),
@@ -67,6 +64,10 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     ("compute-bound", "issue", ANY, ANY,
      "instruction issue is the limit ({issue_pct}% of issue slots, no single pipe above {unit_bound}%): "
      "fewer instructions per element (vectorized loads, less index math, more work per thread)"),
+    ("compute-bound", "fp64", ANY, ANY,
+     "the FP64 pipe is the limit ({unit_pct}% of active): fewer fp64 operations per result, fp32 where the "
+     "accuracy allows (twice the fp64 rate on an H100, far more on GPUs with few FP64 units), and matrix "
+     "products on the fp64 tensor pipe (DMMA)"),
     ("compute-bound", ANY, ANY, ANY,
      "the {unit} pipe is the limit ({unit_pct}% of active cycles): fewer instructions on that pipe"),
     ("memory-bound", "dram", ANY, ANY,
@@ -112,6 +113,22 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "({stall_pct}% of the cycles between issues): atomics to few addresses serialize in a few L2 slices; "
      "privatize (accumulate per CTA in shared memory, or sort by destination and reduce segments), then one "
      "global atomic per destination per CTA"),
+    ("mma-sync", ANY, "mma.sync", "sm_90",
+     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
+     "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
+     "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {tensor_pct}% busy)"),
+    ("register-loads", ANY, ANY, ANY,
+     "the operands reach shared memory through registers: {ldg} global loads (LDG, {ldg_per_mma} per MMA "
+     "instruction) and no TMA or cp.async, the path GEMM libraries fall back to when a row or base address is "
+     "not 16-byte aligned (TMA and cp.async need it); pad each operand's leading dimension to a multiple of 16 "
+     "bytes (8 fp16/bf16, 4 fp32 or 16 fp8 elements) so the library can pick its TMA kernel"),
+    ("gemm-l2-reuse", ANY, ANY, ANY,
+     "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}) with the "
+     "tensor pipe at {tensor_pct}%: a BM x BN tile reads A once for each tile along N and B once for each along M, "
+     "so a small tile re-reads both many times; a larger CTA tile is more MMA work per byte loaded"),
+    ("gemm-l2-reuse", ANY, "wgmma", "sm_90",
+     "on sm_90: 128x128 or wider per CTA (two consumer warpgroups of 64 rows each), operands by TMA, and TMA "
+     "multicast across a cluster so CTAs sharing a tile fetch it from L2 once"),
     ("grid-limited", ANY, ANY, ANY,
      "the grid limits the warps: {ctas} CTAs of {warps_per_cta} warp(s) are {waves} waves, ~{warps_per_sm} warps "
      "per SM ({occ_pct}% of warp slots in use) while resources allow {ctas_per_sm} CTAs per SM; split the work "
@@ -147,6 +164,7 @@ def _numbers(v, row, k: int | None) -> dict:
     local, spill_share = spill_traffic(row)
     atomics, atomic_share = global_atomics(row)
     l2_sm, refetch, _ = l2_refetch(row)
+    ldg, ldg_per_mma = register_loads(row)
     ops, ops_src = operand_bytes(row)
     warps_per_cta = math.ceil(_get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z") / 32) \
         if all(not math.isnan(_get(row, f"block_{a}")) for a in "xyz") else math.nan
@@ -164,14 +182,14 @@ def _numbers(v, row, k: int | None) -> dict:
         "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(_get(row, "achieved_occupancy_pct")),
         "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(_get(row, "spill_instructions")),
         "unit_bound": _n(THRESHOLDS["unit_bound_pct"]), "k": k, "large_k": _n(THRESHOLDS["large_k"]),
-        "mma_op": mma_op, "mma_count": _n(sum(mma_ops.values())) if mma_ops else "n/a",
+        "mma_op": mma_op, "mma_count": f"{sum(mma_ops.values()):,.0f}" if mma_ops else "n/a",
         "local_bytes": _bytes(local), "spill_share": _n(100 * spill_share),
         "l2_bytes": _bytes(_level_bytes(row, "l2")), "l1_hit": _n(_get(row, "l1_hit_pct")),
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
         "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
         "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
-        "wgmma_knobs": wgmma_knobs(row),
+        "wgmma_knobs": wgmma_knobs(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
 
@@ -226,8 +244,9 @@ def advise(v, row, *, k: int | None = None) -> list[str]:
         # the bytes are the kernel's own spills: "move fewer bytes / no in-kernel change" would mislead,
         # and the spill-traffic line already cites the spill count
         picked = [e for e in picked if e[0] not in ("memory-bound", "register-spills")]
-    if "l2-refetch" in v.flags:
-        # coalescing and shared-memory reuse are what TMA already does: the refetch line replaces them
+    if "l2-refetch" in v.flags or "gemm-l2-reuse" in v.flags:
+        # coalescing and shared-memory reuse are what TMA already does, and a GEMM's L2 bytes are set by
+        # its tile: the refetch line replaces them
         picked = [e for e in picked if e[:2] != ("memory-bound", "l2")]
     if v.cls == "under-filled" and v.unit == "launch":
         picked = [e for e in picked if not (e[0] == "under-filled" and e[1] == ANY)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bsprof.analyzers.ncu import metrics as M
-from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops, precision_from_opcodes
+from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops, precision_from_opcodes, precision_from_sass
 from bsprof.errors import BsprofError
 
 _STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL_SUFFIX) + "$")
@@ -60,6 +60,28 @@ def stall_reasons(names) -> list[str]:
 # "bsprof_measured/bsprof mnkl=MxNxKxL flops=F precision=P", so a report read back keeps % of peak
 _NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.compile(r"\bprecision=([a-z0-9]+)"),
               "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
+
+
+def _mma_sass(action, opcode: str) -> dict[str, float]:
+    """Executed counts of ``opcode``'s instructions by their SASS opcode with modifiers (SourceCounters),
+    for the 16-bit MMA families only (their operand type is in the modifiers); empty without them."""
+    if not opcode or not opcode.startswith(("HGMMA", "HMMA", "UTCHMMA")):
+        return {}
+    try:
+        metric = action.metric_by_name("inst_executed")
+        n = metric.num_instances() if metric is not None else 0
+        if not n or not metric.has_correlation_ids():
+            return {}
+        ids = metric.correlation_ids()
+        out: dict[str, float] = {}
+        for i in range(n):
+            words = (action.sass_by_pc(ids.as_uint64(i)) or "").split()
+            op = next((w for w in words if not w.startswith("@")), "")
+            if op.startswith(opcode):
+                out[op] = out.get(op, 0.0) + float(metric.as_uint64(i))
+        return out
+    except Exception:  # noqa: BLE001 - a report without SourceCounters keeps the opcode's precision
+        return {}
 
 
 def nvtx_ranges(action) -> list[str]:
@@ -162,7 +184,8 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
     elif from_nvtx.get("precision"):
         prec, source = from_nvtx["precision"], "NVTX range"
     elif op_prec:
-        prec, source = op_prec, f"executed {op_name}"
+        prec = precision_from_sass(_mma_sass(action, op_name), op_prec)
+        source = f"executed {op_name}" + ("" if prec == op_prec else f" .{prec.upper()}")
     elif ops:
         prec, source = None, None   # no MMA and no FFMA executed: no arithmetic peak applies
     else:

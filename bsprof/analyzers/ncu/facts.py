@@ -26,7 +26,8 @@ THRESHOLDS: dict[str, float] = {
     "large_k": 4096.0,           # split-K is a candidate above this K
     "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
     "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
-    "l2_refetch_ratio": 2.0,     # an L2-bound TMA kernel reading >= this many times its operands' bytes from L2
+    "l2_refetch_ratio": 2.0,     # an L2-bound TMA kernel or GEMM reading >= this many times its operands' bytes from L2
+    "register_load_per_mma": 0.25,  # a GEMM issuing >= this many register-path global loads (LDG) per MMA instruction
     "clock_change_pct": 1.0,     # two launches' SM clocks this far apart: compare cycles, not microseconds
 }
 
@@ -133,6 +134,21 @@ def _problem(row) -> list[int] | None:
 
 def loads_by_tma(row) -> bool:
     return any(TMA_LOAD_OPCODE.match(op) for op in opcodes(row))
+
+
+def register_loads(row) -> tuple[float, float]:
+    """(global loads through registers (LDG), that per MMA instruction): a GEMM fed by TMA or cp.async
+    (LDGSTS) issues almost none (the H100 corpus: <= 0.07 per MMA); one that loads its operands with
+    LDG and moves them to shared memory itself issues one or more per few MMAs."""
+    ops = opcodes(row)
+    mma = sum(n for op, n in ops.items() if MMA_OPCODE.match(op))
+    ldg = sum(n for op, n in ops.items() if op.startswith("LDG") and not op.startswith("LDGSTS"))
+    return ldg, (ldg / mma if mma else math.nan)
+
+
+def async_loads(row) -> float:
+    """Global-to-shared loads that bypass the registers: cp.async (LDGSTS) and TMA instructions."""
+    return sum(n for op, n in opcodes(row).items() if op.startswith("LDGSTS") or TMA_LOAD_OPCODE.match(op))
 
 
 def operand_bytes(row) -> tuple[float, str]:

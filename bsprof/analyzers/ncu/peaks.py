@@ -31,6 +31,10 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("H100", "fp16"): 989.0,
     ("H200", "fp8"): 1979.0,
     ("H200", "fp16"): 989.0,
+    # TF32 wgmma (HGMMA .TF32): half the fp16 rate
+    ("H100 PCIe", "tf32"): 378.0,
+    ("H100", "tf32"): 494.7,
+    ("H200", "tf32"): 494.7,
     # GB200 before B200: names match by substring, first row wins
     ("GB200", "fp4"): 10000.0,
     ("GB200", "fp8"): 5000.0,
@@ -46,7 +50,7 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("H100", "fp64"): 67.0,
     ("H200", "fp64"): 67.0,
 }
-PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16", "fp32", "fp64")
+PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32", "fp64")
 _ALIAS = {"bf16": "fp16", "int8": "fp8"}
 
 # The precision an MMA opcode computes in (the executed-opcode table names no data type beyond
@@ -59,6 +63,20 @@ OPCODE_PRECISION: tuple[tuple[str, str], ...] = (
     ("QGMMA", "fp8"), ("IGMMA", "int8"), ("HGMMA", "fp16"), ("IMMA", "int8"), ("HMMA", "fp16"),
     ("DMMA", "fp64"),
 )
+
+# the operand type a 16-bit-family MMA opcode names in its SASS modifiers (HGMMA.64x256x8.F32.TF32,
+# HMMA.1688.F32.BF16); fp16 names none. The executed-opcode table has the bare opcode only.
+SASS_OPERAND_TYPE = ((".TF32", "tf32"), (".BF16", "bf16"))
+
+
+def precision_from_sass(mma_texts: dict[str, float], precision: str) -> str:
+    """Refine an MMA opcode's precision with the operand type its SASS names: ``mma_texts`` maps each
+    executed MMA instruction's opcode with modifiers to its executed count; the most executed decides."""
+    if precision != "fp16" or not mma_texts:
+        return precision
+    top = max(mma_texts, key=mma_texts.get)
+    return next((prec for mod, prec in SASS_OPERAND_TYPE if mod in top.split(" ")[0]), precision)
+
 
 # the precision a bundled family computes in
 FAMILY_PRECISION = {"fp8-blockwise": "fp8", "nvfp4": "fp4"}

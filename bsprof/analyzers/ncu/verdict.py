@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from bsprof.analyzers.ncu.advice import advise
 from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
     MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
-    _bytes, _get, _level_bytes, _ok, global_atomics, l2_refetch, loads_by_tma, opcodes, spill_traffic, stall_shares,
+    _bytes, _get, _level_bytes, _ok, async_loads, global_atomics, l2_refetch, loads_by_tma, opcodes, register_loads,
+    spill_traffic, stall_shares,
 )
 from bsprof.analyzers.ncu.facts import _problem as _mnkl
 
@@ -330,14 +331,27 @@ def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
 
 
 def rule_l2_refetch(row, v: "Verdict") -> list[Evidence] | None:
-    """An L2-bound kernel that loads by TMA and reads its operands from L2 several times over: the same
-    tiles are fetched again for each CTA that needs them instead of once for CTAs running together."""
-    if v.label != "memory-bound:l2" or not loads_by_tma(row):
+    """An L2-bound kernel that loads by TMA, or any L2-bound GEMM, reading its operands from L2 several
+    times over: the same tiles are fetched again for each CTA that needs them (placement, for TMA
+    kernels) or each operand byte is read once per tile of the other operand (small tiles)."""
+    if v.label != "memory-bound:l2" or not (loads_by_tma(row) or v.kind == "gemm"):
         return None
     _, ratio, _ = l2_refetch(row)
     if not _ok(ratio) or ratio < THRESHOLDS["l2_refetch_ratio"]:
         return None
     return [Evidence("L2->SM bytes / operand bytes", ratio, ">=", THRESHOLDS["l2_refetch_ratio"], "l2_refetch_ratio")]
+
+
+def rule_register_loads(row, v: "Verdict") -> list[Evidence] | None:
+    """A GEMM whose operands come through registers (LDG, then a store to shared memory) rather than TMA
+    or cp.async: libraries fall back to such kernels when a row is not 16-byte aligned."""
+    if v.kind != "gemm" or loads_by_tma(row):
+        return None
+    ldg, per_mma = register_loads(row)
+    if not _ok(per_mma) or per_mma < THRESHOLDS["register_load_per_mma"] or async_loads(row) >= ldg:
+        return None
+    return [Evidence("LDG per MMA instruction", per_mma, ">=", THRESHOLDS["register_load_per_mma"],
+                     "register_load_per_mma")]
 
 
 def saturated_global_memory(row) -> tuple[str, float] | None:
@@ -624,8 +638,15 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         v.flags.append("spill-traffic")
         v.evidence += ev
     if ev := rule_l2_refetch(row, v):
-        v.flags.append("l2-refetch")
+        # TMA already coalesces and stages: its refetch is placement; a GEMM loading otherwise re-reads by tile size
+        v.flags.append("l2-refetch" if loads_by_tma(row) else "gemm-l2-reuse")
         v.evidence += ev
+    if ev := rule_register_loads(row, v):
+        v.flags.append("register-loads")
+        v.evidence += ev
+    if v.kind == "gemm" and v.mma == "mma.sync" and v.arch == "sm_90" and v.cls not in ("launch-bound", "under-filled"):
+        # whatever limits it, an mma.sync GEMM on sm_90 is capped below the wgmma peak
+        v.flags.append("mma-sync")
     # ncu's imbalance rule where it explains the verdict: idle SMs, or atomics piling on a few L2 slices
     want = "SMs" if v.cls == "under-filled" else ("L2 Slices" if "global-atomics" in v.flags else None)
     for r in (rules or []) if want else []:
