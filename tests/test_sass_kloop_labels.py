@@ -299,6 +299,8 @@ def test_h100_gemm_corpus_with_counts(label, launch):
         assert t is None
     else:
         assert t is not None and _header(fa, t) == label["tile"]["header"]
+        if "own_mma" in label["tile"]:
+            assert t.own_mma == label["tile"]["own_mma"]
 
 
 def _ring_listing(body: list[str], mma: str) -> str:

@@ -359,14 +359,32 @@ def _ancestors(loops: list[Loop], lp: Loop) -> list[Loop]:
     return out
 
 
-def _body(fn: Function, lp: Loop, executed: list[int] | None) -> list[int]:
+# a loop whose nested MMA loops run at least this many times its own MMAs holds peeled k-blocks (a
+# tile's first and last, once a tile), not a K-loop's body: its once-a-tile epilogue counts in full
+PEELED_MMA_RATIO = 4.0
+
+
+def _mma_runs(fn: Function, lp: Loop, executed: list[int]) -> int:
+    return sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")
+
+
+def _body(fn: Function, lp: Loop, executed: list[int] | None, loops: list[Loop] | None = None) -> list[int]:
     """The instructions that decide a loop's kind: its own blocks; with counts, only those executed
     at least half as often as its busiest MMA (a shared header can pull the tile loop's rare
-    epilogue into the K-loop's natural loop; cuBLAS does this)."""
+    epilogue into the K-loop's natural loop; cuBLAS does this). Not where the loop's own MMAs are a
+    tile's peeled k-blocks around a K-loop that runs them far more often (cuBLAS's tf32 kernel:
+    4,096 runs of each peeled HGMMA against 516,096 in its K-loop): there the TMA store, issued by
+    one warp of eight, runs an eighth as often as those MMAs and is still the tile's epilogue."""
     own = lp.own_instructions
     if executed is None:
         return own
     peak = max((executed[i] for i in own if fn.instructions[i].category == "mma"), default=0)
+    if peak and loops is not None:
+        mine = _mma_runs(fn, lp, executed)
+        inner = max((_mma_runs(fn, c, executed) for c in loops if lp.id in {a.id for a in _ancestors(loops, c)}),
+                    default=0)
+        if inner >= PEELED_MMA_RATIO * mine:
+            return own
     return own if peak == 0 else [i for i in own if executed[i] >= 0.5 * peak]
 
 
@@ -415,7 +433,7 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
     answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
     for lp in loops:
         lp.kind, lp.is_kloop, lp.primary, lp.flattened = PLAIN, False, False, 0
-        stores = _output_stores(fn, lp, _body(fn, lp, executed)) if lp.own_mma else []
+        stores = _output_stores(fn, lp, _body(fn, lp, executed, loops)) if lp.own_mma else []
         if stores and executed is None and _flattened(lp, stores):
             lp.flattened, stores = len(stores), []
         lp.stores = len(stores)
