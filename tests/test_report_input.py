@@ -39,6 +39,18 @@ def test_no_artifacts_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize("inside", [False, True], ids=["file", "in-a-directory"])
+def test_an_unreadable_report_is_named_once(tmp_path, inside):
+    """The reader's message already names the file: the refusal says which file once, not three times."""
+    rep = (tmp_path / "d" if inside else tmp_path) / "broken.ncu-rep"
+    rep.parent.mkdir(exist_ok=True)
+    rep.write_bytes(b"not a report")
+    res = _run([str(rep.parent if inside else rep), "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "not a readable Nsight Compute report" in res.output
+    assert res.output.count("broken.ncu-rep") == 1, res.output
+
+
 def test_missing_dir_exit_2(tmp_path):
     res = _run([str(tmp_path / "nope"), "-o", str(tmp_path / "r.html")])
     assert res.exit_code == 2 and "does not exist" in res.output

@@ -64,6 +64,9 @@ def test_a_typo_is_refused_before_the_gpu_is_asked(monkeypatch):
     monkeypatch.setattr("bsprof.gpu.device_info", no_gpu)
     with pytest.raises(BsprofError, match="unknown kernel"):
         Target.parse("auto", "fastest")
+    # a malformed shape is malformed for every family
+    with pytest.raises(BsprofError, match="is not M,N,K"):
+        Target.parse("auto", "optimized", "1,2")
 
 
 def test_the_launcher_takes_the_target_whole(monkeypatch, tmp_path):

@@ -147,6 +147,8 @@ class Target:
         asked which family runs here (``family="auto"``); then the switches are checked against that
         family's kernel together with ``config``."""
         parse_kernel_spec(spec, None)
+        # a malformed --mnkl is malformed for every family: refused before the GPU is asked too
+        shape = parse_mnkl(mnkl) if isinstance(mnkl, str) else None
         picked = family == "auto"
         if picked:
             from bsprof.gpu import device_info
@@ -155,9 +157,7 @@ class Target:
         name, switches = parse_kernel_spec(spec, family, config)
         if mnkl is None:
             shape = tuple(family_module(family).DEFAULT_MNKL)
-        elif isinstance(mnkl, str):
-            shape = parse_mnkl(mnkl)
-        else:
+        elif shape is None:
             shape = tuple(int(v) for v in mnkl)
         return cls(family=family, variant=name, mnkl=shape, switches=switches,  # type: ignore[arg-type]
                    config=dict(config or {}), picked_from_gpu=picked)

@@ -82,6 +82,17 @@ def _labels(paths: list[Path], labels: list[str] | None) -> list[str]:
     return [p.name or str(p) for p in paths]
 
 
+def _first_problem(run) -> str:
+    """The run's first problem led by its input once: a file given directly is named by its problem
+    already (by the short name discovery uses), a directory leads the problems found inside it."""
+    if not run.problems:
+        return f"{run.root}: no bsprof artifacts"
+    problem = run.problems[0]
+    if Path(run.root).is_file() and problem.startswith(Path(run.root).name + ":"):
+        problem = problem[len(Path(run.root).name) + 1:].lstrip()
+    return problem if problem.startswith(str(run.root)) else f"{run.root}: {problem}"
+
+
 def section_ids() -> list[str]:
     return ["compare"] + [sid for sid, _, _ in _sections()]
 
@@ -106,7 +117,7 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
     info = ReportInfo(runs=runs)
     empty = [r for r in runs if not r.artifacts]
     if len(empty) == len(runs):
-        detail = "; ".join(f"{r.root}: {r.problems[0]}" if r.problems else f"{r.root}: no bsprof artifacts" for r in runs)
+        detail = "; ".join(_first_problem(r) for r in runs)
         raise BsprofError(f"nothing to render ({detail}); point bsprof report at a directory written by "
                           "a bsprof verb with -o DIR (bsprof ncu/sass/model/timing/bench)")
 

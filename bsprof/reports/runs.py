@@ -55,9 +55,17 @@ def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
     try:
         _, payload = analyze_report(path)
     except BsprofError as exc:
-        run.problems.append(f"{_short(path, base)}: {exc}")
+        run.problems.append(_named(_short(path, base), str(exc), str(path)))
         return
     run.artifacts.append(Artifact(kind="ncu", path=path, data=payload))
+
+
+def _named(where: str, problem: str, full: str) -> str:
+    """``problem`` led by the file it is about, once, as ``where`` (the analyzers' messages often
+    name it already, by its ``full`` path)."""
+    if problem.startswith(full + ":"):
+        problem = problem[len(full) + 1:].lstrip()
+    return problem if problem.startswith(where + ":") else f"{where}: {problem}"
 
 
 def discover(root: str | os.PathLike, label: str | None = None) -> Run:
