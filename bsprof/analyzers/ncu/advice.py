@@ -75,7 +75,7 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "or consumer, lower-precision storage); no in-kernel change beats this bandwidth"),
     ("memory-bound", "dram", "gemm", ANY,
      "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth: the floor is bytes / bandwidth; batch "
-     "more rows (M) per weight read, or quantize the weights"),
+     "more rows (M) per weight read, or store the weights in fewer bits{weight_bits}"),
     ("memory-bound", "l2", ANY, ANY,
      "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): coalesce accesses (ncu's sectors-per-request "
      "rules), reuse data in shared memory/registers, or order CTAs for locality"),
@@ -127,8 +127,8 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "tensor pipe at {tensor_pct}%: a BM x BN tile reads A once for each tile along N and B once for each along M, "
      "so a small tile re-reads both many times; a larger CTA tile is more MMA work per byte loaded"),
     ("gemm-l2-reuse", ANY, "wgmma", "sm_90",
-     "on sm_90: 128x128 or wider per CTA (two consumer warpgroups of 64 rows each), operands by TMA, and TMA "
-     "multicast across a cluster so CTAs sharing a tile fetch it from L2 once"),
+     "on sm_90 the levers this launch leaves open: {wgmma_knobs}; and operands by TMA (it loads them "
+     "another way), which multicast needs"),
     ("grid-limited", ANY, ANY, ANY,
      "the grid limits the warps: {ctas} CTAs of {warps_per_cta} warp(s) are {waves} waves, ~{warps_per_sm} warps "
      "per SM ({occ_pct}% of warp slots in use) while resources allow {ctas_per_sm} CTAs per SM; split the work "
@@ -189,7 +189,7 @@ def _numbers(v, row, k: int | None) -> dict:
         "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
         "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
-        "wgmma_knobs": wgmma_knobs(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
+        "wgmma_knobs": wgmma_knobs(row), "weight_bits": _weight_bits(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
     }
 
@@ -214,6 +214,12 @@ def wgmma_knobs(row) -> str:
     if math.isnan(cluster) or cluster <= 1:
         return ", ".join(knobs + [f"TMA multicast across a cluster to halve L2 traffic (L2 at {l2}%)"])
     return ", ".join(knobs) + f"; it runs clusters of {cluster:.0f} CTAs already (L2 at {l2}%)"
+
+
+def _weight_bits(row) -> str:
+    """What the operands are stored in now, where the launch says (its MMA opcodes or problem)."""
+    prec = row.get("precision") if hasattr(row, "get") else None
+    return f" (they are {prec} now)" if isinstance(prec, str) and prec else ""
 
 
 def occupancy_limiter(row) -> str:
