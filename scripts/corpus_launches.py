@@ -35,6 +35,33 @@ def ew_add(numel: int):
     return setup
 
 
+def _triton_mm(dtype, bm: int, bn: int, bk: int, warps: int, stages: int):
+    """A plain Triton ``tl.dot`` GEMM at 4096^3, one BM x BN tile per program (the held-out rounds'
+    Triton GEMMs: Triton picks wgmma or mma.sync and cp.async from the tile and warps)."""
+    def setup():
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+            pm, pn = tl.program_id(0), tl.program_id(1)
+            rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), tl.float32)
+            for k0 in range(0, K, BK):
+                a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+                b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+                acc = tl.dot(a, b, acc)
+            tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+        n = 4096
+        a, b = _t(n, n, dtype=dtype), _t(n, n, dtype=dtype)
+        c = torch.empty(n, n, device="cuda", dtype=dtype)
+        return lambda: tile_mm[(n // bm, n // bn)](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk,
+                                                   num_warps=warps, num_stages=stages)
+    return setup
+
+
 def ops_main():
     """name -> (setup() -> launch callable, meta). Sizes chosen to land in distinct classes."""
     import torch
@@ -361,24 +388,7 @@ def ops_heldout3():
         "source": "cuBLAS bf16 matmul, rows of 8,198 bytes (not 16-byte aligned)", "mnk": [4095, 4097, 4099],
         "flops": 2.0 * 4095 * 4097 * 4099, "precision": "bf16"})
 
-    @triton.jit
-    def small_tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pm, pn = tl.program_id(0), tl.program_id(1)
-        rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), tl.float32)
-        for k0 in range(0, K, BK):
-            a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
-            b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
-            acc = tl.dot(a, b, acc)
-        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
-
-    def triton_mm():
-        n = 4096
-        a, b = _t(n, n, dtype=torch.float16), _t(n, n, dtype=torch.float16)
-        c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-        return lambda: small_tile_mm[(n // 64, n // 64)](a, b, c, n, n, n, BM=64, BN=64, BK=32,
-                                                          num_warps=4, num_stages=2)
-    ops["triton_matmul_fp16_64x64x32_4096"] = (triton_mm, {
+    ops["triton_matmul_fp16_64x64x32_4096"] = (_triton_mm(torch.float16, 64, 64, 32, 4, 2), {
         "source": "Triton tl.dot fp16 GEMM, 64x64x32 tiles, 4 warps, 2 stages", "mnk": [4096] * 3,
         "flops": 2.0 * 4096 ** 3, "precision": "fp16"})
 
@@ -438,8 +448,6 @@ def ops_heldout4():
     a batched small GEMM and a gather-heavy grid_sample."""
     import torch
     import torch.nn.functional as F
-    import triton
-    import triton.language as tl
 
     ops = {}
 
@@ -459,29 +467,10 @@ def ops_heldout4():
         "source": "cuBLAS fp16 matmul, K = 4095 (rows of 8,190 bytes)", "mnk": [4096, 4096, 4095],
         "flops": 2.0 * 4096 * 4096 * 4095, "precision": "fp16"})
 
-    @triton.jit
-    def tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pm, pn = tl.program_id(0), tl.program_id(1)
-        rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), tl.float32)
-        for k0 in range(0, K, BK):
-            a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
-            b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
-            acc = tl.dot(a, b, acc)
-        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
-
-    def triton_mm(dtype, bm, bn, bk, warps, stages):
-        def setup():
-            n = 4096
-            a, b = _t(n, n, dtype=dtype), _t(n, n, dtype=dtype)
-            c = torch.empty(n, n, device="cuda", dtype=dtype)
-            return lambda: tile_mm[(n // bm, n // bn)](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk,
-                                                       num_warps=warps, num_stages=stages)
-        return setup
-    ops["triton_matmul_fp16_128x128x64_4096"] = (triton_mm(torch.float16, 128, 128, 64, 8, 3), {
+    ops["triton_matmul_fp16_128x128x64_4096"] = (_triton_mm(torch.float16, 128, 128, 64, 8, 3), {
         "source": "Triton tl.dot fp16 GEMM, 128x128x64 tiles, 8 warps, 3 stages", "mnk": [4096] * 3,
         "flops": 2.0 * 4096 ** 3, "precision": "fp16"})
-    ops["triton_matmul_bf16_32x32x32_4096"] = (triton_mm(torch.bfloat16, 32, 32, 32, 4, 2), {
+    ops["triton_matmul_bf16_32x32x32_4096"] = (_triton_mm(torch.bfloat16, 32, 32, 32, 4, 2), {
         "source": "Triton tl.dot bf16 GEMM, 32x32x32 tiles, 4 warps, 2 stages", "mnk": [4096] * 3,
         "flops": 2.0 * 4096 ** 3, "precision": "bf16"})
 
