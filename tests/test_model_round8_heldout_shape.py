@@ -1,0 +1,65 @@
+"""Round 8: the model on a shape no round had run (ping-pong 4096x7168x2048 on the H100, a
+DeepSeek-V3 shape from DeepGEMM's test list), its prediction written in docs/model.md before the
+run. The stored CSV/JSON are the device's own output; these tests re-score them on the CPU and hold
+the written prediction against what came out: it missed, and the tests say where."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bsprof.analyzers import validation as V
+from bsprof.analyzers.model.clock import limits_for
+
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round8_4096x7168x2048"
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[dict, list]:
+    doc = json.loads((RUN / "validation.json").read_text())
+    frame = pd.read_csv(RUN / "validation.csv")
+    return doc, V.reclock(frame, limits_for(doc["device"], doc["device_limits"]))
+
+
+def test_as_scored_it_misses_the_target(run):
+    """Written: median <= 2% and max <= 5%, about even odds. Came out 2.19% / 8.64%: a miss, which
+    the CPU re-score of the device's rows reproduces."""
+    doc, pts = run
+    assert doc["mnkl"][:3] == [4096, 7168, 2048]
+    s = V.summary(pts)["det"]
+    assert not s["pass"] and s["n"] == 17 and s["flip"]["n"] == 10
+    assert s["median_abs_pct"] == pytest.approx(2.19, abs=0.01) and s["max_abs_pct"] == pytest.approx(8.64, abs=0.01)
+    stored = doc["summary"]["det"]
+    assert (s["median_abs_pct"], s["max_abs_pct"]) == pytest.approx((stored["median_abs_pct"], stored["max_abs_pct"]))
+
+
+def test_the_miss_is_the_largest_epilogue_delay_and_the_oracle_misses_it_too(run):
+    """The max sits at forward Phase 1 +48.8k cycles (2.7 tiles of 17,880): measured 1.724x, model
+    1.915x; the oracle, given the delayed build's measured phase changes, misses it by as much, so
+    the nominal change is not the cause. Every other point is within 4.6%."""
+    _doc, pts = run
+    worst = max(pts, key=lambda p: abs(p.err_det_pct))
+    assert worst.direction == "forward" and not worst.delta_kloop and worst.delta_phase1 > 48_000
+    assert worst.err_det_pct == pytest.approx(-8.64, abs=0.01)
+    assert abs(worst.err_oracle_pct) > 8.0
+    assert max(abs(p.err_det_pct) for p in pts if p is not worst) < 4.6
+
+
+def test_in_the_captures_cycles_it_misses_as_well(run):
+    """Written: in the captures' cycles median <= 1.5%, max <= 3.0%. Came out 2.69% / 9.47%: the
+    equilibrium, not the clock term, is what missed on this shape."""
+    _doc, pts = run
+    cyc = [abs(V.cycle_error_pct(p)) for p in pts if p.direction != "noise"]
+    assert statistics.median(cyc) == pytest.approx(2.69, abs=0.01) and max(cyc) == pytest.approx(9.47, abs=0.01)
+
+
+def test_the_model_still_beats_the_trivial_rule_on_the_flips(run):
+    """Written: the trivial predictor >= 50% median on the flip points, the model below it (held)."""
+    _doc, pts = run
+    s = V.summary(pts)
+    assert s["trivial"]["flip"]["median_abs_pct"] >= 50
+    assert s["det"]["flip"]["median_abs_pct"] < s["trivial"]["flip"]["median_abs_pct"]
