@@ -37,24 +37,32 @@ def test_as_scored_it_misses_the_target(run):
     assert (s["median_abs_pct"], s["max_abs_pct"]) == pytest.approx((stored["median_abs_pct"], stored["max_abs_pct"]))
 
 
-def test_the_miss_is_the_largest_epilogue_delay_and_the_oracle_misses_it_too(run):
+def test_the_wall_miss_is_the_clock_at_the_largest_epilogue_delay(run):
     """The max sits at forward Phase 1 +48.8k cycles (2.7 tiles of 17,880): measured 1.724x, model
-    1.915x; the oracle, given the delayed build's measured phase changes, misses it by as much, so
-    the nominal change is not the cause. Every other point is within 4.6%."""
-    _doc, pts = run
+    1.915x. Its cycles are within 3.5% (the captures' and the sustained ones), so most of the miss
+    is the clock term: the plain build ran power-capped, the delayed one, spinning through its
+    epilogue, at NVML's 1,980 MHz top, a rise the term (gamma = 3 from the calibration build) put at
+    about 1%. The oracle shares the term and misses as much. Every other point is within 4.6%."""
+    doc, pts = run
     worst = max(pts, key=lambda p: abs(p.err_det_pct))
     assert worst.direction == "forward" and not worst.delta_kloop and worst.delta_phase1 > 48_000
-    assert worst.err_det_pct == pytest.approx(-8.64, abs=0.01)
-    assert abs(worst.err_oracle_pct) > 8.0
+    assert worst.err_det_pct == pytest.approx(-8.64, abs=0.01) and abs(worst.err_oracle_pct) > 8.0
+    assert abs(V.cycle_error_pct(worst)) < 3.5 and abs(V.sustained_cycle_error_pct(worst)) < 3.5
     assert max(abs(p.err_det_pct) for p in pts if p is not worst) < 4.6
 
 
-def test_in_the_captures_cycles_it_misses_as_well(run):
-    """Written: in the captures' cycles median <= 1.5%, max <= 3.0%. Came out 2.69% / 9.47%: the
-    equilibrium, not the clock term, is what missed on this shape."""
+def test_the_cycles_miss_at_the_k_loop_delays(run):
+    """Written: in the captures' cycles median <= 1.5%, max <= 3.0%. Came out 2.69% / 9.47%, the
+    misses at the K-loop delays (forward 6-6.4% over, reverse +9.5% under): on a 16-K-block tile the
+    equilibrium charges the injected K-loop spin more fully than the captures show. In wall time
+    the clock term happened to offset them (within 3.5%)."""
     _doc, pts = run
-    cyc = [abs(V.cycle_error_pct(p)) for p in pts if p.direction != "noise"]
+    moved = [p for p in pts if p.direction != "noise"]
+    cyc = [abs(V.cycle_error_pct(p)) for p in moved]
     assert statistics.median(cyc) == pytest.approx(2.69, abs=0.01) and max(cyc) == pytest.approx(9.47, abs=0.01)
+    kloop = [p for p in moved if p.delta_kloop and not p.delta_phase1]
+    assert all(abs(V.cycle_error_pct(p)) > 5.5 for p in kloop)
+    assert all(abs(p.err_det_pct) < 3.6 for p in kloop)
 
 
 def test_the_model_still_beats_the_trivial_rule_on_the_flips(run):
