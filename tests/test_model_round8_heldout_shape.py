@@ -55,18 +55,21 @@ def test_the_wall_miss_is_the_clock_at_the_largest_epilogue_delay(run):
     assert max(abs(p.err_det_pct) for p in pts if p is not worst) < 4.6
 
 
-def test_the_cycles_miss_at_the_k_loop_delays(run):
+def test_the_cycles_miss_at_the_k_loop_delays_is_the_nominal_change(run):
     """Written: in the captures' cycles median <= 1.5%, max <= 3.0%. Came out 2.69% / 9.47%, the
-    misses at the K-loop delays (forward 6-6.4% over, reverse +9.5% under): on a 16-K-block tile the
-    equilibrium charges the injected K-loop spin more fully than the captures show. In wall time
-    the clock term happened to offset them (within 3.5%)."""
-    _doc, pts = run
+    misses at the K-loop delays (forward 6-6.4% short, reverse 9.5% over): the spins cost more in
+    place than the probe's nominal change (the +290 build's K-loop grew 6,787 cycles a tile against
+    5,427), and the oracle, given the measured change, is within 2.0% there (0.9, 2.0, 0.8)."""
+    doc, pts = run
     moved = [p for p in pts if p.direction != "noise"]
     cyc = [abs(V.cycle_error_pct(p)) for p in moved]
     assert statistics.median(cyc) == pytest.approx(2.69, abs=0.01) and max(cyc) == pytest.approx(9.47, abs=0.01)
     kloop = [p for p in moved if p.delta_kloop and not p.delta_phase1]
     assert all(abs(V.cycle_error_pct(p)) > 5.5 for p in kloop)
-    assert all(abs(p.err_det_pct) < 3.6 for p in kloop)
+    assert all(abs(p.err_oracle_pct) < 2.01 for p in kloop)
+    grew = doc["measured_phase_means"]["kloop290_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
+    (fwd,) = [p for p in kloop if p.direction == "forward" and p.delta_kloop > 5_000]
+    assert grew / fwd.delta_kloop == pytest.approx(1.25, abs=0.01)
 
 
 def test_the_model_still_beats_the_trivial_rule_on_the_flips(run):
