@@ -12,9 +12,9 @@ from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
 
 
-def _delta_opt(name: str, what: str):
+def _delta_opt(name: str, what: str, note: str = ""):
     return click.option(f"--{name}", type=Delta(), default=None, metavar="DELTA",
-                        help=f"change of {what} per tile: cycles (-300) or percent (-5%)")
+                        help=f"change of {what} per tile: cycles (-300) or percent (-5%)" + (f"; {note}" if note else ""))
 
 
 @click.command(name="model")
@@ -23,7 +23,8 @@ def _delta_opt(name: str, what: str):
                    "default: the embedded B200 measurement")
 @click.option("--structure", type=click.Choice(STRUCTURE_CHOICES), default="auto", show_default=True,
               help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)")
-@_delta_opt("kloop", "the K-loop")
+@_delta_opt("kloop", "the K-loop", "the phase as the timing build measures it: removing N cycles of K-loop "
+           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, round 9)")
 @_delta_opt("phase1", "epilogue Phase 1 (every epilogue warp)")
 @_delta_opt("tma0", "the first-load (TMA0) wait")
 @_delta_opt("phase2", "epilogue Phase 2")
