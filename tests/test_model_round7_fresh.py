@@ -5,15 +5,12 @@ line of the written prediction against what came out."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from bsprof.analyzers import validation as V
-from bsprof.analyzers.model.clock import limits_for
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round7_8192"
 TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
@@ -21,9 +18,7 @@ TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (c
 
 @pytest.fixture(scope="module")
 def run() -> tuple[dict, list]:
-    doc = json.loads((RUN / "validation.json").read_text())
-    frame = pd.read_csv(RUN / "validation.csv")
-    return doc, V.reclock(frame, limits_for(doc["device"], doc["device_limits"]))
+    return V.rescore_stored(RUN)
 
 
 def _near(p, phase1: int) -> bool:

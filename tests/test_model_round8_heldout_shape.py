@@ -5,24 +5,19 @@ the written prediction against what came out: it missed, and the tests say where
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from bsprof.analyzers import validation as V
-from bsprof.analyzers.model.clock import limits_for
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round8_4096x7168x2048"
 
 
 @pytest.fixture(scope="module")
 def run() -> tuple[dict, list]:
-    doc = json.loads((RUN / "validation.json").read_text())
-    frame = pd.read_csv(RUN / "validation.csv")
-    return doc, V.reclock(frame, limits_for(doc["device"], doc["device_limits"]))
+    return V.rescore_stored(RUN)
 
 
 def test_as_scored_it_misses_the_target(run):

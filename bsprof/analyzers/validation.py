@@ -318,6 +318,23 @@ def reclock(frame, limits) -> list[Point]:
     return pts
 
 
+def rescore_stored(run_dir) -> tuple[dict, list[Point]]:
+    """A stored `bsprof model --validate` run (its validation.json and validation.csv) and its points
+    re-scored with the clock term under the limits the run recorded: how a run whose timing tables
+    were not kept is read again on any machine."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from bsprof.analyzers.model.clock import limits_for
+
+    run_dir = Path(run_dir)
+    doc = json.loads((run_dir / "validation.json").read_text())
+    frame = pd.read_csv(run_dir / "validation.csv")
+    return doc, reclock(frame, limits_for(doc.get("device"), doc.get("device_limits")))
+
+
 def _wall(params, deltas: dict, period_ratio: float, n: int, wall_cycles: float, tile: float,
           busy: float) -> tuple[float, float, float]:
     """(cycle ratio, period term, tail term) of a projection (tail 0 for a model without bsprof's graph)."""
