@@ -27,9 +27,11 @@ its mean and 95% confidence interval are the measurement). Three projections are
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from bsprof.analyzers.model.params import ModelParams
 from bsprof.errors import BsprofError
@@ -322,9 +324,6 @@ def rescore_stored(run_dir) -> tuple[dict, list[Point]]:
     """A stored `bsprof model --validate` run (its validation.json and validation.csv) and its points
     re-scored with the clock term under the limits the run recorded: how a run whose timing tables
     were not kept is read again on any machine."""
-    import json
-    from pathlib import Path
-
     import pandas as pd
 
     from bsprof.analyzers.model.clock import limits_for

@@ -63,8 +63,10 @@ _NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.comp
 
 
 def _mma_sass(action, opcode: str) -> dict[str, float]:
-    """Executed counts of ``opcode``'s instructions by their SASS opcode with modifiers (SourceCounters),
-    for the 16-bit MMA families only (their operand type is in the modifiers); empty without them."""
+    """The most executed ``opcode`` instruction's SASS opcode with modifiers and its executed count
+    (SourceCounters), for the 16-bit MMA families only (their operand type is in the modifiers);
+    empty without them. Instructions are read most executed first, and a K-loop's MMAs are among
+    those, so only a few hundred of a kernel's thousands are disassembled."""
     if not opcode or not opcode.startswith(("HGMMA", "HMMA", "UTCHMMA")):
         return {}
     try:
@@ -73,13 +75,12 @@ def _mma_sass(action, opcode: str) -> dict[str, float]:
         if not n or not metric.has_correlation_ids():
             return {}
         ids = metric.correlation_ids()
-        out: dict[str, float] = {}
-        for i in range(n):
+        for count, i in sorted(((metric.as_uint64(i), i) for i in range(n)), reverse=True):
             words = (action.sass_by_pc(ids.as_uint64(i)) or "").split()
             op = next((w for w in words if not w.startswith("@")), "")
             if op.startswith(opcode):
-                out[op] = out.get(op, 0.0) + float(metric.as_uint64(i))
-        return out
+                return {op: float(count)}
+        return {}
     except Exception:  # noqa: BLE001 - a report without SourceCounters keeps the opcode's precision
         return {}
 
