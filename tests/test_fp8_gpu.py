@@ -363,6 +363,17 @@ def test_bench_launches_peers_through_graphs_when_asked():
     assert all(isinstance(r["rel_err"], float) and r["rel_err"] < 1e-2 for r in res["rows"] if r["rel_err"] is not None)
 
 
+def test_a_spec_the_problem_refuses_drops_its_column_not_the_problem():
+    # an A/B whose switch one shape cannot take (split-K 8 ways: K = 512 has 4 K blocks) still
+    # times the other kernel there, and names the refused spec and why
+    from bsprof.profile.bench.fp8_blockwise import measure
+
+    res = measure((128, 576, 512, 1), ("optimized", "optimized:split_k=8"), warmup=0, iters=3, warmup_s=0.0,
+                  peers=False)
+    assert [r["name"] for r in res["rows"]] == ["optimized"]
+    assert res["skipped"]["optimized:split_k=8"].startswith("BsprofError: no tile and cluster")
+
+
 def test_bench_traces_kernel_time_and_launch_gap_with_cupti():
     from bsprof.profile.bench.fp8_blockwise import measure
 

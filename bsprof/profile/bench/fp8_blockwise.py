@@ -165,9 +165,15 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     first = None
     timed: list[tuple[str, bool, tuple, object]] = []     # (name, ours, (launch fn, how), rel. error)
     configs: dict[int, dict] = {}
+    refused: dict[str, str] = {}
     for spec in variants:
         v, over = parse_spec(spec)
-        p = prepare(v, mnkl, seed=seed, inputs=inputs, **{**(config or {}), **over})
+        try:
+            p = prepare(v, mnkl, seed=seed, inputs=inputs, **{**(config or {}), **over})
+        except BsprofError as exc:
+            # a switch this problem cannot take drops that column, not the problem's other kernels
+            refused[spec] = one_line(exc)
+            continue
         if first is None:
             first = p
         else:
@@ -176,6 +182,8 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         err = p.check() if check else None
         timed.append((spec, True, _graphed(p), err))
         configs[len(timed) - 1] = config_fields(p)
+    if first is None:
+        raise BsprofError("; ".join(f"{spec}: {why}" for spec, why in refused.items()))
     skipped = {}
     if peers:
         fns, skipped = _peer_fns(first.ops, mnkl, cute_example, peer_names)
@@ -216,7 +224,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     base = {r["name"]: r for r in rows}.get("cublas_blockwise")
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
-    return dict(mnkl=list(mnkl), rows=rows, skipped=skipped, warmup=warmup, iters=iters, warmup_s=warmup_s,
+    return dict(mnkl=list(mnkl), rows=rows, skipped={**refused, **skipped}, warmup=warmup, iters=iters, warmup_s=warmup_s,
                 rounds=max(1, rounds), inputs=inputs, hold=hold)
 
 
