@@ -6,7 +6,7 @@ median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watt
 ``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and
 (where the bench read them) ``sm_mhz_rounds`` / ``watts_rounds``; with ``--launch-gaps`` ``kernel_us`` /
 ``gap_us``) and ``skipped`` (peers that could not
-run, with why).
+run and specs the problem refused, with why).
 """
 
 from __future__ import annotations

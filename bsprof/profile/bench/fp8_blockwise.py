@@ -151,7 +151,9 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     ``inputs`` picks the operands (``quant.INPUTS``); ``cute_example`` adds NVIDIA's CuTe DSL
     dense FP8 GEMM (no block scaling) from that path as a peer. ``hold`` (the default) queues each
     kernel's timed launches behind a spin kernel, so a kernel shorter than the host's time per
-    launch is timed, not the host."""
+    launch is timed, not the host. A spec this problem refuses (a switch it cannot take) is
+    named in ``skipped`` with the reason, as a peer that could not run is; only when every spec
+    is refused does the problem raise."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
