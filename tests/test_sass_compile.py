@@ -146,3 +146,18 @@ def test_bundled_nvfp4_is_block_scaled(tmp_path):
     assert fa.kloops and all(lp.mma > 0 for lp in fa.kloops)
     assert not fa.features["register_spills"].present
     _bundled_kloop_in_tile_loop(fa)
+
+
+def test_a_failed_build_names_the_dsl_error_and_its_line(kernels_on_path, tmp_path):
+    """CuTe DSL prints its error above its suggestions; the one line bsprof shows is the error,
+    with the file and line of the kernel source that caused it."""
+    pytest.importorskip("cutlass")
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.build import compile_to_cubin
+
+    with pytest.raises(BsprofError) as err:
+        compile_to_cubin("sass_kernels.mma_loops:build_bad_branch", {}, "sm_90a", tmp_path / "bad.cubin")
+    msg = str(err.value)
+    assert "error[" in msg and "mma_loops.py:" in msg, msg
+    assert "suggestion" not in msg and "\x1b[" not in msg
+    assert not (tmp_path / "bad.cubin").exists()

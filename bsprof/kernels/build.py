@@ -32,10 +32,13 @@ def cache_root() -> Path:
 
 
 def _sources_digest(package_dir: Path) -> str:
+    """The kernel family's sources and the modules every family shares (the tile order, the
+    timing recorder): a change to either rebuilds."""
     h = hashlib.sha256()
-    for p in sorted(package_dir.rglob("*.py")):
-        h.update(p.relative_to(package_dir).as_posix().encode())
-        h.update(p.read_bytes())
+    for root, files in ((package_dir, package_dir.rglob("*.py")), (KERNELS_DIR, KERNELS_DIR.glob("*.py"))):
+        for p in sorted(files):
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
     return h.hexdigest()
 
 
@@ -100,7 +103,7 @@ def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, time
         proc = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], env=env, cwd=root,
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            tail = _compile_error(proc.stderr)
             raise BsprofError(f"CuTe DSL compile of {entry} for {arch} failed: {tail}")
         cubins = sorted(Path(dump).glob("*.cubin"), key=lambda p: p.stat().st_mtime)
         if not cubins:
@@ -110,3 +113,18 @@ def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, time
                 shutil.copyfile(ptx, tmp)
         with atomic_path(dest) as tmp:  # last: a cached cubin implies its ptx is there too
             shutil.copyfile(cubins[-1], tmp)
+
+
+def _compile_error(stderr: str) -> str:
+    """The line of a failed build's output that says what failed: CuTe DSL prints its error
+    (``error[...]``: the problem, the file and line) above several lines of suggestions, and a
+    Python exception ends with its message."""
+    import re
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in stderr.splitlines()]
+    lines = [ln for ln in lines if ln]
+    for i, ln in enumerate(lines):
+        if ln.startswith("error"):
+            where = next((x for x in lines[i + 1:i + 3] if x.startswith("-->")), "")
+            return f"{ln} {where}".strip()
+    return lines[-1] if lines else "(no output)"
+

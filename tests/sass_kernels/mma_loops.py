@@ -255,3 +255,24 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
     b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0), assumed_align=16)
     c = make_fake_compact_tensor(cutlass.Float32, (m, n), stride_order=(1, 0), assumed_align=16)
     cute.compile(host, a, b, c)
+
+
+def build_bad_branch() -> None:
+    """Does not compile, on purpose: a run-time value in a plain Python ``if`` inside a kernel
+    helper the DSL does not rewrite. CuTe DSL reports it as ``error[...]`` with the file and line,
+    then several lines of suggestions: the build must surface the first, not the last."""
+
+    def pick(x):
+        return 1 if x > 0 else 2   # x is a run-time Int32
+
+    @cute.kernel
+    def kernel(c: cute.Tensor, n: cutlass.Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        c[tidx] = pick(n)
+
+    @cute.jit
+    def host(c: cute.Tensor, n: cutlass.Int32):
+        kernel(c, n).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    c = make_fake_compact_tensor(cutlass.Int32, (32,))
+    cute.compile(host, c, cutlass.Int32(4))

@@ -247,19 +247,6 @@ def give_way(kw: dict, config: dict | None = None) -> None:
             kw[knob] = False
 
 
-def sched_tiles(m, n, l, tile_m: int, tile_n: int, cluster_m: int = 1, cluster_n: int = 1,
-                swizzle: int = 1) -> tuple:
-    """(tiles along M, along N, all) of the persistent scheduler's grid: rounded up to whole clusters,
-    and along N to a multiple of the swizzle group. Plain arithmetic, so it takes the kernel's
-    run-time extents as well as Python ints."""
-    tiles_m = (m + tile_m - 1) // tile_m
-    tiles_m = (tiles_m + cluster_m - 1) // cluster_m * cluster_m
-    cols = ((n + tile_n - 1) // tile_n + cluster_n - 1) // cluster_n
-    sw = max(int(swizzle), 1)       # swizzle is a Python int even in the kernel (0: not resolved yet)
-    tiles_n = (cols + sw - 1) // sw * sw * cluster_n
-    return tiles_m, tiles_n, tiles_m * tiles_n * l
-
-
 def shifted_start(m: int, tile_m: int, cluster_m: int = 1, schedule: str = "coop", epilogue: str = "tma") -> int:
     """The first row of the last M tile when ``shift_last_m`` shifts it up to end at M; 0 where it
     stays put. A TMA box that runs past the tensor's end (its rows past M zero-filled) made every K

@@ -72,15 +72,15 @@ import cutlass.cute as cute
 import cutlass.memory
 import cutlass.pipeline as pipeline
 import cutlass.tensor_utils as tensor_utils
-import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, consumer_wgs,
                                                  epi_stages, epi_tile_cols, wave_rows,
-                                                 max_smem_stages, sched_tiles, shifted_start, split_range,
+                                                 max_smem_stages, shifted_start, split_range,
                                                  two_scale_blocks)
+from bsprof.kernels.tile_order import TileOrder
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -204,6 +204,7 @@ class Fp8BlockwiseGemm:
         self.acc_dtype = cutlass.Float32
         self.tile_shape_mnk = (tile_m, tile_n, BLOCK_K)
         self.cluster_shape_mn = (cluster_m, cluster_n)
+        self.tile_order = TileOrder(self.cluster_shape_mn, self.swizzle)
         self.atom_layout_mnk = (1, 1, 1) if self.pingpong or self.one_wg else (self.consumer_wgs, 1, 1)
         self.num_mma_warp_groups = self.consumer_wgs
         self.threads_per_wg = 128
@@ -318,16 +319,10 @@ class Fp8BlockwiseGemm:
         tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
 
-        gc = cute.zipped_divide(c, tiler=(self.tile_m, self.tile_n))
-        num_ctas_mnl = gc[(0, (None, None, None))].shape
-        if cutlass.const_expr(self.split_k > 1):
-            # a tile's work units are the outermost mode: unit (m, n, l * split_k + s)
-            num_ctas_mnl = (num_ctas_mnl[0], num_ctas_mnl[1], num_ctas_mnl[2] * self.split_k)
-        # swizzle > 1: consecutive CTAs walk `swizzle` N tiles before the next M tile, so one
-        # wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
-        tile_sched_params = utils.PersistentTileSchedulerParams(
-            num_ctas_mnl, (*self.cluster_shape_mn, 1), self.swizzle, True)
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(tile_sched_params, max_active_clusters)
+        # swizzle > 1: consecutive clusters walk `swizzle` cluster columns before the next M tile,
+        # so one wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
+        grid = self.tile_order.grid(self._work_tiles(c), max_active_clusters)
+        tile_walk = self.tile_order.kernel_arg(self._work_tiles(c))
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
         sfb_words = 2 * self.sfb_kb if self.sfb_smem and not self.sfb_tma else 4
@@ -358,8 +353,7 @@ class Fp8BlockwiseGemm:
             tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
             tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
             self.tiled_mma, self.cta_layout_mnk,
-            self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged,
-            tile_sched_params,
+            self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged, tile_walk,
         ).launch(
             grid=grid,
             block=[self.threads_per_cta, 1, 1],
@@ -395,7 +389,7 @@ class Fp8BlockwiseGemm:
         a_smem_layout_staged: cute.ComposedLayout,
         b_smem_layout_staged: cute.ComposedLayout,
         epi_smem_layout_staged: cute.ComposedLayout,
-        tile_sched_params: utils.PersistentTileSchedulerParams,
+        tile_walk: tuple,
     ):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
         self.rec = TimingRecorder(self.timing, self.threads_per_cta // 32, tile_slots, self.sample_every)
@@ -524,14 +518,13 @@ class Fp8BlockwiseGemm:
         if warp_group_idx == 0:
             cute.arch.setmaxregister_decrease(self.producer_regs)
         if warp_idx == self.load_warp_id:
-            tile_sched = utils.StaticPersistentTileScheduler.create(
-                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
-            work_tile = tile_sched.initial_work_tile_info()
+            walk = self.tile_order.kernel_side(tile_walk, self._work_tiles(mC_mnl))
+            unit, units, step = self.tile_order.start(walk)
             prod_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
             tile_count = cutlass.Int32(0)
-            while work_tile.is_valid_tile:
+            while unit < units:
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
-                tile_coord_mnl = work_tile.tile_idx
+                tile_coord_mnl = self.tile_order.cta_tile(unit, walk)
                 k_cnt = k_tile_cnt
                 kb0 = 0
                 if cutlass.const_expr(self.split_k > 1):
@@ -572,8 +565,7 @@ class Fp8BlockwiseGemm:
                         prod_state.advance()
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
                 tile_count += 1
-                tile_sched.advance_to_next_work()
-                work_tile = tile_sched.get_current_work()
+                unit += step
             mainloop_pipeline.producer_tail(prod_state)
 
         scope.switch("ConsumerWarpgroups", warp_start=4, warp_end=12)
@@ -581,16 +573,16 @@ class Fp8BlockwiseGemm:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consumer(
                 tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-                (sSFA, sSFBT), mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
-                tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws,
+                (sSFA, sSFBT), mSFA, mSFB, mC_mnl, mainloop_pipeline, k_tile_cnt,
+                tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws, tile_walk,
             )
         scope.close()
 
     @cute.jit
     def consumer(
         self, tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-        sSF, mSFA, mSFB, mC_mnl, mainloop_pipeline, tile_sched_params, k_tile_cnt,
-        tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws,
+        sSF, mSFA, mSFB, mC_mnl, mainloop_pipeline, k_tile_cnt,
+        tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws, tile_walk,
     ):
         sSFA, sSFBT = sSF
         # the thread's index among the threads that share a tile (both warpgroups, or its own)
@@ -699,21 +691,18 @@ class Fp8BlockwiseGemm:
                    tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
                    cta_linear, tbuf, sSFA, sSFBT)
 
-        tile_sched = utils.StaticPersistentTileScheduler.create(
-            tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
-        work_tile = tile_sched.initial_work_tile_info()
+        walk = self.tile_order.kernel_side(tile_walk, self._work_tiles(mC_mnl))
+        unit, units, step = self.tile_order.start(walk)
         tile_count = cutlass.Int32(0)
         stored = cutlass.Int32(0)
         if cutlass.const_expr(not self.pingpong):
-            while work_tile.is_valid_tile:
+            while unit < units:
                 # registers are the accumulator: nothing to wait for on Hopper (one clock read)
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, (EV.tile_start, EV.acc_acquired))
-                tile_idx = work_tile.tile_idx
-                tiles_done = tile_sched.num_tiles_executed
-                tile_sched.advance_to_next_work()
-                work_tile = tile_sched.get_current_work()
+                tile_idx = self.tile_order.cta_tile(unit, walk)
+                unit += step
                 if cutlass.const_expr(self.split_k == 1):
-                    read_state = self._consume_tile(consume, tile_idx, tiles_done, read_state, tile_count,
+                    read_state = self._consume_tile(consume, tile_idx, tile_count, read_state, tile_count,
                                                     False, False)
                 else:
                     # the epilogue's smem ring turns with the tiles this CTA stored, not the units it ran
@@ -735,10 +724,9 @@ class Fp8BlockwiseGemm:
             turn = storage.turn_mbar.data_ptr()
             self.turn_mbar = turn
             mine_count = cutlass.Int32(0)
-            while work_tile.is_valid_tile:
-                tile_idx = work_tile.tile_idx
-                tile_sched.advance_to_next_work()
-                work_tile = tile_sched.get_current_work()
+            while unit < units:
+                tile_idx = self.tile_order.cta_tile(unit, walk)
+                unit += step
                 if tile_count % 2 == wg:
                     self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
                     if tile_count > 0:
@@ -746,7 +734,7 @@ class Fp8BlockwiseGemm:
                         cute.arch.mbarrier_wait(turn + wg, (mine_count + 1 + wg) % 2)
                     self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.acc_acquired)
                     read_state = self._consume_tile(consume, tile_idx, mine_count, read_state, tile_count,
-                                                    True, work_tile.is_valid_tile)
+                                                    True, unit < units)
                     mine_count += 1
                 else:
                     for _ in range(k_tile_cnt):
@@ -855,6 +843,13 @@ class Fp8BlockwiseGemm:
             self._store_tile(consume, tile_coord_mnl, tiles_done, tile_count)
         return read_state
 
+    def _work_tiles(self, c) -> tuple:
+        """Work units along M, N and L of the output ``c`` (the host's tensor or the kernel's):
+        its tiles, with split-K's units of a tile as the outermost mode, (m, n, l * split_k + s)."""
+        return ((cute.size(c, mode=[0]) + self.tile_m - 1) // self.tile_m,
+                (cute.size(c, mode=[1]) + self.tile_n - 1) // self.tile_n,
+                cute.size(c, mode=[2]) * self.split_k)
+
     @cute.jit
     def _split_unit(self, unit, k_tile_cnt):
         """Work unit (m, n, l * split_k + s) -> (output tile (m, n, l), first K block, K blocks, s)."""
@@ -880,8 +875,7 @@ class Fp8BlockwiseGemm:
         split-K semaphore works the same way. A gpu-scope fence in every thread as well cost
         two more MEMBAR.ALL.GPU on the unit's critical path.)"""
         ws, cnt = split_ws
-        m_tiles, n_tiles, _ = sched_tiles(cute.size(mC_mnl, mode=[0]), cute.size(mC_mnl, mode=[1]), 1,
-                                          self.tile_m, self.tile_n, self.cluster_m, self.cluster_n, self.swizzle)
+        m_tiles, n_tiles, _ = self.tile_order.padded_tiles(self._work_tiles(mC_mnl))
         tile = (tile_coord_mnl[2] * n_tiles + tile_coord_mnl[1]) * m_tiles + tile_coord_mnl[0]
         nel = cute.size(acc_totals[0])
         thr = self.num_mma_threads

@@ -9,6 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise import config as cfg
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, SFA_ALIGN, check_shape
+from bsprof.kernels.tile_order import TileOrder
 from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_90a"
@@ -402,16 +403,25 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
-    """(CTAs launched, most tiles any CTA runs) for the static persistent scheduler."""
-    m, n, _, l = mnkl
-    cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
-    # the swizzled scheduler rounds the cluster count along N up to the swizzle; split-K runs
-    # split_k work units per tile
-    tiles = cfg.sched_tiles(m, n, l, kw.get("tile_m", 128), kw["tile_n"], cm, cn, kw.get("swizzle", 1))[2]
-    tiles *= kw.get("split_k", 1)
-    clusters = min(max_active_clusters, tiles // (cm * cn))
+    """(CTAs launched, most tiles any CTA runs) in the kernel's persistent tile order."""
+    order = _tile_order(kw)
+    # the group rounds the cluster columns up to a multiple of itself; split-K runs split_k work
+    # units per tile
+    units = _work_tiles(mnkl, kw)
+    cm, cn, clusters = order.grid(units, max_active_clusters)
     ctas = clusters * cm * cn
-    return ctas, -(-tiles // ctas)
+    return ctas, -(-order.units(units) // clusters)
+
+
+def _tile_order(kw: dict) -> TileOrder:
+    return TileOrder((kw.get("cluster_m", 1), kw.get("cluster_n", 1)), max(int(kw.get("swizzle", 1)), 1))
+
+
+def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, int]:
+    """The kernel's work units along M, N and L (Fp8BlockwiseGemm._work_tiles on the host)."""
+    m, n, _, l = mnkl
+    split = kw.get("split_k", 1) if split_k is None else split_k
+    return -(-m // kw.get("tile_m", 128)), -(-n // kw["tile_n"]), l * split
 
 
 def split_workspace(mnkl, kw: dict) -> tuple:
@@ -423,9 +433,8 @@ def split_workspace(mnkl, kw: dict) -> tuple:
     split = kw.get("split_k", 1)
     if split == 1:
         return (torch.zeros(4, dtype=torch.float32, device="cuda"), torch.zeros(4, dtype=torch.int32, device="cuda"))
-    m, n, _, l = mnkl
-    tiles = cfg.sched_tiles(m, n, l, kw["tile_m"], kw["tile_n"], kw.get("cluster_m", 1), kw.get("cluster_n", 1),
-                            kw.get("swizzle", 1))[2]
+    tm, tn, l = _tile_order(kw).padded_tiles(_work_tiles(mnkl, kw, split_k=1))
+    tiles = tm * tn * l
     words = tiles * split * kw["tile_m"] * kw["tile_n"]
     if words >= 2 ** 31:
         raise BsprofError(f"split_k={split} at {tuple(mnkl)} needs a workspace of {words} floats, past the "

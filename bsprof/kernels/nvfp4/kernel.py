@@ -9,7 +9,7 @@ Warps: 0-3 epilogue, 4 MMA, 5 TMA. The TMA warp streams A/B/SFA/SFB K-tiles into
 memory (``tcgen05.cp``, SASS UTCCP) and issues ``tcgen05.mma.kind::mxf4(nvf4).block_scale``
 (SASS UTCOMMA) into an accumulator in tensor memory; the epilogue warps read the accumulator
 (``tcgen05.ld``), convert, and store D either straight to global memory (SIMT) or through shared
-memory with TMA stores. A static persistent tile scheduler hands every CTA its tiles.
+memory with TMA stores. Every CTA walks its tiles in a static persistent order (:mod:`..tile_order`).
 
 Switches (constructor arguments; :mod:`.config` says which variant turns on which):
 ``tile_m`` (256 = 2-CTA MMA), ``tile_n``, ``cluster_m/n`` (multicast), ``ab_stage`` (0 = from
@@ -37,6 +37,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
+from bsprof.kernels.tile_order import TileOrder
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 WARPS_PER_CTA = 6
@@ -70,6 +71,7 @@ class Nvfp4Gemm:
         self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
         self.mma_mn = (int(tile_m), int(tile_n))
         self.cluster_shape_mn = (int(cluster_m), int(cluster_n))
+        self.tile_order = TileOrder(self.cluster_shape_mn)
         self.ab_stage_req = int(ab_stage)
         self.acc_stage_req = int(acc_stage)
         self.use_tma_store = epilogue == "tma"
@@ -202,10 +204,8 @@ class Nvfp4Gemm:
             tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem,
                                                         self.epi_tile)
 
-        gc = cute.zipped_divide(c, tiler=cute.slice_(self.cta_tile, (None, None, 0)))
-        num_ctas_mnl = gc[(0, (None, None, None))].shape
-        self.sched_params = utils.PersistentTileSchedulerParams(num_ctas_mnl, (*self.cluster_shape_mn, 1))
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(self.sched_params, max_active_clusters)
+        grid = self.tile_order.grid(self._tiles_mnl(c), max_active_clusters)
+        tile_walk = self.tile_order.kernel_arg(self._tiles_mnl(c))
 
         @cute.struct
         class SharedStorage:
@@ -231,9 +231,15 @@ class Nvfp4Gemm:
         self.kernel(tiled_mma, tiled_mma_sfb, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_sfb, gSFB_tma,
                     tma_c, gC_tma, tbuf, tile_slots, self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk,
                     self.a_smem_staged, self.b_smem_staged, self.sfa_smem_staged, self.sfb_smem_staged,
-                    self.c_smem_staged, self.epi_tile, self.sched_params).launch(
+                    self.c_smem_staged, self.epi_tile, tile_walk).launch(
             grid=grid, block=[self.threads_per_cta, 1, 1], cluster=(*self.cluster_shape_mn, 1), stream=stream,
             min_blocks_per_mp=1)
+
+    def _tiles_mnl(self, c) -> tuple:
+        """CTA tiles of the output ``c`` along M, N and L (the host's tensor or the kernel's)."""
+        return ((cute.size(c, mode=[0]) + self.cta_tile[0] - 1) // self.cta_tile[0],
+                (cute.size(c, mode=[1]) + self.cta_tile[1] - 1) // self.cta_tile[1],
+                cute.size(c, mode=[2]))
 
     # ------------------------------------------------------------------------------------------
     # device kernel
@@ -245,7 +251,7 @@ class Nvfp4Gemm:
                tile_slots: cutlass.Int32, cluster_layout_vmnk: cute.Layout, cluster_layout_sfb_vmnk: cute.Layout,
                a_smem_staged: cute.ComposedLayout, b_smem_staged: cute.ComposedLayout,
                sfa_smem_staged: cute.Layout, sfb_smem_staged: cute.Layout, c_smem_staged, epi_tile: cute.Tile,
-               sched_params: utils.PersistentTileSchedulerParams):
+               tile_walk: tuple):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
         self.rec = TimingRecorder(self.timing, WARPS_PER_CTA, tile_slots, self.sample_every)
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -347,12 +353,13 @@ class Nvfp4Gemm:
         tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, self.acc_stage))
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        walk = self.tile_order.kernel_side(tile_walk, self._tiles_mnl(mC))
 
         # ---------------------------------------------------------------- TMA warp
         if warp_idx == TMA_WARP:
             with WarpScope("TmaWarp", warp_start=TMA_WARP, warp_end=TMA_WARP + 1):
                 self.producer(tma_a, tma_b, tma_sfa, tma_sfb, tAgA, tAsA, tBgB, tBsB, tAgSFA, tAsSFA, tBgSFB,
-                              tBsSFB, a_mask, b_mask, sfa_mask, sfb_mask, ab_pipe, k_tiles, sched_params, nthr,
+                              tBsSFB, a_mask, b_mask, sfa_mask, sfb_mask, ab_pipe, k_tiles, walk, nthr,
                               tbuf, cta_linear, warp_idx)
 
         # ---------------------------------------------------------------- MMA warp
@@ -372,7 +379,7 @@ class Nvfp4Gemm:
                 s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
                 self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
                          s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
-                         sched_params, tbuf, cta_linear, warp_idx)
+                         walk, tbuf, cta_linear, warp_idx)
 
         # ---------------------------------------------------------------- epilogue warps
         if warp_idx < EPILOGUE_WARPS:
@@ -381,7 +388,7 @@ class Nvfp4Gemm:
                 tmem.wait_for_alloc()
                 acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
                 tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-                self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, sched_params,
+                self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
                               nthr, tbuf, cta_linear)
                 tmem.relinquish_alloc_permit()
                 self.epi_sync.arrive_and_wait()
@@ -390,16 +397,14 @@ class Nvfp4Gemm:
     # ------------------------------------------------------------------------------------------
     @cute.jit
     def producer(self, tma_a, tma_b, tma_sfa, tma_sfb, tAgA, tAsA, tBgB, tBsB, tAgSFA, tAsSFA, tBgSFB, tBsSFB,
-                 a_mask, b_mask, sfa_mask, sfb_mask, ab_pipe, k_tiles, sched_params, nthr: cutlass.Constexpr,
+                 a_mask, b_mask, sfa_mask, sfb_mask, ab_pipe, k_tiles, walk, nthr: cutlass.Constexpr,
                  tbuf, cta_linear, warp_idx):
-        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(),
-                                                           cute.arch.grid_dim())
-        work = sched.initial_work_tile_info()
+        unit, units, step = self.tile_order.start(walk)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
         tile_count = cutlass.Int32(0)
-        while work.is_valid_tile:
+        while unit < units:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
-            crd = work.tile_idx
+            crd = self.tile_order.cta_tile(unit, walk)
             mt, nt, lt = crd[0] // nthr, crd[1], crd[2]
             gA_t = tAgA[(None, mt, None, lt)]
             gB_t = tBgB[(None, nt, None, lt)]
@@ -429,8 +434,7 @@ class Nvfp4Gemm:
                     state.advance()
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
             tile_count += 1
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+            unit += step
         ab_pipe.producer_tail(state)
 
     # ------------------------------------------------------------------------------------------
@@ -446,15 +450,13 @@ class Nvfp4Gemm:
 
     @cute.jit
     def mma(self, tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t, s2t_sfb,
-            tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles, sched_params, tbuf, cta_linear,
+            tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, tbuf, cta_linear,
             warp_idx):
-        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(),
-                                                           cute.arch.grid_dim())
-        work = sched.initial_work_tile_info()
+        unit, units, step = self.tile_order.start(walk)
         ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.acc_stage)
         tile_count = cutlass.Int32(0)
-        while work.is_valid_tile:
+        while unit < units:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
             tCtAcc = tCtAcc_base[(None, None, None, acc_state.index)]
             ab_state.reset_count()
@@ -492,13 +494,12 @@ class Nvfp4Gemm:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
             acc_state.advance()
             tile_count += 1
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+            unit += step
         acc_pipe.producer_tail(acc_state)
 
     # ------------------------------------------------------------------------------------------
     @cute.jit
-    def epilogue(self, tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, sched_params,
+    def epilogue(self, tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
                  nthr: cutlass.Constexpr, tbuf, cta_linear):
         # TMEM -> registers copy, partitioned per epilogue subtile
         t2r_atom = sm100_utils.get_tmem_load_op(self.cta_tile, self.c_layout, self.c_dtype, self.acc_dtype,
@@ -527,15 +528,13 @@ class Nvfp4Gemm:
             # each thread owns a contiguous row segment of the subtile: 16-byte vector stores
             simt_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.c_dtype, num_bits_per_copy=128)
 
-        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(),
-                                                           cute.arch.grid_dim())
-        work = sched.initial_work_tile_info()
+        unit, units, step = self.tile_order.start(walk)
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.acc_stage)
         tile_count = cutlass.Int32(0)
         subtiles_done = cutlass.Int32(0)
-        while work.is_valid_tile:
+        while unit < units:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tile_start)
-            crd = work.tile_idx
+            crd = self.tile_order.cta_tile(unit, walk)
             mnl = (crd[0] // nthr, crd[1], crd[2])
             tTR_tAcc = tTR_tAcc_base[(None, None, None, None, None, acc_state.index)]
             tTR_tAcc = cute.group_modes(tTR_tAcc, 3, cute.rank(tTR_tAcc))
@@ -587,7 +586,6 @@ class Nvfp4Gemm:
             subtiles_done += subtiles
             acc_state.advance()
             tile_count += 1
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+            unit += step
         if cutlass.const_expr(self.use_tma_store):
             c_pipe.producer_tail()

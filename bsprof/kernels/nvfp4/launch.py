@@ -9,6 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.nvfp4 import config as cfg
 from bsprof.kernels.nvfp4.quant import check_shape
+from bsprof.kernels.tile_order import TileOrder
 from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_100a"
@@ -147,13 +148,13 @@ class Prepared(PreparedMixin):
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
-    """(CTAs launched, most tiles any CTA runs) under the static persistent scheduler."""
+    """(CTAs launched, most tiles any CTA runs) in the kernel's persistent tile order."""
     m, n, _, l = mnkl
     tm, tn = cfg.cta_tile_mn(kw)
-    cm, cn = kw["cluster_m"], kw["cluster_n"]
-    clusters = -(-(-(-m // tm)) // cm) * -(-(-(-n // tn)) // cn) * l
-    launched = max(1, min(clusters, max_active_clusters))
-    return launched * cm * cn, -(-clusters // launched)
+    tiles = (-(-m // tm), -(-n // tn), l)
+    order = TileOrder((kw["cluster_m"], kw["cluster_n"]))
+    cm, cn, launched = order.grid(tiles, max(1, max_active_clusters))
+    return launched * cm * cn, -(-order.units(tiles) // launched)
 
 
 def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,

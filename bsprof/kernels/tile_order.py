@@ -1,0 +1,155 @@
+"""The persistent tile order of the bundled kernels: which output tile a CTA runs next.
+
+A persistent grid of G clusters walks one list of cluster tiles: cluster c takes entries c, c + G,
+c + 2G, ... Entry ``i`` is the cluster tile
+
+    l = i // (Mc * Nc),   r = i % (Mc * Nc)
+    group 1:  m = r % Mc,               n = r // Mc                        (M-major)
+    group g:  m = (r % (g * Mc)) // g,  n = (r // (g * Mc)) * g + r % g
+
+over Mc x Nc x L cluster tiles, Nc rounded up to a multiple of g: consecutive clusters walk g
+cluster columns before the next cluster row, so a round of the grid reads fewer A strips from
+DRAM (a problem whose A and B overflow L2). The padding columns run as whole tiles past N, which
+the kernels clip. A CTA's tile is its cluster's tile times the cluster shape plus the CTA's place
+in the cluster (``block_idx % cluster shape``).
+
+This is the order of CuTe DSL's ``StaticPersistentTileScheduler`` (which the 4.8 wheel deprecates
+and will drop), written as plain index arithmetic so the kernels keep their tile order, and with
+it every timing in docs/perf.md, whatever the wheel does. The same arithmetic runs on Python ints
+(the host's grid and the tests) and on the DSL's integers (in a kernel; the kernel makes the
+results warp-uniform).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _ceil_div(a, b: int):
+    return (a + b - 1) // b
+
+
+@dataclass(frozen=True)
+class TileOrder:
+    """The walk over ``tiles_mnl`` (CTA tiles along M, N and the batch) for clusters of
+    ``cluster_mn`` CTAs, grouping ``group`` cluster columns (1: plain M-major order)."""
+
+    cluster_mn: tuple[int, int] = (1, 1)
+    group: int = 1
+
+    def __post_init__(self) -> None:
+        if self.group < 1:
+            raise ValueError(f"tile order group {self.group}: must be >= 1")
+
+    def clusters_mnl(self, tiles_mnl) -> tuple:
+        """Cluster tiles along M, N (rounded up to the group) and L."""
+        cm, cn = self.cluster_mn
+        mc = _ceil_div(tiles_mnl[0], cm)
+        nc = _ceil_div(tiles_mnl[1], cn)
+        if self.group > 1:
+            nc = _ceil_div(nc, self.group) * self.group
+        return mc, nc, tiles_mnl[2]
+
+    def padded_tiles(self, tiles_mnl) -> tuple:
+        """CTA tiles along M, N and L that the walk covers (the clusters' and the group's
+        padding included)."""
+        mc, nc, l = self.clusters_mnl(tiles_mnl)
+        return mc * self.cluster_mn[0], nc * self.cluster_mn[1], l
+
+    def units(self, tiles_mnl):
+        """Entries of the walk (cluster tiles, padding included)."""
+        mc, nc, l = self.clusters_mnl(tiles_mnl)
+        return mc * nc * l
+
+    def grid(self, tiles_mnl, max_active_clusters) -> tuple:
+        """The launch grid: the cluster shape in x and y, as many clusters in z as run at once
+        or as there are entries, whichever is fewer."""
+        cm, cn = self.cluster_mn
+        units = self.units(tiles_mnl)
+        if isinstance(units, int) and isinstance(max_active_clusters, int):
+            return cm, cn, min(units, max_active_clusters)
+        import cutlass     # a kernel built for run-time extents: the minimum is the DSL's
+        return cm, cn, cutlass.min(units, max_active_clusters)
+
+    def cluster_tile(self, i, tiles_mnl, divisors: tuple = ()) -> tuple:
+        """The cluster tile (m, n, l) of entry ``i``; ``divisors``: the cluster counts along M and
+        N as dividers (:meth:`kernel_walk`), M-major order only."""
+        if divisors:
+            q, m = divmod(i, divisors[0])
+            l, n = divmod(q, divisors[1])
+            return m, n, l
+        mc, nc, _ = self.clusters_mnl(tiles_mnl)
+        l, r = i // (mc * nc), i % (mc * nc)
+        if self.group == 1:
+            return r % mc, r // mc, l
+        g = self.group
+        return (r % (g * mc)) // g, (r // (g * mc)) * g + r % g, l
+
+    def tile(self, i, tiles_mnl, in_cluster, divisors: tuple = ()) -> tuple:
+        """The CTA tile (m, n, l) of entry ``i`` for the CTA at ``in_cluster`` (x, y) of its cluster."""
+        m, n, l = self.cluster_tile(i, tiles_mnl, divisors)
+        cm, cn = self.cluster_mn
+        return m * cm + in_cluster[0], n * cn + in_cluster[1], l
+
+    # -- in a kernel (CuTe DSL; imported here so the host side needs no cutlass) --------------
+    def kernel_arg(self, tiles_mnl) -> tuple:
+        """What the host passes the kernel: nothing where the extents are constants (the kernel
+        derives them again from its output tensor and ptxas folds every division), else
+        :meth:`kernel_walk` of them. Extents derived inside a kernel built for run-time shapes
+        were held in registers through the tile loop and cost the baseline build's K-loop 52
+        instructions; as kernel parameters they stay in the constant bank, as CuTe DSL's own
+        scheduler parameters did."""
+        if all(isinstance(x, int) for x in tiles_mnl):
+            return ()
+        return self.kernel_walk(tiles_mnl)
+
+    def kernel_walk(self, tiles_mnl) -> tuple:
+        """(extents, entries, dividers) for :meth:`start` and :meth:`cta_tile`. The dividers are
+        the DSL's fast dividers of the cluster counts along M and N, for run-time extents in
+        M-major order (a division by a run-time value is a long instruction sequence); empty
+        where the counts are constants or the order is grouped (as CuTe DSL's scheduler did)."""
+        if all(isinstance(x, int) for x in tiles_mnl):
+            return tiles_mnl, self.units(tiles_mnl), ()
+        import cutlass
+        import cutlass.cute as cute
+        tiles_mnl = tuple(cutlass.Int32(x) for x in tiles_mnl)
+        mc, nc, _ = self.clusters_mnl(tiles_mnl)
+        divisors = () if self.group > 1 else (cute.fast_divmod_create_divisor(mc), cute.fast_divmod_create_divisor(nc))
+        return tiles_mnl, self.units(tiles_mnl), divisors
+
+    def kernel_side(self, tile_walk: tuple, tiles_mnl) -> tuple:
+        """In the kernel: the host's :meth:`kernel_arg` if it passed one, else the walk of the
+        kernel's own (constant) ``tiles_mnl``. (A plain function: in a kernel body the DSL would
+        turn the choice into a run-time select.)"""
+        return tile_walk if tile_walk else self.kernel_walk(tiles_mnl)
+
+    def start(self, walk: tuple) -> tuple:
+        """This CTA's walk: its first entry (its cluster's index in the grid, ``block_idx.z``),
+        the entries in all and the stride (the clusters in the grid). Loop ``while unit < units``."""
+        import cutlass
+        import cutlass.cute as cute
+        _, _, first = cute.arch.block_idx()
+        _, _, clusters = cute.arch.grid_dim()
+        return cutlass.Int32(first), walk[1], clusters
+
+    def cta_tile(self, unit, walk: tuple) -> tuple:
+        """This CTA's tile (m, n, l) of entry ``unit``, warp-uniform."""
+        import cutlass
+        import cutlass.cute as cute
+        bidx, bidy, _ = cute.arch.block_idx()
+        in_cluster = (bidx % self.cluster_mn[0], bidy % self.cluster_mn[1])
+        return tuple(cute.arch.make_warp_uniform(cutlass.Int32(x))
+                     for x in self.tile(unit, walk[0], in_cluster, walk[2]))
+
+    # -- host reference -----------------------------------------------------------------------
+    def reference_walk(self, tiles_mnl, clusters: int) -> list[list[tuple]]:
+        """Host reference: each cluster's CTA tiles in the order it runs them, for ``clusters``
+        persistent clusters (a cluster's CTAs as a list of (m, n, l) per entry)."""
+        cm, cn = self.cluster_mn
+        out = []
+        for c in range(clusters):
+            mine = []
+            for i in range(c, self.units(tiles_mnl), clusters):
+                mine.append([self.tile(i, tiles_mnl, (x, y)) for y in range(cn) for x in range(cm)])
+            out.append(mine)
+        return out
