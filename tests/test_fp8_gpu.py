@@ -183,6 +183,31 @@ def test_three_consumer_warpgroups_match_float64(mnkl, cluster, extra):
     assert p.config["tile_m"] == 192 and p.check() < 1e-2
 
 
+# a tile-order group that does not divide the cluster columns leaves a narrower last group
+# (tile_order.py, DeepGEMM's way): at 1000x3000 every group below leaves one. Every tile still runs
+# once, and a tile's bits do not depend on which CTA runs it, so the output is M-major order's;
+# the baseline's run-time extents take the group width at run time, split-K indexes its workspace
+# by the walk's extents
+GROUPS = [("optimized", (256, 128), (1, 2), 5, 1), ("optimized", (128, 64), (1, 1), 3, 1),
+          ("baseline", (128, 128), (1, 1), 5, 1), ("optimized", (128, 64), (1, 1), 3, 2)]
+
+
+@pytest.mark.parametrize("variant, tile, cluster, group, split", GROUPS,
+                         ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+def test_a_narrower_last_group_writes_the_m_major_bits(variant, tile, cluster, group, split):
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    mnkl = (1000, 3000, 640, 1)
+    cols = -(-(-(-mnkl[1] // tile[1])) // cluster[1])
+    assert cols % group != 0
+    grouped = prepare(variant, mnkl, seed=4, mma_tiler=tile, cluster=cluster, swizzle=group, split_k=split)
+    plain = prepare(variant, mnkl, seed=4, mma_tiler=tile, cluster=cluster, swizzle=1, split_k=split)
+    assert grouped.check() < 1e-2 and plain.check() < 1e-2
+    assert torch.equal(grouped.ops.d.view(torch.int16), plain.ops.d.view(torch.int16))
+
+
 @pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
                          if isinstance(x, tuple) else f"s{x}")
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):

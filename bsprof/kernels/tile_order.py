@@ -4,20 +4,23 @@ A persistent grid of G clusters walks one list of cluster tiles: cluster c takes
 c + 2G, ... Entry ``i`` is the cluster tile
 
     l = i // (Mc * Nc),   r = i % (Mc * Nc)
-    group 1:  m = r % Mc,               n = r // Mc                        (M-major)
-    group g:  m = (r % (g * Mc)) // g,  n = (r // (g * Mc)) * g + r % g
+    group 1:  m = r % Mc,   n = r // Mc                                          (M-major)
+    group g:  f = (r // (g * Mc)) * g,   w = min(g, Nc - f),   j = r - f * Mc
+              m = j // w,   n = f + j % w
 
-over Mc x Nc x L cluster tiles, Nc rounded up to a multiple of g: consecutive clusters walk g
-cluster columns before the next cluster row, so a round of the grid reads fewer A strips from
-DRAM (a problem whose A and B overflow L2). The padding columns run as whole tiles past N, which
-the kernels clip. A CTA's tile is its cluster's tile times the cluster shape plus the CTA's place
-in the cluster (``block_idx % cluster shape``).
+over Mc x Nc x L cluster tiles: consecutive clusters walk g cluster columns before the next
+cluster row, so a round of the grid reads fewer A strips from DRAM (a problem whose A and B
+overflow L2). A group that does not divide Nc leaves a last group w < g columns wide, as
+DeepGEMM's scheduler does. A CTA's tile is its cluster's tile times the cluster shape plus the
+CTA's place in the cluster (``block_idx % cluster shape``); a cluster's CTAs past M or N run
+tiles the kernels clip.
 
-This is the order of CuTe DSL's ``StaticPersistentTileScheduler`` (which the 4.8 wheel deprecates
-and will drop), written as plain index arithmetic so the kernels keep their tile order, and with
-it every timing in docs/perf.md, whatever the wheel does. The same arithmetic runs on Python ints
-(the host's grid and the tests) and on the DSL's integers (in a kernel; the kernel makes the
-results warp-uniform).
+Where g divides Nc (and for g = 1) this is the order of CuTe DSL's ``StaticPersistentTileScheduler``
+(which the 4.8 wheel deprecates and will drop; that scheduler rounded Nc up to the group and ran
+the padding as whole tiles), written as plain index arithmetic so the kernels keep their tile
+order, and with it every timing in docs/perf.md, whatever the wheel does. The same arithmetic runs
+on Python ints (the host's grid and the tests) and on the DSL's integers (in a kernel; the kernel
+makes the results warp-uniform).
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from dataclasses import dataclass
 
 def _ceil_div(a, b: int):
     return (a + b - 1) // b
+
+
+def _min(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    import cutlass     # a run-time value in a kernel: the DSL's minimum
+    return cutlass.min(a, b)
 
 
 @dataclass(frozen=True)
@@ -42,22 +52,17 @@ class TileOrder:
             raise ValueError(f"tile order group {self.group}: must be >= 1")
 
     def clusters_mnl(self, tiles_mnl) -> tuple:
-        """Cluster tiles along M, N (rounded up to the group) and L."""
+        """Cluster tiles along M, N and L."""
         cm, cn = self.cluster_mn
-        mc = _ceil_div(tiles_mnl[0], cm)
-        nc = _ceil_div(tiles_mnl[1], cn)
-        if self.group > 1:
-            nc = _ceil_div(nc, self.group) * self.group
-        return mc, nc, tiles_mnl[2]
+        return _ceil_div(tiles_mnl[0], cm), _ceil_div(tiles_mnl[1], cn), tiles_mnl[2]
 
     def padded_tiles(self, tiles_mnl) -> tuple:
-        """CTA tiles along M, N and L that the walk covers (the clusters' and the group's
-        padding included)."""
+        """CTA tiles along M, N and L that the walk covers (rounded up to whole clusters)."""
         mc, nc, l = self.clusters_mnl(tiles_mnl)
         return mc * self.cluster_mn[0], nc * self.cluster_mn[1], l
 
     def units(self, tiles_mnl):
-        """Entries of the walk (cluster tiles, padding included)."""
+        """Entries of the walk (cluster tiles)."""
         mc, nc, l = self.clusters_mnl(tiles_mnl)
         return mc * nc * l
 
@@ -65,11 +70,7 @@ class TileOrder:
         """The launch grid: the cluster shape in x and y, as many clusters in z as run at once
         or as there are entries, whichever is fewer."""
         cm, cn = self.cluster_mn
-        units = self.units(tiles_mnl)
-        if isinstance(units, int) and isinstance(max_active_clusters, int):
-            return cm, cn, min(units, max_active_clusters)
-        import cutlass     # a kernel built for run-time extents: the minimum is the DSL's
-        return cm, cn, cutlass.min(units, max_active_clusters)
+        return cm, cn, _min(self.units(tiles_mnl), max_active_clusters)
 
     def cluster_tile(self, i, tiles_mnl, divisors: tuple = ()) -> tuple:
         """The cluster tile (m, n, l) of entry ``i``; ``divisors``: the cluster counts along M and
@@ -83,7 +84,12 @@ class TileOrder:
         if self.group == 1:
             return r % mc, r // mc, l
         g = self.group
-        return (r % (g * mc)) // g, (r // (g * mc)) * g + r % g, l
+        first = (r // (g * mc)) * g
+        j = r - first * mc
+        if isinstance(nc, int) and nc % g == 0:
+            return j // g, first + j % g, l          # every group full: divide by the constant
+        width = _min(g, nc - first)
+        return j // width, first + j % width, l
 
     def tile(self, i, tiles_mnl, in_cluster, divisors: tuple = ()) -> tuple:
         """The CTA tile (m, n, l) of entry ``i`` for the CTA at ``in_cluster`` (x, y) of its cluster."""
@@ -95,10 +101,10 @@ class TileOrder:
     def kernel_arg(self, tiles_mnl) -> tuple:
         """What the host passes the kernel: nothing where the extents are constants (the kernel
         derives them again from its output tensor and ptxas folds every division), else
-        :meth:`kernel_walk` of them. Extents derived inside a kernel built for run-time shapes
-        were held in registers through the tile loop and cost the baseline build's K-loop 52
-        instructions; as kernel parameters they stay in the constant bank, as CuTe DSL's own
-        scheduler parameters did."""
+        :meth:`kernel_walk` of them. As kernel parameters they stay in the constant bank, as
+        CuTe DSL's own scheduler parameters did; derived inside a kernel built for run-time
+        shapes they are held in registers through the tile loop (the baseline build's K-loop
+        then ran 11 more static instructions)."""
         if all(isinstance(x, int) for x in tiles_mnl):
             return ()
         return self.kernel_walk(tiles_mnl)

@@ -295,11 +295,12 @@ def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 12
     with a short second tile, within 2% (or better) where the M tiles are full or there is one
     (H100, docs/perf.md). One-round clustered grids keep the group: there it measured 0.98-1.02x.
 
-    The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE:
-    the scheduler rounds the cluster columns up to a multiple of the group and runs the padding
-    as whole tiles, so a group of 8 on 28 cluster columns (N = 7168 in 256x128 tiles, 1x2
-    clusters) ran 512 cluster tiles for 448, 8 rounds of the persistent grid for 7. Returns the
-    group and why, in words (``bench --plan``)."""
+    The group (in clusters along N) is the divisor of the cluster columns nearest AUTO_SWIZZLE,
+    the groups measured on the H100. (CuTe DSL's scheduler rounded the cluster columns up to a
+    multiple of the group and ran the padding as whole tiles: a group of 8 on 28 cluster columns,
+    N = 7168 in 256x128 tiles with 1x2 clusters, ran 512 cluster tiles for 448. Our tile order
+    leaves a narrower last group instead, as DeepGEMM does, so ``swizzle=8`` there is DeepGEMM's
+    own order.) Returns the group and why, in words (``bench --plan``)."""
     m, n, k, l = mnkl
     if (m + n) * k * l <= L2_BYTES:
         return 1, "A and B fit in L2"
