@@ -97,6 +97,8 @@ def test_compare_reports_and_dirs(data_dir, tmp_path):
     shutil.copy(data_dir / TINY, rd / "x.ncu-rep")
     assert run("--compare", rd, data_dir / TINY).exit_code == 0
     _one_line_error(run("--compare", tmp_path, data_dir / TINY), "expected one .ncu-rep")
+    # the directory `bsprof ncu -o` wrote into: the error names the run to pass
+    _one_line_error(run("--compare", tmp_path, data_dir / TINY), "pass one of them (run1)")
 
 
 def test_filter_matching_nothing_lists_kernels(data_dir):

@@ -30,7 +30,13 @@ def resolve_report(path: str | os.PathLike) -> Path:
     if p.is_dir():
         reps = sorted(r for suffix in REPORT_SUFFIXES for r in p.glob("*" + suffix))
         if len(reps) != 1:
-            raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; pass the report file itself")
+            # `bsprof ncu -o DIR` writes each run into a subdirectory of DIR: name those runs
+            runs = sorted({r.parent.name for suffix in REPORT_SUFFIXES for r in p.glob("*/*" + suffix)})
+            fix = "pass the report file itself"
+            if not reps and runs:
+                shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+                fix = f"it holds runs of `bsprof ncu -o`: pass one of them ({shown})"
+            raise BsprofError(f"{p}: expected one .ncu-rep in this result directory, found {len(reps)}; {fix}")
         return reps[0]
     return p
 

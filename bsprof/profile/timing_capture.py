@@ -196,9 +196,9 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
     cap = capture(timed)
     # the tile the build ran (a per-problem choice is not in the spec): K blocks against the MMA floor;
     # read before the overhead pass frees the build
-    cfg = getattr(timed, "config", None)
-    cfg = {k: cfg[k] for k in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k") if k in cfg} \
-        if isinstance(cfg, dict) else {}
+    built = getattr(timed, "config", None)
+    built = built if isinstance(built, dict) else {}
+    cfg = {k: built[k] for k in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k") if k in built}
     shapes = {"shape": [target.mnkl], "all": list(BENCH_SHAPES), "none": []}[overhead_on]
     ovh = []
     if shapes:
@@ -208,8 +208,7 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
     run_dir = unique_dir(out, f"timing_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}")
     meta = {"family": target.family, "variant": target.spec, "mnkl": list(target.mnkl), "device": info["name"],
             "capability": list(info["capability"]), "sm_count": info["sm_count"],
-            "kernel_name": cap.kernel_name}
-    meta["config"] = cfg
+            "kernel_name": cap.kernel_name, "config": cfg}
     doc = write_timing_run(run_dir, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
                            max_trace_events=max_trace_events)
     return doc, run_dir

@@ -334,6 +334,11 @@ def consumer_wgs(tile_m: int) -> int:
     return {64: 1, 192: 3}.get(tile_m, 2)
 
 
+def wave_rows(tile_m: int, pingpong: bool = False) -> int:
+    """Rows of one wave: 64 a consumer warpgroup side by side (ping-pong: one warpgroup's 64)."""
+    return 64 if pingpong else 64 * consumer_wgs(tile_m)
+
+
 def warps_per_cta(tile_m: int) -> int:
     """Warps of a CTA: the producer warpgroup and the consumers (the timing buffer's rows a CTA)."""
     return 4 * (1 + consumer_wgs(tile_m))
@@ -360,8 +365,7 @@ def smem_stages(kw: dict) -> int:
     budget, or the budget itself when ``ab_stage`` is 0."""
     tile_m = kw.get("tile_m", 128)
     pingpong = kw.get("schedule") == "pingpong"
-    wave_m = 64 if pingpong else 64 * consumer_wgs(tile_m)
-    most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_m, epi_per_wg=pingpong or bool(kw.get("epi_split")),
+    most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_rows(tile_m, pingpong), epi_per_wg=pingpong or bool(kw.get("epi_split")),
                            sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
                            sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"),
                            sfb_kb=int(kw.get("sfb_kb", SFB_SMEM_KB)))

@@ -78,7 +78,7 @@ from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_implement, consumer_wgs,
-                                                 epi_stages, epi_tile_cols,
+                                                 epi_stages, epi_tile_cols, wave_rows,
                                                  max_smem_stages, sched_tiles, shifted_start, split_range,
                                                  two_scale_blocks)
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
@@ -148,7 +148,7 @@ class Fp8BlockwiseGemm:
         self.one_wg = tile_m == 64
         # consumer warpgroups, 64 rows each per wave
         self.consumer_wgs = consumer_wgs(tile_m)
-        self.wave_m = 64 if self.pingpong else 64 * self.consumer_wgs
+        self.wave_m = wave_rows(tile_m, self.pingpong)
         self.waves = tile_m // self.wave_m
         # rows of A (and its scales) one TMA box brings: the whole wave, or for a problem of fewer
         # rows than a one-wave tile (config.a_box_rows) only the rows up to M, rounded to 8. The
