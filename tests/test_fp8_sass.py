@@ -429,3 +429,24 @@ def test_a_192_row_tile_is_one_wave_of_three_consumer_warpgroups(tmp_path):
     assert any(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x180")
                for ins in fa.instructions)
     assert not fa.features["register_spills"].present
+
+
+def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
+    # ring_unroll: at 4096^3 a tile's 32 K blocks are a multiple of the 4-stage ring, so the K-loop
+    # runs 4 blocks a trip, each at a constant stage: its barrier test names the stage by an
+    # immediate offset and the stage arithmetic (ULEA / USEL / UISETP on the ring index) goes
+    _, opt = built("optimized")
+    (unrolled,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, ring_unroll=1))
+    one, four = _inner_kloop(opt), _inner_kloop(unrolled)
+    assert (one.mma, four.mma) == (8, 32)
+
+    def per_block(loop):
+        return len(loop.own_instructions) / (loop.mma / 8)
+
+    assert per_block(four) < 0.9 * per_block(one)       # 184 against 215 a K block
+    body = [unrolled.instructions[i] for i in four.own_instructions]
+    tests = [ins.text for ins in body if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode
+             and not ins.guard]
+    assert len(tests) == 4 and all("+0x" in t for t in tests[:3])
+    assert not any(ins.opcode.startswith(("USEL", "UISETP")) for ins in body)
+    assert not unrolled.features["register_spills"].present
