@@ -31,7 +31,7 @@ VARIANTS: dict[str, dict] = {
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True),
+                      tiles="auto", shift_last_m=True, trim_a=True, ring_unroll=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -48,7 +48,7 @@ VARIANTS: dict[str, dict] = {
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 # The per-problem tile choice is left off: its cost model was checked against the serial promotion
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False, ring_unroll=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
