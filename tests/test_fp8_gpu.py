@@ -443,3 +443,28 @@ def test_cute_example_peer_computes_the_same_product_on_unit_scales():
     assert "cute_dense_fp8" in rows, res["skipped"]
     assert rows["cute_dense_fp8"]["rel_err"] == pytest.approx(rows["optimized"]["rel_err"], abs=1e-6)
     assert rows["cute_dense_fp8"]["tflops"] > 0 and res["inputs"] == "int"
+
+
+# ring_unroll: the K-loop unrolled by the ring depth. The same blocks in the same order, so every
+# class writes the bits the one-block loop writes; K is a multiple of each class's ring depth
+# (256x128 and 192x128: 4 stages, 128x128: 6, 128x96: 7, 64x64: 13) so the unrolled loop runs
+RING = [((4096, 4096, 512, 1), (256, 128), (1, 2), {}),
+        ((1000, 1000, 2048, 1), (256, 128), (1, 2), {"epi_split": 0}),
+        ((1024, 2048, 1024, 1), (256, 128), (2, 1), {}), ((1000, 1000, 1024, 1), (192, 128), (1, 2), {}),
+        ((1000, 2104, 1536, 1), (128, 128), (1, 1), {}), ((520, 1000, 896, 1), (128, 96), (1, 2), {}),
+        ((640, 1040, 1664, 2), (64, 64), (1, 1), {})]
+
+
+@pytest.mark.parametrize("mnkl, tile, cluster, extra", RING, ids=lambda x: "x".join(map(str, x))
+                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
+def test_ring_unroll_writes_the_same_bits(mnkl, tile, cluster, extra):
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+
+    kw = dict(seed=5, mma_tiler=tile, cluster=cluster, **extra)
+    p = prepare("optimized", mnkl, ring_unroll=1, **kw)
+    assert p.config["ring_unroll"] and p.check() < 1e-2
+    q = prepare("optimized", mnkl, **kw)
+    assert not q.config.get("ring_unroll") and q.check() < 1e-2
+    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))

@@ -254,7 +254,8 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
         return [ins for ins in kloop(fa) if ins.opcode.startswith("SYNCS.PHASECHK")
                 and "TRYWAIT" not in ins.opcode and not ins.guard]
 
-    assert len(tests(opt)) == 1 and not tests(lib)
+    # one test a K block: `optimized` runs its K-loop unrolled by the ring depth (ring_unroll)
+    assert len(tests(opt)) == _inner_kloop(opt).mma // 8 and not tests(lib)
     # the test sits among the promotion's FFMAs, after the stage's release arrivals
     body = kloop(opt)
     at = body.index(tests(opt)[0])
@@ -279,7 +280,8 @@ def test_rescaled_build_waits_once_per_k_block_without_block_accumulator(built):
     # the serial promotion waits once per wave
     _, opt = built("optimized")
     opt_body = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
-    assert sum(i.opcode.startswith("WARPGROUP.DEPBAR") for i in opt_body) == 2
+    blocks = _inner_kloop(opt).mma // 8                   # K blocks a trip of its unrolled K-loop
+    assert sum(i.opcode.startswith("WARPGROUP.DEPBAR") for i in opt_body) == 2 * blocks
 
 
 def test_a_tile_width_that_straddles_scale_blocks(tmp_path):
@@ -319,10 +321,13 @@ def test_widest_serial_128_row_tile_does_not_spill(tmp_path):
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     assert any(ins.opcode.startswith("QGMMA.64x192x32") for ins in fa.instructions)
     # its tiles start at column 0 or 64 of a scale block: one scale test for the 8 groups in
-    # between (2 FSEL, one per row half), 96 promotion FFMA per K block
+    # between (2 FSEL, one per row half), 96 promotion FFMA per K block (the K-loop runs the
+    # ring's 4 blocks a trip)
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
-    assert sum(i.opcode.startswith("FSEL") for i in body) == 2
-    assert sum(i.opcode.startswith("FFMA") for i in body) == 96
+    blocks = _inner_kloop(fa).mma // 4
+    assert blocks == 4
+    assert sum(i.opcode.startswith("FSEL") for i in body) == 2 * blocks
+    assert sum(i.opcode.startswith("FFMA") for i in body) == 96 * blocks
 
 
 @pytest.mark.parametrize("tile, cluster, mnkl", [((64, 64), (1, 2), (128, 4096, 7168, 1)),
@@ -422,10 +427,35 @@ def test_a_192_row_tile_is_one_wave_of_three_consumer_warpgroups(tmp_path):
     # tile_m=192: four warpgroups (512 threads), the consumers at 152 registers (40 + 3 x 152 of
     # the 512 a thread the register file gives four warpgroups), one wave of 4 QGMMA a K block a
     # warpgroup, the epilogue barrier over the three consumers, and no spills
-    (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 4096, 7168, 1),
-                                                      mma_tiler=(192, 128), cluster=(1, 2)))
-    assert fa.count("QGMMA") == 4
+    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 4096, 7168, 1), mma_tiler=(192, 128),
+                                        cluster=(1, 2))
+    (fa,) = analyze_cubin(cubin)
+    assert fa.count("QGMMA") == 4 * 4          # 4 a K block; the K-loop runs the ring's 4 blocks a trip
+    assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     assert any("TRY_ALLOC" in ins.text and "0x98" in ins.text for ins in fa.instructions)
     assert any(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x180")
                for ins in fa.instructions)
     assert not fa.features["register_spills"].present
+
+
+def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
+    # ring_unroll: at 4096^3 a tile's 32 K blocks are a multiple of the 4-stage ring, so the K-loop
+    # runs 4 blocks a trip, each at a constant stage: its barrier test names the stage by an
+    # immediate offset and the stage arithmetic (ULEA / USEL / UISETP on the ring index) goes
+    # (`optimized` unrolls by default, tenth session: ncu at the base clock 0.981-0.991 of the
+    # one-block loop's cycles on the M = 4096 rows)
+    _, unrolled = built("optimized")
+    (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, ring_unroll=0))
+    one, four = _inner_kloop(opt), _inner_kloop(unrolled)
+    assert (one.mma, four.mma) == (8, 32)
+
+    def per_block(loop):
+        return len(loop.own_instructions) / (loop.mma / 8)
+
+    assert per_block(four) < 0.9 * per_block(one)       # 184 against 215 a K block
+    body = [unrolled.instructions[i] for i in four.own_instructions]
+    tests = [ins.text for ins in body if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode
+             and not ins.guard]
+    assert len(tests) == 4 and all("+0x" in t for t in tests[:3])
+    assert not any(ins.opcode.startswith(("USEL", "UISETP")) for ins in body)
+    assert not unrolled.features["register_spills"].present

@@ -31,7 +31,7 @@ VARIANTS: dict[str, dict] = {
     "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
                       promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
                       uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True),
+                      tiles="auto", shift_last_m=True, trim_a=True, ring_unroll=True),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
@@ -48,13 +48,13 @@ VARIANTS: dict[str, dict] = {
 # tensor cores' FP8 accumulator holds all of K, not one 128-wide block (error vs float64
 # 2.5e-3 at K=4096, 5.0e-3 at 16384, against 1.7e-3), so K is capped (launch.RESCALE_MAX_K)
 # The per-problem tile choice is left off: its cost model was checked against the serial promotion
-VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False)
+VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False, ring_unroll=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a")
+         "trim_a", "ring_unroll")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -223,7 +223,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a")
+              "launch_cluster", "shift_last_m", "trim_a", "ring_unroll")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
