@@ -463,8 +463,8 @@ def test_ring_unroll_writes_the_same_bits(mnkl, tile, cluster, extra):
     from bsprof.kernels.fp8_blockwise import prepare
 
     kw = dict(seed=5, mma_tiler=tile, cluster=cluster, **extra)
-    p = prepare("optimized", mnkl, ring_unroll=1, **kw)
+    p = prepare("optimized", mnkl, **kw)                       # unrolled: optimized's default
     assert p.config["ring_unroll"] and p.check() < 1e-2
-    q = prepare("optimized", mnkl, **kw)
+    q = prepare("optimized", mnkl, ring_unroll=0, **kw)
     assert not q.config.get("ring_unroll") and q.check() < 1e-2
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
