@@ -14,6 +14,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,7 +120,6 @@ def _compile_error(stderr: str) -> str:
     """The line of a failed build's output that says what failed: CuTe DSL prints its error
     (``error[...]``: the problem, the file and line) above several lines of suggestions, and a
     Python exception ends with its message."""
-    import re
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in stderr.splitlines()]
     lines = [ln for ln in lines if ln]
     for i, ln in enumerate(lines):
@@ -127,4 +127,3 @@ def _compile_error(stderr: str) -> str:
             where = next((x for x in lines[i + 1:i + 3] if x.startswith("-->")), "")
             return f"{ln} {where}".strip()
     return lines[-1] if lines else "(no output)"
-
