@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 
 MAX_WARPS = 32
 ROW_BYTES = 512          # one warp's 16-byte-per-lane store
@@ -68,7 +69,7 @@ def build(warps: int, iters: int = 2048, alu: int = 2, num_ctas: int = 132, fake
     def epi_kernel(out: cute.Tensor):
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, _, _ = cute.arch.block_idx()
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         buf = smem.allocate_tensor(cutlass.Int8, cute.make_layout(region * warps), byte_alignment=128)
         base = buf.iterator.toint() + warp * region
         slot = bidx * warps + warp

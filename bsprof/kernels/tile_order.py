@@ -120,7 +120,7 @@ class TileOrder:
         import cutlass.cute as cute
         tiles_mnl = tuple(cutlass.Int32(x) for x in tiles_mnl)
         mc, nc, _ = self.clusters_mnl(tiles_mnl)
-        divisors = () if self.group > 1 else (cute.fast_divmod_create_divisor(mc), cute.fast_divmod_create_divisor(nc))
+        divisors = () if self.group > 1 else (cute.fast_divmod_create_divisor_v2(mc), cute.fast_divmod_create_divisor_v2(nc))
         return tiles_mnl, self.units(tiles_mnl), divisors
 
     def kernel_side(self, tile_walk: tuple, tiles_mnl) -> tuple:

@@ -12,8 +12,9 @@ attribution has something to find.
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
+import cutlass.tensor_utils
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import tcgen05, warpgroup
@@ -31,7 +32,7 @@ def build_sm90(m: int = 64, n: int = 128) -> None:
     def kernel(tmma: cute.TiledMma, c: cute.Tensor, k_iters: cutlass.Int32,
                sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
         sB = smem.allocate_tensor(ab_dtype, sb_layout.outer, byte_alignment=1024, swizzle=sb_layout.inner)
         thr = tmma.get_slice(tidx)
@@ -59,7 +60,7 @@ def build_sm90(m: int = 64, n: int = 128) -> None:
         k_mode = cute.nvgpu.OperandMajorMode.K
         tiled_mma = sm90_utils.make_trivial_tiled_mma(ab_dtype, ab_dtype, k_mode, k_mode, acc_dtype, (1, 1, 1),
                                                       tiler_mn=(m, n))
-        row = cutlass.utils.LayoutEnum.ROW_MAJOR
+        row = cutlass.tensor_utils.LayoutEnum.ROW_MAJOR
         a_atom = warpgroup.make_smem_layout_atom(sm90_utils.get_smem_layout_atom(row, ab_dtype, BLOCK_K), ab_dtype)
         b_atom = warpgroup.make_smem_layout_atom(sm90_utils.get_smem_layout_atom(row, ab_dtype, BLOCK_K), ab_dtype)
         sa_layout = cute.tile_to_shape(a_atom, (m, BLOCK_K), order=(0, 1))
@@ -87,11 +88,11 @@ def build_sm100(m: int = 128, n: int = 128) -> None:
                sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(Storage)
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
         sB = smem.allocate_tensor(ab_dtype, sb_layout.outer, byte_alignment=1024, swizzle=sb_layout.inner)
-        tmem = utils.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
+        tmem = cutlass.memory.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
         tmem.allocate(512)
         acc_prod, acc_cons = pipeline.PipelineUmmaAsync.create(
             num_stages=1,
@@ -165,11 +166,11 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
                tma_b: cute.Tensor, c: cute.Tensor, sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(Storage)
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
         sB = smem.allocate_tensor(ab_dtype, sb_layout.outer, byte_alignment=1024, swizzle=sb_layout.inner)
-        tmem = utils.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
+        tmem = cutlass.memory.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
         tmem.allocate(512)
         tx_bytes = cute.size_in_bytes(ab_dtype, cute.select(sa_layout, mode=[0, 1, 2])) + cute.size_in_bytes(
             ab_dtype, cute.select(sb_layout, mode=[0, 1, 2]))

@@ -28,9 +28,9 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 import cutlass.pipeline as pipeline
 import cutlass.tensor_utils as tensor_utils
-import cutlass.utils as utils
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as bs_layout
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
@@ -83,7 +83,7 @@ class Nvfp4Gemm:
         self.threads_per_cta = 32 * WARPS_PER_CTA
         self.epi_sync = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(EPI_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(barrier_id=2, num_threads=32 * (len(EPI_WARPS) + 1))
-        self.smem_capacity = utils.get_smem_capacity_in_bytes("sm_100")
+        self.smem_capacity = cutlass.memory.get_smem_capacity_in_bytes("sm_100")
         self.tmem_cols = cute.arch.get_max_tmem_alloc_cols("sm_100")
         self.a_major = OperandMajorMode.K
         self.b_major = OperandMajorMode.K
@@ -275,7 +275,7 @@ class Nvfp4Gemm:
         cl_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank)
         cl_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank)
 
-        smem = utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
 
         # A/B ring: TMA (one thread) produces, the MMA warp consumes; every CTA whose tile a multicast
@@ -291,7 +291,7 @@ class Nvfp4Gemm:
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
                                                      32 * len(EPI_WARPS) * (2 if self.use_2cta else 1)),
             cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
-        tmem = utils.TmemAllocator(storage.tmem_holding.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
+        tmem = cutlass.memory.TmemAllocator(storage.tmem_holding.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
                                    allocator_warp_id=EPI_WARPS[0], is_two_cta=self.use_2cta,
                                    two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc.ptr)
         pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
