@@ -32,6 +32,13 @@ def _ceil_div(a, b: int):
     return (a + b - 1) // b
 
 
+def tile_counts(extents_mnl, tile_mn, split: int = 1) -> tuple:
+    """Tiles of ``tile_mn`` along M and N over ``extents_mnl`` (M, N, L: Python ints or a kernel's
+    run-time extents), and the batch times ``split`` (split-K's units of a tile are the outermost
+    mode): the ``tiles_mnl`` a :class:`TileOrder` walks."""
+    return _ceil_div(extents_mnl[0], tile_mn[0]), _ceil_div(extents_mnl[1], tile_mn[1]), extents_mnl[2] * split
+
+
 def _min(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
@@ -146,16 +153,3 @@ class TileOrder:
         in_cluster = (bidx % self.cluster_mn[0], bidy % self.cluster_mn[1])
         return tuple(cute.arch.make_warp_uniform(cutlass.Int32(x))
                      for x in self.tile(unit, walk[0], in_cluster, walk[2]))
-
-    # -- host reference -----------------------------------------------------------------------
-    def reference_walk(self, tiles_mnl, clusters: int) -> list[list[tuple]]:
-        """Host reference: each cluster's CTA tiles in the order it runs them, for ``clusters``
-        persistent clusters (a cluster's CTAs as a list of (m, n, l) per entry)."""
-        cm, cn = self.cluster_mn
-        out = []
-        for c in range(clusters):
-            mine = []
-            for i in range(c, self.units(tiles_mnl), clusters):
-                mine.append([self.tile(i, tiles_mnl, (x, y)) for y in range(cn) for x in range(cm)])
-            out.append(mine)
-        return out

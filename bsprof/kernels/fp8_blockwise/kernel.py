@@ -80,7 +80,7 @@ from bsprof.kernels.fp8_blockwise.config import (SFB_SMEM_KB, SFB_TMA_SLOT, can_
                                                  epi_stages, epi_tile_cols, wave_rows,
                                                  max_smem_stages, shifted_start, split_range,
                                                  two_scale_blocks)
-from bsprof.kernels.tile_order import TileOrder
+from bsprof.kernels.tile_order import TileOrder, tile_counts
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 BLOCK_K = 128           # scale block along K == CTA tile K
@@ -327,8 +327,9 @@ class Fp8BlockwiseGemm:
 
         # swizzle > 1: consecutive clusters walk `swizzle` cluster columns before the next M tile,
         # so one wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
-        grid = self.tile_order.grid(self._work_tiles(c), max_active_clusters)
-        tile_walk = self.tile_order.kernel_arg(self._work_tiles(c))
+        tiles = self._work_tiles(c)
+        grid = self.tile_order.grid(tiles, max_active_clusters)
+        tile_walk = self.tile_order.kernel_arg(tiles)
 
         epi_cosize = cute.cosize(self.epi_smem_layout_staged) if self.epilogue != "direct" else 8
         sfb_words = 2 * self.sfb_kb if self.sfb_smem and not self.sfb_tma else 4
@@ -852,9 +853,7 @@ class Fp8BlockwiseGemm:
     def _work_tiles(self, c) -> tuple:
         """Work units along M, N and L of the output ``c`` (the host's tensor or the kernel's):
         its tiles, with split-K's units of a tile as the outermost mode, (m, n, l * split_k + s)."""
-        return ((cute.size(c, mode=[0]) + self.tile_m - 1) // self.tile_m,
-                (cute.size(c, mode=[1]) + self.tile_n - 1) // self.tile_n,
-                cute.size(c, mode=[2]) * self.split_k)
+        return tile_counts(tuple(cute.size(c, mode=[i]) for i in range(3)), (self.tile_m, self.tile_n), self.split_k)
 
     @cute.jit
     def _split_unit(self, unit, k_tile_cnt):

@@ -9,7 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise import config as cfg
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, SFA_ALIGN, check_shape
-from bsprof.kernels.tile_order import TileOrder
+from bsprof.kernels.tile_order import TileOrder, tile_counts
 from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_90a"
@@ -422,7 +422,7 @@ def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, i
     """The kernel's work units along M, N and L (Fp8BlockwiseGemm._work_tiles on the host)."""
     m, n, _, l = mnkl
     split = kw.get("split_k", 1) if split_k is None else split_k
-    return -(-m // kw.get("tile_m", 128)), -(-n // kw["tile_n"]), l * split
+    return tile_counts((m, n, l), (kw.get("tile_m", 128), kw["tile_n"]), split)
 
 
 def split_workspace(mnkl, kw: dict) -> tuple:

@@ -37,7 +37,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.tile_order import TileOrder
+from bsprof.kernels.tile_order import TileOrder, tile_counts
 from bsprof.kernels.timing_recorder import EV, TimingRecorder
 
 WARPS_PER_CTA = 6
@@ -204,8 +204,9 @@ class Nvfp4Gemm:
             tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem,
                                                         self.epi_tile)
 
-        grid = self.tile_order.grid(self._tiles_mnl(c), max_active_clusters)
-        tile_walk = self.tile_order.kernel_arg(self._tiles_mnl(c))
+        tiles = self._tiles_mnl(c)
+        grid = self.tile_order.grid(tiles, max_active_clusters)
+        tile_walk = self.tile_order.kernel_arg(tiles)
 
         @cute.struct
         class SharedStorage:
@@ -237,9 +238,7 @@ class Nvfp4Gemm:
 
     def _tiles_mnl(self, c) -> tuple:
         """CTA tiles of the output ``c`` along M, N and L (the host's tensor or the kernel's)."""
-        return ((cute.size(c, mode=[0]) + self.cta_tile[0] - 1) // self.cta_tile[0],
-                (cute.size(c, mode=[1]) + self.cta_tile[1] - 1) // self.cta_tile[1],
-                cute.size(c, mode=[2]))
+        return tile_counts(tuple(cute.size(c, mode=[i]) for i in range(3)), self.cta_tile[:2])
 
     # ------------------------------------------------------------------------------------------
     # device kernel

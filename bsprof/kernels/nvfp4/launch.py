@@ -9,7 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.nvfp4 import config as cfg
 from bsprof.kernels.nvfp4.quant import check_shape
-from bsprof.kernels.tile_order import TileOrder
+from bsprof.kernels.tile_order import TileOrder, tile_counts
 from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_100a"
@@ -150,8 +150,7 @@ class Prepared(PreparedMixin):
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) in the kernel's persistent tile order."""
     m, n, _, l = mnkl
-    tm, tn = cfg.cta_tile_mn(kw)
-    tiles = (-(-m // tm), -(-n // tn), l)
+    tiles = tile_counts((m, n, l), cfg.cta_tile_mn(kw))
     order = TileOrder((kw["cluster_m"], kw["cluster_n"]))
     cm, cn, launched = order.grid(tiles, max(1, max_active_clusters))
     return launched * cm * cn, -(-order.units(tiles) // launched)
