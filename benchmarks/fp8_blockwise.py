@@ -5,8 +5,8 @@ Target: the exact ``optimized`` variant >= 0.97x DeepGEMM on every shape of ``--
 (DeepGEMM's own normal-GEMM list, tests/generators.py: M in {128, 4096} x its seven (N, K) pairs,
 plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric mean.
 
-    python3 benchmarks/fp8_blockwise.py --suite deepgemm --rounds 3   # the target suite
-    python3 benchmarks/fp8_blockwise.py --suite heldout --rounds 3    # other models' shapes, reported
+    python3 benchmarks/fp8_blockwise.py --suite deepgemm --rounds 6   # the target suite (2 rounds on each of 3 copies)
+    python3 benchmarks/fp8_blockwise.py --suite heldout --rounds 6    # other models' shapes, reported
     python3 benchmarks/fp8_blockwise.py                       # the three squares
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
@@ -80,6 +80,11 @@ def main(argv=None) -> int:
                     help="seconds of warm-up launches per kernel (0: just --warmup launches, burst clocks)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every kernel this many times, interleaved, and keep each one's median round")
+    ap.add_argument("--placements", type=int, default=None,
+                    help="copies of the operands (same values, each its own allocation); round r runs every "
+                         "kernel on copy r %% N. Where the operands sit decides a DRAM-bound problem's time for "
+                         "the whole process (+-10%% per kernel at 128x24576x1536), so one allocation would "
+                         "decide the row (default: 3 with 3 or more rounds, else 1)")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
     how = ap.add_mutually_exclusive_group()
@@ -173,6 +178,8 @@ def main(argv=None) -> int:
                       f"{len(results)} finished{' (also in ' + args.json + ')' if args.json else ''}[/red]")
         failed = True
     rounds = f", median round of {args.rounds}" if args.rounds > 1 else ""
+    copies = placements_for(args.rounds, args.placements) if not args.check_only else 1
+    rounds += f" over {copies} copies of the operands" if copies > 1 else ""
     queue = "launches queued back to back" if args.hold else "launches at the host's pace"
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
                                   f"{args.inputs} inputs, {queue}")
@@ -209,6 +216,14 @@ def parse_shapes(text: str, first: str) -> tuple[list[tuple], list[str | None]]:
     return shapes, given
 
 
+def placements_for(rounds: int, asked: int | None) -> int:
+    """Copies of the operands a run uses: as asked, else 3 when there are 3 rounds or more to
+    spread over them (one round per copy at the least), else 1."""
+    if asked is not None:
+        return asked
+    return 3 if rounds >= 3 else 1
+
+
 def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, peer_names) -> dict:
     res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
                   iters=3 if args.check_only else args.iters, check=True,
@@ -217,7 +232,8 @@ def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, pee
                   rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
                   launch_gaps=args.launch_gaps and not args.check_only, inputs=args.inputs,
                   cute_example=None if (args.check_only or args.no_peers) else args.cute_example,
-                  peer_names=peer_names, hold=args.hold)
+                  peer_names=peer_names, hold=args.hold,
+                  placements=1 if args.check_only else placements_for(args.rounds, args.placements))
     if given:
         # one column for every shape's own configuration; the spec stays on the row
         for r in res["rows"]:

@@ -100,12 +100,7 @@ def test_paired_speedups_take_each_round_against_the_same_round(data_dir):
 
 
 def test_the_deepgemm_table_shows_the_per_round_range(data_dir):
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     con = Console(record=True, width=200)
     bench.print_vs_deepgemm(con, res, "optimized")
@@ -132,14 +127,9 @@ def test_the_deepgemm_table_shows_the_per_round_range(data_dir):
 
 
 def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
-    import importlib.util
-    from pathlib import Path
-
     from bsprof.kernels.api import parse_mnkl
 
-    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     held = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["heldout"].split(";")}
     listed = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["deepgemm"].split(";")}
     assert held and not held & listed          # none of them is a shape of the target suite
@@ -190,3 +180,22 @@ def test_an_a_b_prints_each_kernel_against_the_first_round_by_round(data_dir):
     con = Console(record=True, width=250)
     print_table(con, solo, "solo")
     assert "round by round" not in con.export_text()
+
+
+def _bench():
+    """benchmarks/fp8_blockwise.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_placements_default_to_three_copies_only_with_rounds_to_spread():
+    bench = _bench()
+    assert bench.placements_for(1, None) == 1
+    assert bench.placements_for(2, None) == 1
+    assert bench.placements_for(3, None) == 3
+    assert bench.placements_for(6, 2) == 2

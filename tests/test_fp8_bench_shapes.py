@@ -49,14 +49,18 @@ def test_the_given_configuration_is_one_column_against_the_pick(bench, data_dir)
     class Args:
         check_only = False
         warmup, iters, no_peers, warmup_s, rounds, peers_graph = 10, 50, False, 0.3, 5, True
-        launch_gaps, inputs, cute_example, hold = False, "randn", None, True
+        launch_gaps, inputs, cute_example, hold, placements = False, "randn", None, True, None
 
     def measure(mnkl, kernels, **kw):
+        asked.append(kw)
         res = copy.deepcopy(next(r for r in stored if tuple(r["mnkl"]) == tuple(mnkl)))
         res["rows"] = [r for r in res["rows"] if not r["ours"] or r["name"] in kernels]
         return res
 
+    asked: list[dict] = []
     first = bench._measure_one(measure, (200, 8192, 8192, 1), ["optimized", spec], spec, Args, ())
+    # 5 rounds spread over 3 copies of the operands unless --placements says otherwise
+    assert asked[-1]["rounds"] == 5 and asked[-1]["placements"] == 3
     plain = bench._measure_one(measure, (256, 8192, 8192, 1), ["optimized"], None, Args, ())
     names = [r["name"] for r in first["rows"] if r["ours"]]
     assert names == ["optimized", bench.GIVEN] and first["rows"][1]["given"] == spec

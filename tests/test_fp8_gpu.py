@@ -388,6 +388,20 @@ def test_bench_launches_peers_through_graphs_when_asked():
     assert all(isinstance(r["rel_err"], float) and r["rel_err"] < 1e-2 for r in res["rows"] if r["rel_err"] is not None)
 
 
+def test_bench_spreads_its_rounds_over_copies_of_the_operands():
+    # two allocations of the same inputs: round r on copy r % 2 (the second pass shifted), ours
+    # checked against float64 on both copies, each peer launched on each copy
+    from bsprof.profile.bench.fp8_blockwise import measure
+
+    res = measure((384, 1536, 1024, 1), ("optimized",), warmup=1, iters=3, warmup_s=0.0, rounds=4,
+                  placements=2, peer_names=("deepgemm", "cublas_blockwise"))
+    assert res["placements"] == 2
+    for r in res["rows"]:
+        assert r["placement_rounds"] == [0, 1, 1, 0] and len(r["ms_rounds"]) == 4, r
+    ours = next(r for r in res["rows"] if r["ours"])
+    assert isinstance(ours["rel_err"], float) and ours["rel_err"] < 1e-2
+
+
 def test_a_spec_the_problem_refuses_drops_its_column_not_the_problem():
     # an A/B whose switch one shape cannot take (split-K 8 ways: K = 512 has 4 K blocks) still
     # times the other kernel there, and names the refused spec and why

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bsprof.profile.sensors import SensorLog, flop_per_sm_cycle
 
@@ -62,3 +64,19 @@ def test_round_order_gives_each_kernel_both_neighbours_across_rounds():
     seq = round_order(4, 0) + round_order(4, 1)
     before = {(seq[i - 1], seq[i]) for i in range(1, len(seq))}
     assert (0, 1) in before and (2, 1) in before
+
+
+@given(copies=st.integers(1, 6), passes=st.integers(1, 3))
+def test_every_copy_of_the_operands_meets_both_round_orders_equally(copies, passes):
+    from bsprof.profile.bench.fp8_blockwise import placement_of, round_order
+
+    rounds = 2 * copies * passes
+    seen = [placement_of(r, copies) for r in range(rounds)]
+    assert all(0 <= c < copies for c in seen)
+    for c in range(copies):
+        forward = sum(1 for r, got in enumerate(seen) if got == c and round_order(2, r) == [0, 1])
+        backward = sum(1 for r, got in enumerate(seen) if got == c and round_order(2, r) == [1, 0])
+        assert forward == backward == passes
+    # the first pass over the copies uses each once, so a run of exactly `copies` rounds sees them all
+    assert sorted(seen[:copies]) == list(range(copies))
+

@@ -138,7 +138,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
             warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
             launch_gaps: bool = False, inputs: str = "randn", cute_example=None, peer_names=PEERS,
-            hold: bool = True) -> dict:
+            hold: bool = True, placements: int = 1) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C C B A ...), and keeps
@@ -153,19 +153,30 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     kernel's timed launches behind a spin kernel, so a kernel shorter than the host's time per
     launch is timed, not the host. A spec this problem refuses (a switch it cannot take) is
     named in ``skipped`` with the reason, as a peer that could not run is; only when every spec
-    is refused does the problem raise."""
+    is refused does the problem raise.
+
+    ``placements`` > 1 makes that many copies of the operands (the same values, each in its own
+    allocation, every kernel with its own output per copy) and runs round r on copy
+    r % placements for every kernel. Where the operands sit in memory decides a DRAM-bound
+    problem's time for the whole process: at 128x24576x1536 one kernel ran 16.5-19.5 us over four
+    copies of the same inputs, each copy within 1% over its rounds, and two kernels did not
+    favour the same copies (docs/perf.md), so one allocation made the run's verdict on that row."""
     import torch
 
     from bsprof.kernels.fp8_blockwise.launch import prepare
-    from bsprof.kernels.fp8_blockwise.quant import rel_error
+    from bsprof.kernels.fp8_blockwise.quant import make_operands, rel_error
     from bsprof.profile.sensors import torch_device_sensors
 
     m, n, k, l = mnkl
     flops = 2.0 * m * n * k * l
     sensors = torch_device_sensors()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if placements < 1:
+        raise BsprofError(f"placements={placements}: give 1 or more copies of the operands")
     first = None
-    timed: list[tuple[str, bool, tuple, object]] = []     # (name, ours, (launch fn, how), rel. error)
+    copies: list = []                  # the operands of each placement (copy 0 is the first kernel's)
+    # (name, ours, [(launch fn, how) per placement], rel. error: ours the worst copy's, a peer's on copy 0)
+    timed: list[tuple[str, bool, list, object]] = []
     configs: dict[int, dict] = {}
     refused: dict[str, str] = {}
     for spec in variants:
@@ -178,17 +189,21 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             continue
         if first is None:
             first = p
+            copies = [p.ops] + [make_operands(mnkl, seed=seed, inputs=inputs) for _ in range(placements - 1)]
         else:
             p = _rebind(p, first)            # same inputs for every kernel
             p._ref = first._ref
-        err = p.check() if check else None
-        timed.append((spec, True, _graphed(p), err))
+        others = [_on_copy(p, ops) for ops in copies[1:]]
+        # checked on every copy: a kernel wrong on one placement is wrong
+        err = max([p.check()] + [q.check() for q in others]) if check else None
+        timed.append((spec, True, [_graphed(p)] + [_graphed(q) for q in others], err))
         configs[len(timed) - 1] = config_fields(p)
     if first is None:
         raise BsprofError("; ".join(f"{spec}: {why}" for spec, why in refused.items()))
     skipped = {}
     if peers:
-        fns, skipped = _peer_fns(first.ops, mnkl, cute_example, peer_names)
+        per_copy = [_peer_fns(ops, mnkl, cute_example, peer_names) for ops in copies]
+        fns, skipped = per_copy[0]
         skipped = {k: v for k, v in skipped.items() if k in peer_names or k == "cute_dense_fp8"}
         ref = first.reference() if check else None
         for name, (fn, out) in fns.items():
@@ -200,15 +215,17 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                     err = rel_error(out.unsqueeze(0), ref)
                 except BsprofError as exc:
                     err = f"{exc}"
-            timed.append((name, False, _torch_graphed(fn) if peers_graph else (fn, "eager"), err))
+            launchers = [other[0].get(name, fns[name])[0] for other in per_copy]
+            timed.append((name, False, [_torch_graphed(f) if peers_graph else (f, "eager") for f in launchers], err))
     # by position, not name: the same spec twice is how one measures the noise floor
     runs: list[list] = [[] for _ in timed]
     for r in range(max(1, rounds)):
         for at in round_order(len(timed), r):
             got = runs[at]
-            got.append(time_fn(timed[at][2][0], warmup, iters, warmup_s, sensors, hold))
+            got.append(time_fn(timed[at][2][placement_of(r, placements)][0], warmup, iters, warmup_s, sensors, hold))
     rows = []
-    for at, ((name, ours, (fn, how), err), got) in enumerate(zip(timed, runs)):
+    for at, ((name, ours, launchers, err), got) in enumerate(zip(timed, runs)):
+        fn, how = launchers[0]
         ms, clocks = _median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
         row.update(configs.get(at, {}))
@@ -217,6 +234,8 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             row.update(_launch_gap_fields(fn, warmup_s))
         if len(got) > 1:
             row["ms_rounds"] = [r[0] for r in got]
+            if placements > 1:
+                row["placement_rounds"] = [placement_of(r, placements) for r in range(len(got))]
             # the clock of every round, not just the median's: a round that ran slow at the same
             # clock lost cycles; one that ran slow at a lower clock lost the clock
             if any(r[1].get("sm_mhz") for r in got):
@@ -227,7 +246,17 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
     return dict(mnkl=list(mnkl), rows=rows, skipped={**refused, **skipped}, warmup=warmup, iters=iters, warmup_s=warmup_s,
-                rounds=max(1, rounds), inputs=inputs, hold=hold)
+                rounds=max(1, rounds), inputs=inputs, hold=hold, placements=placements)
+
+
+def placement_of(round_index: int, placements: int) -> int:
+    """The copy of the operands round ``round_index`` runs on: the copies in turn, so every kernel
+    meets each one equally often (rounds a multiple of the copies), and over 2 x copies rounds each
+    copy once in a forward round and once in a reversed one (``round_order``): with an even number
+    of copies every other pass over them starts one copy later, else a copy would always meet
+    the same order."""
+    shift = round_index // placements if placements % 2 == 0 else 0
+    return (round_index + shift) % placements
 
 
 def round_order(count: int, round_index: int) -> list[int]:
@@ -260,6 +289,15 @@ def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
     """The round with the median time (its clock readings with it)."""
     ordered = sorted(runs, key=lambda r: r[0])
     return ordered[(len(ordered) - 1) // 2]
+
+
+def _on_copy(p, ops):
+    """A second handle on a prepared kernel, pointed at another copy of the operands (``p`` keeps its own)."""
+    import copy
+
+    from bsprof.kernels.fp8_blockwise.launch import rebind
+
+    return rebind(copy.copy(p), ops)
 
 
 def _rebind(p, first):
