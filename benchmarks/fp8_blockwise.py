@@ -301,6 +301,16 @@ def paired_range(me: dict, dg: dict, pairs: list[float] | None = None) -> str:
     return f"{min(pairs):.3f}-{max(pairs):.3f}" if pairs else "—"
 
 
+def _ours_and_dg(results: list[dict], ours: str) -> list[tuple[dict, dict]]:
+    """(``ours``'s row, DeepGEMM's row) of every problem that timed both."""
+    pairs = []
+    for res in results:
+        by = {r["name"]: r for r in res["rows"]}
+        if by.get(ours) and by.get("deepgemm"):
+            pairs.append((by[ours], by["deepgemm"]))
+    return pairs
+
+
 def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: bool = True) -> bool:
     """Per shape: ``ours`` and the cuBLAS columns over DeepGEMM, the tile chosen, and the geometric
     mean over the target shapes (M = 1 reported, not counted). Returns whether the target is met;
@@ -312,9 +322,13 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
     goal = (f"target: >= {TARGET_MIN} on every shape, geometric mean >= {TARGET_GEOMEAN}" if held_to_target
             else "shapes outside the target suite, reported")
     t = Table(title=f"{ours} / DeepGEMM ({goal})")
-    for col in ("M,N,K", "ours / DG", "rounds' ours / DG", "cuBLAS bw / DG", "cuBLAS tw / DG", "tile (why)"):
+    from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
+
+    copies = any(per_copy_speedups(r, d) for r, d in _ours_and_dg(results, ours))
+    cols = ("M,N,K", "ours / DG", "rounds' ours / DG") + (("copies' ours / DG",) if copies else ()) + (
+        "cuBLAS bw / DG", "cuBLAS tw / DG", "tile (why)")
+    for col in cols:
         t.add_column(col, justify="left" if col.startswith(("M", "tile")) else "right")
-    from bsprof.analyzers.bench_rows import paired_speedups
 
     ratios, worst, straddle = [], [], []
     for res in results:
@@ -337,8 +351,10 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
             if pairs and min(pairs) < TARGET_MIN <= max(pairs):
                 straddle.append(",".join(map(str, res["mnkl"][:3])))
         mark = "" if counted else " (M=1, not counted)"
+        by_copy = (" / ".join(f"{x:.3f}" for x in per_copy_speedups(me, dg)) or "—",) if copies else ()
         t.add_row(",".join(map(str, res["mnkl"][:3])), f"{ratio:.3f}{'' if ratio >= TARGET_MIN or not counted else ' <'}{mark}",
-                  paired_range(me, dg, pairs), vs("cublas_blockwise"), vs("cublas_tensorwise"), me.get("tile") or "")
+                  paired_range(me, dg, pairs), *by_copy, vs("cublas_blockwise"), vs("cublas_tensorwise"),
+                  me.get("tile") or "")
     console.print(t)
     if not ratios:
         return False

@@ -199,3 +199,35 @@ def test_placements_default_to_three_copies_only_with_rounds_to_spread():
     assert bench.placements_for(2, None) == 1
     assert bench.placements_for(3, None) == 3
     assert bench.placements_for(6, 2) == 2
+
+
+def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):
+    # the H100 suite of 2026-11-28 (6 rounds over 3 copies): 128x24576x1536 ran 0.966-0.967 on copy
+    # 0 and 1.02-1.06 on the other two, so the column shows that placement, not the kernels, split it
+    from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
+    from conftest import unxz_text
+
+    res = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))["results"]
+    con = Console(record=True, width=240)
+    bench = _bench()
+    bench.print_vs_deepgemm(con, res, "optimized")
+    text = con.export_text()
+    assert "copies' ours / DG" in text
+    row = next(r for r in res if r["mnkl"][:3] == [128, 24576, 1536])
+    by = {r["name"]: r for r in row["rows"]}
+    me, dg = by["optimized"], by["deepgemm"]
+    copies = per_copy_speedups(me, dg)
+    assert len(copies) == 3 == len(set(me["placement_rounds"]))
+    assert min(copies) < bench.TARGET_MIN <= max(copies)
+    # each copy's median lies among that copy's own rounds
+    pairs = paired_speedups(me, dg)
+    for c, med in enumerate(copies):
+        own = [p for p, at in zip(pairs, me["placement_rounds"]) if at == c]
+        assert min(own) <= med <= max(own)
+    line = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("128,24576,1536"))
+    assert " / ".join(f"{x:.3f}" for x in copies) in line
+    # a run on one copy has no such column
+    plain = Console(record=True, width=240)
+    bench.print_vs_deepgemm(plain, json.load(open(data_dir / "h100_bench.json"))["results"], "optimized")
+    assert "copies'" not in plain.export_text()
+    assert per_copy_speedups({"ms_rounds": [1.0, 1.0]}, {"ms_rounds": [1.0, 1.1]}) == []

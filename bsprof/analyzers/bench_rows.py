@@ -46,6 +46,19 @@ def paired_speedups(row: dict, peer: dict) -> list[float]:
             if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0]
 
 
+def per_copy_speedups(row: dict, peer: dict) -> list[float]:
+    """The median of ``paired_speedups`` over the rounds on each copy of the operands, in copy order
+    (a run with ``placements`` > 1 records which copy each round ran on); empty where the rounds
+    are not spread over copies. Copies far apart say the row is decided by where its operands sit
+    in memory, not by the kernels alone."""
+    import statistics
+
+    pairs, where = paired_speedups(row, peer), row.get("placement_rounds") or []
+    if not pairs or len(where) != len(pairs) or len(set(where)) < 2:
+        return []
+    return [statistics.median(p for p, c in zip(pairs, where) if c == copy) for copy in sorted(set(where))]
+
+
 def spread_cell(row: dict) -> str:
     """The round spread as a display string, its cycle spread in brackets where known; "—" without
     several rounds."""
