@@ -81,8 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every kernel this many times, interleaved, and keep each one's median round")
     ap.add_argument("--placements", type=int, default=None,
-                    help="copies of the operands (same values, each its own allocation); round r runs every "
-                         "kernel on copy r %% N. Where the operands sit decides a DRAM-bound problem's time for "
+                    help="copies of the operands (same values, each its own allocation); the rounds run every "
+                         "kernel on the copies in turn. Where the operands sit decides a DRAM-bound problem's time for "
                          "the whole process (+-10%% per kernel at 128x24576x1536), so one allocation would "
                          "decide the row (default: 3 with 3 or more rounds, else 1)")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
@@ -123,6 +123,9 @@ def main(argv=None) -> int:
         except BsprofError as exc:
             console.print(f"[red]{exc}[/red]")
             return 2
+    if args.placements is not None and args.placements < 1:
+        console.print(f"[red]--placements {args.placements}: give 1 or more copies of the operands[/red]")
+        return 2
     suite = args.suite == "deepgemm"
     ratio_table = args.suite in ("deepgemm", "heldout") and not args.shapes
     kernels = (args.kernels or ("optimized" if ratio_table else "optimized baseline")).split()

@@ -193,12 +193,16 @@ def _bench():
     return bench
 
 
-def test_placements_default_to_three_copies_only_with_rounds_to_spread():
+def test_placements_default_to_three_copies_only_with_rounds_to_spread(capsys):
     bench = _bench()
     assert bench.placements_for(1, None) == 1
     assert bench.placements_for(2, None) == 1
     assert bench.placements_for(3, None) == 3
     assert bench.placements_for(6, 2) == 2
+    # no copies at all is refused in one line, before any GPU is looked for
+    assert bench.main(["--placements", "0", "--shapes", "128,256,512"]) == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and "--placements 0" in out
 
 
 def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):

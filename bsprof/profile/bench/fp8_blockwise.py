@@ -156,8 +156,8 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     is refused does the problem raise.
 
     ``placements`` > 1 makes that many copies of the operands (the same values, each in its own
-    allocation, every kernel with its own output per copy) and runs round r on copy
-    r % placements for every kernel. Where the operands sit in memory decides a DRAM-bound
+    allocation, every kernel with its own output per copy) and runs every kernel of round r on
+    copy ``placement_of(r, placements)``. Where the operands sit in memory decides a DRAM-bound
     problem's time for the whole process: at 128x24576x1536 one kernel ran 16.5-19.5 us over four
     copies of the same inputs, each copy within 1% over its rounds, and two kernels did not
     favour the same copies (docs/perf.md), so one allocation made the run's verdict on that row."""
