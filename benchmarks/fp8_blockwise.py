@@ -304,16 +304,6 @@ def paired_range(me: dict, dg: dict, pairs: list[float] | None = None) -> str:
     return f"{min(pairs):.3f}-{max(pairs):.3f}" if pairs else "—"
 
 
-def _ours_and_dg(results: list[dict], ours: str) -> list[tuple[dict, dict]]:
-    """(``ours``'s row, DeepGEMM's row) of every problem that timed both."""
-    pairs = []
-    for res in results:
-        by = {r["name"]: r for r in res["rows"]}
-        if by.get(ours) and by.get("deepgemm"):
-            pairs.append((by[ours], by["deepgemm"]))
-    return pairs
-
-
 def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: bool = True) -> bool:
     """Per shape: ``ours`` and the cuBLAS columns over DeepGEMM, the tile chosen, and the geometric
     mean over the target shapes (M = 1 reported, not counted). Returns whether the target is met;
@@ -327,7 +317,7 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
     t = Table(title=f"{ours} / DeepGEMM ({goal})")
     from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
 
-    copies = any(per_copy_speedups(r, d) for r, d in _ours_and_dg(results, ours))
+    copies = any(r.get("placement_rounds") for res in results for r in res["rows"])
     cols = ("M,N,K", "ours / DG", "rounds' ours / DG") + (("copies' ours / DG",) if copies else ()) + (
         "cuBLAS bw / DG", "cuBLAS tw / DG", "tile (why)")
     for col in cols:

@@ -206,8 +206,8 @@ def test_placements_default_to_three_copies_only_with_rounds_to_spread(capsys):
 
 
 def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):
-    # the H100 suite of 2026-11-28 (6 rounds over 3 copies): 128x24576x1536 ran 0.966-0.967 on copy
-    # 0 and 1.02-1.06 on the other two, so the column shows that placement, not the kernels, split it
+    # an H100 suite run over three copies: 128x24576x1536 sits below the line on one copy and above
+    # it on the others, which only a per-copy column shows (the placement split it, not the kernels)
     from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
     from conftest import unxz_text
 

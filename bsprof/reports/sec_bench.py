@@ -4,7 +4,9 @@ Reads the ``bench`` artifact (``bsprof bench -o DIR``, or ``--json > DIR/bench.j
 ``device``, ``mnkl``, ``warmup``, ``iters``, ``rows`` (one per kernel: ``name``, ``ours``, ``ms``
 median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watts``,
 ``clock_limiters``, ``flop_per_sm_cycle``; with interleaved rounds ``ms_rounds`` and
-(where the bench read them) ``sm_mhz_rounds`` / ``watts_rounds``; with ``--launch-gaps`` ``kernel_us`` /
+(where the bench read them) ``sm_mhz_rounds`` / ``watts_rounds``; with rounds over copies of the
+operands ``placement_rounds`` (the copy each round ran on; ``placements`` on the problem); with
+``--launch-gaps`` ``kernel_us`` /
 ``gap_us``) and ``skipped`` (peers that could not
 run and specs the problem refused, with why).
 """

@@ -406,8 +406,8 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) in the kernel's persistent tile order."""
     order = _tile_order(kw)
-    # the group rounds the cluster columns up to a multiple of itself; split-K runs split_k work
-    # units per tile
+    # the walk covers whole clusters (a grouped order leaves a narrower last group, no padding);
+    # split-K runs split_k work units per tile
     units = _work_tiles(mnkl, kw)
     cm, cn, clusters = order.grid(units, max_active_clusters)
     ctas = clusters * cm * cn
