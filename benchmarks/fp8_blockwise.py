@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     from rich.console import Console
 
     from bsprof.errors import BsprofError
-    from bsprof.profile.bench.fp8_blockwise import PEERS, measure
+    from bsprof.profile.bench.fp8_blockwise import PEERS, check_rounds, measure, placements_for
     from bsprof.reports.bench_text import print_table
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
@@ -123,9 +123,12 @@ def main(argv=None) -> int:
         except BsprofError as exc:
             console.print(f"[red]{exc}[/red]")
             return 2
-    if args.placements is not None and args.placements < 1:
-        console.print(f"[red]--placements {args.placements}: give 1 or more copies of the operands[/red]")
-        return 2
+    if args.placements is not None:
+        try:
+            check_rounds(args.rounds, args.placements)
+        except BsprofError as exc:
+            console.print(f"[red]{exc}[/red]")
+            return 2
     suite = args.suite == "deepgemm"
     ratio_table = args.suite in ("deepgemm", "heldout") and not args.shapes
     kernels = (args.kernels or ("optimized" if ratio_table else "optimized baseline")).split()
@@ -219,15 +222,9 @@ def parse_shapes(text: str, first: str) -> tuple[list[tuple], list[str | None]]:
     return shapes, given
 
 
-def placements_for(rounds: int, asked: int | None) -> int:
-    """Copies of the operands a run uses: as asked, else 3 when there are 3 rounds or more to
-    spread over them (one round per copy at the least), else 1."""
-    if asked is not None:
-        return asked
-    return 3 if rounds >= 3 else 1
-
-
 def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, peer_names) -> dict:
+    from bsprof.profile.bench.fp8_blockwise import placements_for
+
     res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
                   iters=3 if args.check_only else args.iters, check=True,
                   peers=not (args.check_only or args.no_peers),

@@ -136,5 +136,5 @@ def test_the_terminal_renders_both_families_benches(tmp_path: Path):
     con = Console(record=True, width=200)
     render(con, fp8)
     text = con.export_text()
-    assert "fp8-blockwise on NVIDIA H100 80GB HBM3 (median of 100, randn inputs)" in text
+    assert "fp8-blockwise on NVIDIA H100 80GB HBM3 (median of 100, median round of 5, randn inputs)" in text
     assert "cublas_blockwise" in text

@@ -194,11 +194,13 @@ def _bench():
 
 
 def test_placements_default_to_three_copies_only_with_rounds_to_spread(capsys):
+    from bsprof.profile.bench.fp8_blockwise import placements_for
+
     bench = _bench()
-    assert bench.placements_for(1, None) == 1
-    assert bench.placements_for(2, None) == 1
-    assert bench.placements_for(3, None) == 3
-    assert bench.placements_for(6, 2) == 2
+    assert placements_for(1, None) == 1
+    assert placements_for(2, None) == 1
+    assert placements_for(3, None) == 3
+    assert placements_for(6, 2) == 2
     # no copies at all is refused in one line, before any GPU is looked for
     assert bench.main(["--placements", "0", "--shapes", "128,256,512"]) == 2
     out = capsys.readouterr().out.strip()
@@ -235,3 +237,30 @@ def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):
     bench.print_vs_deepgemm(plain, json.load(open(data_dir / "h100_bench.json"))["results"], "optimized")
     assert "copies'" not in plain.export_text()
     assert per_copy_speedups({"ms_rounds": [1.0, 1.0]}, {"ms_rounds": [1.0, 1.1]}) == []
+
+
+def test_the_verb_names_its_rounds_and_copies_and_pairs_the_kernels(data_dir):
+    # `bsprof bench` renders one problem of the shape an H100 run over three copies wrote (6 rounds):
+    # its title says what the medians are of, and the spread and per-round tables follow
+    from bsprof.reports.bench_text import render
+    from conftest import unxz_text
+
+    suite = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))
+    one = next(r for r in suite["results"] if r["mnkl"][:3] == [4096, 7168, 16384])
+    doc = {"family": "fp8-blockwise", "variant": "optimized", "device": {"name": suite["device"]}, **one}
+    con = Console(record=True, width=240)
+    render(con, doc)
+    text = con.export_text()
+    flat = " ".join(text.split())       # the title wraps to the table's width
+    assert "median of 50, median round of 6 over 3 copies of the operands, randn inputs" in flat
+    assert "round-to-round spread" in text
+    # 4096x7168x16384's rounds moved by more than 10% (the 860 us round of copy 1)
+    ours = next(r for r in one["rows"] if r["ours"])
+    assert f"{round_spread(ours):.1%}" in text and round_spread(ours) > 0.1
+    # one pass on one allocation says neither
+    plain = dict(doc, rounds=1, placements=1, rows=[{k: v for k, v in r.items() if not k.endswith("_rounds")}
+                                                     for r in one["rows"]])
+    con = Console(record=True, width=240)
+    render(con, plain)
+    flat = " ".join(con.export_text().split())
+    assert "(median of 50, randn inputs)" in flat and "round-to-round" not in flat

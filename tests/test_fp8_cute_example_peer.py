@@ -64,6 +64,11 @@ def test_one_line_keeps_the_type_and_the_first_line():
 @pytest.mark.parametrize("argv, message", [
     (["--family", "fp8-blockwise", "--cute-example", "/no/such/dense_gemm.py"], "no such file"),
     (["--family", "nvfp4", "--inputs", "int"], "--inputs and --cute-example are fp8-blockwise options"),
+    (["--family", "nvfp4", "--rounds", "3"], "--rounds and --placements are fp8-blockwise options"),
+    (["--family", "fp8-blockwise", "--rounds", "2", "--placements", "3"], "--placements 3 > --rounds 2"),
+    # the default is 3 rounds, so 4 copies cannot all be visited
+    (["--family", "fp8-blockwise", "--placements", "4"], "--placements 4 > --rounds 3"),
+    (["--family", "fp8-blockwise", "--plan", "--rounds", "3"], "--plan only prints the choice"),
 ])
 def test_bench_verb_refuses_these_before_looking_for_a_gpu(argv, message):
     from click.testing import CliRunner

@@ -424,7 +424,8 @@ def test_bench_traces_kernel_time_and_launch_gap_with_cupti():
 
 def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     # `bsprof bench --kernel optimized:epi_split=0`: the switched build, checked and timed beside
-    # optimized and baseline; its result directory name stays free of ':' ',' '='
+    # optimized and baseline, by default in 3 rounds over 3 copies of the operands, and paired
+    # with them round by round; its result directory name stays free of ':' ',' '='
     proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise",
                            "--kernel", "optimized:epi_split=0", "--mnkl", "1024,1024,1024", "--iters", "5",
                            "--json", "-o", str(tmp_path)], capture_output=True, text=True, timeout=600)
@@ -433,6 +434,10 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     ours = [r["name"] for r in res["rows"] if r["ours"]]
     assert ours == ["optimized:epi_split=0", "optimized", "baseline"]
     assert all(r["rel_err"] < 1e-2 for r in res["rows"] if r["ours"])
+    assert res["rounds"] == 3 and res["placements"] == 3
+    assert all(r["placement_rounds"] == [0, 1, 2] and len(r["ms_rounds"]) == 3 for r in res["rows"])
+    assert "median round of 3 over 3 copies" in proc.stderr
+    assert "against optimized:epi_split=0, round by round" in proc.stderr
     (run_dir,) = tmp_path.iterdir()
     assert run_dir.name.startswith("bench_fp8-blockwise_optimized_epi_split_0_1024x1024x1024x1_")
 

@@ -21,6 +21,14 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
 @click.option("--c-dtype", default=None, help="output dtype: Float16, BFloat16 or Float32")
 @click.option("--warmup", type=count(0, 1_000_000), default=10, show_default=True)
 @click.option("--iters", type=count(1, 1_000_000), default=50, show_default=True)
+@click.option("--rounds", type=count(1, 1000), default=None,
+              help="fp8-blockwise: time every kernel this many times, interleaved, and keep each one's median "
+                   "round; 2 or more also print each kernel's spread and the specs paired round by round "
+                   "(default: 3)")
+@click.option("--placements", type=count(1, 64), default=None,
+              help="fp8-blockwise: copies of the operands (the same values, each its own allocation) the rounds "
+                   "take in turn: where they sit in memory can decide a DRAM-bound problem (default: 3 with 3 "
+                   "or more rounds, else 1)")
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
 @click.option("--seed", type=count(0), default=0, show_default=True)
 @click.option("--inputs", type=click.Choice(INPUTS), default="randn", show_default=True,
@@ -37,8 +45,8 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
                    "(no GPU: name --family)")
 @click.option("--sms", type=count(1, 4096), default=None,
               help="with --plan: the GPU's SM count (default: H100's 132 for fp8-blockwise, B200's 148 for nvfp4)")
-def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters,
-            skip_ref_check, seed, inputs, cute_example, as_json, out, plan, sms) -> None:
+def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters, rounds,
+            placements, skip_ref_check, seed, inputs, cute_example, as_json, out, plan, sms) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
@@ -49,6 +57,12 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
     if sms is not None and not plan:
         raise BsprofError("--sms goes with --plan (a run reads the SM count from its GPU)")
+    if plan and (rounds is not None or placements is not None):
+        raise BsprofError("--rounds and --placements time kernels; --plan only prints the choice: drop one")
+    if placements is not None:
+        from bsprof.profile.bench.fp8_blockwise import VERB_ROUNDS, check_rounds
+
+        check_rounds(VERB_ROUNDS if rounds is None else rounds, placements)
     if plan and family == "auto":
         raise BsprofError("--plan runs without a GPU to pick the family from: add --family fp8-blockwise or "
                           "--family nvfp4")
@@ -76,7 +90,8 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
     if target.picked_from_gpu:
         click.echo(f"family: {target.family} (picked from the GPU)", err=True)
     doc, failed = run(BenchRequest(target=target, warmup=warmup, iters=iters, skip_ref_check=skip_ref_check,
-                                   seed=seed, inputs=inputs, cute_example=cute_example))
+                                   seed=seed, inputs=inputs, cute_example=cute_example, rounds=rounds,
+                                   placements=placements))
     render(Console(stderr=as_json), doc)
     if failed:
         raise BsprofError(failed[0])

@@ -14,7 +14,10 @@ def render(console, doc: dict) -> None:
     results = doc["results"] if isinstance(doc.get("results"), list) else [doc]
     first = results[0] if results else {}
     iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
-    print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}, {inputs} inputs)")
+    rounds, copies = doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1
+    over = (f", median round of {rounds}" if rounds > 1 else "") + (
+        f" over {copies} copies of the operands" if copies > 1 else "")
+    print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}{over}, {inputs} inputs)")
 
 
 def _render_nvfp4(console, doc: dict) -> None:

@@ -29,6 +29,10 @@ class BenchRequest:
     # fp8-blockwise only: the operands (quant.INPUTS) and NVIDIA's CuTe DSL example as a peer
     inputs: str = "randn"
     cute_example: str | None = None
+    # fp8-blockwise only: rounds of every kernel (None: the family's default) and copies of the
+    # operands they are spread over (None: ``placements_for`` the rounds)
+    rounds: int | None = None
+    placements: int | None = None
 
     # what the family benches read, all from the one target
     @property

@@ -20,6 +20,9 @@ from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 
 PEERS = ("cublas_blockwise", "cublas_tensorwise", "cublas_bf16", "deepgemm")
+# `bsprof bench`'s rounds when none are asked for: enough for a median, a spread and one round on
+# each of three copies of the operands, at ~3x one pass's time
+VERB_ROUNDS = 3
 
 
 def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None, hold: bool = True) -> tuple[float, dict]:
@@ -171,8 +174,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     flops = 2.0 * m * n * k * l
     sensors = torch_device_sensors()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if placements < 1:
-        raise BsprofError(f"placements={placements}: give 1 or more copies of the operands")
+    check_rounds(rounds, placements)
     first = None
     copies: list = []                  # the operands of each placement (copy 0 is the first kernel's)
     # (name, ours, [(launch fn, how) per placement], rel. error: ours the worst copy's, a peer's on copy 0)
@@ -259,6 +261,23 @@ def placement_of(round_index: int, placements: int) -> int:
     return (round_index + shift) % placements
 
 
+def check_rounds(rounds: int, placements: int) -> None:
+    """Refuse, in one line, copies of the operands the rounds cannot all visit."""
+    if placements < 1:
+        raise BsprofError(f"--placements {placements}: give 1 or more copies of the operands")
+    if placements > max(1, rounds):
+        raise BsprofError(f"--placements {placements} > --rounds {max(1, rounds)}: a copy no round runs on "
+                          f"measures nothing; give at least as many rounds as copies")
+
+
+def placements_for(rounds: int, asked: int | None) -> int:
+    """Copies of the operands a run uses: as asked, else 3 when there are 3 rounds or more to
+    spread over them (one round per copy at the least), else 1."""
+    if asked is not None:
+        return asked
+    return 3 if rounds >= 3 else 1
+
+
 def round_order(count: int, round_index: int) -> list[int]:
     """The order of the kernels in one round: forward in even rounds, reversed in odd ones.
     Under the power cap the clock a kernel gets follows the draw of what ran just before it, so a
@@ -322,9 +341,11 @@ def run(request) -> tuple[dict, list[str]]:
     info = device_info()
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
+    rounds = VERB_ROUNDS if request.rounds is None else request.rounds
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
                   check=not request.skip_ref_check, seed=request.seed, config=request.config,
-                  inputs=request.inputs, cute_example=cute_example)
+                  inputs=request.inputs, cute_example=cute_example, rounds=rounds,
+                  placements=placements_for(rounds, request.placements))
     failed = [f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug"
               for r in res["rows"] if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2]
     return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res}), failed

@@ -64,6 +64,9 @@ def run(request) -> tuple[dict, list[str]]:
 
     if request.inputs != "randn" or request.cute_example:
         raise BsprofError("--inputs and --cute-example are fp8-blockwise options (Hopper); drop them for nvfp4")
+    if request.rounds not in (None, 1) or request.placements not in (None, 1):
+        raise BsprofError("--rounds and --placements are fp8-blockwise options (the nvfp4 bench times one pass "
+                          "on one allocation); drop them for nvfp4")
     kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
