@@ -527,6 +527,104 @@ def ops_heldout4():
     return ops
 
 
+def ops_heldout5():
+    """Held-out round 5 (tests/data/corpus/heldout5_predictions.md: labelled before they ran): kinds the
+    corpus had none of: attention at decode (one query row), Triton's FP8 wgmma, DeepGEMM's grouped
+    contiguous (MoE) FP8 GEMM, a skinny long-K bf16 GEMM, a binary search, a prefix scan, a complex
+    GEMM and an embedding-bag gather."""
+    import torch
+    import torch.nn.functional as F
+
+    ops = {}
+
+    def decode():
+        q = _t(8, 32, 1, 128, dtype=torch.bfloat16)
+        k, v = _t(8, 32, 4096, 128, dtype=torch.bfloat16), _t(8, 32, 4096, 128, dtype=torch.bfloat16)
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    ops["sdpa_decode_bf16_b8h32kv4096d128"] = (decode, {
+        "source": "F.scaled_dot_product_attention bf16, one query row, 4,096 keys, 8 x 32 heads of 128",
+        "bytes": 2 * 8 * 32 * 4096 * 128 * 2, "precision": "bf16"})
+
+    def triton_fp8():
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def fp8_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+            # a (M, K) and b (N, K), both K-major: the layout FP8 wgmma reads
+            pm, pn = tl.program_id(0), tl.program_id(1)
+            rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), tl.float32)
+            for k0 in range(0, K, BK):
+                a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+                b = tl.load(b_ptr + rn[:, None] * K + (k0 + rk)[None, :])
+                acc = tl.dot(a, tl.trans(b), acc)
+            tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
+
+        n = 4096
+        a = _t(n, n).to(torch.float8_e4m3fn)
+        b = _t(n, n).to(torch.float8_e4m3fn)
+        c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+        return lambda: fp8_mm[(n // 128, n // 128)](a, b, c, n, n, n, BM=128, BN=128, BK=128,
+                                                     num_warps=8, num_stages=3)
+    ops["triton_matmul_fp8_128x128x128_4096"] = (triton_fp8, {
+        "source": "Triton tl.dot FP8 e4m3 GEMM, both operands K-major, 128x128x128 tiles, 8 warps, 3 stages",
+        "mnk": [4096] * 3, "flops": 2.0 * 4096 ** 3, "precision": "fp8"})
+
+    def dg_contiguous():
+        import deep_gemm
+        from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+        g, rows, n, k = 4, 2048, 4096, 7168
+        a = per_token_cast_to_fp8(_t(g * rows, k, dtype=torch.bfloat16), use_ue8m0=False)
+        b = [per_block_cast_to_fp8(_t(n, k, dtype=torch.bfloat16), use_ue8m0=False) for _ in range(g)]
+        b = (torch.stack([x for x, _ in b]), torch.stack([s for _, s in b]))
+        layout = torch.arange(g, device="cuda", dtype=torch.int32).repeat_interleave(rows)
+        d = torch.empty(g * rows, n, device="cuda", dtype=torch.bfloat16)
+        return lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+    ops["deepgemm_contiguous_fp8_g4_m2048_4096x7168"] = (dg_contiguous, {
+        "source": "DeepGEMM m_grouped_fp8_gemm_nt_contiguous, 4 groups of 2,048 rows, N 4096, K 7168",
+        "mnk": [8192, 4096, 7168], "flops": 2.0 * 8192 * 4096 * 7168, "precision": "fp8"})
+
+    def skinny():
+        a, b = _t(128, 262144, dtype=torch.bfloat16), _t(262144, 128, dtype=torch.bfloat16)
+        return lambda: torch.matmul(a, b)
+    ops["cublas_bf16_skinny_128x128x262144"] = (skinny, {
+        "source": "cuBLAS bf16 matmul, 128 x 128 outputs over K = 262,144", "mnk": [128, 128, 262144],
+        "flops": 2.0 * 128 * 128 * 262144, "precision": "bf16", "bytes": 2 * 2 * 128 * 262144})
+
+    def search():
+        seq = torch.sort(torch.rand(1 << 20, device="cuda")).values
+        x = torch.rand(1 << 24, device="cuda")
+        return lambda: torch.searchsorted(seq, x)
+    ops["searchsorted_fp32_16M_in_1M"] = (search, {
+        "source": "torch.searchsorted: 16M fp32 values into a sorted 1M-entry (4 MB) sequence",
+        "bytes": 4 * (1 << 24) + 8 * (1 << 24)})
+
+    def scan():
+        x = _t(1 << 26)
+        return lambda: torch.cumsum(x, 0)
+    ops["cumsum_fp32_64M"] = (scan, {"source": "torch.cumsum of 64M fp32 (CUB device scan)", "bytes": 8 * (1 << 26)})
+
+    def complex_mm():
+        a = torch.randn(2048, 2048, device="cuda", dtype=torch.complex64)
+        b = torch.randn(2048, 2048, device="cuda", dtype=torch.complex64)
+        return lambda: torch.matmul(a, b)
+    ops["cublas_complex64_2048x2048x2048"] = (complex_mm, {
+        "source": "cuBLAS complex64 matmul (torch default: no tf32)", "mnk": [2048] * 3,
+        "flops": 8.0 * 2048 ** 3})
+
+    def bag():
+        table = _t(1 << 20, 128)
+        idx = torch.randint(0, 1 << 20, (1 << 21,), device="cuda")
+        offsets = torch.arange(0, 1 << 21, 32, device="cuda")
+        return lambda: F.embedding_bag(idx, table, offsets, mode="sum")
+    ops["embedding_bag_sum_fp32_1Mx128_bags32"] = (bag, {
+        "source": "F.embedding_bag sum: 65,536 bags of 32 random rows of a 1M x 128 fp32 table",
+        "bytes": (1 << 21) * 128 * 4})
+    return ops
+
+
 def ops_heldout2_cute(example: str):
     """NVIDIA's CuTe DSL Hopper dense GEMM example (dense_gemm.py, non-persistent), loaded from the
     CUTLASS checkout's file (not part of bsprof), compiled once with dynamic layouts and launched
@@ -583,15 +681,17 @@ def main(argv=None) -> int:
     import torch
 
     p = argparse.ArgumentParser()
-    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute", "heldout3", "heldout4"), default="all",
+    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute", "heldout3", "heldout4",
+                                       "heldout5"), default="all",
                    help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin; "
-                        "heldout2(_cute), heldout3, heldout4: held-out rounds 2 to 4")
+                        "heldout2(_cute), heldout3 to heldout5: held-out rounds 2 to 5")
     p.add_argument("--cute-example", default="ext/dense_gemm.py",
                    help="CUTLASS examples/python/CuTeDSL/cute/hopper/kernel/dense_gemm/dense_gemm.py")
     p.add_argument("--meta", required=True)
     p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
     ops = {"l2": ops_l2, "heldout2": ops_heldout2, "heldout3": ops_heldout3, "heldout4": ops_heldout4,
+           "heldout5": ops_heldout5,
            "heldout2_cute": lambda: ops_heldout2_cute(args.cute_example)}.get(args.only, ops_main)()
     if args.only in ("gemm", "other"):
         gemm = ("cublas_", "deepgemm_", "bsprof_")
