@@ -62,7 +62,9 @@ def main(argv=None) -> int:
         ex = extract(rep)
         seen: dict[str, int] = {}
         for i, (_, row) in enumerate(ex.table.iterrows()):
-            op = row["nvtx"].split(" / ")[-1].removeprefix("corpus_")
+            # the innermost of our own ranges: a library may push its own inside it (CUB's scan does)
+            ranges = row["nvtx"].split(" / ")
+            op = next((r for r in reversed(ranges) if r.startswith("corpus_")), ranges[-1]).removeprefix("corpus_")
             k = seen[op] = seen.get(op, -1) + 1
             name = op + (f"__{k}" if k else "") + ("__basic" if stem == "basic" else "")
             cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}

@@ -1,8 +1,10 @@
 """Advice for a verdict, chosen by class, kernel kind and architecture; each line cites its number.
 
 The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
-execute), "other", "*", or the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
-the knobs differ, and mma.sync/DMMA kernels have none of wgmma's); ``archs`` the architectures the
+execute), "other", "*", the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
+the knobs differ, and mma.sync/DMMA kernels have none of wgmma's), or "attention" (a GEMM whose name
+says attention: its line replaces the plain GEMM one of the same class and unit). A flag's entry
+with a unit applies where the verdict's unit is that one and replaces the flag's generic line. ``archs`` the architectures the
 advice exists on ("sm_90" wgmma knobs, "sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are
 formatted with the launch's numbers (:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
 2-CTA MMA, TMEM and UTC* only on sm_100; occupancy advice only when the verdict flagged it.
@@ -13,8 +15,8 @@ from __future__ import annotations
 import math
 
 from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics,
-                                       l2_refetch, opcodes, operand_bytes, register_loads, spill_traffic,
-                                       stall_shares)
+                                       is_attention, l2_refetch, opcodes, operand_bytes, register_loads,
+                                       spill_traffic, stall_shares)
 
 ANY = "*"
 
@@ -76,6 +78,10 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     ("memory-bound", "dram", "gemm", ANY,
      "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth: the floor is bytes / bandwidth; batch "
      "more rows (M) per weight read, or store the weights in fewer bits{weight_bits}"),
+    ("memory-bound", "dram", "attention", ANY,
+     "an attention kernel at DRAM {dram_pct}% streams the K/V cache at bandwidth: the floor is bytes / bandwidth; "
+     "read each K/V block for more query rows at once (the query heads that share a K/V head, several decode "
+     "tokens a step), or store the cache in fewer bits{weight_bits}"),
     ("memory-bound", "l2", ANY, ANY,
      "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): coalesce accesses (ncu's sectors-per-request "
      "rules), reuse data in shared memory/registers, or order CTAs for locality"),
@@ -117,6 +123,10 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
      "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
      "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {tensor_pct}% busy)"),
+    ("mma-sync", "dram", "mma.sync", "sm_90",
+     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma, but at DRAM {dram_pct}% the "
+     "bytes set its time, not the MMA family (tensor pipe {tensor_pct}% busy): a wgmma kernel would stream the "
+     "same bytes at the same bandwidth, so the bytes are the lever"),
     ("register-loads", ANY, ANY, ANY,
      "the operands reach shared memory through registers: {ldg} global loads (LDG, {ldg_per_mma} per MMA "
      "instruction) and no TMA or cp.async, the path GEMM libraries fall back to when a row or base address is "
@@ -231,21 +241,27 @@ def occupancy_limiter(row) -> str:
     return " and ".join(k.replace("_", " ") for k, v in lims.items() if v == low) + f" ({low:.0f} CTA/SM)"
 
 
-def applies(entry, v) -> bool:
+def applies(entry, v, attention: bool = False) -> bool:
     cls, unit, kind, arch, _ = entry
     keys = {v.cls} | set(v.flags)
     if cls not in keys:
         return False
-    if cls == v.cls and unit != ANY and unit not in (v.unit, *v.co_units):
+    if unit != ANY and unit not in (v.unit, *(v.co_units if cls == v.cls else ())):
         return False
-    kind_ok = kind in (ANY, v.kind) or (v.kind == "gemm" and kind == v.mma)
+    kind_ok = kind in (ANY, v.kind) or (v.kind == "gemm" and kind in (v.mma, "attention" if attention else None))
     return kind_ok and (arch == ANY or arch == v.arch)
 
 
 def advise(v, row, *, k: int | None = None) -> list[str]:
     """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number."""
     nums = _numbers(v, row, k)
-    picked = [e for e in ADVICE if applies(e, v)]
+    picked = [e for e in ADVICE if applies(e, v, is_attention(row))]
+    # an attention kernel's line replaces the plain GEMM one of its class and unit
+    attn = {e[:2] for e in picked if e[2] == "attention"}
+    picked = [e for e in picked if not (e[2] == "gemm" and e[:2] in attn)]
+    # a flag's line for the verdict's unit replaces the flag's generic one
+    unit_flags = {e[0] for e in picked if e[0] in v.flags and e[0] != v.cls and e[1] != ANY}
+    picked = [e for e in picked if not (e[0] in unit_flags and e[1] == ANY)]
     if "spill-traffic" in v.flags:
         # the bytes are the kernel's own spills: "move fewer bytes / no in-kernel change" would mislead,
         # and the spill-traffic line already cites the spill count

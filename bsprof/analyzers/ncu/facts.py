@@ -44,6 +44,9 @@ TMA_LOAD_OPCODE = re.compile(r"^(UTMALDG|UBLKCP)")
 GLOBAL_ATOMIC_OPCODE = re.compile(r"^(REDG?|ATOMG?)$")
 GLOBAL_MEMORY_OPCODE = re.compile(r"^(LDG|STG|LD|ST|REDG?|ATOMG?)$")
 SYNC_REASONS = ("barrier", "membar", "sleeping")
+# an MMA kernel whose name says attention (FlashAttention, PyTorch's mem-efficient fmha, cuDNN's sdpa,
+# paged / MQA decode kernels): what it streams from DRAM is the K/V cache, not a weight matrix
+ATTENTION_NAME = re.compile(r"flash|fmha|attention|attn|sdpa|\bmha|mqa|paged_?kv|kv_?cache", re.I)
 
 
 def _get(row, key: str) -> float:
@@ -172,3 +175,9 @@ def l2_refetch(row) -> tuple[float, float, str]:
     if not _ok(sm_read) or not _ok(ops) or ops <= 0:
         return sm_read, math.nan, src
     return sm_read, sm_read / ops, src
+
+
+def is_attention(row) -> bool:
+    """The launch's kernel name (mangled or demangled) names an attention kernel (``ATTENTION_NAME``)."""
+    names = [row.get(k) for k in ("kernel", "kernel_demangled")] if hasattr(row, "get") else []
+    return any(isinstance(n, str) and ATTENTION_NAME.search(n) for n in names)
