@@ -35,29 +35,36 @@ def ew_add(numel: int):
     return setup
 
 
-def _triton_mm(dtype, bm: int, bn: int, bk: int, warps: int, stages: int):
+def _triton_mm(dtype, bm: int, bn: int, bk: int, warps: int, stages: int, *, b_k_major: bool = False,
+               out_dtype=None):
     """A plain Triton ``tl.dot`` GEMM at 4096^3, one BM x BN tile per program (the held-out rounds'
-    Triton GEMMs: Triton picks wgmma or mma.sync and cp.async from the tile and warps)."""
+    Triton GEMMs: Triton picks wgmma or mma.sync and cp.async from the tile and warps). ``b_k_major``:
+    B stored (N, K), the layout FP8 wgmma reads; ``out_dtype``: C's dtype (default: the inputs')."""
     def setup():
         import torch
         import triton
         import triton.language as tl
 
         @triton.jit
-        def tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        def tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    B_K_MAJOR: tl.constexpr):
             pm, pn = tl.program_id(0), tl.program_id(1)
             rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
             acc = tl.zeros((BM, BN), tl.float32)
             for k0 in range(0, K, BK):
                 a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
-                b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+                if B_K_MAJOR:
+                    b = tl.trans(tl.load(b_ptr + rn[:, None] * K + (k0 + rk)[None, :]))
+                else:
+                    b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
                 acc = tl.dot(a, b, acc)
             tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
         n = 4096
-        a, b = _t(n, n, dtype=dtype), _t(n, n, dtype=dtype)
-        c = torch.empty(n, n, device="cuda", dtype=dtype)
-        return lambda: tile_mm[(n // bm, n // bn)](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk,
+        # torch draws no fp8 directly: Gaussians rounded to the format
+        a, b = (_t(n, n).to(dtype) if dtype.itemsize == 1 else _t(n, n, dtype=dtype) for _ in range(2))
+        c = torch.empty(n, n, device="cuda", dtype=out_dtype or dtype)
+        return lambda: tile_mm[(n // bm, n // bn)](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, B_K_MAJOR=b_k_major,
                                                    num_warps=warps, num_stages=stages)
     return setup
 
@@ -545,29 +552,9 @@ def ops_heldout5():
         "source": "F.scaled_dot_product_attention bf16, one query row, 4,096 keys, 8 x 32 heads of 128",
         "bytes": 2 * 8 * 32 * 4096 * 128 * 2, "precision": "bf16"})
 
-    def triton_fp8():
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def fp8_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-            # a (M, K) and b (N, K), both K-major: the layout FP8 wgmma reads
-            pm, pn = tl.program_id(0), tl.program_id(1)
-            rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
-            acc = tl.zeros((BM, BN), tl.float32)
-            for k0 in range(0, K, BK):
-                a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
-                b = tl.load(b_ptr + rn[:, None] * K + (k0 + rk)[None, :])
-                acc = tl.dot(a, tl.trans(b), acc)
-            tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
-
-        n = 4096
-        a = _t(n, n).to(torch.float8_e4m3fn)
-        b = _t(n, n).to(torch.float8_e4m3fn)
-        c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-        return lambda: fp8_mm[(n // 128, n // 128)](a, b, c, n, n, n, BM=128, BN=128, BK=128,
-                                                     num_warps=8, num_stages=3)
-    ops["triton_matmul_fp8_128x128x128_4096"] = (triton_fp8, {
+    # ran as its own kernel `fp8_mm` (commit 8883795), the same loads and dot as this helper's
+    ops["triton_matmul_fp8_128x128x128_4096"] = (_triton_mm(torch.float8_e4m3fn, 128, 128, 128, 8, 3, b_k_major=True,
+                                                             out_dtype=torch.bfloat16), {
         "source": "Triton tl.dot FP8 e4m3 GEMM, both operands K-major, 128x128x128 tiles, 8 warps, 3 stages",
         "mnk": [4096] * 3, "flops": 2.0 * 4096 ** 3, "precision": "fp8"})
 
