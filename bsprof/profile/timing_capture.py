@@ -71,10 +71,13 @@ def raw_launcher(prep):
     return prep.launch
 
 
-def graph_replay(launch_on, launches: int = 1):
+def graph_replay(launch_on, launches: int = 1, keep: object = None):
     """A callable replaying one CUDA graph of ``launches`` calls of ``launch_on(stream)`` (each
     issuing its work on the torch stream it is given), or None when the work cannot be captured.
-    One call runs on that stream first, outside the capture (lazy set-up: modules, JIT, workspace)."""
+    One call runs on that stream first, outside the capture (lazy set-up: modules, JIT, workspace).
+    The graph holds raw device pointers and no Python reference: ``keep`` (what owns the memory the
+    work reads and writes; default ``launch_on``) lives as long as the returned callable, so a
+    replay never runs on memory its owner gave back."""
     import torch
 
     try:
@@ -91,7 +94,12 @@ def graph_replay(launch_on, launches: int = 1):
     except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
         torch.cuda.synchronize()
         return None
-    return graph.replay
+    owner = launch_on if keep is None else keep
+
+    def replay() -> None:
+        graph.replay()
+    replay.keep = (graph, owner)
+    return replay
 
 
 def graph_launcher(prep, launches: int):
@@ -106,7 +114,7 @@ def graph_launcher(prep, launches: int):
         import cuda.bindings.driver as drv
     except ImportError:
         return None
-    return graph_replay(lambda side: fn(*args[:-1], drv.CUstream(side.cuda_stream)), launches)
+    return graph_replay(lambda side: fn(*args[:-1], drv.CUstream(side.cuda_stream)), launches, keep=prep)
 
 
 def median_us_graphs(preps: dict, *, rounds: int = 30, launches: int = 10) -> tuple[dict[str, float], str]:
