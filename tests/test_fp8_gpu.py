@@ -402,6 +402,35 @@ def test_bench_spreads_its_rounds_over_copies_of_the_operands():
     assert isinstance(ours["rel_err"], float) and ours["rel_err"] < 1e-2
 
 
+def test_a_graph_replay_keeps_the_memory_it_was_captured_on():
+    # a CUDA graph holds raw pointers: the replay keeps the Prepared (and its operands) alive, so
+    # dropping the Prepared and handing the cache back cannot leave the replay on freed memory
+    import gc
+    import weakref
+
+    import torch
+
+    from bsprof.kernels.fp8_blockwise import prepare
+    from bsprof.profile.timing_capture import graph_launcher
+
+    p = prepare("optimized", (256, 384, 512, 1), seed=3)
+    p.launch()
+    torch.cuda.synchronize()
+    want = p.ops.d.clone()
+    a = weakref.ref(p.ops.a)
+    replay = graph_launcher(p, 1)
+    del p
+    gc.collect()
+    torch.cuda.empty_cache()
+    junk = torch.full((1 << 26,), 7.0, device="cuda")    # takes whatever was handed back
+    assert a() is not None
+    kept = replay.keep[1]
+    kept.ops.d.zero_()
+    replay()
+    torch.cuda.synchronize()
+    assert torch.equal(kept.ops.d, want) and float(junk[0]) == 7.0
+
+
 def test_a_spec_the_problem_refuses_drops_its_column_not_the_problem():
     # an A/B whose switch one shape cannot take (split-K 8 ways: K = 512 has 4 K blocks) still
     # times the other kernel there, and names the refused spec and why
