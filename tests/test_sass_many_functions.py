@@ -127,3 +127,25 @@ def test_distinct_names_split_look_alike_cuts_of_two_templates():
     cuts = distinct_names(names, width=18)
     assert len(set(cuts)) == 4 and all(len(c) == 18 for c in cuts)
     assert "sm10" in cuts[0] and "sm90" in cuts[2]
+
+
+def test_distinct_names_never_give_two_kernels_one_label():
+    # instantiations of one template with look-alike numbers in several slots (what collided on
+    # DeepGEMM's normal and grouped 1d2d kernels at 18 columns): distinct names keep distinct
+    # labels at every width, none longer than the width
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    tpl = "_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj{}ELj{}ELj{}ELj{}ELj{}ELj128EEvPfS5_jjj"
+    slot = st.sampled_from([1, 4, 128, 192, 4096, 7168])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(slot, slot, slot, slot, slot), min_size=2, max_size=12, unique=True),
+           st.integers(16, 40))
+    def check(fields, width):
+        names = [tpl.format(*f) for f in fields]
+        cuts = distinct_names(names, width=width)
+        assert len(set(cuts)) == len(names), (names, cuts)
+        assert all(len(c) <= width for c in cuts)
+
+    check()

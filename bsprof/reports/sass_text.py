@@ -162,12 +162,30 @@ def _split_collisions(names: list[str], cuts: list[str], width: int) -> list[str
             continue
         for i in members:
             n = names[i]
-            apart = min(len(os.path.commonprefix([n, names[j]])) for j in members if j != i)
-            if apart >= len(n):   # the same name twice (one kernel from two files): nothing tells them apart
+            # where it parts from the colliding name most like it: names less alike part earlier
+            others = [len(os.path.commonprefix([n, names[j]])) for j in members if names[j] != n]
+            if not others:   # the same name twice (one kernel from two files): nothing tells them apart
                 continue
-            s1 = max(0, apart - 3)
+            s1 = max(0, max(others) - 3)
             s2 = max(s1 + first, min(shared_head[i], len(n)) - 3)
             out[i] = n[s1:s1 + first] + "…" + n[s2:s2 + second] + "…"
+    return _number_the_rest(names, out)
+
+
+def _number_the_rest(names: list[str], cuts: list[str]) -> list[str]:
+    """Cuts of different names that are still equal (look-alike stretches both times) end in their
+    order among them instead, so no two kernels share a row label."""
+    from collections import defaultdict
+
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(cuts):
+        groups[c].append(i)
+    out = list(cuts)
+    for cut, members in groups.items():
+        if len(members) > 1 and len({names[i] for i in members}) > 1:
+            for k, i in enumerate(members, 1):
+                tag = f"#{k}"
+                out[i] = cut[: max(1, len(cut) - len(tag))] + tag
     return out
 
 
