@@ -59,10 +59,6 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
         raise BsprofError("--sms goes with --plan (a run reads the SM count from its GPU)")
     if plan and (rounds is not None or placements is not None):
         raise BsprofError("--rounds and --placements time kernels; --plan only prints the choice: drop one")
-    if placements is not None:
-        from bsprof.profile.bench.fp8_blockwise import VERB_ROUNDS, check_rounds
-
-        check_rounds(VERB_ROUNDS if rounds is None else rounds, placements)
     if plan and family == "auto":
         raise BsprofError("--plan runs without a GPU to pick the family from: add --family fp8-blockwise or "
                           "--family nvfp4")

@@ -333,6 +333,9 @@ def run(request) -> tuple[dict, list[str]]:
     from bsprof.kernels.fp8_blockwise.quant import check_shape
 
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
+    rounds = VERB_ROUNDS if request.rounds is None else request.rounds
+    placements = placements_for(rounds, request.placements)
+    check_rounds(rounds, placements)      # and so are copies no round would visit
     cute_example = None
     if request.cute_example:
         from bsprof.kernels.fp8_blockwise.cute_example_peer import example_file
@@ -341,11 +344,9 @@ def run(request) -> tuple[dict, list[str]]:
     info = device_info()
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
-    rounds = VERB_ROUNDS if request.rounds is None else request.rounds
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
                   check=not request.skip_ref_check, seed=request.seed, config=request.config,
-                  inputs=request.inputs, cute_example=cute_example, rounds=rounds,
-                  placements=placements_for(rounds, request.placements))
+                  inputs=request.inputs, cute_example=cute_example, rounds=rounds, placements=placements)
     failed = [f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug"
               for r in res["rows"] if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2]
     return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res}), failed
