@@ -2,11 +2,12 @@
 
 The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
 execute), "other", "*", the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
-the knobs differ, and mma.sync/DMMA kernels have none of wgmma's), or "attention" (a GEMM whose name
-says attention: its line replaces the plain GEMM one of the same class and unit). A flag's entry
-with a unit applies where the verdict's unit is that one and replaces the flag's generic line. ``archs`` the architectures the
-advice exists on ("sm_90" wgmma knobs, "sm_100" tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are
-formatted with the launch's numbers (:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
+the knobs differ, and mma.sync/DMMA kernels have none of wgmma's), or "attention" (a GEMM whose
+name says attention: its line replaces the plain GEMM one of the same class and unit). A flag's
+entry with a unit applies only where the verdict's unit is that one, and then replaces the flag's
+generic line. ``archs`` are the architectures the advice exists on ("sm_90" wgmma knobs, "sm_100"
+tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's numbers
+(:func:`_numbers`), so each names what it rests on. GEMM advice appears only where MMAs execute;
 2-CTA MMA, TMEM and UTC* only on sm_100; occupancy advice only when the verdict flagged it.
 """
 
