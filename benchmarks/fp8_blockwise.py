@@ -59,7 +59,7 @@ def main(argv=None) -> int:
 
     from bsprof.errors import BsprofError
     from bsprof.profile.bench.fp8_blockwise import PEERS, check_rounds, measure, placements_for
-    from bsprof.reports.bench_text import print_table
+    from bsprof.reports.bench_text import print_table, rounds_phrase
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,9 +183,8 @@ def main(argv=None) -> int:
         console.print(f"[red]interrupted at shape {interrupted + 1} of {len(shapes)}: the tables below hold the "
                       f"{len(results)} finished{' (also in ' + args.json + ')' if args.json else ''}[/red]")
         failed = True
-    rounds = f", median round of {args.rounds}" if args.rounds > 1 else ""
     copies = placements_for(args.rounds, args.placements) if not args.check_only else 1
-    rounds += f" over {copies} copies of the operands" if copies > 1 else ""
+    rounds = rounds_phrase(args.rounds, copies)
     queue = "launches queued back to back" if args.hold else "launches at the host's pace"
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
                                   f"{args.inputs} inputs, {queue}")

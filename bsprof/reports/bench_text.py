@@ -14,10 +14,15 @@ def render(console, doc: dict) -> None:
     results = doc["results"] if isinstance(doc.get("results"), list) else [doc]
     first = results[0] if results else {}
     iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
-    rounds, copies = doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1
-    over = (f", median round of {rounds}" if rounds > 1 else "") + (
-        f" over {copies} copies of the operands" if copies > 1 else "")
+    over = rounds_phrase(doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1)
     print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}{over}, {inputs} inputs)")
+
+
+def rounds_phrase(rounds: int, copies: int) -> str:
+    """What a table's medians are of beyond the launches: ", median round of R over C copies of the
+    operands", each part only where there is more than one."""
+    return (f", median round of {rounds}" if rounds > 1 else "") + (
+        f" over {copies} copies of the operands" if copies > 1 else "")
 
 
 def _render_nvfp4(console, doc: dict) -> None:
