@@ -167,29 +167,6 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
     assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
 
 
-
-# the A scales multicast with the A tile (sfa_mcast): the same bits as each CTA loading its own,
-# for the clusters that multicast A (1x2: 256-, 192-, 128- and 64-row tiles, a shifted last tile,
-# rows not a multiple of 4; 2x2) and one that does not (2x1: the switch changes nothing)
-SFA_MCAST = [((1000, 1000, 640, 1), (256, 128), (1, 2)), ((300, 520, 1024, 1), (256, 128), (1, 2)),
-             ((1000, 1000, 640, 1), (192, 128), (1, 2)), ((1002, 392, 640, 1), (128, 144), (1, 2)),
-             ((130, 2104, 1152, 1), (64, 112), (1, 2)), ((520, 1040, 1024, 1), (128, 128), (2, 2)),
-             ((520, 1040, 1024, 1), (128, 128), (2, 1))]
-
-
-@pytest.mark.parametrize("mnkl, tile, cluster", SFA_MCAST, ids=lambda x: "x".join(map(str, x)))
-def test_multicast_a_scales_write_the_same_bits(mnkl, tile, cluster):
-    import torch
-
-    from bsprof.kernels.fp8_blockwise import prepare
-
-    kw = dict(seed=12, mma_tiler=tile, cluster=cluster)
-    p = prepare("optimized", mnkl, sfa_mcast=1, **kw)
-    assert p.check() < 1e-2
-    q = prepare("optimized", mnkl, sfa_mcast=0, **kw)
-    assert q.check() < 1e-2
-    assert torch.equal(p.ops.d.view(torch.int16), q.ops.d.view(torch.int16))
-
 # 192-row tiles: one wave of three consumer warpgroups, in a 1x2 (A multicast, 96-row halves), a
 # 2x1 and no cluster, with the shared and the per-warpgroup epilogue, on shapes off the tile
 THREE = [((1000, 1000, 640, 1), (1, 2), {}), ((1000, 1000, 640, 1), (1, 2), {"epi_split": 0}),

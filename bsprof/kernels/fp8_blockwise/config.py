@@ -54,7 +54,7 @@ VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False
 KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
          "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
          "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "ring_unroll", "sfa_mcast")
+         "trim_a", "ring_unroll")
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
@@ -223,7 +223,7 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
 BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a", "ring_unroll", "sfa_mcast")
+              "launch_cluster", "shift_last_m", "trim_a", "ring_unroll")
 INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
              "split_k")
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}

@@ -119,7 +119,6 @@ class Fp8BlockwiseGemm:
         sfb_kb: int = SFB_SMEM_KB,
         a_rows: int = 0,
         ring_unroll: bool = False,
-        sfa_mcast: bool = False,
     ):
         if epi_split == "auto" or int(swizzle) < 1:
             raise ValueError("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
@@ -226,9 +225,6 @@ class Fp8BlockwiseGemm:
         # (a 1x2 cluster shares the A tile: same M tile, two N tiles)
         self.num_mcast_ctas_a = cluster_n
         self.num_mcast_ctas_b = cluster_m
-        # the A scales ride the A tile's multicast as DeepGEMM's do: each CTA of the pair loads half
-        # the scale box for both instead of all of it for itself
-        self.sfa_mcast = bool(sfa_mcast) and self.sfa_tma and self.num_mcast_ctas_a > 1
         self.epilog_sync_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.num_mma_threads)
         # coop: each warpgroup stores its own 64 rows of a wave (its own smem ring, store warp and
         # named barrier, as ping-pong does), so nothing ties the two warpgroups together at a tile
@@ -317,11 +313,9 @@ class Fp8BlockwiseGemm:
             b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
         tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
         if cutlass.const_expr(self.sfa_tma):
-            sfa_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.sfa_mcast
-                      else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
             tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                sfa_op, sfa, cute.make_layout((self.a_rows, 1)), (self.a_rows, 1),
-                num_multicast=self.num_mcast_ctas_a if self.sfa_mcast else 1)
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
+                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
         tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
         if cutlass.const_expr(self.sfb_tma):
             tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -490,7 +484,7 @@ class Fp8BlockwiseGemm:
             if cutlass.const_expr(self.a_rows != self.wave_m):
                 sSFA_box = cute.local_tile(sSFA, (self.a_rows, 1), (0, 0, None))
             tFsF, tFgF = cute.nvgpu.cpasync.tma_partition(
-                tma_atom_sfa, *self._sfa_cta(cluster_coord_mnk, a_cta_layout),
+                tma_atom_sfa, 0, cute.make_layout(1),
                 cute.group_modes(sSFA_box, 0, 2), cute.group_modes(gSFA, 0, 2))
         sSFBT = storage.sSFBT.get_tensor(cute.make_layout(
             (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT)))
@@ -522,7 +516,7 @@ class Fp8BlockwiseGemm:
                 gSFA_s = cute.local_tile(cute.domain_offset((self.m_shift, 0, 0), mSFA_tma), (self.wave_m, 1),
                                          (None, None, None))
                 _, tFgF_s = cute.nvgpu.cpasync.tma_partition(
-                    tma_atom_sfa, *self._sfa_cta(cluster_coord_mnk, a_cta_layout),
+                    tma_atom_sfa, 0, cute.make_layout(1),
                     cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA_s, 0, 2))
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
@@ -763,17 +757,8 @@ class Fp8BlockwiseGemm:
         """One wave-row A tile of a stage and, with ``sfa_tma``, its A scales."""
         cute.copy(tma_atom_a, tAgA[(None, a_tile, kidx, l_idx)], tAsA[(None, dst)], tma_bar_ptr=bar,
                   mcast_mask=a_mcast_mask)
-        if cutlass.const_expr(self.sfa_mcast):
-            cute.copy(tma_atom_sfa, tFgF[(None, a_tile, kidx, l_idx)], tFsF[(None, dst)], tma_bar_ptr=bar,
-                      mcast_mask=a_mcast_mask)
-        elif cutlass.const_expr(self.sfa_tma):
+        if cutlass.const_expr(self.sfa_tma):
             cute.copy(tma_atom_sfa, tFgF[(None, a_tile, kidx, l_idx)], tFsF[(None, dst)], tma_bar_ptr=bar)
-
-    def _sfa_cta(self, cluster_coord_mnk, a_cta_layout):
-        """(CTA coordinate, CTA layout) of the A-scale TMA's partition: the A tile's with multicast."""
-        if self.sfa_mcast:
-            return cluster_coord_mnk[1], a_cta_layout
-        return 0, cute.make_layout(1)
 
     def _shift_rows(self, m_total) -> int:
         """Where the last M tile starts when it is shifted up to end at M (0: not shifted; see
