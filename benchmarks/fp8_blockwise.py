@@ -7,6 +7,7 @@ plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric
 
     python3 benchmarks/fp8_blockwise.py --suite deepgemm --rounds 6   # the target suite (2 rounds on each of 3 copies)
     python3 benchmarks/fp8_blockwise.py --suite heldout --rounds 6    # other models' shapes, reported
+    python3 benchmarks/fp8_blockwise.py --suite heldout2 --rounds 6   # a second set, never tuned on
     python3 benchmarks/fp8_blockwise.py                       # the three squares
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
@@ -43,14 +44,24 @@ DEEPGEMM_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16
 # does on what a user brings. Reported with the DeepGEMM ratios, not held to the target
 HELDOUT = ("256,10240,8192;1024,8192,28672;2000,3000,4096;768,14336,4096;3072,4096,14336;"
            "64,28672,8192;6144,1536,7168;333,5120,3584")
+# a second held-out set, drawn after HELDOUT had been looked at while picks were changed: layers of
+# Llama-3.1 405B, Qwen2.5 72B, Mixtral 8x7B experts, Gemma-2 27B, DeepSeek-V2-Lite experts, Phi-3
+# medium, Yi-34B and a decode-sized M. No configuration has been fitted on these; a shape that ever
+# is belongs in HELDOUT, and a fresh one takes its place here
+HELDOUT2 = ("2048,18432,16384;512,16384,53248;1536,59136,8192;1536,8192,29568;512,28672,4096;"
+            "512,4096,14336;4000,8192,4608;3000,2816,2048;1000,35840,5120;1000,5120,17920;96,12288,4096;"
+            "2500,7168,20480")
 SUITES = {
     "targets": TARGET_SHAPES,
     "heldout": HELDOUT,
+    "heldout2": HELDOUT2,
     "deepgemm": ";".join([f"{m},{n},{k}" for m in (128, 4096) for n, k in DEEPGEMM_NK] + TARGET_SHAPES.split(";")
                          + [f"1,{n},{k}" for n, k in DEEPGEMM_NK]),
 }
 # shapes reported but outside the target (M = 1: a GEMV, no tensor-core tile is full)
 REPORT_ONLY_M = (1,)
+# suites reported with the DeepGEMM ratios but not held to the target
+REPORTED_SUITES = ("heldout", "heldout2")
 TARGET_MIN, TARGET_GEOMEAN = 0.97, 1.02
 
 
@@ -68,9 +79,9 @@ def main(argv=None) -> int:
                          "first kernel with those knobs on that shape alone, as the column 'given'")
     ap.add_argument("--suite", choices=sorted(SUITES), default="targets",
                     help="named shape list: targets (the three squares), deepgemm (DeepGEMM's normal-GEMM "
-                         "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table) or "
-                         "heldout (other models' shapes no configuration was fitted on; the same ratio table, "
-                         "reported, not held to the target)")
+                         "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table), "
+                         "heldout or heldout2 (other models' shapes no configuration was fitted on; the same "
+                         "ratio table, reported, not held to the target)")
     ap.add_argument("--kernels", default=None, help="(default: 'optimized' for --suite deepgemm, else "
                                                     "'optimized baseline') "
                     "space-separated specs variant[:knob=v,knob=v], e.g. 'optimized baseline:epilogue=tma'")
@@ -130,7 +141,7 @@ def main(argv=None) -> int:
             console.print(f"[red]{exc}[/red]")
             return 2
     suite = args.suite == "deepgemm"
-    ratio_table = args.suite in ("deepgemm", "heldout") and not args.shapes
+    ratio_table = args.suite in ("deepgemm",) + REPORTED_SUITES and not args.shapes
     kernels = (args.kernels or ("optimized" if ratio_table else "optimized baseline")).split()
     try:
         shapes, given = parse_shapes(args.shapes or SUITES[args.suite], kernels[0])
@@ -189,7 +200,7 @@ def main(argv=None) -> int:
     print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
                                   f"{args.inputs} inputs, {queue}")
     if any(r["name"] == "deepgemm" for res in results for r in res["rows"]):
-        met = print_vs_deepgemm(console, results, kernels[0], held_to_target=args.suite != "heldout")
+        met = print_vs_deepgemm(console, results, kernels[0], held_to_target=args.suite not in REPORTED_SUITES)
         failed = failed or (suite and not met)
     save(complete=interrupted is None)
     return 1 if failed else 0

@@ -130,9 +130,13 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
     from bsprof.kernels.api import parse_mnkl
 
     bench = _bench()
-    held = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["heldout"].split(";")}
-    listed = {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES["deepgemm"].split(";")}
-    assert held and not held & listed          # none of them is a shape of the target suite
+    def shapes(suite):
+        return {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES[suite].split(";")}
+
+    held, held2, listed = shapes("heldout"), shapes("heldout2"), shapes("deepgemm")
+    # none of them is a shape of the target suite, and the second set shares none with the first
+    assert held and held2 and not (held | held2) & listed and not held & held2
+    assert set(bench.REPORTED_SUITES) == {"heldout", "heldout2"}
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     for held_to_target, said in ((True, "target "), (False, "reported")):
         con = Console(record=True, width=200)
