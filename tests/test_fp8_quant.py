@@ -667,6 +667,61 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
         assert cfg.can_implement(dict(c.kwargs())) is None
 
 
+
+# The two held-out picks that lost to DeepGEMM by 4% or more (`--suite heldout2`, H100; docs/perf.md,
+# thirteenth session): each had DeepGEMM's tile modelled within 3%, and that tile, built by our own
+# kernel, ran faster than the pick paired over 9 rounds (the ratio here)
+CLOSE_CALLS_TIMED = {(1000, 5120, 17920, 1): ((192, 128, 1, 2), (128, 160, 2, 1), 1.105),
+                     (96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037)}
+
+
+@pytest.mark.parametrize("mnkl", list(CLOSE_CALLS_TIMED), ids=lambda x: "x".join(map(str, x)))
+def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(mnkl):
+    from bsprof.kernels.fp8_blockwise.launch import plan
+    from bsprof.kernels.fp8_blockwise.select import candidates, choose, close_calls, knob_string
+
+    picked, named, faster = CLOSE_CALLS_TIMED[mnkl]
+    pick, why = choose(mnkl)
+    assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == picked
+    first = close_calls(pick, candidates(mnkl))[0]
+    assert (first.tile_m, first.tile_n, first.cluster_m, first.cluster_n) == named and faster > 1
+    assert "close call" in why and knob_string(first) in why
+    # the knobs the reason names build that configuration
+    variant, knobs = cfg.parse_spec("optimized:" + knob_string(first))
+    built = plan(variant, mnkl, **knobs)
+    assert (built["tile"], built["cluster"]) == (f"{named[0]}x{named[1]}", f"{named[2]}x{named[3]}")
+    assert built["choice"] is None
+
+
+def test_clear_picks_carry_no_close_call():
+    # where a tile was timed well ahead of every other (256x128 at 4096^3, 8192^3's 192x128)
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    for mnkl in ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1)):
+        assert "close call" not in choose(mnkl)[1]
+
+
+def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from bsprof.kernels.fp8_blockwise.select import (CLOSE_CALL_WITHIN, MAX_CLOSE_CALLS, candidates, choose,
+                                                      close_calls)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(1, 8192), st.integers(1, 512).map(lambda x: 16 * x), st.integers(1, 160).map(lambda x: 128 * x))
+    def check(m, n, k):
+        mnkl = (m, n, k, 1)
+        pick, _ = choose(mnkl)
+        close = close_calls(pick, candidates(mnkl))
+        assert len(close) <= MAX_CLOSE_CALLS
+        assert [c.cycles for c in close] == sorted(c.cycles for c in close)
+        tiles = [(c.tile_m, c.tile_n, c.split_k) for c in close]
+        assert len(set(tiles)) == len(tiles) and (pick.tile_m, pick.tile_n, pick.split_k) not in tiles
+        assert all(c.cycles <= pick.cycles * CLOSE_CALL_WITHIN for c in close)
+
+    check()
+
 # Tiles in 1x2 clusters (A multicast) and in 2x1 (B multicast), which the model ties, timed side
 # by side on the H100 (docs/perf.md, DeepGEMM's choice in our kernel and the tie-break's check;
 # µs of the median round of 5): (tile, 1x2 µs, 2x1 µs)
