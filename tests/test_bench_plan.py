@@ -64,6 +64,28 @@ def test_plan_refuses_in_one_line(args, says):
     assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_plan_names_the_close_calls_and_the_command_that_times_them():
+    # 1000x5120x17920: the pick (192x128) ran 0.90 of DeepGEMM on the H100, the close call it names
+    # (DeepGEMM's 128x160 2x1, built by our kernel) 1.105x the pick (tests/test_fp8_quant.py)
+    doc = _plan("--family", "fp8-blockwise", "--mnkl", "1000,5120,17920")
+    assert doc["close_calls"] == ["tile_m=128,tile_n=160,cluster_m=2,cluster_n=1"]
+    assert _plan("--family", "fp8-blockwise", "--mnkl", "4096,4096,4096")["close_calls"] == []
+    code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "1000,5120,17920"])
+    assert code == 0, err
+    shown = " ".join(out.split())
+    assert "close calls, too near to rank: tile_m=128,tile_n=160,cluster_m=2,cluster_n=1" in shown
+    assert "--mnkl 1000,5120,17920,1 --close-calls" in shown
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--plan", "--family", "fp8-blockwise", "--close-calls"], "--plan only prints the choice"),
+    (["--family", "nvfp4", "--close-calls"], "drop --close-calls"),
+])
+def test_close_calls_refuses_in_one_line_before_a_gpu(args, says):
+    code, _, err = run_bsprof(["bench", *args])
+    assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_sms_needs_plan():
     code, _, err = run_bsprof(["bench", "--sms", "100"])
     assert code == 2 and "--sms goes with --plan" in err
@@ -104,7 +126,7 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
     from bsprof.kernels.fp8_blockwise.launch import _resolve
 
     variant, over = cfg.parse_spec(spec)
-    kw, _static, _why = _resolve(variant, over, mnkl)
+    kw, _static, _why, _close = _resolve(variant, over, mnkl)
     k = Fp8BlockwiseGemm(**kw)
     most = cfg.max_smem_stages(k.tile_m, k.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg, sfa_tma=k.sfa_tma,
                                sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)

@@ -268,3 +268,21 @@ def test_the_verb_names_its_rounds_and_copies_and_pairs_the_kernels(data_dir):
     render(con, plain)
     flat = " ".join(con.export_text().split())
     assert "(median of 50, randn inputs)" in flat and "round-to-round" not in flat
+
+
+def test_the_verb_says_when_it_found_no_close_call_to_time(data_dir):
+    # `bench --close-calls` on a problem whose pick is clear (4096x7168x16384's 256x128, an H100 run):
+    # the table, then one line saying nothing was near enough to time; a run that timed one, or a
+    # run that did not ask, says nothing of it
+    from bsprof.reports.bench_text import render
+    from conftest import unxz_text
+
+    suite = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))
+    one = next(r for r in suite["results"] if r["mnkl"][:3] == [4096, 7168, 16384])
+    doc = {"family": "fp8-blockwise", "variant": "optimized", "device": {"name": suite["device"]}, **one}
+    said = {}
+    for key, close in (("none", []), ("one", ["tile_m=192,tile_n=128,cluster_m=1,cluster_n=2"]), ("unasked", None)):
+        con = Console(record=True, width=240)
+        render(con, doc if close is None else dict(doc, close_calls=close))
+        said[key] = "no close call at this problem" in con.export_text()
+    assert said == {"none": True, "one": False, "unasked": False}

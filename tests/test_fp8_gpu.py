@@ -472,6 +472,23 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     assert run_dir.name.startswith("bench_fp8-blockwise_optimized_epi_split_0_1024x1024x1024x1_")
 
 
+def test_bench_close_calls_times_the_near_ties_beside_the_pick():
+    # 96x12288x4096: the choice picks 128x112 on 110 CTAs with DeepGEMM's 128x96 (128 CTAs)
+    # modelled 0.5% behind; --close-calls times it as a spec of its own, paired with the pick
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl",
+                           "96,12288,4096", "--close-calls", "--iters", "5", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    tie = "optimized:tile_m=128,tile_n=96,cluster_m=1,cluster_n=1"
+    assert res["close_calls"] == [tie]
+    rows = {r["name"]: r for r in res["rows"] if r["ours"]}
+    assert list(rows) == ["optimized", tie, "baseline"] and rows[tie]["tile"] == "128x96 cluster 1x1"
+    assert all(r["rel_err"] < 1e-2 for r in rows.values())
+    shown = " ".join(proc.stderr.split())
+    assert "against optimized, round by round" in shown and "close call: 128x96 1x1" in shown
+
+
 def test_int_inputs_give_every_kernel_the_exact_integer_product():
     # unit scales and small integers: every variant, the rescaled one too, is exact up to the
     # bf16 rounding of the output, so all errors agree

@@ -685,8 +685,9 @@ def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(
     assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == picked
     first = close_calls(pick, candidates(mnkl))[0]
     assert (first.tile_m, first.tile_n, first.cluster_m, first.cluster_n) == named and faster > 1
-    assert "close call" in why and knob_string(first) in why
-    # the knobs the reason names build that configuration
+    assert "close call" in why and f"{named[0]}x{named[1]} {named[2]}x{named[3]}" in why
+    # the plan carries its knobs (what `bench --close-calls` times), and they build that configuration
+    assert plan("optimized", mnkl)["close_calls"][0] == knob_string(first) == knob_string(pick.close[0])
     variant, knobs = cfg.parse_spec("optimized:" + knob_string(first))
     built = plan(variant, mnkl, **knobs)
     assert (built["tile"], built["cluster"]) == (f"{named[0]}x{named[1]}", f"{named[2]}x{named[3]}")
@@ -862,12 +863,12 @@ def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():
     from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
 
     kw = _kernel_kwargs("optimized", {}, False, 0, 0)
-    why = _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True)
+    why, _ = _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True)
     assert why and "tiles" not in kw and (kw["tile_m"], kw["tile_n"]) != (256, 128)
     assert not (kw["sfb_tma"] and cfg.two_scale_blocks(kw["tile_n"]))
     # a fixed tile turns the choice off
     kw = _kernel_kwargs("optimized", {"mma_tiler": (256, 128)}, False, 0, 0)
-    assert _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) is None and kw["tile_n"] == 128
+    assert _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) == (None, ()) and kw["tile_n"] == 128
 
 
 def test_one_warpgroup_tiles_stash_their_b_scales_unless_asked_otherwise():

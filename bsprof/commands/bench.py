@@ -29,6 +29,9 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
               help="fp8-blockwise: copies of the operands (the same values, each its own allocation) the rounds "
                    "take in turn: where they sit in memory can decide a DRAM-bound problem (default: 3 with 3 "
                    "or more rounds, else 1)")
+@click.option("--close-calls", is_flag=True,
+              help="fp8-blockwise: also time the configurations the tile choice could not rank against its pick "
+                   "(modelled within 3%: the 'close call' of its reason), each paired round by round with it")
 @click.option("--skip-ref-check", is_flag=True, help="skip the correctness check against the reference")
 @click.option("--seed", type=count(0), default=0, show_default=True)
 @click.option("--inputs", type=click.Choice(INPUTS), default="randn", show_default=True,
@@ -46,7 +49,7 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
 @click.option("--sms", type=count(1, 4096), default=None,
               help="with --plan: the GPU's SM count (default: H100's 132 for fp8-blockwise, B200's 148 for nvfp4)")
 def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, warmup, iters, rounds,
-            placements, skip_ref_check, seed, inputs, cute_example, as_json, out, plan, sms) -> None:
+            placements, close_calls, skip_ref_check, seed, inputs, cute_example, as_json, out, plan, sms) -> None:
     """Check a bundled kernel against its reference, then time it beside cuBLAS (and DeepGEMM on Hopper)."""
     from rich.console import Console
 
@@ -57,8 +60,9 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
         raise BsprofError("--warmup must be >= 0 and --iters >= 1")
     if sms is not None and not plan:
         raise BsprofError("--sms goes with --plan (a run reads the SM count from its GPU)")
-    if plan and (rounds is not None or placements is not None):
-        raise BsprofError("--rounds and --placements time kernels; --plan only prints the choice: drop one")
+    if plan and (rounds is not None or placements is not None or close_calls):
+        raise BsprofError("--rounds, --placements and --close-calls time kernels; --plan only prints the choice "
+                          "(and names its close calls): drop one")
     if plan and family == "auto":
         raise BsprofError("--plan runs without a GPU to pick the family from: add --family fp8-blockwise or "
                           "--family nvfp4")
@@ -87,7 +91,7 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
         click.echo(f"family: {target.family} (picked from the GPU)", err=True)
     doc, failed = run(BenchRequest(target=target, warmup=warmup, iters=iters, skip_ref_check=skip_ref_check,
                                    seed=seed, inputs=inputs, cute_example=cute_example, rounds=rounds,
-                                   placements=placements))
+                                   placements=placements, close_calls=close_calls))
     render(Console(stderr=as_json), doc)
     if failed:
         raise BsprofError(failed[0])

@@ -16,6 +16,9 @@ def render(console, doc: dict) -> None:
     iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
     over = rounds_phrase(doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1)
     print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}{over}, {inputs} inputs)")
+    if "close_calls" in doc and not doc["close_calls"]:
+        console.print("no close call at this problem: the tile choice models its pick more than 3% ahead of every "
+                      "other tile (or the spec fixes the tile)")
 
 
 def rounds_phrase(rounds: int, copies: int) -> str:
@@ -187,6 +190,10 @@ def render_plan(console, doc: dict) -> None:
                   f"tile {doc['tile']}, cluster {doc['cluster']}{split}")
     console.print("  " + (f"chosen: {escape(doc['choice'])}" if doc.get("choice") else
                           "fixed by the kernel spec or flags (no per-problem choice)"))
+    if doc.get("close_calls"):
+        console.print(f"  close calls, too near to rank: {escape(', '.join(doc['close_calls']))}; time them beside "
+                      f"the pick with `bsprof bench --family {doc['family']} --kernel {escape(doc['kernel'])} "
+                      f"--mnkl {shape} --close-calls`")
     def shown(k, v) -> str:
         if k == "ab_stage":
             return _stages(v, doc.get("smem_stages"))

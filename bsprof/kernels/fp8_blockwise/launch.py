@@ -77,30 +77,34 @@ def compile_entry(mnkl=None, **kw) -> None:
 
 
 def _resolve(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
-             delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None]:
+             delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None, tuple[str, ...]]:
     """The kernel's constructor arguments for this problem on ``num_sms`` SMs, whether the build is
-    shape-specialized, and why the tile and cluster are what they are (None when they were fixed)."""
+    shape-specialized, why the tile and cluster are what they are (None when they were fixed) and
+    the close calls' knobs (select.close_calls: other tiles worth timing beside the pick)."""
     config = dict(config)
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
     kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    why = _check_knobs_fit(kw, mnkl, static, num_sms, explicit=config)
-    return kw, static, why
+    why, close = _check_knobs_fit(kw, mnkl, static, num_sms, explicit=config)
+    return kw, static, why, close
 
 
 def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
                   delay_phase1: int = 0) -> tuple[dict, bool]:
     """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
-    kw, static, _ = _resolve(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop, delay_phase1=delay_phase1)
+    kw, static, _, _ = _resolve(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
+                                delay_phase1=delay_phase1)
     return kw, static
 
 
 def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     """What a launch of this problem would build, on the CPU: tile, cluster, split-K and the other
-    per-problem switches, why that tile (``choice``; None when the tile was given) and why that
-    tile order (``swizzle_why``; None when the user fixed it)."""
+    per-problem switches, why that tile (``choice``; None when the tile was given), the knobs of
+    the close calls (``close_calls``: configurations modelled too near the pick to rank, each worth
+    timing beside it as ``<spec>,<knobs>``) and why that tile order (``swizzle_why``; None when the
+    user fixed it)."""
     mnkl = tuple(int(x) for x in mnkl)
-    kw, static, why = _resolve(variant, config, mnkl, num_sms)
+    kw, static, why, close = _resolve(variant, config, mnkl, num_sms)
     swizzle_why = None
     if cfg.resolve(variant, config).get("swizzle", 1) == 0:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
@@ -114,7 +118,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
                                         kw.get("epilogue", "direct"))
     return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
                 tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
-                split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why,
+                split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why, close_calls=list(close),
                 smem_stages=cfg.smem_stages(kw), swizzle_why=swizzle_why, shift_start=shift_start,
                 switches={k: kw[k] for k in shown if k in kw})
 
@@ -325,24 +329,24 @@ def auto_epi_split(mnkl) -> bool:
 
 
 def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
-                     explicit: dict | None = None) -> str | None:
+                     explicit: dict | None = None) -> tuple[str | None, tuple[str, ...]]:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
     smem B-scale stash holds SFB_SMEM_KB K blocks (a shape-specialized build's, its own K blocks up to
     SFB_STASH_MAX_KB), the A-scale TMA a shape-specialized build, and
     ``swizzle=0`` picks the tile order from the operands' size. A shape-specialized build simply
     goes without what does not fit; a shape-generic one must refuse. The rescaled accumulation is
     refused past RESCALE_MAX_K at any build: its error grows with K. Returns why the tile and
-    cluster are what they are (None when they were fixed). ``explicit``: the switches the user set,
-    which the chosen tile must take."""
+    cluster are what they are (None when they were fixed) and the close calls' knobs. ``explicit``:
+    the switches the user set, which the chosen tile must take."""
     from bsprof.kernels.fp8_blockwise.config import SFB_SMEM_KB
-    from bsprof.kernels.fp8_blockwise.select import choose
+    from bsprof.kernels.fp8_blockwise.select import choose, knob_string
 
     if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
         raise BsprofError(f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
                           f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
                           "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block")
 
-    why = None
+    why, close = None, ()
     if kw.pop("tiles", None) == "auto" and static:
         def fits(c) -> bool:
             # a switch the user asked for stays (split_k too); the variant's defaults give way as they would
@@ -353,6 +357,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
             return cfg.can_implement(trial) is None
 
         pick, why = choose(mnkl, kw.get("promote", "serial"), num_sms, fits)
+        close = tuple(knob_string(c) for c in pick.close)
         kw.update(pick.kwargs())
         cfg.give_way(kw, explicit)
     if kw.get("swizzle", 1) == 0:
@@ -400,7 +405,7 @@ def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         else:
             raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
                               "run with sfb_smem=0 (or static_shapes=1)")
-    return why
+    return why, close
 
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
@@ -461,8 +466,8 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     if major != 9:
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
-    kw, static, why = _resolve(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
-                               timing, delay_kloop, delay_phase1)
+    kw, static, why, _ = _resolve(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
+                                  timing, delay_kloop, delay_phase1)
     import cuda.bindings.driver as cuda_drv
     import cutlass
 

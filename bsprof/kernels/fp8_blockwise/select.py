@@ -81,8 +81,8 @@ in 22.6-28k cycles. The floor enters only the split candidates: the unsplit cost
 timings that already contain it. Within 2% of the cheapest, an unsplit configuration wins (no
 workspace, no reduction).
 
-A pick with another tile modelled within CLOSE_CALL_WITHIN of it is a close call, and its reason
-says so and names that configuration's knobs. Timed against the kernel of today, the model's cost
+A pick with another tile modelled within CLOSE_CALL_WITHIN of it is a close call: its reason says
+so, and ``Choice.close`` holds those configurations (``bsprof bench --close-calls`` times them). Timed against the kernel of today, the model's cost
 of one configuration ran 0.78-1.17x of its measured cycles, varying by shape, so it cannot rank
 two configurations this close: on twelve held-out layer shapes no configuration was fitted on, the
 two picks that lost to DeepGEMM by 4% or more were close calls, and the named alternative (DeepGEMM's
@@ -91,7 +91,7 @@ own tile there) ran 1.04-1.11x faster than the pick.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from bsprof.analyzers.timing.kblock import MMA_RATE
@@ -152,6 +152,7 @@ class Choice:
     cycles: float           # modelled SM cycles of the whole launch
     bound: str              # what sets a K block's time: "mma", "smem", "l2" or "latency"
     split_k: int = 1        # work units per output tile (tiles, ctas and rounds count units)
+    close: tuple["Choice", ...] = ()   # other tiles modelled too near to rank against this pick
 
     @property
     def last_wave_fill(self) -> float:
@@ -270,8 +271,7 @@ def _close_clause(pick: Choice, close: list[Choice]) -> str:
                       + (f" split-K {c.split_k}" if c.split_k > 1 else "")
                       + f" modelled {abs(c.cycles / pick.cycles - 1):.1%} {'cheaper' if c.cycles < pick.cycles else 'dearer'}"
                       for c in close)
-    return (f"; close call: {named}, inside the model's error; time it beside this pick "
-            f"({knob_string(close[0])} on the kernel spec)")
+    return f"; close call: {named}, inside the model's error (bench --close-calls times it beside this pick)"
 
 
 def _multicast_axis(c: Choice) -> int:
@@ -343,5 +343,5 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     close = close_calls(pick, cands)
     if close:
         why += _close_clause(pick, close)
-    return pick, why
+    return replace(pick, close=tuple(close)), why
 

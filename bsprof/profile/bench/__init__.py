@@ -33,6 +33,9 @@ class BenchRequest:
     # operands they are spread over (None: ``placements_for`` the rounds)
     rounds: int | None = None
     placements: int | None = None
+    # fp8-blockwise only: also time the configurations the tile choice calls too close to rank
+    # against its pick (select.close_calls), each paired round by round with the pick
+    close_calls: bool = False
 
     # what the family benches read, all from the one target
     @property

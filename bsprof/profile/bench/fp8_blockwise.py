@@ -342,11 +342,27 @@ def run(request) -> tuple[dict, list[str]]:
 
         cute_example = str(example_file(request.cute_example))   # and a wrong path
     info = device_info()
+    close = close_call_specs(request) if request.close_calls else []
     # a spec with switches is timed beside the plain variants it departs from
-    variants = (request.variant,) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
+    variants = (request.variant, *close) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
                   check=not request.skip_ref_check, seed=request.seed, config=request.config,
                   inputs=request.inputs, cute_example=cute_example, rounds=rounds, placements=placements)
     failed = [f"{r['name']} relative error {r['rel_err']:.3e} > 1e-2 on {request.mnkl}: kernel bug"
               for r in res["rows"] if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > 1e-2]
-    return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res}), failed
+    extra = {"close_calls": close} if request.close_calls else {}
+    return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res,
+                              **extra}), failed
+
+
+def close_call_specs(request) -> list[str]:
+    """The kernel specs of the close calls of ``request``'s pick on this GPU: its spec with each
+    configuration's tile and cluster added (none where the spec fixes them)."""
+    import torch
+
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    doc = plan(request.target.variant, request.mnkl,
+               num_sms=torch.cuda.get_device_properties(0).multi_processor_count, **request.target.knobs)
+    sep = "," if ":" in request.variant else ":"
+    return [request.variant + sep + knobs for knobs in doc["close_calls"]]

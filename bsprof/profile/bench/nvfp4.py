@@ -67,6 +67,9 @@ def run(request) -> tuple[dict, list[str]]:
     if request.rounds not in (None, 1) or request.placements not in (None, 1):
         raise BsprofError("--rounds and --placements are fp8-blockwise options (the nvfp4 bench times one pass "
                           "on one allocation); drop them for nvfp4")
+    if request.close_calls:
+        raise BsprofError("--close-calls names the fp8-blockwise tile choice's near ties; the nvfp4 optimized "
+                          "variant picks from a table (bench --plan shows it): drop --close-calls")
     kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
