@@ -82,11 +82,12 @@ timings that already contain it. Within 2% of the cheapest, an unsplit configura
 workspace, no reduction).
 
 A pick with another tile modelled within CLOSE_CALL_WITHIN of it is a close call: its reason says
-so, and ``Choice.close`` holds those configurations (``bsprof bench --close-calls`` times them). Timed against the kernel of today, the model's cost
-of one configuration ran 0.78-1.17x of its measured cycles, varying by shape, so it cannot rank
-two configurations this close: on twelve held-out layer shapes no configuration was fitted on, the
-two picks that lost to DeepGEMM by 4% or more were close calls, and the named alternative (DeepGEMM's
-own tile there) ran 1.04-1.11x faster than the pick.
+so, and ``Choice.close`` holds those configurations (``bsprof bench --close-calls`` times them).
+Timed against the current kernel, the model's cost of one configuration ran 0.78-1.17x of its
+measured cycles, varying by shape, so it cannot rank two configurations this close: on twelve
+held-out layer shapes no configuration was fitted on, the two picks that lost to DeepGEMM by 4% or
+more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.04-1.11x faster
+than the pick.
 """
 
 from __future__ import annotations
@@ -267,10 +268,13 @@ def knob_string(c: Choice) -> str:
 
 
 def _close_clause(pick: Choice, close: list[Choice]) -> str:
-    named = ", ".join(f"{c.tile_m}x{c.tile_n} {c.cluster_m}x{c.cluster_n}"
-                      + (f" split-K {c.split_k}" if c.split_k > 1 else "")
-                      + f" modelled {abs(c.cycles / pick.cycles - 1):.1%} {'cheaper' if c.cycles < pick.cycles else 'dearer'}"
-                      for c in close)
+    def one(c: Choice) -> str:
+        split = f" split-K {c.split_k}" if c.split_k > 1 else ""
+        side = "cheaper" if c.cycles < pick.cycles else "dearer"
+        gap = abs(c.cycles / pick.cycles - 1)
+        return f"{c.tile_m}x{c.tile_n} {c.cluster_m}x{c.cluster_n}{split} modelled {gap:.1%} {side}"
+
+    named = ", ".join(one(c) for c in close)
     return f"; close call: {named}, inside the model's error (bench --close-calls times it beside this pick)"
 
 
