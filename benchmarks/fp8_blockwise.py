@@ -15,6 +15,8 @@ plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric
     python3 benchmarks/fp8_blockwise.py --rounds 3 --shapes '150,7168,16384@tile_m=128,tile_n=128;288,2560,8192@tile_m=64,tile_n=128'
         # a per-shape configuration ("given") against the per-shape pick, e.g. a tile choice before a
         # change to select.py against after it, on shapes no configuration was fitted on
+    python3 benchmarks/fp8_blockwise.py --suite heldout2 --close-calls --no-peers --rounds 5
+        # every pick the tile choice calls a close call, timed beside the configurations it names
     python3 benchmarks/fp8_blockwise.py --inputs int --cute-example ~/cutlass   # + NVIDIA's dense FP8 example
 
 On the device machine: ``source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh;
@@ -122,6 +124,10 @@ def main(argv=None) -> int:
                     help="first build every kernel (ours per spec and shape, DeepGEMM's per shape) in this many "
                          "worker processes, which fill CuTe DSL's and DeepGEMM's on-disk JIT caches; the timing "
                          "then runs in one process as always (0: build as they come)")
+    ap.add_argument("--close-calls", action="store_true",
+                    help="also time, per shape, the configurations the tile choice calls too close to rank against "
+                         "the first kernel's pick (columns 'close call 1', 'close call 2'; the spec stays on the row); "
+                         "shapes without one are skipped")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
@@ -158,6 +164,16 @@ def main(argv=None) -> int:
                       soft_wrap=True)
         return 2
     dev = torch.cuda.get_device_name(0)
+    close: list[list[str]] = [[] for _ in shapes]
+    if args.close_calls:
+        from bsprof.profile.bench.fp8_blockwise import close_call_specs
+
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        close = [close_call_specs(kernels[0], mnkl, sms) for mnkl in shapes]
+        keep = [i for i, c in enumerate(close) if c]
+        console.print(f"close calls at {len(keep)} of {len(shapes)} shapes; the others are skipped")
+        shapes, given, close = [shapes[i] for i in keep], [given[i] for i in keep], [close[i] for i in keep]
+        per_shape = [per_shape[i] + close[j] for j, i in enumerate(keep)]
     if args.jobs > 0:
         warm(shapes, per_shape, args.jobs, args.inputs, deepgemm=not (args.check_only or args.no_peers))
     results = []
@@ -176,7 +192,7 @@ def main(argv=None) -> int:
     with _sigterm_interrupts():
         for i, mnkl in enumerate(shapes):
             try:
-                res = _measure_one(measure, mnkl, per_shape[i], given[i], args, peer_names)
+                res = _measure_one(measure, mnkl, per_shape[i], given[i], close[i], args, peer_names)
             except KeyboardInterrupt:
                 interrupted = i
                 break
@@ -232,7 +248,12 @@ def parse_shapes(text: str, first: str) -> tuple[list[tuple], list[str | None]]:
     return shapes, given
 
 
-def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, peer_names) -> dict:
+def _close_column(i: int) -> str:
+    return f"close call {i + 1}"
+
+
+def _measure_one(measure, mnkl, kernels: list[str], given: str | None, close: list[str], args,
+                 peer_names) -> dict:
     from bsprof.profile.bench.fp8_blockwise import placements_for
 
     res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
@@ -249,6 +270,10 @@ def _measure_one(measure, mnkl, kernels: list[str], given: str | None, args, pee
         for r in res["rows"]:
             if r["ours"] and r["name"] == given:
                 r["name"], r["given"] = GIVEN, given
+    # the same for the close calls: a column per rank, whatever tile each shape's is
+    for r in res["rows"]:
+        if r["ours"] and r["name"] in close:
+            r["name"], r["close_call"] = _close_column(close.index(r["name"])), r["name"]
     return res
 
 

@@ -58,10 +58,14 @@ def test_the_given_configuration_is_one_column_against_the_pick(bench, data_dir)
         return res
 
     asked: list[dict] = []
-    first = bench._measure_one(measure, (200, 8192, 8192, 1), ["optimized", spec], spec, Args, ())
+    first = bench._measure_one(measure, (200, 8192, 8192, 1), ["optimized", spec], spec, [], Args, ())
     # 5 rounds spread over 3 copies of the operands unless --placements says otherwise
     assert asked[-1]["rounds"] == 5 and asked[-1]["placements"] == 3
-    plain = bench._measure_one(measure, (256, 8192, 8192, 1), ["optimized"], None, Args, ())
+    plain = bench._measure_one(measure, (256, 8192, 8192, 1), ["optimized"], None, [], Args, ())
+    # the same build as a close call: a column of its own, the spec on the row
+    as_close = bench._measure_one(measure, (200, 8192, 8192, 1), ["optimized", spec], None, [spec], Args, ())
+    assert [(r["name"], r.get("close_call")) for r in as_close["rows"] if r["ours"]] == [
+        ("optimized", None), ("close call 1", spec)]
     names = [r["name"] for r in first["rows"] if r["ours"]]
     assert names == ["optimized", bench.GIVEN] and first["rows"][1]["given"] == spec
     assert [r["name"] for r in plain["rows"] if r["ours"]] == ["optimized"]

@@ -670,8 +670,9 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
 
 # The two held-out picks that lost to DeepGEMM by 4% or more (`--suite heldout2`, H100; docs/perf.md,
 # thirteenth session): each had DeepGEMM's tile modelled within 3%, and that tile, built by our own
-# kernel, ran faster than the pick paired over 9 rounds (the ratio here)
-CLOSE_CALLS_TIMED = {(1000, 5120, 17920, 1): ((192, 128, 1, 2), (128, 160, 2, 1), 1.105),
+# kernel in the cluster the choice gives it (1x2 where DeepGEMM runs 128x160 in 2x1), ran faster than
+# the pick paired over 9 rounds (the ratio here)
+CLOSE_CALLS_TIMED = {(1000, 5120, 17920, 1): ((192, 128, 1, 2), (128, 160, 1, 2), 1.093),
                      (96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037)}
 
 

@@ -86,7 +86,7 @@ so, and ``Choice.close`` holds those configurations (``bsprof bench --close-call
 Timed against the current kernel, the model's cost of one configuration ran 0.78-1.17x of its
 measured cycles, varying by shape, so it cannot rank two configurations this close: on twelve
 held-out layer shapes no configuration was fitted on, the two picks that lost to DeepGEMM by 4% or
-more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.04-1.11x faster
+more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.04-1.09x faster
 than the pick.
 """
 
@@ -249,17 +249,19 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
 
 
 def close_calls(pick: Choice, cands: list[Choice]) -> list[Choice]:
-    """Configurations of another tile (or split) modelled within CLOSE_CALL_WITHIN of ``pick``, the
-    cheapest of each tile first: closer than the model's error, so worth timing beside the pick."""
-    seen = {(pick.tile_m, pick.tile_n, pick.split_k)}
+    """Configurations of another tile (or split) modelled within CLOSE_CALL_WITHIN of ``pick``,
+    cheapest first: closer than the model's error, so worth timing beside the pick. Each tile comes
+    in the cluster the choice itself would give it (:func:`_preferred` among that tile's near ties)."""
+    groups: dict[tuple, list[Choice]] = {}
+    for c in cands:
+        groups.setdefault((c.tile_m, c.tile_n, c.split_k), []).append(c)
+    groups.pop((pick.tile_m, pick.tile_n, pick.split_k), None)
     out = []
-    for c in sorted(cands, key=lambda c: c.cycles):
-        key = (c.tile_m, c.tile_n, c.split_k)
-        if key in seen or c.cycles > pick.cycles * CLOSE_CALL_WITHIN:
-            continue
-        seen.add(key)
-        out.append(c)
-    return out[:MAX_CLOSE_CALLS]
+    for group in groups.values():
+        best = min(c.cycles for c in group)
+        if best <= pick.cycles * CLOSE_CALL_WITHIN:
+            out.append(_preferred([c for c in group if c.cycles <= best * PREFER_WITHIN]))
+    return sorted(out, key=lambda c: c.cycles)[:MAX_CLOSE_CALLS]
 
 
 def knob_string(c: Choice) -> str:
@@ -276,6 +278,13 @@ def _close_clause(pick: Choice, close: list[Choice]) -> str:
 
     named = ", ".join(one(c) for c in close)
     return f"; close call: {named}, inside the model's error (bench --close-calls times it beside this pick)"
+
+
+def _preferred(near: list[Choice]) -> Choice:
+    """Among configurations modelled within PREFER_WITHIN of the cheapest: unsplit, then the larger
+    tile, then the larger cluster, then the multicast axis (:func:`_multicast_axis`)."""
+    return max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
+                                    _multicast_axis(c), -c.cycles))
 
 
 def _multicast_axis(c: Choice) -> int:
@@ -310,8 +319,7 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
     best = min(c.cycles for c in cands)
     near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
-    pick = max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
-                                    _multicast_axis(c), -c.cycles))
+    pick = _preferred(near)
     padded = _half_padded(mnkl[0], pick)
     padded_tile = f"{pick.tile_m}x{pick.tile_n}"
     if padded:

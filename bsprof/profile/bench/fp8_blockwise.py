@@ -342,7 +342,12 @@ def run(request) -> tuple[dict, list[str]]:
 
         cute_example = str(example_file(request.cute_example))   # and a wrong path
     info = device_info()
-    close = close_call_specs(request) if request.close_calls else []
+    close = []
+    if request.close_calls:
+        import torch
+
+        close = close_call_specs(request.variant, request.mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
+                                 request.config)
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant, *close) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
@@ -355,14 +360,13 @@ def run(request) -> tuple[dict, list[str]]:
                               **extra}), failed
 
 
-def close_call_specs(request) -> list[str]:
-    """The kernel specs of the close calls of ``request``'s pick on this GPU: its spec with each
-    configuration's tile and cluster added (none where the spec fixes them)."""
-    import torch
-
+def close_call_specs(spec: str, mnkl, num_sms: int, config: dict | None = None) -> list[str]:
+    """The kernel specs of the close calls of ``spec``'s pick at ``mnkl`` on ``num_sms`` SMs (built with
+    the family flags ``config``, as :func:`measure` builds it): the spec with each configuration's tile
+    and cluster added; none where the spec or the flags fix them."""
     from bsprof.kernels.fp8_blockwise.launch import plan
 
-    doc = plan(request.target.variant, request.mnkl,
-               num_sms=torch.cuda.get_device_properties(0).multi_processor_count, **request.target.knobs)
-    sep = "," if ":" in request.variant else ":"
-    return [request.variant + sep + knobs for knobs in doc["close_calls"]]
+    variant, over = parse_spec(spec)
+    sep = "," if ":" in spec else ":"
+    knobs = plan(variant, mnkl, num_sms=num_sms, **{**(config or {}), **over})["close_calls"]
+    return [spec + sep + k for k in knobs]
