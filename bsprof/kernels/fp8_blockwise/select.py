@@ -86,8 +86,9 @@ so, and ``Choice.close`` holds those configurations (``bsprof bench --close-call
 Timed against the current kernel, the model's cost of one configuration ran 0.78-1.17x of its
 measured cycles, varying by shape, so it cannot rank two configurations this close: on twelve
 held-out layer shapes no configuration was fitted on, the two picks that lost to DeepGEMM by 4% or
-more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.04-1.09x faster
-than the pick.
+more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.03-1.10x faster
+than the pick. Over the eleven close calls of the benchmark's three suites the named configuration
+ran faster at four of twelve and slower at five (0.945-1.099): a question for the GPU, not a rule.
 """
 
 from __future__ import annotations
