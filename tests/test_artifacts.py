@@ -138,3 +138,17 @@ def test_the_terminal_renders_both_families_benches(tmp_path: Path):
     text = con.export_text()
     assert "fp8-blockwise on NVIDIA H100 80GB HBM3 (median of 100, median round of 5, randn inputs)" in text
     assert "cublas_blockwise" in text
+
+
+def test_the_bench_section_names_the_choice_and_the_close_calls_timed(tmp_path: Path):
+    # `benchmarks/fp8_blockwise.py --close-calls` on the H100: the report says which configuration the
+    # kernel ran and why, and which close calls were timed beside it
+    from conftest import unxz_text
+
+    d = tmp_path / "bench_close_calls"
+    d.mkdir()
+    (d / "bench.json").write_text(unxz_text(TESTS_DATA / "h100_fp8_close_calls.json.xz"))
+    html, info = build([d])
+    assert info.failed == {}
+    assert "optimized ran 192x128 cluster 1x2 (chosen: 192x128 tile" in html
+    assert "close call 1 = optimized:tile_m=128,tile_n=160,cluster_m=1,cluster_n=2" in html

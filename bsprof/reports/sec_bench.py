@@ -7,7 +7,8 @@ median, ``tflops``, ``rel_err``; since the clock readout also ``sm_mhz``, ``watt
 (where the bench read them) ``sm_mhz_rounds`` / ``watts_rounds``; with rounds over copies of the
 operands ``placement_rounds`` (the copy each round ran on; ``placements`` on the problem); with
 ``--launch-gaps`` ``kernel_us`` /
-``gap_us``) and ``skipped`` (peers that could not
+``gap_us``; ours ``tile`` and ``choice``, the configuration and why the tile choice made it; a close
+call timed by ``--close-calls`` its ``close_call`` spec) and ``skipped`` (peers that could not
 run and specs the problem refused, with why).
 """
 
@@ -143,6 +144,13 @@ def peers_table(run: Run) -> Section | None:
     if gaps:
         sec.add(note("kernel µs and gap µs: CUPTI (torch.profiler) over 30 back-to-back launches, the kernel's GPU "
                      "duration and the idle time before it; the median µs column is both, timed with CUDA events."))
+    if mine is not None and mine.get("tile"):
+        chosen = f" (chosen: {mine['choice']})" if mine.get("choice") else ""
+        sec.add(note(f"{mine.get('name')} ran {mine['tile']}{chosen}"))
+    close = [r for r in rows if r.get("close_call")]
+    if close:
+        sec.add(note("close calls, the configurations the tile choice modelled too near its pick to rank, timed "
+                     "beside it: " + "; ".join(f"{r['name']} = {r['close_call']}" for r in close)))
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))
