@@ -321,6 +321,7 @@ def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
     from conftest import unxz_text
 
     from bsprof.profile.bench.fp8_blockwise import close_call_specs
+
     res = json.loads(unxz_text(data_dir / "h100_fp8_close_calls.json.xz"))["results"]
     assert len(res) == 11
     for r in res:

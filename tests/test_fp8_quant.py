@@ -681,11 +681,11 @@ def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(
     from bsprof.kernels.fp8_blockwise.launch import plan
     from bsprof.kernels.fp8_blockwise.select import candidates, choose, close_calls, knob_string
 
-    picked, named, faster = CLOSE_CALLS_TIMED[mnkl]
+    picked, named, _paired = CLOSE_CALLS_TIMED[mnkl]
     pick, why = choose(mnkl)
     assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == picked
     first = close_calls(pick, candidates(mnkl))[0]
-    assert (first.tile_m, first.tile_n, first.cluster_m, first.cluster_n) == named and faster > 1
+    assert (first.tile_m, first.tile_n, first.cluster_m, first.cluster_n) == named
     assert "close call" in why and f"{named[0]}x{named[1]} {named[2]}x{named[3]}" in why
     # the plan carries its knobs (what `bench --close-calls` times), and they build that configuration
     assert plan("optimized", mnkl)["close_calls"][0] == knob_string(first) == knob_string(pick.close[0])
