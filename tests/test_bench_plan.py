@@ -77,11 +77,25 @@ def test_plan_names_the_close_calls_and_the_command_that_times_them():
     assert "--mnkl 1000,5120,17920,1 --close-calls" in shown
 
 
+def test_plan_takes_several_problems_as_a_config_map():
+    # a model's layers in one call: one plan each, in order; a bad one is named in one line
+    docs = _plan("--family", "fp8-blockwise", "--mnkl", "1000,5120,17920;4096,4096,4096;96,12288,4096")
+    assert [(d["mnkl"][:3], d["tile"], bool(d["close_calls"])) for d in docs] == [
+        ([1000, 5120, 17920], "192x128", True), ([4096, 4096, 4096], "256x128", False),
+        ([96, 12288, 4096], "128x112", True)]
+    code, out, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "4096,4096,4096;128,576,7168"])
+    assert code == 0, err
+    assert "at 4096,4096,4096,1" in out and "at 128,576,7168,1" in out
+    code, _, err = run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", "4096,4096,4096;1000,4096,1000"])
+    assert code == 2 and "1000,4096,1024,1" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("args, says", [
+    (["--family", "fp8-blockwise", "--mnkl", "4096,4096,4096;128,576,7168"], "go with --plan"),
     (["--plan", "--family", "fp8-blockwise", "--close-calls"], "--plan only prints the choice"),
     (["--family", "nvfp4", "--close-calls"], "drop --close-calls"),
 ])
-def test_close_calls_refuses_in_one_line_before_a_gpu(args, says):
+def test_timing_flags_refuse_in_one_line_before_a_gpu(args, says):
     code, _, err = run_bsprof(["bench", *args])
     assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 

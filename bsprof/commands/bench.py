@@ -13,7 +13,8 @@ from bsprof.kernels.fp8_blockwise.quant import INPUTS
 @click.command(name="bench")
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
 @click.option("--kernel", "spec", default="optimized", show_default=True, help=KERNEL_HELP)
-@click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
+@click.option("--mnkl", default=None,
+              help="M,N,K[,L]; default: the family's default problem (with --plan, several: 'M,N,K;M,N,K;...')")
 @click.option("--mma-tiler", type=IntTuple(2, 1, 1024, "256,128"), default=None, help="tile M,N (family default if omitted)")
 @click.option("--cluster", type=IntTuple(2, 1, 16, "2,1"), default=None, help="cluster M,N (family default if omitted)")
 @click.option("--sf-dtype", default=None, help="NVFP4 only: Float8E4M3FN or Float8E8M0FNU")
@@ -70,19 +71,29 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
         "mma_tiler": mma_tiler, "cluster": cluster,
         "sf_dtype": sf_dtype, "sf_vec": sf_vec, "c_dtype": c_dtype,
     }.items() if v is not None}
-    target = Target.parse(family, spec, mnkl, config)
     if plan:
         from bsprof.kernels.api import family_module
         from bsprof.reports.bench_text import render_plan
 
+        # one plan per problem: a model's layers, the cases of a config map, side by side
+        shapes = [s for s in (mnkl or "").split(";") if s.strip()] or [mnkl]
         extra = {} if sms is None else {"num_sms": sms}
-        doc = family_module(target.family).plan(target.variant, target.mnkl, **extra, **target.knobs)
-        doc["kernel"] = target.spec
+        docs = []
+        for shape in shapes:
+            target = Target.parse(family, spec, shape, config)
+            doc = family_module(target.family).plan(target.variant, target.mnkl, **extra, **target.knobs)
+            doc["kernel"] = target.spec
+            docs.append(doc)
         if as_json:
-            click.echo(artifacts.dumps(doc))
+            click.echo(artifacts.dumps(docs[0] if len(docs) == 1 else docs))
         else:
-            render_plan(Console(), doc)
+            for doc in docs:
+                render_plan(Console(), doc)
         return
+    if mnkl and ";" in mnkl:
+        raise BsprofError("--mnkl takes one problem to time; several ('M,N,K;M,N,K') go with --plan, or time them "
+                          "with benchmarks/fp8_blockwise.py --shapes")
+    target = Target.parse(family, spec, mnkl, config)
 
     from bsprof.profile.bench import BenchRequest, run
     from bsprof.reports.bench_text import render
