@@ -342,12 +342,7 @@ def run(request) -> tuple[dict, list[str]]:
 
         cute_example = str(example_file(request.cute_example))   # and a wrong path
     info = device_info()
-    close = []
-    if request.close_calls:
-        import torch
-
-        close = close_call_specs(request.variant, request.mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
-                                 request.config)
+    close = close_call_specs(request.variant, request.mnkl, info["sm_count"], request.config) if request.close_calls else []
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant, *close) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
     res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
