@@ -132,16 +132,25 @@ HALF_PADDED_WITHIN = 1.03
 # another tile modelled within this of the pick makes it a close call (named in its reason)
 CLOSE_CALL_WITHIN = 1.03
 MAX_CLOSE_CALLS = 2
-# The 192x128 tile of three consumer warpgroups is costed against the 256x128 tile, not by the pipe
-# terms above: at 256x128 the shared-memory term (1,152 cycles a K block) overstates a K block the
-# timing build measures at 1,095, and charged the same way the 192-row tile would rank 4% slower a
-# FLOP, where it ran 2-5% faster wherever its rounds fill. Cycles of a K block and of the tile's end
-# and start (epilogue phase 1 plus the next tile's wait for its first stage), from the timing builds
-# of both tiles at 4096x4096x7168 on the H100 (docs/perf.md, seventh session).
 THREE_WG_TILE = (192, 128)
-TIMED_TILES = {256: (1095, 3007), 192: (787, 2079)}
-
-
+# Tiles of two or three consumer warpgroups (128, 192 and 256 rows), unsplit, are costed in wall
+# time under the power cap (_wall_block, _wall_rounds), fitted on the current kernel: 12
+# configurations x 10 layer shapes timed on the H100, paired against 192x128 1x2 in the same rounds
+# (docs/perf.md, fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs
+# WALL_KBLOCK x (its FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x
+# 128 / tile_m + WALL_PER_COLUMN x 128 / tile_n) / WALL_NORM: operand bytes per FLOP set the energy,
+# and under the cap the energy sets the clock. Two B scales a block (a width that does not divide
+# 128) came out costing nothing more here.
+WALL_KBLOCK = 1095             # cycles of a 256x128 K block (timing build), the scale of the others
+WALL_PER_ROW = 1.82
+WALL_PER_COLUMN = 0.97
+WALL_HEIGHT = {128: 1.0, 192: 1.05, 256: 1.17}
+WALL_NORM = 1 + WALL_PER_ROW / 2 + WALL_PER_COLUMN
+# 128-row tiles of <= NARROW_UNCLUSTERED columns (a plain grid) ran this much below the terms above
+WALL_NARROW = 0.96
+# a partial last round after full ones costs this share of a full round, plus the rest of one in
+# proportion to the cluster slots it fills (fewer SMs drawing power run a higher clock)
+LAST_ROUND_BASE = 0.58
 @dataclass(frozen=True)
 class Choice:
     tile_m: int
@@ -152,7 +161,8 @@ class Choice:
     tiles: int
     ctas: int
     cycles: float           # modelled SM cycles of the whole launch
-    bound: str              # what sets a K block's time: "mma", "smem", "l2" or "latency"
+    bound: str              # what sets a K block's time: "power" (wall time under the cap), "mma", "smem", "l2"
+                            # or "latency"
     split_k: int = 1        # work units per output tile (tiles, ctas and rounds count units)
     close: tuple["Choice", ...] = ()   # other tiles modelled too near to rank against this pick
 
@@ -170,9 +180,10 @@ class Choice:
         if self.split_k > 1:
             work = (f"{self.tiles // self.split_k} tiles split {self.split_k} ways along K = {self.tiles} "
                     "work units")
+        blocks = ("K blocks costed in wall time under the power cap" if self.bound == "power"
+                  else f"{self.bound}-bound K blocks")
         return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {work} "
-                f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, "
-                f"{self.bound}-bound K blocks")
+                f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, {blocks}")
 
 
 def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132,
@@ -187,22 +198,19 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     clusters = tiles // cs
     rounds = -(-clusters // slots)
     ctas = min(clusters, slots) * cs
-    streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
     mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
     one_wg = tile_m == 64
     latency = ONE_WG_LATENCY[cs] + mma if one_wg else BLOCK_LATENCY[cs] + (mma / 2 if cs == 1 else 0)
-    smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
-    l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
-    l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
-    block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
-    block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
+    wall = _wall_costed(mnkl, tile_m, split_k, num_sms)
+    if wall:
+        block, bound = _wall_block(tile_m, tile_n), "power"
+    else:
+        block, bound = _pipe_block(tile_m, tile_n, cluster_m, cluster_n, ctas)
     if block < latency:
         block, bound = latency, "latency"
     kb_unit = -(-(k // BLOCK_K) // split_k)
     tile = kb_unit * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
-    if (tile_m, tile_n) == THREE_WG_TILE:
-        tile, bound = _three_wg_tile(mnkl, cluster_m, cluster_n, num_sms), "mma"
-    cycles = rounds * tile
+    cycles = (_wall_rounds(rounds, clusters, slots) if wall else rounds) * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
         cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / SPLIT_BYTES_PER_CYCLE)
@@ -210,13 +218,48 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
-def _three_wg_tile(mnkl, cluster_m: int, cluster_n: int, num_sms: int) -> float:
-    """Modelled cycles of one 192x128 tile: the 256x128 tile's modelled cycles in the same cluster,
-    scaled by the two tiles' timed cycles at this K (TIMED_TILES)."""
-    ref = cost(mnkl, 256, 128, cluster_m, cluster_n, num_sms)
-    blocks = mnkl[2] // BLOCK_K
-    timed = {tm: kb * blocks + end for tm, (kb, end) in TIMED_TILES.items()}
-    return ref.cycles / ref.rounds * timed[192] / timed[256]
+def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int) -> tuple[float, str]:
+    """Cycles of a K block of a 64-row tile or a split work unit, and the pipe that sets them: the
+    longest of the tensor cores, the shared-memory port and L2 -> SM, with the timed corrections."""
+    streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
+    mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
+    smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
+    l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
+    l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
+    block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
+    block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
+    return block, bound
+
+
+def _wall_costed(mnkl, tile_m: int, split_k: int, num_sms: int) -> bool:
+    """Whether a configuration is costed in wall time: two or three consumer warpgroups, unsplit,
+    on a problem that fills the GPU."""
+    return tile_m > 64 and split_k == 1 and fills_gpu(mnkl, num_sms)
+
+
+def fills_gpu(mnkl, num_sms: int = 132) -> bool:
+    """Whether the problem fills a wave of 256x128 tiles on every SM: where its tiles of two or
+    three consumer warpgroups are costed in wall time under the cap (fitted there; a smaller problem
+    keeps the pipe model its picks were timed on)."""
+    m, n, _, l = mnkl
+    return m * n * l >= num_sms * 256 * 128
+
+
+def _wall_block(tile_m: int, tile_n: int) -> float:
+    """Cycles of an unsplit K block of two or three consumer warpgroups, in wall time under the cap."""
+    per_flop = WALL_HEIGHT[tile_m] * (1 + WALL_PER_ROW * 128 / tile_m + WALL_PER_COLUMN * 128 / tile_n) / WALL_NORM
+    if tile_m == 128 and tile_n <= NARROW_UNCLUSTERED:
+        per_flop *= WALL_NARROW
+    return WALL_KBLOCK * tile_m * tile_n / (256 * 128) * per_flop
+
+
+def _wall_rounds(rounds: int, clusters: int, slots: int) -> float:
+    """Rounds in full-round units: a partial last round after full ones costs LAST_ROUND_BASE of a
+    full one plus the rest in proportion to the slots it fills."""
+    if rounds < 2:
+        return rounds
+    share = (clusters - (rounds - 1) * slots) / slots
+    return rounds - 1 + LAST_ROUND_BASE + (1 - LAST_ROUND_BASE) * share
 
 
 def _tiles(promote: str):
@@ -318,8 +361,12 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     if not cands:
         raise BsprofError(f"no tile and cluster of the kernel takes the switches asked for at {tuple(mnkl)}; "
                           "drop a switch or fix the tile (tile_m=..,tile_n=..)")
-    best = min(c.cycles for c in cands)
-    near = [c for c in cands if c.cycles <= best * PREFER_WITHIN]
+    cheapest = min(cands, key=lambda c: c.cycles)
+    near = [c for c in cands if c.cycles <= cheapest.cycles * PREFER_WITHIN]
+    if _wall_costed(mnkl, cheapest.tile_m, cheapest.split_k, num_sms):
+        # the wall-time model counts what a larger tile saves (tile starts, operand bytes a FLOP), so
+        # between tiles the cheaper one wins and only its cluster is a tie-break
+        near = [c for c in near if (c.tile_m, c.tile_n, c.split_k) == (cheapest.tile_m, cheapest.tile_n, 1)]
     pick = _preferred(near)
     padded = _half_padded(mnkl[0], pick)
     padded_tile = f"{pick.tile_m}x{pick.tile_n}"
@@ -348,9 +395,7 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
         why += (f"; 64 rows, not {padded_tile} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): {padded}, where "
                 "the 64-row tile ran faster when modelled this close")
     if (pick.tile_m, pick.tile_n) == THREE_WG_TILE:
-        (kb3, _), (kb2, _) = TIMED_TILES[192], TIMED_TILES[256]
-        why += (f"; three consumer warpgroups, one 64-row wave each: costed from timing builds (a K block "
-                f"{kb3:,} cycles against 256x128's {kb2:,})")
+        why += "; three consumer warpgroups, one 64-row wave each"
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
         why += f"; unclustered: 128-row tiles of <= {NARROW_UNCLUSTERED} columns timed slower in clusters"
     close = close_calls(pick, cands)
