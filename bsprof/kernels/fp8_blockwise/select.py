@@ -133,24 +133,32 @@ HALF_PADDED_WITHIN = 1.03
 CLOSE_CALL_WITHIN = 1.03
 MAX_CLOSE_CALLS = 2
 THREE_WG_TILE = (192, 128)
-# Tiles of two or three consumer warpgroups (128, 192 and 256 rows), unsplit, are costed in wall
-# time under the power cap (_wall_block, _wall_rounds), fitted on the current kernel: 12
-# configurations x 10 layer shapes timed on the H100, paired against 192x128 1x2 in the same rounds
-# (docs/perf.md, fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs
-# WALL_KBLOCK x (its FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x
-# 128 / tile_m + WALL_PER_COLUMN x 128 / tile_n) / WALL_NORM: operand bytes per FLOP set the energy,
-# and under the cap the energy sets the clock. Two B scales a block (a width that does not divide
-# 128) came out costing nothing more here.
+# Tiles of two or three consumer warpgroups (128, 192 and 256 rows), unsplit, on a problem that
+# fills the GPU are costed in wall time under the power cap (_wall_block, _wall_tile_end,
+# _wall_rounds), fitted on the current kernel: 12 configurations x 10 layer shapes timed on the H100,
+# each paired against 192x128 1x2 in the same rounds, and 47 pairs timed in other calls (docs/perf.md,
+# fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs WALL_KBLOCK x (its
+# FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x 128 / tile_m +
+# WALL_PER_COLUMN x 128 / tile_n) / WALL_NORM: operand bytes a FLOP set the energy, and under the
+# cap the energy sets the clock. Two B scales a block (a width that does not divide 128) came out
+# costing nothing more.
 WALL_KBLOCK = 1095             # cycles of a 256x128 K block (timing build), the scale of the others
-WALL_PER_ROW = 1.82
-WALL_PER_COLUMN = 0.97
-WALL_HEIGHT = {128: 1.0, 192: 1.05, 256: 1.17}
+WALL_PER_ROW = 1.78
+WALL_PER_COLUMN = 1.08
+WALL_HEIGHT = {128: 1.0, 192: 1.05, 256: 1.16}
 WALL_NORM = 1 + WALL_PER_ROW / 2 + WALL_PER_COLUMN
 # 128-row tiles of <= NARROW_UNCLUSTERED columns (a plain grid) ran this much below the terms above
 WALL_NARROW = 0.96
+# A tile's end and the next one's start (epilogue phase 1, the wait for the first stage), cycles:
+# timed for the 256- and 192-row tiles (timing builds at 4096x4096x7168, seventh session), fitted for
+# 128-row tiles, per 128 columns
+TILE_ENDS = {256: 3007, 192: 2079}
+TILE_END_128 = 1970
 # a partial last round after full ones costs this share of a full round, plus the rest of one in
 # proportion to the cluster slots it fills (fewer SMs drawing power run a higher clock)
 LAST_ROUND_BASE = 0.58
+
+
 @dataclass(frozen=True)
 class Choice:
     tile_m: int
@@ -209,7 +217,8 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     if block < latency:
         block, bound = latency, "latency"
     kb_unit = -(-(k // BLOCK_K) // split_k)
-    tile = kb_unit * block + tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    end = _wall_tile_end(tile_m, tile_n) if wall else tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    tile = kb_unit * block + end
     cycles = (_wall_rounds(rounds, clusters, slots) if wall else rounds) * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
@@ -251,6 +260,11 @@ def _wall_block(tile_m: int, tile_n: int) -> float:
     if tile_m == 128 and tile_n <= NARROW_UNCLUSTERED:
         per_flop *= WALL_NARROW
     return WALL_KBLOCK * tile_m * tile_n / (256 * 128) * per_flop
+
+
+def _wall_tile_end(tile_m: int, tile_n: int) -> float:
+    """Cycles of a wall-costed tile's end and the next tile's start."""
+    return TILE_ENDS.get(tile_m, TILE_END_128 * tile_n / 128)
 
 
 def _wall_rounds(rounds: int, clusters: int, slots: int) -> float:
