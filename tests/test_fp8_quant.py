@@ -651,7 +651,7 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
     for mnkl in ((8192, 8192, 8192, 1), (8192, 8192, 1024, 1), (4096, 24576, 1536, 1)):
         pick, why = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_n) == (192, 128, 2)
-        assert "three consumer warpgroups" in why and "787 cycles" in why
+        assert "three consumer warpgroups" in why
     # small M: tiles narrow enough that most SMs get one, no cluster at narrow widths; 64-row tiles of
     # one warpgroup where the K block is latency-bound, split along K where the tiles alone leave
     # SMs idle (the fastest of the split candidates timed there)
@@ -668,12 +668,12 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
 
 
 
-# The two held-out picks that lost to DeepGEMM by 4% or more (`--suite heldout2`, H100; docs/perf.md,
-# thirteenth session): each had DeepGEMM's tile modelled within 3%, and that tile, built by our own
-# kernel in the cluster the choice gives it (1x2 where DeepGEMM runs 128x160 in 2x1), ran faster than
-# the pick paired over 9 rounds (the ratio here)
-CLOSE_CALLS_TIMED = {(1000, 5120, 17920, 1): ((192, 128, 1, 2), (128, 160, 1, 2), 1.093),
-                     (96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037)}
+# Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md, thirteenth and fourteenth
+# sessions): at 96x12288x4096 (`--suite heldout2`, 0.96 of DeepGEMM) that tile, built by our own
+# kernel, ran 1.037x the pick paired over 9 rounds; at 4096x2112x7168 128x192 2x1 ran within 1% of
+# the 192-row tile (0.995, 5 rounds)
+CLOSE_CALLS_TIMED = {(96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037),
+                     (4096, 2112, 7168, 1): ((192, 128, 2, 1), (128, 192, 2, 1), 0.995)}
 
 
 @pytest.mark.parametrize("mnkl", list(CLOSE_CALLS_TIMED), ids=lambda x: "x".join(map(str, x)))
@@ -696,10 +696,11 @@ def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(
 
 
 def test_clear_picks_carry_no_close_call():
-    # where a tile was timed well ahead of every other (256x128 at 4096^3, 8192^3's 192x128)
+    # where a tile was timed well ahead of every other: 256x128 at 4096^3, and at 4096x7168x16384,
+    # where the 192-row tile ran 0.945 of it (thirteenth session, call 8)
     from bsprof.kernels.fp8_blockwise.select import choose
 
-    for mnkl in ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1)):
+    for mnkl in ((4096, 4096, 4096, 1), (4096, 7168, 16384, 1)):
         assert "close call" not in choose(mnkl)[1]
 
 
@@ -707,8 +708,8 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from bsprof.kernels.fp8_blockwise.select import (CLOSE_CALL_WITHIN, MAX_CLOSE_CALLS, candidates, choose,
-                                                      close_calls)
+    from bsprof.kernels.fp8_blockwise.select import (CLOSE_CALL_WITHIN, MAX_CLOSE_CALLS, PREFER_WITHIN, candidates,
+                                                      choose, close_calls)
 
     @settings(max_examples=60, deadline=None)
     @given(st.integers(1, 8192), st.integers(1, 512).map(lambda x: 16 * x), st.integers(1, 160).map(lambda x: 128 * x))
@@ -720,7 +721,8 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
         assert [c.cycles for c in close] == sorted(c.cycles for c in close)
         tiles = [(c.tile_m, c.tile_n, c.split_k) for c in close]
         assert len(set(tiles)) == len(tiles) and (pick.tile_m, pick.tile_n, pick.split_k) not in tiles
-        assert all(c.cycles <= pick.cycles * CLOSE_CALL_WITHIN for c in close)
+        # each in the cluster the choice would give its tile: within PREFER_WITHIN of the tile's cheapest
+        assert all(c.cycles <= pick.cycles * CLOSE_CALL_WITHIN * PREFER_WITHIN for c in close)
 
     check()
 
@@ -741,14 +743,14 @@ def test_a_tie_between_cluster_axes_multicasts_b_only_where_the_b_tile_is_much_l
     from bsprof.kernels.fp8_blockwise.select import B_MULTICAST_RATIO, choose, cost
 
     (tm, tn), a_mc, b_mc = CLUSTER_AXIS[mnkl]
-    assert cost(mnkl, tm, tn, 1, 2).cycles == cost(mnkl, tm, tn, 2, 1).cycles   # the model's tie
     # the tile that was timed in both clusters (where the 192-row tile now wins, as asked for)
     pick, why = choose(mnkl, fits=lambda c: (c.tile_m, c.tile_n) == (tm, tn))
-    wide = tn >= B_MULTICAST_RATIO * tm
-    assert (pick.cluster_m, pick.cluster_n) == ((2, 1) if wide else (1, 2))
-    # the data behind the rule: the axis it takes ran as fast as the other, or within 1%
-    assert (b_mc if wide else a_mc) <= 1.01 * min(a_mc, b_mc)
-    assert ("B multicast" in why) == wide
+    if cost(mnkl, tm, tn, 1, 2).cycles == cost(mnkl, tm, tn, 2, 1).cycles:     # the model's tie: the rule
+        wide = tn >= B_MULTICAST_RATIO * tm
+        assert (pick.cluster_m, pick.cluster_n) == ((2, 1) if wide else (1, 2))
+        assert ("B multicast" in why) == wide
+    # the data behind either: the axis taken ran as fast as the other, or within 1%
+    assert (b_mc if pick.cluster_m == 2 else a_mc) <= 1.01 * min(a_mc, b_mc)
 
 
 def test_a_256_row_tile_keeps_a_multicast():
@@ -843,8 +845,8 @@ def test_below_64_rows_a_multicast_gives_way_to_the_trimmed_a_box(data_dir):
 
 def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(data_dir):
     # 13 stored H100 A/Bs on layer shapes no tile was fitted on (M = 2048-16384): the 192x128 tile
-    # the choice now takes, timed beside the tile it took before (128x192 2x1, 256x112 or 256x128).
-    # TIMED_TILES came from two timing builds at 4096x4096x7168, not from these runs
+    # the choice takes, timed beside the tile it took before (128x192 2x1, 256x112 or 256x128), on
+    # the kernel of the seventh session. The wall-time fit did not use these runs
     import math
 
     from bsprof.kernels.fp8_blockwise.select import choose
@@ -858,6 +860,98 @@ def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(dat
         assert before[0] in (128, 256) and speed >= 0.97, (mnkl, before, speed)     # within the noise
         gains.append(speed)
     assert math.exp(sum(map(math.log, gains)) / len(gains)) >= 1.02
+
+
+def _tile_of(row: dict) -> tuple:
+    import re
+
+    return tuple(int(x) for x in re.match(r"(\d+)x(\d+) cluster (\d)x(\d)", row["tile"]).groups())
+
+
+def _wall_pairs(data_dir, name: str) -> list[tuple]:
+    """(problem, configuration a, configuration b, a's time over b's, median over the paired rounds)
+    from a stored H100 run: in the grid every fixed configuration against 192x128 1x2, in the A/B
+    the pick against the configuration timed as 'given'."""
+    import json
+    import statistics
+
+    from bsprof.analyzers.bench_rows import paired_speedups
+
+    out = []
+    for res in json.loads(unxz_text(data_dir / name))["results"]:
+        mnkl, rows = tuple(res["mnkl"]), [r for r in res["rows"] if r.get("ours")]
+        if any(r["name"] == "given" for r in rows):
+            pairs = [(next(r for r in rows if r["name"] == "optimized"), next(r for r in rows if r["name"] == "given"))]
+        elif len(rows) > 1:
+            ref = next(r for r in rows if r["name"] != "optimized" and _tile_of(r) == (192, 128, 1, 2))
+            pairs = [(r, ref) for r in rows if r["name"] != "optimized" and r is not ref]
+        else:
+            pairs = []          # a shape timed with its pick alone
+        out += [(mnkl, _tile_of(a), _tile_of(b), 1 / statistics.median(paired_speedups(a, b))) for a, b in pairs]
+    return out
+
+
+def _log_errors(pairs) -> list[float]:
+    import math
+
+    from bsprof.kernels.fp8_blockwise.select import cost
+
+    return [math.log(cost(mnkl, *a).cycles / cost(mnkl, *b).cycles) - math.log(ratio) for mnkl, a, b, ratio in pairs]
+
+
+def test_the_wall_time_model_ranks_the_grid_it_was_fitted_on_without_a_bias_per_tile(data_dir):
+    # 12 configurations x 10 layer shapes on the H100, each paired against 192x128 1x2 in the same
+    # rounds (docs/perf.md, fourteenth session): the model's error in the pair ratio, where the pipe
+    # model it replaced was off by 0.149 rms and by 6-36% per tile class
+    import math
+
+    pairs = _wall_pairs(data_dir, "h100_fp8_wall_grid.json.xz")
+    assert len(pairs) == 110
+    err = _log_errors(pairs)
+    assert math.sqrt(sum(e * e for e in err) / len(err)) < 0.045
+    # 256x96 is costed 5% above what it ran; it ran 0.78-0.95 of 192x128 on every shape, so no pick
+    # turns on it
+    for tile in {(a[0], a[1]) for _, a, _, _ in pairs}:
+        mine = [e for (_, a, _, _), e in zip(pairs, err) if (a[0], a[1]) == tile]
+        assert abs(sum(mine) / len(mine)) < (0.06 if tile == (256, 96) else 0.025), tile
+
+
+def test_the_wall_time_choice_on_the_shapes_where_it_moved_a_pick(data_dir):
+    # the candidate model's picks timed against the old picks on the H100 (call 2): today's pick is
+    # one of the two on every shape, never more than 5% behind the other (768x14336x4096's 256x112
+    # ran 0.954: the miss the model does not see), ahead in geometric mean; the held-out loss
+    # 1000x5120x17920 (0.90 of DeepGEMM on 192x128) takes the 128x160 tile that ran 1.094x it
+    import math
+
+    from bsprof.kernels.fp8_blockwise.select import choose
+
+    pairs = _wall_pairs(data_dir, "h100_fp8_wall_ab.json.xz")
+    assert len(pairs) == 10
+    gains = []
+    for mnkl, a, b, ratio in pairs:
+        pick, _ = choose(mnkl)
+        got = (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n)
+        assert got in (a, b), (mnkl, got)
+        gains.append(1 / ratio if got == a else ratio)
+        assert gains[-1] >= 0.95, (mnkl, got, gains[-1])
+    assert math.exp(sum(map(math.log, gains)) / len(gains)) >= 1.02
+    err = _log_errors(pairs)
+    assert math.sqrt(sum(e * e for e in err) / len(err)) < 0.045
+    pick, why = choose((1000, 5120, 17920, 1))
+    assert (pick.tile_m, pick.tile_n) == (128, 160) and "wall time" in why and not pick.close
+
+
+def test_problems_too_small_to_fill_the_gpu_keep_the_pipe_model():
+    # the fit's shapes all fill a wave of 256x128 tiles; below that (the suite's M = 128 rows, the
+    # half-padded and below-128 rules' shapes) the picks stay those timed there
+    from bsprof.kernels.fp8_blockwise.select import choose, cost, fills_gpu
+
+    assert fills_gpu((640, 8192, 6144, 1)) and not fills_gpu((128, 32768, 512, 1))
+    assert cost((128, 32768, 512, 1), 128, 128, 1, 1).bound != "power"
+    assert cost((4096, 4096, 4096, 1), 256, 128, 1, 2).bound == "power"
+    assert cost((4096, 4096, 4096, 1), 64, 128, 1, 1).bound != "power"          # one warpgroup: pipes
+    assert cost((4096, 4096, 4096, 1), 128, 128, 1, 1, split_k=2).bound != "power"
+    assert "wall time" not in choose((128, 24576, 1536, 1))[1]
 
 
 def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():

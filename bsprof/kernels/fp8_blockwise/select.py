@@ -2,37 +2,43 @@
 
 Every configuration the kernel takes (``config.tile_ns``: tile 64, 128 or 256 rows x a multiple of
 16 columns, and 192x128, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model
-of the persistent kernel, and the cheapest wins; within 2% of it the larger tile, then the cluster,
-wins (fewer tile starts, less L2 traffic, what measured best at the tuned shapes), and between
-the two cluster axes, 1x2 (A multicast) unless the B tile is 1.5x the A tile or more (128x192 ran
-up to 3.5% faster in 2x1, 128x144 4-5% slower).
+of the persistent kernel, and the cheapest wins. Where the wall-time model below costs the
+cheapest, a cheaper tile always wins and only between clusters of that tile does a 2% tie-break
+act; elsewhere, within 2% of the cheapest the larger tile, then the cluster, wins (fewer tile
+starts, less L2 traffic, what measured best at the tuned shapes). Between the two cluster axes a
+tie goes to 1x2 (A multicast) unless the B tile is 1.5x the A tile or more (128x192 ran up to 3.5%
+faster in 2x1, 128x144 4-5% slower).
 
-The model: the CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles
-each, so a last wave that is nearly empty costs a whole tile time. A tile's K block takes the
-longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the shared-memory port
-(128 B/cycle: each 64-row wgmma stream, one per consumer warpgroup and wave, reads its 64 A rows
-and all of B, and the TMA writes A and B into the ring), and L2 -> SM (about 6,150 B/cycle for the whole chip,
-shared by the CTAs that run; a multicast operand is read once per cluster). Shapes too small to
-fill the chip get more, smaller tiles because the rounds term then charges nothing for them.
+The CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles each.
 
-Corrections come from timing candidates on the H100 (docs/perf.md, the per-problem tile choice
-and its second and third rounds): a K block is never faster than its issue-wait-release-promote
-path (BLOCK_LATENCY: 370 cycles plus half the tile's wgmma cycles with two consumer warpgroups
-and no cluster, fitted on 128x16 .. 128x64 tiles at M = 128, 385-511 cycles per K block; 600
-flat in a cluster, whose stage is released to two producers: 128x16 tiles in 1x2 clusters ran
-at 0.71x of 1x1); a width that does not divide 128 (two B scales, no B-scale TMA, a scale test
-per gcd(width, 128) step of columns) costs about 1.05x per FLOP (1.2x when every 8-column group
-tested its own, before the tests were shared); a 128-row tile 1.17-1.19x per FLOP against the
-256-row tile (1.05x beyond what the shared-memory term already charges it: one wave per K block,
-nothing hides a warpgroup's promotion behind its own next wave).
+**Problems that fill the GPU** (M x N x L at least a wave of 256x128 tiles, ``fills_gpu``): an
+unsplit tile of two or three consumer warpgroups (128, 192 or 256 rows) is costed in wall time
+under the 700 W cap, where operand bytes a FLOP set the energy and the energy sets the clock. A K
+block costs the 256x128 tile's (TIMED_KBLOCKS) scaled by FLOPs and by WALL_HEIGHT[tile_m] x (1 +
+WALL_PER_ROW x 128 / tile_m + WALL_PER_COLUMN x 128 / tile_n); a tile's end is timed (TILE_ENDS,
+the 192-row tile's 2,079 cycles against 256x128's 3,007: three warpgroups overlap their epilogue)
+or fitted (TILE_END_128); a partial last round after full ones costs LAST_ROUND_BASE of a full
+one plus the rest by the slots it fills, since fewer SMs drawing power run a higher clock. The
+constants were fitted on 12 configurations x 10 layer shapes the H100 timed paired against
+192x128 1x2, plus 47 pairs from other runs (docs/perf.md, fourteenth session): the error in the
+ratio of two configurations is 0.04 rms, against 0.12-0.15 for the pipe model on the same pairs.
+On the H100 it moved the held-out 1000x5120x17920 from 192x128 to 128x160 (1.094x; 0.90 of
+DeepGEMM before, 1.0 after) and 1800x5120x13824 likewise (1.051x).
 
-The 192x128 tile (three consumer warpgroups, one 64-row wave each: a warpgroup's wgmma wait and
-promotion lie under two others' waves) is costed as 256x128 in the same cluster scaled by the two
-tiles' timed cycles at this K (TIMED_TILES: K blocks of 787 against 1,095 cycles, tile ends of
-2,079 against 3,007). Its K block runs at 98% of the tensor pipe's rate where 256x128's runs at 94%,
-so it wins wherever its rounds fill about as well as 256x128's: 1.00-1.11x the previous pick on 13
-layer shapes at M = 2048-16384 that no tile was fitted on (median round of 5); at M = 4096, 22 M
-tiles of 192 rows leave the last one a third full and 256x128 stays (192x128 ran 0.92-0.96x there).
+**Smaller problems, 64-row tiles and split-K** keep the pipe model their picks were timed on: a
+K block takes the longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the
+shared-memory port (128 B/cycle: each 64-row wgmma stream, one per consumer warpgroup and wave,
+reads its 64 A rows and all of B, and the TMA writes A and B into the ring), and L2 -> SM (about
+6,150 B/cycle for the whole chip, shared by the CTAs that run; a multicast operand is read once per
+cluster). Shapes too small to fill the chip get more, smaller tiles because the rounds term then
+charges nothing for them. Corrections come from timing candidates on the H100 (docs/perf.md, the
+per-problem tile choice and its second and third rounds): a K block is never faster than its
+issue-wait-release-promote path (BLOCK_LATENCY: 370 cycles plus half the tile's wgmma cycles with
+two consumer warpgroups and no cluster, fitted on 128x16 .. 128x64 tiles at M = 128, 385-511
+cycles per K block; 600 flat in a cluster, whose stage is released to two producers: 128x16 tiles
+in 1x2 clusters ran at 0.71x of 1x1; the floor holds in the wall-time model too); a width that
+does not divide 128 (two B scales) costs about 1.05x per FLOP; a 128-row tile 1.05x beyond what the
+shared-memory term already charges it.
 
 A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
 promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY) plus
@@ -83,12 +89,10 @@ workspace, no reduction).
 
 A pick with another tile modelled within CLOSE_CALL_WITHIN of it is a close call: its reason says
 so, and ``Choice.close`` holds those configurations (``bsprof bench --close-calls`` times them).
-Timed against the current kernel, the model's cost of one configuration ran 0.78-1.17x of its
-measured cycles, varying by shape, so it cannot rank two configurations this close: on twelve
-held-out layer shapes no configuration was fitted on, the two picks that lost to DeepGEMM by 4% or
-more were close calls, and the named alternative (DeepGEMM's own tile there) ran 1.03-1.10x faster
-than the pick. Over the eleven close calls of the benchmark's three suites the named configuration
-ran faster at four of twelve and slower at five (0.945-1.099): a question for the GPU, not a rule.
+Even in wall time a pair of configurations is modelled to about 4% rms, and run to run the H100's
+clock moves a pair by a few percent, so the model cannot rank two configurations this close (the
+pipe model's close calls, timed: the named one faster at four of twelve, slower at five,
+0.945-1.099): a question for the GPU, not a rule.
 """
 
 from __future__ import annotations
@@ -133,26 +137,28 @@ HALF_PADDED_WITHIN = 1.03
 CLOSE_CALL_WITHIN = 1.03
 MAX_CLOSE_CALLS = 2
 THREE_WG_TILE = (192, 128)
+# Cycles of a K block and of a tile's end plus the next tile's start (epilogue phase 1, the wait for
+# the first stage), from the timing builds of the 256- and 192-row tiles at 4096x4096x7168 on the
+# H100 (seventh session). Where the pipe model costs the 192-row tile (a problem too small to fill
+# the GPU), it scales the 256x128 tile's cost by these (_three_wg_tile)
+TIMED_KBLOCKS = {256: 1095, 192: 787}
+TILE_ENDS = {256: 3007, 192: 2079}
 # Tiles of two or three consumer warpgroups (128, 192 and 256 rows), unsplit, on a problem that
 # fills the GPU are costed in wall time under the power cap (_wall_block, _wall_tile_end,
 # _wall_rounds), fitted on the current kernel: 12 configurations x 10 layer shapes timed on the H100,
 # each paired against 192x128 1x2 in the same rounds, and 47 pairs timed in other calls (docs/perf.md,
-# fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs WALL_KBLOCK x (its
-# FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x 128 / tile_m +
+# fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs the 256x128 tile's x
+# (its FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x 128 / tile_m +
 # WALL_PER_COLUMN x 128 / tile_n) / WALL_NORM: operand bytes a FLOP set the energy, and under the
 # cap the energy sets the clock. Two B scales a block (a width that does not divide 128) came out
 # costing nothing more.
-WALL_KBLOCK = 1095             # cycles of a 256x128 K block (timing build), the scale of the others
 WALL_PER_ROW = 1.78
 WALL_PER_COLUMN = 1.08
 WALL_HEIGHT = {128: 1.0, 192: 1.05, 256: 1.16}
 WALL_NORM = 1 + WALL_PER_ROW / 2 + WALL_PER_COLUMN
 # 128-row tiles of <= NARROW_UNCLUSTERED columns (a plain grid) ran this much below the terms above
 WALL_NARROW = 0.96
-# A tile's end and the next one's start (epilogue phase 1, the wait for the first stage), cycles:
-# timed for the 256- and 192-row tiles (timing builds at 4096x4096x7168, seventh session), fitted for
-# 128-row tiles, per 128 columns
-TILE_ENDS = {256: 3007, 192: 2079}
+# a 128-row tile's end and the next one's start, per 128 columns (fitted; TILE_ENDS for the others)
 TILE_END_128 = 1970
 # a partial last round after full ones costs this share of a full round, plus the rest of one in
 # proportion to the cluster slots it fills (fewer SMs drawing power run a higher clock)
@@ -219,6 +225,8 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     kb_unit = -(-(k // BLOCK_K) // split_k)
     end = _wall_tile_end(tile_m, tile_n) if wall else tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     tile = kb_unit * block + end
+    if (tile_m, tile_n) == THREE_WG_TILE and not wall:
+        tile, bound = _three_wg_tile(mnkl, cluster_m, cluster_n, num_sms), "mma"
     cycles = (_wall_rounds(rounds, clusters, slots) if wall else rounds) * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
@@ -228,8 +236,9 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
 
 
 def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int) -> tuple[float, str]:
-    """Cycles of a K block of a 64-row tile or a split work unit, and the pipe that sets them: the
-    longest of the tensor cores, the shared-memory port and L2 -> SM, with the timed corrections."""
+    """Cycles of a K block costed by its pipes (64-row tiles, split work units, problems that do not
+    fill the GPU) and the pipe that sets them: the longest of the tensor cores, the shared-memory
+    port and L2 -> SM, with the timed corrections."""
     streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
     mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
     smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
@@ -238,6 +247,15 @@ def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: 
     block, bound = max((mma, "mma"), (smem, "smem"), (l2, "l2"))
     block *= (TWO_SCALE_COST if two_scale_blocks(tile_n) else 1.0) * (ONE_WAVE_COST if tile_m == 128 else 1.0)
     return block, bound
+
+
+def _three_wg_tile(mnkl, cluster_m: int, cluster_n: int, num_sms: int) -> float:
+    """Pipe-model cycles of one 192x128 tile: the 256x128 tile's in the same cluster, scaled by the
+    two tiles' cycles from the timing builds at this K (TIMED_KBLOCKS and TILE_ENDS)."""
+    ref = cost(mnkl, 256, 128, cluster_m, cluster_n, num_sms)
+    blocks = mnkl[2] // BLOCK_K
+    timed = {tm: kb * blocks + TILE_ENDS[tm] for tm, kb in TIMED_KBLOCKS.items()}
+    return ref.cycles / ref.rounds * timed[192] / timed[256]
 
 
 def _wall_costed(mnkl, tile_m: int, split_k: int, num_sms: int) -> bool:
@@ -259,7 +277,7 @@ def _wall_block(tile_m: int, tile_n: int) -> float:
     per_flop = WALL_HEIGHT[tile_m] * (1 + WALL_PER_ROW * 128 / tile_m + WALL_PER_COLUMN * 128 / tile_n) / WALL_NORM
     if tile_m == 128 and tile_n <= NARROW_UNCLUSTERED:
         per_flop *= WALL_NARROW
-    return WALL_KBLOCK * tile_m * tile_n / (256 * 128) * per_flop
+    return TIMED_KBLOCKS[256] * tile_m * tile_n / (256 * 128) * per_flop
 
 
 def _wall_tile_end(tile_m: int, tile_n: int) -> float:
