@@ -489,6 +489,23 @@ def test_bench_close_calls_times_the_near_ties_beside_the_pick():
     assert "against optimized, round by round" in shown and "close call: 128x96 1x1" in shown
 
 
+def test_bench_on_a_problem_that_fills_the_gpu_costs_in_wall_time_and_times_its_close_call():
+    # 4096x2112x7168 (the target suite): the wall-time choice picks 192x128 2x1, with DeepGEMM's
+    # own 128x192 2x1 modelled 1.1% dearer; --close-calls builds and times it beside the pick
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl",
+                           "4096,2112,7168", "--close-calls", "--iters", "5", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    near = "optimized:tile_m=128,tile_n=192,cluster_m=2,cluster_n=1"
+    assert res["close_calls"] == [near]
+    rows = {r["name"]: r for r in res["rows"] if r["ours"]}
+    assert rows["optimized"]["tile"] == "192x128 cluster 2x1" and rows[near]["tile"] == "128x192 cluster 2x1"
+    assert all(r["rel_err"] < 1e-2 for r in rows.values())
+    shown = " ".join(proc.stderr.split())
+    assert "K blocks costed in wall time under the power cap" in shown and "close call: 128x192 2x1" in shown
+
+
 def test_int_inputs_give_every_kernel_the_exact_integer_product():
     # unit scales and small integers: every variant, the rescaled one too, is exact up to the
     # bf16 rounding of the output, so all errors agree
