@@ -766,16 +766,14 @@ def _half_padded_ab(data_dir, name: str = "h100_fp8_half_padded.json.xz") -> dic
     (h100_fp8_below_128.json.xz): per shape, the tile timed as 'optimized', the other ('given') and
     the median paired speed of the first over the second."""
     import json
-    import re
     import statistics
 
-    from bsprof.analyzers.bench_rows import paired_speedups
+    from bsprof.analyzers.bench_rows import paired_speedups, tile_config
 
     out = {}
     for res in json.loads(unxz_text(data_dir / name))["results"]:
         rows = {r["name"]: r for r in res["rows"]}
-        tile = lambda r: tuple(int(x) for x in re.match(r"(\d+)x(\d+) cluster (\d)x(\d)", r["tile"]).groups())
-        out[tuple(res["mnkl"])] = (tile(rows["optimized"]), tile(rows["given"]),
+        out[tuple(res["mnkl"])] = (tile_config(rows["optimized"]), tile_config(rows["given"]),
                                    statistics.median(paired_speedups(rows["optimized"], rows["given"])))
     return out
 
@@ -862,33 +860,14 @@ def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(dat
     assert math.exp(sum(map(math.log, gains)) / len(gains)) >= 1.02
 
 
-def _tile_of(row: dict) -> tuple:
-    import re
-
-    return tuple(int(x) for x in re.match(r"(\d+)x(\d+) cluster (\d)x(\d)", row["tile"]).groups())
-
-
 def _wall_pairs(data_dir, name: str) -> list[tuple]:
-    """(problem, configuration a, configuration b, a's time over b's, median over the paired rounds)
-    from a stored H100 run: in the grid every fixed configuration against 192x128 1x2, in the A/B
-    the pick against the configuration timed as 'given'."""
+    """The configuration pairs of a stored H100 run (``bench_rows.config_pairs``): in the grid every
+    fixed configuration against 192x128 1x2, in the A/B the pick against the one timed as 'given'."""
     import json
-    import statistics
 
-    from bsprof.analyzers.bench_rows import paired_speedups
+    from bsprof.analyzers.bench_rows import config_pairs
 
-    out = []
-    for res in json.loads(unxz_text(data_dir / name))["results"]:
-        mnkl, rows = tuple(res["mnkl"]), [r for r in res["rows"] if r.get("ours")]
-        if any(r["name"] == "given" for r in rows):
-            pairs = [(next(r for r in rows if r["name"] == "optimized"), next(r for r in rows if r["name"] == "given"))]
-        elif len(rows) > 1:
-            ref = next(r for r in rows if r["name"] != "optimized" and _tile_of(r) == (192, 128, 1, 2))
-            pairs = [(r, ref) for r in rows if r["name"] != "optimized" and r is not ref]
-        else:
-            pairs = []          # a shape timed with its pick alone
-        out += [(mnkl, _tile_of(a), _tile_of(b), 1 / statistics.median(paired_speedups(a, b))) for a, b in pairs]
-    return out
+    return config_pairs(json.loads(unxz_text(data_dir / name))["results"])
 
 
 def _log_errors(pairs) -> list[float]:

@@ -87,3 +87,34 @@ def paired_cell(row: dict, first: dict) -> str:
     if not pairs:
         return "—"
     return f"{statistics.median(pairs):.3f} ({min(pairs):.3f}-{max(pairs):.3f})"
+
+
+def tile_config(row: dict) -> tuple[int, int, int, int] | None:
+    """(tile_m, tile_n, cluster_m, cluster_n) of one of our rows ('192x128 cluster 1x2 ...'), else None."""
+    import re
+
+    found = re.match(r"(\d+)x(\d+) cluster (\d+)x(\d+)", str(row.get("tile") or ""))
+    return tuple(int(x) for x in found.groups()) if found else None
+
+
+def config_pairs(results: list[dict], ref: tuple[int, int, int, int] = (192, 128, 1, 2)) -> list[tuple]:
+    """(problem, configuration a, configuration b, a's time over b's as the median over the paired
+    rounds) from a bench run's results: where a problem has a 'given' row, the first kernel against
+    it; else every other configuration of ours against the row of configuration ``ref`` (a grid
+    of fixed configurations). Problems with neither, or without several rounds, give none."""
+    import statistics
+
+    out = []
+    for res in results:
+        ours = [r for r in res.get("rows", []) if r.get("ours") and tile_config(r)]
+        given = next((r for r in ours if r.get("name") == "given"), None)
+        if given is not None:
+            pairs = [(ours[0], given)]
+        else:
+            base = next((r for r in ours[1:] if tile_config(r) == ref), None)
+            pairs = [(r, base) for r in ours[1:] if base is not None and r is not base]
+        for a, b in pairs:
+            speed = paired_speedups(a, b)
+            if speed:
+                out.append((tuple(res["mnkl"]), tile_config(a), tile_config(b), 1 / statistics.median(speed)))
+    return out

@@ -14,16 +14,17 @@ The CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) 
 **Problems that fill the GPU** (M x N x L at least a wave of 256x128 tiles, ``fills_gpu``): an
 unsplit tile of two or three consumer warpgroups (128, 192 or 256 rows) is costed in wall time
 under the 700 W cap, where operand bytes a FLOP set the energy and the energy sets the clock. A K
-block costs the 256x128 tile's (TIMED_KBLOCKS) scaled by FLOPs and by WALL_HEIGHT[tile_m] x (1 +
-WALL_PER_ROW x 128 / tile_m + WALL_PER_COLUMN x 128 / tile_n); a tile's end is timed (TILE_ENDS,
-the 192-row tile's 2,079 cycles against 256x128's 3,007: three warpgroups overlap their epilogue)
-or fitted (TILE_END_128); a partial last round after full ones costs LAST_ROUND_BASE of a full
-one plus the rest by the slots it fills, since fewer SMs drawing power run a higher clock. The
-constants were fitted on 12 configurations x 10 layer shapes the H100 timed paired against
-192x128 1x2, plus 47 pairs from other runs (docs/perf.md, fourteenth session): the error in the
-ratio of two configurations is 0.04 rms, against 0.12-0.15 for the pipe model on the same pairs.
-On the H100 it moved the held-out 1000x5120x17920 from 192x128 to 128x160 (1.094x; 0.90 of
-DeepGEMM before, 1.0 after) and 1800x5120x13824 likewise (1.051x).
+block costs the 256x128 tile's (TIMED_KBLOCKS) scaled by FLOPs and by height[tile_m] x (1 +
+per_row x 128 / tile_m + per_column x 128 / tile_n) / (1 + per_row / 2 + per_column) (``WallFit``);
+a tile's end is timed (TILE_ENDS, the 192-row tile's 2,079 cycles against 256x128's 3,007: three
+warpgroups overlap their epilogue) or fitted (``end_128``); a partial last round after full ones
+costs ``last_round_base`` of a full one plus the rest by the slots it fills, since fewer SMs
+drawing power run a higher clock. The constants were fitted on 12 configurations x 10 layer
+shapes the H100 timed paired against 192x128 1x2, plus 47 pairs from other runs (docs/perf.md,
+fourteenth session; ``benchmarks/fit_wall_model.py``): the error in the ratio of two
+configurations is 0.04 rms, against 0.12-0.15 for the pipe model on the same pairs. On the H100
+it moved the held-out 1000x5120x17920 from 192x128 to 128x160 (1.094x; 0.90 of DeepGEMM before,
+1.0 after) and 1800x5120x13824 likewise (1.051x).
 
 **Smaller problems, 64-row tiles and split-K** keep the pipe model their picks were timed on: a
 K block takes the longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the
@@ -148,21 +149,29 @@ TILE_ENDS = {256: 3007, 192: 2079}
 # _wall_rounds), fitted on the current kernel: 12 configurations x 10 layer shapes timed on the H100,
 # each paired against 192x128 1x2 in the same rounds, and 47 pairs timed in other calls (docs/perf.md,
 # fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs the 256x128 tile's x
-# (its FLOPs / a 256x128 block's) x WALL_HEIGHT[tile_m] x (1 + WALL_PER_ROW x 128 / tile_m +
-# WALL_PER_COLUMN x 128 / tile_n) / WALL_NORM: operand bytes a FLOP set the energy, and under the
-# cap the energy sets the clock. Two B scales a block (a width that does not divide 128) came out
+# (its FLOPs / a 256x128 block's) x height[tile_m] x (1 + per_row x 128 / tile_m + per_column x 128
+# / tile_n) / (1 + per_row / 2 + per_column) (WallFit): operand bytes a FLOP set the energy, and
+# under the cap the energy sets the clock. Two B scales a block (a width that does not divide 128) came out
 # costing nothing more.
-WALL_PER_ROW = 1.78
-WALL_PER_COLUMN = 1.08
-WALL_HEIGHT = {128: 1.0, 192: 1.05, 256: 1.16}
-WALL_NORM = 1 + WALL_PER_ROW / 2 + WALL_PER_COLUMN
-# 128-row tiles of <= NARROW_UNCLUSTERED columns (a plain grid) ran this much below the terms above
-WALL_NARROW = 0.96
-# a 128-row tile's end and the next one's start, per 128 columns (fitted; TILE_ENDS for the others)
-TILE_END_128 = 1970
-# a partial last round after full ones costs this share of a full round, plus the rest of one in
-# proportion to the cluster slots it fills (fewer SMs drawing power run a higher clock)
-LAST_ROUND_BASE = 0.58
+
+
+@dataclass(frozen=True)
+class WallFit:
+    """The wall-time model's fitted constants (``benchmarks/fit_wall_model.py`` refits them)."""
+    per_row: float = 1.78
+    per_column: float = 1.08
+    # per tile height: 1 + per_row x 128 / tile_m + per_column x 128 / tile_n is scaled by this
+    height: tuple[tuple[int, float], ...] = ((128, 1.0), (192, 1.05), (256, 1.16))
+    # 128-row tiles of <= NARROW_UNCLUSTERED columns (a plain grid) ran this much below the terms
+    narrow: float = 0.96
+    # a 128-row tile's end and the next one's start, per 128 columns (TILE_ENDS for the others)
+    end_128: float = 1970
+    # a partial last round after full ones costs this share of a full round, plus the rest of one
+    # in proportion to the cluster slots it fills (fewer SMs drawing power run a higher clock)
+    last_round_base: float = 0.58
+
+
+WALL = WallFit()
 
 
 @dataclass(frozen=True)
@@ -201,8 +210,9 @@ class Choice:
 
 
 def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132,
-         split_k: int = 1) -> Choice:
-    """The modelled cost of one configuration on this problem."""
+         split_k: int = 1, wall_fit: WallFit = WALL) -> Choice:
+    """The modelled cost of one configuration on this problem (``wall_fit``: the wall-time model's
+    constants, for a refit to try others)."""
     m, n, k, l = mnkl
     cs = cluster_m * cluster_n
     tiles_m = -(-(-(-m // tile_m)) // cluster_m) * cluster_m
@@ -217,17 +227,20 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     latency = ONE_WG_LATENCY[cs] + mma if one_wg else BLOCK_LATENCY[cs] + (mma / 2 if cs == 1 else 0)
     wall = _wall_costed(mnkl, tile_m, split_k, num_sms)
     if wall:
-        block, bound = _wall_block(tile_m, tile_n), "power"
+        block, bound = _wall_block(tile_m, tile_n, wall_fit), "power"
     else:
         block, bound = _pipe_block(tile_m, tile_n, cluster_m, cluster_n, ctas)
     if block < latency:
         block, bound = latency, "latency"
     kb_unit = -(-(k // BLOCK_K) // split_k)
-    end = _wall_tile_end(tile_m, tile_n) if wall else tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
+    if wall:
+        end = _wall_tile_end(tile_m, tile_n, wall_fit)
+    else:
+        end = tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     tile = kb_unit * block + end
     if (tile_m, tile_n) == THREE_WG_TILE and not wall:
         tile, bound = _three_wg_tile(mnkl, cluster_m, cluster_n, num_sms), "mma"
-    cycles = (_wall_rounds(rounds, clusters, slots) if wall else rounds) * tile
+    cycles = (_wall_rounds(rounds, clusters, slots, wall_fit) if wall else rounds) * tile
     if split_k > 1:
         partial = tile_m * tile_n * 4
         cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / SPLIT_BYTES_PER_CYCLE)
@@ -272,26 +285,29 @@ def fills_gpu(mnkl, num_sms: int = 132) -> bool:
     return m * n * l >= num_sms * 256 * 128
 
 
-def _wall_block(tile_m: int, tile_n: int) -> float:
-    """Cycles of an unsplit K block of two or three consumer warpgroups, in wall time under the cap."""
-    per_flop = WALL_HEIGHT[tile_m] * (1 + WALL_PER_ROW * 128 / tile_m + WALL_PER_COLUMN * 128 / tile_n) / WALL_NORM
+def _wall_block(tile_m: int, tile_n: int, fit: WallFit) -> float:
+    """Cycles of an unsplit K block of two or three consumer warpgroups, in wall time under the cap:
+    the 256x128 tile's timed K block scaled by FLOPs and by the operand terms, which are normalised
+    to 256x128's before its height factor (as fitted)."""
+    per_flop = (dict(fit.height)[tile_m] * (1 + fit.per_row * 128 / tile_m + fit.per_column * 128 / tile_n)
+                / (1 + fit.per_row / 2 + fit.per_column))
     if tile_m == 128 and tile_n <= NARROW_UNCLUSTERED:
-        per_flop *= WALL_NARROW
+        per_flop *= fit.narrow
     return TIMED_KBLOCKS[256] * tile_m * tile_n / (256 * 128) * per_flop
 
 
-def _wall_tile_end(tile_m: int, tile_n: int) -> float:
+def _wall_tile_end(tile_m: int, tile_n: int, fit: WallFit) -> float:
     """Cycles of a wall-costed tile's end and the next tile's start."""
-    return TILE_ENDS.get(tile_m, TILE_END_128 * tile_n / 128)
+    return TILE_ENDS.get(tile_m, fit.end_128 * tile_n / 128)
 
 
-def _wall_rounds(rounds: int, clusters: int, slots: int) -> float:
-    """Rounds in full-round units: a partial last round after full ones costs LAST_ROUND_BASE of a
-    full one plus the rest in proportion to the slots it fills."""
+def _wall_rounds(rounds: int, clusters: int, slots: int, fit: WallFit) -> float:
+    """Rounds in full-round units: a partial last round after full ones costs ``last_round_base`` of
+    a full one plus the rest in proportion to the slots it fills."""
     if rounds < 2:
         return rounds
     share = (clusters - (rounds - 1) * slots) / slots
-    return rounds - 1 + LAST_ROUND_BASE + (1 - LAST_ROUND_BASE) * share
+    return rounds - 1 + fit.last_round_base + (1 - fit.last_round_base) * share
 
 
 def _tiles(promote: str):
