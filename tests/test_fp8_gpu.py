@@ -472,38 +472,34 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     assert run_dir.name.startswith("bench_fp8-blockwise_optimized_epi_split_0_1024x1024x1024x1_")
 
 
-def test_bench_close_calls_times_the_near_ties_beside_the_pick():
-    # 96x12288x4096: the choice picks 128x112 on 110 CTAs with DeepGEMM's 128x96 (128 CTAs)
-    # modelled 0.5% behind; --close-calls times it as a spec of its own, paired with the pick
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl",
-                           "96,12288,4096", "--close-calls", "--iters", "5", "--json"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads(proc.stdout)
-    tie = "optimized:tile_m=128,tile_n=96,cluster_m=1,cluster_n=1"
-    assert res["close_calls"] == [tie]
-    rows = {r["name"]: r for r in res["rows"] if r["ours"]}
-    assert list(rows) == ["optimized", tie, "baseline"] and rows[tie]["tile"] == "128x96 cluster 1x1"
-    assert all(r["rel_err"] < 1e-2 for r in rows.values())
-    shown = " ".join(proc.stderr.split())
-    assert "against optimized, round by round" in shown and "close call: 128x96 1x1" in shown
+# --close-calls on the two models' problems: 96x12288x4096 (too small to fill the GPU, the pipe
+# model) picks 128x112 on 110 CTAs with DeepGEMM's 128x96 (128 CTAs) modelled 0.5% behind;
+# 4096x2112x7168 (the target suite, wall time) picks 192x128 2x1 with DeepGEMM's own 128x192 2x1
+# modelled 1.1% dearer. Each close call is timed as a spec of its own, paired with the pick:
+# problem -> (the pick's tile, the close call's spec and tile, what the reason says of the K blocks)
+CLOSE_CALL_RUNS = {
+    "96,12288,4096": ("128x112 cluster 1x1", "optimized:tile_m=128,tile_n=96,cluster_m=1,cluster_n=1",
+                      "128x96 cluster 1x1", "smem-bound K blocks"),
+    "4096,2112,7168": ("192x128 cluster 2x1", "optimized:tile_m=128,tile_n=192,cluster_m=2,cluster_n=1",
+                       "128x192 cluster 2x1", "K blocks costed in wall time under the power cap"),
+}
 
 
-def test_bench_on_a_problem_that_fills_the_gpu_costs_in_wall_time_and_times_its_close_call():
-    # 4096x2112x7168 (the target suite): the wall-time choice picks 192x128 2x1, with DeepGEMM's
-    # own 128x192 2x1 modelled 1.1% dearer; --close-calls builds and times it beside the pick
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl",
-                           "4096,2112,7168", "--close-calls", "--iters", "5", "--json"],
-                          capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("mnkl", sorted(CLOSE_CALL_RUNS))
+def test_bench_close_calls_times_the_near_ties_beside_the_pick(mnkl):
+    picked, spec, tile, blocks = CLOSE_CALL_RUNS[mnkl]
+    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl", mnkl,
+                           "--close-calls", "--iters", "5", "--json"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
-    near = "optimized:tile_m=128,tile_n=192,cluster_m=2,cluster_n=1"
-    assert res["close_calls"] == [near]
+    assert res["close_calls"] == [spec]
     rows = {r["name"]: r for r in res["rows"] if r["ours"]}
-    assert rows["optimized"]["tile"] == "192x128 cluster 2x1" and rows[near]["tile"] == "128x192 cluster 2x1"
+    assert list(rows) == ["optimized", spec, "baseline"]
+    assert rows["optimized"]["tile"] == picked and rows[spec]["tile"] == tile
     assert all(r["rel_err"] < 1e-2 for r in rows.values())
     shown = " ".join(proc.stderr.split())
-    assert "K blocks costed in wall time under the power cap" in shown and "close call: 128x192 2x1" in shown
+    close = " ".join(tile.replace(" cluster", "").split()[:2])
+    assert "against optimized, round by round" in shown and f"close call: {close}" in shown and blocks in shown
 
 
 def test_int_inputs_give_every_kernel_the_exact_integer_product():
