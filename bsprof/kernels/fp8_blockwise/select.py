@@ -151,8 +151,8 @@ TILE_ENDS = {256: 3007, 192: 2079}
 # fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs the 256x128 tile's x
 # (its FLOPs / a 256x128 block's) x height[tile_m] x (1 + per_row x 128 / tile_m + per_column x 128
 # / tile_n) / (1 + per_row / 2 + per_column) (WallFit): operand bytes a FLOP set the energy, and
-# under the cap the energy sets the clock. Two B scales a block (a width that does not divide 128) came out
-# costing nothing more.
+# under the cap the energy sets the clock. Two B scales a block (a width that does not divide 128)
+# came out costing nothing more.
 
 
 @dataclass(frozen=True)
