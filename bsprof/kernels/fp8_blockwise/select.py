@@ -228,15 +228,13 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     wall = _wall_costed(mnkl, tile_m, split_k, num_sms)
     if wall:
         block, bound = _wall_block(tile_m, tile_n, wall_fit), "power"
+        end = _wall_tile_end(tile_m, tile_n, wall_fit)
     else:
-        block, bound = _pipe_block(tile_m, tile_n, cluster_m, cluster_n, ctas)
+        block, bound = _pipe_block(tile_m, tile_n, cluster_m, cluster_n, ctas, mma)
+        end = tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     if block < latency:
         block, bound = latency, "latency"
     kb_unit = -(-(k // BLOCK_K) // split_k)
-    if wall:
-        end = _wall_tile_end(tile_m, tile_n, wall_fit)
-    else:
-        end = tile_m * tile_n * 2 / EPI_BYTES_PER_CYCLE + TILE_FIXED_CYCLES
     tile = kb_unit * block + end
     if (tile_m, tile_n) == THREE_WG_TILE and not wall:
         tile, bound = _three_wg_tile(mnkl, cluster_m, cluster_n, num_sms), "mma"
@@ -248,12 +246,12 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
-def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int) -> tuple[float, str]:
+def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int,
+                mma: float) -> tuple[float, str]:
     """Cycles of a K block costed by its pipes (64-row tiles, split work units, problems that do not
-    fill the GPU) and the pipe that sets them: the longest of the tensor cores, the shared-memory
-    port and L2 -> SM, with the timed corrections."""
+    fill the GPU) and the pipe that sets them: the longest of the tensor cores (``mma``, its wgmma
+    cycles), the shared-memory port and L2 -> SM, with the timed corrections."""
     streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
-    mma = 2 * tile_m * tile_n * BLOCK_K / FP8_FLOP_PER_CYCLE
     smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
     l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
     l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
