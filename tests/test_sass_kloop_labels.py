@@ -348,6 +348,25 @@ def test_stage_ring_before_or_after_the_increment(body, stages):
     assert fa.features["multi_stage_pipeline"].value == stages
 
 
+@pytest.mark.parametrize("body, stages", [
+    # a power-of-two ring kept by a mask: DeepGEMM's sm_100 bf16 K-loop (two k-blocks a pass) keeps
+    # idx & 3 and steps it by XOR 2; the index addresses the full barrier it waits on
+    (["ULEA UR10, UR14, UR4, 0x3", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR10+0x38000], R5",
+      "ULOP3.LUT UR14, UR14, 0x3, URZ, 0xc0, !UPT", "ULOP3.LUT UR14, UR14, 0x2, URZ, 0x3c, !UPT"], 4),
+    # idx = (idx + 1) & 7, the barrier addressed through a shift into a vector register
+    (["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "ULOP3.LUT UR4, UR5, 0x7, URZ, 0xc0, !UPT", "USHF.L.U32 UR7, UR4, 0x3, URZ",
+      "IMAD.U32 R8, RZ, RZ, UR7", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+UR6+0x38000], R5"], 8),
+    # a stepped, masked counter that addresses no barrier the loop waits on: no ring
+    (["UIADD3 UR5, UR4, 0x1, URZ", "ULOP3.LUT UR4, UR5, 0x3, URZ, 0xc0, !UPT", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R5"], None),
+    # a mask of a value the loop does not step (bits of a lane id) feeding the wait: no ring
+    (["LOP3.LUT R4, R4, 0x1f, RZ, 0xc0, !PT", "LEA R8, R4, R9, 0x3", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+URZ], R5"], None),
+])
+def test_stage_ring_kept_by_a_mask(body, stages):
+    (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
+    assert len(fa.kloops) == 1
+    assert fa.features["multi_stage_pipeline"].value == stages
+
+
 def test_block_scale_is_read_from_the_scale_factor_operand():
     (plain,) = analyze_sass_text(_ring_listing([], PLAIN_QMMA))
     (scaled,) = analyze_sass_text(_ring_listing([], SCALED_QMMA))

@@ -122,7 +122,8 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     # are no A/B pipeline: CUTLASS's grouped GEMM reads each next work tile from an 8-deep ring in
     # shared memory, and its epilogue steps a store ring, beside a K-loop ring of 6 or 4
     kloops = [lp for lp in loops if lp.own_mma]
-    rings = ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or ring_sizes(fn, kloops)
+    proper = [lp for lp in kloops if lp.is_kloop]
+    rings = (ring_sizes(fn, proper) + masked_ring_sizes(fn, proper)) or (ring_sizes(fn, kloops) + masked_ring_sizes(fn, kloops))
     unrolled = False
     if not rings:
         rings = unrolled_ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or unrolled_ring_sizes(fn, kloops)
@@ -560,6 +561,92 @@ def ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]
                 else:
                     stepped.discard(dest)
     return out
+
+
+_REGS_RE = re.compile(r"\bU?R\d+\b")
+_NUM_RE = re.compile(r"0x[0-9a-fA-F]{1,16}|\d{1,18}")
+# LOP3.LUT truth tables: a & b, a ^ b
+_LUT_AND, _LUT_XOR = "0xc0", "0x3c"
+
+
+def _lop_immediate(ins: Instruction, lut: str) -> tuple[str, str, int] | None:
+    """``(U)LOP3.LUT d, a, imm, (U)RZ, lut``: (d, a, imm)."""
+    if ins.base not in ("LOP3", "ULOP3"):
+        return None
+    ops = _operands(ins)
+    ops = ops[1:] if ops and ops[0] in ("PT", "UPT") else ops  # the optional predicate output
+    if len(ops) < 5 or ops[3] not in _ZERO_REGS or ops[4].lower() != lut or not _NUM_RE.fullmatch(ops[2]):
+        return None
+    if not (_REG_RE.match(ops[0]) and _REG_RE.match(ops[1])):
+        return None
+    return ops[0], ops[1], _immediate(ops[2])
+
+
+def masked_ring_sizes(fn: Function, kloops: list[Loop]) -> list[tuple[int, Instruction]]:
+    """Rings of a power-of-two N kept by a mask instead of a compare: with N = 2^k stages a compiler
+    may wrap the stage index as ``idx = (idx + s) & (N - 1)``, or keep ``idx & (N - 1)`` and step it
+    by an XOR (``+2`` of a ring of 4 flips one bit). DeepGEMM's sm_100 bf16 K-loop (4 stages, two
+    k-blocks a pass) does both, with no compare against the stage count left to read.
+
+    Counted only where the three parts of a ring are there, so a mask that extracts bits is not
+    taken for one: the loop-carried index is masked by N - 1 (from itself or from itself plus a
+    step), it is stepped in the loop (an add or an XOR of less than N), and a value derived from it
+    addresses an mbarrier the loop waits on. Returns (N, the mask)."""
+    out: list[tuple[int, Instruction]] = []
+    for lp in kloops:
+        body = [fn.instructions[i] for i in lp.own_instructions]
+        # register -> (source register, step) of its last write as source + step
+        last_step: dict[str, tuple[str, int]] = {}
+        masks: list[tuple[str, int, Instruction]] = []
+        stepped: set[str] = set()
+        for ins in body:
+            hit = _lop_immediate(ins, _LUT_AND)
+            if hit is not None:
+                d, a, m = hit
+                if m >= 1 and m & (m + 1) == 0 and (a == d or last_step.get(a, ("", 0))[0] == d):
+                    masks.append((d, m + 1, ins))
+                    if a != d and last_step[a][1] < m + 1:
+                        stepped.add(d)
+            x = _lop_immediate(ins, _LUT_XOR)
+            if x is not None and x[0] == x[1] and x[2] >= 1:
+                stepped.add(x[0])
+            dest = _dest_register(ins)
+            if dest is not None:
+                st = _increment_step(ins)
+                if st is not None:
+                    last_step[dest] = st
+                    if st[0] == dest:
+                        stepped.add(dest)
+                else:
+                    last_step.pop(dest, None)
+        for reg, n, mask in masks:
+            if reg not in stepped or mask.index in {m.index for _, m in out}:
+                continue
+            if _feeds_a_wait(body, reg):
+                out.append((n, mask))
+                break
+    return out
+
+
+def _feeds_a_wait(body: list[Instruction], reg: str) -> bool:
+    """Whether a value derived from ``reg`` (any chain of instructions reading it) addresses a phase
+    wait of the loop body; twice round the body, as the loop carries values into its next pass."""
+    tainted = {reg}
+    for ins in body + body:
+        if ins.opcode.startswith("SYNCS.PHASECHK"):
+            m = re.search(r"\[([^\]]*)\]", ins.operands)
+            if m and tainted & set(_REGS_RE.findall(m.group(1))):
+                return True
+            continue
+        dest = _dest_register(ins)
+        if dest is None:
+            continue
+        srcs = set(_REGS_RE.findall(ins.operands.split(",", 1)[1] if "," in ins.operands else ""))
+        if srcs & tainted:
+            tainted.add(dest)
+        elif dest != reg:
+            tainted.discard(dest)
+    return False
 
 
 def header_index(lp: Loop) -> int:
