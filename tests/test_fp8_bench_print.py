@@ -135,13 +135,14 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
     def shapes(suite):
         return {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES[suite].split(";")}
 
-    held, held2, held3, listed = shapes("heldout"), shapes("heldout2"), shapes("heldout3"), shapes("deepgemm")
+    held, held2, held3, held4 = (shapes(f"heldout{n}") for n in ("", "2", "3", "4"))
+    listed = shapes("deepgemm")
     # none of them is a shape of the target suite, and each set shares none with the others or with
     # the wall-time grid (tests/data/h100_fp8_wall_grid.json.xz)
     grid = {tuple(r["mnkl"][:3]) for r in json.loads(unxz_text(data_dir / "h100_fp8_wall_grid.json.xz"))["results"]}
-    assert held and held2 and held3 and not (held | held2 | held3) & (listed | grid)
-    assert not held & held2 and not held3 & (held | held2)
-    assert set(bench.REPORTED_SUITES) == {"heldout", "heldout2", "heldout3"}
+    assert held and held2 and held3 and held4 and not (held | held2 | held3 | held4) & (listed | grid)
+    assert not held & held2 and not held3 & (held | held2) and not held4 & (held | held2 | held3)
+    assert set(bench.REPORTED_SUITES) == {"heldout", "heldout2", "heldout3", "heldout4"}
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     for held_to_target, said in ((True, "target "), (False, "reported")):
         con = Console(record=True, width=200)
