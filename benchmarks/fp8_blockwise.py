@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     from rich.console import Console
 
     from bsprof.errors import BsprofError
-    from bsprof.profile.bench.fp8_blockwise import PEERS, check_rounds, measure, placements_for
+    from bsprof.profile.bench.fp8_blockwise import PEERS, WRONG_PRODUCT, check_rounds, measure, placements_for
     from bsprof.reports.bench_text import print_table, rounds_phrase
     from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
@@ -220,8 +220,8 @@ def main(argv=None) -> int:
                 continue
             results.append(res)
             for r in res["rows"]:
-                if r["ours"] and (not isinstance(r["rel_err"], float) or r["rel_err"] > 1e-2):
-                    console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > 1e-2[/red]")
+                if r["ours"] and (not isinstance(r["rel_err"], float) or r["rel_err"] > WRONG_PRODUCT):
+                    console.print(f"[red]{mnkl} {r['name']}: rel error {r['rel_err']} > {WRONG_PRODUCT:g}[/red]")
                     failed = True
             save(complete=False)
     if interrupted is not None:
@@ -362,6 +362,8 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
 
     from rich.table import Table
 
+    from bsprof.profile.bench.fp8_blockwise import WRONG_PRODUCT
+
     goal = (f"target: >= {TARGET_MIN} on every shape, geometric mean >= {TARGET_GEOMEAN}" if held_to_target
             else "shapes outside the target suite, reported")
     t = Table(title=f"{ours} / DeepGEMM ({goal})")
@@ -373,6 +375,9 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
     for col in cols:
         t.add_column(col, justify="left" if col.startswith(("M", "tile")) else "right")
 
+    def wrong(r):
+        return isinstance(r.get("rel_err"), float) and r["rel_err"] > WRONG_PRODUCT
+
     ratios, worst, straddle = [], [], []
     for res in results:
         by = {r["name"]: r for r in res["rows"]}
@@ -383,7 +388,10 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
 
         def vs(name):
             r = by.get(name)
-            return f"{r['tflops'] / dg['tflops']:.3f}" if r else "—"
+            if not r:
+                return "—"
+            # a peer that computed a wrong product is no peer: its speed is not shown as a ratio
+            return f"wrong ({r['rel_err']:.1e})" if wrong(r) else f"{r['tflops'] / dg['tflops']:.3f}"
 
         ratio = me["tflops"] / dg["tflops"]
         pairs = paired_speedups(me, dg)
