@@ -23,7 +23,8 @@ from pathlib import Path
 # report stem -> how it was collected (benchmarks/corpus_device.sh)
 COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
               "basic": "--set basic", "heldout2": "--set full", "heldout2_cute": "--set full",
-              "heldout3": "--set full", "heldout4": "--set full", "heldout5": "--set full"}
+              "heldout3": "--set full", "heldout4": "--set full", "heldout5": "--set full",
+              "heldout6": "--set full"}
 
 
 def _clean(v):
