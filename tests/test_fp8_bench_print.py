@@ -358,17 +358,19 @@ def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_d
             assert "wrong" not in line
 
 
-def test_the_block_scales_handed_to_cublas_start_each_row_four_k_blocks_apart():
-    # cuBLASLt reads the 128x128-block scales at a leading dimension of round_up(K/128, 4); packed at
-    # K/128 = 6 it read the wrong scales (relative error 31 on the H100)
+def test_the_block_scales_handed_to_cublas_are_padded_to_four_k_blocks():
+    # cuBLASLt reads the 128x128-block scales at a leading dimension of round_up(K/128, 4): packed
+    # at K/128 = 6 it read the wrong scales (relative error 31 on the H100), and torch refuses a view
+    # cut back to K/128, so the padded tensor itself goes in, its extra K blocks zero
     torch = pytest.importorskip("torch")
-    from bsprof.profile.bench.fp8_blockwise import _k_blocks_aligned
+    from bsprof.profile.bench.fp8_blockwise import _k_blocks_padded
 
     for kb, lead in ((6, 8), (107, 108), (56, 56), (1, 4)):
-        sfb = torch.arange(3 * kb, dtype=torch.float32).reshape(3, kb)
-        got = _k_blocks_aligned(sfb)
-        assert got.shape == (3, kb) and got.stride() == (lead, 1) and torch.equal(got, sfb)
-        assert got.t().stride() == (1, lead)
+        sfb = torch.arange(1, 3 * kb + 1, dtype=torch.float32).reshape(3, kb)
+        got = _k_blocks_padded(sfb)
+        assert got.shape == (3, lead) and got.is_contiguous()
+        assert torch.equal(got[:, :kb], sfb) and not got[:, kb:].any()
+        assert got.t().shape == (lead, 3) and got.t().stride() == (1, lead)
 
 
 def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):

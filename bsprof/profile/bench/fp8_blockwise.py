@@ -69,18 +69,18 @@ def _torch_graphed(fn):
     return (replay, "graph") if replay else (fn, "eager")
 
 
-def _k_blocks_aligned(sfb):
-    """The 128x128-block scales (N/128, K/128) with each row starting a multiple of 4 K blocks apart:
-    cuBLASLt reads them at that leading dimension (torch checks stride round_up(K/128, 4)), and fed
-    rows packed at an odd K/128 it computes a wrong product (H100: relative error 1.1 at K = 13,696,
-    31 at K = 768, where every other peer was within 1.7e-3)."""
+def _k_blocks_padded(sfb):
+    """The 128x128-block scales (N/128, K/128) as cuBLASLt takes them: K/128 padded with zeros to a
+    multiple of 4 (torch's layout for this recipe is (round_up(K/128, 4), N/128) at stride
+    (1, round_up(K/128, 4))). Fed rows packed at an odd K/128 it computed a wrong product (H100:
+    relative error 1.1 at K = 13,696, 31 at K = 768); a view of the padded rows cut back to K/128
+    it refuses."""
     rows, kb = sfb.shape
-    aligned = -(-kb // 4) * 4
-    if aligned == kb:
+    if kb % 4 == 0:
         return sfb
-    padded = sfb.new_zeros(rows, aligned)
+    padded = sfb.new_zeros(rows, -(-kb // 4) * 4)
     padded[:, :kb] = sfb
-    return padded[:, :kb]
+    return padded
 
 
 def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
@@ -98,11 +98,12 @@ def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
         return fns, {p: "batched (L > 1) problems have no peer here" for p in asked}
     a, b = ops.a[0], ops.b[0]
     sfa = ops.sfa[0].t()          # (M, K/128), column-major: what cuBLAS wants
-    sfb = _k_blocks_aligned(ops.sfb[0])   # (N/128, K/128), rows 4 K blocks apart
+    sfb = ops.sfb[0]              # (N/128, K/128): DeepGEMM's layout
+    sfb_cublas = _k_blocks_padded(sfb)
     out_bw = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
     def bw():
-        return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16, out=out_bw)
+        return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb_cublas.t(), out_dtype=torch.bfloat16, out=out_bw)
 
     try:
         bw()
