@@ -74,9 +74,10 @@ def test_held_out_accuracy_reported(capsys):
     assert hits[True][0] == hits[True][1]
 
 
-@pytest.mark.parametrize("round_name, size", [("heldout2", 9), ("heldout3", 8), ("heldout4", 10), ("heldout5", 11)])
+@pytest.mark.parametrize("round_name, size", [("heldout2", 9), ("heldout3", 8), ("heldout4", 10), ("heldout5", 11),
+                                                     ("heldout6", 9)])
 def test_held_out_round_reported(round_name, size, capsys):
-    """Rounds 2 to 5 (heldout<N>_predictions.md): labelled before the launches ran; every label the
+    """Rounds 2 to 6 (heldout<N>_predictions.md): labelled before the launches ran; every label the
     evidence supports is met, and the share of the pre-registered predictions is reported."""
     names = [n for n, lab in LABELS.items() if lab.get("round") == round_name]
     assert len(names) == size
@@ -256,3 +257,24 @@ def test_round_5_flags_and_what_its_advice_says():
     # an mma.sync GEMM bound elsewhere keeps the upgrade line (round 4's misaligned fp16, L1-bound)
     l1 = classify(ENTRIES["cublas_fp16_misaligned_4096x4096x4095"]["columns"])
     assert any("is the upgrade" in c for c in l1.candidates)
+
+
+def test_round_6_flags_precision_and_mma_family():
+    """Round 6 (kinds the corpus had none of): each launch raises exactly the watched flags its label
+    names; the three MMA launches (cuDNN's flash prefill, the short-K GEMM, the 1x1 conv) run sm_90
+    wgmma in bf16, as predicted; the MUFU-only chain is told about the XU pipe; the L2-resident
+    stream, which is no GEMM and loads by LDG, gets neither L2 refetch flag."""
+    watched = {"register-loads", "mma-sync", "gemm-l2-reuse", "l2-refetch"}
+    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout6"]
+    assert len(names) == 9
+    for name in names:
+        v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
+        assert set(v.flags) & watched == set(LABELS[name]["flags"]), (name, v.flags)
+    for name in ("sdpa_causal_bf16_b1h16s16384d128", "cublas_bf16_shortk_16384x16384x64",
+                 "cudnn_conv1x1_bf16_nhwc_n64c256h56k256"):
+        row = ENTRIES[name]["columns"]
+        v = classify(row, rules=ENTRIES[name]["rules"])
+        assert v.kind == "gemm" and v.mma == "wgmma" and v.arch == "sm_90", name
+        assert row["precision"] == "bf16" and row["precision_source"] == "executed HGMMA .BF16", name
+    xu = classify(ENTRIES["triton_ex2_chain64_16M"]["columns"])
+    assert xu.label == "compute-bound:xu" and any("XU pipe" in c for c in xu.candidates), xu.candidates
