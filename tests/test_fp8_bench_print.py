@@ -373,6 +373,30 @@ def test_the_block_scales_handed_to_cublas_are_padded_to_four_k_blocks():
         assert got.t().shape == (lead, 3) and got.t().stride() == (1, lead)
 
 
+def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
+    # torch's meta kernels run its layout checks without a GPU: at K/128 = 6 the padded scales go
+    # through the explicit-recipe scaled_mm; at K/128 = 8 the shape-inferred _scaled_mm writes into
+    # the output it was given (its out= form has no meta kernel to launch here)
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch.nn.functional, "scaled_mm"):
+        pytest.skip("this torch has no explicit-recipe scaled_mm")
+    from bsprof.profile.bench.fp8_blockwise import _cublas_blockwise
+
+    m, n = 512, 384
+    for k in (768, 1024):
+        a = torch.empty(m, k, dtype=torch.float8_e4m3fn, device="meta")
+        b = torch.empty(n, k, dtype=torch.float8_e4m3fn, device="meta")
+        sfa = torch.empty(k // 128, m, device="meta").t()
+        sfb = torch.empty(n // 128, k // 128, device="meta")
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="meta")
+        launch, product = _cublas_blockwise(a, b, sfa, sfb, out)
+        if k == 1024:
+            assert product() is out
+        else:
+            launch()
+            assert product().shape == (m, n) and product() is not out
+
+
 def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
     # `benchmarks/fp8_blockwise.py --close-calls` on the H100 (thirteenth session, the choice of
     # then): each shape's close calls ran as 'close call 1' / '2' with the spec on the row, and the

@@ -391,13 +391,17 @@ def test_bench_launches_peers_through_graphs_when_asked():
 @pytest.mark.parametrize("mnkl", [(512, 384, 768, 1), (256, 256, 13696, 1)], ids=lambda s: "x".join(map(str, s)))
 def test_the_cublas_peer_computes_the_product_where_k_blocks_are_not_a_multiple_of_four(mnkl):
     # K/128 = 6 and 107: with its block scales packed at K/128 cuBLAS computed a wrong product
-    # (relative error 31 and 1.1 on the H100); every peer must compute what ours does
+    # (relative error 31 and 1.1 on the H100); every peer must compute what ours does, and cuBLAS
+    # runs wherever torch has the explicit-recipe scaled_mm
+    import torch
+
     from bsprof.profile.bench.fp8_blockwise import measure
 
     res = measure(mnkl, ("optimized",), warmup=1, iters=2, warmup_s=0.0,
                   peer_names=("cublas_blockwise", "deepgemm"))
     errs = {r["name"]: r["rel_err"] for r in res["rows"]}
-    assert set(errs) >= {"optimized", "cublas_blockwise", "deepgemm"}, res["skipped"]
+    want = {"optimized", "deepgemm"} | ({"cublas_blockwise"} if hasattr(torch.nn.functional, "scaled_mm") else set())
+    assert set(errs) >= want, res["skipped"]
     assert all(isinstance(e, float) and e < 1e-2 for e in errs.values()), errs
 
 

@@ -70,11 +70,12 @@ def _torch_graphed(fn):
 
 
 def _k_blocks_padded(sfb):
-    """The 128x128-block scales (N/128, K/128) as cuBLASLt takes them: K/128 padded with zeros to a
-    multiple of 4 (torch's layout for this recipe is (round_up(K/128, 4), N/128) at stride
-    (1, round_up(K/128, 4))). Fed rows packed at an odd K/128 it computed a wrong product (H100:
-    relative error 1.1 at K = 13,696, 31 at K = 768); a view of the padded rows cut back to K/128
-    it refuses."""
+    """The 128x128-block scales (N/128, K/128) padded with zeros to a multiple of 4 K blocks, the
+    layout cuBLASLt reads them in: torch's explicit-recipe ``scaled_mm`` takes them as
+    (round_up(K/128, 4), N/128) at stride (1, round_up(K/128, 4)). Handed rows packed at K/128
+    through ``torch._scaled_mm`` cuBLAS computed a wrong product where K/128 is not a multiple of 4
+    (H100: relative error 1.1 at K = 13,696, 31 at K = 768), and ``_scaled_mm`` refuses the padded
+    layout, whose shape no longer names the recipe."""
     rows, kb = sfb.shape
     if kb % 4 == 0:
         return sfb
@@ -83,8 +84,32 @@ def _k_blocks_padded(sfb):
     return padded
 
 
+def _cublas_blockwise(a, b, sfa, sfb, out):
+    """cuBLAS blockwise FP8 (1x128 scales on A, 128x128 on B) as a launch function and where its
+    product lands. Where K/128 is a multiple of 4 torch's ``_scaled_mm`` infers the recipe from the
+    scales' shapes and writes into ``out``; elsewhere only the explicit-recipe ``scaled_mm`` takes
+    the padded scales, and its output is whatever the last launch returned."""
+    import torch
+
+    if sfb.shape[1] % 4 == 0:
+        def bw():
+            return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16, out=out)
+        return bw, lambda: out
+    F = torch.nn.functional
+    if not hasattr(F, "scaled_mm"):
+        raise BsprofError(f"K/128 = {sfb.shape[1]} is not a multiple of 4: cuBLAS takes its scales then only "
+                          "through torch.nn.functional.scaled_mm, which this torch lacks")
+    padded, last = _k_blocks_padded(sfb), {}
+
+    def bw():
+        last["out"] = F.scaled_mm(a, b.t(), sfa, F.ScalingType.BlockWise1x128, padded.t(),
+                                  F.ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+        return last["out"]
+    return bw, lambda: last["out"]
+
+
 def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
-    """name -> (launch fn, output tensor or None). Peers that cannot run here are left out with a
+    """name -> (launch fn, its output: a tensor, a function returning it, or None). Peers that cannot run here are left out with a
     reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
     its output is checked only on unit-scale inputs, the only ones it computes the same product on).
     ``only``: the peers to set up."""
@@ -98,14 +123,10 @@ def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
         return fns, {p: "batched (L > 1) problems have no peer here" for p in asked}
     a, b = ops.a[0], ops.b[0]
     sfa = ops.sfa[0].t()          # (M, K/128), column-major: what cuBLAS wants
-    sfb = ops.sfb[0]              # (N/128, K/128): DeepGEMM's layout
-    sfb_cublas = _k_blocks_padded(sfb)
-    out_bw = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-
-    def bw():
-        return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb_cublas.t(), out_dtype=torch.bfloat16, out=out_bw)
+    sfb = ops.sfb[0]              # (N/128, K/128)
 
     try:
+        bw, out_bw = _cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
         bw()
         fns["cublas_blockwise"] = (bw, out_bw)
     except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
@@ -232,7 +253,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                 fn()
                 torch.cuda.synchronize()
                 try:
-                    err = rel_error(out.unsqueeze(0), ref)
+                    err = rel_error((out() if callable(out) else out).unsqueeze(0), ref)
                 except BsprofError as exc:
                     err = f"{exc}"
             launchers = [other[0].get(name, fns[name])[0] for other in per_copy]
