@@ -4,15 +4,18 @@ The policy, by what is at the output path now:
 
 - nothing, or a regular file: write a temporary file beside it and rename it over the path, so the
   path holds the old content or the whole new one, never half of either (an existing file keeps
-  its permission bits);
+  its permission bits). A single output file the user names (:func:`write_output_file`: the
+  report page, the sweep figure) goes only over an empty file or one bsprof wrote (it carries
+  :data:`BSPROF_MARK` in its head); any other file is refused and stays as it was;
 - a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe), or a descriptor
   path (``/dev/fd/N``, ``/proc/self/fd/N``): write through it, in place; it is never replaced;
 - a symbolic link: the link stays; what it points to is written by the rules above (a dangling
   link gets its target created);
 - a directory, socket or block device: refused.
 
-A missing parent directory is made only when its nearest existing ancestor is a writable
-directory. Every failure is a :class:`BsprofError` naming the path and the cause (exit code 2).
+A missing parent directory is made only when its own parent is an existing writable directory:
+one level, so a typo in a path is refused rather than built out (:func:`check_output_file` and
+:func:`check_output_dir` say so before a verb does any work). Every failure is a :class:`BsprofError` naming the path and the cause (exit code 2).
 
 Inputs come xz-compressed too (``X.ncu-rep.xz``, ``X.cubin.xz``, ``X.sass.xz``: how reports and
 foreign cubins are shipped), while the tools that read them (ncu_report, nvdisasm, cuobjdump) take
@@ -33,6 +36,12 @@ from typing import Iterator
 from bsprof.errors import BsprofError
 
 _DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr")
+
+# Put in the <head> of every HTML page bsprof writes: how the output policy knows a file at the
+# output path is bsprof's own (safe to replace) rather than something of the user's.
+BSPROF_MARK = '<meta name="generator" content="bsprof">'
+# the mark sits in the first few hundred bytes of a page; reading more would only cost time
+_MARK_WINDOW = 8192
 _DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/")
 
 
@@ -66,25 +75,55 @@ def _kind(dest: Path) -> tuple[str, Path]:
                       "devices and FIFOs only)")
 
 
-def ensure_dir(path: str | os.PathLike) -> Path:
-    """``path`` as an existing directory: made (with its parents) only when its nearest existing
-    ancestor is a writable directory."""
+def _missing_dir_problem(path: Path, *, parents: bool = False) -> str | None:
+    """Why ``path`` (absent) cannot be made as a directory under the policy, or None if it can.
+
+    Only one level is made (``parents`` lifts that for bsprof's own cache)."""
+    anc = path.parent
+    if parents:
+        while not anc.exists() and anc != anc.parent:
+            if anc.is_symlink():
+                return f"{anc} is a dangling link; fix it or give another output path"
+            anc = anc.parent
+    elif anc.is_symlink() and not anc.exists():
+        return f"{anc} is a dangling link; fix it or give another output path"
+    if not anc.exists():
+        return (f"cannot make {path}: {anc} does not exist (bsprof makes only the last directory of a "
+                "path); make it first or give another output path")
+    if not anc.is_dir():
+        return f"cannot make {path}: {anc} is not a directory; give another output path"
+    if not os.access(anc, os.W_OK | os.X_OK):
+        return f"cannot make {path}: {anc} is not writable; give another output path"
+    return None
+
+
+def check_output_dir(path: str | os.PathLike) -> Path:
+    """Refuse now what :func:`ensure_dir` would refuse later: ``path`` must be a directory, or be
+    makeable by the policy. Makes nothing; a verb calls it before any work."""
     path = Path(path)
     if path.is_dir():
         return path
     if path.exists() or path.is_symlink():
         raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")
-    anc = path.parent
-    while not anc.exists() and anc != anc.parent:
-        if anc.is_symlink():
-            raise BsprofError(f"{anc} is a dangling link; fix it or give another output path")
-        anc = anc.parent
-    if not anc.is_dir():
-        raise BsprofError(f"cannot make {path}: {anc} is not a directory; give another output path")
-    if not os.access(anc, os.W_OK | os.X_OK):
-        raise BsprofError(f"cannot make {path}: {anc} is not writable; give another output path")
+    problem = _missing_dir_problem(path)
+    if problem:
+        raise BsprofError(problem)
+    return path
+
+
+def ensure_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
+    """``path`` as an existing directory: made only when its parent is an existing writable
+    directory (``parents=True``, for bsprof's own cache: with its missing ancestors)."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if path.exists() or path.is_symlink():
+        raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")
+    problem = _missing_dir_problem(path, parents=parents)
+    if problem:
+        raise BsprofError(problem)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=parents, exist_ok=True)
     except OSError as exc:
         raise _fail(path, exc, "cannot make directory") from None
     return path
@@ -175,15 +214,60 @@ def write_text_atomic(dest: str | os.PathLike, text: str) -> Path:
     return _write(dest, text)
 
 
-def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Path:
-    """Create and return ``parent/name`` (or ``name-2``, ``name-3``…): never reuse an existing run
-    directory. A ``name`` that names no new entry (``""``, ``.``, ``..``: from ``-o .``) means a
-    fresh ``fallback`` directory inside ``parent/name``."""
+def _is_own(path: Path) -> bool:
+    """Empty, or a file bsprof wrote: its head carries :data:`BSPROF_MARK`."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_MARK_WINDOW)
+    except OSError as exc:
+        raise BsprofError(f"cannot read {path} to see what it is ({_cause(exc)}); give another output path") from None
+    return not head or BSPROF_MARK.encode() in head
+
+
+def check_output_file(dest: str | os.PathLike) -> Path:
+    """Refuse now what :func:`write_output_file` would refuse: a directory, a socket, a regular
+    file that is neither empty nor bsprof's own, a parent that cannot be made. Writes nothing;
+    a verb calls it before any work. Returns ``dest``."""
+    dest = Path(dest)
+    kind, target = _kind(dest)
+    if kind == "stream":
+        return dest
+    if target.is_file():
+        if not _is_own(target):
+            shown = dest if target == dest else f"{dest} (a link to {target})"
+            raise BsprofError(f"{shown} exists and was not written by bsprof; give a new path or remove it")
+        return dest
+    check_output_dir(target.parent)
+    return dest
+
+
+def write_output_file(dest: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to a single output file the user named (an HTML page carrying
+    :data:`BSPROF_MARK`), by the policy: never over a file that is not empty and not bsprof's own.
+    Returns ``dest``."""
+    check_output_file(dest)
+    return _write(dest, text)
+
+
+def _run_dir_parts(parent: str | os.PathLike, name: str, fallback: str) -> tuple[Path, str]:
     parent = Path(parent)
     if name in ("", ".", ".."):
         parent, name = parent / name, fallback
     if "/" in name or "\0" in name:
         raise BsprofError(f"{name!r} is not a directory name; give a plain name without '/'")
+    return parent, name
+
+
+def check_unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> None:
+    """Refuse now what :func:`unique_dir` would refuse later (a verb calls it before any work)."""
+    check_output_dir(_run_dir_parts(parent, name, fallback)[0])
+
+
+def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Path:
+    """Create and return ``parent/name`` (or ``name-2``, ``name-3``…): never reuse an existing run
+    directory. A ``name`` that names no new entry (``""``, ``.``, ``..``: from ``-o .``) means a
+    fresh ``fallback`` directory inside ``parent/name``."""
+    parent, name = _run_dir_parts(parent, name, fallback)
     ensure_dir(parent)
     for i in range(1, 10_000):
         cand = parent / (name if i == 1 else f"{name}-{i}")
@@ -233,5 +317,6 @@ def unpacked(path: str | os.PathLike) -> Path:
         data = lzma.decompress(path.read_bytes())
     except lzma.LZMAError as exc:
         raise BsprofError(f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it") from None
+    ensure_dir(out.parent, parents=True)  # bsprof's own cache: its ancestors are bsprof's to make
     write_bytes_atomic(out, data)
     return out

@@ -79,9 +79,11 @@ def test_a_fifo_is_written_through_not_replaced(tmp_path, verb):
 
 @pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
 def test_a_symlink_stays_and_its_target_is_written(tmp_path, verb):
+    from bsprof.io import BSPROF_MARK
+
     target = tmp_path / "real" / "page.html"
     target.parent.mkdir()
-    target.write_text("old")
+    target.write_text(f"<html><head>{BSPROF_MARK}</head>an earlier page</html>")  # bsprof's own: replaceable
     os.chmod(target, 0o640)
     link = tmp_path / "link.html"
     link.symlink_to(target)
@@ -141,10 +143,85 @@ def test_a_directory_is_not_a_file_output(tmp_path, verb):
     assert "directory" in assert_one_line_error(code, err)
 
 
-def test_missing_parents_are_made_inside_a_writable_directory(tmp_path):
-    code, _, err = run_bsprof(FILE_WRITERS["report"](tmp_path / "a" / "b" / "r.html"))
+def test_a_missing_parent_is_made_inside_a_writable_directory(tmp_path):
+    code, _, err = run_bsprof(FILE_WRITERS["report"](tmp_path / "a" / "r.html"))
     assert code == 0, err
-    assert (tmp_path / "a" / "b" / "r.html").is_file()
+    assert (tmp_path / "a" / "r.html").is_file()
+
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS) + sorted(DIR_WRITERS))
+def test_only_one_missing_directory_level_is_made(tmp_path, verb):
+    # a typo'd path is refused, not built out: nothing appears under tmp_path
+    make = FILE_WRITERS.get(verb) or DIR_WRITERS[verb]
+    code, _, err = run_bsprof(make(tmp_path / "nonexist" / "deep" / "out"))
+    line = assert_one_line_error(code, err)
+    assert "does not exist" in line and str(tmp_path / "nonexist") in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# A single output file goes only over an empty file or a page bsprof wrote: never over the user's.
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
+def test_a_file_bsprof_did_not_write_is_refused_and_kept(tmp_path, verb):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    code, _, err = run_bsprof(FILE_WRITERS[verb](notes))
+    line = assert_one_line_error(code, err)
+    assert "notes.txt exists and was not written by bsprof" in line and "new path or remove it" in line, line
+    assert notes.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no temp file left
+
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
+def test_a_link_to_a_file_bsprof_did_not_write_is_refused(tmp_path, verb):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    link = tmp_path / "link.html"
+    link.symlink_to(notes)
+    line = assert_one_line_error(*run_bsprof(FILE_WRITERS[verb](link))[::2])
+    assert "not written by bsprof" in line, line
+    assert notes.read_text() == "precious\n" and link.is_symlink()
+
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
+def test_an_empty_file_and_bsprofs_own_page_are_replaced(tmp_path, verb):
+    page = tmp_path / "page.html"
+    page.touch()
+    for _ in range(2):  # empty, then the page the first run wrote
+        code, _, err = run_bsprof(FILE_WRITERS[verb](page))
+        assert code == 0, err
+        head = page.read_text()[:5000]
+        assert '<meta name="generator" content="bsprof">' in head
+
+
+def test_every_html_bsprof_writes_carries_its_mark():
+    from bsprof.io import BSPROF_MARK
+    from bsprof.reports.figures_model import figure_html, projection_figure
+    from bsprof.reports.page import render_page
+
+    assert BSPROF_MARK in render_page("t", "s", [])[:2000]
+    assert BSPROF_MARK in figure_html(projection_figure({"deltas": {}}))[:2000]
+
+
+# ---------------------------------------------------------------------------------------------
+# Output paths are checked before any work: a refused -o costs no computation.
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS) + ["model"])
+def test_a_refused_output_is_refused_before_any_work(tmp_path, verb, monkeypatch):
+    import bsprof.analyzers.model.run as model_run
+    import bsprof.reports.build as report_build
+
+    def no_work(*a, **k):
+        raise AssertionError("the verb did its work before checking its output path")
+
+    monkeypatch.setattr(model_run, "run_model", no_work)
+    monkeypatch.setattr(report_build, "build", no_work)
+    notes = tmp_path / "file.txt"
+    notes.write_text("keep")
+    make = FILE_WRITERS.get(verb) or DIR_WRITERS[verb]
+    assert_one_line_error(*run_bsprof(make(notes))[::2])
+    assert notes.read_text() == "keep"
 
 
 def test_sass_output_dot_is_a_fresh_sass_directory(tmp_path, monkeypatch):

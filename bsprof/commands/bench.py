@@ -90,6 +90,10 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
             for doc in docs:
                 render_plan(Console(), doc)
         return
+    if out is not None:
+        from bsprof.io import check_output_dir
+
+        check_output_dir(out)  # before the GPU run: a refused path costs no minutes of timing
     if mnkl and ";" in mnkl:
         raise BsprofError("--mnkl takes one problem to time; several ('M,N,K;M,N,K') go with --plan, or time them "
                           "with benchmarks/fp8_blockwise.py --shapes")

@@ -10,7 +10,7 @@ import click
 @click.command(name="report")
 @click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path, dir_okay=False), default=Path("report.html"),
-              show_default=True, help="HTML file to write (replaced atomically)")
+              show_default=True, help="HTML file to write (new, empty, or a page bsprof wrote earlier; replaced atomically)")
 @click.option("--label", "labels", multiple=True,
               help="column heading per DIR (default: the directory name; baseline/optimized for two)")
 @click.option("--title", default=None, help="page title")
@@ -19,6 +19,7 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
     """Render DIR (a results directory of any bsprof verb), or BASELINE OPTIMIZED side by side, into one
     HTML file that opens offline. With no DIR, renders the shipped sample artifacts."""
     from bsprof.errors import BsprofError
+    from bsprof.io import check_output_file
     from bsprof.reports.build import build, write
     from bsprof.reports.samples import sample_runs
 
@@ -29,6 +30,7 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
         raise BsprofError(f"{len(labels)} --label given for {len(paths)} inputs; give one per DIR or none")
     if out.exists() and out.is_dir():
         raise BsprofError(f"-o {out} is a directory; give a file name, e.g. -o {out / 'report.html'}")
+    check_output_file(out)  # before the page is built: a refused path costs no work
     sections = {s.strip() for s in only.split(",") if s.strip()} if only else None
     html, info = build(paths, list(labels) or None, title, sections)
     write(html, out)

@@ -54,6 +54,10 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     if tiles is not None and (mnkl or tile_mn):
         raise BsprofError("--tiles N and --mnkl/--tile-mn both give the tile count; pass one of them")
+    if out_dir is not None:
+        from bsprof.io import check_unique_dir
+
+        check_unique_dir(out_dir.parent, out_dir.name, fallback="sass")  # before any compile or analysis
     problem = None
     if mnkl is not None:
         from bsprof.kernels.api import parse_mnkl

@@ -261,10 +261,9 @@ def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnk
     ``parent/name[-i]`` directory. Returns (directory, summary JSON)."""
     from bsprof.analyzers.ncu.extract import extract
     from bsprof.analyzers.ncu.summary import summary_json, write_summary
-    from bsprof.io import unique_dir
+    from bsprof.io import ensure_dir, unique_dir
 
-    parent = Path(parent)
-    parent.mkdir(parents=True, exist_ok=True)
+    parent = ensure_dir(parent)  # by the output policy: one missing level at most
     scratch = Path(tempfile.mkdtemp(prefix=".bsprof-ncu-", dir=parent))
     final: Path | None = None
     try:

@@ -174,10 +174,11 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
 
 def write(html: str, out: Path) -> Path:
     """Write the page to ``out`` by bsprof's output policy (bsprof.io: atomic for a file, through
-    for a device or FIFO; a new file gets the mode a plain open() gives, an old one keeps its own)."""
-    from bsprof.io import write_text_atomic
+    for a device or FIFO, never over a file bsprof did not write; a new file gets the mode a plain
+    open() gives, an old one keeps its own)."""
+    from bsprof.io import write_output_file
 
-    path = write_text_atomic(out, html)
+    path = write_output_file(out, html)
     return path
 
 

@@ -52,10 +52,19 @@ def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
 
 
 def write_html(fig, path: str | os.PathLike) -> None:
-    """Self-contained HTML (plotly.js inlined), written atomically."""
-    from bsprof.io import write_text_atomic
+    """Self-contained HTML (plotly.js inlined), written by the single-output-file policy (it carries
+    bsprof's mark, so a later run may replace it)."""
+    from bsprof.io import write_output_file
 
-    write_text_atomic(path, fig.to_html(include_plotlyjs=True, full_html=True))
+    write_output_file(path, figure_html(fig))
+
+
+def figure_html(fig) -> str:
+    """The figure as a whole page with bsprof's mark in its head (the output policy's proof of origin)."""
+    from bsprof.io import BSPROF_MARK
+
+    html = fig.to_html(include_plotlyjs=True, full_html=True)
+    return html.replace("<head>", "<head>" + BSPROF_MARK, 1)
 
 
 def projection_figure(doc: dict, title: str = "Tile period: baseline vs projected"):

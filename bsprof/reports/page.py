@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from bsprof.io import BSPROF_MARK
+
 
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
@@ -231,7 +233,7 @@ def render_page(title: str, subtitle: str, rows: list[Row], preamble: list[str] 
     nav = " ".join(f'<a href="#{esc(r.id)}">{esc(r.title)}</a>' for r in rows)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return "".join([
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">", BSPROF_MARK,
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{_CSS}</style>",
         f"<script>{plotly_js}</script></head>",
