@@ -74,9 +74,24 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     """
     from rich.console import Console
 
-    console = Console(stderr=as_json or as_csv, highlight=False)
+    from bsprof.io import check_output_dir, check_output_file
+
+    # --json / --csv print the data alone: the human tables would only be noise beside it
+    console = Console(stderr=as_json or as_csv, highlight=False, quiet=as_json or as_csv)
     if as_json and as_csv:
         raise BsprofError("--json and --csv both print to stdout; choose one")
+    ctx = click.get_current_context()
+    given = [f"--{name}" for name in ("kernel", "family", "mnkl", "repeats")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given and not validate:
+        raise BsprofError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with --validate "
+                          "(the delay-injected builds it runs); add --validate or drop "
+                          f"{'it' if len(given) == 1 else 'them'}")
+    # the output paths before any work: a refused path costs no minutes of Monte Carlo or GPU time
+    if out is not None or measure_ceiling or validate:
+        check_output_dir(out or "bsprof-results")
+    if html:
+        check_output_file(html)
     if measure_ceiling:
         from bsprof.profile import epi_ceiling
 
@@ -110,4 +125,7 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
 
         write_html(sweep_figure(result.doc, title=f"bsprof model sweep ({result.params.source})"), html)
     model_text.render_model(console, result, html)
+    if as_json or as_csv:
+        for line in model_text.warning_lines(result):
+            click.echo(f"warning: {line}", err=True)
     model_text.emit(result, as_json=as_json, as_csv=as_csv, out=out, artifact_key=artifacts.tag("model"))

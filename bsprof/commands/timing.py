@@ -13,8 +13,9 @@ from bsprof.options import IntTuple, count
 @click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True)
 @click.option("--kernel", "spec", default="optimized", show_default=True, help=KERNEL_HELP)
 @click.option("--mnkl", default=None, help="M,N,K[,L]; default: the family's default problem")
-@click.option("-o", "--output", "out", default="bsprof-results", show_default=True,
-              help="parent directory; each capture gets a fresh sub-directory")
+@click.option("-o", "--output", "out", default=None,
+              help="parent directory; each capture (or, with --from, each re-summary) gets a fresh sub-directory "
+                   "[default: bsprof-results; with --from: none, only printed]")
 @click.option("--overhead", type=click.Choice(["shape", "all", "none"]), default="shape", show_default=True,
               help="plain vs timing build wall time: on the captured shape, on the three benchmark shapes, or skip")
 @click.option("--rounds", type=count(1, 100_000), default=30, show_default=True, help="timing rounds for the overhead medians")
@@ -38,15 +39,25 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
     from bsprof.artifacts import dumps
     from bsprof.reports.timing_text import render
 
+    from bsprof.io import check_output_dir
+
+    # with --json the artifact alone goes out (stdout); progress lines still go to stderr
     console = Console(stderr=as_json)
     if rounds < 3 or max_trace_events < 100:
         raise BsprofError("--rounds must be >= 3 and --max-trace-events >= 100")
     if mma_tiler is not None and from_dir is None:
         raise BsprofError("--mma-tiler names the tile of an earlier capture read with --from; a capture records its own")
+    if from_dir is None and out is None:
+        out = "bsprof-results"
+    if out is not None:
+        check_output_dir(out)  # before a capture or a re-summary: a refused path costs no work
     if from_dir is not None:
-        from bsprof.analyzers.timing.io import summarize_file
+        from bsprof.analyzers.timing.io import resummarize_to, summarize_file
 
-        doc, run_dir = summarize_file(from_dir), None
+        if out is None:
+            doc, run_dir = summarize_file(from_dir), None
+        else:
+            doc, run_dir = resummarize_to(from_dir, out, tile=mma_tiler, max_trace_events=max_trace_events)
     else:
         from bsprof.kernels.api import Target
         from bsprof.profile.timing_capture import capture_run
@@ -54,6 +65,9 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
         target = Target.parse(family, spec, mnkl)
         doc, run_dir = capture_run(target, out, overhead_on=overhead, rounds=rounds,
                                    max_trace_events=max_trace_events, log=console.print)
-    render(console, doc, run_dir, mma_tiler)
     if as_json:
+        if run_dir is not None:
+            click.echo(f"wrote {run_dir}/ (timing.parquet, timing.csv, trace.json, timing.json)", err=True)
         click.echo(dumps(doc))
+        return
+    render(console, doc, run_dir, mma_tiler)

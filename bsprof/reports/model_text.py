@@ -345,6 +345,23 @@ def _render_ceiling(console, extra: dict) -> None:
                       "shared-memory curve stands in for it[/]")
 
 
+def warning_lines(result) -> list[str]:
+    """What the terminal view shows in yellow, as plain lines: --json / --csv print only these
+    beside the data."""
+    c = (result.projection.extra or {}).get("ceiling") if result.projection is not None else None
+    if not c:
+        return []
+    if isinstance(c, str):
+        return [f"epilogue warps: {c}"]
+    out = []
+    if c.get("extrapolated"):
+        out.append("the warp count lies outside the measured curve: extrapolated")
+    if c.get("stand_in"):
+        out.append("a Blackwell epilogue reads TMEM: that curve is not measured (no B200); the H100 "
+                   "shared-memory curve stands in for it")
+    return out
+
+
 def render_model(console, result, html: str | None = None) -> None:
     """The terminal view of a ModelResult (projection, what-if view, or sweep)."""
     if result.sweep is not None:

@@ -33,20 +33,28 @@ def write_table(table, out_dir: str | os.PathLike, stem: str = "timing", *, csv:
     return paths
 
 
-def read_table(path: str | os.PathLike):
+# what `bsprof timing --from` builds from a table: named when a required role or phase is missing
+SUMMARY_NEEDS = "the timing summary (phase statistics, K-loop per K block, epilogue spread)"
+
+
+def read_table(path: str | os.PathLike, needed_by: str = "the model"):
     """A validated timing table from a .parquet / .csv file, or from a directory holding one."""
     from bsprof.analyzers.timing.table import load
 
-    return load(path)
+    return load(path, needed_by=needed_by)
 
 
 def summarize_file(path: str | os.PathLike) -> dict:
     """An earlier capture (a timing table, or the results directory holding one) summarized again,
     without a GPU: the ``stats`` of a timing artifact, and no overhead."""
+    return _resummary(path)[0]
+
+
+def _resummary(path: str | os.PathLike):
     from bsprof.analyzers.timing.buffer import check_table
     from bsprof.analyzers.timing.stats import summarize
 
-    table = read_table(path)
+    table = read_table(path, needed_by=SUMMARY_NEEDS)
     check_table(table)
     doc = {"stats": summarize(table).to_json(), "overhead": []}
     # a results directory keeps what was captured beside the table: the problem and the tile
@@ -55,7 +63,27 @@ def summarize_file(path: str | os.PathLike) -> dict:
         import json
 
         doc = {**{k: v for k, v in json.loads(meta.read_text()).items() if k in _CAPTURE_FIELDS}, **doc}
-    return doc
+    return doc, table
+
+
+def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tuple[int, int] | None = None,
+                   max_trace_events: int | None = None) -> tuple[dict, Path]:
+    """`bsprof timing --from X -o DIR`: an earlier capture summarized again and written as a fresh
+    results directory under ``out``, as a capture writes one (timing.parquet / .csv, trace.json,
+    timing.json; no raw buffer, no overhead: neither can be had without the GPU). ``tile`` is the
+    capture's tile M,N where its own timing.json does not record it. Returns (timing.json, dir)."""
+    import time
+
+    from bsprof.io import unique_dir
+
+    summary, table = _resummary(path)
+    meta = {k: v for k, v in summary.items() if k in _CAPTURE_FIELDS}
+    if tile is not None and not {"tile_m", "tile_n"} <= set(meta.get("config") or {}):
+        meta["config"] = {**(meta.get("config") or {}), "tile_m": tile[0], "tile_n": tile[1]}
+    meta["source"] = str(path)
+    stem = Path(path).name.removesuffix(".parquet").removesuffix(".csv") or "timing"
+    run_dir = unique_dir(out, f"timing_from_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
+    return write_timing_run(run_dir, table, meta=meta, max_trace_events=max_trace_events), run_dir
 
 
 # what a re-summary keeps of the capture's timing.json (its stats are recomputed from the table)
