@@ -35,7 +35,7 @@ from bsprof.options import FiniteFloat, count
 @click.option("--filter-b", "filter_b", default=None,
               help="with --compare: the regex that picks B's launch (default: --filter), e.g. two launches of one report")
 @click.option("--flops", type=FiniteFloat(), default=None,
-              help="FLOPs of one launch, for TFLOP/s and %% of peak (--report; default: from the report's NVTX range "
+              help="FLOPs of one launch, for TFLOP/s and % of peak (--report; default: from the report's NVTX range "
                    "or result directory)")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=None,
               help="peak to compare against (default: from the executed MMA opcodes: HGMMA bf16/fp16, QGMMA fp8, "
@@ -59,6 +59,10 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
         raise BsprofError("give exactly one of --kernel VARIANT (e.g. optimized), --report FILE.ncu-rep, --compare A B")
     if warmup < 0:
         raise BsprofError("--warmup must be >= 0")
+    if not variant and click.get_current_context().get_parameter_source("set_name") is not \
+            click.core.ParameterSource.DEFAULT:
+        raise BsprofError("--set picks what a profiling run (--kernel) collects; a report already holds its "
+                          "sections: drop --set")
     if flops is not None and flops <= 0:
         raise BsprofError("--flops must be positive (FLOPs of one launch, e.g. 2*M*N*K)")
     if compare:

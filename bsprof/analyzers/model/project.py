@@ -122,8 +122,10 @@ def _check(what: str, base: float, new: float, delta: tuple[float, float]) -> No
     if new < 0:
         s, a = delta
         shown = f"{(s - 1) * 100:+g}%" if s != 1 else f"{a:+,.0f} cycles"
+        # the bound in the unit the delta was given in: a percent cut cannot go below -100%
+        bound = "-100%" if s != 1 else f"-{base:,.0f}"
         raise BsprofError(f"{shown} on {NAMES.get(what, what)} makes it negative (baseline {base:,.0f} cycles/tile); "
-                          f"use a delta above -{base:,.0f}")
+                          f"use a delta above {bound}")
 
 
 def apply(p: ModelParams, deltas: dict) -> ModelParams:

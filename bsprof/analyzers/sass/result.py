@@ -52,6 +52,11 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
     # a bsprof result directory stands for the one report in it, as in `bsprof ncu --report`
     paths = [resolve_report(p) for p in paths]
+    if launch is not None and ncu is None and not any(is_report(p) for p in paths):
+        # a cubin or listing has no launches: the index would be silently dropped
+        raise BsprofError(f"--launch picks a launch of an .ncu-rep (an input or --ncu REPORT); "
+                          f"{' and '.join(Path(p).name for p in paths)} {'holds' if len(paths) == 1 else 'hold'} no launches: "
+                          "drop --launch")
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
     per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
                 for i, (p, fas) in enumerate(zip(paths, analyses))]

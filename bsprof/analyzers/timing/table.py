@@ -27,8 +27,9 @@ def resolve(path: str | os.PathLike) -> Path:
     return p
 
 
-def load(path: str | os.PathLike):
-    """The validated timing table at ``path`` (file or results directory)."""
+def load(path: str | os.PathLike, needed_by: str = "the model"):
+    """The validated timing table at ``path`` (file or results directory); ``needed_by`` names
+    what reads it, for the message about a missing role or phase."""
     import pandas as pd
 
     p = resolve(path)
@@ -39,12 +40,13 @@ def load(path: str | os.PathLike):
     except Exception as exc:
         raise BsprofError(f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing "
                           f"file? {SCHEMA_HINT}") from None
-    return validate(t, name=str(p))
+    return validate(t, name=str(p), needed_by=needed_by)
 
 
-def validate(table, name: str = "timing table"):
+def validate(table, name: str = "timing table", needed_by: str = "the model"):
     """Check columns, emptiness, numbers, roles, phases and durations; returns the table with its
-    integer columns as int64 (a copy when anything had to be converted)."""
+    integer columns as int64 (a copy when anything had to be converted). ``needed_by`` names what
+    needs the required roles and phases (the model, the timing summary)."""
     import pandas as pd
 
     missing = [c for c in COLUMNS if c not in table.columns]
@@ -64,7 +66,9 @@ def validate(table, name: str = "timing table"):
             bad = num.isna() | (num != num.round()) | ~(num.abs() < 2.0**62)
             if bad.any():
                 i = int(bad.to_numpy().nonzero()[0][0])
-                raise BsprofError(f"{name}: column {c!r} row {i} is {t[c].iloc[i]!r}, not an integer cycle count; "
+                val = t[c].iloc[i]
+                val = val.item() if hasattr(val, "item") else val  # numpy's repr would say np.float64(nan)
+                raise BsprofError(f"{name}: column {c!r} row {i} is {val!r}, not an integer cycle count; "
                                   "fix or drop that row (times are integer cycles)")
             if t is table:
                 t = table.copy()
@@ -75,7 +79,7 @@ def validate(table, name: str = "timing table"):
         raise BsprofError(f"{name}: unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
     for role in REQUIRED_PHASES:
         if role not in roles:
-            raise BsprofError(f"{name} has no {role!r} rows; the model needs both the mma and the epilogue "
+            raise BsprofError(f"{name} has no {role!r} rows; {needed_by} needs both the mma and the epilogue "
                               "role (was the recorder enabled for every warp role?)")
     for role in roles:
         have = set(t.loc[t["role"] == role, "phase"].astype(str).unique())
@@ -85,7 +89,7 @@ def validate(table, name: str = "timing table"):
                               f"its phases are {', '.join(PHASES[role])}")
         lack = [ph for ph in REQUIRED_PHASES.get(role, ()) if ph not in have]
         if lack:
-            raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; the model needs them "
+            raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; {needed_by} needs them "
                               f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})")
     check_values(t, name)
     return t
