@@ -98,8 +98,11 @@ def test_half_written_beside_a_good_artifact_renders_with_marked_section(tmp_pat
 
 def test_existing_report_replaced_atomically(tmp_path, monkeypatch):
     run_dir = _one_artifact_dir(tmp_path)
+    from bsprof.io import BSPROF_MARK
+
     out = tmp_path / "r.html"
-    out.write_text("OLD")
+    old = f"<!DOCTYPE html><html><head>{BSPROF_MARK}</head>OLD</html>"  # an earlier page of bsprof's
+    out.write_text(old)
     real_write = Path.write_text
 
     def half_then_fail(self, text, *a, **k):  # the disk fills up half-way through the new report
@@ -110,7 +113,7 @@ def test_existing_report_replaced_atomically(tmp_path, monkeypatch):
     res = _run([str(run_dir), "-o", str(out)])
     monkeypatch.undo()
     assert res.exit_code != 0
-    assert out.read_text() == "OLD"  # the old report is whole, not half of the new one
+    assert out.read_text() == old  # the old report is whole, not half of the new one
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     res = _run([str(run_dir), "-o", str(out)])
     assert res.exit_code == 0, res.output
