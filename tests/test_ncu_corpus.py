@@ -191,13 +191,14 @@ def test_register_path_loads_are_named_only_where_a_gemm_loads_through_registers
 def test_a_small_tile_gemm_bound_by_l2_is_told_about_its_tile_not_coalescing():
     """Triton's 64x64 wgmma GEMM reads 16x its operands' bytes from L2 through cp.async: the advice is
     the tile size (and, on sm_90, TMA multicast), not "coalesce accesses"; an L2-bound kernel that is
-    not a GEMM keeps the generic line."""
+    not a GEMM is told to coalesce where ncu's sectors-per-request rules found waste (its rules passed)."""
     v = classify(ENTRIES["triton_matmul_fp16_64x64x32_4096"]["columns"])
     assert v.label == "memory-bound:l2" and v.flags == ["gemm-l2-reuse"]
     text = " ".join(v.candidates)
     assert "2.75 GB from L2 for 169 MB of operands (16.3x" in text and "larger CTA tile" in text
     assert "coalesce" not in text and "multicast" in text
-    dw = classify(ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["columns"])
+    dw = classify(ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["columns"],
+                  rules=ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["rules"])
     assert dw.label == "memory-bound:l2" and dw.kind == "other" and "gemm-l2-reuse" not in dw.flags
     assert any("coalesce" in c for c in dw.candidates)
 
@@ -253,7 +254,8 @@ def test_round_5_flags_and_what_its_advice_says():
     attn = " ".join(classify(ENTRIES["sdpa_decode_bf16_b8h32kv4096d128"]["columns"]).candidates)
     assert "K/V cache" in attn and "weight" not in attn, attn
     gemm = " ".join(classify(ENTRIES["cublas_bf16_skinny_128x128x262144"]["columns"]).candidates)
-    assert "per weight read" in gemm and "K/V" not in gemm, gemm
+    # its reads dominate but the launch names no shape: operand reads, not weights (round 6's fix)
+    assert "streams its operands" in gemm and "K/V" not in gemm and "weight" not in gemm, gemm
     # an mma.sync GEMM bound elsewhere keeps the upgrade line (round 4's misaligned fp16, L1-bound)
     l1 = classify(ENTRIES["cublas_fp16_misaligned_4096x4096x4095"]["columns"])
     assert any("is the upgrade" in c for c in l1.candidates)
@@ -278,3 +280,69 @@ def test_round_6_flags_precision_and_mma_family():
         assert row["precision"] == "bf16" and row["precision_source"] == "executed HGMMA .BF16", name
     xu = classify(ENTRIES["triton_ex2_chain64_16M"]["columns"])
     assert xu.label == "compute-bound:xu" and any("XU pipe" in c for c in xu.candidates), xu.candidates
+
+
+def _advice(name: str, **extra) -> tuple[object, str]:
+    v = classify({**ENTRIES[name]["columns"], **extra}, rules=ENTRIES[name]["rules"])
+    return v, " ".join(v.candidates)
+
+
+def test_a_dram_bound_gemm_is_told_about_the_bytes_that_dominate():
+    """Round 6's advice defect 1: the DRAM-bound GEMM line follows dram__bytes_read/write. The short-K GEMM
+    writes 515 of its 527 MB: the output line; the 1x1 conv reads 103 MB of activations (128 KB of weights)
+    and names no shape: operand reads, not weights; a launch whose problem is known (M = 64, N = K = 7168)
+    and whose B is most of its operand bytes keeps the weights line."""
+    v, text = _advice("cublas_bf16_shortk_16384x16384x64")
+    assert v.label == "memory-bound:dram"
+    assert "whose bytes are its output (515 MB written, 98% of the 527 MB moved" in text, text
+    assert "narrower output dtype" in text and "weight" not in text
+    v, text = _advice("cudnn_conv1x1_bf16_nhwc_n64c256h56k256")
+    assert v.label == "memory-bound:dram"
+    assert "streams its operands at bandwidth (103 MB read, 81.7 MB written)" in text, text
+    assert "weight" not in text
+    # every DRAM-bound GEMM of the corpus gets exactly one GEMM DRAM line, and no weights claim without a shape
+    for name, row, v in _verdicts():
+        if v.label == "memory-bound:dram" and v.kind == "gemm":
+            text = " ".join(v.candidates)
+            assert sum(c.startswith(("a GEMM at DRAM", "an attention kernel at DRAM")) for c in v.candidates) == 1, name
+            assert "weight" not in text, (name, text)
+    _, text = _advice("cublas_bf16_64x7168x7168", mnkl="64x7168x7168x1")
+    assert "streams its weights at bandwidth (B, 7168 x 7168, is 99% of the operand bytes at M = 64" in text, text
+    assert "per weight read" in text
+    _, text = _advice("cudnn_conv1x1_bf16_nhwc_n64c256h56k256", mnkl="200704x256x256x1")
+    assert "weight" not in text, text
+
+
+def test_a_compute_bound_attention_kernel_is_told_about_its_softmax_not_gemm_tiles():
+    """Round 6's advice defect 2: cuDNN's flash prefill (round 6) and round 1's cuDNN attention at
+    compute-bound:tensor get the softmax overlap (ping-pong between warpgroups, exp2 of pre-scaled logits)
+    with the XU/MUFU share, not the GEMM epilogue line or the wgmma tile knobs."""
+    for name, xu in (("sdpa_causal_bf16_b1h16s16384d128", "XU pipe 39% of active, MUFU 11.3%"),
+                     ("sdpa_cudnn_b4h32s4096d128", "XU pipe 39% of active, MUFU 11.1%")):
+        v, text = _advice(name)
+        assert v.label == "compute-bound:tensor", name
+        assert xu in text and "ping-pong between warpgroups" in text and "exp2 of logits pre-scaled" in text, text
+        assert "prologue/epilogue" not in text and "wgmma knobs" not in text and "N tile" not in text, text
+    # the instruction mix says attention without the name (XU >= 10%, MUFU >= 3% beside MMAs) ...
+    from bsprof.analyzers.ncu.facts import is_attention
+    row = dict(ENTRIES["sdpa_causal_bf16_b1h16s16384d128"]["columns"], kernel="k", kernel_demangled="k")
+    assert is_attention(row)
+    # ... and no GEMM of the corpus has that mix (cuBLASLt's bias+GELU: XU 1.5%, MUFU 1.4%)
+    for name, lab in LABELS.items():
+        row = dict(ENTRIES[name]["columns"], kernel="k", kernel_demangled="k")
+        assert is_attention(row) == (lab["kind"] == "attention" and name not in (
+            "sdpa_efficient_b4h32s4096d128_causal", "sdpa_decode_bf16_b8h32kv4096d128")), name
+
+
+def test_xu_and_l2_lines_say_exp2_and_coalesce_only_where_the_launch_shows_the_need():
+    """Round 6's minor advice defects: the MUFU-only chain (FADD + MUFU, no range reduction) is not told
+    "exp2 instead of exp", an accurate exp (6 FFMA/FMUL per MUFU) is; the L2-resident stream of LDG.128
+    (no ncu sectors-per-request finding) is not told to coalesce, the transpose (78% excessive sectors) is."""
+    v, text = _advice("triton_ex2_chain64_16M")
+    assert v.label == "compute-bound:xu" and "XU pipe" in text and "exp2" not in text, text
+    _, text = _advice("triton_exp32_sum_16M")
+    assert "6.0 FP32 instructions (FFMA/FMUL) each" in text and "exp2 with the scale folded" in text, text
+    v, text = _advice("triton_l2_stream_4MB_x396")
+    assert v.label == "memory-bound:l2" and "coalesce" not in text and "L2 is the limit" in text, text
+    _, text = _advice("transpose_fp32_8192")
+    assert "coalesce the global accesses" in text and "78% of the 75,497,472" in text, text

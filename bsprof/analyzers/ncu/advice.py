@@ -3,7 +3,10 @@
 The table is data: (class, unit or "*", kind, archs, text). ``kind`` is "gemm" (MMA instructions
 execute), "other", "*", the MMA family a GEMM issues ("wgmma", "tcgen05", "mma.sync", "dmma":
 the knobs differ, and mma.sync/DMMA kernels have none of wgmma's), or "attention" (a GEMM whose
-name says attention: its line replaces the plain GEMM one of the same class and unit). A flag's
+name or instruction mix says attention: its line replaces the plain GEMM and MMA-family ones of the
+same class and unit), or a trait of the launch (:data:`TRAITS`, each a small rule over declared
+metrics: what dominates a DRAM-bound GEMM's bytes, how exp is computed, whether ncu found uncoalesced
+accesses); a replacing trait's line (:data:`REPLACING`) takes the place of the plain GEMM line. A flag's
 entry with a unit applies only where the verdict's unit is that one, and then replaces the flag's
 generic line. ``archs`` are the architectures the advice exists on ("sm_90" wgmma knobs, "sm_100"
 tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's numbers
@@ -14,10 +17,12 @@ tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's n
 from __future__ import annotations
 
 import math
+import re
 
-from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, THRESHOLDS, _bytes, _get, _level_bytes, global_atomics,
-                                       is_attention, l2_refetch, opcodes, operand_bytes, register_loads,
-                                       spill_traffic, stall_shares)
+from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, MMA_OPCODE, OPERAND_BYTES, THRESHOLDS, _bytes, _get,
+                                       _level_bytes, _ok, _problem, dram_split, global_atomics, is_attention,
+                                       l2_refetch, opcodes, operand_bytes, register_loads, spill_traffic,
+                                       stall_shares)
 
 ANY = "*"
 
@@ -46,6 +51,13 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here"),
     ("compute-bound", "tensor", "wgmma", "sm_90",
      "wgmma knobs on sm_90 this launch does not use yet: {wgmma_knobs}"),
+    ("compute-bound", "tensor", "attention", ANY,
+     "an attention kernel with the tensor pipe the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): "
+     "the time outside its two matrix products is the softmax between them (XU pipe {xu_pct}% of active, MUFU "
+     "{mufu_pct}% of executed instructions, {mufu_per_mma} per MMA instruction); overlap one warpgroup's softmax "
+     "with the other warpgroup's MMAs (ping-pong between warpgroups, and within one the softmax of a block under "
+     "the next block's MMAs, as FlashAttention-3 does), and take exp2 of logits pre-scaled by log2(e)/sqrt(d) "
+     "(one FFMA before each MUFU.EX2)"),
     ("compute-bound", "tensor", "tcgen05", "sm_100",
      "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
      "epilogue overlaps the next tile's MMAs"),
@@ -56,8 +68,12 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "the FMA pipe is the limit ({unit_pct}% of active): fewer FP32 instructions per result; for a matrix "
      "product move it to the tensor cores (TF32/BF16 MMA)"),
     ("compute-bound", "xu", ANY, ANY,
-     "the XU pipe (transcendentals, conversions) is the limit ({unit_pct}% of active): fewer transcendentals, "
-     "exp2 with the scale folded into one FMA instead of exp, fast-math intrinsics"),
+     "the XU pipe (transcendentals, conversions) is the limit ({unit_pct}% of active; MUFU {mufu_pct}% of "
+     "executed instructions): fewer transcendentals per result (reuse one, or a cheaper function), fast-math "
+     "intrinsics instead of accurate library calls"),
+    ("compute-bound", "xu", "exp-range-reduced", ANY,
+     "the MUFU instructions come with {fp32_per_mufu} FP32 instructions (FFMA/FMUL) each, the range reduction "
+     "of an accurate exp: exp2 with the scale folded into one FMA instead of exp"),
     ("compute-bound", "alu", ANY, ANY,
      "the ALU pipe is the limit ({unit_pct}% of active): fewer integer/compare/select instructions (index "
      "math hoisted out of loops, predication instead of selects)"),
@@ -77,15 +93,28 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "DRAM is the limit ({unit_pct}% of peak{dram_bytes}): move fewer bytes (fuse with the producer "
      "or consumer, lower-precision storage); no in-kernel change beats this bandwidth"),
     ("memory-bound", "dram", "gemm", ANY,
-     "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth: the floor is bytes / bandwidth; batch "
-     "more rows (M) per weight read, or store the weights in fewer bits{weight_bits}"),
+     "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth ({dram_read} read, {dram_write} written): "
+     "the floor is bytes / bandwidth; fewer operand bytes: reuse each operand read for more of the output "
+     "(more rows or columns per launch, a larger tile along the dimension that is re-read), or store the "
+     "operands in fewer bits{weight_bits}"),
+    ("memory-bound", "dram", "weight-reads", ANY,
+     "a GEMM at DRAM {dram_pct}% streams its weights at bandwidth (B, {n} x {k}, is {b_share}% of the operand "
+     "bytes at M = {m}; {dram_read} read): the floor is bytes / bandwidth; batch more rows (M) per weight read, "
+     "or store the weights in fewer bits{weight_bits}"),
+    ("memory-bound", "dram", "output-writes", ANY,
+     "a GEMM at DRAM {dram_pct}% whose bytes are its output ({dram_write} written, {write_pct}% of the "
+     "{dram_moved} moved; {dram_read} read): the floor is output bytes / bandwidth; write fewer output bytes: "
+     "a narrower output dtype, the consumer fused into the epilogue so the output is not written and read "
+     "back, a larger K per output written (concatenate the products that sum into it; no split-K partials)"),
     ("memory-bound", "dram", "attention", ANY,
      "an attention kernel at DRAM {dram_pct}% streams the K/V cache at bandwidth: the floor is bytes / bandwidth; "
      "read each K/V block for more query rows at once (the query heads that share a K/V head, several decode "
      "tokens a step), or store the cache in fewer bits{weight_bits}"),
     ("memory-bound", "l2", ANY, ANY,
-     "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): coalesce accesses (ncu's sectors-per-request "
-     "rules), reuse data in shared memory/registers, or order CTAs for locality"),
+     "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): reuse data in shared memory/registers, or "
+     "order CTAs for locality"),
+    ("memory-bound", "l2", "uncoalesced", ANY,
+     "coalesce the global accesses: {uncoalesced}"),
     ("memory-bound", "l1", ANY, ANY,
      "L1/shared is the limit ({unit_pct}% of peak): fewer or wider shared/L1 accesses, avoid bank conflicts"),
     ("latency-bound", ANY, ANY, ANY,
@@ -156,14 +185,90 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
 SPLIT_K = ("split-K", "when K is large (K = {k} > {large_k}) and the tile grid is small")
 
 
+# --- traits: small rules over declared metrics that pick a more specific line ------------------------
+
+# DRAM bytes written at or above this share of the bytes a DRAM-bound GEMM moves: the output is what
+# streams (round 6's short-K GEMM 16384x16384x64 writes 515 of its 527 MB), so the lever is the output's
+# bytes (dtype, fused consumer, K per output), not the operands' (the 1x1 conv, 82 of 185 MB written, stays below)
+DRAM_WRITE_SHARE = 0.5
+# B (N x K, the weights of y = x W^T) at or above this share of the operand bytes A + B, with the problem
+# known: the reads are a weight matrix read for few rows (N >= 4 M), and "more rows per weight read" is the
+# lever; below it, or with the shape unknown, the line names operand reads, not weights (a 1x1 conv as a
+# GEMM of 200,704 x 256 x 256 reads 103 MB of activations against 128 KB of weights)
+WEIGHT_OPERAND_SHARE = 0.8
+# FP32 instructions (FFMA, FMUL) per MUFU at or above which exp is computed with range reduction around
+# MUFU.EX2 (an accurate expf: triton_exp32_sum_16M issues 6.0); exp2 on pre-scaled input needs one FFMA
+# or none (triton_ex2_chain64_16M: 0, FADD only), so "exp2 instead of exp" is said only above this
+EXP_RANGE_REDUCTION_FP32_PER_MUFU = 2.0
+# ncu rules whose numbers come from sectors per request (excessive sectors, bytes used per sector):
+# "coalesce" is said only where one of them fired (a fully coalesced 16-sector LDG.128 stream gets none)
+UNCOALESCED_RULES = ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")
+# replacing traits, most specific first: the first one whose line matches takes the place of the plain
+# GEMM line (and the MMA-family line) of its class and unit; the others add a line beside the plain one
+REPLACING = ("output-writes", "attention", "weight-reads")
+
+
+def _b_share(row) -> float:
+    """B's (N x K) share of the operand bytes A + B, where the launch names its problem."""
+    mnkl = _problem(row)
+    if not mnkl:
+        return math.nan
+    m, n, _, _ = mnkl
+    return n / (m + n) if m + n else math.nan
+
+
+def _fp32_per_mufu(row) -> float:
+    ops = opcodes(row)
+    mufu = ops.get("MUFU", 0.0)
+    return (ops.get("FFMA", 0.0) + ops.get("FMUL", 0.0)) / mufu if mufu else math.nan
+
+
+def uncoalesced_text(rules: list[dict] | None) -> str | None:
+    """ncu's own sectors-per-request finding with its number, where one of :data:`UNCOALESCED_RULES` fired."""
+    for name in UNCOALESCED_RULES:
+        for r in rules or []:
+            msg = r.get("message") or ""
+            if r.get("rule") != name:
+                continue
+            if m := re.search(r"(\d+) excessive sectors \((\d+)% of the total (\d+) sectors\)", msg):
+                return (f"ncu counts {int(m.group(1)):,} sectors beyond what the requests need, {m.group(2)}% of the "
+                        f"{int(m.group(3)):,} they moved ({name})")
+            if m := re.search(r"only ([\d.]+) of the 32 bytes transmitted per sector are utilized", msg):
+                return f"only {m.group(1)} of the 32 bytes of each sector moved are used ({name}: {r.get('title') or ''})"
+    return None
+
+
+def launch_traits(v, row, rules: list[dict] | None = None) -> set[str]:
+    """The traits of the launch that pick a more specific advice line (the ``kind`` column's extra values)."""
+    out = set()
+    if v.kind == "gemm":
+        if is_attention(row):
+            out.add("attention")
+        _, _, wshare = dram_split(row)
+        if _ok(wshare) and wshare >= DRAM_WRITE_SHARE:
+            out.add("output-writes")
+        elif _ok(b := _b_share(row)) and b >= WEIGHT_OPERAND_SHARE:
+            out.add("weight-reads")
+    if _ok(f := _fp32_per_mufu(row)) and f >= EXP_RANGE_REDUCTION_FP32_PER_MUFU:
+        out.add("exp-range-reduced")
+    if uncoalesced_text(rules):
+        out.add("uncoalesced")
+    return out
+
+
 def _n(x: float, digits: int = 0) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"{x:.{digits}f}"
 
 
-def _numbers(v, row, k: int | None) -> dict:
+def _numbers(v, row, k: int | None, rules: list[dict] | None = None) -> dict:
     shares = stall_shares(row)
+    ops_all = opcodes(row)
+    mma_all = sum(x for op, x in ops_all.items() if MMA_OPCODE.match(op))
+    mufu, total = ops_all.get("MUFU", 0.0), sum(ops_all.values())
+    dram_r, dram_w, wshare = dram_split(row)
+    mnkl = _problem(row) or [None] * 4
     stall = v.unit if v.cls == "latency-bound" and v.unit else next(iter(shares), "n/a")
     f = v.fill
     unit_pct = v.busy.get("value", math.nan)
@@ -198,10 +303,15 @@ def _numbers(v, row, k: int | None) -> dict:
         "l2_bytes": _bytes(_level_bytes(row, "l2")), "l1_hit": _n(_get(row, "l1_hit_pct")),
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
         "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
-        "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(_get(row, "dram_bytes_read")),
+        "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(dram_r),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
         "wgmma_knobs": wgmma_knobs(row), "weight_bits": _weight_bits(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
+        "dram_write": _bytes(dram_w), "dram_moved": _bytes(dram_r + dram_w), "write_pct": _n(100 * wshare),
+        "m": mnkl[0], "n": mnkl[1], "b_share": _n(100 * _b_share(row)),
+        "xu_pct": _n(_get(row, "pipe_xu_pct")), "mufu_pct": _n(100 * mufu / total, 1) if total else "n/a",
+        "mufu_per_mma": _n(mufu / mma_all, 1) if mma_all else "n/a", "fp32_per_mufu": _n(_fp32_per_mufu(row), 1),
+        "uncoalesced": uncoalesced_text(rules) or "n/a",
     }
 
 
@@ -242,24 +352,32 @@ def occupancy_limiter(row) -> str:
     return " and ".join(k.replace("_", " ") for k, v in lims.items() if v == low) + f" ({low:.0f} CTA/SM)"
 
 
-def applies(entry, v, attention: bool = False) -> bool:
+def applies(entry, v, traits: set[str] = frozenset()) -> bool:
     cls, unit, kind, arch, _ = entry
     keys = {v.cls} | set(v.flags)
     if cls not in keys:
         return False
     if unit != ANY and unit not in (v.unit, *(v.co_units if cls == v.cls else ())):
         return False
-    kind_ok = kind in (ANY, v.kind) or (v.kind == "gemm" and kind in (v.mma, "attention" if attention else None))
+    kind_ok = kind in (ANY, v.kind) or kind in traits or (v.kind == "gemm" and kind == v.mma)
     return kind_ok and (arch == ANY or arch == v.arch)
 
 
-def advise(v, row, *, k: int | None = None) -> list[str]:
-    """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number."""
-    nums = _numbers(v, row, k)
-    picked = [e for e in ADVICE if applies(e, v, is_attention(row))]
-    # an attention kernel's line replaces the plain GEMM one of its class and unit
-    attn = {e[:2] for e in picked if e[2] == "attention"}
-    picked = [e for e in picked if not (e[2] == "gemm" and e[:2] in attn)]
+def advise(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> list[str]:
+    """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number.
+    ``rules``: ncu's rule results for the launch (its sectors-per-request findings decide "coalesce")."""
+    nums = _numbers(v, row, k, rules)
+    traits = launch_traits(v, row, rules)
+    picked = [e for e in ADVICE if applies(e, v, traits)]
+    # the most specific replacing trait's line takes the place of the plain GEMM and MMA-family lines of its
+    # class and unit (an attention kernel's softmax, a GEMM whose bytes are its output or its weights)
+    best: dict[tuple[str, str], str] = {}
+    for trait in REPLACING:
+        for e in picked:
+            if e[2] == trait:
+                best.setdefault(e[:2], trait)
+    picked = [e for e in picked if not (e[:2] in best and (e[2] in ("gemm", v.mma) or
+                                                           (e[2] in REPLACING and e[2] != best[e[:2]])))]
     # a flag's line for the verdict's unit replaces the flag's generic one
     unit_flags = {e[0] for e in picked if e[0] in v.flags and e[0] != v.cls and e[1] != ANY}
     picked = [e for e in picked if not (e[0] in unit_flags and e[1] == ANY)]

@@ -177,7 +177,29 @@ def l2_refetch(row) -> tuple[float, float, str]:
     return sm_read, sm_read / ops, src
 
 
+# an MMA kernel whose mix is a softmax between matrix products, whatever its name: the XU pipe at >= this %
+# of active and MUFU at >= this share of executed instructions (the H100 corpus's attention kernels: XU
+# 9-39%, MUFU 2.1-11.3%, the sm80 flash kernel 20% and 5.5%; its GEMMs at most XU 1.5% and MUFU 1.4%,
+# cuBLASLt's bias+GELU epilogue)
+ATTENTION_MIX = {"xu_pct": 10.0, "mufu_share": 0.03}
+
+
 def is_attention(row) -> bool:
-    """The launch's kernel name (mangled or demangled) names an attention kernel (``ATTENTION_NAME``)."""
+    """The launch's kernel name (mangled or demangled) names an attention kernel (``ATTENTION_NAME``), or
+    its instruction mix is one (MMAs with the exponentials of a softmax: ``ATTENTION_MIX``)."""
     names = [row.get(k) for k in ("kernel", "kernel_demangled")] if hasattr(row, "get") else []
-    return any(isinstance(n, str) and ATTENTION_NAME.search(n) for n in names)
+    if any(isinstance(n, str) and ATTENTION_NAME.search(n) for n in names):
+        return True
+    ops = opcodes(row)
+    total = sum(ops.values())
+    if not total or not any(MMA_OPCODE.match(o) for o in ops):
+        return False
+    return (_get(row, "pipe_xu_pct") >= ATTENTION_MIX["xu_pct"]
+            and ops.get("MUFU", 0.0) / total >= ATTENTION_MIX["mufu_share"])
+
+
+def dram_split(row) -> tuple[float, float, float]:
+    """(bytes read from DRAM, bytes written to DRAM, the written share of both): dram__bytes_read.sum and
+    dram__bytes_write.sum, the columns dram_bytes_read / dram_bytes_write."""
+    r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
+    return r, w, (w / (r + w) if _ok(r) and _ok(w) and r + w > 0 else math.nan)

@@ -653,7 +653,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
             v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
             break
-    v.candidates = advise(v, row, k=k)
+    v.candidates = advise(v, row, k=k, rules=rules)
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)
