@@ -166,3 +166,40 @@ def test_precision_takes_every_peak_the_analyzer_knows(data_dir):
     assert res.exit_code == 0 and "of 1,979 (int8, from --precision)" in res.output, res.output
     res = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3, "--precision", "fp64")
     assert res.exit_code == 0 and "of 67 (fp64, from --precision)" in res.output, res.output
+
+
+def test_a_flop_count_the_executed_mmas_cannot_account_for_is_warned_about(data_dir, monkeypatch):
+    """--flops 1e12 on the cuBLAS FP8 4096^3 launch gave "% of peak 488.0 %" without a word: its 1,048,576
+    executed QGMMA.64x128x32 do 1.37e11 FLOP, so one warning line names both; 2*4096^3 draws none."""
+    monkeypatch.setenv("COLUMNS", "400")
+    res = run("--report", data_dir / CUBLAS, "--flops", "1e12")
+    assert res.exit_code == 0, res.output
+    warn = [ln for ln in res.output.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "1e+12 FLOP (--flops)" in warn[0] and "1.37e+11 FLOP" in warn[0], res.output
+    ok = run("--report", data_dir / CUBLAS, "--flops", 2 * 4096**3)
+    assert "warning:" not in ok.output
+    js = json.loads(run("--report", data_dir / CUBLAS, "--json").output)
+    assert js["launches"][0]["derived"]["mma_flops"] == 2 * 4096**3
+
+
+def test_mnkl_names_the_flops_and_is_cross_checked(data_dir, monkeypatch):
+    """--mnkl names the problem, so TFLOP/s is 2*M*N*K*L over the duration where --flops is not given (and
+    says so); a problem the launch's MMAs cannot have done is warned about like --flops."""
+    monkeypatch.setenv("COLUMNS", "400")
+    res = run("--report", data_dir / CUBLAS, "--mnkl", "4096,4096,4096")
+    assert res.exit_code == 0, res.output
+    assert "FLOPs from --mnkl 4096,4096,4096,1 (2*M*N*K*L): 1.374e+11" in res.output
+    assert "67.1 % of 1,979" in res.output and "problem size unknown" not in res.output and "warning:" not in res.output
+    big = run("--report", data_dir / CUBLAS, "--mnkl", "8192,8192,8192")
+    warn = [ln for ln in big.output.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "--mnkl 8192,8192,8192,1" in warn[0] and "8.0x" in warn[0], big.output
+    given = run("--report", data_dir / CUBLAS, "--mnkl", "4096,4096,4096", "--flops", "1e12")
+    assert "FLOPs from --mnkl" not in given.output and "(--flops)" in given.output
+
+
+def test_fp4_on_sm90_says_there_is_no_fp4_peak(data_dir, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    for extra in ((), ("--flops", 2 * 4096**3)):
+        res = run("--report", data_dir / CUBLAS, "--precision", "fp4", *extra)
+        assert res.exit_code == 0, res.output
+        assert "sm_90 has no fp4 tensor peak" in res.output and "n/a % of n/a" not in res.output, res.output

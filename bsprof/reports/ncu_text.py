@@ -32,8 +32,13 @@ def _num(v) -> float:
 
 
 def _peak_text(c: dict) -> str:
+    prec = c.get("precision")
+    if prec == "fp4" and c.get("arch") == "sm_90" and c.get("peak_tflops") is None:
+        return "n/a: sm_90 has no fp4 tensor peak (FP4 MMA starts with sm_100)"
     if c.get("tflops") is None:
-        return "n/a (problem size unknown: pass --flops, or name it in the NVTX range: 'flops=...')"
+        return "n/a (problem size unknown: pass --flops or --mnkl, or name it in the NVTX range: 'flops=...')"
+    if c.get("peak_tflops") is None:
+        return f"n/a: no {prec or '?'} peak for {c.get('device') or 'this device'} in bsprof's peak table"
     src = c.get("precision_source")
     return (f"{fmt(c.get('pct_of_peak'))} % of {fmt(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
             + (f", from {src}" if src else "") + ")")
@@ -71,6 +76,10 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     for name, value in rows:
         t.add_row(name, value)
     console.print(t)
+    if c.get("flops_source") and c.get("tflops") is not None and c["flops_source"] not in ("--flops", "NVTX range"):
+        console.print(f"FLOPs from {c['flops_source']}: {c['flops']:.4g}")
+    if warn := (launch.get("derived") or {}).get("flops_check"):
+        console.print(warn)
     stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
     if stalls:
         console.print("stalls (cycles per issued instruction): " + ", ".join(f"{k} {v:.2f}" for k, v in stalls))

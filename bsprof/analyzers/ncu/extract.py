@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bsprof.analyzers.ncu import metrics as M
-from bsprof.analyzers.ncu.peaks import ARCH_PRECISION, peak_tflops, precision_from_opcodes, precision_from_sass
+from bsprof.analyzers.ncu.peaks import (ARCH_PRECISION, mma_flops_per_instruction, peak_tflops,
+                                       precision_from_opcodes, precision_from_sass)
 from bsprof.errors import BsprofError
 
 _STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL_SUFFIX) + "$")
@@ -62,12 +63,12 @@ _NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.comp
               "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
 
 
-def _mma_sass(action, opcode: str) -> dict[str, float]:
+def _mma_sass(action, opcode: str, families: tuple[str, ...] = ("HGMMA", "HMMA", "UTCHMMA")) -> dict[str, float]:
     """The most executed ``opcode`` instruction's SASS opcode with modifiers and its executed count
-    (SourceCounters), for the 16-bit MMA families only (their operand type is in the modifiers);
-    empty without them. Instructions are read most executed first, and a K-loop's MMAs are among
-    those, so only a few hundred of a kernel's thousands are disassembled."""
-    if not opcode or not opcode.startswith(("HGMMA", "HMMA", "UTCHMMA")):
+    (SourceCounters), for the MMA ``families`` only (by default the 16-bit ones: their operand type is in the
+    modifiers; the shape, for FLOPs, is there for all); empty without them. Instructions are read most executed
+    first, and a K-loop's MMAs are among those, so only a few hundred of a kernel's thousands are disassembled."""
+    if not opcode or not opcode.startswith(families):
         return {}
     try:
         metric = action.metric_by_name("inst_executed")
@@ -194,6 +195,14 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
         source = "architecture default (no opcode table in the report)" if prec else None
     row["precision_source"] = source
     row["mma_opcode"] = op_name if op_prec and op_name != "FFMA" else None
+    # the FLOPs the executed MMA instructions account for: the opcode's count x its SASS shape's FLOPs
+    # (checked against a FLOP count the user gives, summary.flops_check)
+    row["mma_flops"], row["mma_sass"] = math.nan, None
+    if row["mma_opcode"]:
+        top = _mma_sass(action, op_name, (op_name,))
+        per = mma_flops_per_instruction(next(iter(top))) if top else None
+        if per:
+            row["mma_flops"], row["mma_sass"] = per * ops[op_name], next(iter(top))
     peak = peak_tflops(row["device"], prec) if prec else None
     dur = row.get("duration_ns", math.nan)
     row["flops"] = float(flops) if flops else math.nan

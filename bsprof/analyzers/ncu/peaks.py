@@ -110,3 +110,28 @@ def peak_tflops(device_name: str | None, precision: str) -> float | None:
         if prec == precision and sub.lower() in device_name.lower():
             return value
     return None
+
+
+# FLOPs of one executed MMA warp instruction from its SASS shape (ncu counts instructions per warp):
+# wgmma (HGMMA/QGMMA/IGMMA.64xNxK) is issued by the 4 warps of a warpgroup, each counted, so a warp's
+# share is 2*64*N*K / 4 (cuBLAS FP8 at 4096^3: 1,048,576 QGMMA.64x128x32 x 131,072 = 2*4096^3);
+# mma.sync names its shape as digits (HMMA.16816 = 16x8x16, IMMA.16832 = 16x8x32, DMMA.884 = 8x8x4)
+_MMA_SYNC_SHAPES = {"16816": (16, 8, 16), "1688": (16, 8, 8), "16832": (16, 8, 32), "8816": (8, 8, 16),
+                    "884": (8, 8, 4), "16864": (16, 8, 64), "8832": (8, 8, 32)}
+
+
+def mma_flops_per_instruction(sass: str) -> float | None:
+    """FLOPs one executed warp instruction ``sass`` (e.g. 'QGMMA.64x128x32.F32.E4M3.E4M3') does, or None
+    where its shape is not in the SASS (tcgen05 UTC*MMA take theirs from a descriptor)."""
+    import re
+
+    parts = sass.split(".")
+    if len(parts) < 2:
+        return None
+    if m := re.fullmatch(r"(\d+)x(\d+)x(\d+)", parts[1]):
+        mm, n, k = map(int, m.groups())
+        return 2.0 * mm * n * k / 4 if re.match(r"[HQIB]GMMA", parts[0]) else 2.0 * mm * n * k
+    if parts[0] in ("HMMA", "IMMA", "DMMA", "BMMA") and parts[1] in _MMA_SYNC_SHAPES:
+        mm, n, k = _MMA_SYNC_SHAPES[parts[1]]
+        return 2.0 * mm * n * k
+    return None

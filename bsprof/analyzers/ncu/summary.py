@@ -51,8 +51,9 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
             "label": verdict.label,
             "verdict_detail": verdict.as_dict(),
             "metrics": {n: _clean(v) for n, v in ex.raw_metrics[i].items()},
-            "derived": {key: cols.get(key) for key in ("flops", "tflops", "precision", "precision_source", "peak_tflops",
-                                                       "pct_of_peak", "mnkl")},
+            "derived": {**{key: cols.get(key) for key in ("flops", "flops_source", "mma_flops", "tflops", "precision",
+                                                          "precision_source", "peak_tflops", "pct_of_peak", "mnkl")},
+                        "flops_check": flops_check(cols)},
             "columns": cols,
             "inst_executed_by_opcode": opcode_counts(row),
             "rules": ex.rules[i] if i < len(ex.rules) else [],
@@ -76,12 +77,47 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     from bsprof.analyzers.ncu_loader import resolve_report
     from bsprof.analyzers.ncu.extract import extract
 
+    given = flops
     flops = flops or recorded_flops(report)
     path = str(resolve_report(report))
     ex = extract(path, filter=filter, flops=flops, precision=precision)
+    t = ex.table
+    t["flops_source"] = ["--flops" if given else ("result directory" if flops else
+                                                  ("NVTX range" if f == f else None)) for f in t["flops"]]
     if mnkl:
-        ex.table["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in ex.table["mnkl"]]
+        t["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in t["mnkl"]]
+        # --mnkl names the problem, so it names its FLOPs too where nothing else did: 2*M*N*K*L
+        m, n, k, l = ([int(x) for x in mnkl.split(",")] + [1])[:4]
+        for i in t.index[t["flops"].isna()]:
+            f = 2.0 * m * n * k * l
+            t.loc[i, "flops"] = f
+            t.loc[i, "flops_source"] = f"--mnkl {m},{n},{k},{l} (2*M*N*K*L)"
+            dur, peak = t.loc[i, "duration_ns"], t.loc[i, "peak_tflops"]
+            t.loc[i, "tflops"] = f / (dur * 1e-9) / 1e12 if dur == dur and dur else math.nan
+            t.loc[i, "pct_of_peak"] = 100.0 * t.loc[i, "tflops"] / peak if peak == peak and peak else math.nan
     return ex, summary_json(ex)
+
+
+# a FLOP count more than this many times what the executed MMA instructions account for (their count x the
+# FLOPs of their SASS shape) is not this launch's: a mistyped --flops, or a problem split over several launches.
+# 1.5 leaves room for MMA work the count misses (a second MMA opcode, padding rounds the other way)
+FLOPS_OVER_MMA_RATIO = 1.5
+
+
+def flops_check(cols: dict) -> str | None:
+    """One warning line where the FLOPs the TFLOP/s rests on cannot be this launch's: more than
+    FLOPS_OVER_MMA_RATIO x what its executed MMAs do, or over 100% of the peak."""
+    f, mma, pct = (_clean(cols.get(k)) for k in ("flops", "mma_flops", "pct_of_peak"))
+    if not f:
+        return None
+    src = cols.get("flops_source") or "given"
+    if mma and f > FLOPS_OVER_MMA_RATIO * mma:
+        return (f"warning: {f:.3g} FLOP ({src}) is {f / mma:.1f}x the {mma:.3g} FLOP the executed MMA instructions "
+                f"account for ({cols.get('mma_sass') or cols.get('mma_opcode')} x count); TFLOP/s and % of peak rest on it")
+    if pct is not None and pct > 100.0:
+        return (f"warning: {f:.3g} FLOP ({src}) gives {pct:.0f}% of the {cols.get('precision')} peak, more than the "
+                "GPU can do; the FLOP count is not this launch's")
+    return None
 
 
 def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> list[Path]:
