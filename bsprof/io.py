@@ -42,6 +42,9 @@ _DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr")
 BSPROF_MARK = '<meta name="generator" content="bsprof">'
 # the mark sits in the first few hundred bytes of a page; reading more would only cost time
 _MARK_WINDOW = 8192
+# a report page written before the mark existed is known by its default title, so re-running the
+# README's `bsprof report -o bsprof-report.html` over one still replaces it
+_OLD_REPORT_TITLE = b"<title>bsprof report: "
 _DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/")
 
 
@@ -221,7 +224,7 @@ def _is_own(path: Path) -> bool:
             head = fh.read(_MARK_WINDOW)
     except OSError as exc:
         raise BsprofError(f"cannot read {path} to see what it is ({_cause(exc)}); give another output path") from None
-    return not head or BSPROF_MARK.encode() in head
+    return not head or BSPROF_MARK.encode() in head or _OLD_REPORT_TITLE in head
 
 
 def check_output_file(dest: str | os.PathLike) -> Path:

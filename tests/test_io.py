@@ -195,6 +195,22 @@ def test_an_empty_file_and_bsprofs_own_page_are_replaced(tmp_path, verb):
         assert '<meta name="generator" content="bsprof">' in head
 
 
+def test_a_report_page_from_before_the_mark_is_still_replaced(tmp_path):
+    # the head of a page `bsprof report` wrote before pages carried the generator mark: its default
+    # title is how the README's re-run over it is told from a user's own HTML page
+    old = tmp_path / "bsprof-report.html"
+    old.write_text('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+                   'content="width=device-width, initial-scale=1"><title>bsprof report: h100_timing</title>'
+                   '</head><body></body></html>')
+    mine = tmp_path / "mine.html"
+    mine.write_text("<!DOCTYPE html><html><head><title>my notes</title></head><body>keep</body></html>")
+    code, _, err = run_bsprof(FILE_WRITERS["report"](old))
+    assert code == 0, err
+    assert '<meta name="generator" content="bsprof">' in old.read_text()[:5000]
+    line = assert_one_line_error(*run_bsprof(FILE_WRITERS["report"](mine))[::2])
+    assert "not written by bsprof" in line and "keep" in mine.read_text()
+
+
 def test_every_html_bsprof_writes_carries_its_mark():
     from bsprof.io import BSPROF_MARK
     from bsprof.reports.figures_model import figure_html, projection_figure
@@ -207,9 +223,10 @@ def test_every_html_bsprof_writes_carries_its_mark():
 # ---------------------------------------------------------------------------------------------
 # Output paths are checked before any work: a refused -o costs no computation.
 
-@pytest.mark.parametrize("verb", sorted(FILE_WRITERS) + ["model"])
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS) + ["model", "ncu"])
 def test_a_refused_output_is_refused_before_any_work(tmp_path, verb, monkeypatch):
     import bsprof.analyzers.model.run as model_run
+    import bsprof.analyzers.ncu.summary as ncu_summary
     import bsprof.reports.build as report_build
 
     def no_work(*a, **k):
@@ -217,6 +234,7 @@ def test_a_refused_output_is_refused_before_any_work(tmp_path, verb, monkeypatch
 
     monkeypatch.setattr(model_run, "run_model", no_work)
     monkeypatch.setattr(report_build, "build", no_work)
+    monkeypatch.setattr(ncu_summary, "analyze_report", no_work)
     notes = tmp_path / "file.txt"
     notes.write_text("keep")
     make = FILE_WRITERS.get(verb) or DIR_WRITERS[verb]

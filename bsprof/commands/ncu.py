@@ -79,6 +79,10 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
 
         if mnkl and not re.fullmatch(r"\d+(,\d+){2,3}", mnkl):
             raise BsprofError(f"--mnkl {mnkl!r}: give M,N,K or M,N,K,L as integers, e.g. 128,4096,7168")
+        if out:
+            from bsprof.io import check_output_dir
+
+            check_output_dir(out)  # before the analysis: a refused path costs no reading of a large report
         ex, payload = analyze_report(report, filter=filter_, flops=flops, precision=precision, mnkl=mnkl)
         if out:
             payload["output_dir"] = str(write_analysis(ex, payload, out))
