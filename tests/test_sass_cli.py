@@ -243,3 +243,20 @@ def test_executed_by_opcode_compares_per_mma_when_the_mma_counts_differ(data_dir
     assert rows["FFMA"]["delta"] == 0 and rows["FFMA"]["b_per_mma"] == pytest.approx(rows["FFMA"]["a_per_mma"] / 2, abs=1e-3)
     per = [abs(r["delta_per_mma"]) for r in rows.values()]
     assert per == sorted(per, reverse=True)
+
+
+def test_a_cubin_with_helper_kernels_shows_its_gemm_first(tmp_path):
+    # CUTLASS's example 48 cubin holds three reference/compare kernels before its GEMM: the GEMM's
+    # K-loop is the first screen, the helpers one line each after it
+    from pathlib import Path
+
+    from conftest import run_bsprof
+
+    cubin = Path(__file__).parent / "data" / "sass" / "cutlass_sm90_tf32_coop_128x128x32_c4x2.sm_90a.cubin.xz"
+    code, out, err = run_bsprof(["sass", str(cubin)])
+    assert code == 0, err
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert "GemmUniversal" in lines[0] and "8 MMA" in " ".join(lines[:2]) and lines[2].startswith("K-loop: loop 2")
+    tail = out[out.index("also in this input, without MMA instructions (3;"):]
+    assert "BlockCompareEqual" in tail and "BlockForEach" in tail and "instruction mix" not in tail
+    assert out.count("instruction mix by region") == 1

@@ -63,11 +63,23 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
         # the overview and cost ~40 ms of rich layout each: one summary table across functions
         # replaces them, and --function REGEX (or --json) gives any function's full tables.
         tables = len(fns) <= MANY_FUNCTIONS
-        for fn in fns:
+        # a GEMM's cubin often holds helpers beside it (CUTLASS's reference and compare kernels, a
+        # scale transpose): with full tables the functions that issue MMAs come first, the rest as
+        # one line each, so the first screen is the GEMM's
+        with_mma = [fn for fn in fns if fn["mma"]]
+        shown, helpers = ((with_mma, [fn for fn in fns if not fn["mma"]]) if tables and with_mma else (fns, []))
+        for fn in shown:
             _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features,
                             tables=tables)
         if not tables:
             _print_summary(console, fns, show_features=show_features)
+        if helpers:
+            console.print(f"[dim]also in this input, without MMA instructions ({len(helpers)}; --function REGEX "
+                          "shows one):[/dim]")
+            names = distinct_names([fn["name"] for fn in helpers], width=max(24, min(80, console.width - 36)))
+            for fn, name in zip(helpers, names):
+                console.print(f"  {escape(name)}  {_fmt(fn['instructions'])} instructions, "
+                              f"{len(fn['loops'])} loop(s)", highlight=False)
     for note in result.notes:
         if not result.is_compare or "not comparable" not in note:  # the compare table says it already
             console.print(f"[yellow]note:[/yellow] {escape(note)}")
