@@ -100,23 +100,9 @@ def _missing_dir_problem(path: Path, *, parents: bool = False) -> str | None:
     return None
 
 
-def check_output_dir(path: str | os.PathLike) -> Path:
+def check_output_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
     """Refuse now what :func:`ensure_dir` would refuse later: ``path`` must be a directory, or be
     makeable by the policy. Makes nothing; a verb calls it before any work."""
-    path = Path(path)
-    if path.is_dir():
-        return path
-    if path.exists() or path.is_symlink():
-        raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")
-    problem = _missing_dir_problem(path)
-    if problem:
-        raise BsprofError(problem)
-    return path
-
-
-def ensure_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
-    """``path`` as an existing directory: made only when its parent is an existing writable
-    directory (``parents=True``, for bsprof's own cache: with its missing ancestors)."""
     path = Path(path)
     if path.is_dir():
         return path
@@ -125,6 +111,15 @@ def ensure_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
     problem = _missing_dir_problem(path, parents=parents)
     if problem:
         raise BsprofError(problem)
+    return path
+
+
+def ensure_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
+    """``path`` as an existing directory: made only when its parent is an existing writable
+    directory (``parents=True``, for bsprof's own cache: with its missing ancestors)."""
+    path = check_output_dir(path, parents=parents)
+    if path.is_dir():
+        return path
     try:
         path.mkdir(parents=parents, exist_ok=True)
     except OSError as exc:

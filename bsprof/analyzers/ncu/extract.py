@@ -63,12 +63,12 @@ _NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.comp
               "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
 
 
-def _mma_sass(action, opcode: str, families: tuple[str, ...] = ("HGMMA", "HMMA", "UTCHMMA")) -> dict[str, float]:
+def _mma_sass(action, opcode: str) -> dict[str, float]:
     """The most executed ``opcode`` instruction's SASS opcode with modifiers and its executed count
-    (SourceCounters), for the MMA ``families`` only (by default the 16-bit ones: their operand type is in the
-    modifiers; the shape, for FLOPs, is there for all); empty without them. Instructions are read most executed
-    first, and a K-loop's MMAs are among those, so only a few hundred of a kernel's thousands are disassembled."""
-    if not opcode or not opcode.startswith(families):
+    (SourceCounters): a 16-bit MMA's operand type is in the modifiers, and every MMA's shape (for its
+    FLOPs); empty without SourceCounters. Instructions are read most executed first, and a K-loop's MMAs
+    are among those, so only a few hundred of a kernel's thousands are disassembled."""
+    if not opcode:
         return {}
     try:
         metric = action.metric_by_name("inst_executed")
@@ -181,12 +181,14 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
     # the peak to compare against: --precision, else the range's, else the executed MMA opcodes',
     # else (no opcode table) the format this arch's bundled kernels compute in
     op_prec, op_name = precision_from_opcodes(ops)
+    # the top MMA instruction's SASS, read once: its operand type refines the precision, its shape the FLOPs
+    mma_top = _mma_sass(action, op_name) if op_prec and op_name != "FFMA" else {}
     if precision:
         prec, source = precision, "--precision"
     elif from_nvtx.get("precision"):
         prec, source = from_nvtx["precision"], "NVTX range"
     elif op_prec:
-        prec = precision_from_sass(_mma_sass(action, op_name), op_prec)
+        prec = precision_from_sass(mma_top, op_prec)
         source = f"executed {op_name}" + ("" if prec == op_prec else f" .{prec.upper()}")
     elif ops:
         prec, source = None, None   # no MMA and no FFMA executed: no arithmetic peak applies
@@ -198,22 +200,26 @@ def _row(action, index: int, flops: float | None, precision: str | None) -> tupl
     # the FLOPs the executed MMA instructions account for: the opcode's count x its SASS shape's FLOPs
     # (checked against a FLOP count the user gives, summary.flops_check)
     row["mma_flops"], row["mma_sass"] = math.nan, None
-    if row["mma_opcode"]:
-        top = _mma_sass(action, op_name, (op_name,))
-        per = mma_flops_per_instruction(next(iter(top))) if top else None
-        if per:
-            row["mma_flops"], row["mma_sass"] = per * ops[op_name], next(iter(top))
+    top = next(iter(mma_top), None)
+    if top and (per := mma_flops_per_instruction(top)):
+        row["mma_flops"], row["mma_sass"] = per * ops[op_name], top
     peak = peak_tflops(row["device"], prec) if prec else None
     dur = row.get("duration_ns", math.nan)
     row["flops"] = float(flops) if flops else math.nan
-    row["tflops"] = flops / (dur * 1e-9) / 1e12 if flops and dur and not math.isnan(dur) else math.nan
     row["precision"] = prec
     row["peak_tflops"] = peak if peak else math.nan
-    row["pct_of_peak"] = 100.0 * row["tflops"] / peak if peak and not math.isnan(row["tflops"]) else math.nan
+    row["tflops"], row["pct_of_peak"] = rates(flops, dur, peak)
     if flops and peak is None:
         missing.append(f"pct_of_peak (no {prec} peak for {row['device']!r} in bsprof.analyzers.ncu.peaks)")
     row["notes"] = ("missing: " + ", ".join(missing)) if missing else ""
     return row, raw, missing
+
+
+def rates(flops: float | None, duration_ns: float, peak: float | None) -> tuple[float, float]:
+    """(TFLOP/s, % of ``peak``) of a launch doing ``flops`` in ``duration_ns``; NaN where a part is missing."""
+    ok = flops and duration_ns and not math.isnan(duration_ns)
+    tflops = flops / (duration_ns * 1e-9) / 1e12 if ok else math.nan
+    return tflops, (100.0 * tflops / peak if peak and not math.isnan(peak) and not math.isnan(tflops) else math.nan)
 
 
 def extract(report, *, filter: str | None = None, flops: float | None = None,

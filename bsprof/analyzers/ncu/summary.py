@@ -75,7 +75,7 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     bytes, K for split-K advice)."""
     from bsprof.analyzers.ncu.compare import recorded_flops
     from bsprof.analyzers.ncu_loader import resolve_report
-    from bsprof.analyzers.ncu.extract import extract
+    from bsprof.analyzers.ncu.extract import extract, rates
 
     given = flops
     flops = flops or recorded_flops(report)
@@ -88,13 +88,11 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
         t["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in t["mnkl"]]
         # --mnkl names the problem, so it names its FLOPs too where nothing else did: 2*M*N*K*L
         m, n, k, l = ([int(x) for x in mnkl.split(",")] + [1])[:4]
+        f = 2.0 * m * n * k * l
         for i in t.index[t["flops"].isna()]:
-            f = 2.0 * m * n * k * l
             t.loc[i, "flops"] = f
             t.loc[i, "flops_source"] = f"--mnkl {m},{n},{k},{l} (2*M*N*K*L)"
-            dur, peak = t.loc[i, "duration_ns"], t.loc[i, "peak_tflops"]
-            t.loc[i, "tflops"] = f / (dur * 1e-9) / 1e12 if dur == dur and dur else math.nan
-            t.loc[i, "pct_of_peak"] = 100.0 * t.loc[i, "tflops"] / peak if peak == peak and peak else math.nan
+            t.loc[i, "tflops"], t.loc[i, "pct_of_peak"] = rates(f, t.loc[i, "duration_ns"], t.loc[i, "peak_tflops"])
     return ex, summary_json(ex)
 
 

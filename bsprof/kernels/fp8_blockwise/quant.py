@@ -35,14 +35,14 @@ def check_shape(mnkl: tuple[int, int, int, int]) -> None:
     n_pad, k_pad = -(-n // 8) * 8, -(-k // BLOCK) * BLOCK
     near = f"{m},{n_pad},{k_pad},{l}"
     # name every extent the nearest shape changes, with its reason: a silent N change reads as a typo
-    n_why = f"N to {n_pad} (bf16 rows of D must be 16-byte aligned for TMA)"
+    n_rule = "bf16 rows of D must be 16-byte aligned for TMA"
     if k % BLOCK:
-        pads = f"K to {k_pad}" + (f" and {n_why}" if n % 8 else "")
+        pads = f"K to {k_pad}" + (f" and N to {n_pad} ({n_rule})" if n % 8 else "")
         raise BsprofError(f"K={k} is not a multiple of {BLOCK} (the scale block); pad {pads}: the nearest shape "
                           f"the kernel takes is {near}")
     if n % 8:
-        raise BsprofError(f"N={n} is not a multiple of 8 (bf16 rows of D must be 16-byte aligned for TMA); pad "
-                          f"{n_why.split(' (')[0]}: the nearest shape the kernel takes is {near}")
+        raise BsprofError(f"N={n} is not a multiple of 8 ({n_rule}); pad N to {n_pad}: the nearest shape the "
+                          f"kernel takes is {near}")
 
 
 def quantize_rows(x):

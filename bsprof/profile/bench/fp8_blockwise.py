@@ -109,8 +109,8 @@ def _cublas_blockwise(a, b, sfa, sfb, out):
 
 
 def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
-    """name -> (launch fn, its output: a tensor, a function returning it, or None). Peers that cannot run here are left out with a
-    reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
+    """name -> (launch fn, its output: a tensor, a function returning it, or None). Peers that
+    cannot run here are left out with a reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
     its output is checked only on unit-scale inputs, the only ones it computes the same product on).
     ``only``: the peers to set up."""
     import torch
