@@ -46,10 +46,12 @@ class DeviceLimits:
 
 
 # When a run recorded no NVML limits (older validation runs, `bsprof model --clock`): the part's
-# top SM clock and board power limit (NVML on the lent H100, as the data sheet), and the floor
-# measured on it (board power while one thread spins at 1,980 MHz: 124 and 129 W in two reads).
+# top SM clock and board power limit (NVML on the lent H100 and H200, as the data sheets), and the
+# floor measured on each (board power while one thread spins at 1,980 MHz: on the H100 124 and 129 W
+# in two reads, on the H200 121.5 W in model round 11).
 KNOWN_LIMITS = {
     "NVIDIA H100 80GB HBM3": DeviceLimits(1980.0, 700.0, 124.0, "H100 SXM5: NVML 1980 MHz / 700 W; floor measured 124 W"),
+    "NVIDIA H200": DeviceLimits(1980.0, 700.0, 121.5, "H200 SXM: NVML 1980 MHz / 700 W; floor measured 121 W"),
 }
 
 
