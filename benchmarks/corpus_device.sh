@@ -6,8 +6,8 @@
 #   bash benchmarks/corpus_device.sh          # results: $OUT/corpus.tar.xz[.NN]
 # Held-out round 2 only (tests/data/corpus/heldout2_predictions.md), NVIDIA's dense_gemm.py at ext/:
 #   PARTS="heldout2 heldout2_cute" bash benchmarks/corpus_device.sh
-# Held-out rounds 3 to 6 (tests/data/corpus/heldout<N>_predictions.md):
-#   PARTS=heldout3 bash benchmarks/corpus_device.sh    # or PARTS=heldout4, PARTS=heldout5, PARTS=heldout6
+# Held-out rounds 3 to 7 (tests/data/corpus/heldout<N>_predictions.md; round 7 on an H200):
+#   PARTS=heldout3 bash benchmarks/corpus_device.sh    # or PARTS=heldout4 ... PARTS=heldout7
 set -u
 OUT=${OUT:-/tmp/bsprof-corpus-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/dgcache}

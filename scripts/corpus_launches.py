@@ -716,6 +716,88 @@ def ops_heldout6():
     return ops
 
 
+def ops_heldout7():
+    """Held-out round 7 (tests/data/corpus/heldout7_predictions.md: labelled before they ran), the first
+    round profiled on an H200 (HBM3e at 4.8 TB/s, where every earlier round ran on an H100 at 3.35):
+    a bf16 GEMM between the two parts' ridge points, a CUTLASS grouped GEMM (torch._grouped_mm), the
+    int4 weight-only tinygemm, a CUB radix sort, Philox normal sampling, cross-entropy over a 128K
+    vocabulary, attention backward and an NCHW max pool."""
+    import torch
+    import torch.nn.functional as F
+
+    ops = {}
+
+    def ridge():
+        a, b = _t(16384, 256, dtype=torch.bfloat16), _t(16384, 256, dtype=torch.bfloat16)
+        out = torch.empty(16384, 16384, device="cuda", dtype=torch.bfloat16)
+        return lambda: torch.matmul(a, b.t(), out=out)
+    ops["cublas_bf16_ridge_16384x16384x256"] = (ridge, {
+        "source": "cuBLAS bf16 matmul, K = 256: 248 FLOP per DRAM byte, between the H200's ridge and the H100's",
+        "mnk": [16384, 16384, 256], "flops": 2.0 * 16384 * 16384 * 256, "precision": "bf16",
+        "bytes": 2 * 16384 * 16384 + 2 * 2 * 16384 * 256})
+
+    def grouped():
+        g, m, n, k = 8, 2048, 4096, 7168
+        a = _t(g * m, k, dtype=torch.bfloat16)
+        b = _t(g, n, k, dtype=torch.bfloat16, scale=0.05)
+        offs = torch.arange(m, g * m + 1, m, device="cuda", dtype=torch.int32)
+        return lambda: torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)
+    ops["grouped_mm_bf16_g8_2048x4096x7168"] = (grouped, {
+        "source": "torch._grouped_mm bf16 (CUTLASS grouped GEMM on sm90): 8 groups of 2048 rows, N 4096, K 7168",
+        "mnk": [8 * 2048, 4096, 7168], "flops": 2.0 * 8 * 2048 * 4096 * 7168, "precision": "bf16"})
+
+    def int4():
+        n, k, group = 16384, 16384, 128
+        w = torch.randint(0, 256, (n, k // 2), device="cuda", dtype=torch.uint8)
+        packed = torch._convert_weight_to_int4pack(w, 8)
+        sz = (torch.rand(k // group, n, 2, device="cuda") * 0.01).to(torch.bfloat16)
+        x = _t(32, k, dtype=torch.bfloat16)
+        return lambda: torch._weight_int4pack_mm(x, packed, group, sz)
+    ops["int4pack_mm_bf16_m32_16384x16384"] = (int4, {
+        "source": "torch._weight_int4pack_mm (tinygemm): 32 bf16 rows times an int4 16384 x 16384 weight, groups of 128",
+        "mnk": [32, 16384, 16384], "flops": 2.0 * 32 * 16384 * 16384, "precision": "bf16",
+        "bytes": 16384 * 16384 // 2 + 16384 // 128 * 16384 * 4})
+
+    def sort():
+        x = _t(1 << 25)
+        return lambda: torch.sort(x)
+    ops["sort_fp32_32M"] = (sort, {
+        "source": "torch.sort of 32M fp32 values with their int64 indices (CUB radix sort pairs)",
+        "bytes": 4 * 12 * (1 << 25)})
+
+    def randn():
+        buf = torch.empty(1 << 28, device="cuda")
+        return lambda: buf.normal_()
+    ops["randn_fp32_256M"] = (randn, {
+        "source": "Tensor.normal_ on 256M fp32 (Philox4x32-10 and Box-Muller, torch's distribution kernel)",
+        "bytes": 4 * (1 << 28)})
+
+    def xent():
+        logits = _t(4096, 128256, dtype=torch.bfloat16)
+        target = torch.randint(0, 128256, (4096,), device="cuda")
+        return lambda: F.cross_entropy(logits, target)
+    ops["cross_entropy_bf16_4096x128256"] = (xent, {
+        "source": "F.cross_entropy bf16 logits (4,096 tokens x 128,256 vocabulary): log_softmax, then nll_loss",
+        "bytes": 2 * 2 * 4096 * 128256})
+
+    def attn_bwd():
+        q, k, v = (_t(2, 16, 4096, 128, dtype=torch.bfloat16).requires_grad_() for _ in range(3))
+        out = F.scaled_dot_product_attention(q, k, v)
+        grad = _t(*out.shape, dtype=torch.bfloat16)
+        return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+    ops["sdpa_backward_bf16_b2h16s4096d128"] = (attn_bwd, {
+        "source": "backward of F.scaled_dot_product_attention bf16 (2, 16, 4096, 128), not causal (default backend)",
+        "flops": 2.5 * 4.0 * 2 * 16 * 4096 ** 2 * 128, "precision": "bf16"})
+
+    def maxpool():
+        x = _t(64, 256, 112, 112, dtype=torch.float16)
+        return lambda: F.max_pool2d(x, 3, 2, 1)
+    ops["max_pool2d_fp16_nchw_n64c256h112_k3s2"] = (maxpool, {
+        "source": "F.max_pool2d fp16 NCHW (64, 256, 112, 112), 3x3 window, stride 2, padding 1 (CUDA writes int64 indices too)",
+        "bytes": 2 * 64 * 256 * 112 * 112 + (2 + 8) * 64 * 256 * 56 * 56})
+    return ops
+
+
 def ops_heldout2_cute(example: str):
     """NVIDIA's CuTe DSL Hopper dense GEMM example (dense_gemm.py, non-persistent), loaded from the
     CUTLASS checkout's file (not part of bsprof), compiled once with dynamic layouts and launched
@@ -773,16 +855,16 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser()
     p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute", "heldout3", "heldout4",
-                                       "heldout5", "heldout6"), default="all",
+                                       "heldout5", "heldout6", "heldout7"), default="all",
                    help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin; "
-                        "heldout2(_cute), heldout3 to heldout6: held-out rounds 2 to 6")
+                        "heldout2(_cute), heldout3 to heldout7: held-out rounds 2 to 7")
     p.add_argument("--cute-example", default="ext/dense_gemm.py",
                    help="CUTLASS examples/python/CuTeDSL/cute/hopper/kernel/dense_gemm/dense_gemm.py")
     p.add_argument("--meta", required=True)
     p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
     ops = {"l2": ops_l2, "heldout2": ops_heldout2, "heldout3": ops_heldout3, "heldout4": ops_heldout4,
-           "heldout5": ops_heldout5, "heldout6": ops_heldout6,
+           "heldout5": ops_heldout5, "heldout6": ops_heldout6, "heldout7": ops_heldout7,
            "heldout2_cute": lambda: ops_heldout2_cute(args.cute_example)}.get(args.only, ops_main)()
     if args.only in ("gemm", "other"):
         gemm = ("cublas_", "deepgemm_", "bsprof_")
