@@ -24,7 +24,7 @@ from pathlib import Path
 COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
               "basic": "--set basic", "heldout2": "--set full", "heldout2_cute": "--set full",
               "heldout3": "--set full", "heldout4": "--set full", "heldout5": "--set full",
-              "heldout6": "--set full", "heldout7": "--set full"}
+              "heldout6": "--set full", "heldout7": "--set full", "heldout7b": "--set full"}
 
 
 def _clean(v):

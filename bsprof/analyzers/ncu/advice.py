@@ -117,6 +117,8 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "coalesce the global accesses: {uncoalesced}"),
     ("memory-bound", "l1", ANY, ANY,
      "L1/shared is the limit ({unit_pct}% of peak): fewer or wider shared/L1 accesses, avoid bank conflicts"),
+    ("memory-bound", "l1", "uncoalesced", ANY,
+     "coalesce the global accesses (L1 carries every global load's sectors): {uncoalesced}"),
     ("latency-bound", ANY, ANY, ANY,
      "latency: issue slots {issue_pct}% busy, {eligible} eligible warps per cycle, top stall {stall} "
      "({stall_pct}% of cycles between issues): more independent work in flight per warp"),
@@ -157,7 +159,14 @@ ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
      "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma, but at DRAM {dram_pct}% the "
      "bytes set its time, not the MMA family (tensor pipe {tensor_pct}% busy): a wgmma kernel would stream the "
      "same bytes at the same bandwidth, so the bytes are the lever"),
-    ("register-loads", ANY, ANY, ANY,
+    ("register-loads", ANY, "fragment-loads", ANY,
+     "the operands go from global memory straight into the MMA's registers: {ldg} global loads (LDG, "
+     "{ldg_per_mma} per MMA instruction) against {sts} shared-memory stores, {smem_block} of shared memory a "
+     "CTA, so no operand tile is staged and data that several warps of a CTA use is loaded once per warp, "
+     "through L1 ({l1_pct}% of peak). That is how this kernel is built, not the fall-back for unaligned rows, "
+     "and padding will not change it; a kernel that stages operand tiles in shared memory (TMA or cp.async: "
+     "each tile loaded once per CTA and read by all its warps) is the change"),
+    ("register-loads", ANY, "staged-loads", ANY,
      "the operands reach shared memory through registers: {ldg} global loads (LDG, {ldg_per_mma} per MMA "
      "instruction) and no TMA or cp.async, the path GEMM libraries fall back to when a row or base address is "
      "not 16-byte aligned (TMA and cp.async need it); pad each operand's leading dimension to a multiple of 16 "
@@ -203,6 +212,13 @@ EXP_RANGE_REDUCTION_FP32_PER_MUFU = 2.0
 # ncu rules whose numbers come from sectors per request (excessive sectors, bytes used per sector):
 # "coalesce" is said only where one of them fired (a fully coalesced 16-sector LDG.128 stream gets none)
 UNCOALESCED_RULES = ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")
+# the share of the sectors moved that must be wasted before "coalesce" is said: the rules also fire
+# on a CUB histogram's 441 excess sectors of 4.6M and on a store stream using 31.8 of each 32 bytes
+UNCOALESCED_MIN_WASTE = 0.10
+# shared-memory stores (STS) per global load (LDG) below which a GEMM's LDG-loaded operands are not
+# staged in shared memory but go straight into MMA fragments (round 7's int4 tinygemm: 0.002, 5 KB of
+# shared memory a CTA); the unaligned-row fall-backs of cuBLAS store one STS per 7-8 LDG (0.13-0.14)
+FRAGMENT_STS_PER_LDG = 0.02
 # replacing traits, most specific first: the first one whose line matches takes the place of the plain
 # GEMM line (and the MMA-family line) of its class and unit; the others add a line beside the plain one
 REPLACING = ("output-writes", "attention", "weight-reads")
@@ -224,17 +240,21 @@ def _fp32_per_mufu(row) -> float:
 
 
 def uncoalesced_text(rules: list[dict] | None) -> str | None:
-    """ncu's own sectors-per-request finding with its number, where one of :data:`UNCOALESCED_RULES` fired."""
+    """ncu's own sectors-per-request finding with its number, where one of :data:`UNCOALESCED_RULES` fired
+    about global memory (local memory's pattern is the spills') and wastes at least
+    :data:`UNCOALESCED_MIN_WASTE` of the sectors moved."""
     for name in UNCOALESCED_RULES:
         for r in rules or []:
-            msg = r.get("message") or ""
-            if r.get("rule") != name:
+            msg, title = r.get("message") or "", r.get("title") or ""
+            if r.get("rule") != name or "Local" in title or "Shared" in title:
                 continue
             if m := re.search(r"(\d+) excessive sectors \((\d+)% of the total (\d+) sectors\)", msg):
-                return (f"ncu counts {int(m.group(1)):,} sectors beyond what the requests need, {m.group(2)}% of the "
-                        f"{int(m.group(3)):,} they moved ({name})")
-            if m := re.search(r"only ([\d.]+) of the 32 bytes transmitted per sector are utilized", msg):
-                return f"only {m.group(1)} of the 32 bytes of each sector moved are used ({name}: {r.get('title') or ''})"
+                if int(m.group(1)) >= UNCOALESCED_MIN_WASTE * int(m.group(3)):
+                    return (f"ncu counts {int(m.group(1)):,} sectors beyond what the requests need, {m.group(2)}% "
+                            f"of the {int(m.group(3)):,} they moved ({name})")
+            elif m := re.search(r"only ([\d.]+) of the 32 bytes transmitted per sector are utilized", msg):
+                if float(m.group(1)) <= 32 * (1 - UNCOALESCED_MIN_WASTE):
+                    return f"only {m.group(1)} of the 32 bytes of each sector moved are used ({name}: {title})"
     return None
 
 
@@ -249,6 +269,10 @@ def launch_traits(v, row, rules: list[dict] | None = None) -> set[str]:
             out.add("output-writes")
         elif _ok(b := _b_share(row)) and b >= WEIGHT_OPERAND_SHARE:
             out.add("weight-reads")
+        ldg, _ = register_loads(row)
+        if ldg:
+            staged = opcodes(row).get("STS", 0.0) >= FRAGMENT_STS_PER_LDG * ldg
+            out.add("staged-loads" if staged else "fragment-loads")
     if _ok(f := _fp32_per_mufu(row)) and f >= EXP_RANGE_REDUCTION_FP32_PER_MUFU:
         out.add("exp-range-reduced")
     if uncoalesced_text(rules):
@@ -306,6 +330,8 @@ def _numbers(v, row, k: int | None, rules: list[dict] | None = None) -> dict:
         "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(dram_r),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
         "wgmma_knobs": wgmma_knobs(row), "weight_bits": _weight_bits(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
+        "sts": f"{ops_all.get('STS', 0.0):,.0f}", "smem_block": _bytes(_get(row, "smem_per_block_bytes")),
+        "l1_pct": _n(_get(row, "l1_throughput_pct")),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
         "dram_write": _bytes(dram_w), "dram_moved": _bytes(dram_r + dram_w), "write_pct": _n(100 * wshare),
         "m": mnkl[0], "n": mnkl[1], "b_share": _n(100 * _b_share(row)),
