@@ -333,6 +333,26 @@ def test_coalesce_is_said_only_for_wasteful_global_access():
     assert "only 28.0 of the 32 bytes" in text
 
 
+def test_a_derived_sm_clock_above_the_parts_top_is_not_shown_as_a_clock():
+    """CUB's 2.3 us exclusive sum on the H200: elapsed SM cycles over its duration imply 2,105 MHz, above
+    the part's 1,980 MHz top (ncu's device attribute); the launch table says so. A 327 us onesweep pass
+    at 1,952 MHz gets no note."""
+    import io
+
+    from rich.console import Console
+
+    from bsprof.analyzers.ncu.facts import clock_above_top
+    from bsprof.reports.ncu_text import print_launch
+
+    short, long_ = (ENTRIES[n]["columns"] for n in ("sort_fp32_32M__2", "sort_fp32_32M__3"))
+    assert short["max_sm_clock_khz"] == 1_980_000 and short["sm_clock_hz"] > 2.1e9
+    assert clock_above_top(short) == "above the part's 1,980 MHz top: elapsed cycles over a 2.3 us launch, not a clock reading"
+    assert clock_above_top(long_) is None and clock_above_top({"sm_clock_hz": 2.1e9}) is None
+    console = Console(file=io.StringIO(), width=200)
+    print_launch(console, {"columns": short, "kernel": short["kernel"]})
+    assert "2,105 / 3,150 MHz (SM above the part's 1,980 MHz top" in console.file.getvalue()
+
+
 def _advice(name: str, **extra) -> tuple[object, str]:
     v = classify({**ENTRIES[name]["columns"], **extra}, rules=ENTRIES[name]["rules"])
     return v, " ".join(v.candidates)

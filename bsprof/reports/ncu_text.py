@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import re
 
+from bsprof.analyzers.ncu.facts import clock_above_top
+
 
 def fmt(v, unit: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -54,7 +56,8 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
     rows = [
         ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
-        ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"),
+        ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
+         + (f" (SM {note})" if (note := clock_above_top(c)) else "")),
         ("cycles: SM / busiest SM", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
         ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),

@@ -139,6 +139,21 @@ def loads_by_tma(row) -> bool:
     return any(TMA_LOAD_OPCODE.match(op) for op in opcodes(row))
 
 
+# a derived SM clock this far above the part's top clock is not a clock reading
+CLOCK_ABOVE_TOP = 1.01
+
+
+def clock_above_top(row) -> str | None:
+    """Why the SM clock ncu's numbers imply (elapsed SM cycles over the launch's duration) cannot be
+    read as the clock, where it exceeds the part's top clock: on launches of a few microseconds the
+    two counters' windows differ (a 2.3 us CUB scan on the H200 implies 2,105 MHz against 1,980)."""
+    mhz, top = _get(row, "sm_clock_hz") / 1e6, _get(row, "max_sm_clock_khz") / 1e3
+    if not (_ok(mhz) and _ok(top)) or top <= 0 or mhz <= CLOCK_ABOVE_TOP * top:
+        return None
+    return (f"above the part's {top:,.0f} MHz top: elapsed cycles over a "
+            f"{_get(row, 'duration_ns') / 1e3:,.1f} us launch, not a clock reading")
+
+
 def register_loads(row) -> tuple[float, float]:
     """(global loads through registers (LDG), that per MMA instruction): a GEMM fed by TMA or cp.async
     (LDGSTS) issues almost none (the H100 corpus: <= 0.07 per MMA); one that loads its operands with

@@ -47,6 +47,7 @@ METRICS: tuple[Metric, ...] = (
     _m("duration_ns", "gpu__time_duration.sum", "ns", "kernel duration (GPU timestamps)", verdict=True),
     _m("sm_clock_hz", "sm__cycles_elapsed.avg.per_second", "Hz", "average SM clock during the launch"),
     _m("dram_clock_hz", "dram__cycles_elapsed.avg.per_second", "Hz", "average DRAM clock during the launch"),
+    _m("max_sm_clock_khz", "device__attribute_max_gpu_frequency_khz", "kHz", "the part's top SM clock (a device attribute)"),
     _m("elapsed_cycles", "gpc__cycles_elapsed.max", "cycle", "elapsed GPC cycles"),
     _m("grid_x", "launch__grid_dim_x", "", "grid size x"),
     _m("grid_y", "launch__grid_dim_y", "", "grid size y"),
