@@ -18,9 +18,11 @@ NCU = ROOT / "tests/data/h100_cute_tiny.ncu-rep.xz"
 
 
 def test_timing_from_with_output_writes_a_results_directory(tmp_path):
-    code, _, err = run_bsprof(["timing", "--from", str(TIMING), "-o", str(tmp_path / "tout")])
+    code, out, err = run_bsprof(["timing", "--from", str(TIMING), "-o", str(tmp_path / "tout")])
     assert code == 0, err
     (run,) = (tmp_path / "tout").iterdir()
+    # the line naming what it wrote keeps its bracketed note (rich would read "[all tiles]" as markup)
+    assert "trace.json [all tiles]" in " ".join((out + err).split()), out + err
     assert sorted(p.name for p in run.iterdir()) == ["timing.csv", "timing.json", "timing.parquet", "trace.json"]
     doc = json.loads((run / "timing.json").read_text())
     assert doc["bsprof"]["kind"] == "timing" and doc["stats"]["phases"]

@@ -107,7 +107,7 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
         doc = V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
                     repeats=repeats)
         render_validation(console, doc["scored"], doc["summary"], title=doc["title"])
-        console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)")
+        console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)", markup=False)
         return
     if html and not sweep_spec:
         raise BsprofError("--html draws a sweep; add --sweep, e.g. --sweep kloop=-600:0:50,phase1=-600:0:50")

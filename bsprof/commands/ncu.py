@@ -97,7 +97,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     for launch in payload["launches"]:
         ncu_text.print_launch(console, launch)
     if payload.get("output_dir"):
-        console.print(f"wrote {payload['output_dir']}")
+        console.print(f"wrote {payload['output_dir']}", markup=False)
 
 
 def _compare_json(cmp) -> dict:

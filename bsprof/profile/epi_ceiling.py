@@ -39,5 +39,5 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
     d = unique_dir(out_dir, "epi_ceiling")
     artifacts.save(Path(d) / "epi_ceiling.json", doc)
     if console is not None:
-        console.print(f"wrote {d}/epi_ceiling.json")
+        console.print(f"wrote {d}/epi_ceiling.json", markup=False)
     return doc

@@ -44,4 +44,4 @@ def render(console, doc: dict, run_dir=None, tile: tuple[int, int] | None = None
     if run_dir is not None:
         tr = doc.get("trace", {})
         console.print(f"wrote {run_dir}/ (timing.parquet, timing.csv, trace.json [{tr.get('tile_sampling', '')}], "
-                      "timing.json); open trace.json in ui.perfetto.dev")
+                      "timing.json); open trace.json in ui.perfetto.dev", markup=False)
