@@ -449,6 +449,28 @@ def test_store_free_loop_starting_the_accumulator_is_the_tile_loop():
         assert [lp.kind for lp in fa.loops if lp.mma] == ["kloop", "kloop"] and fa.tile_loop is None
 
 
+def _reducing_listing(first: str, store: str) -> str:
+    """One loop of two warp MMAs into R4..R7 (``first`` is the first one's accumulator input) and a
+    global reduction every pass."""
+    return _listing(["MOV R2, RZ", ".L_x_0:", f"HMMA.16816.F32.BF16 R4, R8, R12, {first}",
+                     "HMMA.16816.F32.BF16 R4, R16, R20, R4", store,
+                     "ISETP.NE.AND P1, PT, R30, R31, PT", "@P1  BRA `(.L_x_0)", "EXIT"])
+
+
+def test_loop_carrying_its_sums_is_a_kloop_whatever_it_stores():
+    # FlashAttention-2's backward: dK and dV add up across the loop over Q blocks, in registers
+    # nothing else names, while dQ's partial sums go into global memory with REDG every pass
+    (fa,) = analyze_sass_text(_reducing_listing("R4", "REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R24.64], R28"))
+    assert fa.kloop_status == "kloop" and fa.kloop.stores == 0 and fa.kloop.pass_stores == 1
+    assert "not its epilogue" in fa.kloop_summary()["text"]
+    # the sums restart every pass (RZ): a tile loop with K unrolled and a reduction epilogue
+    (fa,) = analyze_sass_text(_reducing_listing("RZ", "REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R24.64], R28"))
+    assert fa.kloop_status == "unrolled" and fa.tile_loop.stores == 1 and fa.tile_loop.pass_stores == 0
+    # carried, but the pass stores the sums themselves (a wide store naming R4..R7): not carried away
+    (fa,) = analyze_sass_text(_reducing_listing("R4", "STG.E.128 desc[UR4][R24.64], R4"))
+    assert fa.kloop_status == "unrolled"
+
+
 def test_stage_ring_of_the_kloop_before_the_tile_loops():
     # a tile loop around the K-loop steps a deeper ring of its own (a work-tile queue): the K-loop's wins
     mma = "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], R24, UP0"

@@ -98,7 +98,9 @@ class FunctionAnalysis:
                          + (f", flattened with the tile loop (the epilogue's {k.flattened} output store(s) run on a "
                             "tile's last k-block, in blocks other passes go around)" if k.flattened else "")
                          + (f" inside tile loop {t.id}" + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
-                            if t is not None else ""))
+                            if t is not None else "")
+                         + (f"; it carries its sums from pass to pass, so its {k.pass_stores} store(s) a pass are "
+                            "another result's partial sums, not its epilogue" if k.pass_stores else ""))
             if self.executed is not None:
                 d["text"] += "; picked by executed MMAs (ncu)"
             else:
@@ -211,6 +213,7 @@ class FunctionAnalysis:
             "primary": lp.primary,
             "output_stores": lp.stores,
             "flattened_epilogue_stores": lp.flattened,
+            "pass_stores": lp.pass_stores,
             "own_mma": lp.own_mma,
             "own_instructions": len(lp.own_instructions),
             "id": lp.id,

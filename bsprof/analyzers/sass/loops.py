@@ -11,7 +11,9 @@ loop's rare blocks, must be store-free). A loop around it is the **tile loop** (
 first k-block of MMAs and hold the epilogue); an MMA loop whose body stores the output is a tile loop
 too, with K unrolled into it, unless that loop is **flattened** (Triton's persistent loop: one
 k-block a pass, the epilogue in blocks a pass can go around), which makes it the K-loop with no tile
-loop of its own. No K-loop but MMAs: **K fully unrolled**.
+loop of its own, or unless it **carries its sums** from one pass to the next (an MMA adds into
+registers nothing else in the loop touches: the loop runs over the reduction dimension, so what it
+stores each pass is not those sums' epilogue). No K-loop but MMAs: **K fully unrolled**.
 
 A **promotion loop** issues no MMA but runs beside the K-loop in other warps: each pass waits on an
 mbarrier, reads the MMA's partial sums out of tensor memory (``LDTM``), adds them into registers
@@ -22,6 +24,7 @@ plus this loop, in different warps. An epilogue also reads tensor memory but sto
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from bsprof.analyzers.sass.cfg import CFG
@@ -60,6 +63,9 @@ class Loop:
     # output stores a pass can go around: a K-loop flattened with its tile loop runs the epilogue
     # only on a tile's last k-block (set by classify_loops; 0 otherwise)
     flattened: int = 0
+    # output stores every pass of a K-loop that carries its sums across passes issues beside them:
+    # another product's partial results, not its epilogue (set by classify_loops; 0 otherwise)
+    pass_stores: int = 0
 
     @property
     def size(self) -> int:
@@ -399,6 +405,53 @@ def _flattened(lp: Loop, stores: list[int]) -> bool:
     return lp.every_pass is not None and lp.mma == lp.own_mma and not any(i in lp.every_pass for i in stores)
 
 
+_REG = re.compile(r"\bR(\d+)\b")
+_SHAPE = re.compile(r"(\d+)x(\d+)x\d+")
+_ACC_TYPES = ("F32", "S32", "F16")
+
+
+def accumulator_registers(ins) -> range | None:
+    """The registers an MMA adds into in place (``HMMA.16816.F32.BF16 R4, R168, R172, R4``, ``HGMMA.64x128x16.F32.BF16
+    R24, gdesc[UR16], R24, !UP1``), or None: it starts a new sum, or its accumulator is no register
+    (tcgen05 keeps it in tensor memory). A warpgroup MMA's MxN tile spreads over 128 threads, a warp
+    MMA's m16n8 over 32; an F16 accumulator packs two values a register."""
+    ops = [o.strip() for o in ins.operands.split(",")]
+    m = re.match(r"R(\d+)$", ops[0]) if ops else None
+    if m is None or ins.category != "mma" or starts_accumulator(ins):
+        return None
+    base = int(m.group(1))
+    if not any(re.match(rf"R{base}\b", o) for o in ops[1:]):
+        return None
+    shape = next((x for x in ins.modifiers if _SHAPE.fullmatch(x)), None)
+    count = int(_SHAPE.fullmatch(shape).group(1)) * int(_SHAPE.fullmatch(shape).group(2)) // 128 if shape else 4
+    acc = next((x for x in ins.modifiers if x in _ACC_TYPES), "F32")
+    return range(base, base + max(1, count // 2 if acc == "F16" else count))
+
+
+def _named_registers(ins) -> set[int]:
+    """Every register an instruction names, a vector access's whole width included (``.128`` four,
+    ``.64`` and ``CS2R`` two): what it may read or write."""
+    width = 4 if "128" in ins.modifiers else 2 if "64" in ins.modifiers or ins.base == "CS2R" else 1
+    return {r + k for r in map(int, _REG.findall(ins.operands)) for k in range(width)}
+
+
+def carries_sums(fn: Function, lp: Loop) -> bool:
+    """Some MMA of the loop adds into registers that nothing else in the loop names, and no MMA of
+    it restarts: the sums go round the back edge into the next pass, so the loop runs over their
+    reduction dimension. A tile loop with K unrolled restarts its sums every pass (a first MMA with
+    ``RZ`` / ``!UPT``, or zeroing); so does the attention forward's Q.K^T, while the backward's dK
+    and dV add up over the Q blocks, beside the dQ partial sums it adds into global memory each pass."""
+    body = [fn.instructions[i] for i in lp.instructions]
+    accs = [accumulator_registers(ins) for ins in body]
+    named = [_named_registers(ins) for ins in body]
+    for acc in {a for a in accs if a is not None}:
+        regs = set(acc)
+        # anything but an MMA adding into the same registers resets, reads or reuses them in a pass
+        if all(a == acc or not (n & regs) for a, n in zip(accs, named)):
+            return True
+    return False
+
+
 def starts_accumulator(ins) -> bool:
     """An MMA that does not read its accumulator: it starts a new sum. The accumulate flag is a
     predicate operand (wgmma's scale-d, tcgen05's enable-input-d) and the constant ``!UPT`` means
@@ -433,9 +486,16 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
     answer: ``"kloop"``, ``"unrolled"`` (MMAs but no K-loop) or ``"no_mma"``."""
     for lp in loops:
         lp.kind, lp.is_kloop, lp.primary, lp.flattened = PLAIN, False, False, 0
+        lp.pass_stores = 0
         stores = _output_stores(fn, lp, _body(fn, lp, executed, loops)) if lp.own_mma else []
         if stores and executed is None and _flattened(lp, stores):
             lp.flattened, stores = len(stores), []
+        elif stores and lp.mma == lp.own_mma and carries_sums(fn, lp):
+            # the sums this loop carries are not finished until it ends, so what it stores every
+            # pass is some other result (FlashAttention-2's backward adds dQ into a workspace with
+            # REDG while dK and dV add up in registers); only an innermost MMA loop qualifies: a
+            # tile loop around a K-loop stores the sums the K-loop carried
+            lp.pass_stores, stores = len(stores), []
         lp.stores = len(stores)
     cands = [lp for lp in loops if lp.own_mma and not lp.stores]
     cands = [lp for lp in cands if not _starts_tiles(fn, lp, loops)]
