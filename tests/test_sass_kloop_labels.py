@@ -262,19 +262,36 @@ def test_mma_detail_on_unrolled_k_details_the_tile_loop_and_says_so(data_dir):
     assert "no K-loop to detail (no MMA instructions" in out
 
 
-def _corpus():
+def _corpus(section: str) -> list[tuple[dict, dict]]:
     import lzma
 
-    c = LABELS["h100_gemm_corpus"]
+    c = LABELS[section]
     with lzma.open(Path(__file__).parent / "data" / "sass" / c["data"], "rt") as f:
         launches = {x["op"]: x for x in json.load(f)["launches"]}
     return [(lb, launches[lb["op"]]) for lb in c["labels"]]
 
 
-@pytest.mark.parametrize("label, launch", _corpus(), ids=lambda x: x.get("op", "") if isinstance(x, dict) else "")
+def _corpus_id(x) -> str:
+    return x.get("op", "") if isinstance(x, dict) else ""
+
+
+@pytest.mark.parametrize("label, launch", _corpus("h100_gemm_corpus"), ids=_corpus_id)
 def test_h100_gemm_corpus_with_counts(label, launch):
     """Real launches with ncu's per-PC counts: the K-loop is the store-free MMA loop whose MMAs
     execute the most, found even where cuBLAS enters it in two places."""
+    _check_corpus_launch(label, launch)
+
+
+@pytest.mark.parametrize("label, launch", _corpus("h200_gemm_corpus"), ids=_corpus_id)
+def test_h200_heldout_launches_with_counts(label, launch):
+    """Five foreign H200 launches labelled by hand before bsprof ran on them
+    (heldout4_predictions.json): cuBLAS at K = 256, CUTLASS's grouped GEMM, tinygemm's int4 mma.sync
+    GEMM, and the backward of cuDNN's and FlashAttention-2's attention, whose K-loop is the loop over
+    Q blocks. Header, instructions, MMAs a trip, share and tile loop, all as labelled."""
+    _check_corpus_launch(label, launch)
+
+
+def _check_corpus_launch(label: dict, launch: dict) -> None:
     from bsprof.analyzers.sass.analyze import analyze_function
     from bsprof.analyzers.sass.budget import attach_counts
     from bsprof.analyzers.sass.ncu_source import SourceCounters
@@ -289,6 +306,10 @@ def test_h100_gemm_corpus_with_counts(label, launch):
         assert k is None
     else:
         assert _header(fa, k) == label["kloop"]["header"] and k.own_mma == label["kloop"]["own_mma"]
+        if "instructions" in label["kloop"]:
+            assert k.size == label["kloop"]["instructions"]
+        # stores every pass of a loop that carries its sums: not an epilogue (attention backward's dQ)
+        assert k.pass_stores == label["kloop"].get("pass_stores", 0)
         mma = [i for i, ins in enumerate(fa.instructions) if ins.category == "mma"]
         share = sum(fa.executed[i] for i in k.own_instructions if i in set(mma)) / sum(fa.executed[i] for i in mma)
         assert share == pytest.approx(label["kloop"]["share"], abs=0.001)
