@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from bsprof.analyzers.sass.cfg import CFG
-from bsprof.analyzers.sass.parse import Function
+from bsprof.analyzers.sass.parse import Function, Instruction
 
 
 @dataclass
@@ -410,11 +410,11 @@ _SHAPE = re.compile(r"(\d+)x(\d+)x\d+")
 _ACC_TYPES = ("F32", "S32", "F16")
 
 
-def accumulator_registers(ins) -> range | None:
-    """The registers an MMA adds into in place (``HMMA.16816.F32.BF16 R4, R168, R172, R4``, ``HGMMA.64x128x16.F32.BF16
-    R24, gdesc[UR16], R24, !UP1``), or None: it starts a new sum, or its accumulator is no register
-    (tcgen05 keeps it in tensor memory). A warpgroup MMA's MxN tile spreads over 128 threads, a warp
-    MMA's m16n8 over 32; an F16 accumulator packs two values a register."""
+def accumulator_registers(ins: Instruction) -> range | None:
+    """The registers an MMA adds into in place (``HMMA.16816.F32.BF16 R4, R168, R172, R4``,
+    ``HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], R24, !UP1``), or None: it starts a new sum, or its
+    accumulator is no register (tcgen05 keeps it in tensor memory). A warpgroup MMA's MxN tile
+    spreads over 128 threads, a warp MMA's m16n8 over 32; an F16 accumulator packs two a register."""
     ops = [o.strip() for o in ins.operands.split(",")]
     m = re.match(r"R(\d+)$", ops[0]) if ops else None
     if m is None or ins.category != "mma" or starts_accumulator(ins):
@@ -422,16 +422,24 @@ def accumulator_registers(ins) -> range | None:
     base = int(m.group(1))
     if not any(re.match(rf"R{base}\b", o) for o in ops[1:]):
         return None
-    shape = next((x for x in ins.modifiers if _SHAPE.fullmatch(x)), None)
-    count = int(_SHAPE.fullmatch(shape).group(1)) * int(_SHAPE.fullmatch(shape).group(2)) // 128 if shape else 4
-    acc = next((x for x in ins.modifiers if x in _ACC_TYPES), "F32")
-    return range(base, base + max(1, count // 2 if acc == "F16" else count))
+    shape = next((sm for x in ins.modifiers if (sm := _SHAPE.fullmatch(x))), None)
+    count = int(shape.group(1)) * int(shape.group(2)) // 128 if shape else 4
+    if next((x for x in ins.modifiers if x in _ACC_TYPES), "F32") == "F16":
+        count //= 2
+    return range(base, base + max(1, count))
 
 
-def _named_registers(ins) -> set[int]:
-    """Every register an instruction names, a vector access's whole width included (``.128`` four,
-    ``.64`` and ``CS2R`` two): what it may read or write."""
-    width = 4 if "128" in ins.modifiers else 2 if "64" in ins.modifiers or ins.base == "CS2R" else 1
+def _named_registers(ins: Instruction) -> set[int]:
+    """Every register an instruction names, with the registers after it that a wide access covers
+    (``.128`` four, ``.64`` and ``CS2R`` two, ``LDSM .4`` four; an MMA's fragments up to four): what
+    it may read or write, erring wide."""
+    mods = ins.modifiers
+    if ins.category == "mma" or "128" in mods or (ins.base == "LDSM" and "4" in mods):
+        width = 4
+    elif "64" in mods or ins.base == "CS2R" or (ins.base == "LDSM" and "2" in mods):
+        width = 2
+    else:
+        width = 1
     return {r + k for r in map(int, _REG.findall(ins.operands)) for k in range(width)}
 
 
@@ -452,7 +460,7 @@ def carries_sums(fn: Function, lp: Loop) -> bool:
     return False
 
 
-def starts_accumulator(ins) -> bool:
+def starts_accumulator(ins: Instruction) -> bool:
     """An MMA that does not read its accumulator: it starts a new sum. The accumulate flag is a
     predicate operand (wgmma's scale-d, tcgen05's enable-input-d) and the constant ``!UPT`` means
     never; wgmma and the warp-level MMAs also write it as ``RZ`` in the accumulator-input slot
