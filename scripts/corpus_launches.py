@@ -35,6 +35,18 @@ def ew_add(numel: int):
     return setup
 
 
+def _wide_output_gemm(k: int, source: str):
+    """cuBLAS bf16 (16,384 x k) @ (k x 16,384) into a preallocated bf16 output: at small K its bytes are
+    mostly the 537 MB output."""
+    def setup():
+        import torch
+        a, b = _t(16384, k, dtype=torch.bfloat16), _t(16384, k, dtype=torch.bfloat16)
+        out = torch.empty(16384, 16384, device="cuda", dtype=torch.bfloat16)
+        return lambda: torch.matmul(a, b.t(), out=out)
+    return setup, {"source": source, "mnk": [16384, 16384, k], "flops": 2.0 * 16384 * 16384 * k,
+                   "precision": "bf16", "bytes": 2 * 16384 * 16384 + 2 * 2 * 16384 * k}
+
+
 def _triton_mm(dtype, bm: int, bn: int, bk: int, warps: int, stages: int, *, b_k_major: bool = False,
                out_dtype=None):
     """A plain Triton ``tl.dot`` GEMM at 4096^3, one BM x BN tile per program (the held-out rounds'
@@ -667,14 +679,8 @@ def ops_heldout6():
         "source": "F.scaled_dot_product_attention bf16, causal prefill, 16,384 tokens, 16 heads of 128 (default backend)",
         "flops": 4.0 * 16 * 16384 ** 2 * 128 / 2, "precision": "bf16"})
 
-    def short_k():
-        a, b = _t(16384, 64, dtype=torch.bfloat16), _t(16384, 64, dtype=torch.bfloat16)
-        out = torch.empty(16384, 16384, device="cuda", dtype=torch.bfloat16)
-        return lambda: torch.matmul(a, b.t(), out=out)
-    ops["cublas_bf16_shortk_16384x16384x64"] = (short_k, {
-        "source": "cuBLAS bf16 matmul, K = 64: 537 MB of output for 4 MB of operands",
-        "mnk": [16384, 16384, 64], "flops": 2.0 * 16384 * 16384 * 64, "precision": "bf16",
-        "bytes": 2 * 16384 * 16384 + 2 * 2 * 16384 * 64})
+    ops["cublas_bf16_shortk_16384x16384x64"] = _wide_output_gemm(
+        64, "cuBLAS bf16 matmul, K = 64: 537 MB of output for 4 MB of operands")
 
     def permute_copy():
         x = torch.randint(0, 256, (8, 4096, 32, 128), device="cuda", dtype=torch.uint8)
@@ -727,14 +733,8 @@ def ops_heldout7():
 
     ops = {}
 
-    def ridge():
-        a, b = _t(16384, 256, dtype=torch.bfloat16), _t(16384, 256, dtype=torch.bfloat16)
-        out = torch.empty(16384, 16384, device="cuda", dtype=torch.bfloat16)
-        return lambda: torch.matmul(a, b.t(), out=out)
-    ops["cublas_bf16_ridge_16384x16384x256"] = (ridge, {
-        "source": "cuBLAS bf16 matmul, K = 256: 248 FLOP per DRAM byte, between the H200's ridge and the H100's",
-        "mnk": [16384, 16384, 256], "flops": 2.0 * 16384 * 16384 * 256, "precision": "bf16",
-        "bytes": 2 * 16384 * 16384 + 2 * 2 * 16384 * 256})
+    ops["cublas_bf16_ridge_16384x16384x256"] = _wide_output_gemm(
+        256, "cuBLAS bf16 matmul, K = 256: 248 FLOP per DRAM byte, between the H200's ridge and the H100's")
 
     def grouped():
         g, m, n, k = 8, 2048, 4096, 7168
