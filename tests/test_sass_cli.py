@@ -32,6 +32,21 @@ def test_default_tables(data_dir):
     assert "regions are loops" in out
 
 
+def test_the_per_mma_line_names_the_fences_of_the_kernels_architecture(data_dir):
+    """tcgen05's commit (UTCBAR) exists on sm_100 only and wgmma's arrive/wait fences (WARPGROUP) on
+    sm_90 only: each kernel's line names its own (cuBLAS's FP8 nvjet: 0.5 WARPGROUP a QGMMA), not the
+    other architecture's as 0.0; the JSON keeps every group."""
+    blackwell = run(data_dir / f"{FIXTURE}.cubin.xz", "--mma-detail").output
+    hopper = run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--mma-detail").output
+    (b_line,) = [ln for ln in blackwell.splitlines() if "per MMA:" in ln and "categories" not in ln]
+    h_lines = [ln for ln in hopper.splitlines() if "per MMA:" in ln and "categories" not in ln]
+    assert "UTCBAR 0.5" in b_line and "WARPGROUP" not in b_line, b_line
+    assert h_lines and all("WARPGROUP 0.5" in ln and "UTCBAR" not in ln for ln in h_lines), h_lines
+    d = json.loads(run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--mma-detail").output)
+    detail = d["functions"][0]["mma_detail"][0]
+    assert detail["counts"]["UTCBAR"] == 0 and detail["counts"]["WARPGROUP"] == 2
+
+
 def test_json_contract(data_dir):
     res = run(data_dir / f"{FIXTURE}.cubin.xz", "--json", "--mma-detail")
     assert res.exit_code == 0

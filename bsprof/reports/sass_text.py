@@ -8,6 +8,7 @@ import io
 from typing import TYPE_CHECKING
 
 from bsprof import artifacts
+from bsprof.analyzers.sass.budget import ARCH_GROUPS
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 from bsprof.reports.fmt import short_name
 
@@ -342,7 +343,8 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
                  f"{d['loop_instructions']}: the epilogue and retry paths left out)" if d.get("every_pass_only") else "")
         out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions{scope}, "
                 f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
-                "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()),
+                "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()
+                                          if k not in ARCH_GROUPS or d["counts"].get(k)),
                 "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]
         if d.get("stalls_between"):
             out.append("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))

@@ -22,10 +22,16 @@ DETAIL_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("R2UR", ("R2UR",)),
     ("SYNCS", ("SYNCS",)),
     ("UTCBAR", ("UTCBAR",)),
+    ("WARPGROUP", ("WARPGROUP",)),
     ("SETP+PLOP3", ("ISETP", "UISETP", "FSETP", "PSETP", "PLOP3", "UPLOP3")),
     ("address arithmetic", ("IADD3", "UIADD3", "LEA", "ULEA", "IMAD", "UIMAD", "SHF", "USHF", "LOP3", "ULOP3",
                             "VIADD", "UIMNMX", "SEL", "USEL", "UMOV", "MOV", "IMAD.MOV")),
 )
+
+
+# groups that exist on one architecture only: tcgen05's commit (sm_100) and wgmma's arrive/wait fences
+# (sm_90); the text leaves them out where a kernel has none, the JSON keeps every group
+ARCH_GROUPS = ("UTCBAR", "WARPGROUP")
 
 
 def attach_counts(fa: FunctionAnalysis, sc) -> None:
