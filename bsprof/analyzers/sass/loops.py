@@ -17,7 +17,7 @@ stores each pass is not those sums' epilogue). No K-loop but MMAs: **K fully unr
 
 A **promotion loop** issues no MMA but runs beside the K-loop in other warps: each pass waits on an
 mbarrier, reads the MMA's partial sums out of tensor memory (``LDTM``), adds them into registers
-with FP math, and stores no output. Blockwise-scaled GEMMs on sm_100 (CUTLASS's CuTe DSL
+with FP math, and stores no output (nor anything back into tensor memory). Blockwise-scaled GEMMs on sm_100 (CUTLASS's CuTe DSL
 ``blockwise_gemm`` example) promote every K block this way, so the per-K-block work is the K-loop
 plus this loop, in different warps. An epilogue also reads tensor memory but stores the output.
 """
@@ -334,8 +334,12 @@ def _output_stores(fn: Function, lp: Loop, body: list[int]) -> list[int]:
     return hits
 
 
-# what a promotion pass does: the epilogue's smem staging (STS) rules a loop out as much as a store
-_PROMOTE_NOT = _STORE_BASES | {"STS"}
+# what a promotion pass does: the epilogue's smem staging (STS) rules a loop out as much as a store.
+# So does a write back into tensor memory (STTM): a promotion adds the partial sums into registers,
+# while a loop that stores into tensor memory rewrites an MMA's operand in place (an attention's
+# softmax writes P there for the P.V MMA, its correction warps rescale O there), so it is part of
+# the MMAs' data path, not per-K-block work beside them
+_PROMOTE_NOT = _STORE_BASES | {"STS", "STTM"}
 
 
 def is_promotion_loop(fn: Function, lp: Loop) -> bool:
