@@ -9,6 +9,8 @@ This module is the one owner of that format:
   become JSON, and NaN / infinity become ``null``, so no artifact is ever invalid JSON (Python's
   ``json`` writes ``NaN``, which browsers, ``jq`` and strict parsers refuse);
 * :func:`save` / :func:`load` — one artifact to or from a file, atomically and with one-line errors;
+  :func:`read_json` reads any JSON input within bounds (size, nesting depth, UTF-8) and
+  :func:`check_schema` holds each kind to the types its readers expect;
 * :class:`Run` / :class:`Artifact` — what one directory the user named holds (filled by
   :func:`bsprof.reports.runs.discover`, which may analyze raw ``.ncu-rep`` files and so sits above
   the analyzers), and :func:`identity`, which kernel and problem a run is about.
@@ -44,9 +46,44 @@ VERSIONS: dict[str, int] = {
 KINDS: tuple[str, ...] = tuple(VERSIONS)
 # the name each verb gives its artifact inside its results directory
 FILENAMES: dict[str, str] = {kind: f"{kind}.json" for kind in KINDS}
-# A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out.
+# A verb's JSON is small; a bigger file is data, not a summary, and is not worth parsing to find out
+# (BSPROF_MAX_JSON_BYTES raises it).
 MAX_JSON_BYTES = 64 * 1024 * 1024
+# bsprof's artifacts nest at most ~10 deep; deeper JSON is not one of them, and Python's parser and
+# every reader that walks it recurse, so it is refused before it is parsed
+MAX_JSON_DEPTH = 64
 MAX_FILES = 5000
+
+# What each kind's readers take for granted at the top level: field -> the type(s) it must have when
+# present (None is taken as absent), and (for lists) the type of every item. A field a kind always
+# carries is listed in REQUIRED. An artifact that breaks these is refused, one line, before any
+# reader touches it.
+_NUM = (int, float)
+SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], type | None]]] = {
+    "bench": {"results": ((list,), dict), "rows": ((list,), dict), "family": ((str,), None),
+              "variant": ((str,), None), "device": ((str, dict), None), "mnkl": ((list,), None)},
+    "ncu": {"launches": ((list,), dict), "launch": ((dict,), None), "report": ((str,), None),
+            "table": ((str,), None), "compare": ((dict,), None), "mnkl": ((list,), None)},
+    "sass": {"functions": ((list,), dict), "source": ((str,), None), "compare": ((dict,), None)},
+    "timing": {"stats": ((dict,), None), "files": ((dict,), None), "config": ((dict,), None),
+               "overhead": ((list,), dict), "mnkl": ((list,), None), "capability": ((list,), None),
+               "family": ((str,), None), "variant": ((str,), None), "device": ((str, dict), None),
+               "kernel_name": ((str,), None), "sm_count": (_NUM, None), "trace": ((dict,), None),
+               "buffer_plan": ((dict,), None), "sample_every": (_NUM, None)},
+    "model": {"deterministic": ((dict,), None), "stochastic": ((dict,), None), "deltas": ((dict,), None),
+              "params": ((dict,), None), "axes": ((dict,), None), "fixed": ((dict,), None),
+              "files": ((dict,), None), "structure": ((dict,), None), "wall_ms": ((dict,), None),
+              "provenance": ((dict,), None), "fitted_terms": ((list,), None), "source": ((str,), None),
+              "sentence": ((str,), None)},
+    "validation": {"points": ((list,), dict), "summary": ((dict,), None), "files": ((dict,), None),
+                   "mnkl": ((list,), None), "model_baseline": ((dict,), None), "capability": ((list,), None),
+                   "family": ((str,), None), "variant": ((str,), None), "device": ((str, dict), None)},
+    "epi_ceiling": {"curves": ((dict,), None), "device": ((str, dict), None)},
+}
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "ncu": ("launches",), "sass": ("functions",), "timing": ("stats",), "validation": ("points",),
+    "epi_ceiling": ("curves",),
+}
 
 
 def tag(kind: str) -> dict[str, Any]:
@@ -199,21 +236,101 @@ def check_tag(data: Any) -> tuple[str | None, str | None]:
     return kind, None
 
 
+def max_json_bytes() -> int:
+    """The largest JSON file bsprof parses (``BSPROF_MAX_JSON_BYTES``, default 64 MiB)."""
+    from bsprof.io import env_limit
+
+    return env_limit("BSPROF_MAX_JSON_BYTES", MAX_JSON_BYTES)
+
+
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest, without parsing it (no recursion:
+    strings are cut out, then the brackets left are counted in one pass)."""
+    import itertools
+
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRINGS.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def parse_json(data: bytes | str, where: str | os.PathLike) -> Any:
+    """JSON from ``data`` (a file's bytes), or one BsprofError naming ``where``: not UTF-8, nested
+    deeper than :data:`MAX_JSON_DEPTH`, not JSON (truncated)."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise BsprofError(f"{where}: not UTF-8 text (byte {exc.start}); bsprof's JSON is UTF-8, "
+                              "re-run the verb that wrote it") from None
+    depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise BsprofError(f"{where}: JSON nested {depth} levels deep; bsprof's artifacts nest at most "
+                          f"{MAX_JSON_DEPTH}, so this is not one (re-run the verb that wrote it)")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise BsprofError(f"{where}: not valid JSON (truncated? re-run the verb that wrote it)") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON in the file ``path``, read by bsprof's input policy (a regular file, at most
+    :func:`max_json_bytes`) and parsed by :func:`parse_json`."""
+    from bsprof.io import read_input_bytes, too_large
+
+    path = Path(path)
+    cap = max_json_bytes()
+    try:
+        data = read_input_bytes(path, limit=cap, fix="re-run the verb that writes it")
+    except BsprofError as exc:
+        if "input limit" in str(exc):  # name the JSON limit, not the general one
+            raise too_large(path, path.stat().st_size, cap, "BSPROF_MAX_JSON_BYTES") from None
+        raise
+    return parse_json(data, path)
+
+
+def check_schema(kind: str, data: dict[str, Any]) -> str | None:
+    """Why ``data`` is not a well-formed ``kind`` artifact at its top level, or None."""
+    for name in REQUIRED.get(kind, ()):
+        if data.get(name) is None:
+            return f"a {kind} artifact without its {name!r} field (truncated or hand-edited?); re-run the verb"
+    for name, (types, item) in SCHEMAS.get(kind, {}).items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            want = " or ".join(_TYPE_NAMES[t] for t in types)
+            return (f"field {name!r} of a {kind} artifact is {_TYPE_NAMES.get(type(value), type(value).__name__)}, "
+                    f"not {want}; re-run the verb that wrote it")
+        if item is not None and isinstance(value, list):
+            bad = next((v for v in value if not isinstance(v, item)), None)
+            if bad is not None or any(v is None for v in value):
+                got = _TYPE_NAMES.get(type(bad), type(bad).__name__)
+                return (f"field {name!r} of a {kind} artifact holds {got} where each item is "
+                        f"{_TYPE_NAMES[item]}; re-run the verb that wrote it")
+    return None
+
+
+_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
+               bool: "a boolean", type(None): "null"}
+
+
 def load(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]:
     """The artifact at ``path`` (of ``kind``, when given), upgraded to today's field names.
     Every problem is one BsprofError line naming the file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise BsprofError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except ValueError:
-        raise BsprofError(f"{path}: not valid JSON (truncated? re-run the verb that wrote it)") from None
+    data = read_json(path)
     got, why = check_tag(data)
     if why:
         raise BsprofError(f"{path}: {why}")
     if kind is not None and got != kind:
         raise BsprofError(f"{path}: a {got} artifact where a {kind} artifact was expected")
+    why = check_schema(got, data)
+    if why:
+        raise BsprofError(f"{path}: {why}")
     return upgrade(data)
 
 

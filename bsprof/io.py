@@ -592,10 +592,10 @@ def too_large(path: str | os.PathLike, size: int | str, cap: int, var: str = "BS
 
 def _not_regular(path: Path, mode: int) -> str:
     if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
+        return f"{path}: a directory, not a file; give a file"
     what = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-    return f"is {what}, not a regular file; bsprof reads inputs from regular files only (copy it into a file first)"
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    return f"{path}: {what}, not a regular file; bsprof reads inputs from regular files only (copy it into a file first)"
 
 
 def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = None):
@@ -610,7 +610,7 @@ def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = No
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise BsprofError(f"{path} {_not_regular(path, st.st_mode)}")
+            raise BsprofError(_not_regular(path, st.st_mode))
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         if os.path.islink(path):
@@ -624,7 +624,7 @@ def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = No
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise BsprofError(f"{path} {_not_regular(path, st.st_mode)}")
+            raise BsprofError(_not_regular(path, st.st_mode))
         cap = max_input_bytes() if limit is None else limit
         if st.st_size > cap:
             raise too_large(path, st.st_size, cap)
@@ -717,8 +717,8 @@ def _unxz(src, dst, path: Path, packed: int) -> None:
             if dec.needs_input and not pending:
                 pending = src.read(1 << 20)
                 if not pending:
-                    raise BsprofError(f"{path}: the xz data ends early (a truncated download?); re-download or "
-                                      "re-compress it")
+                    raise BsprofError(f"{path}: an xz file that does not decompress (it ends early: a truncated "
+                                      "download?); re-download or re-compress it")
             chunk = dec.decompress(pending, max_length=16 << 20)
             pending = b""
             total += len(chunk)

@@ -8,7 +8,6 @@ few microseconds of gap is a few percent)."""
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import statistics
 
@@ -17,11 +16,19 @@ from bsprof.errors import BsprofError
 
 def load_trace(path: str | os.PathLike) -> dict:
     """A Chrome trace (``.json`` or ``.json.gz``) as written by ``torch.profiler``'s ``export_chrome_trace``."""
+    from bsprof.artifacts import parse_json
+    from bsprof.io import max_input_bytes, open_input
+
     p = os.fspath(path)
+    cap = max_input_bytes()
     try:
-        opener = gzip.open if p.endswith(".gz") else open
-        with opener(p, "rt") as f:
-            doc = json.load(f)
+        with open_input(p, fix="export a trace with torch.profiler's prof.export_chrome_trace(path)") as fh:
+            raw = (gzip.GzipFile(fileobj=fh) if p.endswith(".gz") else fh).read(cap + 1)
+        if len(raw) > cap:
+            from bsprof.io import too_large
+
+            raise too_large(p, f"more than {cap} bytes", cap)
+        doc = parse_json(raw, p)
     except (OSError, ValueError, EOFError) as exc:
         raise BsprofError(f"{p}: not a readable JSON trace ({type(exc).__name__}); export one with "
                           "torch.profiler's prof.export_chrome_trace(path)") from None

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 from bsprof.errors import BsprofError
-from bsprof.io import unpacked
+from bsprof.io import open_input, unpacked
 
 # a report as ncu writes it, or xz-compressed as reports are shipped; every reader takes both
 REPORT_SUFFIXES = (".ncu-rep", ".ncu-rep.xz")
@@ -68,9 +68,7 @@ def import_ncu_report() -> ModuleType:
 def load_report(path: str | os.PathLike):
     """Load a report and return its ``IContext``; one-line BsprofError for anything unreadable."""
     path = Path(path)
-    if not path.is_file():
-        raise BsprofError(f"{path}: no such report file; pass the path of an .ncu-rep written by ncu -o")
-    with open(path, "rb") as fh:
+    with open_input(path, fix="pass the path of an .ncu-rep written by ncu -o") as fh:
         head = fh.read(64)
     if not head:
         raise BsprofError(f"{path}: the file is empty; re-run ncu and let it finish writing the report")

@@ -27,7 +27,6 @@ its mean and 95% confidence interval are the measurement). Three projections are
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -329,7 +328,9 @@ def rescore_stored(run_dir) -> tuple[dict, list[Point]]:
     from bsprof.analyzers.model.clock import limits_for
 
     run_dir = Path(run_dir)
-    doc = json.loads((run_dir / "validation.json").read_text())
+    from bsprof.artifacts import load
+
+    doc = load(run_dir / "validation.json", "validation")
     frame = pd.read_csv(run_dir / "validation.csv")
     return doc, reclock(frame, limits_for(doc.get("device"), doc.get("device_limits")))
 

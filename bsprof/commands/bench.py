@@ -88,7 +88,7 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
             click.echo(artifacts.dumps(docs[0] if len(docs) == 1 else docs))
         else:
             for doc in docs:
-                render_plan(Console(), doc)
+                render_plan(Console(highlight=False), doc)
         return
     if out is not None:
         from bsprof.io import check_output_dir
@@ -107,7 +107,7 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
     doc, failed = run(BenchRequest(target=target, warmup=warmup, iters=iters, skip_ref_check=skip_ref_check,
                                    seed=seed, inputs=inputs, cute_example=cute_example, rounds=rounds,
                                    placements=placements, close_calls=close_calls))
-    render(Console(stderr=as_json), doc)
+    render(Console(stderr=as_json, highlight=False), doc)
     if failed:
         raise BsprofError(failed[0])
     if out is not None:

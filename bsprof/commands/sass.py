@@ -94,7 +94,9 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         return
     from rich.console import Console
 
-    console = Console()
+    # no highlighter: it reads every printed string (opcodes and names from the input) with regexes
+    # whose time grows faster than the string
+    console = Console(highlight=False)
     sass_text.render_terminal(console, result, mma_detail=mma_detail, show_features=show_features, hot=bool(hot))
     if written is not None:
         console.print(f"[dim]wrote {written}/sass.json and regions.csv[/dim]")

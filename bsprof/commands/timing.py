@@ -42,7 +42,7 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
     from bsprof.io import check_output_dir
 
     # with --json the artifact alone goes out (stdout); progress lines still go to stderr
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json, highlight=False)
     if rounds < 3 or max_trace_events < 100:
         raise BsprofError("--rounds must be >= 3 and --max-trace-events >= 100")
     if mma_tiler is not None and from_dir is None:

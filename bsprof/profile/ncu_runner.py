@@ -70,7 +70,7 @@ def build_command(ncu: str, req: NcuRequest, out_base: str | os.PathLike, info_p
         raise BsprofError(f"--set {req.set_name!r}: choose one of {', '.join(SETS)}")
     if req.clock_control not in CLOCK_CONTROLS:
         raise BsprofError(f"--clock-control {req.clock_control!r}: choose one of {', '.join(CLOCK_CONTROLS)}")
-    cmd = [ncu, "--target-processes", "all", "--clock-control", req.clock_control, "-o", str(out_base)]
+    cmd = [ncu, "--target-processes", "all", "--clock-control", req.clock_control, "-o", os.path.abspath(out_base)]
     if req.set_name == "full":
         cmd += ["--set", "full", "--import-source", "yes"]
     else:
@@ -87,7 +87,7 @@ def build_command(ncu: str, req: NcuRequest, out_base: str | os.PathLike, info_p
     else:
         raise BsprofError(f"BSPROF_NCU_CAPTURE={req.capture!r}: use nvtx or profiler-api")
     cmd += ["--launch-count", "1"]
-    cmd += [sys.executable, "-m", "bsprof.profile.launch", *req.launcher_args, "--info", str(info_path)]
+    cmd += [sys.executable, "-m", "bsprof.profile.launch", *req.launcher_args, "--info", os.path.abspath(info_path)]
     return cmd
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from bsprof.errors import BsprofError
+from bsprof.io import check_input
 from bsprof.artifacts import KINDS, Run
 from bsprof.reports.runs import discover
 from bsprof.reports.page import Row, Section, note, render_page
@@ -112,6 +113,8 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
     for p in paths:
         if not p.exists():
             raise BsprofError(f"{p} does not exist; give a directory a bsprof verb wrote with -o DIR")
+        if not p.is_dir():
+            check_input(p, fix="give a directory a bsprof verb wrote with -o DIR")  # a FIFO or device: refused, unread
     names = _labels(paths, labels)
     runs = [discover(p, label) for p, label in zip(paths, names)]
     info = ReportInfo(runs=runs)

@@ -8,12 +8,16 @@ rather than an exception, so the page can say what it skipped.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from bsprof.analyzers.ncu_loader import REPORT_SUFFIXES, is_report, report_stem
-from bsprof.artifacts import MAX_FILES, MAX_JSON_BYTES, Artifact, Run, check_tag, upgrade
+from bsprof.artifacts import MAX_FILES, Artifact, Run, check_schema, check_tag, max_json_bytes, parse_json, upgrade
+from bsprof.errors import BsprofError
+from bsprof.io import open_input, read_input_bytes
+
+# how a file announces itself as a bsprof artifact (a JSON key, quotes and all)
+_TAG = b'"bsprof"'
 
 
 def _json_files(root: Path) -> list[Path]:
@@ -28,6 +32,14 @@ def _json_files(root: Path) -> list[Path]:
                 if len(found) >= MAX_FILES:
                     return found
     return found
+
+
+def _head_says_bsprof(path: Path) -> bool:
+    try:
+        with open_input(path, limit=1 << 62) as fh:
+            return _TAG in fh.read(4096)
+    except BsprofError:
+        return False
 
 
 def _short(path: Path, root: Path) -> str:
@@ -86,22 +98,26 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
                                 "writing); re-run the verb or wait for it to finish")
             continue
         try:
-            size = path.stat().st_size
-            if size > MAX_JSON_BYTES:
-                continue
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            run.problems.append(f"{rel}: unreadable ({exc.strerror or exc})")
+            raw = read_input_bytes(path, limit=max_json_bytes())
+        except BsprofError as exc:
+            # too large: data, not a summary (trace.json), unless it says it is bsprof's;
+            # a FIFO, a device, an unreadable file: named, never read
+            if "input limit" not in str(exc) or _head_says_bsprof(path):
+                run.problems.append(_named(rel, str(exc), str(path)))
             continue
         try:
-            data = json.loads(text)
-        except ValueError:
-            if '"bsprof"' in text[:4096] or not text.strip():
-                run.problems.append(f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
-            continue
+            data = parse_json(raw, rel)
+        except BsprofError as exc:
+            if _TAG in raw[:4096] or not raw.strip():
+                why = str(exc) if "not valid JSON" not in str(exc) else (
+                    f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
+                run.problems.append(why)
+            continue  # someone else's file that is not JSON: not ours to judge
         if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
             continue
         kind, why = check_tag(data)
+        if why is None:
+            why = check_schema(kind, data)
         if why:
             run.problems.append(f"{rel}: {why}")
             continue

@@ -284,7 +284,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         print_hot(console, fn)
     if show_features and tables:
         _print_features(console, fn)
-    tail = [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(', '.join(fn['unclassified']))}"] \
+    tail = [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(_listed(fn['unclassified']))}"] \
         if fn.get("unclassified") else []
     tail += [f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")]
     console.print("\n".join(tail + [""]))  # one print, ending in the blank line between functions
@@ -503,3 +503,9 @@ def print_hot(console: Console, fn: dict, label: str = "") -> None:
                   ", ".join(f"{k} {v}" for k, v in h["reasons"].items()), escape(where))
     console.print(t)
     console.print("[dim]◀ = in the K-loop[/dim]")
+
+
+def _listed(names: list[str], most: int = 20) -> str:
+    """At most ``most`` names from the input, and a count of the rest: a line stays a line."""
+    more = f" (+{len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more

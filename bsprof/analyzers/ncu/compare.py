@@ -6,6 +6,7 @@ Inputs are .ncu-rep files or bsprof result directories (the .ncu-rep inside is u
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,15 +46,19 @@ class Comparison:
 
 def recorded_flops(path: str | Path) -> float | None:
     """FLOPs of the launch a bsprof result directory recorded (summary.json), if any."""
-    import json
+    from bsprof.artifacts import load
 
     summary = Path(path) / "summary.json"
-    if not summary.is_file():
+    if not Path(path).is_dir() or not os.path.lexists(summary):
         return None
-    try:
-        return float(json.loads(summary.read_text()).get("launch", {}).get("flops") or 0) or None
-    except (ValueError, OSError):
+    launch = load(summary, "ncu").get("launch")  # a damaged summary is one error line, not a guess
+    flops = launch.get("flops") if isinstance(launch, dict) else None
+    if flops is None:
         return None
+    if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops < 0:
+        raise BsprofError(f"{summary}: launch.flops is {flops!r}, not a FLOP count; re-run bsprof ncu, or remove the "
+                          "file and pass --flops")
+    return float(flops) or None
 
 
 def _pick(path: Path, filter: str | None, flops: float | None):

@@ -43,7 +43,7 @@ import os
 from pathlib import Path
 
 from bsprof.analyzers.ncu_loader import is_report
-from bsprof.analyzers.sass.analyze import FunctionAnalysis, analyze_function, select_functions
+from bsprof.analyzers.sass.analyze import FunctionAnalysis, analyze_function, require_sass, select_functions
 from bsprof.analyzers.sass.features import Feature
 from bsprof.analyzers.sass.parse import Function, Instruction, parse_sass
 from bsprof.errors import BsprofError
@@ -59,7 +59,10 @@ def analyze_sass_text(text: str, function: str | None = None, *, arch: str | Non
     """Analyze SASS text (nvdisasm, cuobjdump --dump-sass, or one instruction per line)."""
     if not text.strip():
         raise BsprofError(f"{where}: empty SASS listing; disassemble with nvdisasm -c -gi <cubin> or pass the cubin itself")
-    fns = select_functions(parse_sass(text, default_arch=arch), function, where)
+    parsed = parse_sass(text, default_arch=arch)
+    if parsed:
+        require_sass(parsed, where)
+    fns = select_functions(parsed, function, where)
     out = [analyze_function(fn, source=where) for fn in fns]
     _attach_roles(out, kernel_source)
     return out
@@ -102,11 +105,10 @@ def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> 
     """Dispatch on the file: .ncu-rep, CUDA ELF/fatbin/executable, or SASS text; any of them may be
     xz-compressed (``X.cubin.xz``, ``X.sass.xz``, ``X.ncu-rep.xz``)."""
     from bsprof.analyzers.sass.disasm import sniff
-    from bsprof.io import unpacked
+    from bsprof.io import check_input, read_input_bytes, unpacked
 
     p = Path(path)
-    if not p.is_file():
-        raise BsprofError(f"{p}: no such file; pass a .cubin, fatbin, executable, .sass listing or .ncu-rep")
+    check_input(p, fix="pass a .cubin, fatbin, executable, .sass listing or .ncu-rep")  # a FIFO: refused, unread
     if is_report(p):
         return analyze_ncu_report(p, kernel=function, **kw)
     real = unpacked(p)  # what is read; sources and messages name p
@@ -115,7 +117,7 @@ def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> 
     if sniff(real) != "text":
         return analyze_cubin(p, function, **kw)
     try:
-        text = real.read_text(errors="strict")
+        text = read_input_bytes(real).decode("utf-8")
     except UnicodeDecodeError:
         raise BsprofError(f"{p}: not an ELF/cubin, fatbin or SASS text; pass a .cubin, a .sass listing or an .ncu-rep") from None
     return analyze_sass_text(text, function, where=str(p), **kw)

@@ -275,8 +275,31 @@ def analyze_function(fn: Function, source: str = "") -> FunctionAnalysis:
     if cfg.unresolved:
         fa.notes.append(f"{len(cfg.unresolved)} branch(es) with unresolved targets (indirect or outside the listing)")
     if unknown:
-        fa.notes.append(f"opcodes not in the {fn.arch or 'default'} table (counted as 'other'): {', '.join(unknown)}")
+        fa.notes.append(f"opcodes not in the {fn.arch or 'default'} table (counted as 'other'): {shown_list(unknown)}")
     return fa
+
+
+def shown_list(names: list[str], most: int = 20) -> str:
+    """``names`` for a note: at most ``most`` of them, and a count of the rest."""
+    more = f" (+{len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def require_sass(functions: list[Function], where: str) -> None:
+    """Refuse text in which no line is a SASS instruction a table knows: a file that only looks like a
+    listing (a log, a README, one long line of anything) is not analyzed as one."""
+    from bsprof.analyzers.sass.classify import OTHER, classify_opcode
+    from bsprof.analyzers.sass.opcodes import arch_family
+
+    seen = 0
+    for fn in functions:
+        family = arch_family(fn.arch)
+        for ins in fn.instructions:
+            if classify_opcode(ins.opcode, family) != OTHER:
+                return
+            seen += 1
+    raise BsprofError(f"{where}: not a SASS listing ({seen} instruction-like line(s), none a SASS opcode bsprof "
+                      "knows); pass a .cubin, nvdisasm -c / cuobjdump --dump-sass output or an .ncu-rep")
 
 
 def select_functions(functions: list[Function], pattern: str | None, where: str) -> list[Function]:

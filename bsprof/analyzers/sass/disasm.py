@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from bsprof.errors import BsprofError
-from bsprof.io import unpacked
+from bsprof.io import check_input, open_input, unpacked
 
 ELF_MAGIC = b"\x7fELF"
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
@@ -45,7 +45,7 @@ def tool_path(name: str) -> str:
 
 def sniff(path: Path) -> str:
     """'cubin' (CUDA ELF), 'host-elf' (executable/.so with embedded fatbins), 'fatbin' or 'text'."""
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         head = fh.read(64)
     if head.startswith(ELF_MAGIC):
         machine = int.from_bytes(head[18:20], "little") if len(head) >= 20 else 0
@@ -96,8 +96,9 @@ def _run(cmd: list[str], what: Path, real: Path | None = None) -> str:
 
 def disassemble_cubin(path: str | os.PathLike, *, line_info: bool = True, what: str | os.PathLike | None = None) -> str:
     """SASS text of one CUDA ELF (all its functions); errors name ``what`` (default ``path``)."""
-    path = Path(path)
-    shown = Path(what) if what is not None else path
+    shown = Path(what) if what is not None else Path(path)
+    # absolute: a file named like an option (-h, -o.cubin) stays a file name on the tool's command line
+    path = Path(os.path.abspath(path))
     flags = ["-c", "-gi"] if line_info else ["-c"]
     try:
         return _run([tool_path("nvdisasm"), *flags, str(path)], shown, path)
@@ -112,8 +113,7 @@ def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
     """[(source label, SASS text)] for a cubin, fatbin or host binary, each possibly xz-compressed
     (``X.cubin.xz``); raises BsprofError otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise BsprofError(f"{path}: no such file; pass a .cubin, fatbin, executable, .sass text or .ncu-rep")
+    check_input(path, fix="pass a .cubin, fatbin, executable, .sass text or .ncu-rep")
     real = unpacked(path)  # an xz-compressed input is read from its unpacked copy, named as given
     if real.stat().st_size == 0:
         raise BsprofError(f"{path}: the file is empty; pass a .cubin or SASS listing")
@@ -123,7 +123,7 @@ def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
     if kind == "text":
         raise BsprofError(f"{path}: not an ELF/cubin or fatbin; pass a .cubin, a fatbin, an executable, SASS text (.sass) or an .ncu-rep")
     with tempfile.TemporaryDirectory(prefix="bsprof-xelf-") as tmp:
-        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", str(real.resolve())],
+        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", os.path.abspath(real)],
                               capture_output=True, text=True, errors="replace", cwd=tmp, timeout=600)
         cubins = sorted(Path(tmp).glob("*.cubin"))
         if not cubins:

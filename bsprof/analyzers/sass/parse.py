@@ -26,6 +26,9 @@ _HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-
 _FAST_RE = re.compile(r"/\*([0-9a-fA-F]+)\*/ *(?:(@!?U?P(?:[0-7]|T)) +)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
                       r"(?: ([^;]*))?;(?: +/\* 0x[0-9a-fA-F]+ \*/)?$")
 # nvdisasm marks some instructions with a quoted note before the `;`: `STL [R1], R3  (*"SpillRefill"*)`
+# the longest opcode with its modifiers in any nvdisasm listing is ~40 characters; a longer word is
+# no instruction (and would otherwise reach every table and note as an "unknown opcode")
+MAX_OPCODE_CHARS = 96
 _NOTE_RE = re.compile(r'\s*\(\*"[^"]*"\*\)')
 _LABEL_RE = re.compile(r"^\s*(\.L_[A-Za-z0-9_]+|[A-Za-z_$.][\w$.]*):\s*(?://.*)?$")
 _LINE_RE = re.compile(r'//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)(?P<rest>.*)$')
@@ -123,6 +126,8 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     if m is None:
         return None
     addr, guard, op = m.group(1, 2, 3)
+    if len(op) > MAX_OPCODE_CHARS:
+        return None
     rest = s[m.end():]
     semi = rest.find(";")
     if semi >= 0:
@@ -208,7 +213,7 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
         if current is not None and s.startswith("/*"):
             # the bulk of a listing, read in one match straight into the function
             fast = _FAST_RE.match(s)
-            if fast is not None:
+            if fast is not None and len(fast.group(3)) <= MAX_OPCODE_CHARS:
                 addr, guard, op, ops = fast.groups()
                 instrs = current.instructions
                 file, line, chain = pending_loc or no_loc

@@ -59,10 +59,8 @@ def _resummary(path: str | os.PathLike):
     doc = {"stats": summarize(table).to_json(), "overhead": []}
     # a results directory keeps what was captured beside the table: the problem and the tile
     meta = Path(path) / "timing.json"
-    if meta.is_file():
-        import json
-
-        doc = {**{k: v for k, v in json.loads(meta.read_text()).items() if k in _CAPTURE_FIELDS}, **doc}
+    if Path(path).is_dir() and os.path.lexists(meta):
+        doc = {**{k: v for k, v in _capture_meta(meta).items() if k in _CAPTURE_FIELDS}, **doc}
     return doc, table
 
 
@@ -86,8 +84,32 @@ def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tup
     return write_timing_run(run_dir, table, meta=meta, max_trace_events=max_trace_events), run_dir
 
 
+def _capture_meta(path: Path) -> dict:
+    """The capture's own timing.json, checked: an object (tagged or from before the tag) whose
+    fields have the types a timing artifact gives them; anything else is one error line."""
+    from bsprof.artifacts import check_schema, check_tag, read_json, upgrade
+    from bsprof.errors import BsprofError
+
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise BsprofError(f"{path}: not a JSON object (a timing.json is one); re-capture, or remove it to "
+                          "re-summarize the table alone")
+    if "bsprof" in data:
+        kind, why = check_tag(data)
+        if why is None and kind != "timing":
+            why = f"a {kind} artifact where a timing artifact was expected"
+        if why:
+            raise BsprofError(f"{path}: {why}")
+        data = upgrade(data)
+    why = check_schema("timing", {k: v for k, v in data.items() if k in SCHEMA_FIELDS})
+    if why:
+        raise BsprofError(f"{path}: {why}")
+    return data
+
+
 # what a re-summary keeps of the capture's timing.json (its stats are recomputed from the table)
 _CAPTURE_FIELDS = ("family", "variant", "mnkl", "device", "sm_count", "kernel_name", "config")
+SCHEMA_FIELDS = _CAPTURE_FIELDS
 
 
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,

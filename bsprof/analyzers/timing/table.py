@@ -20,8 +20,11 @@ def resolve(path: str | os.PathLike) -> Path:
                 return p / name
         raise BsprofError(f"{p} holds no timing.parquet or timing.csv; give a timing table or a directory "
                           "written by `bsprof timing -o DIR`")
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise BsprofError(f"timing table {p} does not exist; give a .parquet/.csv file or a `bsprof timing` results dir")
+    from bsprof.io import check_input
+
+    check_input(p, fix="give a .parquet/.csv file or a `bsprof timing` results dir")  # a FIFO is refused, unread
     if p.suffix.lower() not in (".parquet", ".csv"):
         raise BsprofError(f"timing table {p} is neither .parquet nor .csv; convert it or give a results dir")
     return p
