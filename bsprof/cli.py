@@ -108,4 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except MemoryError:
+        # the last resort: inputs are capped where they are read (bsprof.io), but a machine with less
+        # memory than an input's analysis needs still deserves one line
+        click.echo("error: out of memory; free memory or run on a larger machine, or lower BSPROF_MAX_INPUT_BYTES "
+                   "so an input this large is refused before it is read", err=True)
+        sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)

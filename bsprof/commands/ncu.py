@@ -79,6 +79,10 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
 
         if mnkl and not re.fullmatch(r"\d+(,\d+){2,3}", mnkl):
             raise BsprofError(f"--mnkl {mnkl!r}: give M,N,K or M,N,K,L as integers, e.g. 128,4096,7168")
+        if mnkl:
+            from bsprof.kernels.api import parse_mnkl
+
+            parse_mnkl(mnkl)  # the same bounds as every verb's --mnkl
         if out:
             from bsprof.io import check_output_dir
 

@@ -240,7 +240,29 @@ def parse_mnkl(text: str) -> tuple[int, int, int, int]:
         parts.append(1)
     if len(parts) != 4 or min(parts) <= 0:
         raise BsprofError(f"--mnkl {text!r} is not M,N,K[,L] with positive integers; e.g. --mnkl 4096,4096,4096,1")
+    check_problem(tuple(parts), f"--mnkl {text!r}")  # type: ignore[arg-type]
     return tuple(parts)  # type: ignore[return-value]
+
+
+# A GEMM's extents are 32-bit in every launcher (CUTLASS, CuTe DSL, cuBLAS take int32 sizes), and one
+# operand of more than 2**40 elements (1 TiB at one byte each) fits on no GPU: beyond either a
+# problem is a typo, and tile counts and FLOPs computed from it would mean nothing.
+MAX_EXTENT = 2**31 - 1
+MAX_OPERAND_ELEMENTS = 2**40
+
+
+def check_problem(mnkl: tuple[int, int, int, int], what: str = "--mnkl") -> None:
+    """Refuse a problem no GPU can run: an extent over :data:`MAX_EXTENT`, or an operand (A, B or
+    the output, over all L batches) over :data:`MAX_OPERAND_ELEMENTS` elements."""
+    m, n, k, l_ = mnkl
+    big = max(mnkl)
+    if big > MAX_EXTENT:
+        raise BsprofError(f"{what}: an extent of {big:,} is over 2**31-1, the largest a GEMM launch takes; "
+                          "give the problem's real M,N,K[,L]")
+    largest = max(m * k, n * k, m * n) * l_
+    if largest > MAX_OPERAND_ELEMENTS:
+        raise BsprofError(f"{what}: an operand of {largest:.3g} elements (over 2**40, 1 TiB at one byte each) "
+                          "fits on no GPU; give the problem's real M,N,K[,L]")
 
 
 class PreparedMixin:

@@ -142,7 +142,20 @@ def _figure_json(fig: Any) -> str:
     # the page's one template keeps figure JSON small: drop plotly's embedded default template
     layout = spec.setdefault("layout", {})
     layout.pop("template", None)
-    return json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+    return script_json(spec)
+
+
+# Inside <script> the HTML parser knows no entities and ends the element at `</script`, and `<!--`
+# switches it into escaped states where a later `<script>` keeps it open past its own end tag: no
+# `<` may reach the page from data, so every `<`, `>` and `&` of the JSON becomes its \u escape
+# (JSON.parse reads the same text).
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(obj: Any) -> str:
+    """``obj`` as compact JSON that is safe as the content of a ``<script>`` element."""
+    return json.dumps(obj, separators=(",", ":")).translate(_SCRIPT_SAFE)
 
 
 _LAYOUT_DEFAULTS = {

@@ -139,7 +139,7 @@ def _fitted(sec: Section, d: dict) -> None:
                              "projection without it"], caption="what the projection rests on"))
     prov = d.get("provenance")
     if isinstance(prov, dict):
-        sec.add(note("; ".join(f"{k}: {_esc(str(v))}" for k, v in prov.items())))
+        sec.add(note("; ".join(f"{k}: {v}" for k, v in prov.items())))  # note() escapes, once
 
 
 def _esc(s: str) -> str:
