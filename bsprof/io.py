@@ -480,30 +480,11 @@ def _run_dir_parts(parent: str | os.PathLike, name: str, fallback: str) -> tuple
 
 
 def check_unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> None:
-    """Refuse now what :func:`unique_dir` would refuse later (a verb calls it before any work)."""
+    """Refuse now what :func:`results_dir` would refuse later (a verb calls it before any work)."""
     check_output_dir(_run_dir_parts(parent, name, fallback)[0])
 
 
 _MAX_RUN_DIRS = 10_000
-
-
-def unique_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Path:
-    """Create and return ``parent/name`` (or ``name-2``, ``name-3``…): never reuse an existing run
-    directory. A ``name`` that names no new entry (``""``, ``.``, ``..``: from ``-o .``) means a
-    fresh ``fallback`` directory inside ``parent/name``. A verb that fills the directory uses
-    :func:`results_dir` instead, so the directory appears only whole."""
-    parent, name = _run_dir_parts(parent, name, fallback)
-    ensure_dir(parent)
-    for i in range(1, _MAX_RUN_DIRS):
-        cand = parent / (name if i == 1 else f"{name}-{i}")
-        try:
-            cand.mkdir()
-            return cand
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise _fail(cand, exc, "cannot make directory") from None
-    raise BsprofError(f"{parent} already holds {name} … {name}-9999; clean it up or give another directory")
 
 
 class Staged:
@@ -516,7 +497,9 @@ class Staged:
 
 @contextlib.contextmanager
 def results_dir(parent: str | os.PathLike, name: str, *, fallback: str = "bsprof-out") -> Iterator[Staged]:
-    """A fresh results directory ``parent/name`` (or ``name-2``…) that appears whole or not at all.
+    """A fresh results directory ``parent/name`` (or ``name-2``, ``name-3``…: an existing run
+    directory is never reused) that appears whole or not at all. A ``name`` that names no new entry
+    (``""``, ``.``, ``..``: from ``-o .``) means a fresh ``fallback`` directory inside ``parent/name``.
 
     The block fills ``staged.path``, a hidden directory beside the final name; when it ends, the
     directory is renamed into place without replacing anything, and ``staged.path`` becomes the

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from bsprof.io import atomic_path, unique_dir, write_text_atomic
+from bsprof.io import atomic_path, results_dir, write_text_atomic
 
 
 def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
@@ -26,10 +26,13 @@ def test_new_file_gets_the_usual_mode(tmp_path):
     assert os.stat(dest).st_mode & 0o777 == 0o644
 
 
-def test_unique_dir_never_reuses(tmp_path):
-    a = unique_dir(tmp_path, "run")
-    b = unique_dir(tmp_path, "run")
-    assert a != b and a.is_dir() and b.is_dir() and b.name == "run-2"
+def test_results_dir_never_reuses(tmp_path):
+    with results_dir(tmp_path, "run") as a:
+        (a.path / "x.json").write_text("{}")
+    with results_dir(tmp_path, "run") as b:
+        pass
+    assert a.path != b.path and a.path.is_dir() and b.path.is_dir() and b.path.name == "run-2"
+    assert (a.path / "x.json").read_text() == "{}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,9 +254,12 @@ def test_sass_output_dot_is_a_fresh_sass_directory(tmp_path, monkeypatch):
     assert (tmp_path / "sass" / "sass.json").is_file()
 
 
-def test_unique_dir_refuses_a_name_with_a_slash_and_a_file_parent(tmp_path):
+def test_results_dir_refuses_a_name_with_a_slash_and_a_file_parent(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(BsprofError, match="not a directory"):
-        unique_dir(tmp_path / "f", "run")
+        with results_dir(tmp_path / "f", "run"):
+            pass
     with pytest.raises(BsprofError, match="plain name"):
-        unique_dir(tmp_path, "a/b")
+        with results_dir(tmp_path, "a/b"):
+            pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

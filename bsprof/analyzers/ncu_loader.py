@@ -68,6 +68,8 @@ def import_ncu_report() -> ModuleType:
 def load_report(path: str | os.PathLike):
     """Load a report and return its ``IContext``; one-line BsprofError for anything unreadable."""
     path = Path(path)
+    if not os.path.lexists(path):
+        raise BsprofError(f"{path}: no such report file; pass the path of an .ncu-rep written by ncu -o")
     with open_input(path, fix="pass the path of an .ncu-rep written by ncu -o") as fh:
         head = fh.read(64)
     if not head:

@@ -113,12 +113,13 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
     if out is not None:
         import time
 
-        from bsprof.io import unique_dir
+        from bsprof.io import results_dir
         from bsprof.kernels.api import spec_label
 
-        run_dir = unique_dir(out, f"bench_{target.family}_{spec_label(target.spec)}_{target.shape}_"
-                                  f"{time.strftime('%Y%m%d-%H%M%S')}")
-        artifacts.save(run_dir / "bench.json", doc)
+        with results_dir(out, f"bench_{target.family}_{spec_label(target.spec)}_{target.shape}_"
+                              f"{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+            artifacts.save(staged.path / "bench.json", doc)
+        run_dir = staged.path
         click.echo(f"wrote {run_dir / 'bench.json'}", err=True)
     if as_json:
         click.echo(artifacts.dumps(doc))

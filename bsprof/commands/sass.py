@@ -103,9 +103,9 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
 
 
 def _write(out_dir: Path, json_text: str, csv_text: str) -> Path:
-    from bsprof.io import unique_dir, write_text_atomic
+    from bsprof.io import results_dir, write_text_atomic
 
-    d = unique_dir(out_dir.parent, out_dir.name, fallback="sass")
-    write_text_atomic(d / "regions.csv", csv_text)
-    write_text_atomic(d / "sass.json", json_text)
-    return d
+    with results_dir(out_dir.parent, out_dir.name, fallback="sass") as staged:  # appears whole or not at all
+        write_text_atomic(staged.path / "regions.csv", csv_text)
+        write_text_atomic(staged.path / "sass.json", json_text)
+    return staged.path

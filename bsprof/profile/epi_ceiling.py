@@ -4,7 +4,6 @@ time of a fixed epilogue-shaped work against the number of warps sharing one SM.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from bsprof import artifacts
 
@@ -17,7 +16,7 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
     import numpy as np
 
     from bsprof.analyzers.model.ceiling import curve_from_samples
-    from bsprof.io import unique_dir
+    from bsprof.io import results_dir
     from bsprof.kernels import epi_ceiling as K
     from bsprof.gpu import device_info
 
@@ -36,8 +35,9 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
             console.print(f"alu{alu}: " + ", ".join(f"{n} warps {t:,.0f}" for n, t in zip(c["warps"], c["cycles"])))
     doc = artifacts.document("epi_ceiling", {"device": info["name"], "date": time.strftime("%Y-%m-%d"),
                                              "iters": iters, "repeats": repeats, "curves": curves})
-    d = unique_dir(out_dir, "epi_ceiling")
-    artifacts.save(Path(d) / "epi_ceiling.json", doc)
+    with results_dir(out_dir, "epi_ceiling") as staged:
+        artifacts.save(staged.path / "epi_ceiling.json", doc)
+    d = staged.path
     if console is not None:
         console.print(f"wrote {d}/epi_ceiling.json", markup=False)
     return doc

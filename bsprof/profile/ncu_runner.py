@@ -261,29 +261,26 @@ def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnk
     ``parent/name[-i]`` directory. Returns (directory, summary JSON)."""
     from bsprof.analyzers.ncu.extract import extract
     from bsprof.analyzers.ncu.summary import summary_json, write_summary
-    from bsprof.io import ensure_dir, unique_dir
+    from bsprof.io import ensure_dir, results_dir
 
     parent = ensure_dir(parent)  # by the output policy: one missing level at most
     scratch = Path(tempfile.mkdtemp(prefix=".bsprof-ncu-", dir=parent))
-    final: Path | None = None
     try:
         run = run_ncu(req, scratch, emit=emit, timeout_s=timeout_s)
         flops = run.info.get("flops") or None
         ex = extract(run.report, flops=flops)
         k = int(mnkl[2]) if mnkl else None
-        final = unique_dir(parent, name)
-        rep = final / f"{name}.ncu-rep"
-        os.replace(run.report, rep)
-        ex.report = str(rep)
-        payload = summary_json(ex, k=k, set=req.set_name, clock_control=req.clock_control,
-                               replay_passes=run.passes, ncu_wall_s=round(run.wall_s, 2),
-                               launch=run.info, command=run.command)
-        write_summary(ex, final, "summary", payload)
-        return final, payload
-    except BaseException:
-        if final is not None:  # a directory we just created: take it back whole
-            shutil.rmtree(final, ignore_errors=True)
-        raise
+        # the report, its table and summary.json land together, whole (an interrupt leaves none)
+        with results_dir(parent, name) as staged:
+            rep = staged.path / f"{name}.ncu-rep"
+            os.replace(run.report, rep)
+            ex.report = rep.name  # beside summary.json, wherever the directory lands
+            payload = summary_json(ex, k=k, set=req.set_name, clock_control=req.clock_control,
+                                   replay_passes=run.passes, ncu_wall_s=round(run.wall_s, 2),
+                                   launch=run.info, command=run.command)
+            write_summary(ex, staged.path, "summary", payload)
+        ex.report = str(staged.path / rep.name)
+        return staged.path, payload
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -190,7 +190,7 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
 
     from bsprof.analyzers.timing.io import write_timing_run
     from bsprof.gpu import device_info
-    from bsprof.io import unique_dir
+    from bsprof.io import results_dir
     from bsprof.kernels.api import family_for_capability
 
     info = device_info()
@@ -213,10 +213,10 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
         del timed  # free its inputs before building the overhead pairs
         log(f"[dim]overhead: plain vs timing build on {len(shapes)} shape(s), {rounds} rounds each...[/]")
         ovh = overhead(target, shapes, rounds=rounds)
-    run_dir = unique_dir(out, f"timing_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}")
     meta = {"family": target.family, "variant": target.spec, "mnkl": list(target.mnkl), "device": info["name"],
             "capability": list(info["capability"]), "sm_count": info["sm_count"],
             "kernel_name": cap.kernel_name, "config": cfg}
-    doc = write_timing_run(run_dir, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
-                           max_trace_events=max_trace_events)
-    return doc, run_dir
+    with results_dir(out, f"timing_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+        doc = write_timing_run(staged.path, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
+                               max_trace_events=max_trace_events)
+    return doc, staged.path

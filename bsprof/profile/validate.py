@@ -406,7 +406,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     from bsprof.analyzers import validation as V
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import atomic_path, unique_dir
+    from bsprof.io import atomic_path, results_dir
     from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
     from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
@@ -530,35 +530,38 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                limits=limits_for(info["name"], limits))
     summ = V.summary(points)
 
-    run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
-    frame = V.to_frame(points)
-    with atomic_path(run_dir / "validation.csv") as tmp:
-        frame.to_csv(tmp, index=False)
-    tdir = run_dir / "tables"
-    for key, tab in tables.items():
-        write_table(tab, tdir, stem=key, csv=False)
-    doc = {
-        "bsprof": artifacts.tag("validation"),
-        "family": family, "variant": kernel, "mnkl": list(mnkl), "device": info["name"],
-        "capability": list(info["capability"]), "k_blocks": k_blocks,
-        "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
-        "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
-        "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
-        "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
-        "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
-        "sustained_clocks_pooled": clocks_pooled, "counter_vs_nvml": counter_ratio,
-        "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads}, "retimed_repeats": retimed,
-        "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES,
-                          "order": "shuffled", "order_seed": ORDER_SEED, "retime_max": RETIME_MAX},
-        "device_limits": limits,
-        "points": frame.to_dict("records"), "summary": summ,
-        "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
-        "elapsed_s": time.time() - t0,
-    }
-    doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
-    if counter_ratio:
-        doc["summary"]["counter_vs_nvml"] = V.counter_summary(counter_ratio, limits)
-    artifacts.save(run_dir / "validation.json", _clean(doc))
+    # every file lands in a hidden directory renamed into place whole: an interrupted run leaves none
+    with results_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+        run_dir = staged.path
+        frame = V.to_frame(points)
+        with atomic_path(run_dir / "validation.csv") as tmp:
+            frame.to_csv(tmp, index=False)
+        tdir = run_dir / "tables"
+        for key, tab in tables.items():
+            write_table(tab, tdir, stem=key, csv=False)
+        doc = {
+            "bsprof": artifacts.tag("validation"),
+            "family": family, "variant": kernel, "mnkl": list(mnkl), "device": info["name"],
+            "capability": list(info["capability"]), "k_blocks": k_blocks,
+            "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
+            "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
+            "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
+            "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
+            "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
+            "sustained_clocks_pooled": clocks_pooled, "counter_vs_nvml": counter_ratio,
+            "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads}, "retimed_repeats": retimed,
+            "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES,
+                              "order": "shuffled", "order_seed": ORDER_SEED, "retime_max": RETIME_MAX},
+            "device_limits": limits,
+            "points": frame.to_dict("records"), "summary": summ,
+            "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
+            "elapsed_s": time.time() - t0,
+        }
+        doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
+        if counter_ratio:
+            doc["summary"]["counter_vs_nvml"] = V.counter_summary(counter_ratio, limits)
+        artifacts.save(run_dir / "validation.json", _clean(doc))
+    run_dir = staged.path
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
     doc["title"] = f"{kernel} {shape} on {info['name']}"

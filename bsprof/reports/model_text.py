@@ -408,16 +408,17 @@ def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: 
         w.writerows(result.rows)
         click.echo(buf.getvalue(), nl=False)
     if out:
-        from bsprof.io import atomic_path, unique_dir
+        from bsprof.io import atomic_path, results_dir
 
-        d = unique_dir(out, "model")
         art = {"bsprof": dict(artifact_key), "source": result.params.source, **result.doc}
-        if result.sweep is not None:
-            import pandas as pd
+        with results_dir(out, "model") as staged:  # sweep.csv and model.json appear together or not at all
+            d = staged.path
+            if result.sweep is not None:
+                import pandas as pd
 
-            with atomic_path(Path(d) / "sweep.csv") as tmp:
-                pd.DataFrame(result.rows).to_csv(tmp, index=False)
-            art["files"] = {"sweep": "sweep.csv"}
-        artifacts.save(Path(d) / "model.json", art)
-        click.echo(f"wrote {d}/model.json", err=True)
+                with atomic_path(d / "sweep.csv") as tmp:
+                    pd.DataFrame(result.rows).to_csv(tmp, index=False)
+                art["files"] = {"sweep": "sweep.csv"}
+            artifacts.save(d / "model.json", art)
+        click.echo(f"wrote {staged.path}/model.json", err=True)
 

@@ -141,16 +141,11 @@ def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> li
 def write_analysis(ex: Extraction, payload: dict, out: str | Path) -> Path:
     """`bsprof ncu --report X -o DIR`: the summary files of an analyzed report in a fresh
     ``DIR/report_<stem>_<time>`` directory (removed again if writing fails)."""
-    import shutil
     import time
 
-    from bsprof.io import unique_dir
+    from bsprof.io import results_dir
 
     stem = report_stem(ex.report)
-    d = unique_dir(out, f"report_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
-    try:
-        write_summary(ex, d, "summary", payload)
-    except BaseException:
-        shutil.rmtree(d, ignore_errors=True)
-        raise
-    return d
+    with results_dir(out, f"report_{stem}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+        write_summary(ex, staged.path, "summary", payload)
+    return staged.path

@@ -72,7 +72,7 @@ def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tup
     capture's tile M,N where its own timing.json does not record it. Returns (timing.json, dir)."""
     import time
 
-    from bsprof.io import unique_dir
+    from bsprof.io import results_dir
 
     summary, table = _resummary(path)
     meta = {k: v for k, v in summary.items() if k in _CAPTURE_FIELDS}
@@ -80,8 +80,9 @@ def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tup
         meta["config"] = {**(meta.get("config") or {}), "tile_m": tile[0], "tile_n": tile[1]}
     meta["source"] = str(path)
     stem = Path(path).name.removesuffix(".parquet").removesuffix(".csv") or "timing"
-    run_dir = unique_dir(out, f"timing_from_{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
-    return write_timing_run(run_dir, table, meta=meta, max_trace_events=max_trace_events), run_dir
+    with results_dir(out, f"timing_from_{stem}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+        doc = write_timing_run(staged.path, table, meta=meta, max_trace_events=max_trace_events)
+    return doc, staged.path
 
 
 def _capture_meta(path: Path) -> dict:
