@@ -292,26 +292,31 @@ def read_json(path: str | os.PathLike) -> Any:
     return parse_json(data, path)
 
 
-def check_schema(kind: str, data: dict[str, Any]) -> str | None:
-    """Why ``data`` is not a well-formed ``kind`` artifact at its top level, or None."""
-    for name in REQUIRED.get(kind, ()):
+def check_schema(kind: str, data: dict[str, Any], *, required: bool = True) -> str | None:
+    """Why ``data`` is not a well-formed ``kind`` artifact at its top level, or None (``required``:
+    also insist on the fields the kind always carries)."""
+    for name in REQUIRED.get(kind, ()) if required else ():
         if data.get(name) is None:
-            return f"a {kind} artifact without its {name!r} field (truncated or hand-edited?); re-run the verb"
+            return f"{_a(kind)} artifact without its {name!r} field (truncated or hand-edited?); re-run the verb"
     for name, (types, item) in SCHEMAS.get(kind, {}).items():
         value = data.get(name)
         if value is None:
             continue
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             want = " or ".join(_TYPE_NAMES[t] for t in types)
-            return (f"field {name!r} of a {kind} artifact is {_TYPE_NAMES.get(type(value), type(value).__name__)}, "
+            return (f"field {name!r} of {_a(kind)} artifact is {_TYPE_NAMES.get(type(value), type(value).__name__)}, "
                     f"not {want}; re-run the verb that wrote it")
         if item is not None and isinstance(value, list):
             bad = next((v for v in value if not isinstance(v, item)), None)
             if bad is not None or any(v is None for v in value):
                 got = _TYPE_NAMES.get(type(bad), type(bad).__name__)
-                return (f"field {name!r} of a {kind} artifact holds {got} where each item is "
+                return (f"field {name!r} of {_a(kind)} artifact holds {got} where each item is "
                         f"{_TYPE_NAMES[item]}; re-run the verb that wrote it")
     return None
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" or kind == "ncu" else f"a {kind}"
 
 
 _TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",

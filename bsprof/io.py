@@ -672,8 +672,13 @@ def unpacked(path: str | os.PathLike) -> Path:
         if out.is_file():
             return out
         ensure_dir(out.parent, parents=True)  # bsprof's own cache: its ancestors are bsprof's to make
-        with atomic_path(out) as tmp, open(tmp, "wb") as dst:  # a refused or interrupted unpack leaves nothing
-            _unxz(src, dst, path, st.st_size)
+        try:
+            with atomic_path(out) as tmp, open(tmp, "wb") as dst:  # a refused or interrupted unpack leaves nothing
+                _unxz(src, dst, path, st.st_size)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                out.parent.rmdir()  # the key's directory too, when nothing else is in it
+            raise
     return out
 
 

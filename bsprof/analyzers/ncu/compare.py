@@ -56,8 +56,8 @@ def recorded_flops(path: str | Path) -> float | None:
     if flops is None:
         return None
     if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops < 0:
-        raise BsprofError(f"{summary}: launch.flops is {flops!r}, not a FLOP count; re-run bsprof ncu, or remove the "
-                          "file and pass --flops")
+        raise BsprofError(f"{summary}: launch.flops is {flops!r}, not a FLOP count; re-run bsprof ncu, or pass --flops "
+                          "(which this file then does not override)")
     return float(flops) or None
 
 

@@ -102,7 +102,7 @@ def _capture_meta(path: Path) -> dict:
         if why:
             raise BsprofError(f"{path}: {why}")
         data = upgrade(data)
-    why = check_schema("timing", {k: v for k, v in data.items() if k in SCHEMA_FIELDS})
+    why = check_schema("timing", data, required="bsprof" in data)
     if why:
         raise BsprofError(f"{path}: {why}")
     return data
@@ -110,7 +110,6 @@ def _capture_meta(path: Path) -> dict:
 
 # what a re-summary keeps of the capture's timing.json (its stats are recomputed from the table)
 _CAPTURE_FIELDS = ("family", "variant", "mnkl", "device", "sm_count", "kernel_name", "config")
-SCHEMA_FIELDS = _CAPTURE_FIELDS
 
 
 def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
