@@ -263,3 +263,168 @@ def test_results_dir_refuses_a_name_with_a_slash_and_a_file_parent(tmp_path):
         with results_dir(tmp_path, "a/b"):
             pass
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+# ---------------------------------------------------------------------------------------------
+# What is bsprof's page is parsed, not searched for: a file that quotes the mark is the user's.
+
+MARK = '<meta name="generator" content="bsprof">'
+
+
+@pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
+@pytest.mark.parametrize("content", [
+    f"# Design notes\n\nOur pages carry `{MARK}` in the head.\n",                        # markdown quoting it
+    f"<!DOCTYPE html><html><head><title>t</title></head><body><pre>{MARK}</pre></body></html>",  # in the body
+    f"draft\n<!DOCTYPE html><html><head>{MARK}</head></html>",                                   # text before the document
+    f"<!DOCTYPE html><html><head><script>var s = '{MARK}';</script></head></html>",              # inside a script
+    f"<!DOCTYPE html><html><head><title>x</title><div>{MARK}</div></head></html>",               # after the head ended
+    f"{MARK}\n",                                                                                 # the bare mark, no document
+], ids=["markdown", "body", "text-first", "script", "after-head", "bare"])
+def test_a_file_that_only_quotes_the_mark_is_refused_and_kept(tmp_path, verb, content):
+    target = tmp_path / "page.html"
+    target.write_text(content)
+    line = assert_one_line_error(*run_bsprof(FILE_WRITERS[verb](target))[::2])
+    assert "not written by bsprof" in line, line
+    assert target.read_text() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]
+
+
+@pytest.mark.parametrize("content", [
+    f"<!DOCTYPE html>\n<html lang='en'>\n  <head>\n    <meta charset='utf-8'>\n    {MARK}\n",
+    f"\ufeff<!-- saved -->\n<html><head><META NAME='Generator' CONTENT='bsprof'></head><body>x</body></html>",
+])
+def test_a_page_with_the_mark_in_its_head_is_bsprofs(tmp_path, content):
+    from bsprof.io import check_output_file
+
+    page = tmp_path / "page.html"
+    page.write_text(content)
+    assert check_output_file(page) == page
+
+
+# ---------------------------------------------------------------------------------------------
+# The path is judged again when the page takes it: what appears there meanwhile is never replaced.
+
+@pytest.fixture(params=["renameat2", "fallback"])
+def rename_kind(request, monkeypatch):
+    """Each race test runs with the kernel's renameat2 and with the fallbacks used where it is missing."""
+    if request.param == "fallback":
+        import bsprof.io
+
+        monkeypatch.setattr(bsprof.io, "_renameat2", lambda *a: False)
+    return request.param
+
+
+@pytest.mark.parametrize("before", ["absent", "bsprof page", "empty"])
+def test_a_file_created_while_the_report_is_built_is_not_replaced(tmp_path, monkeypatch, rename_kind, before):
+    import bsprof.reports.build as build_mod
+
+    out = tmp_path / "report.html"
+    if before == "bsprof page":
+        out.write_text(f"<!DOCTYPE html><html><head>{MARK}</head><body>old</body></html>")
+    elif before == "empty":
+        out.touch()
+    real_build = build_mod.build
+
+    def build_then_race(*args, **kw):
+        page = real_build(*args, **kw)
+        out.unlink(missing_ok=True)
+        out.write_text("the user's notes, saved while the page was built\n")
+        return page
+
+    monkeypatch.setattr(build_mod, "build", build_then_race)
+    line = assert_one_line_error(*run_bsprof(FILE_WRITERS["report"](out))[::2])
+    assert "not written by bsprof" in line, line
+    assert out.read_text() == "the user's notes, saved while the page was built\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temporary file left
+
+
+def test_bsprofs_page_at_the_path_when_it_lands_is_replaced(tmp_path, monkeypatch, rename_kind):
+    import bsprof.reports.build as build_mod
+
+    out = tmp_path / "report.html"
+    real_build = build_mod.build
+
+    def build_then_page(*args, **kw):
+        page = real_build(*args, **kw)
+        out.write_text(f"<!DOCTYPE html><html><head>{MARK}</head><body>another run's page</body></html>")
+        return page
+
+    monkeypatch.setattr(build_mod, "build", build_then_page)
+    code, _, err = run_bsprof(FILE_WRITERS["report"](out))
+    assert code == 0, err
+    assert "another run's page" not in out.read_text() and 'class="bsprof-fig"' in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+def test_rename_noreplace_never_replaces(tmp_path, rename_kind):
+    from bsprof.io import rename_noreplace
+
+    (tmp_path / "new").write_text("new")
+    (tmp_path / "theirs").write_text("theirs")
+    with pytest.raises(FileExistsError):
+        rename_noreplace(tmp_path / "new", tmp_path / "theirs")
+    assert (tmp_path / "theirs").read_text() == "theirs" and (tmp_path / "new").read_text() == "new"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    for taken in ("full", "theirs"):
+        with pytest.raises(FileExistsError):
+            rename_noreplace(tmp_path / "d", tmp_path / taken)
+    rename_noreplace(tmp_path / "d", tmp_path / "landed")
+    assert (tmp_path / "landed").is_dir() and (tmp_path / "full" / "x").read_text() == "x"
+
+
+# ---------------------------------------------------------------------------------------------
+# Results directories appear whole or not at all.
+
+def test_an_interrupted_results_directory_leaves_nothing(tmp_path, monkeypatch):
+    """The model's sweep.csv is written, then the interrupt comes before model.json: neither the
+    directory nor its hidden staging copy is left."""
+    import bsprof.artifacts
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bsprof.artifacts, "save", interrupted)
+    code, _, _ = run_bsprof(["model", "--tiles", "1000", "--sweep", "kloop=-100:0:50", "--json", "-o", str(tmp_path)])
+    assert code == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("verb", sorted(DIR_WRITERS))
+def test_a_results_directory_lands_whole_beside_a_taken_name(tmp_path, verb, rename_kind):
+    # an empty directory squatting the name and a file named like the next one: neither is touched
+    out = tmp_path / "out"
+    code, _, err = run_bsprof(DIR_WRITERS[verb](out))
+    assert code == 0, err
+    made = [p for p in (out.iterdir() if out.is_dir() else [out])]
+    code, _, err = run_bsprof(DIR_WRITERS[verb](out))
+    assert code == 0, err
+    again = [p for p in (out.iterdir() if out.is_dir() else [out])]
+    hidden = [p for p in tmp_path.rglob(".*") if p.is_dir()]
+    assert not hidden, hidden
+    assert all(p.is_dir() and any(p.glob("*.json")) for p in again if p.is_dir()), again
+    assert len(again) >= len(made)
+
+
+def test_sigint_during_a_sweep_write_leaves_only_whole_directories(tmp_path):
+    """A real interrupt at random moments of `model --sweep -o DIR`: every directory left holds
+    both files; nothing hidden is left behind."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(7)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-m", "bsprof", "model", "--tiles", "1000", "--sweep",
+                                 "kloop=-100:0:50", "--json", "-o", str(tmp_path)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.4, 1.2))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    for d in tmp_path.iterdir():
+        assert not d.name.startswith("."), d
+        assert sorted(p.name for p in d.iterdir()) == ["model.json", "sweep.csv"], d
