@@ -279,16 +279,11 @@ def parse_json(data: bytes | str, where: str | os.PathLike) -> Any:
 def read_json(path: str | os.PathLike) -> Any:
     """The JSON in the file ``path``, read by bsprof's input policy (a regular file, at most
     :func:`max_json_bytes`) and parsed by :func:`parse_json`."""
-    from bsprof.io import read_input_bytes, too_large
+    from bsprof.io import read_input_bytes
 
     path = Path(path)
-    cap = max_json_bytes()
-    try:
-        data = read_input_bytes(path, limit=cap, fix="re-run the verb that writes it")
-    except BsprofError as exc:
-        if "input limit" in str(exc):  # name the JSON limit, not the general one
-            raise too_large(path, path.stat().st_size, cap, "BSPROF_MAX_JSON_BYTES") from None
-        raise
+    data = read_input_bytes(path, limit=max_json_bytes(), var="BSPROF_MAX_JSON_BYTES",
+                            fix="re-run the verb that writes it")
     return parse_json(data, path)
 
 

@@ -581,10 +581,12 @@ def _not_regular(path: Path, mode: int) -> str:
     return f"{path}: {what}, not a regular file; bsprof reads inputs from regular files only (copy it into a file first)"
 
 
-def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = None):
+def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = None,
+               var: str = "BSPROF_MAX_INPUT_BYTES"):
     """``path`` opened for reading (binary) when it is a readable regular file within the input
     limit (``limit``, default :func:`max_input_bytes`); otherwise one BsprofError naming the real
-    problem (no such file, permission denied, a FIFO or device, too large) and ``fix``.
+    problem (no such file, permission denied, a FIFO or device, too large: ``var`` names the
+    variable that raises ``limit``) and ``fix``.
 
     A FIFO or device is refused from its metadata, before it is opened for reading; the open itself
     never blocks (O_NONBLOCK) and is checked again, so a file swapped for a FIFO meanwhile is refused too."""
@@ -610,7 +612,7 @@ def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = No
             raise BsprofError(_not_regular(path, st.st_mode))
         cap = max_input_bytes() if limit is None else limit
         if st.st_size > cap:
-            raise too_large(path, st.st_size, cap)
+            raise too_large(path, st.st_size, cap, var)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -624,14 +626,15 @@ def check_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = N
         return os.fstat(fh.fileno()).st_size
 
 
-def read_input_bytes(path: str | os.PathLike, *, fix: str = "", limit: int | None = None) -> bytes:
+def read_input_bytes(path: str | os.PathLike, *, fix: str = "", limit: int | None = None,
+                     var: str = "BSPROF_MAX_INPUT_BYTES") -> bytes:
     """The whole content of an input file, by :func:`open_input` (a file that grows past the limit
     while read is refused too)."""
     cap = max_input_bytes() if limit is None else limit
-    with open_input(path, fix=fix, limit=cap) as fh:
+    with open_input(path, fix=fix, limit=cap, var=var) as fh:
         data = fh.read(cap + 1)
     if len(data) > cap:
-        raise too_large(path, f"more than {human_bytes(cap)}", cap)
+        raise too_large(path, f"more than {human_bytes(cap)}", cap, var)
     return data
 
 
@@ -707,7 +710,7 @@ def _unxz(src, dst, path: Path, packed: int) -> None:
                 if not pending:
                     raise BsprofError(f"{path}: an xz file that does not decompress (it ends early: a truncated "
                                       "download?); re-download or re-compress it")
-            chunk = dec.decompress(pending, max_length=16 << 20)
+            chunk = dec.decompress(pending, max_length=1 << 22)
             pending = b""
             total += len(chunk)
             if total > cap:

@@ -98,7 +98,7 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
                                 "writing); re-run the verb or wait for it to finish")
             continue
         try:
-            raw = read_input_bytes(path, limit=max_json_bytes())
+            raw = read_input_bytes(path, limit=max_json_bytes(), var="BSPROF_MAX_JSON_BYTES")
         except BsprofError as exc:
             # too large: data, not a summary (trace.json), unless it says it is bsprof's;
             # a FIFO, a device, an unreadable file: named, never read
