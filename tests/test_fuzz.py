@@ -459,3 +459,167 @@ def test_impossible_timing_tables_are_one_line(tmp_path, case, words):
     _table_case(case).to_csv(path, index=False)
     code, _, err = run_bsprof(["model", "--from", str(path), "--tiles", "1000", "--json"])
     assert words in assert_one_line_error(code, err)
+
+
+# --------------------------------------------------------------------------------------------
+# artifact JSON and results directories: each kind's loader, `bsprof report DIR`, `timing --from
+# DIR`, `ncu --report DIR`. Seeds are the shipped artifacts; mutations put any JSON value (random
+# nesting, types, sizes, up to thousands of levels deep) anywhere, drop keys, cut the file or make
+# it not UTF-8.
+
+SAMPLE_RUNS = ROOT / "bsprof/data/samples/run"
+ARTIFACT_SEEDS = {
+    "bench": SAMPLE_RUNS / "bench_h100/bench.json",
+    "ncu": SAMPLE_RUNS / "ncu_h100_fp8_optimized/summary.json",
+    "sass": SAMPLE_RUNS / "sass_sm100a_cubin/sass.json",
+    "timing": SAMPLE_RUNS / "timing_h100/timing.json",
+    "model": SAMPLE_RUNS / "model_b200_sweep/model.json",
+    "validation": SAMPLE_RUNS / "validation_h100/validation.json",
+    "epi_ceiling": ROOT / "bsprof/data/model/epi_ceiling_h100.json",
+}
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
+                   st.text(max_size=12),
+                   st.sampled_from(["", "sm_100a", "kloop", "nan", "<!--<script>", "</script>", "x" * 20_000,
+                                    "cublas", "9" * 5000, "\u0663", "a\x00b"]))
+JSON_VALUES = st.recursive(LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=5), st.dictionaries(st.one_of(st.text(max_size=8), st.sampled_from(
+        ["bsprof", "kind", "version", "rows", "name", "ms", "launch", "flops", "launches", "functions", "loops",
+         "stats", "points", "curves", "axes", "deltas", "mnkl", "config", "files", "summary", "device"])),
+        inner, max_size=5)), max_leaves=40)
+
+
+@lru_cache(maxsize=None)
+def _seed_text(kind: str) -> str:
+    return ARTIFACT_SEEDS[kind].read_text()
+
+
+def _mutated_artifact(data, kind: str) -> bytes:
+    """A seed artifact with mutations drawn from ``data``, as the bytes of a file."""
+    doc = json.loads(_seed_text(kind))
+    deep: list[int] = []
+    for _ in range(data.draw(st.integers(0, 5), label="mutations")):
+        paths = list(_json_paths(doc))
+        path = data.draw(st.sampled_from(paths), label="path")
+        what = data.draw(st.sampled_from(["set", "set", "set", "drop", "deep", "top"]), label="what")
+        if what == "top":  # a field beside the tag: a known one of any type, or the whole document replaced
+            path = data.draw(st.sampled_from([(), ("launch",), ("stats",), ("functions",), ("results",),
+                                              ("points",), ("curves",), ("mnkl",), ("config",)]), label="top")
+        if what == "deep":  # spliced in as text below: json.dumps itself recurses
+            deep.append(data.draw(st.integers(1, 3000), label="levels"))
+            value = f"__deep_{len(deep) - 1}__"
+        else:
+            value = data.draw(JSON_VALUES, label="value")
+        doc = _json_set(doc, path, value, drop=what == "drop")
+    text = json.dumps(doc, allow_nan=True)
+    for i, levels in enumerate(deep):
+        open_, close = ("[", "]") if levels % 2 else ('{"k": ', "}")
+        text = text.replace(f'"__deep_{i}__"', open_ * levels + "0" + close * levels)
+    cut = data.draw(st.sampled_from(["none", "none", "none", "truncate", "latin1", "bom"]), label="bytes")
+    raw = text.encode()
+    if cut == "truncate":
+        raw = raw[:data.draw(st.integers(0, max(len(raw) - 1, 0)), label="at")]
+    elif cut == "latin1":
+        raw = raw.replace(b'"', b'"\xe9', 1)
+    elif cut == "bom":
+        raw = b"\xef\xbb\xbf" + raw
+    return raw
+
+
+def _json_paths(obj, prefix=()):
+    """Paths to values inside a document (long lists and objects sampled, 12 levels at most), the
+    root included."""
+    yield prefix
+    if len(prefix) >= 12:
+        return
+    if isinstance(obj, dict):
+        for k in list(obj)[:25]:
+            yield from _json_paths(obj[k], prefix + (k,))
+    elif isinstance(obj, list):
+        for i in range(min(len(obj), 3)):
+            yield from _json_paths(obj[i], prefix + (i,))
+
+
+def _json_set(doc, path, value, drop=False):
+    if not path:
+        return value
+    if not isinstance(doc, dict) and len(path) == 1 and isinstance(path[0], str):
+        return doc  # the document was replaced by a value without fields
+    cur = doc
+    for p in path[:-1]:
+        cur = cur[p]
+    if drop and isinstance(cur, dict):
+        cur.pop(path[-1], None)
+    elif drop:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return doc
+
+
+@settings(FUZZ, max_examples=150)
+@given(data=st.data(), kind=st.sampled_from(sorted(ARTIFACT_SEEDS)))
+def test_mutated_artifact_loads_or_is_one_line(tmp_path_factory, data, kind):
+    import time
+
+    from bsprof.artifacts import load
+
+    path = tmp_path_factory.mktemp("artifact") / f"{kind}.json"
+    path.write_bytes(_mutated_artifact(data, kind))
+    t = time.perf_counter()
+    try:
+        doc = load(path)
+    except BsprofError as exc:
+        _one_line(exc)
+    else:
+        assert isinstance(doc, dict)
+    assert time.perf_counter() - t < 5
+
+
+def _cli_bounded(args: list[str], limit_s: float) -> str:
+    import time
+
+    t = time.perf_counter()
+    out = _cli_ok(args)
+    elapsed = time.perf_counter() - t
+    assert elapsed < limit_s, f"bsprof {' '.join(args)[:200]} took {elapsed:.1f} s"
+    return out
+
+
+@settings(FUZZ, max_examples=25)
+@given(data=st.data(), kinds=st.lists(st.sampled_from(sorted(ARTIFACT_SEEDS)), min_size=1, max_size=3),
+       extra=st.lists(st.sampled_from(["empty.json", "deep.json", "binary.json", "half.json.tmp"]), max_size=2))
+def test_mutated_results_directory_reports_or_is_one_line(tmp_path_factory, data, kinds, extra):
+    run = tmp_path_factory.mktemp("run")
+    for i, kind in enumerate(kinds):
+        sub = run / f"{kind}_{i}"
+        sub.mkdir()
+        name = "summary.json" if kind == "ncu" else f"{kind}.json"
+        (sub / name).write_bytes(_mutated_artifact(data, kind))
+    for name in extra:
+        (run / name).write_bytes({"empty.json": b"", "deep.json": b'{"bsprof": ' + b"[" * 5000,
+                                  "binary.json": bytes(range(256)) * 10, "half.json.tmp": b'{"bsprof"'}[name])
+    _cli_bounded(["report", str(run), "-o", str(run / "r.html")], 60)
+
+
+@settings(FUZZ, max_examples=30)
+@given(data=st.data())
+def test_timing_from_a_directory_with_a_mutated_timing_json(tmp_path_factory, data):
+    run = tmp_path_factory.mktemp("timing_run")
+    (run / "timing.parquet").write_bytes(TIMING.read_bytes())
+    (run / "timing.json").write_bytes(_mutated_artifact(data, "timing"))
+    args = ["timing", "--from", str(run)] + data.draw(st.sampled_from([[], ["--json"], ["-o", str(run / "out")]]),
+                                                      label="flags")
+    out = _cli_bounded(args, 60)
+    _strict_json_or_text(out)
+
+
+@settings(FUZZ, max_examples=20)
+@given(data=st.data(), compare=st.booleans())
+def test_ncu_with_a_mutated_summary_json(tmp_path_factory, data, compare):
+    pytest.importorskip("ncu_report", reason="ncu_report (pip ncu-report) reads the report beside the summary")
+    run = tmp_path_factory.mktemp("ncu_run")
+    tiny = ROOT / "tests/data/h100_cute_tiny.ncu-rep.xz"
+    (run / tiny.name).write_bytes(tiny.read_bytes())
+    (run / "summary.json").write_bytes(_mutated_artifact(data, "ncu"))
+    args = ["ncu", "--compare", str(run), str(tiny)] if compare else ["ncu", "--report", str(run), "--json"]
+    _cli_bounded(args, 120)
