@@ -16,21 +16,26 @@ from bsprof.errors import BsprofError
 
 def load_trace(path: str | os.PathLike) -> dict:
     """A Chrome trace (``.json`` or ``.json.gz``) as written by ``torch.profiler``'s ``export_chrome_trace``."""
-    from bsprof.artifacts import parse_json
-    from bsprof.io import max_input_bytes, open_input
+    from bsprof.artifacts import max_json_bytes, parse_json
+    from bsprof.io import human_bytes, open_input, too_large
 
     p = os.fspath(path)
-    cap = max_input_bytes()
+    cap = max_json_bytes()  # a JSON document, gzipped or not: read (and unpacked) no further than the JSON cap
+    var = "BSPROF_MAX_JSON_BYTES"
     try:
-        with open_input(p, fix="export a trace with torch.profiler's prof.export_chrome_trace(path)") as fh:
+        with open_input(p, fix="export a trace with torch.profiler's prof.export_chrome_trace(path)",
+                        limit=cap, var=var) as fh:
             raw = (gzip.GzipFile(fileobj=fh) if p.endswith(".gz") else fh).read(cap + 1)
         if len(raw) > cap:
-            from bsprof.io import too_large
-
-            raise too_large(p, f"more than {cap} bytes", cap)
-        doc = parse_json(raw, p)
+            raise too_large(p, f"more than {human_bytes(cap)} of JSON", cap, var)
     except (OSError, ValueError, EOFError) as exc:
         raise BsprofError(f"{p}: not a readable JSON trace ({type(exc).__name__}); export one with "
+                          "torch.profiler's prof.export_chrome_trace(path)") from None
+    try:
+        doc = parse_json(raw, p)
+    except BsprofError as exc:
+        why = str(exc).removeprefix(f"{p}: ").split(";")[0]
+        raise BsprofError(f"{p}: not a readable JSON trace ({why}); export one with "
                           "torch.profiler's prof.export_chrome_trace(path)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise BsprofError(f"{p}: no 'traceEvents' list: not a Chrome trace from torch.profiler")
