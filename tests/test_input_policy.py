@@ -118,6 +118,16 @@ def test_timing_from_a_directory_whose_timing_json_is_a_fifo(tmp_path):
     assert FIFO_MSG in line, line
 
 
+@pytest.mark.parametrize("verb", ["model", "timing"])
+def test_a_results_directory_whose_table_is_a_fifo(tmp_path, verb):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / "timing.parquet")
+    with _Unblock(run / "timing.parquet"):
+        line = assert_one_line_error(*_timed([verb, "--from", str(run)])[::2])
+    assert f"timing.parquet: {FIFO_MSG}" in line, line
+
+
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
 def test_a_character_device_input_is_refused(device):
     if not os.path.exists(device):

@@ -665,11 +665,11 @@ def rescore(run_dir) -> dict:
 
 
 def _read_json(path: Path) -> dict:
-    import json
+    from bsprof.artifacts import read_json
 
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = read_json(path)  # bounded: size, depth, regular file
+    except BsprofError:
         return {}
     return doc if isinstance(doc, dict) else {}
 

@@ -16,7 +16,10 @@ def resolve(path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.is_dir():
         for name in ("timing.parquet", "timing.csv"):
-            if (p / name).is_file():
+            if os.path.lexists(p / name):
+                from bsprof.io import check_input
+
+                check_input(p / name)  # a FIFO or device by that name is refused by name, unread
                 return p / name
         raise BsprofError(f"{p} holds no timing.parquet or timing.csv; give a timing table or a directory "
                           "written by `bsprof timing -o DIR`")
