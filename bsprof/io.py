@@ -57,9 +57,12 @@ _DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr")
 BSPROF_MARK = '<meta name="generator" content="bsprof">'
 # the mark sits in the first few hundred bytes of a page; reading more would only cost time
 _MARK_WINDOW = 8192
-# a report page written before the mark existed is known by its default title, so re-running the
-# README's `bsprof report -o bsprof-report.html` over one still replaces it
+# a report page written before the mark existed is known by its default title and the page's own
+# stylesheet in its head (the rule for its console element), so re-running the README's
+# `bsprof report -o bsprof-report.html` over one still replaces it; a user's page with that title
+# alone is not one
 _OLD_REPORT_TITLE = "bsprof report: "
+_OLD_REPORT_STYLE = "#bsprof-console"
 _DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/")
 
 
@@ -389,7 +392,8 @@ def _is_bsprof_page(head: str) -> bool:
             super().__init__(convert_charrefs=True)
             self.where = "prolog"  # prolog (before <head>) -> head -> done
             self.raw: str | None = None  # inside <title>, <script> or <style>
-            self.title = ""
+            self.text = ""  # of the <title> or <style> being read
+            self.old_title = self.old_style = False
             self.own = False
 
         def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -405,21 +409,25 @@ def _is_bsprof_page(head: str) -> bool:
             if tag == "meta" and a.get("name", "").lower() == "generator" and a.get("content", "").strip() == "bsprof":
                 self.own, self.where = True, "done"
             elif tag in ("title", "script", "style"):
-                self.raw, self.title = tag, ""
+                self.raw, self.text = tag, ""
 
         def handle_endtag(self, tag: str) -> None:
             if self.where != "head":
                 return
             if tag == self.raw:
-                if tag == "title" and self.title.startswith(_OLD_REPORT_TITLE):
+                if tag == "title":
+                    self.old_title = self.old_title or self.text.startswith(_OLD_REPORT_TITLE)
+                elif tag == "style":
+                    self.old_style = self.old_style or _OLD_REPORT_STYLE in self.text
+                if self.old_title and self.old_style:
                     self.own, self.where = True, "done"
                 self.raw = None
             elif tag == "head":
                 self.where = "done"
 
         def handle_data(self, data: str) -> None:
-            if self.raw == "title":
-                self.title += data
+            if self.raw in ("title", "style"):
+                self.text += data
             elif self.raw is None and data.strip() and self.where != "done":
                 self.where = "done"  # text outside an element: the body has begun
 

@@ -204,9 +204,12 @@ def test_a_report_page_from_before_the_mark_is_still_replaced(tmp_path):
     old = tmp_path / "bsprof-report.html"
     old.write_text('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
                    'content="width=device-width, initial-scale=1"><title>bsprof report: h100_timing</title>'
+                   '<style>\nbody { margin:0; }\n#bsprof-console:empty { display:none; }\n</style>'
                    '</head><body></body></html>')
     mine = tmp_path / "mine.html"
-    mine.write_text("<!DOCTYPE html><html><head><title>my notes</title></head><body>keep</body></html>")
+    # the default title alone, on a page of the user's: not bsprof's
+    mine.write_text("<!DOCTYPE html><html><head><title>bsprof report: my notes</title><style>body{}</style>"
+                    "</head><body>keep</body></html>")
     code, _, err = run_bsprof(FILE_WRITERS["report"](old))
     assert code == 0, err
     assert '<meta name="generator" content="bsprof">' in old.read_text()[:5000]
