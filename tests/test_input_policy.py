@@ -76,12 +76,13 @@ def _timed(args: list[str], limit_s: float = 20.0) -> tuple[int, str, str]:
 FIFO_READERS = {
     "sass": lambda p: ["sass", str(p)],
     "sass --ncu": lambda p: ["sass", str(LISTING_XZ), "--ncu", str(p)],
+    "sass --source": lambda p: ["sass", str(LISTING_XZ), "--source", str(p)],
     "model --from": lambda p: ["model", "--from", str(p), "--tiles", "1000"],
     "timing --from": lambda p: ["timing", "--from", str(p)],
     "ncu --report": lambda p: ["ncu", "--report", str(p)],
     "report": lambda p: ["report", str(p), "-o", str(p.parent / "r.html")],
 }
-FIFO_NAMES = {"sass": "k.cubin", "sass --ncu": "k.ncu-rep", "model --from": "timing.csv",
+FIFO_NAMES = {"sass": "k.cubin", "sass --ncu": "k.ncu-rep", "sass --source": "kernel.py", "model --from": "timing.csv",
               "timing --from": "timing.parquet", "ncu --report": "k.ncu-rep.xz", "report": "summary.json"}
 
 

@@ -58,6 +58,10 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
         from bsprof.io import check_unique_dir
 
         check_unique_dir(out_dir.parent, out_dir.name, fallback="sass")  # before any compile or analysis
+    if source is not None:
+        from bsprof.io import check_input
+
+        check_input(source, fix="pass the kernel's Python source file")  # a FIFO or device: refused, unread
     problem = None
     if mnkl is not None:
         from bsprof.kernels.api import parse_mnkl
