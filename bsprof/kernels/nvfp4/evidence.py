@@ -7,6 +7,7 @@ and the launch bound from the cubin's EIATTR_REQNTID attribute (``cuobjdump -elf
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -22,7 +23,7 @@ def resource_usage(cubin: str | Path) -> dict:
     """``{"registers", "stack", "shared", "local"}`` of the (single) kernel in ``cubin``."""
     from bsprof.analyzers.sass.disasm import tool_path
 
-    proc = subprocess.run([tool_path("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
+    proc = subprocess.run([tool_path("cuobjdump"), "-res-usage", os.path.abspath(cubin)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise BsprofError(f"cuobjdump -res-usage {cubin} failed: {proc.stderr.strip()[:200]}")
     m = _RES_RE.search(proc.stdout)
@@ -36,7 +37,7 @@ def launch_threads(cubin: str | Path) -> int | None:
     """Threads per CTA the kernel is compiled for: EIATTR_REQNTID (or .reqntid/.maxntid) in the cubin."""
     from bsprof.analyzers.sass.disasm import tool_path
 
-    proc = subprocess.run([tool_path("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True)
+    proc = subprocess.run([tool_path("cuobjdump"), "-elf", os.path.abspath(cubin)], capture_output=True, text=True)
     text = proc.stdout
     m = re.search(r"EIATTR_(?:REQNTID|MAX_THREADS)\s+Format:\s+\S+\s+Value:\s+((?:0x[0-9a-f]+\s*)+)", text)
     if m:
