@@ -294,7 +294,7 @@ def test_a_file_that_only_quotes_the_mark_is_refused_and_kept(tmp_path, verb, co
 
 @pytest.mark.parametrize("content", [
     f"<!DOCTYPE html>\n<html lang='en'>\n  <head>\n    <meta charset='utf-8'>\n    {MARK}\n",
-    f"\ufeff<!-- saved -->\n<html><head><META NAME='Generator' CONTENT='bsprof'></head><body>x</body></html>",
+    "\ufeff<!-- saved -->\n<html><head><META NAME='Generator' CONTENT='bsprof'></head><body>x</body></html>",
 ])
 def test_a_page_with_the_mark_in_its_head_is_bsprofs(tmp_path, content):
     from bsprof.io import check_output_file

@@ -393,7 +393,6 @@ def emit(result, *, as_json: bool, as_csv: bool, out: str | None, artifact_key: 
     """--json / --csv to stdout and ``-o DIR`` (model.json, + sweep.csv for a sweep)."""
     import csv
     import io
-    from pathlib import Path
 
     import click
 
