@@ -458,3 +458,29 @@ def test_text_on_the_page_is_escaped_once(tmp_path):
     html = out.read_text()
     assert "the lab&#x27;s B200 &amp; &lt;spare&gt; node" in html
     assert not re.search(r"&amp;(#x?[0-9a-f]+|[a-z]+);", html, re.I), re.search(r".{40}&amp;(#x?[0-9a-f]+|[a-z]+);", html)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names from the input and the command line are printed as they are: brackets are not markup.
+
+def test_paths_and_names_with_brackets_print_literally(tmp_path, cache):
+    # directories "x[" and "dim]y [red]": the path reads ".../x[/dim]y [red]", a closing tag with no
+    # opening one, which rich refuses as markup
+    odd = tmp_path / "x[" / "dim]y [red]"
+    odd.mkdir(parents=True)
+    code, out, err = run_bsprof(["sass", str(LISTING_XZ), "-o", str(odd / "s")])
+    assert code == 0, err
+    assert "x[/dim]y" in out
+    html = odd / "h.html"
+    code, out, err = run_bsprof(["model", "--tiles", "1000", "--sweep", "kloop=-100:0:50", "--html", str(html)])
+    assert code == 0 and html.is_file(), err
+    run = odd / "t"
+    run.mkdir()
+    shutil.copy(TIMING, run / "timing.parquet")
+    code, out, err = run_bsprof(["timing", "--from", str(run), "-o", str(odd)])
+    assert code == 0 and "x[/dim]y" in out, err
+    rep = odd / "k.ncu-rep.xz"
+    shutil.copy(REPORT_XZ, rep)
+    for args in (["ncu", "--report", str(rep), "-o", str(odd)], ["ncu", "--compare", str(rep), str(REPORT_XZ)]):
+        code, out, err = run_bsprof(args)
+        assert code == 0, err

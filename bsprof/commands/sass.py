@@ -103,7 +103,9 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     console = Console(highlight=False)
     sass_text.render_terminal(console, result, mma_detail=mma_detail, show_features=show_features, hot=bool(hot))
     if written is not None:
-        console.print(f"[dim]wrote {written}/sass.json and regions.csv[/dim]")
+        from bsprof.reports.fmt import lit
+
+        console.print(f"[dim]wrote {lit(written)}/sass.json and regions.csv[/dim]")
 
 
 def _write(out_dir: Path, json_text: str, csv_text: str) -> Path:

@@ -6,6 +6,15 @@ import math
 from typing import Any
 
 
+def lit(x: Any, width: int = 400) -> str:
+    """``x`` (a path, a kernel name, a message: anything from the input) as literal text for a rich
+    console line: its brackets never read as markup, and cut to ``width`` characters."""
+    from rich.markup import escape
+
+    text = str(x)
+    return escape(text if len(text) <= width else text[:width - 1] + "…")
+
+
 def num(x: Any) -> float | None:
     """A finite float, or None for missing / NaN / non-numeric."""
     if isinstance(x, bool) or x is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from bsprof.reports.fmt import lit
+
 
 def _pct_ratio(r: float) -> str:
     return "—" if r is None or not math.isfinite(r) else f"{(r - 1) * 100:+.2f}%"
@@ -276,7 +278,7 @@ def _render_sweep(console, params, res, html) -> None:
             t.add_row(f"{v}", _pct(res.det_ratio[i]), _pct(res.sto_ratio[i]), res.det_binding[i])
     console.print(t)
     if html:
-        console.print(f"[bold]→[/] heatmap written to {html}")
+        console.print(f"[bold]→[/] heatmap written to {lit(html)}")
 
 
 def _cell(r: float) -> str:
@@ -325,7 +327,7 @@ def _render_fitted(console, fitted: list, provenance: dict | None) -> None:
         console.print(t)
     if provenance:
         for k in ("measured", "fitted", "assumed", "outcomes"):
-            console.print(f"[dim]{k}: {provenance[k]}[/]")
+            console.print(f"[dim]{lit(k)}: {lit(provenance[k], 4000)}[/]")
 
 
 def _render_ceiling(console, extra: dict) -> None:

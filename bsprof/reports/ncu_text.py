@@ -7,6 +7,7 @@ import math
 import re
 
 from bsprof.analyzers.ncu.facts import clock_above_top
+from bsprof.reports.fmt import lit
 
 
 def fmt(v, unit: str = "") -> str:
@@ -80,9 +81,9 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
         t.add_row(name, value)
     console.print(t)
     if c.get("flops_source") and c.get("tflops") is not None and c["flops_source"] not in ("--flops", "NVTX range"):
-        console.print(f"FLOPs from {c['flops_source']}: {c['flops']:.4g}")
+        console.print(f"FLOPs from {lit(c['flops_source'])}: {c['flops']:.4g}")
     if warn := (launch.get("derived") or {}).get("flops_check"):
-        console.print(warn)
+        console.print(lit(warn))
     stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
     if stalls:
         console.print("stalls (cycles per issued instruction): " + ", ".join(f"{k} {v:.2f}" for k, v in stalls))
@@ -95,40 +96,40 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
         console.print("ncu rules (estimated speedup, largest first):")
         for r in rules[:max_rules]:
             sp = f"{r['speedup_pct']:.1f}% {r['speedup_type']}" if r["speedup_pct"] is not None else "n/a"
-            console.print(f"  {sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}")
+            console.print(f"  {sp:>14}  {lit(r['section'])}/{lit(r['rule'])}: {lit(r['title'] or r['name'])}")
             if r.get("message"):
-                console.print(f"                  {r['message']}", soft_wrap=False)
+                console.print(f"                  {lit(r['message'], 4000)}", soft_wrap=False)
     for note in launch.get("notes", []):
         if note.startswith("missing: "):  # the JSON keeps the ncu names; on screen the columns are enough
             cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: "):])
-            console.print(f"[dim]not in this report (NaN): {cols}[/dim]")
+            console.print(f"[dim]not in this report (NaN): {lit(cols, 4000)}[/dim]")
         else:
-            console.print(f"[dim]note: {note}[/dim]")
+            console.print(f"[dim]note: {lit(note, 4000)}[/dim]")
 
 
 def print_verdict(console, v: dict) -> None:
     head = (v.get("label") or v.get("class", "?")) + (f" ({v['detail']})" if v.get("detail") else "")
     head += f" + {', '.join(v['flags'])}" if v.get("flags") else ""
-    console.print(f"[bold]verdict: {head}[/bold]  [dim]kernel kind {v.get('kind')}, {v.get('arch')}[/dim]")
+    console.print(f"[bold]verdict: {lit(head)}[/bold]  [dim]kernel kind {lit(v.get('kind'))}, {lit(v.get('arch'))}[/dim]")
     for fact in v.get("facts", []):
-        console.print(f"  {fact}")
+        console.print(f"  {lit(fact, 4000)}")
     busy = v.get("busy") or {}
     if v.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
-        console.print(f"  busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""))
+        console.print(f"  busy SMs: {lit(busy['class'])}" + (f" ({lit(busy['unit'])})" if busy.get("unit") else ""))
     for e in v.get("evidence", []):
-        console.print(f"  because {e}")
+        console.print(f"  because {lit(e, 4000)}")
     for cand in v.get("candidates", []):
-        console.print(f"  try: {cand}")
+        console.print(f"  try: {lit(cand, 4000)}")
     for line in v.get("ncu", []):
-        console.print(f"  {line}")
+        console.print(f"  {lit(line, 4000)}")
     for m in v.get("missing", []):
-        console.print(f"[yellow]  this report lacks {m}[/yellow]")
+        console.print(f"[yellow]  this report lacks {lit(m)}[/yellow]")
 
 
 def print_compare(console, cmp) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{cmp.title}\nA: {cmp.a_kernel}  ({cmp.a_name})\nB: {cmp.b_kernel}  ({cmp.b_name})",
+    t = Table(title=f"{lit(cmp.title)}\nA: {lit(cmp.a_kernel)}  ({lit(cmp.a_name)})\nB: {lit(cmp.b_kernel)}  ({lit(cmp.b_name)})",
               title_justify="left")
     for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
         t.add_column(col, justify="left" if col == "metric" else "right")
@@ -137,9 +138,9 @@ def print_compare(console, cmp) -> None:
         t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
     console.print(t)
     for line in getattr(cmp, "notes", []):
-        console.print(line)
+        console.print(lit(line, 4000))
     for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
-        console.print(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
-                      + (f" + {', '.join(v.flags)}" if v.flags else ""))
+        console.print(lit(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
+                          + (f" + {', '.join(v.flags)}" if v.flags else ""), 4000))
         for e in v.evidence:
-            console.print(f"  because {e}")
+            console.print(f"  because {lit(e, 4000)}")
