@@ -94,7 +94,7 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
         from bsprof.profile.ncu_runner import profile_bundled
 
         payload = profile_bundled(variant, family, mnkl, set_name, clock_control, out or "bsprof-results", warmup,
-                                  emit=lambda s: console.print(s, highlight=False))
+                                  emit=lambda s: console.print(s, highlight=False, markup=False))
     if as_json:
         click.echo(artifacts.dumps(payload))
         return
