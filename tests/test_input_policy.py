@@ -484,3 +484,22 @@ def test_paths_and_names_with_brackets_print_literally(tmp_path, cache):
     for args in (["ncu", "--report", str(rep), "-o", str(odd)], ["ncu", "--compare", str(rep), str(REPORT_XZ)]):
         code, out, err = run_bsprof(args)
         assert code == 0, err
+
+
+@pytest.mark.parametrize("text", [
+    '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"\\' * 3_000_000 + "[" * 100,  # no closing quote
+    '{"bsprof": {"kind": "sass", "version": 1}, "functions": ' + "[" * 8_000_000,
+    '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"a[{", ' * 1_000_000 + '"x"]}',
+])
+def test_pathological_json_is_judged_in_linear_time(tmp_path, text):
+    from bsprof.artifacts import load
+    from bsprof.errors import BsprofError
+
+    path = tmp_path / "sass.json"
+    path.write_text(text)
+    t = time.perf_counter()
+    try:
+        load(path)
+    except BsprofError as exc:
+        assert "\n" not in str(exc)
+    assert time.perf_counter() - t < 10
