@@ -65,6 +65,10 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
                           "sections: drop --set")
     if flops is not None and flops <= 0:
         raise BsprofError("--flops must be positive (FLOPs of one launch, e.g. 2*M*N*K)")
+    if mnkl:
+        from bsprof.kernels.api import parse_mnkl
+
+        parse_mnkl(mnkl)  # the same bounds as every verb's --mnkl, before a report is read or ncu started
     if compare:
         from bsprof.analyzers.ncu.compare import compare as run_compare
 
@@ -79,10 +83,6 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
 
         if mnkl and not re.fullmatch(r"\d+(,\d+){2,3}", mnkl):
             raise BsprofError(f"--mnkl {mnkl!r}: give M,N,K or M,N,K,L as integers, e.g. 128,4096,7168")
-        if mnkl:
-            from bsprof.kernels.api import parse_mnkl
-
-            parse_mnkl(mnkl)  # the same bounds as every verb's --mnkl
         if out:
             from bsprof.io import check_output_dir
 
