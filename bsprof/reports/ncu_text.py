@@ -117,8 +117,12 @@ def print_verdict(console, v: dict) -> None:
         console.print(f"  busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""))
     for e in v.get("evidence", []):
         console.print(f"  because {e}")
-    for cand in v.get("candidates", []):
+    prices = v.get("prices") or []
+    for i, cand in enumerate(v.get("candidates", [])):
         console.print(f"  try: {cand}")
+        if i < len(prices) and prices[i].get("text"):
+            # what following it would buy: the projected speedup, and ncu's estimate on the same lever
+            console.print(f"    → {prices[i]['text']}")
     for line in v.get("ncu", []):
         console.print(f"  {line}")
     for m in v.get("missing", []):

@@ -98,8 +98,11 @@ def verdict(run: Run) -> Section | None:
         sec.add(table([[e] for e in evidence], ["evidence (metric = value, rule, threshold)"]))
     cands = d.get("candidates") or []
     if cands:
-        sec.add("<b>Advice for this class, kernel kind and architecture</b><ul>"
-                + "".join(f"<li>{esc(c)}</li>" for c in cands) + "</ul>")
+        prices = d.get("prices") or []
+        priced = [f"<li>{esc(c)}" + (f"<br><i>→ {esc(prices[i]['text'])}</i>" if i < len(prices) else "") + "</li>"
+                  for i, c in enumerate(cands)]
+        sec.add("<b>Advice for this class, kernel kind and architecture, the largest projected speedup first</b><ul>"
+                + "".join(priced) + "</ul>")
     if d.get("ncu"):
         sec.add("<b>bsprof beside ncu</b><ul>" + "".join(f"<li>{esc(x)}</li>" for x in d["ncu"]) + "</ul>")
     for m in d.get("missing") or []:

@@ -389,9 +389,19 @@ def applies(entry, v, traits: set[str] = frozenset()) -> bool:
     return kind_ok and (arch == ANY or arch == v.arch)
 
 
+def entry_id(entry) -> str:
+    """The name of an advice line: its table entry's class/unit/kind (``memory-bound/l2/uncoalesced``)."""
+    return "/".join(entry[:3])
+
+
 def advise(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> list[str]:
     """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number.
     ``rules``: ncu's rule results for the launch (its sectors-per-request findings decide "coalesce")."""
+    return [text for _, text in advise_entries(v, row, k=k, rules=rules)]
+
+
+def advise_entries(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> list[tuple[str, str]]:
+    """:func:`advise` with each line's name (:func:`entry_id`): (id, text)."""
     nums = _numbers(v, row, k, rules)
     traits = launch_traits(v, row, rules)
     picked = [e for e in ADVICE if applies(e, v, traits)]
@@ -420,12 +430,12 @@ def advise(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> 
     # the generic compute line only where no pipe-specific one matched
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]
-    out = [e[4].format(**nums) for e in picked]
+    out = [(entry_id(e), e[4].format(**nums)) for e in picked]
     # split-K only where the tile grid may be small: not where the tiles are known to fill two rounds or more
     rounds = (v.fill.tiles or {}).get("tiles_per_cta_max", 0)
     if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k() \
             and rounds < 2:
-        out.append(f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}")
+        out.append(("split-K", f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}"))
     return out
 
 

@@ -41,13 +41,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from bsprof.analyzers.ncu.advice import advise
+from bsprof.analyzers.ncu.advice import advise_entries
 from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
     MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
     _bytes, _get, _level_bytes, _ok, async_loads, global_atomics, l2_refetch, loads_by_tma, opcodes, register_loads,
     spill_traffic, stall_shares,
 )
 from bsprof.analyzers.ncu.facts import _problem as _mnkl
+from bsprof.analyzers.ncu.price import order_by_price, price_all
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
@@ -102,6 +103,8 @@ class Verdict:
     co_units: list[str] = field(default_factory=list)  # pipes tied with the limiting one
     arch: str = "other"
     ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
+    advice_ids: list[str] = field(default_factory=list)   # each candidate's advice line (advice.entry_id)
+    prices: list = field(default_factory=list)        # each candidate's price (price.Price), same order
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
 
     @property
@@ -117,6 +120,7 @@ class Verdict:
                                                                           if not (isinstance(v, float) and math.isnan(v))},
                 "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
                 "ncu": self.ncu, "missing": self.missing,
+                "advice_ids": self.advice_ids, "prices": [p.as_dict() for p in self.prices],
                 "thresholds": dict(THRESHOLDS)}
 
 
@@ -653,7 +657,13 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
             v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
             break
-    v.candidates = advise(v, row, k=k, rules=rules)
+    entries = advise_entries(v, row, k=k, rules=rules)
+    # each line with its price, the largest priced speedup first
+    prices = price_all(v, row, [pid for pid, _ in entries], rules)
+    order = order_by_price(prices)
+    v.advice_ids = [entries[i][0] for i in order]
+    v.candidates = [entries[i][1] for i in order]
+    v.prices = [prices[i] for i in order]
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)

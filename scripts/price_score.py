@@ -1,0 +1,124 @@
+"""Projections and score of the price check (docs/verdict.md, "What the prices are worth").
+
+    # 1. the launches of the reports benchmarks/price_device.sh wrote, by op (tests/data/price/)
+    python3 scripts/price_score.py extract DIR_WITH_REPORTS
+    # 2. the projections, from the "before" reports alone (committed before the timings are opened)
+    python3 scripts/price_score.py project
+    # 3. the score against the measured speedups (timings.json from the same device call)
+    python3 scripts/price_score.py score
+
+Data in tests/data/price/: labels.json (by hand, before any report was read), pairs_before.ncu-rep.xz,
+pairs_after.ncu-rep.xz, launches.json.xz (what step 1 extracted), projections.json, timings.json,
+score.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "price"
+sys.path.insert(0, str(ROOT))   # this checkout's bsprof and scripts, whatever is installed
+
+
+def _clean(v):
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def launches_of(report: Path) -> dict[str, list[dict]]:
+    """op -> its launches (columns + rules), from the report's NVTX ranges pair_<side>_<op>."""
+    from bsprof.analyzers.ncu.extract import extract
+
+    ex = extract(report)
+    out: dict[str, list[dict]] = {}
+    for i, (_, row) in enumerate(ex.table.iterrows()):
+        rng = next((r for r in reversed(row["nvtx"].split(" / ")) if r.startswith("pair_")), "")
+        op = rng.split("_", 2)[-1]
+        cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
+        out.setdefault(op, []).append({"launch_in_report": i, "columns": cols, "rules": ex.rules[i]})
+    return out
+
+
+def load_launches(side: str) -> dict[str, list[dict]]:
+    return json.loads(lzma.decompress((DATA / "launches.json.xz").read_bytes()))[side]
+
+
+def projections(before: dict[str, list[dict]], labels: dict) -> dict:
+    from bsprof.analyzers.ncu.price_check import ncu_top, project_pair
+    from scripts.price_pairs import PAIRS
+
+    out = {}
+    for pair, lab in labels["pairs"].items():
+        op = PAIRS[pair][0]
+        if op not in before:
+            out[pair] = {"follows": lab["follows"], "advice": None, "before_us": None, "lines": [],
+                         "price": {"bounded": False, "why": "no report of the before launch"}}
+            continue
+        out[pair] = project_pair(before[op], lab["follows"])
+        out[pair]["before"] = op
+        out[pair]["ncu_top_pct"] = _clean(ncu_top(before[op]))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pe = sub.add_parser("extract")
+    pe.add_argument("src")
+    sub.add_parser("project")
+    sub.add_parser("score")
+    args = p.parse_args(argv)
+    labels = json.loads((DATA / "labels.json").read_text())
+    if args.cmd == "extract":
+        src = Path(args.src)
+        data = {side: launches_of(src / f"pairs_{side}.ncu-rep") for side in ("before", "after")
+                if (src / f"pairs_{side}.ncu-rep").is_file()}
+        (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
+        print({k: sorted(v) for k, v in data.items()})
+        return 0
+    if args.cmd == "project":
+        proj = projections(load_launches("before"), labels)
+        (DATA / "projections.json").write_text(json.dumps(proj, indent=1, default=_clean))
+        for pair, pr in proj.items():
+            print(f"{pair:22s} {pr['advice'] or '-':34s} {pr['price'].get('text') or pr['price'].get('why')}")
+        return 0
+    from bsprof.analyzers.ncu.price_check import score
+
+    proj = json.loads((DATA / "projections.json").read_text())
+    timings = json.loads((DATA / "timings.json").read_text())
+    measured = {k: v["speedup"] for k, v in timings["pairs"].items() if v.get("speedup")}
+    res = score(proj, measured, labels["two_lines"])
+    (DATA / "score.json").write_text(json.dumps(res, indent=1, default=_clean))
+    print_score(res, timings)
+    return 0
+
+
+def print_score(res: dict, timings: dict) -> None:
+    print(f"device {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median")
+    print(f"{'pair':22s} {'measured':>8s} {'bsprof':>11s} {'in':>3s} {'ncu':>6s}  binds")
+    for r in res["pairs"]:
+        rng = f"{r['low']:.2f}-{r['high']:.2f}" if not math.isnan(r["low"]) else "unbounded"
+        ncu = f"{r['ncu_speedup']:.2f}" if not math.isnan(r["ncu_speedup"]) else "-"
+        print(f"{r['pair']:22s} {r['measured'] or math.nan:8.2f} {rng:>11s} {'y' if r['inside'] else 'n':>3s} "
+              f"{ncu:>6s}  {r['binds']}")
+    print(f"inside {res['inside']}/{res['n']} ({100 * res['inside_share']:.0f}%), median width "
+          f"{res['median_width']:.2f}, median projected/measured {res['median_ratio']:.2f} (spread x"
+          f"{res['spread']:.2f}); ncu: median {res['ncu_median_ratio']:.2f}, spread x{res['ncu_spread']:.2f} "
+          f"on {res['ncu_n']}; same {res['same_pairs']} pairs: bsprof x{res['spread_same_pairs']:.2f}, "
+          f"ncu x{res['ncu_spread_same_pairs']:.2f}")
+    for before, o in res["order"].items():
+        print(f"order {before}: projected {o['projected_mid']} measured {o['measured']} -> "
+              f"{'match' if o['match'] else 'no match'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
