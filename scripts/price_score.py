@@ -93,17 +93,33 @@ def main(argv=None) -> int:
         return 0
     from bsprof.analyzers.ncu.price_check import score
 
-    proj = json.loads((DATA / "projections.json").read_text())
+    proj = projections(load_launches("before"), labels)
     timings = json.loads((DATA / "timings.json").read_text())
     measured = {k: v["speedup"] for k, v in timings["pairs"].items() if v.get("speedup")}
     res = score(proj, measured, labels["two_lines"])
-    (DATA / "score.json").write_text(json.dumps(res, indent=1, default=_clean))
-    print_score(res, timings)
+    # the same pairs with ncu's own durations of the before and after launches as the measurement
+    res_ncu = score(proj, ncu_measured(), labels["two_lines"])
+    (DATA / "score.json").write_text(json.dumps({"events": res, "ncu_durations": res_ncu}, indent=1, default=_clean))
+    print_score(res, f"measured: CUDA events, {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median")
+    print_score(res_ncu, "measured: ncu's gpu__time_duration of the before and after launches (same device call)")
     return 0
 
 
-def print_score(res: dict, timings: dict) -> None:
-    print(f"device {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median")
+def ncu_measured() -> dict[str, float]:
+    """pair -> the before launches' ncu duration over the after launches'."""
+    from scripts.price_pairs import PAIRS
+
+    launches = json.loads(lzma.decompress((DATA / "launches.json.xz").read_bytes()))
+    out = {}
+    for pair, (b, a) in PAIRS.items():
+        lb, la = launches["before"].get(b), launches["after"].get(a)
+        if lb and la:
+            out[pair] = sum(e["columns"]["duration_ns"] for e in lb) / sum(e["columns"]["duration_ns"] for e in la)
+    return out
+
+
+def print_score(res: dict, title: str) -> None:
+    print(title)
     print(f"{'pair':22s} {'measured':>8s} {'bsprof':>11s} {'in':>3s} {'ncu':>6s}  binds")
     for r in res["pairs"]:
         rng = f"{r['low']:.2f}-{r['high']:.2f}" if not math.isnan(r["low"]) else "unbounded"

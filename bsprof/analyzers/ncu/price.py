@@ -100,8 +100,7 @@ class Price:
 
     def text(self) -> str:
         ncu = (f"; ncu {self.ncu_pct:.0f}% → {_x(self.ncu_speedup)}x" if _ok(self.ncu_pct)
-               else "; ncu: no rule results in this report" if self.ncu_rule == NO_RULES
-               else "; ncu: no estimate for this lever")
+               else "; ncu: no rules run" if self.ncu_rule == NO_RULES else "; ncu: none")
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
         return f"{_x(self.low)}-{_x(self.high)}x ({self.relieves} → {self.binds}){ncu}"
@@ -112,6 +111,10 @@ class Price:
         d["ncu_speedup"] = None if math.isnan(self.ncu_speedup) else self.ncu_speedup
         d["text"] = self.text()
         return d
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}K" if n >= 1e3 else f"{n:.0f}"
 
 
 def _x(s: float) -> str:
@@ -221,7 +224,7 @@ def uncoalesced_waste(rules: list[dict] | None) -> tuple[float, float]:
 def _coalesce(pid, row, rules, times):
     excess, total = uncoalesced_waste(rules)
     if not (_ok(excess) and total > 0):
-        return _cannot(pid, "ncu's UncoalescedGlobalAccess finding (SourceCounters) is not in the report")
+        return _cannot(pid, "no UncoalescedGlobalAccess result (SourceCounters)")
     keep = 1.0 - excess / total
     need, moved = 32.0 * (total - excess), 32.0 * total
     new = dict(times)
@@ -273,7 +276,7 @@ def _peak(row, precision: str) -> float:
 def _tensor_at_peak(pid, row, times, flops: float, precision: str, relieves: str):
     peak = _peak(row, precision)
     if not peak or not _ok(flops) or flops <= 0:
-        return _cannot(pid, f"no {precision} tensor peak for this device in bsprof's peak table, or no FLOP count")
+        return _cannot(pid, f"no FLOP count, or no {precision} peak for the device")
     # another kernel (the library's tensor-core one): its tiles set its L1/L2 traffic and instructions, so
     # only the DRAM bytes (operands and output) carry over
     new = {u: v for u, v in times.items() if u == "dram"}
@@ -368,7 +371,7 @@ def _atomics(pid, row, times):
     new = {u: v for u, v in times.items() if u == "dram"}
     if "l2" in times and _ok(dram) and _ok(l2) and l2 > 0:
         new["l2"] = times["l2"] * min(1.0, dram / l2)
-    return _priced(pid, row, new, f"{n:,.0f} atomics", note="(one per destination per CTA)")
+    return _priced(pid, row, new, f"{_count(n)} atomics")
 
 
 def _spills(pid, row, times):
@@ -429,14 +432,13 @@ def _refetch(pid, row, times):
 
 def _tensor_near_peak(pid, row, times):
     if pid.startswith("compute-bound/tensor/gemm") or pid.endswith("/dmma"):
-        return _cannot(pid, "the tensor pipe is the limit: this launch's time is its MMAs; the epilogue work "
-                            "fused here saves a neighbour's launch, not this one's")
+        return _cannot(pid, "the time is the MMAs'; fusing saves a neighbour's launch")
     return _priced(pid, row, {u: v for u, v in times.items() if u == "tensor"}, f"tensor {_pct(row, 'tensor_pipe_pct')}")
 
 
-FUSION_WHY = ("the bytes a fusion or a narrower dtype saves are not in this launch's report; a report holding "
-              "its neighbours prices the fusion (price_sequence)")
-BATCH_WHY = "how many launches share the fixed cost is not in one launch's report; a sequence's report prices it"
+# why a line has no price in one launch's report (kept short: it is shown under the line)
+FUSION_WHY = "the bytes saved depend on what is fused"
+BATCH_WHY = "how many launches share the cost is not in one launch"
 
 
 def price_line(pid: str, v, row, rules: list[dict] | None = None) -> Price:
@@ -487,7 +489,7 @@ def price_line(pid: str, v, row, rules: list[dict] | None = None) -> Price:
     elif cls in ("l2-refetch", "gemm-l2-reuse"):
         p = _refetch(pid, row, times)
     else:
-        p = _cannot(pid, "no model for this lever (it names no unit whose time the report gives)")
+        p = _cannot(pid, "no model: the line names no unit time the report gives")
     p.ncu_rule, p.ncu_pct = ncu_estimate(pid, rules)
     return p
 
