@@ -26,47 +26,19 @@ DATA = ROOT / "tests" / "data" / "price"
 sys.path.insert(0, str(ROOT))   # this checkout's bsprof and scripts, whatever is installed
 
 
-def _clean(v):
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def launches_of(report: Path) -> dict[str, list[dict]]:
-    """op -> its launches (columns + rules), from the report's NVTX ranges pair_<side>_<op>."""
     from bsprof.analyzers.ncu.extract import extract
+    from bsprof.analyzers.ncu.price_check import launches_by_range
 
-    ex = extract(report)
-    out: dict[str, list[dict]] = {}
-    for i, (_, row) in enumerate(ex.table.iterrows()):
-        rng = next((r for r in reversed(row["nvtx"].split(" / ")) if r.startswith("pair_")), "")
-        op = rng.split("_", 2)[-1]
-        cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
-        out.setdefault(op, []).append({"launch_in_report": i, "columns": cols, "rules": ex.rules[i]})
-    return out
+    return launches_by_range(extract(report))
 
 
 def load_launches(side: str) -> dict[str, list[dict]]:
     return json.loads(lzma.decompress((DATA / "launches.json.xz").read_bytes()))[side]
 
 
-def projections(before: dict[str, list[dict]], labels: dict) -> dict:
-    from bsprof.analyzers.ncu.price_check import ncu_top, project_pair
-    from scripts.price_pairs import PAIRS
-
-    out = {}
-    for pair, lab in labels["pairs"].items():
-        op = PAIRS[pair][0]
-        if op not in before:
-            out[pair] = {"follows": lab["follows"], "advice": None, "before_us": None, "lines": [],
-                         "price": {"bounded": False, "why": "no report of the before launch"}}
-            continue
-        out[pair] = project_pair(before[op], lab["follows"])
-        out[pair]["before"] = op
-        out[pair]["ncu_top_pct"] = _clean(ncu_top(before[op]))
-    return out
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def main(argv=None) -> int:
@@ -77,45 +49,35 @@ def main(argv=None) -> int:
     sub.add_parser("project")
     sub.add_parser("score")
     args = p.parse_args(argv)
+    from bsprof.analyzers.ncu.price_check import duration_ratio, project_pairs, score
+
     labels = json.loads((DATA / "labels.json").read_text())
+    pairs = json.loads((DATA / "pairs.json").read_text()) if (DATA / "pairs.json").is_file() else {}
     if args.cmd == "extract":
         src = Path(args.src)
         data = {side: launches_of(src / f"pairs_{side}.ncu-rep") for side in ("before", "after")
                 if (src / f"pairs_{side}.ncu-rep").is_file()}
         (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
+        from scripts.price_pairs import PAIRS
+        (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in PAIRS.items()}, indent=1))
         print({k: sorted(v) for k, v in data.items()})
         return 0
     if args.cmd == "project":
-        proj = projections(load_launches("before"), labels)
+        proj = project_pairs(load_launches("before"), labels, pairs)
         (DATA / "projections.json").write_text(json.dumps(proj, indent=1, default=_clean))
         for pair, pr in proj.items():
             print(f"{pair:22s} {pr['advice'] or '-':34s} {pr['price'].get('text') or pr['price'].get('why')}")
         return 0
-    from bsprof.analyzers.ncu.price_check import score
-
-    proj = projections(load_launches("before"), labels)
+    proj = project_pairs(load_launches("before"), labels, pairs)
     timings = json.loads((DATA / "timings.json").read_text())
     measured = {k: v["speedup"] for k, v in timings["pairs"].items() if v.get("speedup")}
     res = score(proj, measured, labels["two_lines"])
     # the same pairs with ncu's own durations of the before and after launches as the measurement
-    res_ncu = score(proj, ncu_measured(), labels["two_lines"])
+    res_ncu = score(proj, duration_ratio(load_launches("before"), load_launches("after"), pairs), labels["two_lines"])
     (DATA / "score.json").write_text(json.dumps({"events": res, "ncu_durations": res_ncu}, indent=1, default=_clean))
     print_score(res, f"measured: CUDA events, {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median")
     print_score(res_ncu, "measured: ncu's gpu__time_duration of the before and after launches (same device call)")
     return 0
-
-
-def ncu_measured() -> dict[str, float]:
-    """pair -> the before launches' ncu duration over the after launches'."""
-    from scripts.price_pairs import PAIRS
-
-    launches = json.loads(lzma.decompress((DATA / "launches.json.xz").read_bytes()))
-    out = {}
-    for pair, (b, a) in PAIRS.items():
-        lb, la = launches["before"].get(b), launches["after"].get(a)
-        if lb and la:
-            out[pair] = sum(e["columns"]["duration_ns"] for e in lb) / sum(e["columns"]["duration_ns"] for e in la)
-    return out
 
 
 def print_score(res: dict, title: str) -> None:

@@ -19,6 +19,49 @@ from bsprof.analyzers.ncu.verdict import classify
 TARGETS = {"inside_share": 0.80, "median_width": 1.5, "median_ratio": (0.8, 1.25), "miss_above": 1.1}
 
 
+def _clean(v):
+    if hasattr(v, "item"):
+        v = v.item()
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def launches_by_range(ex) -> dict[str, list[dict]]:
+    """op -> its launches (``columns`` and ncu's ``rules``) from an :class:`~.extract.Extraction` whose
+    launches sit in NVTX ranges ``pair_<side>_<op>`` (scripts/price_pairs.py)."""
+    out: dict[str, list[dict]] = {}
+    for i, (_, row) in enumerate(ex.table.iterrows()):
+        rng = next((r for r in reversed(str(row["nvtx"]).split(" / ")) if r.startswith("pair_")), "")
+        op = rng.split("_", 2)[-1]
+        cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
+        out.setdefault(op, []).append({"launch_in_report": i, "columns": cols, "rules": ex.rules[i]})
+    return out
+
+
+def project_pairs(before: dict[str, list[dict]], labels: dict, pairs: dict[str, list[str]]) -> dict:
+    """pair -> :func:`project_pair` of its before launches (``pairs``: pair -> [before op, after op])."""
+    out = {}
+    for pair, lab in labels["pairs"].items():
+        op = pairs[pair][0]
+        if op not in before:
+            out[pair] = {"follows": lab["follows"], "advice": None, "before": op, "before_us": None, "lines": [],
+                         "price": Price("", False, why="no report of the before launch").as_dict()}
+            continue
+        out[pair] = project_pair(before[op], lab["follows"])
+        out[pair]["before"] = op
+        out[pair]["ncu_top_pct"] = _clean(ncu_top(before[op]))
+    return out
+
+
+def duration_ratio(before: dict[str, list[dict]], after: dict[str, list[dict]], pairs: dict) -> dict[str, float]:
+    """pair -> the before launches' ncu duration over the after launches' (ncu's own measurement)."""
+    out = {}
+    for pair, (b, a) in pairs.items():
+        if before.get(b) and after.get(a):
+            out[pair] = (sum(e["columns"]["duration_ns"] for e in before[b])
+                         / sum(e["columns"]["duration_ns"] for e in after[a]))
+    return out
+
+
 def _matches(pid: str, follows: list[str]) -> bool:
     return any(pid == f or fnmatch(pid, f.replace("*", "[*]")) for f in follows)
 
