@@ -103,7 +103,8 @@ class Price:
                else "; ncu: no rules run" if self.ncu_rule == NO_RULES else "; ncu: none")
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
-        return f"{_x(self.low)}-{_x(self.high)}x ({self.relieves} → {self.binds}){ncu}"
+        rng = _x(self.low) if _x(self.low) == _x(self.high) else f"{_x(self.low)}-{_x(self.high)}"
+        return f"{rng}x ({self.relieves} → {self.binds}){ncu}"
 
     def as_dict(self) -> dict:
         d = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -432,13 +433,13 @@ def _refetch(pid, row, times):
 
 def _tensor_near_peak(pid, row, times):
     if pid.startswith("compute-bound/tensor/gemm") or pid.endswith("/dmma"):
-        return _cannot(pid, "the time is the MMAs'; fusing saves a neighbour's launch")
+        return _cannot(pid, "the MMAs set the time")
     return _priced(pid, row, {u: v for u, v in times.items() if u == "tensor"}, f"tensor {_pct(row, 'tensor_pipe_pct')}")
 
 
 # why a line has no price in one launch's report (kept short: it is shown under the line)
-FUSION_WHY = "the bytes saved depend on what is fused"
-BATCH_WHY = "how many launches share the cost is not in one launch"
+FUSION_WHY = "the fused bytes are not in one launch"
+BATCH_WHY = "the batch is not in one launch"
 
 
 def price_line(pid: str, v, row, rules: list[dict] | None = None) -> Price:
