@@ -4,6 +4,7 @@
 # order, median) into $OUT/timings.json, apart from the reports, then profiles the "before" launches
 # and the "after" launches with ncu --set full --clock-control none, one report per side.
 #   bash benchmarks/price_device.sh      # results: $OUT/timings.json, $OUT/pairs.tar.xz
+#   SET=new bash benchmarks/price_device.sh   # the second set (tests/data/price/new/labels.json)
 set -u
 OUT=${OUT:-/tmp/bsprof-price-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1
@@ -13,14 +14,15 @@ W=$(mktemp -d); t0=$(date +%s)
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$W/env.txt" 2>&1
 cat "$W/env.txt"
 # the measured times go to their own file: nothing measured is printed here
-TORCHINDUCTOR_COMPILE_THREADS=8 timeout -k 10 "${TIME_S:-120}" python3 scripts/price_pairs.py time \
+SET=${SET:-first}
+TORCHINDUCTOR_COMPILE_THREADS=8 timeout -k 10 "${TIME_S:-120}" python3 scripts/price_pairs.py --set "$SET" time \
   --out "$OUT/timings.json" > "$W/log_time.txt" 2>&1
 echo "time rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^pairs:|Error" "$W/log_time.txt" | head -20
 common=(--nvtx --nvtx-include pair/ --clock-control none --target-processes application-only --set full --import-source no)
 for side in before after; do
   lim=${BEFORE_S:-150}; [ $side = after ] && lim=${AFTER_S:-90}
   timeout -s INT -k 15 "$lim" "$NCU" "${common[@]}" -o "$W/pairs_$side" \
-    python3 scripts/price_pairs.py profile --side $side --meta "$W/meta_$side.json" > "$W/log_$side.txt" 2>&1
+    python3 scripts/price_pairs.py --set "$SET" profile --side $side --meta "$W/meta_$side.json" > "$W/log_$side.txt" 2>&1
   echo "$side rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^pairs:|==ERROR|Error" "$W/log_$side.txt" | head -30
 done
 ls -la "$W"

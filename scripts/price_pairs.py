@@ -334,6 +334,220 @@ PAIRS = {
 }
 
 
+def ops_new() -> dict:
+    """The second set: new shapes, dtypes and ops for the same kinds of lever, labelled before any of its
+    reports exists (tests/data/price/labels_new.json), to check the pricing changed after the first run."""
+    import torch
+
+    k = _kernels()
+
+    def transpose16(tiled: bool):
+        def setup():
+            x = _t(8192, 8192, dtype=torch.float16)
+            if not tiled:
+                return lambda: x.t().contiguous()
+            y = torch.empty(8192, 8192, device="cuda", dtype=torch.float16)
+            return lambda: k["transpose_tiled"][(128, 128)](x, y, 8192, 8192, BM=64, BN=64, num_warps=4)
+        return setup
+
+    def column_gather(sorted_idx: bool):
+        def setup():
+            x = _t(4096, 4096)
+            idx = torch.randint(0, 4096, (4096,), device="cuda")
+            if sorted_idx:
+                idx = torch.sort(idx).values
+            return lambda: x[:, idx]
+        return setup
+
+    def scatter64(privatized: bool):
+        def setup():
+            src = _t(1 << 24)
+            idx = torch.randint(0, 64, (1 << 24,), device="cuda")
+            out = torch.zeros(64, device="cuda")
+            if not privatized:
+                return lambda: out.scatter_add_(0, idx, src)
+            n = src.numel()
+            return lambda: k["privatized_index_add"][(triton_cdiv(n, 128 * 32),)](src, idx, out, n, NB=64, BLOCK=128,
+                                                                                  CHUNKS=32, num_warps=4)
+        return setup
+
+    def sgemm(tf32: bool):
+        def setup():
+            a, b = _t(2048, 8192), _t(2048, 8192)
+            out = torch.empty(2048, 2048, device="cuda")
+
+            def go():
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.matmul(a, b.t(), out=out)
+            return go
+        return setup
+
+    def gemm_fp16_k(padded: bool):
+        def setup():
+            kk = 4104 if padded else 4095
+            a = torch.zeros(4096, kk, device="cuda", dtype=torch.float16)
+            b = torch.zeros(4096, kk, device="cuda", dtype=torch.float16)
+            a[:, :4095], b[:, :4095] = _t(4096, 4095, dtype=torch.float16), _t(4096, 4095, dtype=torch.float16)
+            out = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
+            return lambda: torch.matmul(a, b.t(), out=out)
+        return setup
+
+    def gemm_bf16_small(kind: str):
+        def setup():
+            m, n, kk = 2047, 2049, 8191
+            a, b = _t(m, kk, dtype=torch.bfloat16), _t(n, kk, dtype=torch.bfloat16)
+            if kind == "padded":
+                ap = torch.zeros(2048, 8200, device="cuda", dtype=torch.bfloat16)
+                bp = torch.zeros(2056, 8200, device="cuda", dtype=torch.bfloat16)
+                ap[:m, :kk], bp[:n, :kk] = a, b
+                out = torch.empty(2048, 2056, device="cuda", dtype=torch.bfloat16)
+                return lambda: torch.matmul(ap, bp.t(), out=out)
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            if kind == "triton":
+                grid = (triton_cdiv(m, 128), triton_cdiv(n, 128))
+                return lambda: k["mm_masked"][grid](a, b, c, m, n, kk, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                                    c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=8,
+                                                    num_stages=3)
+            return lambda: torch.matmul(a, b.t(), out=c)
+        return setup
+
+    def affine_gelu(x, w, b):
+        return torch.nn.functional.gelu(x * w + b)
+
+    def chain3(compiled: bool):
+        def setup():
+            x = _t(1 << 25, dtype=torch.bfloat16)
+            w, b = _t(1 << 25, dtype=torch.bfloat16), _t(1 << 25, dtype=torch.bfloat16)
+            f = torch.compile(affine_gelu, dynamic=False) if compiled else affine_gelu
+            return lambda: f(x, w, b)
+        return setup
+
+    def tiny_muls(foreach: bool):
+        def setup():
+            xs, ys = [_t(2048) for _ in range(16)], [_t(2048) for _ in range(16)]
+            if foreach:
+                return lambda: torch._foreach_mul(xs, ys)
+            return lambda: [torch.mul(x, y) for x, y in zip(xs, ys)]
+        return setup
+
+    def big_sum(one_cta: bool):
+        def setup():
+            x = _t(1 << 23)
+            if not one_cta:
+                return lambda: x.sum()
+            out = torch.empty(1, device="cuda")
+            return lambda: k["serial_sum"][(1,)](x, out, x.numel(), BLOCK=2048, num_warps=8)
+        return setup
+
+    def exp16_sum(x):
+        acc = torch.exp(x * 0.02)
+        for i in range(1, 16):
+            acc = acc + torch.exp(x * (0.02 * (i + 1)))
+        return acc
+
+    def exp2_16_sum(x):
+        y = x * (0.02 * LOG2E)
+        acc = torch.exp2(y)
+        for i in range(1, 16):
+            acc = acc + torch.exp2(y * float(i + 1))
+        return acc
+
+    def reuse16_sum(x):
+        t = torch.exp(x * 0.02)
+        p, acc = t, t
+        for _ in range(1, 16):
+            p = p * t
+            acc = acc + p
+        return acc
+
+    def compiled(fn):
+        def setup():
+            x = _t(1 << 25)
+            c = torch.compile(fn, dynamic=False)
+            return lambda: c(x)
+        return setup
+
+    def rowsum(block: int, warps: int):
+        def setup():
+            x = _t(528, 32768)
+            out = torch.empty(528, device="cuda")
+            return lambda: k["row_sum"][(528,)](x, out, 32768, BLOCK=block, num_warps=warps, num_stages=1)
+        return setup
+
+    def colsum(tiled: bool):
+        def setup():
+            x = _t(16384, 2048)
+            out = torch.empty(2048, device="cuda")
+            if tiled:
+                return lambda: k["col_sum_tiled"][(2048 // 8,)](x, out, 16384, 2048, BR=256, BC=8, num_warps=4)
+            return lambda: k["col_sum_strided"][(2048,)](x, out, 16384, 2048, BR=512, num_warps=4)
+        return setup
+
+    def softmax(warps: int):
+        def setup():
+            x = _t(2048, 16384)
+            p, lp = torch.empty_like(x), torch.empty_like(x)
+            return lambda: k["softmax_logsoftmax"][(2048,)](x, p, lp, 16384, BLOCK=16384, num_warps=warps)
+        return setup
+
+    return {
+        "before": {
+            "transpose_torch_fp16_8192": (transpose16(False), "torch x.t().contiguous() fp16 8192x8192"),
+            "column_gather_random_fp32_4096": (column_gather(False), "torch x[:, idx], 4096 random columns"),
+            "scatter_add_fp32_16M_into_64": (scatter64(False), "torch scatter_add_ 16M fp32 into 64"),
+            "sgemm_fp32_2048x2048x8192": (sgemm(False), "cuBLAS fp32 GEMM 2048x2048x8192, TF32 off"),
+            "gemm_fp16_k4095": (gemm_fp16_k(False), "cuBLAS fp16 GEMM 4096x4096x4095 (rows of 4095)"),
+            "gemm_bf16_misaligned_2047x2049x8191": (gemm_bf16_small("cublas"), "cuBLAS bf16 2047x2049x8191"),
+            "affine_gelu_eager_bf16_32M": (chain3(False), "torch eager gelu(x*w+b) bf16: 3 launches"),
+            "tiny_muls_16x2048": (tiny_muls(False), "16 torch.mul launches of 2048 fp32"),
+            "one_cta_sum_fp32_8M": (big_sum(True), "Triton sum of 8M fp32 in one CTA of 8 warps"),
+            "exp16_sum_fp32_32M": (compiled(exp16_sum), "torch.compile sum of 16 exp(x c_i), fp32"),
+            "rowsum_1warp_528x32768": (rowsum(128, 1), "Triton row sum, one warp per 32768-wide row"),
+            "colsum_strided_16384x2048": (colsum(False), "Triton column sum, one column per program"),
+            "softmax_spill_2048x16384": (softmax(1), "Triton softmax + log-softmax, one warp per 16384-wide row"),
+        },
+        "after": {
+            "transpose_tiled_fp16": (transpose16(True), "Triton 64x64 tiled transpose fp16"),
+            "column_gather_sorted": (column_gather(True), "torch x[:, idx] with the columns sorted"),
+            "scatter_add_privatized_64": (scatter64(True), "Triton per-CTA sums, one atomic per destination per CTA"),
+            "sgemm_tf32_2048x2048x8192": (sgemm(True), "cuBLAS TF32"),
+            "gemm_fp16_k_padded": (gemm_fp16_k(True), "cuBLAS fp16 with K zero-padded to 4104"),
+            "gemm_bf16_small_padded": (gemm_bf16_small("padded"), "cuBLAS bf16 on operands padded to 16-byte rows"),
+            "gemm_bf16_small_triton": (gemm_bf16_small("triton"), "Triton tl.dot (wgmma) on the misaligned operands"),
+            "affine_gelu_compiled": (chain3(True), "torch.compile of gelu(x*w+b): one launch"),
+            "foreach_mul": (tiny_muls(True), "torch._foreach_mul: one launch"),
+            "torch_sum_8M": (big_sum(False), "torch.sum of the 8M floats"),
+            "exp2_16_sum": (compiled(exp2_16_sum), "torch.compile: exp2 with the scale folded in"),
+            "reuse16_sum": (compiled(reuse16_sum), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_4warps": (rowsum(512, 4), "the row sum with 4 warps per row"),
+            "rowsum_unrolled4": (rowsum(512, 1), "one warp loading 4x more per step"),
+            "colsum_tiled_16384x2048": (colsum(True), "8 adjacent columns per program"),
+            "softmax_16warps": (softmax(16), "the softmax with 16 warps per row"),
+        },
+    }
+
+
+PAIRS_NEW = {
+    "transpose_fp16": ("transpose_torch_fp16_8192", "transpose_tiled_fp16"),
+    "column_gather_sorted": ("column_gather_random_fp32_4096", "column_gather_sorted"),
+    "scatter_add_privatized": ("scatter_add_fp32_16M_into_64", "scatter_add_privatized_64"),
+    "sgemm_tf32_2048": ("sgemm_fp32_2048x2048x8192", "sgemm_tf32_2048x2048x8192"),
+    "gemm_fp16_k_padded": ("gemm_fp16_k4095", "gemm_fp16_k_padded"),
+    "gemm_small_padded": ("gemm_bf16_misaligned_2047x2049x8191", "gemm_bf16_small_padded"),
+    "gemm_small_triton": ("gemm_bf16_misaligned_2047x2049x8191", "gemm_bf16_small_triton"),
+    "affine_gelu_compiled": ("affine_gelu_eager_bf16_32M", "affine_gelu_compiled"),
+    "foreach_mul": ("tiny_muls_16x2048", "foreach_mul"),
+    "one_cta_to_torch_sum_8M": ("one_cta_sum_fp32_8M", "torch_sum_8M"),
+    "exp2_16": ("exp16_sum_fp32_32M", "exp2_16_sum"),
+    "exp_reuse_16": ("exp16_sum_fp32_32M", "reuse16_sum"),
+    "rowsum_4warps": ("rowsum_1warp_528x32768", "rowsum_4warps"),
+    "rowsum_unrolled4": ("rowsum_1warp_528x32768", "rowsum_unrolled4"),
+    "colsum_tiled_16384": ("colsum_strided_16384x2048", "colsum_tiled_16384x2048"),
+    "softmax_16warps": ("softmax_spill_2048x16384", "softmax_16warps"),
+}
+SETS = {"first": (lambda: ops(), PAIRS), "new": (ops_new, PAIRS_NEW)}
+
+
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -354,9 +568,9 @@ def _setup_all(side_ops: dict) -> tuple[dict, dict]:
     return fns, errors
 
 
-def profile(side: str, meta_path: str) -> int:
+def profile(side: str, meta_path: str, set_name: str = "first") -> int:
     import torch
-    table = ops()[side]
+    table = SETS[set_name][0]()[side]
     fns, errors = _setup_all(table)
     for name, fn in fns.items():
         torch.cuda.nvtx.range_push("pair")
@@ -376,14 +590,15 @@ def profile(side: str, meta_path: str) -> int:
     return 0
 
 
-def time_pairs(out_path: str, runs: int, reps: int) -> int:
+def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "first") -> int:
     """Each op: ``runs`` rounds in rotating order; a round times ``reps`` calls, each between two CUDA
     events after an L2 flush (a 512 MB read, as ncu's cache control flushes before each replay), so the
     CPU's launch time lies under the flush; the op's time is the median of all calls. The flush reads:
     a written flush leaves ~50 MB of dirty lines in L2 that the timed call then writes back (the shipped
     timings were taken so: 5-15 us added to each call, tests/data/price/ and docs/verdict.md)."""
     import torch
-    table = ops()
+    table = SETS[set_name][0]()
+    pair_table = SETS[set_name][1]
     names = [("before", n) for n in table["before"]] + [("after", n) for n in table["after"]]
     fns, errors = {}, {}
     for side in ("before", "after"):
@@ -411,7 +626,7 @@ def time_pairs(out_path: str, runs: int, reps: int) -> int:
                           if len(v) >= 4 else math.nan}
              for (s, n), v in samples.items()}
     pairs = {}
-    for pair, (b, a) in PAIRS.items():
+    for pair, (b, a) in pair_table.items():
         tb, ta = times.get(f"before/{b}"), times.get(f"after/{a}")
         pairs[pair] = {"before": b, "after": a,
                        "speedup": tb["median_us"] / ta["median_us"] if tb and ta else None}
@@ -434,10 +649,12 @@ def main(argv=None) -> int:
     pt.add_argument("--out", required=True)
     pt.add_argument("--runs", type=int, default=5)
     pt.add_argument("--reps", type=int, default=10)
+    p.add_argument("--set", dest="set_name", choices=tuple(SETS), default="first",
+                   help="first: the 15 pairs of the first check; new: the second set, for the pricing changed after it")
     args = p.parse_args(argv)
     if args.cmd == "profile":
-        return profile(args.side, args.meta)
-    return time_pairs(args.out, args.runs, args.reps)
+        return profile(args.side, args.meta, args.set_name)
+    return time_pairs(args.out, args.runs, args.reps, args.set_name)
 
 
 if __name__ == "__main__":

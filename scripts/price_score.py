@@ -42,13 +42,18 @@ def _clean(v):
 
 
 def main(argv=None) -> int:
+    global DATA
     p = argparse.ArgumentParser()
+    p.add_argument("--set", dest="set_name", choices=("first", "new"), default="first",
+                   help="first: tests/data/price; new: the second set, tests/data/price/new")
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("extract")
     pe.add_argument("src")
     sub.add_parser("project")
     sub.add_parser("score")
     args = p.parse_args(argv)
+    if args.set_name == "new":
+        DATA = DATA / "new"
     from bsprof.analyzers.ncu.price_check import duration_ratio, project_pairs, score
 
     labels = json.loads((DATA / "labels.json").read_text())
@@ -58,8 +63,8 @@ def main(argv=None) -> int:
         data = {side: launches_of(src / f"pairs_{side}.ncu-rep") for side in ("before", "after")
                 if (src / f"pairs_{side}.ncu-rep").is_file()}
         (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
-        from scripts.price_pairs import PAIRS
-        (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in PAIRS.items()}, indent=1))
+        from scripts.price_pairs import SETS
+        (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in SETS[args.set_name][1].items()}, indent=1))
         print({k: sorted(v) for k, v in data.items()})
         return 0
     if args.cmd == "project":
