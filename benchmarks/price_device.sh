@@ -19,7 +19,7 @@ TORCHINDUCTOR_COMPILE_THREADS=8 timeout -k 10 "${TIME_S:-120}" python3 scripts/p
   --out "$OUT/timings.json" > "$W/log_time.txt" 2>&1
 echo "time rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^pairs:|Error" "$W/log_time.txt" | head -20
 common=(--nvtx --nvtx-include pair/ --clock-control none --target-processes application-only --set full --import-source no)
-for side in before after; do
+for side in ${SIDES:-before after}; do
   lim=${BEFORE_S:-150}; [ $side = after ] && lim=${AFTER_S:-90}
   timeout -s INT -k 15 "$lim" "$NCU" "${common[@]}" -o "$W/pairs_$side" \
     python3 scripts/price_pairs.py --set "$SET" profile --side $side --meta "$W/meta_$side.json" > "$W/log_$side.txt" 2>&1
