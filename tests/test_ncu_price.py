@@ -170,7 +170,7 @@ def test_the_json_carries_the_prices(data_dir, tmp_path):
     assert res.exit_code == 0, res.output
     text = res.output[res.output.index("{"):]
     doc = json.loads(text)
-    launches = doc["launches"] if "launches" in doc else doc
+    launches = doc.get("launches", doc)
     vd = launches[0]["verdict_detail"]
     assert vd["advice_ids"][0] == "compute-bound/fma/*"
     p = vd["prices"][0]

@@ -130,10 +130,6 @@ METRICS: tuple[Metric, ...] = (
        "32-byte sectors the SMs read from L2 (L1/TEX and TMA requests)", verdict=True),
     _m("l2_read_miss_sectors_sm", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum", "sector",
        "of those, sectors that missed in L2", verdict=True),
-    # the bytes a launch's requests ask for (sectors at L1, before any coalescing waste reaches L2): what a
-    # fused sequence still reads and writes (the DRAM counters miss the writes still in L2 at the end)
-    _m("global_load_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector", "global-load sectors requested at L1"),
-    _m("global_store_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector", "global-store sectors requested at L1"),
     _m("l1_throughput_active_pct", "l1tex__throughput" + PCT_ACTIVE, "%", "L1/TEX throughput, % of peak over active cycles"),
     _m("l2_atomic_pct", "lts__d_atomic_input_cycles_active" + PCT_ELAPSED, "%", "L2 atomic units busy, % of peak"),
     _m("gmma_issue_pct", "sm__inst_executed_pipe_tensor_op_gmma" + PCT_ACTIVE, "%", "WGMMA issue rate (sm_90)", arch="sm_90"),

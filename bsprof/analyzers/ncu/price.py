@@ -23,8 +23,17 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from bsprof.analyzers.ncu.facts import (WGMMA_OPCODE, _bytes, _get, _ok, global_atomics, opcodes, operand_bytes,
-                                       spill_traffic, stall_shares)
+from bsprof.analyzers.ncu.facts import (
+    WGMMA_OPCODE,
+    _bytes,
+    _get,
+    _ok,
+    global_atomics,
+    opcodes,
+    operand_bytes,
+    spill_traffic,
+    stall_shares,
+)
 
 # the share of a unit's peak a launch reaches when that unit binds it: (slow end, fast end) of the interval.
 # The 10th and 90th percentiles over the H100 corpus's launches (tests/data/corpus, >= 20 us) that the
@@ -227,7 +236,7 @@ def _coalesce(pid, row, rules, times):
     if not (_ok(excess) and total > 0):
         return _cannot(pid, "no UncoalescedGlobalAccess result (SourceCounters)")
     keep = 1.0 - excess / total
-    need, moved = 32.0 * (total - excess), 32.0 * total
+    need = 32.0 * (total - excess)
     new = dict(times)
     if "l1" in new:
         new["l1"] *= keep
@@ -345,7 +354,7 @@ def _warps_line(pid, row, times, target_pct: float | None):
 
 
 def _under_filled(pid, row, times):
-    sms, ctas = _get(row, "sm_count"), _get(row, "grid_size")
+    sms = _get(row, "sm_count")
     act, mx = _get(row, "sm_active_cycles_avg"), _get(row, "sm_active_cycles_max")
     if not (_ok(sms) and _ok(act) and _ok(mx) and mx > 0):
         return _cannot(pid, "the report lacks SM active cycles")
@@ -363,7 +372,7 @@ def _under_filled(pid, row, times):
 
 
 def _atomics(pid, row, times):
-    n, share = global_atomics(row)
+    n, _ = global_atomics(row)
     if not n:
         return _cannot(pid, "no global atomics in the report's opcode table")
     # the atomics leave L2: what remains of it is the DRAM stream passing through
@@ -567,15 +576,6 @@ def price_sequence(rows: list) -> dict[str, Price]:
                                         t_high_us=slow, relieves=f"{len(rows)} fixed costs",
                                         binds=f"one launch, {busy:.1f} us of SM work")
     return out
-
-
-def _request_bytes(row, op: str) -> float:
-    """The bytes a launch's global loads (stores) request, else what it read from (wrote to) DRAM: the DRAM
-    counters miss the writes still in L2 when the launch ends."""
-    sectors = _get(row, f"global_{op}_sectors")
-    if _ok(sectors) and sectors > 0:
-        return 32.0 * sectors
-    return _get(row, "dram_bytes_read" if op == "load" else "dram_bytes_write")
 
 
 def _project_plain(times: dict[str, float], fixed: tuple[float, float]) -> tuple[float, float, str]:

@@ -12,7 +12,7 @@ import math
 import statistics
 from fnmatch import fnmatch
 
-from bsprof.analyzers.ncu.price import Price, price_line, price_sequence
+from bsprof.analyzers.ncu.price import Price, price_sequence
 from bsprof.analyzers.ncu.verdict import classify
 
 # the score's targets (docs/verdict.md, "What the prices are worth")
