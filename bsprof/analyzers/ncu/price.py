@@ -23,17 +23,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from bsprof.analyzers.ncu.facts import (
-    WGMMA_OPCODE,
-    _bytes,
-    _get,
-    _ok,
-    global_atomics,
-    opcodes,
-    operand_bytes,
-    spill_traffic,
-    stall_shares,
-)
+from bsprof.analyzers.ncu.facts import (WGMMA_OPCODE, _bytes, _get, _ok, global_atomics, opcodes, operand_bytes,
+                                       spill_traffic, stall_shares)
 
 # the share of a unit's peak a launch reaches when that unit binds it: (slow end, fast end) of the interval.
 # The 10th and 90th percentiles over the H100 corpus's launches (tests/data/corpus, >= 20 us) that the
