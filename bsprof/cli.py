@@ -65,6 +65,9 @@ class LazyGroup(click.Group):
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name, cmd, rest = super().resolve_command(ctx, args)
+        # click blames a verb's missing option value on the group (its context is not pushed yet);
+        # remembering the verb lets the error point to the verb's own help
+        ctx.meta["bsprof.verb"] = name
         return name, cmd, undeprecate(name or "", rest)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -78,6 +81,12 @@ class LazyGroup(click.Group):
         except BsprofError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            verb = ctx.meta.get("bsprof.verb")
+            if verb and (exc.ctx is None or exc.ctx is ctx):
+                # raised while parsing the verb's options, before its context existed
+                exc.ctx = click.Context(self.get_command(ctx, verb), info_name=verb, parent=ctx)
+            raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

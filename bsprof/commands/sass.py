@@ -66,14 +66,16 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     bundled = {}
     if variant is not None:
         if arch is None:
-            raise BsprofError("--kernel needs --arch sm_100a or --arch sm_90a")
+            raise BsprofError(f"--kernel needs --arch: sm_90a (fp8-blockwise, Hopper) or sm_100a (nvfp4, "
+                              f"Blackwell), e.g. --kernel {variant} --arch sm_90a")
         from bsprof.kernels.api import compile_for_sass
 
         cubin, tile = compile_for_sass(variant, arch, problem)
         bundled[len(inputs)] = (tile, variant)
         inputs = (*inputs, cubin)
     if not inputs:
-        raise BsprofError("pass a cubin, SASS listing or .ncu-rep (or --kernel VARIANT --arch ARCH, e.g. --kernel optimized)")
+        raise BsprofError("pass a cubin, SASS listing or .ncu-rep, or compile a bundled kernel with "
+                          "--kernel VARIANT --arch ARCH (e.g. --kernel optimized --arch sm_90a)")
 
     from bsprof.analyzers.sass.result import analyze_inputs
     from bsprof.reports import sass_text

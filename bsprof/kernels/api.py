@@ -86,11 +86,11 @@ def compile_for_sass(spec: str, arch: str, mnkl=None) -> tuple[Path, tuple[int, 
         module = family_module(family)
     except ImportError as exc:
         raise BsprofError(f"the bundled {family} kernels are not importable ({exc}); reinstall bsprof") from None
-    from bsprof.kernels.build import cache_root
+    from bsprof.io import cache_dir
 
     shape = tuple(module.DEFAULT_MNKL) if mnkl is None else tuple(int(v) for v in mnkl)
     # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
-    out_dir = cache_root().parent / "sass" / family
+    out_dir = cache_dir("sass", family)
     cubin = Path(module.compile_cubin(variant, out_dir, mnkl=shape, lineinfo=True, **switches))
     return cubin, module.output_tile(variant, shape, **switches)
 
