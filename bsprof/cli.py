@@ -98,10 +98,12 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every user error is one ``error:`` line and exit code 2, never a traceback."""
-    # rich falls back to 80 columns when piped (CI logs, `| less`), which folds every table;
-    # a real terminal still reports its own width.
+    # piped (CI logs, `| less`): laid out for $COLUMNS, else PIPED_WIDTH, by the same rules as a
+    # terminal (every view fits its width); a real terminal still reports its own width.
     if "COLUMNS" not in os.environ and not sys.stdout.isatty():
-        os.environ["COLUMNS"] = "140"
+        from bsprof.reports.term import PIPED_WIDTH
+
+        os.environ["COLUMNS"] = str(PIPED_WIDTH)
     try:
         rc = cli.main(args=argv, prog_name="bsprof", standalone_mode=False)
     except BsprofError as exc:  # raised outside a verb's invoke (e.g. while loading one)

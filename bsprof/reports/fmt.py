@@ -59,3 +59,8 @@ def short_name(name: object, width: int = 64) -> str:
     """A kernel name that fits a table cell: CuTe DSL names run to hundreds of characters."""
     text = str(name or "")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 instruction``, ``2 instructions`` (``words``: an irregular plural), the count with commas."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from bsprof import artifacts
 from bsprof.analyzers.sass.budget import ARCH_GROUPS
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
-from bsprof.reports.fmt import short_name
+from bsprof.reports.fmt import plural, short_name
+from bsprof.reports.term import fit_table, left_out_note, pack
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,7 +49,7 @@ def render_csv(result: SassResult) -> str:
 
 
 def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = False, show_features: bool = False,
-                    hot: bool = False) -> None:
+                    hot: bool = False, all_kloops: bool = False) -> None:
     from rich.markup import escape
 
     data = result.data
@@ -71,7 +72,7 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
         shown, helpers = ((with_mma, [fn for fn in fns if not fn["mma"]]) if tables and with_mma else (fns, []))
         for fn in shown:
             _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features,
-                            tables=tables)
+                            tables=tables, all_kloops=all_kloops)
         if not tables:
             _print_summary(console, fns, show_features=show_features)
         if helpers:
@@ -216,15 +217,16 @@ def _shared(names: list[str]) -> list[int]:
 
 
 def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
-                    tables: bool = True) -> None:
+                    tables: bool = True, all_kloops: bool = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
-    head = (f"[bold]{escape(short_name(fn['name'], 90))}[/bold]  {fn['arch'] or '?'} · {fn['instructions']:,} instructions · "
-            f"{fn['mma']} MMA · {len(fn['loops'])} loops · {len(kl)} K-loop(s)")
+    parts = [fn["arch"] or "?", plural(fn["instructions"], "instruction"), f"{fn['mma']:,} MMA",
+             plural(len(fn["loops"]), "loop"), plural(len(kl), "K-loop")]
     if "executed" in fn:
-        head += f" · {fn['executed']:,} warp-instructions executed"
+        parts.append(f"{fn['executed']:,} warp-instructions executed")
+    head = f"[bold]{escape(short_name(fn['name'], min(90, console.width)))}[/bold]\n" + escape(pack(parts, console.width))
     if fn.get("kloop_summary"):
         style = "bold" if fn["kloop_summary"]["kind"] == "kloop" else "bold yellow"
         head += f"\n[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]"
@@ -245,7 +247,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
                     "(static counts; ◀ = the K-loop)", header_style="bold")
     t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
-        t.add_column(short_name(r["region"], 24) + (" ◀" if r.get("primary") else ""), justify="right")
+        t.add_column(_region_header(r), justify="right", no_wrap=True)
     t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
     t.add_row("MMA", *[_fmt(r["mma"]) for r in rows])
     t.add_row("overhead / MMA", *[_fmt(r["overhead_per_mma"]) for r in rows], end_section=True)
@@ -261,7 +263,14 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
             t.add_row("executed / MMA", *[_fmt(r.get("executed_per_mma")) for r in rows])
             t.add_row("hot instructions", *[_fmt(r.get("hot_instructions")) for r in rows])
     if rows:
+        # a narrow terminal leaves out whole regions, never the K-loop: the small loops first, the
+        # function's totals last
+        primary = [k for k, r in enumerate(rows, 1) if r.get("primary")]
+        drop = [k for k in range(len(rows), 1, -1) if k not in primary] + [k for k in (1,) if k not in primary]
+        dropped = fit_table(console, t, drop)
         console.print(t)
+        if dropped:
+            console.print(left_out_note(dropped, "--csv and --json have every region"))
     shown = [r for r in fn[key] if r.get("per_tile_breakdown") and (r["mma"] or r["region"] == "function")]
     if key == "role_regions":  # and the busiest roles
         busy = sorted((r for r in fn[key] if r.get("per_tile_breakdown") and r not in shown),
@@ -271,15 +280,19 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         console.print(f"  {escape(r['region'])}: {r['per_tile_breakdown']}")
     if fn.get("stalls_by_category"):
         st = Table(title="stall samples by instruction category (top reasons)", header_style="bold")
-        st.add_column("category")
-        st.add_column("samples", justify="right")
-        st.add_column("top reasons")
-        for cat, reasons in list(fn["stalls_by_category"].items())[:10]:
-            top = ", ".join(f"{k} {v}" for k, v in list(reasons.items())[:4])
+        st.add_column("category", no_wrap=True)
+        st.add_column("samples", justify="right", no_wrap=True)
+        st.add_column("top reasons", no_wrap=True)
+        cats_shown = list(fn["stalls_by_category"].items())[:10]
+        # the reasons are packed by hand, so a reason never parts from its count
+        room = console.width - 10 - max([8, *(len(c) for c, _ in cats_shown)]) \
+            - max([7, *(len(_fmt(sum(r.values()))) for _, r in cats_shown)])
+        for cat, reasons in cats_shown:
+            top = pack((f"{k} {v:,}" for k, v in list(reasons.items())[:4]), max(20, room), sep=", ")
             st.add_row(cat, _fmt(sum(reasons.values())), top)
         console.print(st)
     if mma_detail:
-        _print_mma_detail(console, fn)
+        _print_mma_detail(console, fn, all_kloops=all_kloops)
     if "hot" in fn:
         print_hot(console, fn)
     if show_features and tables:
@@ -288,6 +301,13 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         if fn.get("unclassified") else []
     tail += [f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")]
     console.print("\n".join(tail + [""]))  # one print, ending in the blank line between functions
+
+
+def _region_header(r: dict) -> str:
+    """A region's column header on two lines, name then address (``K-loop 4 ◀`` / ``@0x0cd0``):
+    each whole, so the column is as narrow as its numbers allow."""
+    name, at, addr = short_name(r["region"], 24).partition(" @")
+    return name + (" ◀" if r.get("primary") else "") + (f"\n@{addr}" if at else "")
 
 
 def _print_roles(console: Console, rows: list[dict]) -> None:
@@ -321,7 +341,7 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
     console.print(t)
 
 
-def _print_mma_detail(console: Console, fn: dict) -> None:
+def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -> None:
     from rich.console import COLOR_SYSTEMS
     from rich.markup import escape
     from rich.style import Style
@@ -331,53 +351,152 @@ def _print_mma_detail(console: Console, fn: dict) -> None:
         why = (fn.get("kloop_summary") or {}).get("text", "no loop issues MMAs")
         console.print(f"[yellow]--mma-detail: no K-loop to detail ({escape(why)})[/yellow]")
         return
+    # the K-loop the header names (of copies side by side: the one it says is shown); the others
+    # by --all-kloops, and every one in --json
+    picked = (fn.get("kloop_summary") or {}).get("kloop")
+    rest: list[dict] = []
+    if not all_kloops and picked is not None and any(d["loop"] == picked for d in details):
+        rest = [d for d in details if d["loop"] != picked]
+        details = [d for d in details if d["loop"] == picked]
+    width = console.width
     # Written straight to the file, styled by hand: rich's cost per print (~1 ms: measure, wrap,
     # highlight) or per line, times a few lines per K-loop, a title per gap and the streams'
     # thousands of rows, made this view take a second on a listing of many functions.
     colors = COLOR_SYSTEMS.get(console.color_system or "")
-    bold, italic = Style(bold=True), Style(italic=True)
+    bold, italic, dim = Style(bold=True), Style(italic=True), Style(dim=True)
     out = []
+    left_out: set[str] = set()
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
         scope = (f" (a pass: the blocks every pass runs and the MMA blocks, of the flattened loop's "
                  f"{d['loop_instructions']}: the epilogue and retry paths left out)" if d.get("every_pass_only") else "")
-        out += [f"{bold.render(what + ' ' + str(d['loop']), color_system=colors)}: {d['instructions']} instructions{scope}, "
-                f"{d['mma']} MMA, {d['mean_between']} instructions between MMA issues on average",
-                "  per MMA: " + ", ".join(f"{k} {v}" for k, v in d["per_mma"].items()
-                                          if k not in ARCH_GROUPS or d["counts"].get(k)),
-                "  categories per MMA: " + ", ".join(f"{k} {v}" for k, v in d["categories_per_mma"].items())]
-        if d.get("stalls_between"):
-            out.append("  stall samples between MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_between"].items())[:6]))
-        if d.get("stalls_on_mma"):
-            out.append("  stall samples on the MMAs: " + ", ".join(f"{k} {v}" for k, v in list(d["stalls_on_mma"].items())[:6]))
+        first = pack([f"{what} {d['loop']}: {plural(d['instructions'], 'instruction')}{scope}", f"{d['mma']} MMA",
+                      f"{d['mean_between']} instructions between MMA issues on average"], width, sep=", ", indent="  ")
+        out.append(bold.render(first, color_system=colors))
+        out.append(_labelled("  per MMA:", [f"{k} {v}" for k, v in d["per_mma"].items()
+                                            if k not in ARCH_GROUPS or d["counts"].get(k)], width))
+        out.append(_labelled("  categories per MMA:", [f"{k} {v}" for k, v in d["categories_per_mma"].items()], width))
+        for key, label in (("stalls_between", "stall samples between MMAs:"), ("stalls_on_mma", "stall samples on the MMAs:")):
+            if d.get(key):
+                out.append(_labelled(f"  {label}", [f"{k} {v:,}" for k, v in list(d[key].items())[:6]], width))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
         if back_to_back:
-            out.append(f"  back to back (nothing between this MMA and the next): MMA {', '.join(back_to_back)}")
+            out.append(_labelled("  back to back (nothing between this MMA and the next): MMA", back_to_back, width))
+        layout = _stream_layout([gap["stream"] for gap in d["gaps"] if gap["between"]], width)
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
-            title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {gap['between']} instructions"
-                     if gap["mma_pc"] is not None else f"after MMA {g}: {gap['between']} instructions")
+            title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {plural(gap['between'], 'instruction')}"
+                     if gap["mma_pc"] is not None else f"after MMA {g}: {plural(gap['between'], 'instruction')}")
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            out += [italic.render(title, color_system=colors), _stream_text(gap["stream"])]
+            out += [italic.render(title, color_system=colors), _stream_text(gap["stream"], layout, after=gap.get("mma_index"))]
+        left_out.update(layout[0][c] for c in range(len(layout[0])) if c not in layout[2])
     console.file.write("\n".join(out) + "\n")
+    if left_out:
+        names = [c for c in ("group", "category", "stalls") if c in left_out]
+        console.print(f"[dim]left out at this width: the {', '.join(names)} column{'s' if len(names) > 1 else ''} "
+                      "(a wider terminal or COLUMNS=N shows them; --json has every field)[/dim]")
+    if rest:
+        console.print(f"[dim]not shown: K-loop{'s' if len(rest) > 1 else ''} {', '.join(str(d['loop']) for d in rest)} "
+                      "(--all-kloops lists every K-loop; --json has every stream)[/dim]")
 
 
-def _stream_text(stream: list[dict]) -> str:
-    has_ex = any("executed" in x for x in stream)
-    rows = [("pc", "instruction", "category", "group") + (("executed", "stalls") if has_ex else ())]
+def _labelled(label: str, items: list[str], width: int) -> str:
+    """``label item, item, ...`` in lines of at most ``width``, broken between items."""
+    return pack([f"{label} {items[0]}", *items[1:]] if items else [label], width, sep=", ", indent="    ")
+
+
+def _jump(prev: dict | None, nxt: dict, after: int | None) -> str | None:
+    """A marker line where the listing jumps (the next instruction does not follow the one above:
+    the back edge to the loop head, or blocks of an inner loop or another path skipped)."""
+    before = prev["index"] if prev is not None else after
+    if before is None or nxt["index"] == before + 1:
+        return None
+    pcs = (prev["pc"] if prev is not None else None, nxt["pc"])
+    to = f"{pcs[1]:#06x}" if pcs[1] is not None else f"instruction {nxt['index']}"
+    if nxt["index"] < before:
+        return f"  ⋮ back to the loop head at {to}"
+    return f"  ⋮ jumps to {to} ({plural(nxt['index'] - before - 1, 'instruction')} skipped)"
+
+
+def _stream_rows(stream: list[dict], has_ex: bool) -> list[tuple[str, ...]]:
+    rows = []
     for x in stream:
         cells = (f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
                  f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or "")
         if has_ex:
             cells += (_fmt(x.get("executed")), ", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
         rows.append(cells)
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    widths[1] = min(widths[1], 72)  # a longer instruction pushes its own row's later columns only
-    right = {4} if has_ex else set()
-    return "\n".join("  ".join(v.rjust(w) if c in right else v.ljust(w) for c, (v, w) in enumerate(zip(r, widths))).rstrip()
-                     for r in rows)
+    return rows
+
+
+def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], list[int], list[int]]:
+    """One layout for every gap of a K-loop: (column names, widths, the columns kept). At a narrow
+    width the group, then the category column is left out; the stalls (the last column) go on
+    over continuation lines, or are left out too where less than 20 characters are left for them;
+    an instruction longer than its column is broken between operands."""
+    has_ex = any("executed" in x for st in streams for x in st)
+    names = ["pc", "instruction", "category", "group"] + (["executed", "stalls"] if has_ex else [])
+    rows = [tuple(names)] + [r for st in streams for r in _stream_rows(st, has_ex)]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(names))]
+    # the instruction column as wide as nine in ten instructions need: the few long ones (a
+    # tcgen05 MMA's descriptors) go on over a continuation line rather than push the others out
+    lengths = sorted(len(r[1]) for r in rows)
+    widths[1] = min(widths[1], 72, max(36, lengths[int(0.9 * (len(lengths) - 1))]))
+    keep = list(range(len(names)))
+
+    def total() -> int:
+        return sum(widths[c] for c in keep) + 2 * (len(keep) - 1)
+
+    for name in ("group", "category"):
+        if total() > width:
+            keep.remove(names.index(name))
+    if has_ex and total() > width:
+        stalls = names.index("stalls")
+        room = width - (total() - widths[stalls])
+        if room >= 20:
+            widths[stalls] = room
+        else:
+            keep.remove(stalls)
+    widths[1] = max(24, min(widths[1], width - (total() - widths[1])))
+    if has_ex and names.index("stalls") in keep:  # the last column takes what is left, no more
+        stalls = names.index("stalls")
+        widths[stalls] = min(widths[stalls], max(20, width - (total() - widths[stalls])))
+    return names, widths, keep
+
+
+def _stream_text(stream: list[dict], layout: tuple[list[str], list[int], list[int]], *,
+                 after: int | None = None) -> str:
+    """The stream as aligned columns by ``layout`` (:func:`_stream_layout`), with a marker line
+    where the listing jumps (``after``: the MMA it follows)."""
+    names, widths, keep = layout
+    has_ex = "executed" in names
+    rows = [tuple(names)] + _stream_rows(stream, has_ex)
+    right = {names.index("executed")} if has_ex else set()
+    last = keep[-1]
+    lines = []
+    for k, r in enumerate(rows):
+        if k:
+            mark = _jump(stream[k - 2] if k > 1 else None, stream[k - 1], after)
+            if mark:
+                lines.append(mark)
+        cols = {c: (_operand_lines(r[c], widths[c]) if c == 1 else
+                    pack(r[c].split(", "), widths[c], sep=", ").splitlines() or [""] if c == last and r[c] else [r[c]])
+                for c in keep}
+        for n in range(max(len(v) for v in cols.values())):
+            cells = [cols[c][n] if n < len(cols[c]) else "" for c in keep]
+            lines.append("  ".join(v.rjust(widths[c]) if c in right else v.ljust(widths[c])
+                                   for v, c in zip(cells, keep)).rstrip())
+    return "\n".join(lines)
+
+
+def _operand_lines(text: str, width: int) -> list[str]:
+    """An instruction in lines of at most ``width``, broken only after an operand's comma (the
+    next lines indented two spaces)."""
+    if len(text) <= width:
+        return [text]
+    return pack(text.split(", "), width, sep=", ", indent="  ").splitlines()
 
 
 def _print_features(console: Console, fn: dict) -> None:
