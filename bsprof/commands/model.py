@@ -65,12 +65,13 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
-    bsprof model                               calibrated B200 equilibrium + what 5% cuts buy
-    bsprof model --kloop -300 --phase1 -200    baseline vs projected, both models
+    bsprof model                                 # B200 equilibrium, 5% cuts
+    bsprof model --kloop -300 --phase1 -200      # baseline vs projected
     bsprof model --from RESULTS_DIR --phase1 -5% --explain
-    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700   wall time on a power-capped GPU
+    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700
+                                                 # wall time, power-capped GPU
     bsprof model --sweep kloop=-600:0:50,phase1=-600:0:50 --html sweep.html
-    bsprof model --validate --kernel pingpong  projections vs delay-injected builds (GPU)
+    bsprof model --validate --kernel pingpong    # vs delayed builds (GPU)
     """
     from rich.console import Console
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from bsprof.reports.fmt import plural
+
 
 def _pct_ratio(r: float) -> str:
     return "—" if r is None or not math.isfinite(r) else f"{(r - 1) * 100:+.2f}%"
@@ -297,13 +299,13 @@ def _render_walk(console, walk: dict) -> None:
         period = walk[f"period_{when}"]
         t = Table(title=f"Critical cycle walk, {when} the change: period = max over cycles of sum/tokens = "
                         f"{period:,.0f} cycles", title_justify="left", header_style="bold")
-        for c in ("cycle", "arc", "cycles", "sum / tokens"):
-            t.add_column(c, justify="left" if c in ("cycle", "arc") else "right", no_wrap=True)
+        for c in ("cycle", "arc", "cycles", "sum /\ntokens"):  # names wrap between words, numbers never
+            t.add_column(c, justify="left" if c in ("cycle", "arc") else "right", no_wrap=c not in ("cycle", "arc"))
         for c in walk[when]:
             name = f"[bold]{c['cycle']} ◀ binds[/]" if c["critical"] else c["cycle"]
             for i, (arc, v) in enumerate(c["arcs"]):
                 t.add_row(name if i == 0 else "", arc, f"{v:,.0f}", "")
-            t.add_row("", f"[dim]= {c['sum']:,.0f} over {c['tokens']} token(s)[/]", "",
+            t.add_row("", f"[dim]= {c['sum']:,.0f} over {plural(c['tokens'], 'token')}[/]", "",
                       f"[bold]{c['mean']:,.0f}[/]" if c["critical"] else f"{c['mean']:,.0f}")
         console.print(t)
 
@@ -314,8 +316,9 @@ def _render_fitted(console, fitted: list, provenance: dict | None) -> None:
     if fitted:
         t = Table(title="Terms no table measured (what the projection rests on)", title_justify="left",
                   header_style="bold")
-        for c in ("term", "size", "how", "share of period", "projection", "without it"):
-            t.add_column(c, justify="left" if c in ("term", "how") else "right")
+        # names and prose wrap between words; a number never does
+        for c in ("term", "size", "how", "share of\nperiod", "projection", "without\nit"):
+            t.add_column(c, justify="left" if c in ("term", "how") else "right", no_wrap=c not in ("term", "how"))
         for r in fitted:
             size = f"{r['size']:.2f}" if "fraction" in r["how"] else f"{r['size']:,.0f} cyc"
             share = "—" if r.get("share_of_period") is None else f"{r['share_of_period']:.1%}"

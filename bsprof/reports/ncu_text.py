@@ -7,6 +7,7 @@ import math
 import re
 
 from bsprof.analyzers.ncu.facts import clock_above_top
+from bsprof.reports.term import fit_table, pack, say
 
 
 def fmt(v, unit: str = "") -> str:
@@ -51,7 +52,7 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
 
     c = launch["columns"]
     t = Table(title=f"launch {c.get('launch')}: {launch['kernel']}", show_header=True, title_justify="left")
-    t.add_column("metric")
+    t.add_column("metric", no_wrap=True)
     t.add_column("value", justify="right")
     share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
     rows = [
@@ -85,19 +86,24 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
         console.print(warn)
     stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
     if stalls:
-        console.print("stalls (cycles per issued instruction): " + ", ".join(f"{k} {v:.2f}" for k, v in stalls))
+        console.print(pack(["stalls (cycles per issued instruction): " + f"{stalls[0][0]} {stalls[0][1]:.2f}"]
+                           + [f"{k} {v:.2f}" for k, v in stalls[1:]], console.width, sep=", ", indent="  "),
+                      markup=False, highlight=False)
     ops = list(launch.get("inst_executed_by_opcode", {}).items())[:8]
     if ops:
-        console.print("executed instructions: " + ", ".join(f"{k} {int(v):,}" for k, v in ops))
+        console.print(pack([f"executed instructions: {ops[0][0]} {int(ops[0][1]):,}"]
+                           + [f"{k} {int(v):,}" for k, v in ops[1:]], console.width, sep=", ", indent="  "),
+                      markup=False, highlight=False)
     print_verdict(console, launch.get("verdict_detail") or {})
     rules = [r for r in launch.get("rules", []) if r["kind"] in ("optimization", "warning", "error")]
     if rules:
         console.print("ncu rules (estimated speedup, largest first):")
         for r in rules[:max_rules]:
             sp = f"{r['speedup_pct']:.1f}% {r['speedup_type']}" if r["speedup_pct"] is not None else "n/a"
-            console.print(f"  {sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}")
+            say(console, f"{sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}", indent="  ",
+                hang=" " * 18)
             if r.get("message"):
-                console.print(f"                  {r['message']}", soft_wrap=False)
+                say(console, r["message"], indent=" " * 18, hang=" " * 18)
     for note in launch.get("notes", []):
         if note.startswith("missing: "):  # the JSON keeps the ncu names; on screen the columns are enough
             cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: "):])
@@ -109,37 +115,49 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
 def print_verdict(console, v: dict) -> None:
     head = (v.get("label") or v.get("class", "?")) + (f" ({v['detail']})" if v.get("detail") else "")
     head += f" + {', '.join(v['flags'])}" if v.get("flags") else ""
-    console.print(f"[bold]verdict: {head}[/bold]  [dim]kernel kind {v.get('kind')}, {v.get('arch')}[/dim]")
+    known = ", ".join(str(v[k]) for k in ("kind", "arch") if v.get(k))
+    from rich.markup import escape
+
+    console.print(f"[bold]verdict: {escape(head)}[/bold]" + (f"  [dim]kernel kind {escape(known)}[/dim]" if known else ""))
     for fact in v.get("facts", []):
-        console.print(f"  {fact}")
+        say(console, fact, indent="  ", hang="    ")
     busy = v.get("busy") or {}
     if v.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
-        console.print(f"  busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""))
+        say(console, f"busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""), indent="  ")
     for e in v.get("evidence", []):
-        console.print(f"  because {e}")
+        say(console, f"because {e}", indent="  ", hang="    ")
     for cand in v.get("candidates", []):
-        console.print(f"  try: {cand}")
+        say(console, f"try: {cand}", indent="  ", hang="    ")
     for line in v.get("ncu", []):
-        console.print(f"  {line}")
+        say(console, line, indent="  ", hang="    ")
     for m in v.get("missing", []):
-        console.print(f"[yellow]  this report lacks {m}[/yellow]")
+        say(console, f"this report lacks {m}", indent="  ", hang="    ", style="yellow")
 
 
 def print_compare(console, cmp) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{cmp.title}\nA: {cmp.a_kernel}  ({cmp.a_name})\nB: {cmp.b_kernel}  ({cmp.b_name})",
-              title_justify="left")
+    from bsprof.reports.fmt import short_name
+
+    # a kernel name of hundreds of characters is cut to the line (the file below it says which launch)
+    name_w = max(20, console.width - 3)
+    t = Table(title=f"{cmp.title}\nA: {short_name(cmp.a_kernel, name_w)}\n   {cmp.a_name}\n"
+                    f"B: {short_name(cmp.b_kernel, name_w)}\n   {cmp.b_name}", title_justify="left")
     for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=col != "metric")
     for r in cmp.table.to_dict("records"):
         pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
         t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
+    dropped = fit_table(console, t, [3])  # the difference goes before a value would be cut
     console.print(t)
+    if dropped:
+        from bsprof.reports.term import left_out_note
+
+        console.print(left_out_note(dropped, "--json has every value"))
     for line in getattr(cmp, "notes", []):
-        console.print(line)
+        say(console, line, hang="  ")
     for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
-        console.print(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
-                      + (f" + {', '.join(v.flags)}" if v.flags else ""))
+        say(console, f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
+            + (f" + {', '.join(v.flags)}" if v.flags else ""))
         for e in v.evidence:
-            console.print(f"  because {e}")
+            say(console, f"because {e}", indent="  ", hang="    ")

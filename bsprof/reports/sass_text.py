@@ -80,8 +80,8 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
                           "shows one):[/dim]")
             names = distinct_names([fn["name"] for fn in helpers], width=max(24, min(80, console.width - 36)))
             for fn, name in zip(helpers, names):
-                console.print(f"  {escape(name)}  {_fmt(fn['instructions'])} instructions, "
-                              f"{len(fn['loops'])} loop(s)", highlight=False)
+                console.print(f"  {escape(name)}  {plural(fn['instructions'], 'instruction')}, "
+                              f"{plural(len(fn['loops']), 'loop')}", highlight=False)
     for note in result.notes:
         if not result.is_compare or "not comparable" not in note:  # the compare table says it already
             console.print(f"[yellow]note:[/yellow] {escape(note)}")

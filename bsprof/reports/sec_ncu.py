@@ -85,8 +85,10 @@ def verdict(run: Run) -> Section | None:
     sec = Section("verdict", "Bottleneck verdict")
     sec.add(f'<div class="verdict">{esc(cls)}{" — " + esc(detail) if detail else ""}</div>')
     sec.add("".join(f'<span class="pill">{esc(f)}</span>' for f in d.get("flags") or []))
-    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}; kernel kind {esc(d.get("kind") or "?")}, '
-            f'{esc(d.get("arch") or "?")}</div>')
+    # what the summary does not hold (one written before the verdict recorded them) is left out, not "?"
+    known = ", ".join(str(d[k]) for k in ("kind", "arch") if d.get(k))
+    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}'
+            f'{"; kernel kind " + esc(known) if known else ""}</div>')
     facts = list(d.get("facts") or [])
     busy = d.get("busy") or {}
     if d.get("class") in ("launch-bound", "under-filled") and busy.get("class"):

@@ -71,3 +71,14 @@ def pack(parts: Iterable[str], width: int, sep: str = " · ", indent: str = "") 
     if cur:
         lines.append(cur)
     return "\n".join(lines)
+
+
+def say(console: Console, text: str, *, indent: str = "", hang: str | None = None, style: str | None = None) -> None:
+    """Print prose wrapped to the console between words (a number never parts), continuation
+    lines indented under the first line's text (``hang``: their indent; default ``indent`` + 2)."""
+    import textwrap
+
+    hang = indent + "  " if hang is None else hang
+    lines = textwrap.wrap(text, width=max(20, console.width), initial_indent=indent, subsequent_indent=hang,
+                          break_long_words=False, break_on_hyphens=False) or [""]
+    console.print("\n".join(lines), markup=False, highlight=False, style=style, soft_wrap=True)

@@ -216,7 +216,7 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
         parts.append(f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
                      f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)")
     if _ok(f.waves):
-        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
+        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA{'' if f.ctas_per_sm == 1 else 's'} per SM")
         whole, frac = int(f.waves), f.waves - int(f.waves)
         if f.sms and whole >= 1 and 0.02 < frac < 0.98 and not tiles:
             # the last, partial wave: its empty CTA slots leave SMs idle for about 1/(waves) of the time
