@@ -316,19 +316,18 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
 
     rows = sorted(rows, key=lambda r: (-r["mma"], -r["instructions"]))
     dyn = any("executed" in r for r in rows)
-    room = max(2, (console.width - 52 - (32 if dyn else 0)) // 9)
-    cats = [c for c in _cats_present(rows) if c != "mma"][:room]
+    cats = [c for c in _cats_present(rows) if c != "mma"]
     t = Table(title="instruction mix by warp role / phase (line info + the kernel's scopes)", header_style="bold")
-    t.add_column("role / phase", overflow="fold", min_width=min(36, max(16, console.width // 3)))
-    t.add_column("inst", justify="right")
-    t.add_column("MMA", justify="right")
+    t.add_column("role / phase", overflow="fold", min_width=min(24, max(16, console.width // 4)))
+    t.add_column("inst", justify="right", no_wrap=True)
+    t.add_column("MMA", justify="right", no_wrap=True)
     for c in cats:
-        t.add_column(c[:6], justify="right")
+        t.add_column(c[:6], justify="right", no_wrap=True)
     if dyn:
-        t.add_column("executed", justify="right")
+        t.add_column("executed", justify="right", no_wrap=True)
         if any("executed_per_tile" in r for r in rows):
-            t.add_column("/tile", justify="right")
-        t.add_column("stalls", justify="right")
+            t.add_column("/tile", justify="right", no_wrap=True)
+        t.add_column("stalls", justify="right", no_wrap=True)
     for r in rows:
         cells = [escape(r["region"]), _fmt(r["instructions"]), _fmt(r["mma"])]
         cells += [_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for c in cats]
@@ -338,7 +337,16 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
                 cells.append(_fmt(r.get("executed_per_tile")))
             cells.append(_fmt(r.get("stall_samples")))
         t.add_row(*cells)
+    # the rarer categories go first (the columns after them stay), then the per-tile counts
+    first_cat = 3
+    drop = list(range(first_cat + len(cats) - 1, first_cat - 1, -1))
+    if dyn and any("executed_per_tile" in r for r in rows):
+        drop.append(first_cat + len(cats) + 1)
+    full = {c[:6]: c for c in cats}
+    dropped = [full.get(h, h) for h in fit_table(console, t, drop)]
     console.print(t)
+    if dropped:
+        console.print(left_out_note(dropped, "--json has every category"))
 
 
 def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -> None:
@@ -533,8 +541,8 @@ def print_compare(console: Console, result: dict) -> None:
         console.print(f"[bold]B[/bold] {escape(short_name(b['name'], 70))} ({escape(str(b['source']))})")
         t = Table(title="A → B", header_style="bold")
         t.add_column("")
-        t.add_column("A", justify="right")
-        t.add_column("B", justify="right")
+        t.add_column("A", justify="right", no_wrap=True)
+        t.add_column("B", justify="right", no_wrap=True)
         t.add_column("Δ", justify="right")
         ins = cmp["instructions"]
         t.add_row("instructions", _fmt(ins["a"]), _fmt(ins["b"]), f"{ins['delta']:+,}")
@@ -566,11 +574,13 @@ def print_compare(console: Console, result: dict) -> None:
             console.print(f"[bold yellow]K-loop {escape(kl['mismatch'])}[/bold yellow]")
         changed = {k: v for k, v in cmp["features"].items() if v["a"] != v["b"]}
         if changed:
-            console.print("features changed: " + ", ".join(f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}"
-                                                          for k, v in changed.items()))
+            console.print(_labelled("features changed:", [f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}"
+                                                          for k, v in changed.items()], console.width),
+                          markup=False, highlight=False)
         top = list(cmp["opcodes"].items())[:12]
         if top:
-            console.print("opcode deltas: " + ", ".join(f"{k} {v['delta']:+}" for k, v in top))
+            console.print(_labelled("opcode deltas:", [f"{k} {v['delta']:+,}" for k, v in top], console.width),
+                          markup=False, highlight=False)
         if cmp.get("executed_opcodes"):
             _print_executed_opcodes(console, cmp["executed_opcodes"])
         console.print()
@@ -589,36 +599,68 @@ def _print_executed_opcodes(console: Console, ex: dict, top: int = 12) -> None:
         title += f" (per executed MMA: A {per['a']:.2f}, B {per['b']:.2f})"
     t = Table(title=title, header_style="bold")
     for col in ("opcode", "A", "B", "Δ"):
-        t.add_column(col, justify="left" if col == "opcode" else "right")
+        t.add_column(col, justify="left" if col == "opcode" else "right", no_wrap=True)
     if per:
         for col in ("A / MMA", "B / MMA", "Δ / MMA"):
-            t.add_column(col, justify="right")
+            t.add_column(col, justify="right", no_wrap=True)
     for op, v in rows:
         cells = [op, _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}"]
         if per:
             cells += [f"{v['a_per_mma']:.2f}", f"{v['b_per_mma']:.2f}", f"{v['delta_per_mma']:+.2f}"]
         t.add_row(*cells)
+    dropped = fit_table(console, t, [4, 5, 6, 3])  # per-MMA columns before the counts themselves
     console.print(t)
+    if dropped:
+        console.print(left_out_note(dropped, "--json has every value"))
 
 
 def print_hot(console: Console, fn: dict, label: str = "") -> None:
-    """The hottest instructions by stall samples (``--hot``), one row per instruction."""
+    """The hottest instructions by stall samples (``--hot``): one table row per instruction where
+    the table fits the console whole, else a listing of a few lines per instruction."""
     from rich.markup import escape
     from rich.table import Table
+
+    from bsprof.reports.term import needed_width
 
     if not fn["hot"]:
         console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(short_name(fn['name'], 60))}[/dim]")
         return
-    t = Table(title=f"{label}hottest instructions by stall samples · {escape(short_name(fn['name'], 60))}",
-              header_style="bold")
+    title = f"{label}hottest instructions by stall samples · {short_name(fn['name'], 60)}"
+    rows = []
+    for h in fn["hot"]:
+        rows.append({"pc": f"{h['pc']:#06x}" if h["pc"] is not None else "", "mark": "◀" if h["kloop"] else "",
+                     "instruction": f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}",
+                     "executed": _fmt(h["executed"]), "samples": _fmt(h["samples"]), "share": f"{h['share']:.1%}",
+                     "reasons": [f"{k} {v:,}" for k, v in h["reasons"].items()],
+                     "where": " · ".join(x for x in (h.get("role"), h.get("line")) if x)})
+    t = Table(title=escape(title), header_style="bold")
     for col, just in (("pc", "left"), ("", "left"), ("instruction", "left"), ("executed", "right"),
                       ("samples", "right"), ("share", "right"), ("top reasons", "left"), ("where", "left")):
-        t.add_column(col, justify=just, overflow="fold")
-    for h in fn["hot"]:
-        where = " · ".join(x for x in (h.get("role"), h.get("line")) if x)
-        t.add_row(f"{h['pc']:#06x}" if h["pc"] is not None else "", "◀" if h["kloop"] else "",
-                  escape(f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}"[:60]),
-                  _fmt(h["executed"]), _fmt(h["samples"]), f"{h['share']:.1%}",
-                  ", ".join(f"{k} {v}" for k, v in h["reasons"].items()), escape(where))
-    console.print(t)
-    console.print("[dim]◀ = in the K-loop[/dim]")
+        t.add_column(col, justify=just, no_wrap=True)
+    for r in rows:
+        t.add_row(r["pc"], r["mark"], escape(r["instruction"]), r["executed"], r["samples"], r["share"],
+                  ", ".join(r["reasons"]), escape(r["where"]))
+    if needed_width(console, t) <= console.width:
+        console.print(t)
+        console.print("[dim]◀ = in the K-loop[/dim]")
+        return
+    # a listing: the numbers on the instruction's line, its reasons and source below it
+    width = console.width
+    head = ("pc", "", "samples", "share", "executed", "instruction")
+    cells = [head] + [(r["pc"], r["mark"], r["samples"], r["share"], r["executed"], r["instruction"]) for r in rows]
+    w = [max(len(c[k]) for c in cells) for k in range(5)]
+    lead = sum(w) + 2 * 5
+    out = [f"{label}hottest instructions by stall samples", short_name(fn["name"], width)]
+    for k, c in enumerate(cells):
+        fixed = "  ".join(v.rjust(w[i]) if i >= 2 else v.ljust(w[i]) for i, v in enumerate(c[:5]))
+        instr = _operand_lines(c[5], max(24, width - lead))
+        out.append((fixed + "  " + instr[0]).rstrip())
+        out += [" " * lead + more for more in instr[1:]]
+        if k:
+            r = rows[k - 1]
+            indent = " " * (w[0] + 2)
+            out += pack(r["reasons"], width - len(indent), sep=", ").replace("\n", "\n" + indent).join([indent, ""]).splitlines()
+            if r["where"]:
+                out += pack(r["where"].split(" · "), width - len(indent)).replace("\n", "\n" + indent).join([indent, ""]).splitlines()
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+    console.print("[dim]◀ = in the K-loop; below each instruction: its top stall reasons, where it is[/dim]")

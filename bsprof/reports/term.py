@@ -63,7 +63,8 @@ def pack(parts: Iterable[str], width: int, sep: str = " · ", indent: str = "") 
         if not part:
             continue
         cand = part if not cur else cur + sep + part
-        if cur and len(cand) > width:
+        # room kept for the separator that ends a line when the next part does not fit
+        if cur and len(cand) + len(sep.rstrip()) > width:
             lines.append(cur + sep.rstrip())
             cur = indent + part
         else:
