@@ -240,7 +240,7 @@ def test_the_validation_output_shows_which_blocks_were_held_out():
     buf = io.StringIO()
     render_validation(Console(file=buf, width=260), pts, summ, "ping-pong 8192")
     text = buf.getvalue()
-    assert "held out" in text and "plain f1" in text and "11 block(s)" in text
+    assert "held out" in text and "plain f1" in text and "11 blocks" in text
     assert "-4 rep" in text and "max 4.45%" in text
 
 
