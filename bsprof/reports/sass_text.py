@@ -451,7 +451,8 @@ def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], li
     # the instruction column as wide as nine in ten instructions need: the few long ones (a
     # tcgen05 MMA's descriptors) go on over a continuation line rather than push the others out
     lengths = sorted(len(r[1]) for r in rows)
-    widths[1] = min(widths[1], 72, max(36, lengths[int(0.9 * (len(lengths) - 1))]))
+    natural = min(widths[1], 72)
+    widths[1] = min(natural, max(36, lengths[int(0.9 * (len(lengths) - 1))]))
     keep = list(range(len(names)))
 
     def total() -> int:
@@ -460,17 +461,16 @@ def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], li
     for name in ("group", "category"):
         if total() > width:
             keep.remove(names.index(name))
-    if has_ex and total() > width:
-        stalls = names.index("stalls")
-        room = width - (total() - widths[stalls])
-        if room >= 20:
-            widths[stalls] = room
-        else:
+    stalls = names.index("stalls") if has_ex else None
+    # the instruction column grows back towards its longest where the stalls keep 40 characters
+    wanted = widths[stalls] if stalls is not None else 0
+    if stalls is not None:
+        widths[stalls] = min(wanted, 40)
+    widths[1] = max(min(24, widths[1]), min(max(widths[1], natural), width - (total() - widths[1])))
+    if stalls is not None:  # the stalls take what is left (over continuation lines), or go
+        widths[stalls] = min(wanted, width - (total() - widths[stalls]))
+        if widths[stalls] < 20:
             keep.remove(stalls)
-    widths[1] = max(24, min(widths[1], width - (total() - widths[1])))
-    if has_ex and names.index("stalls") in keep:  # the last column takes what is left, no more
-        stalls = names.index("stalls")
-        widths[stalls] = min(widths[stalls], max(20, width - (total() - widths[stalls])))
     return names, widths, keep
 
 

@@ -51,7 +51,7 @@ def left_out_note(dropped: Iterable[str], where: str = "--json has them") -> str
     if not names:
         return ""
     return (f"[dim]left out at this width: {', '.join(names)} (a wider terminal or COLUMNS=N shows "
-            f"them; {where})[/dim]")
+            f"{'them' if len(names) > 1 else 'it'}; {where})[/dim]")
 
 
 def pack(parts: Iterable[str], width: int, sep: str = " · ", indent: str = "") -> str:
