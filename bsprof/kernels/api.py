@@ -106,8 +106,9 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     if not sep or family is None:
         return name, {}
     if family != "fp8-blockwise":
-        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; "
-                          f"for {family} use --mma-tiler / --cluster / --sf-dtype / --sf-vec / --c-dtype")
+        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; drop them "
+                          f"for {family} (bench and timing configure it with --mma-tiler / --cluster / "
+                          "--sf-dtype / --sf-vec / --c-dtype)")
     from bsprof.kernels.fp8_blockwise import config as cfg
 
     name, over = cfg.parse_spec(spec)
