@@ -200,3 +200,9 @@ def test_piped_output_uses_its_documented_width(monkeypatch):
     assert code == 0, err
     check_fits(out, PIPED_WIDTH)
     assert max(cell_len(ln) for ln in out.splitlines()) > 80  # the width is used, not rich's 80
+
+
+def test_report_console_lines(monkeypatch, tmp_path):
+    out = cli(monkeypatch, "report", "-o", tmp_path / "r.html")
+    check_fits(out)
+    assert re.search(r"wrote .*r\.html \([\d.]+ MB, \d+ figures, [\d.]+ s\)", " ".join(out.split()))

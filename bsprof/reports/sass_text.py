@@ -442,7 +442,8 @@ def _stream_rows(stream: list[dict], has_ex: bool) -> list[tuple[str, ...]]:
 def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], list[int], list[int]]:
     """One layout for every gap of a K-loop: (column names, widths, the columns kept). At a narrow
     width the group, then the category column is left out; the stalls (the last column) go on
-    over continuation lines, or are left out too where less than 20 characters are left for them;
+    over continuation lines, or are left out too where less than 20 characters (or than their
+    longest reason) are left for them;
     an instruction longer than its column is broken between operands."""
     has_ex = any("executed" in x for st in streams for x in st)
     names = ["pc", "instruction", "category", "group"] + (["executed", "stalls"] if has_ex else [])
@@ -466,10 +467,13 @@ def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], li
     wanted = widths[stalls] if stalls is not None else 0
     if stalls is not None:
         widths[stalls] = min(wanted, 40)
-    widths[1] = max(min(24, widths[1]), min(max(widths[1], natural), width - (total() - widths[1])))
+    # never narrower than its longest unbreakable piece (an opcode or an operand, indented)
+    atom = max(len(part) + 2 for r in rows[1:] for part in r[1].split()) if len(rows) > 1 else 0
+    widths[1] = max(min(atom, natural), min(max(widths[1], natural), width - (total() - widths[1])))
     if stalls is not None:  # the stalls take what is left (over continuation lines), or go
         widths[stalls] = min(wanted, width - (total() - widths[stalls]))
-        if widths[stalls] < 20:
+        reason = max((len(part) + 1 for r in rows[1:] for part in r[stalls].split(", ")), default=0)
+        if widths[stalls] < max(20, reason):
             keep.remove(stalls)
     return names, widths, keep
 
@@ -500,11 +504,11 @@ def _stream_text(stream: list[dict], layout: tuple[list[str], list[int], list[in
 
 
 def _operand_lines(text: str, width: int) -> list[str]:
-    """An instruction in lines of at most ``width``, broken only after an operand's comma (the
-    next lines indented two spaces)."""
+    """An instruction in lines of at most ``width``, broken only between its words (guard, opcode,
+    operands; an operand keeps its comma), the next lines indented two spaces."""
     if len(text) <= width:
         return [text]
-    return pack(text.split(", "), width, sep=", ", indent="  ").splitlines()
+    return pack(text.split(), width, sep=" ", indent="  ").splitlines()
 
 
 def _print_features(console: Console, fn: dict) -> None:
