@@ -11,7 +11,7 @@ from bsprof import artifacts
 from bsprof.analyzers.sass.budget import ARCH_GROUPS
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
 from bsprof.reports.fmt import plural, short_name
-from bsprof.reports.term import fit_table, left_out_note, pack
+from bsprof.reports.term import fit_table, left_out_note, pack, say
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -277,7 +277,7 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
                       key=lambda r: -(r.get("executed") or 0))
         shown += busy[:3]
     for r in shown:
-        console.print(f"  {escape(r['region'])}: {r['per_tile_breakdown']}")
+        say(console, f"{r['region']}: {r['per_tile_breakdown']}", indent="  ", hang="    ")
     if fn.get("stalls_by_category"):
         st = Table(title="stall samples by instruction category (top reasons)", header_style="bold")
         st.add_column("category", no_wrap=True)
