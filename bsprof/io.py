@@ -315,8 +315,9 @@ def cache_dir(*parts: str) -> Path:
 
 
 def unpacked(path: str | os.PathLike) -> Path:
-    """``path`` itself, or for an xz file its content unpacked once into :func:`cache_dir` ``xz``, keyed by the compressed file's path, size and mtime, under its own name
-    less ``.xz`` (nvdisasm's messages then name a file the user recognises). Messages about the
+    """``path`` itself, or for an xz file its content unpacked once into :func:`cache_dir` ``xz``,
+    keyed by the compressed file's path, size and mtime, under its own name less ``.xz``
+    (nvdisasm's messages then name a file the user recognises). Messages about the
     input should still name ``path``: the unpacked copy is an implementation detail."""
     import hashlib
     import lzma
