@@ -137,14 +137,14 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
     def shapes(suite):
         return {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES[suite].split(";")}
 
-    held, held2, held3, held4 = (shapes(f"heldout{n}") for n in ("", "2", "3", "4"))
+    held, held2, held3, held4 = (shapes(s) for s in ("llama_qwen", "large_layers", "mid_layers", "unfitted"))
     listed = shapes("deepgemm")
     # none of them is a shape of the target suite, and each set shares none with the others or with
     # the wall-time grid (tests/data/h100_fp8_wall_grid.json.xz)
     grid = {tuple(r["mnkl"][:3]) for r in json.loads(unxz_text(data_dir / "h100_fp8_wall_grid.json.xz"))["results"]}
     assert held and held2 and held3 and held4 and not (held | held2 | held3 | held4) & (listed | grid)
     assert not held & held2 and not held3 & (held | held2) and not held4 & (held | held2 | held3)
-    assert set(bench.REPORTED_SUITES) == {"heldout", "heldout2", "heldout3", "heldout4"}
+    assert set(bench.REPORTED_SUITES) == {"llama_qwen", "large_layers", "mid_layers", "unfitted"}
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     for held_to_target, said in ((True, "target "), (False, "reported")):
         con = Console(record=True, width=200)
@@ -297,7 +297,7 @@ def test_the_verb_says_when_it_found_no_close_call_to_time(data_dir):
 
 
 def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(data_dir):
-    # `--suite heldout2` on the H100 with the wall-time choice (twelve layer shapes no configuration
+    # `--suite large_layers` on the H100 with the wall-time choice (twelve layer shapes no configuration
     # was fitted on; docs/perf.md, fourteenth session, call 3): every problem costed in wall time ran
     # at 0.97 of DeepGEMM or better (1000x5120x17920, 0.90 before, at 0.997), and the run's picks are
     # the choice's today (else this data no longer describes it: run the suite again)
@@ -307,8 +307,8 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
     from bsprof.kernels.fp8_blockwise.select import choose, fills_gpu
 
     bench = _bench()
-    res = json.loads(unxz_text(data_dir / "h100_fp8_heldout2.json.xz"))["results"]
-    assert {tuple(r["mnkl"]) for r in res} == {tuple(parse_mnkl(s)) for s in bench.SUITES["heldout2"].split(";")}
+    res = json.loads(unxz_text(data_dir / "h100_fp8_large_layers.json.xz"))["results"]
+    assert {tuple(r["mnkl"]) for r in res} == {tuple(parse_mnkl(s)) for s in bench.SUITES["large_layers"].split(";")}
     low = []
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}
@@ -325,7 +325,7 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
 
 
 def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_dir):
-    # `--suite heldout4` on the H100 (fifteenth session, call 1), drawn with the wall-time constants
+    # `--suite unfitted` on the H100 (fifteenth session, call 1), drawn with the wall-time constants
     # frozen and never fitted on: 0.969-1.227 of DeepGEMM, geometric mean 1.053, with the picks of
     # today. cuBLAS blockwise computed a wrong product where K/128 is not a multiple of 4 (its scales
     # were packed at K/128; the bench now aligns them): the table says so instead of a ratio
@@ -335,8 +335,8 @@ def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_d
     from bsprof.kernels.fp8_blockwise.select import choose
 
     bench = _bench()
-    res = json.loads(unxz_text(data_dir / "h100_fp8_heldout4.json.xz"))["results"]
-    assert [tuple(r["mnkl"]) for r in res] == [tuple(parse_mnkl(s)) for s in bench.SUITES["heldout4"].split(";")]
+    res = json.loads(unxz_text(data_dir / "h100_fp8_unfitted.json.xz"))["results"]
+    assert [tuple(r["mnkl"]) for r in res] == [tuple(parse_mnkl(s)) for s in bench.SUITES["unfitted"].split(";")]
     wrong = []
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}

@@ -669,7 +669,7 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
 
 
 # Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md, thirteenth and fourteenth
-# sessions): at 96x12288x4096 (`--suite heldout2`, 0.96 of DeepGEMM) that tile, built by our own
+# sessions): at 96x12288x4096 (`--suite large_layers`, 0.96 of DeepGEMM) that tile, built by our own
 # kernel, ran 1.037x the pick paired over 9 rounds; at 4096x2112x7168 128x192 2x1 ran 0.995 of the
 # 192-row tile in 1x2 (thirteenth session, call 6), and the pick, 192x128 2x1, 0.995 of that 1x2
 # (fourteenth session, call 2): three within 1%

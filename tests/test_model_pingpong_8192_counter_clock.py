@@ -1,4 +1,4 @@
-"""Round 6's fresh run (ping-pong 8192^3 on the H100, the round-6 code: counter clocks in the clock
+"""The counter-clock run (ping-pong 8192^3 on the H100, with the stamp spin's counter clocks in the clock
 term, a shuffled order, 0.6 s on every block): its scores as it came out, the post hoc score with
 NVML's pooled clocks (what the clock term reads now), and why the counter clock missed, from the
 run's own per-block readings."""
@@ -15,7 +15,7 @@ import pytest
 from bsprof.analyzers import validation as V
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
-RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round6_8192"
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_counter_clock"
 TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
 
 
@@ -125,7 +125,7 @@ def test_the_counter_term_projected_the_top_build_past_where_it_ran(run):
 
 def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path):
     """A stored run re-scored from disk gets each calibration build's NVML pooled clock from its
-    blocks, whatever clock its CSV recorded (round 6's CSV holds the counter's): the coop 4096^3 run,
+    blocks, whatever clock its CSV recorded (the counter-clock run's CSV holds the counter's): the coop 4096^3 run,
     given per-block readings and limits, with counter clocks 10% under NVML's in its CSV."""
     import shutil
 
