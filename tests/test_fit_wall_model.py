@@ -16,9 +16,9 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_shipped_constants_on_every_stored_set_of_pairs():
-    # the grid they were fitted on and the pairs of four other calls (docs/perf.md, thirteenth and
-    # fourteenth sessions): each within 0.045 rms of the measured ratios, and every pair of the
-    # thirteenth session's call 6 (128x192 2x1 against 192x128) ordered right
+    # the grid they were fitted on and the pairs of four other calls (docs/perf.md): each within
+    # 0.045 rms of the measured ratios, and every pair of the 128x192 2x1 against 192x128 call
+    # ordered right
     proc = _run()
     assert proc.returncode == 0, proc.stderr
     rms = dict(re.findall(r"^(\w+): \d+ pairs, rms log error ([\d.]+)", proc.stdout, re.M))
@@ -32,7 +32,7 @@ def test_the_shipped_constants_on_every_stored_set_of_pairs():
 
 
 def test_the_pick_at_short_k_is_the_fastest_timed_or_near_it():
-    # six problems of 4-12 K blocks (H100, fifteenth session, call 2), seven configurations each,
+    # six problems of 4-12 K blocks (H100), seven configurations each,
     # timed after the constants were fitted: the choice's pick ran fastest or within 3% on five and
     # within 5% on the sixth (5120x4096x512, where 256x128 and 192x128 are modelled level)
     import json

@@ -298,7 +298,7 @@ def test_the_verb_says_when_it_found_no_close_call_to_time(data_dir):
 
 def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(data_dir):
     # `--suite large_layers` on the H100 with the wall-time choice (twelve layer shapes no configuration
-    # was fitted on; docs/perf.md, fourteenth session, call 3): every problem costed in wall time ran
+    # was fitted on; docs/perf.md): every problem costed in wall time ran
     # at 0.97 of DeepGEMM or better (1000x5120x17920, 0.90 before, at 0.997), and the run's picks are
     # the choice's today (else this data no longer describes it: run the suite again)
     from conftest import unxz_text
@@ -325,7 +325,7 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
 
 
 def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_dir):
-    # `--suite unfitted` on the H100 (fifteenth session, call 1), drawn with the wall-time constants
+    # `--suite unfitted` on the H100, drawn with the wall-time constants
     # frozen and never fitted on: 0.969-1.227 of DeepGEMM, geometric mean 1.053, with the picks of
     # today. cuBLAS blockwise computed a wrong product where K/128 is not a multiple of 4 (its scales
     # were packed at K/128; the bench now aligns them): the table says so instead of a ratio
@@ -398,7 +398,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
 
 
 def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
-    # `benchmarks/fp8_blockwise.py --close-calls` on the H100 (thirteenth session, the choice of
+    # `benchmarks/fp8_blockwise.py --close-calls` on the H100 (the choice as it was
     # then): each shape's close calls ran as 'close call 1' / '2' with the spec on the row, and the
     # spec builds the configuration the row ran
     from conftest import unxz_text
@@ -424,8 +424,7 @@ def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
 
 
 def test_the_target_suite_run_on_the_wall_time_choice(data_dir):
-    # `--suite deepgemm --rounds 6` on the H100 with the wall-time choice (docs/perf.md, fourteenth
-    # session, call 3): its picks are the choice's today (else run the suite again), and the table
+    # `--suite deepgemm --rounds 6` on the H100 with the wall-time choice (docs/perf.md): its picks are the choice's today (else run the suite again), and the table
     # says what that run measured: the target met, geometric mean 1.059, every counted row >= 0.97
     from conftest import unxz_text
 

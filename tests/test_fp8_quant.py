@@ -514,18 +514,18 @@ MEASURED = {
     # (its widths that do not divide 128 ran 764-901 with a scale test per column group then)
     (4096, 2112, 7168, 1): {(256, 128, 1, 2): 890, (128, 128, 1, 2): 915},
     # (its M = 128 rows were ~10-17 us kernels timed at the host's ~17 us per launch: dropped,
-    # the third round below re-timed them with the GPU held)
+    # MEASURED_ROUND3 re-timed them with the GPU held)
     (2000, 3000, 4096, 1): {(256, 96, 1, 2): 899, (256, 128, 1, 2): 886, (256, 96, 1, 1): 885, (128, 128, 1, 2): 993,
                             (128, 144, 1, 2): 783},
     (4096, 576, 7168, 1): {(128, 144, 1, 2): 839, (256, 128, 1, 2): 771, (256, 96, 1, 1): 800, (128, 128, 1, 2): 672},
 }
-# second round, the scale tests shared between column groups (docs/perf.md, round 2)
+# re-timed with the scale tests shared between column groups (docs/perf.md)
 MEASURED_ROUND2 = {
     (4096, 2112, 7168, 1): {(128, 192, 1, 2): 1088, (128, 192, 2, 1): 1097, (128, 128, 1, 2): 927,
                             (128, 144, 1, 2): 939, (256, 96, 1, 2): 1014, (256, 128, 1, 2): 911},
 }
-# third round, the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
-# not the host (docs/perf.md, round 3): 64-row one-warpgroup tiles beside 128-row ones at M = 128
+# re-timed with the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
+# not the host (docs/perf.md): 64-row one-warpgroup tiles beside 128-row ones at M = 128
 MEASURED_ROUND3 = {
     (128, 2112, 7168, 1): {(64, 32, 1, 1): 333, (64, 32, 2, 1): 328, (128, 16, 1, 1): 315, (64, 64, 1, 1): 306,
                            (128, 32, 1, 1): 301, (64, 64, 2, 1): 289, (128, 48, 1, 1): 250, (128, 64, 1, 1): 249,
@@ -668,11 +668,10 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
 
 
 
-# Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md, thirteenth and fourteenth
-# sessions): at 96x12288x4096 (`--suite large_layers`, 0.96 of DeepGEMM) that tile, built by our own
+# Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md): at
+# 96x12288x4096 (`--suite large_layers`, 0.96 of DeepGEMM) that tile, built by our own
 # kernel, ran 1.037x the pick paired over 9 rounds; at 4096x2112x7168 128x192 2x1 ran 0.995 of the
-# 192-row tile in 1x2 (thirteenth session, call 6), and the pick, 192x128 2x1, 0.995 of that 1x2
-# (fourteenth session, call 2): three within 1%
+# 192-row tile in 1x2, and the pick, 192x128 2x1, 0.995 of that 1x2: three within 1%
 CLOSE_CALLS_TIMED = {(96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037),
                      (4096, 2112, 7168, 1): ((192, 128, 2, 1), (128, 192, 2, 1), 0.995)}
 
@@ -698,7 +697,7 @@ def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(
 
 def test_clear_picks_carry_no_close_call():
     # where a tile was timed well ahead of every other: 256x128 at 4096^3, and at 4096x7168x16384,
-    # where the 192-row tile ran 0.945 of it (thirteenth session, call 8)
+    # where the 192-row tile ran 0.945 of it
     from bsprof.kernels.fp8_blockwise.select import choose
 
     for mnkl in ((4096, 4096, 4096, 1), (4096, 7168, 16384, 1)):
@@ -845,7 +844,7 @@ def test_below_64_rows_a_multicast_gives_way_to_the_trimmed_a_box(data_dir):
 def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(data_dir):
     # 13 stored H100 A/Bs on layer shapes no tile was fitted on (M = 2048-16384): the 192x128 tile
     # the choice takes, timed beside the tile it took before (128x192 2x1, 256x112 or 256x128), on
-    # the kernel of the seventh session. The wall-time fit did not use these runs
+    # an earlier build of the kernel. The wall-time fit did not use these runs
     import math
 
     from bsprof.kernels.fp8_blockwise.select import choose
@@ -881,7 +880,7 @@ def _log_errors(pairs) -> list[float]:
 
 def test_the_wall_time_model_ranks_the_grid_it_was_fitted_on_without_a_bias_per_tile(data_dir):
     # 12 configurations x 10 layer shapes on the H100, each paired against 192x128 1x2 in the same
-    # rounds (docs/perf.md, fourteenth session): the model's error in the pair ratio, where the pipe
+    # rounds (docs/perf.md): the model's error in the pair ratio, where the pipe
     # model it replaced was off by 0.149 rms and by 6-36% per tile class
     import math
 

@@ -442,7 +442,7 @@ def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
     # ring_unroll: at 4096^3 a tile's 32 K blocks are a multiple of the 4-stage ring, so the K-loop
     # runs 4 blocks a trip, each at a constant stage: its barrier test names the stage by an
     # immediate offset and the stage arithmetic (ULEA / USEL / UISETP on the ring index) goes
-    # (`optimized` unrolls by default, tenth session: ncu at the base clock 0.981-0.991 of the
+    # (`optimized` unrolls by default: ncu at the base clock 0.981-0.991 of the
     # one-block loop's cycles on the M = 4096 rows)
     _, unrolled = built("optimized")
     (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, ring_unroll=0))

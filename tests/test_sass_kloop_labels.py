@@ -165,8 +165,8 @@ def test_tile_read_from_names_that_spell_it(data_dir):
     assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
-# SourceCounters-only reports of one H100 launch at 2048x7168x2048 each (docs/perf.md, fifth
-# session): DeepGEMM's, whose run printed its config (DG_PRINT_CONFIGS=1: block_m=256,
+# SourceCounters-only reports of one H100 launch at 2048x7168x2048 each (docs/perf.md):
+# DeepGEMM's, whose run printed its config (DG_PRINT_CONFIGS=1: block_m=256,
 # block_n=112, 1x2, 3 stages), and ours through bsprof's launcher (its plan: 256x112 1x2)
 DG_SRC = "h100_deepgemm_2048x7168x2048_src.ncu-rep.xz"
 OURS_SRC = "h100_bsprof_fp8_2048x7168x2048_src.ncu-rep.xz"

@@ -766,7 +766,7 @@ def counter_vs_nvml(*sets: dict) -> dict[str, float]:
     """A diagnostic, not a model input: per build, its SM cycle counter's pooled clock (the clock stamps
     around each block) over NVML's pooled reading, for the runs that recorded both. A ping-pong
     8192^3 run read 0.89-0.93 in GEMM blocks while the stamps' own spin read 1.000 (docs/model.md,
-    round 6): the counter tracks the walls, NVML's reading is not the rate cycles turn into time, and a
+    "The clock term"): the counter tracks the walls, NVML's reading is not the rate cycles turn into time, and a
     clock term in the counter's units has no measured top for a GEMM."""
     counter, nvml = pooled_clocks(*sets, clock="counter"), pooled_clocks(*sets)
     return {k: c["mhz"] / nvml[k]["mhz"] for k, c in counter.items() if (nvml.get(k) or {}).get("mhz")}

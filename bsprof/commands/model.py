@@ -24,7 +24,7 @@ def _delta_opt(name: str, what: str, note: str = ""):
 @click.option("--structure", type=click.Choice(STRUCTURE_CHOICES), default="auto", show_default=True,
               help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)")
 @_delta_opt("kloop", "the K-loop", "the phase as the timing build measures it: removing N cycles of K-loop "
-           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, round 9)")
+           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, 'Warpgroups sharing the tensor pipe')")
 @_delta_opt("phase1", "epilogue Phase 1 (every epilogue warp)")
 @_delta_opt("tma0", "the first-load (TMA0) wait")
 @_delta_opt("phase2", "epilogue Phase 2")

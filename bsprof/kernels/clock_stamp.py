@@ -8,7 +8,7 @@ count in. On the H100 it tracks the walls (wall x counter clock matches the capt
 3%) where NVML's polled clock does not: GEMM blocks count 7-10% fewer cycles per second than NVML
 reports, uncapped ones at NVML's top included, while a stamp spin counts NVML's top exactly. So no
 top clock in the counter's units is known for a GEMM, and the clock term stays on NVML's readings
-(docs/model.md, round 6).
+(docs/model.md, "The clock term").
 
 Each block of the grid (one warp; lane 0 stores) writes six 64-bit words at ``6 * block``: clock
 and globaltimer at entry, clock and globaltimer at exit (after spinning ``spin`` cycles; 0 = none),
