@@ -22,13 +22,13 @@ def test_the_shipped_constants_on_every_stored_set_of_pairs():
     proc = _run()
     assert proc.returncode == 0, proc.stderr
     rms = dict(re.findall(r"^(\w+): \d+ pairs, rms log error ([\d.]+)", proc.stdout, re.M))
-    assert set(rms) == {"grid", "ab", "call5", "call6", "call8", "shortk"}
+    assert set(rms) == {"grid", "ab", "tiles_128_rows", "tile_128x192_2x1", "close_calls", "shortk"}
     assert all(float(v) < 0.045 for k, v in rms.items() if k != "shortk"), rms
     # out of sample, K of 4-12 blocks where the fit had none below 16: looser, and the order held
     assert float(rms["shortk"]) < 0.07
     assert re.search(r"^shortk: 30 pairs, rms log error [\d.]+, ordered right 2[78] of 28", proc.stdout, re.M)
     assert re.search(r"^grid: 110 pairs", proc.stdout, re.M)
-    assert re.search(r"^call6: 12 pairs, rms log error [\d.]+, ordered right 8 of 8", proc.stdout, re.M)
+    assert re.search(r"^tile_128x192_2x1: 12 pairs, rms log error [\d.]+, ordered right 8 of 8", proc.stdout, re.M)
 
 
 def test_the_pick_at_short_k_is_the_fastest_timed_or_near_it():

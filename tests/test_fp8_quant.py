@@ -514,19 +514,19 @@ MEASURED = {
     # (its widths that do not divide 128 ran 764-901 with a scale test per column group then)
     (4096, 2112, 7168, 1): {(256, 128, 1, 2): 890, (128, 128, 1, 2): 915},
     # (its M = 128 rows were ~10-17 us kernels timed at the host's ~17 us per launch: dropped,
-    # MEASURED_ROUND3 re-timed them with the GPU held)
+    # MEASURED_HELD_QUEUE re-timed them with the GPU held)
     (2000, 3000, 4096, 1): {(256, 96, 1, 2): 899, (256, 128, 1, 2): 886, (256, 96, 1, 1): 885, (128, 128, 1, 2): 993,
                             (128, 144, 1, 2): 783},
     (4096, 576, 7168, 1): {(128, 144, 1, 2): 839, (256, 128, 1, 2): 771, (256, 96, 1, 1): 800, (128, 128, 1, 2): 672},
 }
 # re-timed with the scale tests shared between column groups (docs/perf.md)
-MEASURED_ROUND2 = {
+MEASURED_SHARED_SCALE_TESTS = {
     (4096, 2112, 7168, 1): {(128, 192, 1, 2): 1088, (128, 192, 2, 1): 1097, (128, 128, 1, 2): 927,
                             (128, 144, 1, 2): 939, (256, 96, 1, 2): 1014, (256, 128, 1, 2): 911},
 }
 # re-timed with the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
 # not the host (docs/perf.md): 64-row one-warpgroup tiles beside 128-row ones at M = 128
-MEASURED_ROUND3 = {
+MEASURED_HELD_QUEUE = {
     (128, 2112, 7168, 1): {(64, 32, 1, 1): 333, (64, 32, 2, 1): 328, (128, 16, 1, 1): 315, (64, 64, 1, 1): 306,
                            (128, 32, 1, 1): 301, (64, 64, 2, 1): 289, (128, 48, 1, 1): 250, (128, 64, 1, 1): 249,
                            (64, 112, 1, 1): 228, (64, 128, 1, 1): 224, (64, 16, 1, 1): 220},
@@ -534,7 +534,7 @@ MEASURED_ROUND3 = {
                           (64, 64, 1, 1): 84, (128, 32, 1, 1): 84, (64, 64, 2, 1): 79, (128, 48, 1, 1): 76,
                           (128, 64, 1, 1): 70, (64, 112, 1, 1): 63, (64, 128, 1, 1): 62},
     # the 64-row 1x1 tiles here were timed launched as 1x1x1 clusters, which doubled what their
-    # CTA pairs read from L2 (MEASURED_ROUND4 times 64x64 1x1 as launched now)
+    # CTA pairs read from L2 (MEASURED_PLAIN_GRID times 64x64 1x1 as launched now)
     (128, 4096, 7168, 1): {(128, 32, 1, 1): 546, (64, 64, 2, 1): 544, (128, 64, 1, 1): 473,
                            (128, 48, 1, 1): 453, (64, 32, 2, 1): 385, (128, 16, 1, 1): 372},
     (128, 7168, 2048, 1): {(128, 64, 1, 1): 457, (64, 64, 2, 1): 388, (64, 112, 1, 1): 385, (64, 128, 1, 1): 381,
@@ -548,7 +548,7 @@ MEASURED_ROUND3 = {
 
 # 1x1 configurations launched as a plain grid (H100, one process, held queue, median of 5 rounds;
 # docs/perf.md, per-K-block efficiency): TFLOP/s
-MEASURED_ROUND4 = {
+MEASURED_PLAIN_GRID = {
     (128, 4096, 7168, 1): {(64, 64, 1, 1): 581, (128, 32, 1, 1): 545, (64, 64, 2, 1): 544},
 }
 
@@ -567,7 +567,7 @@ MEASURED_MERGED = {
 }
 
 
-@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_ROUND2, MEASURED_ROUND3, MEASURED_ROUND4,
+@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_SHARED_SCALE_TESTS, MEASURED_HELD_QUEUE, MEASURED_PLAIN_GRID,
                                                              MEASURED_MERGED)
                                         for k, v in t.items()],
                          ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "")
