@@ -23,7 +23,7 @@ def test_a_held_queue_times_the_kernel_not_the_host():
     import torch
 
     from bsprof.analyzers.kernel_trace import launch_summary
-    from bsprof.profile.kernel_trace import trace_launches
+    from bsprof.profile.timer import trace_launches
     from bsprof.profile.timer import launch_times_ms
 
     op = _short_op()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 from bsprof.errors import BsprofError
 from bsprof.profile.validate import _delay_for, plan_sweep
 

@@ -93,9 +93,9 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     if html:
         check_output_file(html)
     if measure_ceiling:
-        from bsprof.profile import epi_ceiling
+        from bsprof.profile.measure_ceiling import measure
 
-        epi_ceiling.measure(out or "bsprof-results", console)
+        measure(out or "bsprof-results", console)
         return
     if validate:
         from bsprof.kernels.api import parse_kernel_spec

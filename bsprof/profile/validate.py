@@ -18,7 +18,7 @@
    and, for the reverse points' source builds, the table the model calibrates on.
 
 Writes validation.csv and validation.json (kind "validation") plus the calibration timing tables
-(so ``bsprof.analyzers.validation.evaluate`` can re-score the same measurements on a CPU).
+(so ``bsprof.analyzers.model.validation.evaluate`` can re-score the same measurements on a CPU).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def spin_calibration(console=None) -> dict:
     import numpy as np
 
     from bsprof.analyzers.timing.buffer import decode_buffer
-    from bsprof.analyzers.validation import spin_cost_fit
+    from bsprof.analyzers.model.validation import spin_cost_fit
     from bsprof.kernels import timing_probe
 
     per_d = {}
@@ -80,7 +80,7 @@ def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
 
 def _baseline_numbers(params, project) -> tuple[float, float, str]:
     """(tile cycles, deficit, binding side) of the calibrated model; deficit 0 when unknown."""
-    from bsprof.analyzers.validation import _as_json, _get
+    from bsprof.analyzers.model.validation import _as_json, _get
 
     pj = _as_json(project(params, {}))
     det = pj.get("deterministic", {})
@@ -202,7 +202,7 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
 
     import torch
 
-    from bsprof.analyzers.validation import counter_mhz
+    from bsprof.analyzers.model.sustained import counter_mhz
     from bsprof.profile.sensors import torch_device_sensors
 
     sensors = torch_device_sensors()
@@ -263,7 +263,7 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
                 rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None, stamps=None,
                 max_extra: int = RETIME_MAX) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
-    (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
+    (``analyzers.model.sustained.held_blocks``): one per held block of the most-held build, at most
     ``max_extra``, appended to ``reps`` / ``reads`` in place (the order continues the seeded shuffle).
     The whole set runs again, not the held build alone, so every point keeps ratios of blocks timed
     side by side; scoring leaves the held blocks out of their pairs. ``earlier``: the readings of the
@@ -271,7 +271,7 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
     over every block of its code, as scoring judges it: a build held in most of this set's blocks
     would otherwise set its own reference. Returns the number of extra repeats run."""
     from bsprof.analyzers.model.clock import limits_for
-    from bsprof.analyzers.validation import held_blocks
+    from bsprof.analyzers.model.sustained import held_blocks
 
     lim = limits_for(None, limits)
     if lim is None or not reads:
@@ -342,7 +342,7 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
     already at the top): ``TOP_SPINS`` spins of ``TOP_SPIN_S`` on every SM, each timing its own
     cycles by the global timer: ``top_counter_mhz`` (their median; each spin's value is kept). A
     recorded diagnostic, not the clock term's top: it reads NVML's top exactly, while GEMM blocks at
-    that NVML clock count 7-10% fewer cycles per second (``analyzers.validation.counter_vs_nvml``)."""
+    that NVML clock count 7-10% fewer cycles per second (``analyzers.model.sustained.counter_vs_nvml``)."""
     import statistics
     import time as _t
 
@@ -381,7 +381,7 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
         watts.append(w)
         _t.sleep(0.01)
     torch.cuda.synchronize()
-    from bsprof.analyzers.validation import spin_counter_mhz
+    from bsprof.analyzers.model.sustained import spin_counter_mhz
 
     top = [spin_counter_mhz(b.cpu().numpy()) for b in bufs]
     ok = lambda xs: [x for x in xs if x == x]  # noqa: E731
@@ -403,7 +403,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
     import statistics
 
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import validation as V
+    from bsprof.analyzers.model import sustained as SU
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import write_table
     from bsprof.io import atomic_path, unique_dir
@@ -485,8 +486,8 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                       f"{retimed['reverse']} extra reverse repeat(s)")
     clocks_sustained = _sustained_summary(fwd_reads)
     clocks_back = _sustained_summary(back_reads)
-    clocks_pooled = V.pooled_clocks(fwd_reads, back_reads)
-    counter_ratio = V.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
+    clocks_pooled = SU.pooled_clocks(fwd_reads, back_reads)
+    counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
     launchers.clear()
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
@@ -513,7 +514,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
                               extra={**landed, **_clock_extras(clocks, "plain", k),
                                      **_sustained(clocks_pooled, "plain", k),
-                                     **V.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
+                                     **SU.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
                                                           fwd_reads.get(k))}))
     for v in rev:
         k = _key(v)
@@ -524,7 +525,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
                               extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
                                      **_sustained(clocks_pooled, k, "plain"),
-                                     **V.sustained_cycles(back[k], back_reads.get(k), back["plain"],
+                                     **SU.sustained_cycles(back[k], back_reads.get(k), back["plain"],
                                                           back_reads.get("plain"))}))
     V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
                limits=limits_for(info["name"], limits))
@@ -555,9 +556,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
         "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
         "elapsed_s": time.time() - t0,
     }
-    doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
+    doc["summary"]["held"] = SU.held_summary(doc, limits_for(info["name"], limits))
     if counter_ratio:
-        doc["summary"]["counter_vs_nvml"] = V.counter_summary(counter_ratio, limits)
+        doc["summary"]["counter_vs_nvml"] = SU.counter_summary(counter_ratio, limits)
     artifacts.save(run_dir / "validation.json", _clean(doc))
     doc["run_dir"] = str(run_dir)
     doc["scored"] = points          # the Point objects, for the verb to render
@@ -627,7 +628,8 @@ def rescore(run_dir) -> dict:
     """Re-run the arithmetic of a validation directory on this machine (no GPU)."""
     import pandas as pd
 
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import validation as V
+    from bsprof.analyzers.model import sustained as SU
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import read_table
 
@@ -650,14 +652,14 @@ def rescore(run_dir) -> dict:
     lim = limits_for(doc.get("device"), doc.get("device_limits"))
     blocks = doc.get("sustained_blocks") or {}
     if blocks:   # the clock term's inputs from the blocks: NVML's, whichever clock the run scored with
-        pooled = V.pooled_clocks(blocks.get("forward"), blocks.get("reverse"))
+        pooled = SU.pooled_clocks(blocks.get("forward"), blocks.get("reverse"))
         for p in points:
-            _, base, meas = V.point_builds(p)
+            _, base, meas = SU.point_builds(p)
             p.extra.update(_sustained(pooled, base, meas))
     V.evaluate(points, tables, capture_wall_us=walls, limits=lim)
     summ = V.summary(points)
     if doc.get("sustained_blocks"):
-        summ["held"] = V.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
+        summ["held"] = SU.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
     return {"points": points, "summary": summ}
 
 

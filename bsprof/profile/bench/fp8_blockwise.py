@@ -337,7 +337,7 @@ def config_fields(p) -> dict:
 def _launch_gap_fields(fn, warmup_s: float) -> dict:
     """The kernel's GPU duration and the launch gap before it (medians over 30 traced launches)."""
     from bsprof.analyzers.kernel_trace import launch_summary
-    from bsprof.profile.kernel_trace import trace_launches
+    from bsprof.profile.timer import trace_launches
 
     summary = launch_summary(trace_launches(fn, 30, warmup_s))
     return dict(kernel_us=summary["kernel_us"], gap_us=summary["gap_us"])
