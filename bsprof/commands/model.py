@@ -98,14 +98,16 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
         measure(out or "bsprof-results", console)
         return
     if validate:
-        from bsprof.kernels.api import parse_kernel_spec
+        from bsprof.kernels.api import Target
         from bsprof.profile import validate as V
-
-        parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
         from bsprof.reports.model_text import render_validation
 
-        doc = V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
-                    repeats=repeats)
+        if repeats < 5:   # before the spec: refusing it asks no GPU and compiles nothing
+            raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+        # the kernel, family and problem resolved once (a bad spec is refused before any GPU work);
+        # every build of the validation is this Target's
+        target = Target.parse(family, kernel, mnkl)
+        doc = V.run(target, out_dir=out or "bsprof-results", console=console, repeats=repeats)
         render_validation(console, doc["scored"], doc["summary"], title=doc["title"])
         console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)", markup=False)
         return

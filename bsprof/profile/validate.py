@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import Target
 
 KLOOP_FRACTIONS = (0.15, 0.3)            # of the tile period, where the K-loop binds
 KLOOP_MIN_DELAY = 250                    # per K block: below ~250 the spin costs the K-loop more than
@@ -398,31 +399,25 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
             "source": "NVML (floor: board power while one thread spins)"}
 
 
-def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
-        *, repeats: int = REPEATS, rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
-    """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
+def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int = REPEATS,
+        rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
+    """Measure, project, score ``target`` (the kernel and problem, resolved once by the caller: every
+    build here is ``target.prepare`` with a timing or delay option, never the spec parsed again);
+    returns the validation.json dict (also written under out_dir)."""
     import statistics
 
-    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model import sustained as SU
+    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import atomic_path, unique_dir
-    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
-    from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
+    from bsprof.io import atomic_path, unique_dir
+    from bsprof.profile import timing_capture as tc
 
-    if repeats < 5:
-        raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
     calibrate, project = V.model_api()
     info = device_info()
-    if family in (None, "auto"):
-        family = family_for_capability(info["capability"])
-    module = family_module(family)
-    parse_kernel_spec(kernel, family)
-    if isinstance(mnkl, str):
-        mnkl = parse_mnkl(mnkl)
-    mnkl = tuple(mnkl) if mnkl else tuple(getattr(module, "DEFAULT_MNKL", (4096, 4096, 4096, 1)))
+    family, kernel, mnkl = target.family, target.spec, target.mnkl
+    module = target.module()
     block_k = int(getattr(getattr(module, "kernel", None), "BLOCK_K", 0) or 128)
     k_blocks = -(-mnkl[2] // block_k)
     shape = "x".join(map(str, mnkl[:3]))
@@ -452,7 +447,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     _log(console, f"[dim]calibrating the model on the plain {kernel} timing build ({shape})...[/]")
     tables, cap_wall = {}, {}
-    cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True))
+    cap = tc.capture(target.prepare(timing=True))
     tables["plain"], cap_wall["plain"] = cap.table, cap.wall_us
     clocks = {"plain": V.capture_clock(cap.table)}
     del cap
@@ -468,11 +463,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     rev = reverse_sources(variants, deficit, binding)
 
     _log(console, f"[dim]building {len(variants) + 2} plain-code variants...[/]")
-    launchers = {"plain": tc.prepare(family, kernel, mnkl, timing=False),
-                 "plain_b": tc.prepare(family, kernel, mnkl, timing=False)}
+    launchers = {"plain": target.prepare(timing=False), "plain_b": target.prepare(timing=False)}
     for v in variants:
-        launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
-                                        delay_phase1=v["delay_phase1"])
+        launchers[_key(v)] = target.prepare(delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"])
     fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds, stamps=stamps)
     retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds,
                                       stamps=stamps)}
@@ -492,8 +485,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     measured_phases = {"plain": _phase_means(tables["plain"])}
     for v in variants:
-        cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True, delay_kloop=v["delay_kloop"],
-                                    delay_phase1=v["delay_phase1"]))
+        cap = tc.capture(target.prepare(timing=True, delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"]))
         measured_phases[_key(v)] = _phase_means(cap.table)
         clocks[_key(v)] = V.capture_clock(cap.table)
         if v in rev:
@@ -531,7 +523,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                limits=limits_for(info["name"], limits))
     summ = V.summary(points)
 
-    run_dir = unique_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = unique_dir(out_dir, f"validation_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}")
     frame = V.to_frame(points)
     with atomic_path(run_dir / "validation.csv") as tmp:
         frame.to_csv(tmp, index=False)
