@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bsprof.artifacts import Run, identity
-from bsprof.reports.fmt import fmt, num, signed_pct
+from bsprof.fmt import fmt, num, signed_pct
 from bsprof.reports.page import Section, note, table
 
 # (label, better direction) -> value; "lower" / "higher" colour the row, None leaves it neutral

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num, short_name
+from bsprof.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, esc, note, table
 
 # (column, label) in the order a kernel engineer reads them; the first two are ncu's SOL headline.
