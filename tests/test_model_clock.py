@@ -203,10 +203,10 @@ def test_cli_clock_bad_input_is_one_line(args, words):
 
 @pytest.mark.parametrize("n", [2, 3, 7, 13])
 def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
-    from bsprof.profile.validate import _rotated, block_order
+    from bsprof.profile.validate import rotated_order, block_order
 
     keys = [f"b{i}" for i in range(n)]
-    for order in (block_order, _rotated):    # the shuffle, and the rotation older runs used
+    for order in (block_order, rotated_order):    # the shuffle, and the rotation older runs used
         seq = [k for r in range(8) for k in order(keys, r)]
         assert all(a != b for a, b in zip(seq, seq[1:]))
         assert all(sorted(order(keys, r)) == sorted(keys) for r in range(8))

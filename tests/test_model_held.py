@@ -70,9 +70,9 @@ def test_every_held_block_ran_slower_than_its_code_usually_does(run):
 
 
 def _order(keys: list, repeats: int) -> list:
-    from bsprof.profile.validate import _rotated
+    from bsprof.profile.validate import rotated_order
 
-    return [(k, r) for r in range(repeats) for k in _rotated(keys, r)]
+    return [(k, r) for r in range(repeats) for k in rotated_order(keys, r)]
 
 
 def test_every_held_block_followed_a_block_that_drew_the_limit():

@@ -11,7 +11,7 @@ import pytest
 
 from bsprof.analyzers.model import validation as V
 from bsprof.errors import BsprofError
-from bsprof.profile.validate import _delay_for, plan_sweep
+from bsprof.profile.validate import delay_for, plan_sweep
 
 
 def serial_model():
@@ -105,9 +105,9 @@ def test_missing_calibration_table_is_an_error():
 def test_spin_cost_fit_and_delay_inversion():
     slope, icpt = V.spin_cost_fit({64: 64 * 1.01 + 30, 256: 256 * 1.01 + 30, 1024: 1024 * 1.01 + 30})
     assert slope == pytest.approx(1.01) and icpt == pytest.approx(30)
-    d, cost = _delay_for(500.0, {"slope": slope, "intercept": icpt})
+    d, cost = delay_for(500.0, {"slope": slope, "intercept": icpt})
     assert d == 470 and cost == pytest.approx(470 * 1.01 + 30)  # (500-30)/1.01 = 465.3 -> 2 digits
-    assert _delay_for(5.0, {"slope": slope, "intercept": icpt})[0] == 1  # never a zero (= no code) delay
+    assert delay_for(5.0, {"slope": slope, "intercept": icpt})[0] == 1  # never a zero (= no code) delay
 
 
 def test_sweep_crosses_the_deficit_on_the_slack_side():

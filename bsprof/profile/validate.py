@@ -71,7 +71,7 @@ def spin_calibration(console=None) -> dict:
             "record_floor": base}
 
 
-def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
+def delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
     """Device knob d for a wanted per-unit cost, and the cost it really injects."""
     raw = (delta_per_unit - spin["intercept"]) / spin["slope"]
     # two significant digits: shapes with similar per-unit targets share compiled builds
@@ -81,14 +81,15 @@ def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
 
 def _baseline_numbers(params, project) -> tuple[float, float, str]:
     """(tile cycles, deficit, binding side) of the calibrated model; deficit 0 when unknown."""
-    from bsprof.analyzers.model.validation import _as_json, _get
+    from bsprof.analyzers.model.validation import projection_json
+    from bsprof.fmt import dig
 
-    pj = _as_json(project(params, {}))
+    pj = projection_json(project(params, {}))
     det = pj.get("deterministic", {})
     tile = float(det.get("baseline_tile_cycles") or det.get("projected_tile_cycles") or 0.0)
-    deficit = _get(det, "deficit", default=None)
+    deficit = dig(det, "deficit")
     if deficit is None:
-        deficit = _get(pj, "baseline", "deficit", default=0.0)
+        deficit = dig(pj, "baseline", "deficit", default=0.0)
     return tile, float(deficit or 0.0), str(det.get("binding_before", ""))
 
 
@@ -112,7 +113,7 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
     kloop_on_slack = deficit > 0 and binding == "epilogue"   # multiples of the deficit: keep them small
 
     def kl(target: float) -> tuple[int, float]:
-        d, cost = _delay_for(target / k_blocks, spin)
+        d, cost = delay_for(target / k_blocks, spin)
         if d < KLOOP_MIN_DELAY and not kloop_on_slack:
             d = KLOOP_MIN_DELAY
             cost = spin["slope"] * d + spin["intercept"]
@@ -122,11 +123,11 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
         d, cost = kl(t)
         out.append({"knob": "kloop", "delay_kloop": d, "delay_phase1": 0, "delta_kloop": cost, "delta_phase1": 0.0})
     for t in p_targets:
-        d, cost = _delay_for(t, spin)
+        d, cost = delay_for(t, spin)
         out.append({"knob": "phase1", "delay_kloop": 0, "delay_phase1": d, "delta_kloop": 0.0, "delta_phase1": cost})
     for tk, tp in both:
         dk, ck = kl(tk)
-        dp, cp = _delay_for(tp, spin)
+        dp, cp = delay_for(tp, spin)
         out.append({"knob": "both", "delay_kloop": dk, "delay_phase1": dp, "delta_kloop": ck, "delta_phase1": cp})
     return out
 
@@ -308,7 +309,7 @@ def _last(keys: list[str], r: int) -> str:
     return block_order(keys, r)[-1]
 
 
-def _rotated(keys: list[str], r: int) -> list[str]:
+def rotated_order(keys: list[str], r: int) -> list[str]:
     """The order the runs before the shuffle used (``keys`` rotated left by ``r``): kept to read their
     stored blocks in the order they ran."""
     n = r % len(keys) if len(keys) > 2 else 0

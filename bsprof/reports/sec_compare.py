@@ -36,9 +36,9 @@ def _summary_metrics(run: Run) -> Metrics:
 
 
 def _ncu_metrics(run: Run) -> Metrics:
-    from bsprof.reports.sec_ncu import SOL_BARS, _launch
+    from bsprof.reports.sec_ncu import SOL_BARS, first_launch
 
-    found = _launch(run)
+    found = first_launch(run)
     if not found:
         return {}
     cols = found[1].get("columns") or {}

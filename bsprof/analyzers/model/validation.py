@@ -116,15 +116,7 @@ def model_api():
     return calibrate, functools.partial(project, band=True)
 
 
-def _get(obj, *path, default=None):
-    for key in path:
-        if obj is None:
-            return default
-        obj = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-    return default if obj is None else obj
-
-
-def _as_json(projection) -> dict:
+def projection_json(projection) -> dict:
     for name in ("to_json", "to_dict", "as_dict"):
         fn = getattr(projection, name, None)
         if callable(fn):
@@ -139,7 +131,7 @@ def _as_json(projection) -> dict:
 
 def project_point(params, deltas: dict, project) -> dict:
     """The model's projection for ``deltas`` as the model's JSON contract (deterministic / stochastic)."""
-    pj = _as_json(project(params, deltas))
+    pj = projection_json(project(params, deltas))
     det, sto = pj.get("deterministic") or {}, pj.get("stochastic") or {}
     return {
         "tile": float(det.get("baseline_tile_cycles", math.nan)),

@@ -173,7 +173,9 @@ def _max_active(kw: dict) -> int:
     return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
-def _dyn(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
+def cute_tensor(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
+    """A torch tensor as a CuTe tensor for a launch: its layout dynamic along ``leading`` (one build
+    serves every problem), static (a shape-specialized build) or with only M left dynamic."""
     from cutlass.cute.runtime import from_dlpack
 
     v = from_dlpack(t, assumed_align=align)
@@ -225,11 +227,11 @@ def _cute_views(ops, static: bool = False):
     128-byte box for a 128x128 stage, and a store that does not match the epilogue's swizzled
     tile), and the kernel died with an illegal instruction on the H100."""
     one_row = static and ops.a.shape[1] == 1
-    a = _dyn(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
-    b = _dyn(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
-    sfa = _dyn(_sfa_view(ops.sfa, static), 0, 4, static)
-    sfb = _dyn(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
-    c = _dyn(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    a = cute_tensor(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    b = cute_tensor(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
+    sfa = cute_tensor(_sfa_view(ops.sfa, static), 0, 4, static)
+    sfb = cute_tensor(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
+    c = cute_tensor(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     return a, b, sfa, sfb, c
 
 
@@ -489,7 +491,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         slots = 1
     stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
     ws, cnt = split_workspace(mnkl, kw)
-    tail = (_dyn(tbuf, 0, 16), _dyn(ws, 0, 16), _dyn(cnt, 0, 16), cutlass.Int32(slots), stream)
+    tail = (cute_tensor(tbuf, 0, 16), cute_tensor(ws, 0, 16), cute_tensor(cnt, 0, 16), cutlass.Int32(slots), stream)
     args = (*_cute_views(ops, static), *tail)
     fn = _compiled_for(kw, args, max_active, mnkl if static else None)
     m, n, k, l = mnkl

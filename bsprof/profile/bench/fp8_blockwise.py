@@ -49,7 +49,7 @@ def _row(name: str, ours: bool, ms: float, flops: float, err, clocks: dict, num_
                 flop_per_sm_cycle=flop_per_sm_cycle(flops, ms, clocks.get("sm_mhz"), num_sms))
 
 
-def _graphed(p):
+def graphed(p):
     """Our kernel as a one-launch CUDA graph replay, and how it is launched: an eager CuTe DSL
     launch costs the host ~125 us, so back-to-back eager launches leave the GPU idle between them
     and it runs cooler (higher clocks) than a peer launched back to back. Eager when the build
@@ -60,7 +60,7 @@ def _graphed(p):
     return (fn, "graph") if fn else (p.launch, "eager")
 
 
-def _torch_graphed(fn):
+def torch_graphed(fn):
     """A peer (a torch call) as a one-launch CUDA graph replay, so it is launched the way ours is;
     eager when it cannot be captured."""
     from bsprof.profile.timing_capture import graph_replay
@@ -108,7 +108,7 @@ def _cublas_blockwise(a, b, sfa, sfb, out):
     return bw, lambda: last["out"]
 
 
-def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
+def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     """name -> (launch fn, its output: a tensor, a function returning it, or None). Peers that
     cannot run here are left out with a reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
     its output is checked only on unit-scale inputs, the only ones it computes the same product on).
@@ -237,13 +237,13 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         others = [_on_copy(p, ops) for ops in copies[1:]]
         # checked on every copy: a kernel wrong on one placement is wrong
         err = max([p.check()] + [q.check() for q in others]) if check else None
-        timed.append((spec, True, [_graphed(p)] + [_graphed(q) for q in others], err))
+        timed.append((spec, True, [graphed(p)] + [graphed(q) for q in others], err))
         configs[len(timed) - 1] = config_fields(p)
     if first is None:
         raise BsprofError("; ".join(f"{spec}: {why}" for spec, why in refused.items()))
     skipped = {}
     if peers:
-        per_copy = [_peer_fns(ops, mnkl, cute_example, peer_names) for ops in copies]
+        per_copy = [peer_fns(ops, mnkl, cute_example, peer_names) for ops in copies]
         fns, skipped = per_copy[0]
         skipped = {k: v for k, v in skipped.items() if k in peer_names or k == "cute_dense_fp8"}
         ref = first.reference() if check else None
@@ -257,7 +257,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                 except BsprofError as exc:
                     err = f"{exc}"
             launchers = [other[0].get(name, fns[name])[0] for other in per_copy]
-            timed.append((name, False, [_torch_graphed(f) if peers_graph else (f, "eager") for f in launchers], err))
+            timed.append((name, False, [torch_graphed(f) if peers_graph else (f, "eager") for f in launchers], err))
     # by position, not name: the same spec twice is how one measures the noise floor
     runs: list[list] = [[] for _ in timed]
     for r in range(max(1, rounds)):
