@@ -59,7 +59,7 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     torch.cuda.synchronize()
     hold_s = min(HOLD_MAX_S, iters * (2 * host_per_call + HOLD_SLACK_S)) if hold else 0.0
     for _attempt in range(HOLD_ATTEMPTS if hold else 1):
-        times, gaps = _timed_launches(fn, iters, hold_s, while_running)
+        times, gaps = timed_launches_and_gaps(fn, iters, hold_s, while_running)
         if not hold or not ran_dry(times, gaps):
             break
         # the host fell behind the hold (a stall of the host, not the GPU): a longer hold, once more
@@ -67,7 +67,7 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     return times
 
 
-def _timed_launches(fn, iters: int, hold_s: float, while_running) -> tuple[list[float], list[float]]:
+def timed_launches_and_gaps(fn, iters: int, hold_s: float, while_running) -> tuple[list[float], list[float]]:
     """Each launch's milliseconds and the idle milliseconds between one launch's end event and the
     next one's start event."""
     import torch

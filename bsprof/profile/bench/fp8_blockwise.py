@@ -69,7 +69,7 @@ def torch_graphed(fn):
     return (replay, "graph") if replay else (fn, "eager")
 
 
-def _k_blocks_padded(sfb):
+def k_blocks_padded(sfb):
     """The 128x128-block scales (N/128, K/128) padded with zeros to a multiple of 4 K blocks, the
     layout cuBLASLt reads them in: torch's explicit-recipe ``scaled_mm`` takes them as
     (round_up(K/128, 4), N/128) at stride (1, round_up(K/128, 4)). Handed rows packed at K/128
@@ -84,7 +84,7 @@ def _k_blocks_padded(sfb):
     return padded
 
 
-def _cublas_blockwise(a, b, sfa, sfb, out):
+def cublas_blockwise(a, b, sfa, sfb, out):
     """cuBLAS blockwise FP8 (1x128 scales on A, 128x128 on B) as a launch function and where its
     product lands. Where K/128 is a multiple of 4 torch's ``_scaled_mm`` infers the recipe from the
     scales' shapes and writes into ``out``; elsewhere only the explicit-recipe ``scaled_mm`` takes
@@ -99,7 +99,7 @@ def _cublas_blockwise(a, b, sfa, sfb, out):
     if not hasattr(F, "scaled_mm"):
         raise BsprofError(f"K/128 = {sfb.shape[1]} is not a multiple of 4: cuBLAS takes its scales then only "
                           "through torch.nn.functional.scaled_mm, which this torch lacks")
-    padded, last = _k_blocks_padded(sfb), {}
+    padded, last = k_blocks_padded(sfb), {}
 
     def bw():
         last["out"] = F.scaled_mm(a, b.t(), sfa, F.ScalingType.BlockWise1x128, padded.t(),
@@ -126,7 +126,7 @@ def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     sfb = ops.sfb[0]              # (N/128, K/128)
 
     try:
-        bw, out_bw = _cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+        bw, out_bw = cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
         bw()
         fns["cublas_blockwise"] = (bw, out_bw)
     except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
@@ -267,7 +267,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     rows = []
     for at, ((name, ours, launchers, err), got) in enumerate(zip(timed, runs)):
         fn, how = launchers[0]
-        ms, clocks = _median_round(got)
+        ms, clocks = median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
         row.update(configs.get(at, {}))
         row["launch"] = how
@@ -343,7 +343,7 @@ def _launch_gap_fields(fn, warmup_s: float) -> dict:
     return dict(kernel_us=summary["kernel_us"], gap_us=summary["gap_us"])
 
 
-def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
+def median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
     """The round with the median time (its clock readings with it)."""
     ordered = sorted(runs, key=lambda r: r[0])
     return ordered[(len(ordered) - 1) // 2]
