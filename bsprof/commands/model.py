@@ -7,6 +7,7 @@ import click
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
@@ -44,9 +45,9 @@ def _delta_opt(name: str, what: str, note: str = ""):
 @click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
 @click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
 @click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
-@click.option("--kernel", default="optimized", show_default=True,
-              help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
-@click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
+@click.option("--kernel", default="optimized", show_default=True, help=f"with --validate: {KERNEL_HELP}")
+@click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True,
+              help="with --validate: kernel family")
 @click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
 @click.option("--repeats", type=int, default=5, show_default=True,
               help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
