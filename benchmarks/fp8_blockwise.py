@@ -312,7 +312,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
     import time
 
     from bsprof.errors import BsprofError
-    from bsprof.profile.bench.fp8_blockwise import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
     from bsprof.kernels.fp8_blockwise.config import parse_spec
     from bsprof.kernels.fp8_blockwise.launch import prepare
 
@@ -325,7 +325,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
         except BsprofError:
             pass                 # reported by the timed run
     if deepgemm and p is not None:
-        _peer_fns(p.ops, mnkl, only=("deepgemm",))
+        peer_fns(p.ops, mnkl, only=("deepgemm",))
     return f"{','.join(map(str, mnkl))}: {time.time() - t0:.0f} s"
 
 

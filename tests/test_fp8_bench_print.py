@@ -363,11 +363,11 @@ def test_the_block_scales_handed_to_cublas_are_padded_to_four_k_blocks():
     # at K/128 = 6 it read the wrong scales (relative error 31 on the H100), and torch refuses a view
     # cut back to K/128, so the padded tensor itself goes in, its extra K blocks zero
     torch = pytest.importorskip("torch")
-    from bsprof.profile.bench.fp8_blockwise import _k_blocks_padded
+    from bsprof.profile.bench.fp8_blockwise import k_blocks_padded
 
     for kb, lead in ((6, 8), (107, 108), (56, 56), (1, 4)):
         sfb = torch.arange(1, 3 * kb + 1, dtype=torch.float32).reshape(3, kb)
-        got = _k_blocks_padded(sfb)
+        got = k_blocks_padded(sfb)
         assert got.shape == (3, lead) and got.is_contiguous()
         assert torch.equal(got[:, :kb], sfb) and not got[:, kb:].any()
         assert got.t().shape == (lead, 3) and got.t().stride() == (1, lead)
@@ -380,7 +380,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
     torch = pytest.importorskip("torch")
     if not hasattr(torch.nn.functional, "scaled_mm"):
         pytest.skip("this torch has no explicit-recipe scaled_mm")
-    from bsprof.profile.bench.fp8_blockwise import _cublas_blockwise
+    from bsprof.profile.bench.fp8_blockwise import cublas_blockwise
 
     m, n = 512, 384
     for k in (768, 1024):
@@ -389,7 +389,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
         sfa = torch.empty(k // 128, m, device="meta").t()
         sfb = torch.empty(n // 128, k // 128, device="meta")
         out = torch.empty(m, n, dtype=torch.bfloat16, device="meta")
-        launch, product = _cublas_blockwise(a, b, sfa, sfb, out)
+        launch, product = cublas_blockwise(a, b, sfa, sfb, out)
         if k == 1024:
             assert product() is out
         else:

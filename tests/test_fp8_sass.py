@@ -398,10 +398,10 @@ def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
     # M % 4 != 0 once dropped both scale TMAs (the scale rows were M floats apart, not 16-byte
     # aligned) and read the scales with global loads; with each row padded (quant.aligned_scales)
     # a 333-row problem is built like a 4096-row one: no LDG anywhere, the scales read from smem
-    from bsprof.kernels.fp8_blockwise.launch import _build_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import build_kwargs
 
     mnkl = (333, 5120, 3584, 1)
-    kw, static = _build_kwargs("optimized", {}, mnkl)
+    kw, static = build_kwargs("optimized", {}, mnkl)
     assert static and kw["sfa_tma"] and kw["sfb_tma"]
     (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl))
     assert fa.count("LDG") == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
 H100 = Path(__file__).parent / "data" / "h100_timing"
@@ -203,10 +203,10 @@ def test_cli_clock_bad_input_is_one_line(args, words):
 
 @pytest.mark.parametrize("n", [2, 3, 7, 13])
 def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
-    from bsprof.profile.validate import _rotated, block_order
+    from bsprof.profile.validate import rotated_order, block_order
 
     keys = [f"b{i}" for i in range(n)]
-    for order in (block_order, _rotated):    # the shuffle, and the rotation older runs used
+    for order in (block_order, rotated_order):    # the shuffle, and the rotation older runs used
         seq = [k for r in range(8) for k in order(keys, r)]
         assert all(a != b for a, b in zip(seq, seq[1:]))
         assert all(sorted(order(keys, r)) == sorted(keys) for r in range(8))
@@ -216,7 +216,7 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
     """A capped clock dithers: the baseline's clock is the reading-weighted mean over all its blocks,
     forward and reverse sets, its second build counted as itself; blocks without a mean give their
     median."""
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
     fwd = {"plain": [{"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
                      {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20}],
@@ -241,7 +241,7 @@ def test_pingpong_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cyc
     read 1,845 (its second build, same set) and 1,905 MHz (reverse set) at wall times within 1.7%.
     Pooled over every block of the plain code (1,830 MHz: a re-score after seeing the data, not a
     prediction) the clock ratio is 1.082 and both points land within 1%; the cycles are untouched."""
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
     run = H100 / "validation_pingpong_4096_clock_term"
     doc = json.loads((run / "validation.json").read_text())
@@ -271,7 +271,7 @@ def test_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
     the reading-weighted mean over the plain code's 10 blocks (forward, its second build, reverse),
     and re-scoring the forward points from the stored calibration table gives the stored errors."""
     from bsprof.analyzers.timing.io import read_table
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
     run = H100 / "validation_pingpong_4096_pooled_clock"
     doc = json.loads((run / "validation.json").read_text())

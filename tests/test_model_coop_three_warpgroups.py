@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_coop_6144x4096x14336"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_nvml_clock"
 TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
 DATA = Path(__file__).parent / "data"
 # run -> (stored directory, device, the as-scored median and max it came out at, the largest error of

@@ -240,14 +240,14 @@ def test_tile_mn_per_side_and_shared(data_dir):
 def test_bundled_tile_comes_from_its_build():
     # the tile a per-tile budget uses for a kernel we built is the one that build computes at this
     # problem, and the note says so; a --tile-mn given for that side still wins
-    from bsprof.analyzers.sass.result import _given_tiles
+    from bsprof.analyzers.sass.result import given_tiles
     from bsprof.kernels.fp8_blockwise import output_tile
 
     problem = (4096, 2112, 7168, 1)
     tile = output_tile("optimized", problem)
-    tile_mn, notes = _given_tiles(1, [], {0: (tile, "optimized")}, problem)
+    tile_mn, notes = given_tiles(1, [], {0: (tile, "optimized")}, problem)
     assert tile_mn == [tile] and f"tile {tile[0]}x{tile[1]} from the bundled optimized kernel's build" in notes[0]
-    assert _given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
+    assert given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
     # the per-problem choice is what the build takes, not the variant's default tile
     assert output_tile("optimized", problem) != output_tile("optimized", (4096, 4096, 4096, 1))
 
