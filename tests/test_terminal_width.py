@@ -176,11 +176,11 @@ def test_validation_view():
     import pandas as pd
     from rich.console import Console
 
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.reports.model_text import render_validation
 
-    run = TIMING / "validation_pingpong_round3_8192"
+    run = TIMING / "validation_pingpong_8192_pooled_clock"
     doc = json.loads((run / "validation.json").read_text())
     pts = V.reclock(pd.read_csv(run / "validation.csv"), limits_for(doc["device"], doc["device_limits"]))
     buf = io.StringIO()

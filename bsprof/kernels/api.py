@@ -27,6 +27,7 @@ What a user names with ``--family``, ``--kernel SPEC`` and ``--mnkl`` is resolve
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -116,11 +117,6 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     return name, over
 
 
-def prepare_kernel(family: str, spec: str, mnkl, **kwargs):
-    """``family.prepare(variant, mnkl, **switches, **kwargs)`` for a kernel spec."""
-    return Target.parse(family, spec, mnkl).prepare(**kwargs)
-
-
 @dataclass(frozen=True)
 class Target:
     """One bundled kernel on one problem, resolved once: every verb, benchmark and subprocess
@@ -162,6 +158,12 @@ class Target:
             shape = tuple(int(v) for v in mnkl)
         return cls(family=family, variant=name, mnkl=shape, switches=switches,  # type: ignore[arg-type]
                    config=dict(config or {}), picked_from_gpu=picked)
+
+    def on_problem(self, mnkl) -> "Target":
+        """This kernel on another problem (``(M, N, K, L)`` or ``"M,N,K[,L]"``); the spec is not
+        parsed again."""
+        shape = parse_mnkl(mnkl) if isinstance(mnkl, str) else tuple(int(v) for v in mnkl)
+        return dataclasses.replace(self, mnkl=shape)
 
     @property
     def spec(self) -> str:

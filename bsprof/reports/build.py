@@ -9,7 +9,7 @@ from typing import Callable
 
 from bsprof.errors import BsprofError
 from bsprof.artifacts import KINDS, Run
-from bsprof.reports.fmt import plural
+from bsprof.fmt import plural
 from bsprof.reports.runs import discover
 from bsprof.reports.page import Row, Section, note, render_page
 

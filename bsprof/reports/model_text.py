@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bsprof.reports.fmt import plural
+from bsprof.fmt import plural
 
 
 def _pct_ratio(r: float) -> str:

@@ -7,19 +7,8 @@ import math
 import re
 
 from bsprof.analyzers.ncu.facts import clock_above_top
+from bsprof.fmt import fmt_metric
 from bsprof.reports.term import fit_table, pack, say
-
-
-def fmt(v, unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
-        s = f"{int(v):,}"
-    elif isinstance(v, float):
-        s = f"{v:,.0f}" if abs(v) >= 1000 else (f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}")
-    else:
-        s = str(v)
-    return f"{s} {unit}".rstrip()
 
 
 def _dims(launch: dict, key: str) -> str:
@@ -43,7 +32,7 @@ def _peak_text(c: dict) -> str:
     if c.get("peak_tflops") is None:
         return f"n/a: no {prec or '?'} peak for {c.get('device') or 'this device'} in bsprof's peak table"
     src = c.get("precision_source")
-    return (f"{fmt(c.get('pct_of_peak'))} % of {fmt(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
+    return (f"{fmt_metric(c.get('pct_of_peak'))} % of {fmt_metric(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
             + (f", from {src}" if src else "") + ")")
 
 
@@ -56,26 +45,26 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     t.add_column("value", justify="right")
     share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
     rows = [
-        ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
-        ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
+        ("duration", fmt_metric(_num(c.get("duration_ns")) / 1e3, "us")),
+        ("SM / DRAM clock", f"{fmt_metric(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt_metric(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
          + (f" (SM {note})" if (note := clock_above_top(c)) else "")),
-        ("cycles: SM / busiest SM", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
+        ("cycles: SM / busiest SM", f"{fmt_metric(c.get('sm_elapsed_cycles_avg'))} / {fmt_metric(c.get('sm_active_cycles_max'))}"),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
-        ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),
-        ("SM active / elapsed", fmt(100 * share, "%")),
-        ("registers / thread", fmt(c.get("registers_per_thread"))),
-        ("shared mem / block", fmt(c.get("smem_per_block_bytes"), "B")),
-        ("occupancy achieved / theor.", f"{fmt(c.get('achieved_occupancy_pct'))} / {fmt(c.get('theoretical_occupancy_pct'))} %"),
-        ("issue slots busy", fmt(c.get("issue_active_pct"), "%")),
-        ("eligible warps / cycle", fmt(c.get("eligible_warps_per_cycle"))),
-        ("SOL compute / memory (ncu)", f"{fmt(c.get('sol_compute_pct'))} / {fmt(c.get('sol_memory_pct'))} %"),
-        ("tensor pipe active / elapsed", f"{fmt(c.get('tensor_pipe_pct'))} / {fmt(c.get('tensor_pipe_elapsed_pct'))} %"),
-        ("DRAM / L2 / L1 throughput", f"{fmt(c.get('dram_throughput_pct'))} / {fmt(c.get('l2_throughput_pct'))} / {fmt(c.get('l1_throughput_pct'))} %"),
-        ("L2 / L1 hit rate", f"{fmt(c.get('l2_hit_pct'))} / {fmt(c.get('l1_hit_pct'))} %"),
-        ("TFLOP/s", fmt(c.get("tflops"))),
+        ("CTAs / SMs / waves", f"{fmt_metric(c.get('grid_size'))} / {fmt_metric(c.get('sm_count'))} / {fmt_metric(c.get('waves_per_sm'))}"),
+        ("SM active / elapsed", fmt_metric(100 * share, "%")),
+        ("registers / thread", fmt_metric(c.get("registers_per_thread"))),
+        ("shared mem / block", fmt_metric(c.get("smem_per_block_bytes"), "B")),
+        ("occupancy achieved / theor.", f"{fmt_metric(c.get('achieved_occupancy_pct'))} / {fmt_metric(c.get('theoretical_occupancy_pct'))} %"),
+        ("issue slots busy", fmt_metric(c.get("issue_active_pct"), "%")),
+        ("eligible warps / cycle", fmt_metric(c.get("eligible_warps_per_cycle"))),
+        ("SOL compute / memory (ncu)", f"{fmt_metric(c.get('sol_compute_pct'))} / {fmt_metric(c.get('sol_memory_pct'))} %"),
+        ("tensor pipe active / elapsed", f"{fmt_metric(c.get('tensor_pipe_pct'))} / {fmt_metric(c.get('tensor_pipe_elapsed_pct'))} %"),
+        ("DRAM / L2 / L1 throughput", f"{fmt_metric(c.get('dram_throughput_pct'))} / {fmt_metric(c.get('l2_throughput_pct'))} / {fmt_metric(c.get('l1_throughput_pct'))} %"),
+        ("L2 / L1 hit rate", f"{fmt_metric(c.get('l2_hit_pct'))} / {fmt_metric(c.get('l1_hit_pct'))} %"),
+        ("TFLOP/s", fmt_metric(c.get("tflops"))),
         ("% of peak", _peak_text(c)),
-        ("warp cycles / issue", fmt(c.get("warp_cycles_per_issue"))),
-        ("replay passes", fmt(c.get("replay_passes"))),
+        ("warp cycles / issue", fmt_metric(c.get("warp_cycles_per_issue"))),
+        ("replay passes", fmt_metric(c.get("replay_passes"))),
     ]
     for name, value in rows:
         t.add_row(name, value)
@@ -137,7 +126,7 @@ def print_verdict(console, v: dict) -> None:
 def print_compare(console, cmp) -> None:
     from rich.table import Table
 
-    from bsprof.reports.fmt import short_name
+    from bsprof.fmt import short_name
 
     # a kernel name of hundreds of characters is cut to the line (the file below it says which launch)
     name_w = max(20, console.width - 3)
@@ -147,7 +136,7 @@ def print_compare(console, cmp) -> None:
         t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=col != "metric")
     for r in cmp.table.to_dict("records"):
         pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
-        t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
+        t.add_row(r["metric"], fmt_metric(r["a"]), fmt_metric(r["b"]), fmt_metric(r["delta"]), pct)
     dropped = fit_table(console, t, [3])  # the difference goes before a value would be cut
     console.print(t)
     if dropped:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bsprof import artifacts
 from bsprof.analyzers.sass.budget import ARCH_GROUPS
 from bsprof.analyzers.sass.result import CSV_FIXED, SassResult, csv_rows
-from bsprof.reports.fmt import plural, short_name
+from bsprof.fmt import fmt_count, plural, short_name
 from bsprof.reports.term import fit_table, left_out_note, pack, say
 
 if TYPE_CHECKING:
@@ -21,16 +21,6 @@ if TYPE_CHECKING:
 MANY_FUNCTIONS = 4
 MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
              "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
-    if isinstance(v, int):
-        return f"{v / 1e6:,.1f}M" if abs(v) >= 10_000_000 else f"{v:,}"
-    return str(v)
 
 
 def render_json(result: SassResult) -> str:
@@ -115,8 +105,8 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
             kloop = f"unrolled (tile loop {summary.get('tile_loop')})"
         else:
             kloop = "—"
-        t.add_row(escape(name), _fmt(fn["instructions"]), _fmt(fn["mma"]), _fmt(len(fn["loops"])), escape(kloop),
-                  _fmt(prim["overhead_per_mma"]) if prim else "—")
+        t.add_row(escape(name), fmt_count(fn["instructions"]), fmt_count(fn["mma"]), fmt_count(len(fn["loops"])), escape(kloop),
+                  fmt_count(prim["overhead_per_mma"]) if prim else "—")
         present = [(f"[red]{_BAD[k]}[/red]" if k in _BAD else k) for k, v in (fn.get("features") or {}).items() if v]
         features.append(f"  {escape(name)}: {', '.join(present) or 'none'}")
     console.print(t)
@@ -248,20 +238,20 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
     t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
         t.add_column(_region_header(r), justify="right", no_wrap=True)
-    t.add_row("instructions", *[_fmt(r["instructions"]) for r in rows])
-    t.add_row("MMA", *[_fmt(r["mma"]) for r in rows])
-    t.add_row("overhead / MMA", *[_fmt(r["overhead_per_mma"]) for r in rows], end_section=True)
+    t.add_row("instructions", *[fmt_count(r["instructions"]) for r in rows])
+    t.add_row("MMA", *[fmt_count(r["mma"]) for r in rows])
+    t.add_row("overhead / MMA", *[fmt_count(r["overhead_per_mma"]) for r in rows], end_section=True)
     for c in cats:
-        t.add_row(f"  {c}", *[_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for r in rows])
+        t.add_row(f"  {c}", *[fmt_count(r["categories"].get(c)) if r["categories"].get(c) else "" for r in rows])
     if any("executed" in r for r in rows):
         t.add_section()
-        t.add_row("executed (ncu)", *[_fmt(r.get("executed")) for r in rows])
+        t.add_row("executed (ncu)", *[fmt_count(r.get("executed")) for r in rows])
         if any("executed_per_tile" in r for r in rows):
-            t.add_row("executed / tile", *[_fmt(r.get("executed_per_tile")) for r in rows])
-        t.add_row("stall samples", *[_fmt(r.get("stall_samples")) for r in rows])
+            t.add_row("executed / tile", *[fmt_count(r.get("executed_per_tile")) for r in rows])
+        t.add_row("stall samples", *[fmt_count(r.get("stall_samples")) for r in rows])
         if any(r.get("executed_per_mma") is not None for r in rows):
-            t.add_row("executed / MMA", *[_fmt(r.get("executed_per_mma")) for r in rows])
-            t.add_row("hot instructions", *[_fmt(r.get("hot_instructions")) for r in rows])
+            t.add_row("executed / MMA", *[fmt_count(r.get("executed_per_mma")) for r in rows])
+            t.add_row("hot instructions", *[fmt_count(r.get("hot_instructions")) for r in rows])
     if rows:
         # a narrow terminal leaves out whole regions, never the K-loop: the small loops first, the
         # function's totals last
@@ -286,10 +276,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         cats_shown = list(fn["stalls_by_category"].items())[:10]
         # the reasons are packed by hand, so a reason never parts from its count
         room = console.width - 10 - max([8, *(len(c) for c, _ in cats_shown)]) \
-            - max([7, *(len(_fmt(sum(r.values()))) for _, r in cats_shown)])
+            - max([7, *(len(fmt_count(sum(r.values()))) for _, r in cats_shown)])
         for cat, reasons in cats_shown:
             top = pack((f"{k} {v:,}" for k, v in list(reasons.items())[:4]), max(20, room), sep=", ")
-            st.add_row(cat, _fmt(sum(reasons.values())), top)
+            st.add_row(cat, fmt_count(sum(reasons.values())), top)
         console.print(st)
     if mma_detail:
         _print_mma_detail(console, fn, all_kloops=all_kloops)
@@ -329,13 +319,13 @@ def _print_roles(console: Console, rows: list[dict]) -> None:
             t.add_column("/tile", justify="right", no_wrap=True)
         t.add_column("stalls", justify="right", no_wrap=True)
     for r in rows:
-        cells = [escape(r["region"]), _fmt(r["instructions"]), _fmt(r["mma"])]
-        cells += [_fmt(r["categories"].get(c)) if r["categories"].get(c) else "" for c in cats]
+        cells = [escape(r["region"]), fmt_count(r["instructions"]), fmt_count(r["mma"])]
+        cells += [fmt_count(r["categories"].get(c)) if r["categories"].get(c) else "" for c in cats]
         if dyn:
-            cells.append(_fmt(r.get("executed")))
+            cells.append(fmt_count(r.get("executed")))
             if any("executed_per_tile" in x for x in rows):
-                cells.append(_fmt(r.get("executed_per_tile")))
-            cells.append(_fmt(r.get("stall_samples")))
+                cells.append(fmt_count(r.get("executed_per_tile")))
+            cells.append(fmt_count(r.get("stall_samples")))
         t.add_row(*cells)
     # the rarer categories go first (the columns after them stay), then the per-tile counts
     first_cat = 3
@@ -371,7 +361,7 @@ def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -
     # highlight) or per line, times a few lines per K-loop, a title per gap and the streams'
     # thousands of rows, made this view take a second on a listing of many functions.
     colors = COLOR_SYSTEMS.get(console.color_system or "")
-    bold, italic, dim = Style(bold=True), Style(italic=True), Style(dim=True)
+    bold, italic = Style(bold=True), Style(italic=True)
     out = []
     left_out: set[str] = set()
     for d in details:
@@ -434,7 +424,7 @@ def _stream_rows(stream: list[dict], has_ex: bool) -> list[tuple[str, ...]]:
         cells = (f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
                  f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or "")
         if has_ex:
-            cells += (_fmt(x.get("executed")), ", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
+            cells += (fmt_count(x.get("executed")), ", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
         rows.append(cells)
     return rows
 
@@ -549,30 +539,30 @@ def print_compare(console: Console, result: dict) -> None:
         t.add_column("B", justify="right", no_wrap=True)
         t.add_column("Δ", justify="right")
         ins = cmp["instructions"]
-        t.add_row("instructions", _fmt(ins["a"]), _fmt(ins["b"]), f"{ins['delta']:+,}")
+        t.add_row("instructions", fmt_count(ins["a"]), fmt_count(ins["b"]), f"{ins['delta']:+,}")
         kl = cmp["kloop"]
         ka, kb = kl["a"], kl["b"]
         t.add_row("K-loop region", ka["region"], kb["region"], "" if kl["comparable"] else "not comparable")
         if kl["comparable"]:
             name = "K-loop" if ka["kind"] == "kloop" else "tile loop"
-            t.add_row(f"{name} instructions", _fmt(ka["instructions"]), _fmt(kb["instructions"]), f"{kl['instructions_delta']:+,}")
-            t.add_row(f"{name} MMA", _fmt(ka["mma"]), _fmt(kb["mma"]), f"{kl['mma_delta']:+,}")
-            t.add_row(f"{name} overhead / MMA", _fmt(ka["overhead_per_mma"]), _fmt(kb["overhead_per_mma"]), "")
+            t.add_row(f"{name} instructions", fmt_count(ka["instructions"]), fmt_count(kb["instructions"]), f"{kl['instructions_delta']:+,}")
+            t.add_row(f"{name} MMA", fmt_count(ka["mma"]), fmt_count(kb["mma"]), f"{kl['mma_delta']:+,}")
+            t.add_row(f"{name} overhead / MMA", fmt_count(ka["overhead_per_mma"]), fmt_count(kb["overhead_per_mma"]), "")
         pr = cmp.get("promotion") or {}
         if pr.get("a") or pr.get("b"):
-            t.add_row("promotion loop instructions", _fmt(pr["a"]), _fmt(pr["b"]), f"{pr['delta']:+,}")
+            t.add_row("promotion loop instructions", fmt_count(pr["a"]), fmt_count(pr["b"]), f"{pr['delta']:+,}")
         if "executed" in cmp:
             e = cmp["executed"]
-            t.add_row("executed", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,}")
+            t.add_row("executed", fmt_count(e["a"]), fmt_count(e["b"]), f"{e['delta']:+,}")
         if "executed_per_tile" in cmp:
             e = cmp["executed_per_tile"]
-            t.add_row("executed per output tile", _fmt(e["a"]), _fmt(e["b"]), f"{e['delta']:+,.1f}")
+            t.add_row("executed per output tile", fmt_count(e["a"]), fmt_count(e["b"]), f"{e['delta']:+,.1f}")
         for cat, v in cmp["categories"].items():
             if v["delta"]:
-                t.add_row(f"  {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
+                t.add_row(f"  {cat}", fmt_count(v["a"]), fmt_count(v["b"]), f"{v['delta']:+,}")
         for cat, v in kl["categories"].items():
             if v["delta"]:
-                t.add_row(f"  K-loop {cat}", _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}")
+                t.add_row(f"  K-loop {cat}", fmt_count(v["a"]), fmt_count(v["b"]), f"{v['delta']:+,}")
         console.print(t)
         if kl["mismatch"]:
             console.print(f"[bold yellow]K-loop {escape(kl['mismatch'])}[/bold yellow]")
@@ -608,7 +598,7 @@ def _print_executed_opcodes(console: Console, ex: dict, top: int = 12) -> None:
         for col in ("A / MMA", "B / MMA", "Δ / MMA"):
             t.add_column(col, justify="right", no_wrap=True)
     for op, v in rows:
-        cells = [op, _fmt(v["a"]), _fmt(v["b"]), f"{v['delta']:+,}"]
+        cells = [op, fmt_count(v["a"]), fmt_count(v["b"]), f"{v['delta']:+,}"]
         if per:
             cells += [f"{v['a_per_mma']:.2f}", f"{v['b_per_mma']:.2f}", f"{v['delta_per_mma']:+.2f}"]
         t.add_row(*cells)
@@ -634,7 +624,7 @@ def print_hot(console: Console, fn: dict, label: str = "") -> None:
     for h in fn["hot"]:
         rows.append({"pc": f"{h['pc']:#06x}" if h["pc"] is not None else "", "mark": "◀" if h["kloop"] else "",
                      "instruction": f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}",
-                     "executed": _fmt(h["executed"]), "samples": _fmt(h["samples"]), "share": f"{h['share']:.1%}",
+                     "executed": fmt_count(h["executed"]), "samples": fmt_count(h["samples"]), "share": f"{h['share']:.1%}",
                      "reasons": [f"{k} {v:,}" for k, v in h["reasons"].items()],
                      "where": " · ".join(x for x in (h.get("role"), h.get("line")) if x)})
     t = Table(title=escape(title), header_style="bold")

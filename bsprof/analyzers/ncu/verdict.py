@@ -48,6 +48,7 @@ from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdic
     spill_traffic, stall_shares,
 )
 from bsprof.analyzers.ncu.facts import _problem as _mnkl
+from bsprof.fmt import fmt_short
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
@@ -63,7 +64,7 @@ class Evidence:
     threshold_name: str
 
     def __str__(self) -> str:
-        return f"{self.what} = {_fmt(self.value)} {self.op} {_fmt(self.threshold)} ({self.threshold_name})"
+        return f"{self.what} = {fmt_short(self.value)} {self.op} {fmt_short(self.threshold)} ({self.threshold_name})"
 
 
 @dataclass
@@ -118,10 +119,6 @@ class Verdict:
                 "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
                 "ncu": self.ncu, "missing": self.missing,
                 "thresholds": dict(THRESHOLDS)}
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
 
 
 def kernel_kind(row) -> str:

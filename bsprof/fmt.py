@@ -1,4 +1,8 @@
-"""Number formatting and small lookups shared by the report sections."""
+"""How bsprof writes a number, in one place: the report's cells (:func:`fmt`, :func:`pct`), the ncu
+views' metrics (:func:`fmt_metric`), the SASS views' counts (:func:`fmt_count`) and the numbers inside
+a verdict's reason (:func:`fmt_short`); plus the small lookups the report sections share.
+
+On the ground floor: the verdict (an analyzer) and the views (presentation) both write numbers."""
 
 from __future__ import annotations
 
@@ -28,6 +32,37 @@ def fmt(x: Any, digits: int = 3, unit: str = "") -> str:
     else:
         s = f"{v:.{digits}g}" if abs(v) < 100 else f"{v:,.1f}"
     return f"{s} {unit}".rstrip() if unit else s
+
+
+def fmt_metric(v: Any, unit: str = "") -> str:
+    """A metric in the ncu terminal views: "n/a" when missing, whole floats with thousands separators,
+    else three significant digits under 10, one decimal under 1000, none above."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        s = f"{int(v):,}"
+    elif isinstance(v, float):
+        s = f"{v:,.0f}" if abs(v) >= 1000 else (f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}")
+    else:
+        s = str(v)
+    return f"{s} {unit}".rstrip()
+
+
+def fmt_count(v: Any) -> str:
+    """An instruction count or a ratio of them in the SASS views: millions as "12.3M" from ten
+    million up, ratios with two decimals under 100."""
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v / 1e6:,.1f}M" if abs(v) >= 10_000_000 else f"{v:,}"
+    return str(v)
+
+
+def fmt_short(x: float) -> str:
+    """A number inside a sentence (a verdict's reason): three significant digits, one decimal from 100."""
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
 
 
 def pct(x: Any, digits: int = 1) -> str:
