@@ -7,6 +7,7 @@ import click
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
@@ -24,7 +25,7 @@ def _delta_opt(name: str, what: str, note: str = ""):
 @click.option("--structure", type=click.Choice(STRUCTURE_CHOICES), default="auto", show_default=True,
               help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)")
 @_delta_opt("kloop", "the K-loop", "the phase as the timing build measures it: removing N cycles of K-loop "
-           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, round 9)")
+           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, 'Warpgroups sharing the tensor pipe')")
 @_delta_opt("phase1", "epilogue Phase 1 (every epilogue warp)")
 @_delta_opt("tma0", "the first-load (TMA0) wait")
 @_delta_opt("phase2", "epilogue Phase 2")
@@ -44,9 +45,9 @@ def _delta_opt(name: str, what: str, note: str = ""):
 @click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
 @click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
 @click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
-@click.option("--kernel", default="optimized", show_default=True,
-              help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
-@click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
+@click.option("--kernel", default="optimized", show_default=True, help=f"with --validate: {KERNEL_HELP}")
+@click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True,
+              help="with --validate: kernel family")
 @click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
 @click.option("--repeats", type=int, default=5, show_default=True,
               help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
@@ -65,12 +66,13 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
-    bsprof model                               calibrated B200 equilibrium + what 5% cuts buy
-    bsprof model --kloop -300 --phase1 -200    baseline vs projected, both models
+    bsprof model                                 # B200 equilibrium, 5% cuts
+    bsprof model --kloop -300 --phase1 -200      # baseline vs projected
     bsprof model --from RESULTS_DIR --phase1 -5% --explain
-    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700   wall time on a power-capped GPU
+    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700
+                                                 # wall time, power-capped GPU
     bsprof model --sweep kloop=-600:0:50,phase1=-600:0:50 --html sweep.html
-    bsprof model --validate --kernel pingpong  projections vs delay-injected builds (GPU)
+    bsprof model --validate --kernel pingpong    # vs delayed builds (GPU)
     """
     from rich.console import Console
 
@@ -93,19 +95,21 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     if html:
         check_output_file(html)
     if measure_ceiling:
-        from bsprof.profile import epi_ceiling
+        from bsprof.profile.measure_ceiling import measure
 
-        epi_ceiling.measure(out or "bsprof-results", console)
+        measure(out or "bsprof-results", console)
         return
     if validate:
-        from bsprof.kernels.api import parse_kernel_spec
+        from bsprof.kernels.api import Target
         from bsprof.profile import validate as V
-
-        parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
         from bsprof.reports.model_text import render_validation
 
-        doc = V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
-                    repeats=repeats)
+        if repeats < 5:   # before the spec: refusing it asks no GPU and compiles nothing
+            raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+        # the kernel, family and problem resolved once (a bad spec is refused before any GPU work);
+        # every build of the validation is this Target's
+        target = Target.parse(family, kernel, mnkl)
+        doc = V.run(target, out_dir=out or "bsprof-results", console=console, repeats=repeats)
         render_validation(console, doc["scored"], doc["summary"], title=doc["title"])
         console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)", markup=False)
         return

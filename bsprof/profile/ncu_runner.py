@@ -300,8 +300,8 @@ def profile_bundled(variant: str, family: str, mnkl: str | None, set_name: str, 
     target = Target.parse(family, variant, mnkl) if family != "auto" else None
     if target is None:
         parse_kernel_spec(variant, None)
+    info = device_info()  # a GPU first: on a machine without one, installing ncu would not help
     find_ncu()
-    info = device_info()
     target = target or Target.parse(family, variant, mnkl)
     if target.picked_from_gpu:
         emit(f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")

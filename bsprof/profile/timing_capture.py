@@ -6,7 +6,6 @@ round (plain, timing, plain, ...) so clock and thermal drift hit them alike.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import statistics
 from dataclasses import dataclass
@@ -19,12 +18,6 @@ from bsprof.kernels.api import Target
 # The three benchmark shapes of the Hopper family (its performance targets); overhead is reported on each.
 BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
                                                        (8192, 8192, 1024, 1))
-
-
-def prepare(family: str, variant: str, mnkl, **kwargs):
-    """``family.prepare(variant, mnkl, **kwargs)``; ``variant`` may be a switch spec
-    (``optimized:epi_split=0``)."""
-    return Target.parse(family, variant, mnkl).prepare(**kwargs)
 
 
 def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
@@ -168,7 +161,7 @@ def overhead(target: Target, shapes, *, rounds: int = 30, inner: int = 10, log=N
     """Plain vs timing build of ``target`` on each shape: median µs of each and the overhead in percent."""
     out = []
     for mnkl in shapes:
-        on_shape = dataclasses.replace(target, mnkl=tuple(mnkl))
+        on_shape = target.on_problem(mnkl)
         plain = on_shape.prepare(timing=False)
         timed = on_shape.prepare(timing=True)
         med, how = median_us_graphs({"plain": plain, "timing": timed}, rounds=rounds, launches=inner)

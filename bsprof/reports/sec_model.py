@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run, TableError
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
 X_COLS = ("kloop", "delta_kloop", "dkloop", "kloop_delta", "d_kloop")

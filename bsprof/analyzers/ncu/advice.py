@@ -197,7 +197,7 @@ SPLIT_K = ("split-K", "when K is large (K = {k} > {large_k}) and the tile grid i
 # --- traits: small rules over declared metrics that pick a more specific line ------------------------
 
 # DRAM bytes written at or above this share of the bytes a DRAM-bound GEMM moves: the output is what
-# streams (round 6's short-K GEMM 16384x16384x64 writes 515 of its 527 MB), so the lever is the output's
+# streams (the short-K GEMM 16384x16384x64 of the corpus writes 515 of its 527 MB), so the lever is the output's
 # bytes (dtype, fused consumer, K per output), not the operands' (the 1x1 conv, 82 of 185 MB written, stays below)
 DRAM_WRITE_SHARE = 0.5
 # B (N x K, the weights of y = x W^T) at or above this share of the operand bytes A + B, with the problem
@@ -216,7 +216,7 @@ UNCOALESCED_RULES = ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")
 # on a CUB histogram's 441 excess sectors of 4.6M and on a store stream using 31.8 of each 32 bytes
 UNCOALESCED_MIN_WASTE = 0.10
 # shared-memory stores (STS) per global load (LDG) below which a GEMM's LDG-loaded operands are not
-# staged in shared memory but go straight into MMA fragments (round 7's int4 tinygemm: 0.002, 5 KB of
+# staged in shared memory but go straight into MMA fragments (the int4 tinygemm of the corpus: 0.002, 5 KB of
 # shared memory a CTA); the unaligned-row fall-backs of cuBLAS store one STS per 7-8 LDG (0.13-0.14)
 FRAGMENT_STS_PER_LDG = 0.02
 # replacing traits, most specific first: the first one whose line matches takes the place of the plain

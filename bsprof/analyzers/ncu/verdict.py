@@ -49,6 +49,7 @@ from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdic
 )
 from bsprof.analyzers.ncu.facts import _problem as _mnkl
 from bsprof.analyzers.ncu.price import order_by_price, price_all
+from bsprof.fmt import fmt_short
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
@@ -64,7 +65,7 @@ class Evidence:
     threshold_name: str
 
     def __str__(self) -> str:
-        return f"{self.what} = {_fmt(self.value)} {self.op} {_fmt(self.threshold)} ({self.threshold_name})"
+        return f"{self.what} = {fmt_short(self.value)} {self.op} {fmt_short(self.threshold)} ({self.threshold_name})"
 
 
 @dataclass
@@ -122,10 +123,6 @@ class Verdict:
                 "ncu": self.ncu, "missing": self.missing,
                 "advice_ids": self.advice_ids, "prices": [p.as_dict() for p in self.prices],
                 "thresholds": dict(THRESHOLDS)}
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
 
 
 def kernel_kind(row) -> str:
@@ -220,7 +217,7 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
         parts.append(f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
                      f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)")
     if _ok(f.waves):
-        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
+        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA{'' if f.ctas_per_sm == 1 else 's'} per SM")
         whole, frac = int(f.waves), f.waves - int(f.waves)
         if f.sms and whole >= 1 and 0.02 < frac < 0.98 and not tiles:
             # the last, partial wave: its empty CTA slots leave SMs idle for about 1/(waves) of the time

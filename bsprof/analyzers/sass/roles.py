@@ -85,10 +85,10 @@ def _warp_if_label(test: ast.AST) -> str | None:
 
 def scopes_from_source(text: str) -> list[Interval]:
     """Every labelled interval of the source, outermost first."""
-    return _parse_source(text)[0]
+    return parse_source(text)[0]
 
 
-def _parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
+def parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
     """(intervals, {called name: [call-site lines]})."""
     try:
         tree = ast.parse(text)
@@ -224,12 +224,12 @@ class LineMap:
 
 @functools.lru_cache(maxsize=32)
 def _load_linemap(path: str, mtime: float) -> LineMap:
-    return LineMap(*_parse_source(Path(path).read_text(errors="replace")))
+    return LineMap(*parse_source(Path(path).read_text(errors="replace")))
 
 
 @functools.lru_cache(maxsize=8)
 def _linemap_of_text(text: str) -> LineMap:
-    return LineMap(*_parse_source(text))
+    return LineMap(*parse_source(text))
 
 
 def _linemap_for(path: str) -> LineMap | None:

@@ -1,4 +1,4 @@
-"""Round 6's fresh run (ping-pong 8192^3 on the H100, the round-6 code: counter clocks in the clock
+"""The counter-clock run (ping-pong 8192^3 on the H100, with the stamp spin's counter clocks in the clock
 term, a shuffled order, 0.6 s on every block): its scores as it came out, the post hoc score with
 NVML's pooled clocks (what the clock term reads now), and why the counter clock missed, from the
 run's own per-block readings."""
@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
+from bsprof.analyzers.model import sustained as SU
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
-RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round6_8192"
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_counter_clock"
 TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
 
 
@@ -66,7 +67,7 @@ def test_post_hoc_with_nvmls_pooled_clocks_it_meets(run):
     doc, _ = run
     lim = limits_for(doc["device"], doc["device_limits"])
     assert lim.max_mhz == 1980.0
-    res = V.rescore_held(doc, lim)
+    res = SU.rescore_held(doc, lim)
     assert res["blocks"] == []
     s = res["summary"]["det"]
     assert s["pass"] and s["median_abs_pct"] == pytest.approx(1.48, abs=0.01)
@@ -88,11 +89,11 @@ def test_the_counter_tracks_the_walls_and_nvml_does_not(run):
     cycles = _capture_cycles(frame)
     for s in ("forward", "reverse"):
         for k, blocks in doc["sustained_blocks"][s].items():
-            c = cycles[V.SAME_CODE.get(k, k)]
+            c = cycles[SU.SAME_CODE.get(k, k)]
             for wall, b in zip(doc["wall_us_" + s][k], blocks):
                 assert 0.96 < wall * b["counter_mhz"] / c < 1.02
                 assert 1.06 < wall * b["mhz_mean"] / c < 1.13
-    ratio = V.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"])
+    ratio = SU.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"])
     assert 0.89 < min(ratio.values()) and max(ratio.values()) < 0.935
     assert doc["device_limits"]["top_counter_spins"] == pytest.approx([1980.0] * 3, abs=0.01)
     for k in ("kloop0_phase1170000", "kloop0_phase1250000"):
@@ -125,7 +126,7 @@ def test_the_counter_term_projected_the_top_build_past_where_it_ran(run):
 
 def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path):
     """A stored run re-scored from disk gets each calibration build's NVML pooled clock from its
-    blocks, whatever clock its CSV recorded (round 6's CSV holds the counter's): the coop 4096^3 run,
+    blocks, whatever clock its CSV recorded (the counter-clock run's CSV holds the counter's): the coop 4096^3 run,
     given per-block readings and limits, with counter clocks 10% under NVML's in its CSV."""
     import shutil
 
@@ -150,7 +151,7 @@ def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path
     pts = rescore(run_dir)["points"]
     for p in pts:
         if p.direction != "noise":
-            _, base, meas = V.point_builds(p)
+            _, base, meas = SU.point_builds(p)
             assert p.extra["mhz_base"] == pytest.approx(nvml[base]) and p.extra["mhz_meas"] == pytest.approx(nvml[meas])
             assert p.clock_ratio != 1.0
 
@@ -164,10 +165,10 @@ def test_the_validation_output_shows_the_counter_as_a_diagnostic(run):
 
     doc, frame = run
     lim = limits_for(doc["device"], doc["device_limits"])
-    res = V.rescore_held(doc, lim)
+    res = SU.rescore_held(doc, lim)
     summ = res["summary"]
-    summ["counter_vs_nvml"] = V.counter_summary(
-        V.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"]), doc["device_limits"])
+    summ["counter_vs_nvml"] = SU.counter_summary(
+        SU.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"]), doc["device_limits"])
     buf = io.StringIO()
     render_validation(Console(file=buf, width=260), res["points"], summ, "ping-pong 8192")
     text = buf.getvalue()

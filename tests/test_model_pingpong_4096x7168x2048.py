@@ -1,4 +1,4 @@
-"""Round 8: the model on a shape no round had run (ping-pong 4096x7168x2048 on the H100, a
+"""The model on a shape no validation run had used (ping-pong 4096x7168x2048 on the H100, a
 DeepSeek-V3 shape from DeepGEMM's test list), its prediction written in docs/model.md before the
 run. The stored CSV/JSON are the device's own output; these tests re-score them on the CPU and hold
 the written prediction against what came out: it missed, and the tests say where."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
-RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round8_4096x7168x2048"
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_4096x7168x2048"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Round 9: the cooperative kernel's 192x128 tile of three consumer warpgroups on a layer shape
+"""The cooperative kernel's 192x128 tile of three consumer warpgroups on a layer shape
 none of the kernels' choices was fitted on (6144x4096x14336 on the H100), its prediction written in
 docs/model.md before the run. The stored CSV/JSON are the device's own output, re-scored here on
 the CPU. It missed; the model given the measured phase changes (the oracle) met, and the tests say
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
-RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_coop_round9_6144x4096x14336"
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_coop_6144x4096x14336"
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def test_as_scored_it_misses_and_the_oracle_meets(run):
 def test_a_k_loop_spin_grows_the_k_loop_by_six_tenths_of_its_cost_on_three_warpgroups(run):
     """The misses are the K-loop delay points (7-11%): each warpgroup's injected spin runs while the
     other two warpgroups' MMAs keep the tensor pipe busy, so the K-loop phase grew by 19,644 cycles
-    a tile against the probe's nominal 33,528 (0.59x; on round 8's one-warpgroup-at-a-time ping-pong
-    it was 1.25x). Every point without a K-loop delay is within 2.7%."""
+    a tile against the probe's nominal 33,528 (0.59x; on the one-warpgroup-at-a-time ping-pong at
+    4096x7168x2048 it was 1.25x). Every point without a K-loop delay is within 2.7%."""
     doc, pts = run
     grew = doc["measured_phase_means"]["kloop250_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
     (fwd,) = [p for p in pts if p.direction == "forward" and p.delta_kloop and not p.delta_phase1]

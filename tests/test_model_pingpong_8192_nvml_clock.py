@@ -1,4 +1,4 @@
-"""Round 7's fresh run (ping-pong 8192^3 on the H100, the code whose prediction docs/model.md wrote
+"""The NVML-clock run (ping-pong 8192^3 on the H100, the code whose prediction docs/model.md wrote
 down before the run: NVML's pooled clocks in the clock term, shuffled order, 0.6 s settle). The
 stored CSV/JSON are the device's own output; these tests re-score them on the CPU and check each
 line of the written prediction against what came out."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
-RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_round7_8192"
+RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_nvml_clock"
 TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
 
 
