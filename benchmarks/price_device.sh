@@ -4,7 +4,7 @@
 # order, median) into $OUT/timings.json, apart from the reports, then profiles the "before" launches
 # and the "after" launches with ncu --set full --clock-control none, one report per side.
 #   bash benchmarks/price_device.sh      # results: $OUT/timings.json, $OUT/pairs.tar.xz
-#   SET=new bash benchmarks/price_device.sh   # the second set (tests/data/price/new/labels.json)
+#   SET=other_shapes bash benchmarks/price_device.sh   # tests/data/price/other_shapes/labels.json
 set -u
 OUT=${OUT:-/tmp/bsprof-price-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1
@@ -14,7 +14,7 @@ W=$(mktemp -d); t0=$(date +%s)
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$W/env.txt" 2>&1
 cat "$W/env.txt"
 # the measured times go to their own file: nothing measured is printed here
-SET=${SET:-first}
+SET=${SET:-corpus_shapes}
 TORCHINDUCTOR_COMPILE_THREADS=8 timeout -k 10 "${TIME_S:-120}" python3 scripts/price_pairs.py --set "$SET" time \
   --out "$OUT/timings.json" > "$W/log_time.txt" 2>&1
 echo "time rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^pairs:|Error" "$W/log_time.txt" | head -20

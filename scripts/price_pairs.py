@@ -334,9 +334,9 @@ PAIRS = {
 }
 
 
-def ops_new() -> dict:
-    """The second set: new shapes, dtypes and ops for the same kinds of lever, labelled before any of its
-    reports exists (tests/data/price/labels_new.json), to check the pricing changed after the first run."""
+def ops_other_shapes() -> dict:
+    """The same levers at other shapes, dtypes and ops, labelled before any of their reports exists
+    (tests/data/price/other_shapes/labels.json): the check of the pricing as changed after the score."""
     import torch
 
     k = _kernels()
@@ -527,7 +527,7 @@ def ops_new() -> dict:
     }
 
 
-PAIRS_NEW = {
+PAIRS_OTHER_SHAPES = {
     "transpose_fp16": ("transpose_torch_fp16_8192", "transpose_tiled_fp16"),
     "column_gather_sorted": ("column_gather_random_fp32_4096", "column_gather_sorted"),
     "scatter_add_privatized": ("scatter_add_fp32_16M_into_64", "scatter_add_privatized_64"),
@@ -545,7 +545,7 @@ PAIRS_NEW = {
     "colsum_tiled_16384": ("colsum_strided_16384x2048", "colsum_tiled_16384x2048"),
     "softmax_16warps": ("softmax_spill_2048x16384", "softmax_16warps"),
 }
-SETS = {"first": (lambda: ops(), PAIRS), "new": (ops_new, PAIRS_NEW)}
+SETS = {"corpus_shapes": (lambda: ops(), PAIRS), "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES)}
 
 
 def triton_cdiv(a: int, b: int) -> int:
@@ -568,7 +568,7 @@ def _setup_all(side_ops: dict) -> tuple[dict, dict]:
     return fns, errors
 
 
-def profile(side: str, meta_path: str, set_name: str = "first") -> int:
+def profile(side: str, meta_path: str, set_name: str = "corpus_shapes") -> int:
     import torch
     table = SETS[set_name][0]()[side]
     fns, errors = _setup_all(table)
@@ -590,7 +590,7 @@ def profile(side: str, meta_path: str, set_name: str = "first") -> int:
     return 0
 
 
-def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "first") -> int:
+def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "corpus_shapes") -> int:
     """Each op: ``runs`` rounds in rotating order; a round times ``reps`` calls, each between two CUDA
     events after an L2 flush (a 512 MB read, as ncu's cache control flushes before each replay), so the
     CPU's launch time lies under the flush; the op's time is the median of all calls. The flush reads:
@@ -649,8 +649,9 @@ def main(argv=None) -> int:
     pt.add_argument("--out", required=True)
     pt.add_argument("--runs", type=int, default=5)
     pt.add_argument("--reps", type=int, default=10)
-    p.add_argument("--set", dest="set_name", choices=tuple(SETS), default="first",
-                   help="first: the 15 pairs of the first check; new: the second set, for the pricing changed after it")
+    p.add_argument("--set", dest="set_name", choices=tuple(SETS), default="corpus_shapes",
+                   help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
+                        "other shapes, dtypes and ops")
     args = p.parse_args(argv)
     if args.cmd == "profile":
         return profile(args.side, args.meta, args.set_name)

@@ -44,16 +44,16 @@ def _clean(v):
 def main(argv=None) -> int:
     global DATA
     p = argparse.ArgumentParser()
-    p.add_argument("--set", dest="set_name", choices=("first", "new"), default="first",
-                   help="first: tests/data/price; new: the second set, tests/data/price/new")
+    p.add_argument("--set", dest="set_name", choices=("corpus_shapes", "other_shapes"), default="corpus_shapes",
+                   help="corpus_shapes: tests/data/price; other_shapes: tests/data/price/other_shapes")
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("extract")
     pe.add_argument("src")
     sub.add_parser("project")
     sub.add_parser("score")
     args = p.parse_args(argv)
-    if args.set_name == "new":
-        DATA = DATA / "new"
+    if args.set_name == "other_shapes":
+        DATA = DATA / "other_shapes"
     from bsprof.analyzers.ncu.price_check import duration_ratio, project_pairs, score
 
     labels = json.loads((DATA / "labels.json").read_text())
@@ -67,6 +67,11 @@ def main(argv=None) -> int:
         (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in SETS[args.set_name][1].items()}, indent=1))
         print({k: sorted(v) for k, v in data.items()})
         return 0
+    need = {"project": "launches.json.xz", "score": "timings.json"}.get(args.cmd)
+    if need and not (DATA / need).is_file():
+        print(f"error: {DATA / need} is missing; run `scripts/price_score.py --set {args.set_name} extract DIR` on "
+              "the reports of benchmarks/price_device.sh first (score also needs its timings.json)", file=sys.stderr)
+        return 2
     if args.cmd == "project":
         proj = project_pairs(load_launches("before"), labels, pairs)
         (DATA / "projections.json").write_text(json.dumps(proj, indent=1, default=_clean))

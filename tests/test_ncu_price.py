@@ -55,14 +55,14 @@ def test_the_labelled_line_is_advised_and_priced(projections):
         assert 0 < proj["price"]["low"] <= proj["price"]["high"]
 
 
-def test_first_run_rescored_from_the_committed_projections():
-    """The projections committed before the measurements were opened, scored again: the first run."""
+def test_committed_projections_rescored():
+    """The projections committed before the measurements were opened, scored again."""
     committed = json.loads((DATA / "projections.json").read_text())
     measured = {k: v["speedup"] for k, v in TIMINGS["pairs"].items()}
     res = score(committed, measured, LABELS["two_lines"])
-    first = json.loads((DATA / "score_first_run.json").read_text())
-    assert res["inside"] == first["inside"] == 4 and res["n"] == 15
-    assert res["median_width"] == pytest.approx(first["median_width"]) and res["median_width"] <= 1.5
+    committed_score = json.loads((DATA / "score_as_committed.json").read_text())
+    assert res["inside"] == committed_score["inside"] == 4 and res["n"] == 15
+    assert res["median_width"] == pytest.approx(committed_score["median_width"]) and res["median_width"] <= 1.5
     assert 0.8 <= res["median_ratio"] <= 1.25
     assert res["spread_same_pairs"] < res["ncu_spread_same_pairs"]
     assert sum(o["match"] for o in res["order"].values()) == 2
@@ -97,7 +97,7 @@ def test_efficiency_bands_come_from_the_corpus():
 
 def test_score_recomputed_from_reports_and_measurements(projections, before, after):
     """The current pricing, recomputed from the shipped reports and scored on the same pairs: in-sample
-    (changed after the first run was scored), so this is no validation (docs/verdict.md)."""
+    (changed after the committed projections were scored), so this is no validation (docs/verdict.md)."""
     measured = {k: v["speedup"] for k, v in TIMINGS["pairs"].items()}
     res = score(projections, measured, LABELS["two_lines"])
     assert res["n"] == 15 and res["inside"] == 6
