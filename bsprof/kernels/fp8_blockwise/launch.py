@@ -65,7 +65,7 @@ def _compile(kw: dict, max_active_clusters: int, mnkl=None):
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
-    gemm = Fp8BlockwiseGemm(**kw)
+    gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
     args = _fake_args(kw, max_active_clusters, mnkl)
     return cute.compile(gemm, *args)
 
@@ -161,7 +161,8 @@ def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
     key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
         *tensors, slots, stream = args
-        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), *tensors, slots, max_active, stream)
+        gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
+        _COMPILED[key] = cute.compile(gemm, *tensors, slots, max_active, stream)
     return _COMPILED[key]
 
 
