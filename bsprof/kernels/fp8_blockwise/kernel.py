@@ -74,7 +74,6 @@ class Fp8BlockwiseGemm:
         self.epi_per_wg = config.epi_per_wg
         self.epi_rows = config.epi_rows
         self.epi_stage = config.epi_stage
-        self.split_k = int(config.schedule.split_k)
 
         self.acc_dtype = cutlass.Float32
         self.tile_order = TileOrder(self.cluster_shape_mn, int(config.schedule.swizzle))

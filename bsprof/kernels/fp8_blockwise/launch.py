@@ -425,7 +425,7 @@ def _tile_order(kw: dict) -> TileOrder:
 
 
 def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, int]:
-    """The kernel's work units along M, N and L (Fp8BlockwiseGemm._work_tiles on the host)."""
+    """The kernel's work units along M, N and L (split_k.WorkUnits.work_tiles on the host)."""
     m, n, _, l = mnkl
     split = kw.get("split_k", 1) if split_k is None else split_k
     return tile_counts((m, n, l), (kw.get("tile_m", 128), kw["tile_n"]), split)
