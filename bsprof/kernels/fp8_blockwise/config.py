@@ -1,5 +1,8 @@
-"""Variant -> kernel switches. ``baseline`` is the plain design; ``optimized`` keeps only the
-switches that measurement showed pay (docs/optimizations.md has the go/no-go record)."""
+"""Variant -> kernel switches, and the configuration the kernel takes. ``baseline`` is the plain
+design; ``optimized`` keeps only the switches that measurement showed pay (docs/optimizations.md
+has the go/no-go record). :func:`resolve` turns a variant and overrides into flat switches (what
+``select.py``, the launcher and ``bench --plan`` work with); :class:`GemmConfig` groups one build's
+switches for ``kernel.Fp8BlockwiseGemm`` and states the constraints :func:`can_implement` checks."""
 
 from __future__ import annotations
 

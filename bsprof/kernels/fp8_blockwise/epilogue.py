@@ -70,8 +70,6 @@ class Epilogue:
                 num_stages=self.epi_stage,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads))
 
-        # Epilogue partitions are built once, before any tiled_mma.set() inside the K-loop: values
-        # staged inside a loop must not escape it.
         gC_mnl = cute.local_tile(mC_mnl, (self.wave_m, self.tile_n), (None, None, None))
         tCgC_all = thr_mma.partition_C(gC_mnl)
         c_mtiles = cute.size(gC_mnl, mode=[2])
