@@ -107,7 +107,7 @@ def tile_ns(tile_m: int = 128, promote: str = "serial") -> tuple[int, ...]:
 
 
 def can_implement(kw: dict) -> str | None:
-    """Why the kernel cannot be built with these constructor arguments (one line naming the
+    """Why the kernel cannot be built with these switches (one line naming the
     combination and what to change), or None. The one place the combination rules live."""
     tm, tn = kw.get("tile_m", 128), kw.get("tile_n", 128)
     cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
@@ -194,7 +194,7 @@ KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), 
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
-    """The kernel constructor arguments for ``variant`` with ``config`` overrides applied."""
+    """The kernel switches for ``variant`` with ``config`` overrides applied (GemmConfig.from_switches takes them)."""
     if variant not in VARIANTS:
         raise BsprofError(f"unknown fp8-blockwise variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     out = dict(VARIANTS[variant])
@@ -352,7 +352,7 @@ def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, 
 
 
 def smem_stages(kw: dict) -> int:
-    """The ring depth a build with these constructor arguments gets: ``ab_stage`` capped by the
+    """The ring depth a build with these switches gets: ``ab_stage`` capped by the
     budget, or the budget itself when ``ab_stage`` is 0."""
     tile_m = kw.get("tile_m", 128)
     pingpong = kw.get("schedule") == "pingpong"
@@ -501,7 +501,7 @@ class GemmConfig:
 
     @classmethod
     def from_switches(cls, **switches) -> "GemmConfig":
-        """The configuration of these constructor switches (the flat names :func:`resolve` returns);
+        """The configuration of these switches (the flat names :func:`resolve` returns);
         raises ValueError naming the combination that cannot be built."""
         groups: dict[str, dict] = {name: {} for name, _ in GROUPS}
         owner = {f.name: name for name, kind in GROUPS for f in fields(kind)}

@@ -78,7 +78,7 @@ def compile_entry(mnkl=None, **kw) -> None:
 
 def _resolve(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
              delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None, tuple[str, ...]]:
-    """The kernel's constructor arguments for this problem on ``num_sms`` SMs, whether the build is
+    """The kernel's switches for this problem on ``num_sms`` SMs, whether the build is
     shape-specialized, why the tile and cluster are what they are (None when they were fixed) and
     the close calls' knobs (select.close_calls: other tiles worth timing beside the pick)."""
     config = dict(config)
@@ -91,7 +91,7 @@ def _resolve(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: 
 
 def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
                   delay_phase1: int = 0) -> tuple[dict, bool]:
-    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
+    """The kernel's switches for this problem, and whether the build is shape-specialized."""
     kw, static, _, _ = _resolve(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
                                 delay_phase1=delay_phase1)
     return kw, static
