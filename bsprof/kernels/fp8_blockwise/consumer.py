@@ -186,15 +186,17 @@ class Consumer:
 
     @cute.jit
     def consume_tile(self, tile, tile_coord_mnl, tiles_done, read_state, tile_count,
-                      handover: cutlass.Constexpr, has_next, krange=None):
+                     handover: cutlass.Constexpr, has_next, krange=None):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
         the next tile's turn barrier when the K-loop is done, if there is a next tile. ``krange``
         (split-K): the unit's (first K block, K blocks); its epilogue is the caller's, after the
         partials are summed. Returns the read state."""
-        (tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
-         m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
-         tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-         cta_linear, tbuf, sSFA, sSFBT) = tile
+        mmas, tCrA, tCrB, num_k_blocks = tile.mmas, tile.tCrA, tile.tCrB, tile.num_k_blocks
+        acc_blk, acc_totals, r_lo, r_hi = tile.acc_blk, tile.acc_totals, tile.r_lo, tile.r_hi
+        m_limit, nb_limit, k_tile_cnt = tile.m_limit, tile.nb_limit, tile.k_tile_cnt
+        mainloop_pipeline = tile.mainloop_pipeline
+        mSFA, mSFB, sSFA, sSFB, sSFBT, sfb_src = tile.mSFA, tile.mSFB, tile.sSFA, tile.sSFB, tile.sSFBT, tile.sfb_src
+        mma_tidx, warp_idx, cta_linear, tbuf = tile.mma_tidx, tile.warp_idx, tile.cta_linear, tile.tbuf
         m0 = self._tile_m0(tile_coord_mnl[0])
         n0 = tile_coord_mnl[1] * self.tile_n
         l_idx = tile_coord_mnl[2]
@@ -234,19 +236,19 @@ class Consumer:
         with Scope("kloop"):
             if cutlass.const_expr(self.promote == "rescale"):
                 read_state = self.mainloop.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
-                                                mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA), sfb_view,
-                                                rows, r_lo, r_hi, nb0, nb1, l_idx,
-                                                tbuf, cta_linear, warp_idx, tile_count)
+                                                         mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA),
+                                                         sfb_view, rows, r_lo, r_hi, nb0, nb1, l_idx,
+                                                         tbuf, cta_linear, warp_idx, tile_count)
             elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
                 read_state = self.mainloop.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
-                                               r_lo, r_hi, nb0, nb1, l_idx, split,
-                                               tbuf, cta_linear, warp_idx, tile_count)
+                                                        mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
+                                                        r_lo, r_hi, nb0, nb1, l_idx, split,
+                                                        tbuf, cta_linear, warp_idx, tile_count)
             else:
                 read_state = self.mainloop.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
-                                               rows, nb0, nb1, l_idx, split,
-                                               tbuf, cta_linear, warp_idx, tile_count)
+                                                        mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
+                                                        rows, nb0, nb1, l_idx, split,
+                                                        tbuf, cta_linear, warp_idx, tile_count)
         if cutlass.const_expr(handover):
             # every wgmma of this tile has completed (the last wave waited for them): the next
             # tile's owner may take the tensor cores
