@@ -141,11 +141,12 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
 
     variant, over = cfg.parse_spec(spec)
     kw, _static, _why, _close = resolve_build(variant, over, mnkl)
-    k = Fp8BlockwiseGemm(**kw)
-    most = cfg.max_smem_stages(k.tile_m, k.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg, sfa_tma=k.sfa_tma,
-                               sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)
-    want = most if k.ab_stage_req <= 0 else min(k.ab_stage_req, most)
-    assert cfg.smem_stages(kw) == want >= 2
+    k = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw)).config
+    most = cfg.max_smem_stages(k.tile.tile_m, k.tile.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg,
+                               sfa_tma=k.scales.sfa_tma, sfb_tma=k.scales.sfb_tma, sfb_smem=k.scales.sfb_smem,
+                               epilogue=k.epi.epilogue)
+    want = most if k.pipeline.ab_stage <= 0 else min(k.pipeline.ab_stage, most)
+    assert cfg.smem_stages(kw) == want == k.ab_stages() >= 2
 
 
 @pytest.mark.parametrize("args, swizzle, why", [

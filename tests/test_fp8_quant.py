@@ -256,13 +256,13 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     explicit = cfg.resolve("optimized", {"swizzle": 4})
     check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
     assert explicit["swizzle"] == 4                             # a user's choice is kept
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     with pytest.raises(ValueError, match="swizzle"):
-        Fp8BlockwiseGemm(swizzle=0)
+        GemmConfig.from_switches(swizzle=0)
 
 
 def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["shift_last_m"]
@@ -279,11 +279,11 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     assert start(288, 128, epilogue="direct") == 0
     # the kernel applies the same rule, to shape-specialized builds only
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
-    k128 = Fp8BlockwiseGemm(tile_m=128, **plain)
-    assert [k128._shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
-    assert k128._shift_rows(object()) == 0     # a shape-generic build: M is not known
-    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "cluster_m": 2})._shift_rows(288) == 0
-    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "shift_last_m": False})._shift_rows(288) == 0
+    k128 = GemmConfig.from_switches(tile_m=128, **plain)
+    assert [k128.shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
+    assert k128.shift_rows(object()) == 0     # a shape-generic build: M is not known
+    assert GemmConfig.from_switches(tile_m=128, **{**plain, "cluster_m": 2}).shift_rows(288) == 0
+    assert GemmConfig.from_switches(tile_m=128, **{**plain, "shift_last_m": False}).shift_rows(288) == 0
     # and `bench --plan` says where the last tile starts, as the build would
     assert plan("optimized", (288, 2560, 8192, 1))["shift_start"] == 160
     assert plan("optimized", (1000, 7168, 2048, 1))["shift_start"] == 744
@@ -292,7 +292,7 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
 
 
 def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["trim_a"]
@@ -305,13 +305,13 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
     assert "a_rows" not in plan("optimized", (8, 7168, 2048, 1), trim_a=0)["switches"]
     assert "a_rows" not in plan("optimized", (64, 4096, 7168, 1))["switches"]
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1)
-    assert Fp8BlockwiseGemm(tile_m=64, a_rows=16, **plain).a_rows == 16
-    assert Fp8BlockwiseGemm(tile_m=64, **plain).a_rows == 64
-    assert Fp8BlockwiseGemm(tile_m=128, a_rows=88, **plain).a_rows == 88
+    assert GemmConfig.from_switches(tile_m=64, a_rows=16, **plain).a_rows == 16
+    assert GemmConfig.from_switches(tile_m=64, **plain).a_rows == 64
+    assert GemmConfig.from_switches(tile_m=128, a_rows=88, **plain).a_rows == 88
     for bad in (dict(tile_m=256, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2),
                 dict(tile_m=128, a_rows=88, schedule="pingpong")):
         with pytest.raises(ValueError, match="a_rows"):
-            Fp8BlockwiseGemm(**{**plain, **bad})
+            GemmConfig.from_switches(**{**plain, **bad})
 
 
 @pytest.mark.parametrize("tile_m", [128, 256])
@@ -378,7 +378,7 @@ def test_every_shape_plans_a_build_the_kernel_can_take():
 
 
 def test_b_scale_tma_gives_way_where_it_cannot_work():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
     opt = cfg.resolve("optimized")
@@ -390,9 +390,19 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
     assert not cfg.resolve("optimized", {"promote": "rescale"})["peek"]
     # ... an explicit request is refused by the kernel, naming the knob to drop
     with pytest.raises(ValueError, match="sfb_tma=0"):
-        Fp8BlockwiseGemm(tile_n=96, sfa_tma=True, sfb_tma=True)
+        GemmConfig.from_switches(tile_n=96, sfa_tma=True, sfb_tma=True)
     with pytest.raises(ValueError, match="peek=0"):
-        Fp8BlockwiseGemm(promote="rescale", peek=True)
+        GemmConfig.from_switches(promote="rescale", peek=True)
+    # the kernel refuses a configuration built without the check, as from_switches does
+    from dataclasses import replace
+
+    from bsprof.kernels.fp8_blockwise.config import PipelineConfig, ScaleConfig
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+
+    assert Fp8BlockwiseGemm(GemmConfig()).config == GemmConfig()
+    with pytest.raises(ValueError, match="peek=0"):
+        Fp8BlockwiseGemm(replace(GemmConfig(), scales=ScaleConfig(promote="rescale"),
+                                 pipeline=PipelineConfig(peek=True)))
     # the 4-block box needs the scale rows' stride (K/128 floats) 16-byte aligned, and the A-scale
     # path: a shape-specialized build goes without (the smem stash serves), a generic one refuses
     for mnkl, keeps in (((4096, 4096, 4096, 1), True), ((1000, 1000, 640, 1), False),
@@ -407,7 +417,7 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
 
 
 def test_epilogue_split_per_warpgroup_is_chosen_by_k():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, check_knobs_fit
 
     opt = cfg.resolve("optimized")
@@ -420,9 +430,9 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
         assert kw["epi_split"] is split
     # the kernel takes a decision, not "auto", and refuses the epilogues it cannot split
     with pytest.raises(ValueError, match="resolved per problem"):
-        Fp8BlockwiseGemm(epilogue="tma", epi_split="auto")
+        GemmConfig.from_switches(epilogue="tma", epi_split="auto")
     with pytest.raises(ValueError, match="epi_split=0"):
-        Fp8BlockwiseGemm(epilogue="direct", epi_split=True)
+        GemmConfig.from_switches(epilogue="direct", epi_split=True)
 
 
 def test_a_switch_asked_for_keeps_the_per_problem_tile_to_those_that_take_it():
@@ -486,12 +496,12 @@ def test_rescaled_variant_and_its_k_limit():
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
 
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
 
     why = cfg.can_implement(kw)
     assert why and "\n" not in why and re.search(message, why), why
     with pytest.raises(ValueError, match=re.escape(why)):
-        Fp8BlockwiseGemm(**kw)
+        GemmConfig.from_switches(**kw)
     with pytest.raises(BsprofError, match="fp8-blockwise optimized: "):
         cfg.resolve("optimized", kw)
 

@@ -65,7 +65,7 @@ def _compile(kw: dict, max_active_clusters: int, mnkl=None):
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
-    gemm = Fp8BlockwiseGemm(**kw)
+    gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
     args = _fake_args(kw, max_active_clusters, mnkl)
     return cute.compile(gemm, *args)
 
@@ -78,7 +78,7 @@ def compile_entry(mnkl=None, **kw) -> None:
 
 def resolve_build(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
              delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None, tuple[str, ...]]:
-    """The kernel's constructor arguments for this problem on ``num_sms`` SMs, whether the build is
+    """The kernel's switches for this problem on ``num_sms`` SMs, whether the build is
     shape-specialized, why the tile and cluster are what they are (None when they were fixed) and
     the close calls' knobs (select.close_calls: other tiles worth timing beside the pick)."""
     config = dict(config)
@@ -91,7 +91,7 @@ def resolve_build(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, tim
 
 def build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
                   delay_phase1: int = 0) -> tuple[dict, bool]:
-    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
+    """The kernel's switches for this problem, and whether the build is shape-specialized."""
     kw, static, _, _ = resolve_build(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
                                 delay_phase1=delay_phase1)
     return kw, static
@@ -161,7 +161,8 @@ def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
     key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
         *tensors, slots, stream = args
-        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), *tensors, slots, max_active, stream)
+        gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
+        _COMPILED[key] = cute.compile(gemm, *tensors, slots, max_active, stream)
     return _COMPILED[key]
 
 
@@ -426,7 +427,7 @@ def _tile_order(kw: dict) -> TileOrder:
 
 
 def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, int]:
-    """The kernel's work units along M, N and L (Fp8BlockwiseGemm._work_tiles on the host)."""
+    """The kernel's work units along M, N and L (split_k.WorkUnits.work_tiles on the host)."""
     m, n, _, l = mnkl
     split = kw.get("split_k", 1) if split_k is None else split_k
     return tile_counts((m, n, l), (kw.get("tile_m", 128), kw["tile_n"]), split)
