@@ -1,0 +1,115 @@
+"""`bsprof model --validate --changes`: code changes priced from their SASS, then timed on the GPU.
+
+Each point is a (switch pair, problem): the bundled FP8 kernel's base build (``optimized`` with the
+problem's tile pinned) and the same build with one switch changed. The projection comes from the
+two builds' SASS (compiled on the CPU) and the base build's timing capture alone
+(``analyzers.model.change``); the measurement times both plain builds in sustained blocks, the
+builds of one problem interleaved in one process in a seeded shuffle, ``repeats`` blocks each
+(``profile.validate.sustained_walls``, the protocol of ``--validate``).
+
+Three steps, each usable alone so the projections can be written (and committed) before any wall
+time is measured:
+
+1. :func:`capture_bases` (GPU): per problem, the base build's timing capture, its capture wall time,
+   and its sustained SM clock and power; the device's limits.
+2. ``analyzers.model.change.project_switch_pairs`` (CPU): the projections, from 1 and the SASS.
+3. :func:`measure_pairs` (GPU): the wall times; ``analyzers.model.change.score_changes`` scores them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+FAMILY = "fp8-blockwise"
+# switch pairs that change the SASS of different phases (base -> this switch); the delay-injection
+# spins of `--validate` are not among them
+PAIRS = ("uniform_desc=0", "elect_release=0", "peek=0", "ring_unroll=0", "sfb_tma=0", "sfa_tma=0",
+         "epi_split=0", "epilogue=direct", "ab_stage=2", "ab_stage=3", "swizzle=8")
+# the problems of the shipped run: two the kernel was tuned on, one no fit has used
+PROBLEMS = ((4096, 4096, 4096, 1), (8192, 8192, 1024, 1), (6144, 5120, 2560, 1))
+BASE_CLOCK_REPEATS = 3
+
+
+def base_spec(mnkl, variant: str = "optimized") -> str:
+    """The base build of a problem with the launcher's tile and cluster pinned, so a switch that the
+    per-problem tile choice reads cannot move the pair onto another tile."""
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    p = plan(variant, tuple(mnkl))
+    tm, tn = (int(x) for x in p["tile"].split("x"))
+    cm, cn = (int(x) for x in p["cluster"].split("x"))
+    return f"{variant}:tile_m={tm},tile_n={tn},cluster_m={cm},cluster_n={cn}"
+
+
+def pair_spec(base: str, switch: str) -> str:
+    return f"{base},{switch}"
+
+
+def shape_key(mnkl) -> str:
+    return "x".join(str(int(v)) for v in tuple(mnkl)[:3])
+
+
+def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_REPEATS) -> dict:
+    """Step 1 on the GPU: per problem the base build's timing table (``<shape>.parquet`` in
+    ``out_dir``), the capture's wall time and the base plain build's sustained clock and power."""
+    from bsprof.analyzers.timing.io import write_table
+    from bsprof.analyzers.validation import capture_clock
+    from bsprof.gpu import device_info
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile.validate import _phase_means, _sustained_summary, device_limits, sustained_walls
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    info = device_info()
+    limits = device_limits()
+    doc: dict = {"device": info["name"], "capability": list(info["capability"]), "device_limits": limits,
+                 "problems": {}}
+    for mnkl in problems:
+        key, spec = shape_key(mnkl), base_spec(mnkl)
+        t0 = time.time()
+        cap = tc.capture(tc.prepare(FAMILY, spec, tuple(mnkl), timing=True))
+        write_table(cap.table, out_dir, stem=key, csv=False)
+        cyc, ghz = capture_clock(cap.table)
+        launchers = {"base": tc.prepare(FAMILY, spec, tuple(mnkl), timing=False)}
+        walls, reads, how = sustained_walls(launchers, ["base"], repeats)
+        doc["problems"][key] = {"mnkl": list(mnkl), "base": spec, "capture_wall_us": cap.wall_us,
+                                "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": _phase_means(cap.table),
+                                "table": f"{key}.parquet", "base_wall_us": walls["base"], "wall_timed_with": how,
+                                "sustained": _sustained_summary(reads).get("base"),
+                                "blocks": reads.get("base", []), "elapsed_s": time.time() - t0}
+        if console is not None:
+            console.print(f"{key}: {spec} capture {cap.wall_us:.1f} us, sustained "
+                          f"{(doc['problems'][key]['sustained'] or {}).get('mhz')} MHz", markup=False)
+        del cap, launchers
+    return doc
+
+
+def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
+    """Step 3 on the GPU: per problem the base build and every pair's changed build, timed in
+    sustained blocks, interleaved in a seeded shuffle per repeat. Returns {shape: {walls, reads}}."""
+    from bsprof.errors import BsprofError
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile.validate import _sustained_summary, sustained_walls
+
+    if repeats < 5:
+        raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+    out: dict = {}
+    for mnkl in problems:
+        key, base = shape_key(mnkl), base_spec(mnkl)
+        t0 = time.time()
+        launchers, failed = {"base": tc.prepare(FAMILY, base, tuple(mnkl), timing=False)}, {}
+        for sw in pairs:
+            try:
+                launchers[sw] = tc.prepare(FAMILY, pair_spec(base, sw), tuple(mnkl), timing=False)
+            except Exception as exc:   # noqa: BLE001 - one build that does not combine: the rest still run
+                failed[sw] = f"{type(exc).__name__}: {exc}"[:300]
+        built = time.time() - t0
+        walls, reads, how = sustained_walls(launchers, list(launchers), repeats)
+        out[key] = {"mnkl": list(mnkl), "base": base, "walls_us": walls, "reads": reads, "timed_with": how,
+                    "sustained": _sustained_summary(reads), "failed": failed, "build_s": built,
+                    "elapsed_s": time.time() - t0}
+        if console is not None:
+            console.print(f"{key}: {len(launchers)} builds timed ({built:.0f} s to build)", markup=False)
+        launchers.clear()
+    return out
