@@ -113,3 +113,109 @@ def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
             console.print(f"{key}: {len(launchers)} builds timed ({built:.0f} s to build)", markup=False)
         launchers.clear()
     return out
+
+
+def switch_stages(spec: str, mnkl) -> int:
+    """The A/B ring depth a bundled build gets (its configuration, as the launcher resolves it)."""
+    from bsprof.kernels.fp8_blockwise import config as cfg
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    variant, over = cfg.parse_spec(spec)
+    return int(plan(variant, tuple(mnkl), **over)["smem_stages"])
+
+
+def bundled_cubin(spec: str, mnkl, keep_dir: Path | None = None) -> tuple[Path, tuple[int, int]]:
+    """A bundled build compiled on the CPU with line info; copied into ``keep_dir`` when given (the
+    compile's own output is one file per variant, replaced by the next build)."""
+    import shutil
+
+    from bsprof.kernels.api import compile_for_sass
+
+    cubin, tile = compile_for_sass(spec, "sm_90a", tuple(mnkl))
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        dst = keep_dir / f"{spec.replace(':', '__').replace(',', '_').replace('=', '-')}.{shape_key(mnkl)}.cubin"
+        shutil.copy(cubin, dst)
+        cubin = dst
+    return cubin, tile
+
+
+def consumer_warpgroups(tile_m: int) -> int:
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    return cfg.consumer_wgs(tile_m)
+
+
+def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir=None, console=None) -> dict:
+    """Step 2 on the CPU: every (pair, problem)'s projection from the two builds' SASS and the base
+    build's capture (``bases``: what :func:`capture_bases` returned; ``tables_dir``: its tables).
+    Returns {"points": [...], ...}: what is committed before the wall times are measured."""
+    import math
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.sass import analyze_cubin
+    from bsprof.analyzers.timing.table import load
+
+    tables_dir = Path(tables_dir)
+    cubin_dir = Path(cubin_dir) if cubin_dir is not None else None
+    points = []
+    for key, info in bases["problems"].items():
+        if problems is not None and key not in {shape_key(p) for p in problems}:
+            continue
+        mnkl, base = tuple(info["mnkl"]), info["base"]
+        k_blocks = -(-mnkl[2] // C.BLOCK_K)
+        table = load(tables_dir / info["table"])
+        params = calibrate(table)
+        a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
+        wgs = consumer_warpgroups(tm)
+        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        bm = C.base_measurement(params, table, info["capture_wall_us"], (info.get("sustained") or {}),
+                                bases.get("device_limits"), bases.get("device", ""),
+                                producer=info.get("phase_means", {}).get("producer.load"))
+        count = dict(k_blocks=k_blocks, tile_m=tm, consumer_wgs=wgs, tiles_per_cta=tiles / 132.0)
+        A = C.count_build(analyze_cubin(a_cubin)[0], base, **count)
+        costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+        sa = switch_stages(base, mnkl)
+        for sw in pairs:
+            spec = pair_spec(base, sw)
+            b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+            B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
+            knob = sw.split("=")[0]
+            mech = (C.SWITCH_MECHANISMS[knob],) if knob in C.SWITCH_MECHANISMS else ()
+            est = C.estimate_change(A, B, costs, k_blocks, mechanisms=mech, tile_cycles=bm.tile_cycles,
+                                    stages=(sa, switch_stages(spec, mnkl)))
+            pr = C.project_change(params, est, bm)
+            points.append(C.point_record(sw, key, pr))
+            if console is not None:
+                console.print(f"{key} {sw}: {pr.wall_pct:+.2f}% [{100 * (pr.wall_lo - 1):+.2f}, "
+                              f"{100 * (pr.wall_hi - 1):+.2f}] (count rule {100 * (pr.count_rule_ratio - 1):+.2f}%)",
+                              markup=False)
+    return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
+
+
+def _warm_one(spec: str, mnkl: tuple) -> str:
+    """Build one kernel in a worker process: the JIT compile lands in CuTe DSL's on-disk cache, which
+    the timing process then reads instead of compiling again."""
+    t0 = time.time()
+    try:
+        from bsprof.profile import timing_capture as tc
+
+        tc.prepare(FAMILY, spec, tuple(mnkl), timing=False)
+        return f"{spec} {shape_key(mnkl)}: {time.time() - t0:.0f} s"
+    except Exception as exc:   # noqa: BLE001 - reported again by the timed run
+        return f"{spec} {shape_key(mnkl)}: failed ({type(exc).__name__})"
+
+
+def warm_builds(problems, pairs=PAIRS, jobs: int = 12) -> list[str]:
+    """Every build of the measurement compiled in ``jobs`` spawned processes (one compile each at a
+    time; the GPU host has the cores)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    work = []
+    for mnkl in problems:
+        base = base_spec(mnkl)
+        work += [(base, tuple(mnkl))] + [(pair_spec(base, sw), tuple(mnkl)) for sw in pairs]
+    with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
+        return list(ex.map(_warm_one, [w[0] for w in work], [w[1] for w in work]))
