@@ -194,28 +194,30 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
     return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
 
 
-def _warm_one(spec: str, mnkl: tuple) -> str:
+def _warm_one(spec: str, mnkl: tuple, timing: bool = False) -> str:
     """Build one kernel in a worker process: the JIT compile lands in CuTe DSL's on-disk cache, which
     the timing process then reads instead of compiling again."""
     t0 = time.time()
     try:
         from bsprof.profile import timing_capture as tc
 
-        tc.prepare(FAMILY, spec, tuple(mnkl), timing=False)
-        return f"{spec} {shape_key(mnkl)}: {time.time() - t0:.0f} s"
+        tc.prepare(FAMILY, spec, tuple(mnkl), timing=timing)
+        return f"{spec} {shape_key(mnkl)}{' timing' if timing else ''}: {time.time() - t0:.0f} s"
     except Exception as exc:   # noqa: BLE001 - reported again by the timed run
         return f"{spec} {shape_key(mnkl)}: failed ({type(exc).__name__})"
 
 
-def warm_builds(problems, pairs=PAIRS, jobs: int = 12) -> list[str]:
+def warm_builds(problems, pairs=PAIRS, jobs: int = 12, timing: bool = False) -> list[str]:
     """Every build of the measurement compiled in ``jobs`` spawned processes (one compile each at a
-    time; the GPU host has the cores)."""
+    time; the GPU host has the cores); ``timing``: the base builds' timing builds too."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     work = []
     for mnkl in problems:
         base = base_spec(mnkl)
-        work += [(base, tuple(mnkl))] + [(pair_spec(base, sw), tuple(mnkl)) for sw in pairs]
+        work += [(base, tuple(mnkl), False)] + [(pair_spec(base, sw), tuple(mnkl), False) for sw in pairs]
+        if timing:
+            work.append((base, tuple(mnkl), True))
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
-        return list(ex.map(_warm_one, [w[0] for w in work], [w[1] for w in work]))
+        return list(ex.map(_warm_one, *zip(*work)))
