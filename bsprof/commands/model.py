@@ -18,6 +18,15 @@ def _delta_opt(name: str, what: str, note: str = ""):
 
 
 @click.command(name="model")
+@click.argument("builds", nargs=-1, metavar="[BUILD...]")
+@click.option("--change", "change", is_flag=True,
+              help="price a code change from SASS: BUILD is a bundled spec (optimized:uniform_desc=0, against "
+                   "its base build) or two cubins / SASS listings / specs, A then B; with --from (a capture of "
+                   "A) every phase is projected, without it the K-loop alone")
+@click.option("--changes", "changes", is_flag=True,
+              help="with --validate: switch pairs of the bundled FP8 kernel priced from SASS, then timed")
+@click.option("--tile-mn", "tile_mn", default=None, metavar="M,N",
+              help="with --change: the output tile of two cubins whose names do not spell it")
 @click.option("--from", "source", default=None, type=click.Path(), metavar="TIMING",
               help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
                    "default: the embedded B200 measurement")
@@ -59,7 +68,7 @@ def _delta_opt(name: str, what: str, note: str = ""):
               help="with --clock: the GPU's top SM clock, power limit and work-independent power (default: H100 SXM)")
 @click.option("--measure-ceiling", is_flag=True,
               help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)")
-def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
+def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
             sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl, repeats,
             explain, clock, gpu_limits, measure_ceiling) -> None:
     """Project what K-loop / epilogue changes do to wall time.
@@ -71,6 +80,9 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700   wall time on a power-capped GPU
     bsprof model --sweep kloop=-600:0:50,phase1=-600:0:50 --html sweep.html
     bsprof model --validate --kernel pingpong  projections vs delay-injected builds (GPU)
+    bsprof model --change optimized:uniform_desc=0 --mnkl 4096,4096,4096 --from RESULTS_DIR
+    bsprof model --change A.cubin B.cubin       the K-loop of two builds, from SASS alone
+    bsprof model --validate --changes          switch pairs priced from SASS, then timed (GPU)
     """
     from rich.console import Console
 
@@ -81,6 +93,17 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     if as_json and as_csv:
         raise BsprofError("--json and --csv both print to stdout; choose one")
     ctx = click.get_current_context()
+    if builds and not change:
+        raise BsprofError(f"{builds[0]}: builds are priced with --change (e.g. bsprof model --change "
+                          "optimized:uniform_desc=0 --mnkl 4096,4096,4096 --from RESULTS_DIR)")
+    if change:
+        from bsprof.commands.model_change import run_change
+
+        run_change(console, builds, source=source, mnkl=mnkl, tile_mn=tile_mn, clock=clock, gpu_limits=gpu_limits,
+                   as_json=as_json, out=out, tiles=tiles, seed=seed)
+        return
+    if changes and not validate:
+        raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
     given = [f"--{name}" for name in ("kernel", "family", "mnkl", "repeats")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given and not validate:
@@ -96,6 +119,11 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
         from bsprof.profile import epi_ceiling
 
         epi_ceiling.measure(out or "bsprof-results", console)
+        return
+    if validate and changes:
+        from bsprof.commands.model_change import run_validate_changes
+
+        run_validate_changes(console, mnkl=mnkl, repeats=repeats, out=out or "bsprof-results")
         return
     if validate:
         from bsprof.kernels.api import parse_kernel_spec

@@ -221,3 +221,158 @@ def warm_builds(problems, pairs=PAIRS, jobs: int = 12, timing: bool = False) -> 
             work.append((base, tuple(mnkl), True))
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
         return list(ex.map(_warm_one, *zip(*work)))
+
+
+# --- `bsprof model --change`: the chain for one pair, on the CPU --------------------------------
+
+BORROWED = {"rate": None, "from": ""}   # filled from the shipped sample capture when a pair has none
+
+
+def _analyze_build(item: str, mnkl, keep_dir):
+    """(analysis, label, tile or None, bundled spec or None) for a cubin / SASS file or a bundled spec."""
+    from bsprof.analyzers.sass import analyze_path
+    from bsprof.analyzers.sass.budget import tile_from_name
+
+    p = Path(item)
+    if p.exists():
+        fa = _pick(analyze_path(p), item)
+        if fa.roles_missing and (SAMPLE / "kernel.py.xz").is_file():
+            # a shipped sample: its line info names a kernel file this machine does not have
+            from bsprof.analyzers.sass.roles import attribute
+
+            attribute(fa, None, sample_kernel_sources())
+        named = tile_from_name(fa.name)
+        return fa, p.name, (named[0] if named else None), None
+    from bsprof.kernels.api import parse_kernel_spec
+
+    parse_kernel_spec(item, FAMILY)
+    cubin, tile = bundled_cubin(item, mnkl, keep_dir)
+    return _pick(analyze_path(cubin), item), item, tile, item
+
+
+def _pick(fas, where: str):
+    from bsprof.errors import BsprofError
+
+    mma = [fa for fa in fas if fa.mma_count]
+    if not mma:
+        raise BsprofError(f"{where}: no kernel with MMAs in it; pass the GEMM's cubin (or --function in bsprof sass)")
+    return max(mma, key=lambda fa: (fa.mma_count, len(fa.instructions)))
+
+
+def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, sustained=None, limits=None,
+                 device: str = "", wall_us: float | None = None, keep_dir=None) -> dict:
+    """The chain for one change: ``builds`` is (B,) a bundled spec priced against its variant's base
+    build, or (A, B): two cubins / SASS listings / bundled specs. With ``source`` (a timing capture of
+    A) every phase is priced and projected; without, the K-loop alone (``change.kloop_only``).
+    Returns {"estimate", "projection", "kloop_only", "params", ...} for the verb to render."""
+    import math
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.timing.table import load
+    from bsprof.errors import BsprofError
+
+    if len(builds) == 1:
+        spec = builds[0]
+        if Path(spec).exists():
+            raise BsprofError(f"--change {spec}: one cubin has nothing to compare with; give two (A then B), "
+                              "or a bundled spec such as optimized:uniform_desc=0")
+        if mnkl is None:
+            raise BsprofError("--change with a bundled spec needs the problem: add --mnkl M,N,K")
+        variant, _, switches = spec.partition(":")
+        base = base_spec(mnkl, variant)
+        builds = (base, f"{base},{switches}" if switches else base)
+    fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
+    fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
+    tile = tuple(tile_mn) if tile_mn else tile_a or tile_b
+    if tile is None:
+        raise BsprofError(f"{name_a}: the output tile is not in the kernel's name; give it with --tile-mn M,N")
+    tm, tn = int(tile[0]), int(tile[1])
+    wgs = consumer_warpgroups(tm) if tm in (64, 128, 192, 256) else 2
+    k_blocks = -(-int(mnkl[2]) // C.BLOCK_K) if mnkl else None
+    count = dict(k_blocks=k_blocks or 32, tile_m=tm, consumer_wgs=wgs)
+    if mnkl:
+        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        count["tiles_per_cta"] = tiles / 132.0
+    A = C.count_build(fa_a, name_a, **count)
+    B = C.count_build(fa_b, name_b, **count)
+    out: dict = {"a": name_a, "b": name_b, "tile": [tm, tn], "mnkl": list(mnkl) if mnkl else None,
+                 "consumer_warpgroups": wgs}
+    floor = tm * tn * C.BLOCK_K / C.FMA_PER_CYCLE["fp8"]
+    if source is None:
+        rate, where = borrowed_rate()
+        out["kloop_only"] = C.kloop_only(A, B, consumer_warps=4 * wgs, borrowed_rate=rate, floor_kblock=floor,
+                                         k_blocks=k_blocks)
+        out["borrowed_from"] = where
+        return out
+    if not k_blocks:
+        raise BsprofError("--change with --from needs the problem the capture ran (--mnkl M,N,K)")
+    table = load(source)
+    params = calibrate(table)
+    bm = C.base_measurement(params, table, wall_us if wall_us else math.nan, sustained, limits, device)
+    costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+    stages = None
+    if spec_a and spec_b:
+        stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl))
+    mech = tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(spec_a, spec_b) if k in C.SWITCH_MECHANISMS}))
+    est = C.estimate_change(A, B, costs, k_blocks, mechanisms=mech, tile_cycles=bm.tile_cycles, stages=stages)
+    out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
+    return out
+
+
+def _switch_diff(a: str | None, b: str | None) -> set[str]:
+    """The switches two bundled specs set differently (empty unless both are bundled specs)."""
+    if not a or not b:
+        return set()
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    va, oa = cfg.parse_spec(a)
+    vb, ob = cfg.parse_spec(b)
+    ra, rb = cfg.resolve(va, oa), cfg.resolve(vb, ob)
+    return {k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k)}
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "samples" / "change"
+
+
+def sample_kernel_sources() -> dict[str, str]:
+    """{line-info path: source text} of the shipped sample cubins: their line info names the kernel
+    file they were compiled from, which a user's machine does not have; the snapshot beside them
+    gives the role attribution the same source."""
+    import json
+    import lzma
+
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    text = lzma.decompress((SAMPLE / "kernel.py.xz").read_bytes()).decode()
+    return {meta["change_sample"]["kernel_source_path"]: text}
+
+
+def borrowed_rate() -> tuple[float, str]:
+    """The K-loop's exposed cycles per instruction measured on the shipped sample (the bundled kernel's
+    base build and its H200 capture): the point a pair without a capture of its own is priced at."""
+    import json
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.timing.table import load
+
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    info = meta["change_sample"]
+    mnkl = tuple(meta["mnkl"])
+    fa = _sample_analysis(SAMPLE / info["a"])
+    tm, tn = info["tile"]
+    wgs = consumer_warpgroups(tm)
+    kb = -(-mnkl[2] // C.BLOCK_K)
+    A = C.count_build(fa, info["a"], kb, tile_m=tm, consumer_wgs=wgs)
+    params = calibrate(load(SAMPLE / "timing.parquet"))
+    costs = C.calibrate_costs(A, C.measured_phases(params), kb, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+    return costs["kloop"].point, f"the bundled kernel's {meta['device']} capture ({costs['kloop'].why})"
+
+
+def _sample_analysis(path: Path):
+    from bsprof.analyzers.sass import analyze_path
+    from bsprof.analyzers.sass.roles import attribute
+
+    fa = _pick(analyze_path(path), str(path))
+    attribute(fa, None, sample_kernel_sources())
+    return fa

@@ -577,6 +577,10 @@ def summarize(points: list[ChangePoint]) -> dict:
         "model": stats("err_model_pp"), "no_change": stats("err_none_pp"), "count_rule": stats("err_rule_pp"),
         "model_off_binding": stats("err_model_pp", off), "count_rule_off_binding": stats("err_rule_pp", off),
         "model_on_binding": stats("err_model_pp", on), "count_rule_on_binding": stats("err_rule_pp", on),
+        # where SASS priced the whole change (no unpriced line) and where it named what it could not
+        "priced_points": sum(1 for p in pts if not p.unpriced),
+        "model_priced": stats("err_model_pp", [p for p in pts if not p.unpriced]),
+        "model_unpriced": stats("err_model_pp", [p for p in pts if p.unpriced]),
         "sign_wrong": [f"{p.change} @ {p.problem}" for p in pts if not p.sign_ok],
         "covered": sum(p.covered for p in pts), "coverage": sum(p.covered for p in pts) / len(pts),
     }
@@ -637,3 +641,64 @@ def points_from_records(records: list[dict]) -> list[ChangePoint]:
     return [ChangePoint(r["change"], r["problem"], r["projected_pct"], r["lo_pct"], r["hi_pct"], r["noise_pp"],
                         r["count_rule_pct"], r.get("binding", ""), bool(r.get("off_binding")), len(r.get("unpriced", [])))
             for r in records]
+
+
+# --- a pair with no capture of its own: the K-loop alone ----------------------------------------
+
+@dataclass
+class KloopOnly:
+    """A pair priced without a timing capture of its kernel: the K-loop's change per K block, with
+    the bounds that need no measurement (0 to the issue slot) and a point at a borrowed exposed
+    share; every other phase named as not priced."""
+    a: str
+    b: str
+    per_kblock_a: float                     # non-MMA K-loop instructions per K block
+    per_kblock_b: float
+    mma_per_kblock: tuple[float, float]
+    cycles_per_kblock: float                # point
+    lo: float
+    hi: float
+    borrowed_rate: float
+    floor_kblock: float
+    k_blocks: int | None
+    unpriced: list[str]
+    top_opcodes: list[tuple[str, float]]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def kloop_only(a: BuildCounts, b: BuildCounts, *, consumer_warps: int, borrowed_rate: float, floor_kblock: float,
+               k_blocks: int | None = None) -> KloopOnly:
+    """The K-loop of a pair whose kernel has no capture: instructions per K block from the SASS,
+    priced at ``borrowed_rate`` cycles each (the exposed share measured on another kernel's
+    capture; the bounds 0 and the issue slot do not depend on it)."""
+    issue = max(1.0, consumer_warps / SUBPARTITIONS)
+    dn = b.kloop_per_kblock - a.kloop_per_kblock
+    lo, hi = sorted((0.0, dn * issue))
+    unpriced = ["TMA0, Phase 1 and wall time: no timing capture of this kernel (bsprof timing records "
+                "only the bundled kernels); give --from a capture of the base build to price them"]
+    if abs(b.mma_per_kblock - a.mma_per_kblock) > 1e-6 or abs(b.kblocks_per_pass - a.kblocks_per_pass) > 1e-6:
+        unpriced.append(f"the K-loop body covers {a.kblocks_per_pass:g} -> {b.kblocks_per_pass:g} K blocks a pass: "
+                        "compared per K block")
+    dw = (b.waits["kloop"] - a.waits["kloop"]) / max(1, k_blocks or 1)
+    if abs(dw) >= 0.5:
+        w = MOVED_WAIT_SHARE * floor_kblock * abs(dw)
+        lo, hi = lo - w, hi + w
+        unpriced.append(f"K-loop: {dw:+.1f} waits a K block (a wait moved): latency not in the SASS; ±{w:,.0f}")
+    if b.spills > a.spills:
+        unpriced.append(f"spills appear ({a.spills} -> {b.spills} local loads/stores): not priced")
+    return KloopOnly(a.name, b.name, a.kloop_per_kblock, b.kloop_per_kblock, (a.mma_per_kblock, b.mma_per_kblock),
+                     dn * borrowed_rate, lo, hi, borrowed_rate, floor_kblock, k_blocks, unpriced,
+                     [(op, round(v / max(1, k_blocks or 1), 2)) for op, v in _top_ops(a, b, "kloop", 5)])
+
+
+def score_run(projections: dict, measured: dict) -> dict:
+    """Projections written before a run (``project_pairs``) scored against its wall times
+    (``measure_pairs``: per problem, each build's per-repeat µs): {"points", "summary"}."""
+    pts = points_from_records(projections["points"])
+    for p in pts:
+        walls = (measured.get("problems", {}).get(p.problem) or {}).get("walls_us") or {}
+        if p.change in walls and "base" in walls and len(walls["base"]) == len(walls[p.change]):
+            score_point(p, walls["base"], walls[p.change])
+    return {"device": measured.get("device"), "points": [asdict(p) for p in pts], "summary": summarize(pts)}
