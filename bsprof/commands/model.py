@@ -104,6 +104,11 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
         return
     if changes and not validate:
         raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
+    if validate and changes and source is not None:
+        from bsprof.commands.model_change import rescore_changes
+
+        rescore_changes(console, source, as_json)
+        return
     given = [f"--{name}" for name in ("kernel", "family", "mnkl", "repeats")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given and not validate:

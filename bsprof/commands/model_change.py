@@ -133,3 +133,36 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
     write_text_atomic(d / "validation.json", json.dumps(scored, indent=1, default=float))
     change_text.render_validation_changes(console, scored)
     console.print(f"wrote {d}/ (bases/, projections.json, measured.json, validation.json)", markup=False)
+
+
+def rescore_changes(console, source, as_json: bool) -> None:
+    """A stored `--validate --changes` run (its projections.json and measured.json, or measured.tar.xz
+    as the GPU call returned it) scored again on any machine."""
+    import json
+    import tarfile
+    from pathlib import Path
+
+    import click
+
+    from bsprof.analyzers.model.change import score_run
+    from bsprof.reports import change_text
+
+    d = Path(source)
+    proj_path = d / "projections.json"
+    if not proj_path.is_file():
+        raise BsprofError(f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
+                          "(projections.json with measured.json or measured.tar.xz)")
+    measured = None
+    if (d / "measured.json").is_file():
+        measured = json.loads((d / "measured.json").read_text())
+    elif (d / "measured.tar.xz").is_file():
+        with tarfile.open(d / "measured.tar.xz") as tf:
+            member = next((m for m in tf.getmembers() if m.name.endswith("measured.json")), None)
+            if member is not None:
+                measured = json.loads(tf.extractfile(member).read())
+    if measured is None:
+        raise BsprofError(f"{d}: no measured.json (or measured.tar.xz holding one); the run's wall times are missing")
+    scored = score_run(json.loads(proj_path.read_text()), measured)
+    change_text.render_validation_changes(console, scored)
+    if as_json:
+        click.echo(json.dumps(scored, indent=1, default=float))

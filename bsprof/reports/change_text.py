@@ -103,14 +103,19 @@ def render_validation_changes(console, scored: dict) -> None:
     """One row per (pair, problem): projection and interval, measured change, the three errors."""
     from rich.table import Table
 
-    t = Table(title=f"code changes priced from SASS vs measured ({scored.get('device') or '?'}), % wall time",
-              title_justify="left", header_style="bold")
-    for col in ("problem", "change", "model", "measured", "err", "count", "err", "in"):
-        t.add_column(col, justify="left" if col in ("problem", "change") else "right", no_wrap=True)
+    t = Table(title=f"changes priced from SASS vs measured, % wall time ({scored.get('device') or '?'})",
+              title_justify="left", header_style="bold", padding=(0, 1))
+    for col in ("change", "model", "meas.", "err", "count", "err", "in"):
+        t.add_column(col, justify="left" if col == "change" else "right", no_wrap=True)
+    shown = None
     for p in scored["points"]:
-        t.add_row(p["problem"].replace("x", "×"), p["change"], _pp(p["projected_pct"]), _pp(p["measured_pct"]),
-                  _pp(p["err_model_pp"]), _pp(p["count_rule_pct"]), _pp(p["err_rule_pp"]),
-                  "yes" if p["covered"] else "no")
+        if p["problem"] != shown:
+            if shown is not None:
+                t.add_section()
+            t.add_row(f"[bold]{p['problem']}[/]", "", "", "", "", "", "")
+            shown = p["problem"]
+        t.add_row(p["change"], _pp(p["projected_pct"]), _pp(p["measured_pct"]), _pp(p["err_model_pp"]),
+                  _pp(p["count_rule_pct"]), _pp(p["err_rule_pp"]), "yes" if p["covered"] else "no")
     console.print(t)
     s = scored["summary"]
     if not s.get("points"):
