@@ -71,7 +71,7 @@ def test_cli_change_prints_the_chain_then_the_projection_within_80_columns():
                                  "--tiles", "2000"], env={"COLUMNS": "80"}, catch_exceptions=False)
     assert r.exit_code == 0, r.output
     out = r.output
-    for s in ("K-loop", "R2UR", "exposed share", "binding side", "wall time", "instruction-count rule"):
+    for s in ("K-loop", "R2UR", "instr a K block", "binding side", "wall time", "instruction-count rule"):
         assert s in out, s
     assert max(len(line) for line in out.splitlines()) <= 80
     j = json.loads(CliRunner().invoke(cli, ["model", "--change", str(SAMPLE / "optimized.sm_90a.cubin.xz"),

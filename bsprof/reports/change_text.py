@@ -68,12 +68,11 @@ def render_change(console, res: dict, model_result=None) -> None:
     lo, hi = 100 * (pr.wall_lo - 1), 100 * (pr.wall_hi - 1)
     console.print(f"wall time {pr.wall_pct:+.2f}% (interval {lo:+.2f}..{hi:+.2f}%; a measurement adds "
                   f"±{pr.noise_pp:.1f} pp)", markup=False)
-    clock = (f"clock x{pr.clock_ratio:.3f} from {base.mhz:,.0f} MHz under a {base.limits['power_limit_w']:.0f} W "
-             f"limit" if base.mhz and base.limits else "no clock term (give --clock MHZ@W)")
-    console.print(f"  cycles {100 * (pr.cycles_ratio - 1):+.2f}% (busy share {base.busy:.2f}), {clock}",
-                  markup=False)
-    console.print(f"  the instruction-count rule: {100 * (pr.count_rule_ratio - 1):+.2f}% (every phase's "
-                  "instructions x its measured cycles each, 1:1 on wall time)", markup=False)
+    clock = (f"clock x{pr.clock_ratio:.3f} from {base.mhz:,.0f} MHz ({base.limits['power_limit_w']:.0f} W cap)"
+             if base.mhz and base.limits else "no clock term (give --clock MHZ@W)")
+    console.print(f"  cycles {100 * (pr.cycles_ratio - 1):+.2f}% (busy {base.busy:.2f}), {clock}", markup=False)
+    console.print(f"  instruction-count rule: {100 * (pr.count_rule_ratio - 1):+.2f}% (instructions x the "
+                  "phase's CPI, 1:1)", markup=False)
 
 
 def _render_kloop_only(console, res: dict) -> None:

@@ -327,7 +327,7 @@ def calibrate_costs(base: BuildCounts, measured: dict[str, float], k_blocks: int
         cpi = cyc / n if n else math.nan
         pt = cpi if math.isfinite(cpi) else issue
         out[ph] = PhaseCost(ph, cyc, n, cpi, point=pt, lo=min(issue, pt), hi=1.5 * pt,
-                            why=f"{cyc:,.0f} cycles a tile over {n:,.0f} instructions")
+                            why=f"{cyc:,.0f} cycles / {n:,.0f} instr a tile")
     cyc, n = float(measured.get("producer", 0.0)), base.per_tile["producer"]
     out["producer"] = PhaseCost("producer", cyc, n, cyc / n if n else math.nan, 0.0, 0.0, 0.0,
                                 why="keeps the ring full off the consumers' cycle")
@@ -363,10 +363,10 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
             src = (f"{dn:+,.0f} producer instructions a tile, off the consumers' cycle (priced 0; "
                    f"the count rule: {cr:+,.0f})") if dn or ds else ""
         elif ph == "kloop":
-            src = (f"{dn / max(1, k_blocks):+,.1f} instructions a K block x {c.point:.2f} cycles "
-                   f"(exposed share; 0..{c.hi:.1f}) x {k_blocks} K blocks")
+            src = (f"{dn / max(1, k_blocks):+,.1f} instr a K block x {c.point:.2f} cycles "
+                   f"(0..{c.hi:.1f}) x {k_blocks} K blocks")
         else:
-            src = f"{dn:+,.1f} instructions a tile x {c.point:.2f} cycles ({c.why})"
+            src = f"{dn:+,.1f} instr a tile x {c.point:.2f} cycles ({c.why})"
         d = PhaseDelta(ph, dn, ds, cyc, min(lo, hi), max(lo, hi), cr, src, top_opcodes=_top_ops(a, b, ph))
         dw = b.waits[ph] - a.waits[ph]
         if ph in ("kloop", "tma0", "phase1") and abs(dw) >= 0.5:
