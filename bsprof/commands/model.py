@@ -56,7 +56,7 @@ def _delta_opt(name: str, what: str, note: str = ""):
 @click.option("--kernel", default="optimized", show_default=True,
               help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
 @click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
-@click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
+@click.option("--mnkl", default=None, help="with --validate or --change: problem M,N,K[,L] (--validate --changes: several, 'A;B')")
 @click.option("--repeats", type=int, default=5, show_default=True,
               help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
 @click.option("--explain", is_flag=True,
