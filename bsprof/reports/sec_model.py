@@ -89,7 +89,8 @@ def heatmap(run: Run) -> Section | None:
     if not arts:
         return None
     sec = Section("model", "Model projection")
-    for art in arts[:2]:
+    # the first two projections or sweeps, and every priced code change (`model --change`)
+    for art in arts[:2] + [a for a in arts[2:] if isinstance(a.data, dict) and isinstance(a.data.get("change"), dict)]:
         _one(sec, art)
     return sec
 
