@@ -78,6 +78,11 @@ def run_change(console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_
 
         check_output_dir(out)
     problem = _problem(mnkl, source)
+    recorded = _problem(None, source) if source is not None else None
+    if mnkl and recorded and tuple(problem[:3]) != tuple(recorded[:3]):
+        raise BsprofError(f"--mnkl {mnkl} is not the problem the capture in {source} ran "
+                          f"({','.join(map(str, recorded[:3]))}); the chain prices a change on the captured problem: "
+                          "drop --mnkl or capture this problem")
     sustained, limits, device, rec = _base_clock(source, clock, gpu_limits)
     if tile is None and rec.get("tile"):
         tile = tuple(rec["tile"])   # the tile the capture's build recorded

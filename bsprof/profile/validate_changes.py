@@ -301,8 +301,12 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
     floor = tm * tn * C.BLOCK_K / C.FMA_PER_CYCLE["fp8"]
     if source is None:
         rate, where = borrowed_rate()
+        stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl)) if spec_a and spec_b else None
+        hint = (f"capture it with bsprof timing --kernel {spec_a} --mnkl {','.join(map(str, mnkl))} -o DIR "
+                "and pass --from DIR" if spec_a and mnkl else "")
         out["kloop_only"] = C.kloop_only(A, B, consumer_warps=4 * wgs, borrowed_rate=rate, floor_kblock=floor,
-                                         k_blocks=k_blocks)
+                                         k_blocks=k_blocks, capture_hint=hint, stages=stages,
+                                         mechanisms=_mechanisms(spec_a, spec_b))
         out["borrowed_from"] = where
         return out
     if not k_blocks:
@@ -314,10 +318,15 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
     stages = None
     if spec_a and spec_b:
         stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl))
-    mech = tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(spec_a, spec_b) if k in C.SWITCH_MECHANISMS}))
-    est = C.estimate_change(A, B, costs, k_blocks, mechanisms=mech, tile_cycles=bm.tile_cycles, stages=stages)
+    est = C.estimate_change(A, B, costs, k_blocks, mechanisms=_mechanisms(spec_a, spec_b), tile_cycles=bm.tile_cycles, stages=stages)
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out
+
+
+def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
+    from bsprof.analyzers.model import change as C
+
+    return tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(a, b) if k in C.SWITCH_MECHANISMS}))
 
 
 def _switch_diff(a: str | None, b: str | None) -> set[str]:

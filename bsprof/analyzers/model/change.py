@@ -669,15 +669,21 @@ class KloopOnly:
 
 
 def kloop_only(a: BuildCounts, b: BuildCounts, *, consumer_warps: int, borrowed_rate: float, floor_kblock: float,
-               k_blocks: int | None = None) -> KloopOnly:
+               k_blocks: int | None = None, capture_hint: str = "", stages: tuple[int, int] | None = None,
+               mechanisms: tuple[str, ...] = ()) -> KloopOnly:
     """The K-loop of a pair whose kernel has no capture: instructions per K block from the SASS,
     priced at ``borrowed_rate`` cycles each (the exposed share measured on another kernel's
     capture; the bounds 0 and the issue slot do not depend on it)."""
     issue = max(1.0, consumer_warps / SUBPARTITIONS)
     dn = b.kloop_per_kblock - a.kloop_per_kblock
     lo, hi = sorted((0.0, dn * issue))
-    unpriced = ["TMA0, Phase 1 and wall time: no timing capture of this kernel (bsprof timing records "
-                "only the bundled kernels); give --from a capture of the base build to price them"]
+    unpriced = ["TMA0, Phase 1 and wall time: no timing capture of the base build; "
+                + (capture_hint or "bsprof timing records only the bundled kernels")]
+    if stages is not None and stages[0] != stages[1]:
+        unpriced.append(f"the stage count changes the pipeline ({stages[0]} -> {stages[1]} stages): "
+                        "not in the SASS")
+    if "tile_order" in mechanisms:
+        unpriced.append("the tile order changes what hits L2: not in the SASS")
     if abs(b.mma_per_kblock - a.mma_per_kblock) > 1e-6 or abs(b.kblocks_per_pass - a.kblocks_per_pass) > 1e-6:
         unpriced.append(f"the K-loop body covers {a.kblocks_per_pass:g} -> {b.kblocks_per_pass:g} K blocks a pass: "
                         "compared per K block")
