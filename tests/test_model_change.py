@@ -100,7 +100,10 @@ def test_bad_change_input_is_one_error_line():
                          ([str(SAMPLE / "optimized.sm_90a.cubin.xz")], "--change"),
                          (["--change", str(SAMPLE / "optimized.sm_90a.cubin.xz")], "nothing to compare"),
                          (["--change", "optimized:uniform_desc=0"], "--mnkl"),
-                         (["--change", "optimized:nosuch=1", "--mnkl", "4096,4096,4096"], "nosuch")):
+                         (["--change", "optimized:nosuch=1", "--mnkl", "4096,4096,4096"], "nosuch"),
+                         (["--change", "optimized:peek=0", "--mnkl", "2048,2048,2048", "--from", str(SAMPLE)],
+                          "not the problem the capture"),
+                         (["--changes"], "--validate")):
         r = CliRunner().invoke(cli, ["model", *args])
         assert r.exit_code == 2, (args, r.output)
         assert needle in r.output and "Traceback" not in r.output

@@ -122,7 +122,10 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
     from bsprof.profile import validate_changes as VC
     from bsprof.reports import change_text
 
+    from bsprof.gpu import device_info
+
     problems = VC.PROBLEMS if not mnkl else tuple(parse_mnkl(p) for p in mnkl.split(";"))
+    device_info()       # no GPU: one error line before any directory is made
     d = unique_dir(out, "validation-changes")
     bases = VC.capture_bases(problems, d / "bases", console)
     write_text_atomic(d / "bases" / "bases.json", json.dumps(bases, indent=1, default=float))
