@@ -146,3 +146,18 @@ def test_every_stored_delay_injection_run_is_scored():
     assert r["band"]["share"] < 0.1
     assert r["interval"]["share"] >= 0.8
     assert all(3.0 < x["interval_pct"] < 5.0 for x in r["runs"])
+
+
+def test_cli_scores_stored_runs_without_a_gpu():
+    r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(DATA)], env={"COLUMNS": "80"},
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "10 of 20 runs meet" in r.output and "holds 260 of 307" in r.output
+    assert max(len(line) for line in r.output.splitlines()) <= 80
+    r = CliRunner().invoke(cli, ["model", "--validate", "--changes", "--from", str(CHANGES)], env={"COLUMNS": "80"},
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "epilogue=direct" in r.output and "intervals hold 27 of 33" in r.output
+    assert max(len(line) for line in r.output.splitlines()) <= 80
+    r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(SAMPLE)])
+    assert r.exit_code == 2 and "no stored --validate run" in r.output

@@ -52,7 +52,8 @@ def _delta_opt(name: str, what: str, note: str = ""):
               help="also write model.json (+ sweep table) into a fresh directory under this one")
 @click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
 @click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
-@click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
+@click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU; "
+              "with --from DIR, score every stored run under DIR (no GPU)")
 @click.option("--kernel", default="optimized", show_default=True,
               help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
 @click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
@@ -104,6 +105,11 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
         return
     if changes and not validate:
         raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
+    if validate and not changes and source is not None:
+        from bsprof.commands.model_change import rescore_runs
+
+        rescore_runs(console, source, as_json)
+        return
     if validate and changes and source is not None:
         from bsprof.commands.model_change import rescore_changes
 

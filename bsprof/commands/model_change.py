@@ -174,3 +174,25 @@ def rescore_changes(console, source, as_json: bool) -> None:
     change_text.render_validation_changes(console, scored)
     if as_json:
         click.echo(json.dumps(scored, indent=1, default=float))
+
+
+def rescore_runs(console, source, as_json: bool) -> None:
+    """Every stored delay-injection run under ``source`` (directories holding a validation.csv),
+    scored as it came out, with the Monte Carlo band's coverage and the interval that replaces it."""
+    import json
+    from pathlib import Path
+
+    import click
+
+    from bsprof.analyzers.model.runs_score import score_all
+    from bsprof.reports import change_text
+
+    root = Path(source)
+    dirs = sorted({p.parent for p in root.rglob("validation.csv")}) if root.is_dir() else []
+    if not dirs:
+        raise BsprofError(f"{source}: no stored --validate run under it (a directory holding validation.csv); "
+                          "--validate --from takes stored runs to score, e.g. tests/data/h100_timing")
+    res = score_all(dirs)
+    change_text.render_runs(console, res)
+    if as_json:
+        click.echo(json.dumps(res, indent=1, default=float))

@@ -128,3 +128,26 @@ def render_validation_changes(console, scored: dict) -> None:
                   f"{s['measured_ge_2pct']} points moved >= 2%", markup=False)
     missed = [k for k, ok in s["targets"].items() if not ok]
     console.print("  targets: " + ("met" if not missed else "missed " + ", ".join(missed)), markup=False)
+
+
+def render_runs(console, res: dict) -> None:
+    """Every stored delay-injection run: its verdict, the band's and the interval's coverage."""
+    from rich.table import Table
+
+    t = Table(title="stored --validate runs, |error| % of wall time", title_justify="left", header_style="bold",
+              padding=(0, 1))
+    for col in ("run", "n", "median", "max", "met", "band", "±int", "held"):
+        t.add_column(col, justify="left" if col in ("run", "met") else "right", no_wrap=True)
+    for r in res["runs"]:
+        name = r["run"].removeprefix("validation_") or r["run"]
+        t.add_row(name[:22], str(r["points"]), f"{r['median']:.2f}", f"{r['max']:.2f}",
+                  "yes" if r["meets"] else "no", f"{r['band_held']}/{r['band_points']}",
+                  f"{r['interval_pct']:.2f}", f"{r['interval_held']}/{r['points']}")
+    console.print(t)
+    b, iv = res["band"], res["interval"]
+    console.print(f"  {res['meets']} of {res['count']} runs meet median <= 2%, max <= 5%", markup=False)
+    console.print(f"  Monte Carlo band holds {b['held']} of {b['points']} points ({b['share']:.0%}), "
+                  f"overlaps their 95% CI in {b['overlap']}", markup=False)
+    console.print(f"  projection ± q{iv['quantile'] * 100:.0f} of other runs' errors: holds {iv['held']} "
+                  f"of {iv['points']} ({iv['share']:.0%})", markup=False)
+    console.print(f"  for a new run: ±{iv['pooled_halfwidth_pct']:.2f}% (all stored runs)", markup=False)
