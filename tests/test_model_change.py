@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import glob
 import json
-import lzma
-import math
 import tarfile
 from pathlib import Path
 

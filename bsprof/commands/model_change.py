@@ -102,9 +102,9 @@ def run_change(console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_
         click.echo(json.dumps(artifacts.to_jsonable(doc) if hasattr(artifacts, "to_jsonable") else doc,
                               indent=1, default=float))
     if out is not None:
-        from bsprof.io import unique_dir, write_text_atomic
-
         import json
+
+        from bsprof.io import unique_dir, write_text_atomic
 
         d = unique_dir(out, "model-change")
         write_text_atomic(d / "model.json", json.dumps({"bsprof": artifacts.tag("model"), **doc}, indent=1,
@@ -117,12 +117,11 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
     projections.json first), time the pairs, score."""
     import json
 
+    from bsprof.gpu import device_info
     from bsprof.io import unique_dir, write_text_atomic
     from bsprof.kernels.api import parse_mnkl
     from bsprof.profile import validate_changes as VC
     from bsprof.reports import change_text
-
-    from bsprof.gpu import device_info
 
     problems = VC.PROBLEMS if not mnkl else tuple(parse_mnkl(p) for p in mnkl.split(";"))
     device_info()       # no GPU: one error line before any directory is made

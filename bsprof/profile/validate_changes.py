@@ -29,6 +29,8 @@ PAIRS = ("uniform_desc=0", "elect_release=0", "peek=0", "ring_unroll=0", "sfb_tm
 # the problems of the shipped run: two the kernel was tuned on, one no fit has used
 PROBLEMS = ((4096, 4096, 4096, 1), (8192, 8192, 1024, 1), (6144, 5120, 2560, 1))
 BASE_CLOCK_REPEATS = 3
+# SMs the persistent grid spreads tiles over (H100 and H200 SXM): only the prologue's share per tile uses it
+SMS = 132
 
 
 def base_spec(mnkl, variant: str = "optimized") -> str:
@@ -57,7 +59,12 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     from bsprof.analyzers.validation import capture_clock
     from bsprof.gpu import device_info
     from bsprof.profile import timing_capture as tc
-    from bsprof.profile.validate import _phase_means, _sustained_summary, device_limits, sustained_walls
+    from bsprof.profile.validate import (
+        _phase_means,
+        _sustained_summary,
+        device_limits,
+        sustained_walls,
+    )
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -173,7 +180,7 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
         bm = C.base_measurement(params, table, info["capture_wall_us"], (info.get("sustained") or {}),
                                 bases.get("device_limits"), bases.get("device", ""),
                                 producer=info.get("phase_means", {}).get("producer.load"))
-        count = dict(k_blocks=k_blocks, tile_m=tm, consumer_wgs=wgs, tiles_per_cta=tiles / 132.0)
+        count = {"k_blocks": k_blocks, "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
         A = C.count_build(analyze_cubin(a_cubin)[0], base, **count)
         costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
         sa = switch_stages(base, mnkl)
@@ -290,10 +297,10 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
     tm, tn = int(tile[0]), int(tile[1])
     wgs = consumer_warpgroups(tm) if tm in (64, 128, 192, 256) else 2
     k_blocks = -(-int(mnkl[2]) // C.BLOCK_K) if mnkl else None
-    count = dict(k_blocks=k_blocks or 32, tile_m=tm, consumer_wgs=wgs)
+    count = {"k_blocks": k_blocks or 32, "tile_m": tm, "consumer_wgs": wgs}
     if mnkl:
         tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
-        count["tiles_per_cta"] = tiles / 132.0
+        count["tiles_per_cta"] = tiles / SMS
     A = C.count_build(fa_a, name_a, **count)
     B = C.count_build(fa_b, name_b, **count)
     out: dict = {"a": name_a, "b": name_b, "tile": [tm, tn], "mnkl": list(mnkl) if mnkl else None,

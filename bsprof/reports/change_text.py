@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-from bsprof.analyzers.model.change import PHASE_NAMES
-
 SHORT = {"tma0": "TMA0", "kloop": "K-loop", "phase1": "Phase 1", "producer": "producer", "prologue": "prologue"}
 
 

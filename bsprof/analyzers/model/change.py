@@ -283,7 +283,7 @@ def count_build(fa, name: str, k_blocks: int, *, tile_m: int | None = None, cons
     kl_non_mma = 0.0
     for i, ins in enumerate(fa.instructions):
         ph = phases[i]
-        if ins.opcode.startswith("NOP") or ins.opcode == "EXIT" and inner[i] is None:
+        if ins.opcode.startswith("NOP") or (ins.opcode == "EXIT" and inner[i] is None):
             continue
         per[ph] += mult[i]
         static[ph] += 1
