@@ -83,6 +83,8 @@ class BuildCounts:
     stages: int | None
     unknown_loops: list[str] = field(default_factory=list)
     roles: str = ""                         # how phases were found ("line info" / "loops only")
+    # threads each named barrier (BAR.SYNC id, count) waits for, by phase: which warps a barrier ties
+    barrier_threads: dict[str, list[int]] = field(default_factory=dict)
     opcodes: dict[str, Counter] = field(default_factory=dict)   # phase -> opcode -> per tile
 
 
@@ -292,6 +294,12 @@ def count_build(fa, name: str, k_blocks: int, *, tile_m: int | None = None, cons
             waits[ph] += mult[i]
         if ph == "kloop" and ins.category != "mma":
             kl_non_mma += mult[i]
+    bars: dict[str, list[int]] = defaultdict(list)
+    for i, ins in enumerate(fa.instructions):
+        if ins.opcode.startswith("BAR.SYNC") or ins.opcode.startswith("BAR.RED"):
+            n = _bar_threads(ins.operands)
+            if n is not None:
+                bars[phases[i]].append(n)
     spills = sum(1 for ins in fa.instructions if ins.base in SPILL_OPS)
     st = fa.features.get("multi_stage_pipeline") if fa.features else None
     return BuildCounts(name=name, per_tile={p: float(per.get(p, 0.0)) for p in PHASES},
@@ -300,7 +308,20 @@ def count_build(fa, name: str, k_blocks: int, *, tile_m: int | None = None, cons
                        kloop_per_kblock=kl_non_mma / max(1, k_blocks), kblocks_per_pass=kb_per_pass,
                        spills=spills, stages=getattr(st, "value", None) if st is not None else None,
                        unknown_loops=sorted(set(unknown)),
-                       roles="line info" if fa.roles is not None else "loops only", opcodes=dict(ops))
+                       roles="line info" if fa.roles is not None else "loops only", opcodes=dict(ops),
+                       barrier_threads={k: sorted(v) for k, v in bars.items()})
+
+
+def _bar_threads(operands: str) -> int | None:
+    """The thread count of ``BAR.SYNC id, count`` (an immediate); None for a whole-CTA barrier or a
+    count in a register."""
+    parts = [p.strip() for p in operands.split(",")]
+    if len(parts) < 2 or not parts[-1].startswith("0x"):
+        return None
+    try:
+        return int(parts[-1], 16)
+    except ValueError:
+        return None
 
 
 # --- what an instruction costs, from the base build's capture -----------------------------------
@@ -401,6 +422,19 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
             msg = f"down to -{exposed:,.0f} cycles (at most the K-loop's time above the tensor floor)"
         kd.unpriced.append(f"the stage count changes the pipeline ({sa} -> {sb} stages): "
                            f"SASS prices its instructions only; {msg}")
+    ta = sorted(n for v in a.barrier_threads.values() for n in v)
+    tb = sorted(n for v in b.barrier_threads.values() for n in v)
+    if ta != tb and ta and tb:
+        # a named barrier that ties more (or fewer) warps together removes (or allows) overlap between
+        # them: at most the epilogue's own cycles a tile, which is what one warpgroup can hide under
+        # another's K-loop
+        w = costs["phase1"].measured_cycles
+        pd = next(d for d in deltas if d.phase == "phase1")
+        more = max(tb) > max(ta)
+        pd.lo, pd.hi = (pd.lo, pd.hi + w) if more else (pd.lo - w, pd.hi)
+        pd.unpriced.append(f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta)} -> {max(tb)}): the "
+                           f"overlap it removes or allows is not in the SASS; interval "
+                           f"{'up to +' if more else 'down to -'}{w:,.0f} cycles")
     loads = b.opcodes.get("kloop", Counter()).get("LDG", 0.0) - a.opcodes.get("kloop", Counter()).get("LDG", 0.0)
     if loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
