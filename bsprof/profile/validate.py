@@ -316,7 +316,7 @@ def rotated_order(keys: list[str], r: int) -> list[str]:
     return keys[n:] + keys[:n]
 
 
-def _sustained_summary(reads: dict) -> dict[str, dict]:
+def sustained_summary(reads: dict) -> dict[str, dict]:
     """Per build: median over its blocks of the median SM clock and board power."""
     import statistics
 
@@ -478,8 +478,8 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
     if any(retimed.values()):
         _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
                       f"{retimed['reverse']} extra reverse repeat(s)")
-    clocks_sustained = _sustained_summary(fwd_reads)
-    clocks_back = _sustained_summary(back_reads)
+    clocks_sustained = sustained_summary(fwd_reads)
+    clocks_back = sustained_summary(back_reads)
     clocks_pooled = SU.pooled_clocks(fwd_reads, back_reads)
     counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
     launchers.clear()

@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bsprof.kernels.api import Target
+
 FAMILY = "fp8-blockwise"
 # switch pairs that change the SASS of different phases (base -> this switch); the delay-injection
 # spins of `--validate` are not among them
@@ -56,12 +58,12 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     """Step 1 on the GPU: per problem the base build's timing table (``<shape>.parquet`` in
     ``out_dir``), the capture's wall time and the base plain build's sustained clock and power."""
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.analyzers.validation import capture_clock
+    from bsprof.analyzers.model.validation import capture_clock
     from bsprof.gpu import device_info
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.validate import (
         _phase_means,
-        _sustained_summary,
+        sustained_summary,
         device_limits,
         sustained_walls,
     )
@@ -75,15 +77,15 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     for mnkl in problems:
         key, spec = shape_key(mnkl), base_spec(mnkl)
         t0 = time.time()
-        cap = tc.capture(tc.prepare(FAMILY, spec, tuple(mnkl), timing=True))
+        cap = tc.capture(Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=True))
         write_table(cap.table, out_dir, stem=key, csv=False)
         cyc, ghz = capture_clock(cap.table)
-        launchers = {"base": tc.prepare(FAMILY, spec, tuple(mnkl), timing=False)}
+        launchers = {"base": Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=False)}
         walls, reads, how = sustained_walls(launchers, ["base"], repeats)
         doc["problems"][key] = {"mnkl": list(mnkl), "base": spec, "capture_wall_us": cap.wall_us,
                                 "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": _phase_means(cap.table),
                                 "table": f"{key}.parquet", "base_wall_us": walls["base"], "wall_timed_with": how,
-                                "sustained": _sustained_summary(reads).get("base"),
+                                "sustained": sustained_summary(reads).get("base"),
                                 "blocks": reads.get("base", []), "elapsed_s": time.time() - t0}
         if console is not None:
             console.print(f"{key}: {spec} capture {cap.wall_us:.1f} us, sustained "
@@ -96,8 +98,7 @@ def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
     """Step 3 on the GPU: per problem the base build and every pair's changed build, timed in
     sustained blocks, interleaved in a seeded shuffle per repeat. Returns {shape: {walls, reads}}."""
     from bsprof.errors import BsprofError
-    from bsprof.profile import timing_capture as tc
-    from bsprof.profile.validate import _sustained_summary, sustained_walls
+    from bsprof.profile.validate import sustained_summary, sustained_walls
 
     if repeats < 5:
         raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
@@ -105,16 +106,16 @@ def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
     for mnkl in problems:
         key, base = shape_key(mnkl), base_spec(mnkl)
         t0 = time.time()
-        launchers, failed = {"base": tc.prepare(FAMILY, base, tuple(mnkl), timing=False)}, {}
+        launchers, failed = {"base": Target.parse(FAMILY, base, tuple(mnkl)).prepare(timing=False)}, {}
         for sw in pairs:
             try:
-                launchers[sw] = tc.prepare(FAMILY, pair_spec(base, sw), tuple(mnkl), timing=False)
+                launchers[sw] = Target.parse(FAMILY, pair_spec(base, sw), tuple(mnkl)).prepare(timing=False)
             except Exception as exc:   # noqa: BLE001 - one build that does not combine: the rest still run
                 failed[sw] = f"{type(exc).__name__}: {exc}"[:300]
         built = time.time() - t0
         walls, reads, how = sustained_walls(launchers, list(launchers), repeats)
         out[key] = {"mnkl": list(mnkl), "base": base, "walls_us": walls, "reads": reads, "timed_with": how,
-                    "sustained": _sustained_summary(reads), "failed": failed, "build_s": built,
+                    "sustained": sustained_summary(reads), "failed": failed, "build_s": built,
                     "elapsed_s": time.time() - t0}
         if console is not None:
             console.print(f"{key}: {len(launchers)} builds timed ({built:.0f} s to build)", markup=False)
@@ -206,9 +207,7 @@ def _warm_one(spec: str, mnkl: tuple, timing: bool = False) -> str:
     the timing process then reads instead of compiling again."""
     t0 = time.time()
     try:
-        from bsprof.profile import timing_capture as tc
-
-        tc.prepare(FAMILY, spec, tuple(mnkl), timing=timing)
+        Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=timing)
         return f"{spec} {shape_key(mnkl)}{' timing' if timing else ''}: {time.time() - t0:.0f} s"
     except Exception as exc:   # noqa: BLE001 - reported again by the timed run
         return f"{spec} {shape_key(mnkl)}: failed ({type(exc).__name__})"

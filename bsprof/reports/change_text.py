@@ -135,10 +135,11 @@ def render_runs(console, res: dict) -> None:
     t = Table(title="stored --validate runs, |error| % of wall time", title_justify="left", header_style="bold",
               padding=(0, 1))
     for col in ("run", "n", "median", "max", "met", "band", "±int", "held"):
-        t.add_column(col, justify="left" if col in ("run", "met") else "right", no_wrap=True)
+        # a run's name folds onto a second line rather than being cut: two runs differ only at its end
+        t.add_column(col, justify="left" if col in ("run", "met") else "right", no_wrap=col != "run",
+                     overflow="fold" if col == "run" else "ellipsis")
     for r in res["runs"]:
-        name = r["run"].removeprefix("validation_") or r["run"]
-        t.add_row(name[:22], str(r["points"]), f"{r['median']:.2f}", f"{r['max']:.2f}",
+        t.add_row(r["run"], str(r["points"]), f"{r['median']:.2f}", f"{r['max']:.2f}",
                   "yes" if r["meets"] else "no", f"{r['band_held']}/{r['band_points']}",
                   f"{r['interval_pct']:.2f}", f"{r['interval_held']}/{r['points']}")
     console.print(t)

@@ -576,7 +576,7 @@ class ChangePoint:
 def score_point(p: ChangePoint, base_reps: list[float], meas_reps: list[float]) -> ChangePoint:
     """Fill the measured change (mean of the paired per-repeat ratios, 95% t-interval) and the
     three errors in percentage points of wall time (in place)."""
-    from bsprof.analyzers.validation import ratio_stats
+    from bsprof.analyzers.model.validation import ratio_stats
 
     m, lo, hi = ratio_stats(base_reps, meas_reps)
     p.measured_pct = 100.0 * (m - 1.0)
@@ -636,7 +636,7 @@ def base_measurement(params, table, wall_us: float, sustained: dict | None, limi
     """The base build's measured inputs: the calibrated tile, the capture's busy share and phase
     cycles, its sustained clock and power (``sustained``: {"mhz", "watts"}) and the device limits."""
     from bsprof.analyzers.model.project import project
-    from bsprof.analyzers.validation import busy_fraction
+    from bsprof.analyzers.model.validation import busy_fraction
 
     tile = project(params, {}, stochastic=False).det_before.period
     busy = busy_fraction(table, tile, wall_us) if wall_us and math.isfinite(wall_us) else 1.0

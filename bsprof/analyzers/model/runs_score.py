@@ -95,7 +95,9 @@ def score_all(run_dirs) -> dict:
     for d in sorted(Path(p) for p in run_dirs):
         csv = d / "validation.csv"
         if csv.is_file():
-            runs.append(score_frame(d.name, pd.read_csv(csv)))
+            # the device folder is part of the name: the same problem was validated on two parts
+            device = d.parent.name.removesuffix("_timing")
+            runs.append(score_frame(f"{device}/{d.name.removeprefix('validation_')}", pd.read_csv(csv)))
     widths = empirical_interval(runs)
     cov = coverage(runs, widths)
     band_held = sum(r.band_held for r in runs)
