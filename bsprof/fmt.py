@@ -1,6 +1,7 @@
 """How bsprof writes a number, in one place: the report's cells (:func:`fmt`, :func:`pct`), the ncu
-views' metrics (:func:`fmt_metric`), the SASS views' counts (:func:`fmt_count`) and the numbers inside
-a verdict's reason (:func:`fmt_short`); plus the small lookups the report sections share.
+views' metrics (:func:`fmt_metric`), the SASS views' counts (:func:`fmt_count`), byte counts
+(:func:`fmt_bytes`) and the numbers inside a verdict's reason (:func:`fmt_short`); plus the small
+lookups the report sections share.
 
 On the ground floor: the verdict (an analyzer) and the views (presentation) both write numbers."""
 
@@ -58,6 +59,16 @@ def fmt_count(v: Any) -> str:
     if isinstance(v, int):
         return f"{v / 1e6:,.1f}M" if abs(v) >= 10_000_000 else f"{v:,}"
     return str(v)
+
+
+def fmt_bytes(n: float) -> str:
+    """A byte count with its unit (three significant digits in KB, MB or GB); "n/a" when NaN."""
+    if math.isnan(n):
+        return "n/a"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def fmt_short(x: float) -> str:

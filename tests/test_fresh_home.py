@@ -108,7 +108,7 @@ def test_gpu_verbs_say_a_gpu_is_needed_first(args, tmp_path, monkeypatch):
     from bsprof.profile import ncu_runner
 
     gpu.device_info.cache_clear()
-    monkeypatch.setattr(ncu_runner, "_NCU_GLOBS", ())
+    monkeypatch.setattr(ncu_runner, "NCU_GLOBS", ())
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     try:
         line = assert_one_line_error(*run_bsprof([*args, "-o", str(tmp_path / "out")])[::2])

@@ -147,7 +147,7 @@ def test_kernel_mode_without_ncu_or_kernel(monkeypatch, tmp_path):
     gpu.device_info.cache_clear()
     if has_gpu:
         gpu.device_info()  # asked while nvidia-smi is still on PATH
-    monkeypatch.setattr(ncu_runner, "_NCU_GLOBS", ())
+    monkeypatch.setattr(ncu_runner, "NCU_GLOBS", ())
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no ncu on it (nor nvidia-smi)
     line = _one_line_error(run("--kernel", "optimized", "--family", "fp8-blockwise", "-o", tmp_path))
     if has_gpu:

@@ -45,9 +45,9 @@ def blocks() -> list[tuple[int, str, str, str | None]]:
 
 
 def _has_gpu() -> bool:
-    from tests.conftest import _gpu_capability
+    from tests.conftest import gpu_capability
 
-    return _gpu_capability() is not None
+    return gpu_capability() is not None
 
 
 @pytest.fixture(scope="module")

@@ -274,6 +274,12 @@ class PreparedMixin:
         return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
 
     @property
+    def kernel_call(self) -> tuple[object, tuple]:
+        """``(fn, args)``: the compiled kernel and its arguments; ``fn(*args)`` launches it without
+        the timing buffer's reset that :meth:`launch` does."""
+        return self._fn, self._args
+
+    @property
     def timing_plan(self):
         return self._plan
 

@@ -57,8 +57,8 @@ def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int
 def raw_launcher(prep):
     """The launch to time. A timing build need not zero its buffer between launches (fixed slots:
     every launch rewrites the same slots), so where a Prepared exposes its compiled function and
-    arguments we call them directly, keeping a per-launch memset out of the overhead figure."""
-    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    arguments (``kernel_call``) we call them directly, keeping a per-launch memset out of the overhead figure."""
+    fn, args = getattr(prep, "kernel_call", (None, None))
     if callable(fn) and isinstance(args, tuple):
         return lambda: fn(*args)
     return prep.launch
@@ -100,7 +100,7 @@ def graph_launcher(prep, launches: int):
     None when the build cannot be captured. A CuTe DSL launch costs the host about as much as a
     4096^3 kernel runs, so eager back-to-back launches measure the host; a graph replay measures
     the GPU. The kernel's stream argument (the last) is swapped for the capture stream."""
-    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    fn, args = getattr(prep, "kernel_call", (None, None))
     if not (callable(fn) and isinstance(args, tuple) and args):
         return None
     try:

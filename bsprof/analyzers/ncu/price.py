@@ -23,8 +23,9 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from bsprof.analyzers.ncu.facts import (WGMMA_OPCODE, _bytes, _get, _ok, global_atomics, opcodes, operand_bytes,
+from bsprof.analyzers.ncu.facts import (WGMMA_OPCODE, global_atomics, known, metric, opcodes, operand_bytes,
                                        spill_traffic, stall_shares)
+from bsprof.fmt import fmt_bytes
 
 # the share of a unit's peak a launch reaches when that unit binds it: (slow end, fast end) of the interval.
 # The 10th and 90th percentiles over the H100 corpus's launches (tests/data/corpus, >= 20 us) that the
@@ -96,10 +97,10 @@ class Price:
 
     @property
     def ncu_speedup(self) -> float:
-        return 1.0 / (1.0 - min(self.ncu_pct, 99.9) / 100.0) if _ok(self.ncu_pct) else math.nan
+        return 1.0 / (1.0 - min(self.ncu_pct, 99.9) / 100.0) if known(self.ncu_pct) else math.nan
 
     def text(self) -> str:
-        ncu = (f"; ncu {self.ncu_pct:.0f}% → {_x(self.ncu_speedup)}x" if _ok(self.ncu_pct)
+        ncu = (f"; ncu {self.ncu_pct:.0f}% → {_x(self.ncu_speedup)}x" if known(self.ncu_pct)
                else "; ncu: no rules run" if self.ncu_rule == NO_RULES else "; ncu: none")
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
@@ -125,18 +126,18 @@ def _x(s: float) -> str:
 # --- the launch's units ---------------------------------------------------------------------------
 
 def duration_us(row) -> float:
-    return _get(row, "duration_ns") / 1e3
+    return metric(row, "duration_ns") / 1e3
 
 
 def active_share(row) -> float:
-    act, el = _get(row, "sm_active_cycles_avg"), _get(row, "sm_elapsed_cycles_avg")
-    return min(1.0, act / el) if _ok(act) and _ok(el) and el > 0 else 1.0
+    act, el = metric(row, "sm_active_cycles_avg"), metric(row, "sm_elapsed_cycles_avg")
+    return min(1.0, act / el) if known(act) and known(el) and el > 0 else 1.0
 
 
 def fixed_us(row) -> float:
     """The launch's fixed cost: its duration with no SM active (NaN without the busiest SM's cycles)."""
-    mx, el = _get(row, "sm_active_cycles_max"), _get(row, "sm_elapsed_cycles_avg")
-    if not (_ok(mx) and _ok(el) and el > 0):
+    mx, el = metric(row, "sm_active_cycles_max"), metric(row, "sm_elapsed_cycles_avg")
+    if not (known(mx) and known(el) and el > 0):
         return math.nan
     return duration_us(row) * max(0.0, 1.0 - mx / el)
 
@@ -153,15 +154,15 @@ def unit_times(row) -> dict[str, float]:
     t, s = duration_us(row), active_share(row)
     out = {}
     for unit, col in (("dram", "dram_throughput_pct"), ("l2", "l2_throughput_pct"), ("l1", "l1_throughput_pct")):
-        if _ok(v := _get(row, col)):
+        if known(v := metric(row, col)):
             out[unit] = t * v / 100.0
     if any(WGMMA_OPCODE.match(op) for op in opcodes(row)):
         out.pop("l1", None)   # wgmma reads its operands from shared memory: not a limit (verdict.busiest_memory)
     keys = row.keys() if hasattr(row, "keys") else []
     for k in keys:
-        if k.startswith("pipe_") and k.endswith("_pct") and k not in ("pipe_fmaheavy_pct",) and _ok(v := _get(row, k)):
+        if k.startswith("pipe_") and k.endswith("_pct") and k not in ("pipe_fmaheavy_pct",) and known(v := metric(row, k)):
             out[k[len("pipe_"):-len("_pct")]] = t * s * v / 100.0
-    if _ok(v := _get(row, "issue_active_pct")):
+    if known(v := metric(row, "issue_active_pct")):
         out["issue"] = t * s * v / 100.0
     return out
 
@@ -205,8 +206,8 @@ def _cannot(pid: str, why: str) -> Price:
 
 
 def _pct(row, col: str) -> str:
-    v = _get(row, col)
-    return f"{v:.0f}%" if _ok(v) else "?"
+    v = metric(row, col)
+    return f"{v:.0f}%" if known(v) else "?"
 
 
 # --- what each advice line changes ----------------------------------------------------------------
@@ -224,24 +225,24 @@ def uncoalesced_waste(rules: list[dict] | None) -> tuple[float, float]:
 
 def _coalesce(pid, row, rules, times):
     excess, total = uncoalesced_waste(rules)
-    if not (_ok(excess) and total > 0):
+    if not (known(excess) and total > 0):
         return _cannot(pid, "no UncoalescedGlobalAccess result (SourceCounters)")
     keep = 1.0 - excess / total
     need = 32.0 * (total - excess)
     new = dict(times)
     if "l1" in new:
         new["l1"] *= keep
-    dram = _get(row, "dram_bytes_read") + _get(row, "dram_bytes_write")
-    dram_new = min(dram, need) if _ok(dram) else need
-    if "dram" in new and _ok(dram) and dram > 0:
+    dram = metric(row, "dram_bytes_read") + metric(row, "dram_bytes_write")
+    dram_new = min(dram, need) if known(dram) else need
+    if "dram" in new and known(dram) and dram > 0:
         new["dram"] *= dram_new / dram
     # L2 carries the bytes the requests need instead of the sectors moved, at the rate it ran at
-    l2 = 32.0 * _get(row, "l2_sectors")
+    l2 = 32.0 * metric(row, "l2_sectors")
     if "l2" in new:
-        new["l2"] *= min(1.0, need / l2) if _ok(l2) and l2 > 0 else keep
+        new["l2"] *= min(1.0, need / l2) if known(l2) and l2 > 0 else keep
     unit = "l2" if "/l2/" in pid else "l1"
     return _priced(pid, row, new, f"{_label(unit)} {_pct(row, f'{unit}_throughput_pct')}",
-                   note=f"at {_bytes(min(dram, need) if _ok(dram) else need)}")
+                   note=f"at {fmt_bytes(min(dram, need) if known(dram) else need)}")
 
 
 def _relieve(pid, row, times, unit, *, to: float = 0.0, note=""):
@@ -255,9 +256,9 @@ def _relieve(pid, row, times, unit, *, to: float = 0.0, note=""):
 
 
 def _l2_reuse(pid, row, rules, times):
-    dram = _get(row, "dram_bytes_read") + _get(row, "dram_bytes_write")
-    l2 = 32.0 * _get(row, "l2_sectors")
-    if not (_ok(dram) and _ok(l2) and l2 > 0):
+    dram = metric(row, "dram_bytes_read") + metric(row, "dram_bytes_write")
+    l2 = 32.0 * metric(row, "l2_sectors")
+    if not (known(dram) and known(l2) and l2 > 0):
         return _relieve(pid, row, times, "l2")
     # reuse in shared memory / locality: L2 passes no more than the DRAM stream
     return _relieve(pid, row, times, "l2", to=times.get("l2", 0.0) * min(1.0, dram / l2))
@@ -276,7 +277,7 @@ def _peak(row, precision: str) -> float:
 
 def _tensor_at_peak(pid, row, times, flops: float, precision: str, relieves: str):
     peak = _peak(row, precision)
-    if not peak or not _ok(flops) or flops <= 0:
+    if not peak or not known(flops) or flops <= 0:
         return _cannot(pid, f"no FLOP count, or no {precision} peak for the device")
     # another kernel (the library's tensor-core one): its tiles set its L1/L2 traffic and instructions, so
     # only the DRAM bytes (operands and output) carry over
@@ -323,7 +324,7 @@ def _transcendentals(pid, row, times, *, remove_mufu: bool):
 def _latency_floor(row, factor: float) -> tuple[float, float]:
     """The busy time (SMs active) scaled by ``factor``: what the launch's latency needs then."""
     f = fixed_us(row)
-    busy = duration_us(row) - (f if _ok(f) else 0.0)
+    busy = duration_us(row) - (f if known(f) else 0.0)
     return busy * factor, busy * factor
 
 
@@ -337,26 +338,26 @@ def _stall_line(pid, row, times, stall: str | None):
 
 
 def _warps_line(pid, row, times, target_pct: float | None):
-    occ, theo = _get(row, "achieved_occupancy_pct"), _get(row, "theoretical_occupancy_pct")
+    occ, theo = metric(row, "achieved_occupancy_pct"), metric(row, "theoretical_occupancy_pct")
     target = target_pct if target_pct is not None else theo
-    if not (_ok(occ) and _ok(target) and occ > 0):
+    if not (known(occ) and known(target) and occ > 0):
         return _cannot(pid, "the report lacks achieved or theoretical occupancy")
     return _priced(pid, row, times, f"{occ:.0f}% of warp slots", floor=_latency_floor(row, min(1.0, occ / target)))
 
 
 def _under_filled(pid, row, times):
-    sms = _get(row, "sm_count")
-    act, mx = _get(row, "sm_active_cycles_avg"), _get(row, "sm_active_cycles_max")
-    if not (_ok(sms) and _ok(act) and _ok(mx) and mx > 0):
+    sms = metric(row, "sm_count")
+    act, mx = metric(row, "sm_active_cycles_avg"), metric(row, "sm_active_cycles_max")
+    if not (known(sms) and known(act) and known(mx) and mx > 0):
         return _cannot(pid, "the report lacks SM active cycles")
     # the work in SMs at the busiest SM's pace, spread over all of them: the slow end keeps each SM's
     # pace (one CTA each); more CTAs per SM may also hide more latency, down to the units' floor
     f = fixed_us(row)
-    busy = duration_us(row) - (f if _ok(f) else 0.0)
+    busy = duration_us(row) - (f if known(f) else 0.0)
     spread = busy * (act / mx)
     # more CTAs also fill each SM's warp slots up to what its resources allow: latency hides as they grow
-    occ, theo = _get(row, "achieved_occupancy_pct"), _get(row, "theoretical_occupancy_pct")
-    if _ok(occ) and _ok(theo) and theo > 0:
+    occ, theo = metric(row, "achieved_occupancy_pct"), metric(row, "theoretical_occupancy_pct")
+    if known(occ) and known(theo) and theo > 0:
         spread *= min(1.0, occ / theo)
     return _priced(pid, row, times, f"SM-time idle {100 * (1 - active_share(row)):.0f}%",
                    floor=(0.0, spread), floor_name="per-SM pace")
@@ -367,33 +368,33 @@ def _atomics(pid, row, times):
     if not n:
         return _cannot(pid, "no global atomics in the report's opcode table")
     # the atomics leave L2: what remains of it is the DRAM stream passing through
-    dram = _get(row, "dram_bytes_read") + _get(row, "dram_bytes_write")
-    l2 = 32.0 * _get(row, "l2_sectors")
+    dram = metric(row, "dram_bytes_read") + metric(row, "dram_bytes_write")
+    l2 = 32.0 * metric(row, "l2_sectors")
     new = {u: v for u, v in times.items() if u == "dram"}
-    if "l2" in times and _ok(dram) and _ok(l2) and l2 > 0:
+    if "l2" in times and known(dram) and known(l2) and l2 > 0:
         new["l2"] = times["l2"] * min(1.0, dram / l2)
     return _priced(pid, row, new, f"{_count(n)} atomics")
 
 
 def _spills(pid, row, times):
     local, share = spill_traffic(row)
-    if not (_ok(local) and local > 0):
+    if not (known(local) and local > 0):
         return _cannot(pid, "the report lacks local-memory sectors")
     new = dict(times)
-    dram = _get(row, "dram_bytes_read") + _get(row, "dram_bytes_write")
-    keep = max(0.0, dram - local) / dram if _ok(dram) and dram > 0 else 1.0 - (share if _ok(share) else 0.0)
+    dram = metric(row, "dram_bytes_read") + metric(row, "dram_bytes_write")
+    keep = max(0.0, dram - local) / dram if known(dram) and dram > 0 else 1.0 - (share if known(share) else 0.0)
     # the spills' DRAM bytes go, and L2 (which counts the DRAM stream passing through) with them
     for lvl in ("dram", "l2"):
         if lvl in new:
             new[lvl] *= keep
     if "l1" in new:
-        new["l1"] *= max(0.0, 1.0 - share) if _ok(share) else 1.0
-    return _priced(pid, row, new, f"{_bytes(local)} of spills", note=f"at {_bytes(max(0.0, dram - local))}")
+        new["l1"] *= max(0.0, 1.0 - share) if known(share) else 1.0
+    return _priced(pid, row, new, f"{fmt_bytes(local)} of spills", note=f"at {fmt_bytes(max(0.0, dram - local))}")
 
 
 def _smem_conflicts(pid, row, times):
-    conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
-    if not (_ok(conf) and _ok(wav) and wav > 0):
+    conf, wav = metric(row, "smem_bank_conflicts"), metric(row, "smem_wavefronts")
+    if not (known(conf) and known(wav) and wav > 0):
         return _cannot(pid, "the report lacks shared-memory wavefronts")
     new = dict(times)
     if "l1" in new:
@@ -405,15 +406,15 @@ def _staged_loads(pid, row, rules, times):
     """Padding lets the library take its TMA + wgmma kernel: the tensor pipe at the precision's wgmma peak,
     the register-path loads (L1) gone, L2 carrying the sectors the requests need."""
     prec = row.get("precision") if hasattr(row, "get") else None
-    return _tensor_at_peak(pid, row, times, _get(row, "mma_flops"), prec or "?", f"L1 {_pct(row, 'l1_throughput_pct')}")
+    return _tensor_at_peak(pid, row, times, metric(row, "mma_flops"), prec or "?", f"L1 {_pct(row, 'l1_throughput_pct')}")
 
 
 def _mma_sync(pid, row, times):
     """A wgmma kernel for the same operands: the tensor pipe at the wgmma peak, the loads as they are."""
     prec = row.get("precision") if hasattr(row, "get") else None
     peak = _peak(row, prec) if prec else None
-    flops = _get(row, "mma_flops")
-    if not peak or not _ok(flops):
+    flops = metric(row, "mma_flops")
+    if not peak or not known(flops):
         return _cannot(pid, "no FLOP count or tensor peak")
     new = dict(times)
     new["tensor"] = flops / (peak * 1e6)
@@ -421,9 +422,9 @@ def _mma_sync(pid, row, times):
 
 
 def _refetch(pid, row, times):
-    sm_read = 32.0 * _get(row, "l2_read_sectors_sm")
+    sm_read = 32.0 * metric(row, "l2_read_sectors_sm")
     ops, _ = operand_bytes(row)
-    if not (_ok(sm_read) and _ok(ops) and sm_read > 0):
+    if not (known(sm_read) and known(ops) and sm_read > 0):
         return _cannot(pid, "the report lacks the L2 bytes the SMs read or the operands' bytes")
     new = dict(times)
     if "l2" in new:
@@ -446,7 +447,7 @@ def price_line(pid: str, v, row, rules: list[dict] | None = None) -> Price:
     """The price of the advice line ``pid`` (advice.entry_id) for verdict ``v`` of ``row``."""
     times = unit_times(row)
     cls, unit, kind = (pid.split("/") + ["", ""])[:3]
-    if not times or not _ok(duration_us(row)):
+    if not times or not known(duration_us(row)):
         p = _cannot(pid, "the report lacks the duration or every unit's throughput")
     elif kind == "uncoalesced":
         p = _coalesce(pid, row, rules, times)
@@ -536,13 +537,13 @@ def price_sequence(rows: list) -> dict[str, Price]:
     total = sum(duration_us(r) for r in rows)
     fixed = fixed_range(rows[0])
     out = {}
-    rates = [(_get(r, "dram_bytes_read") + _get(r, "dram_bytes_write")) / (duration_us(r) * _get(r, "dram_throughput_pct") / 100)
-             for r in rows if _get(r, "dram_throughput_pct") > 1.0]
-    rates = [x for x in rates if _ok(x) and x > 0]
+    rates = [(metric(r, "dram_bytes_read") + metric(r, "dram_bytes_write")) / (duration_us(r) * metric(r, "dram_throughput_pct") / 100)
+             for r in rows if metric(r, "dram_throughput_pct") > 1.0]
+    rates = [x for x in rates if known(x) and x > 0]
     # what the first launch reads from DRAM and the last writes to it (a short stream's last writes stay in
     # L2 when it ends, in the fused launch as in the last one)
-    first_read, last_write = _get(rows[0], "dram_bytes_read"), _get(rows[-1], "dram_bytes_write")
-    if rates and _ok(first_read) and _ok(last_write):
+    first_read, last_write = metric(rows[0], "dram_bytes_read"), metric(rows[-1], "dram_bytes_write")
+    if rates and known(first_read) and known(last_write):
         rate = sorted(rates)[len(rates) // 2]                 # bytes per us at the DRAM peak
         nbytes = first_read + last_write
         times = {"dram": nbytes / rate}
@@ -551,12 +552,12 @@ def price_sequence(rows: list) -> dict[str, Price]:
         fast, slow, binds = _project_plain(times, fixed)
         out["memory-bound/dram/*"] = Price("memory-bound/dram/*", True, low=total / slow, high=total / fast,
                                            t_low_us=fast, t_high_us=slow, relieves=f"{len(rows)} launches",
-                                           binds=f"{binds} at {_bytes(nbytes)}")
+                                           binds=f"{binds} at {fmt_bytes(nbytes)}")
     busy_max, sm_time = 0.0, 0.0
     for r in rows:
         f = fixed_us(r)
-        mx, el, act = _get(r, "sm_active_cycles_max"), _get(r, "sm_elapsed_cycles_avg"), _get(r, "sm_active_cycles_avg")
-        if not (_ok(f) and _ok(mx) and _ok(el) and el > 0):
+        mx, el, act = metric(r, "sm_active_cycles_max"), metric(r, "sm_elapsed_cycles_avg"), metric(r, "sm_active_cycles_avg")
+        if not (known(f) and known(mx) and known(el) and el > 0):
             break
         busy_max = max(busy_max, duration_us(r) * mx / el)
         sm_time += duration_us(r) * act / el
