@@ -153,7 +153,7 @@ def _key(v: dict) -> str:
     return f"kloop{v['delay_kloop']}_phase1{v['delay_phase1']}"
 
 
-def _phase_means(table) -> dict:
+def phase_means(table) -> dict:
     g = (table["end"] - table["start"]).groupby([table["role"], table["phase"]]).mean()
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
@@ -484,10 +484,10 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
     counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
     launchers.clear()
 
-    measured_phases = {"plain": _phase_means(tables["plain"])}
+    measured_phases = {"plain": phase_means(tables["plain"])}
     for v in variants:
         cap = tc.capture(target.prepare(timing=True, delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"]))
-        measured_phases[_key(v)] = _phase_means(cap.table)
+        measured_phases[_key(v)] = phase_means(cap.table)
         clocks[_key(v)] = V.capture_clock(cap.table)
         if v in rev:
             tables[_key(v)], cap_wall[_key(v)] = cap.table, cap.wall_us

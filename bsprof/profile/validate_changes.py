@@ -62,7 +62,7 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     from bsprof.gpu import device_info
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.validate import (
-        _phase_means,
+        phase_means,
         sustained_summary,
         device_limits,
         sustained_walls,
@@ -83,7 +83,7 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
         launchers = {"base": Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=False)}
         walls, reads, how = sustained_walls(launchers, ["base"], repeats)
         doc["problems"][key] = {"mnkl": list(mnkl), "base": spec, "capture_wall_us": cap.wall_us,
-                                "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": _phase_means(cap.table),
+                                "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": phase_means(cap.table),
                                 "table": f"{key}.parquet", "base_wall_us": walls["base"], "wall_timed_with": how,
                                 "sustained": sustained_summary(reads).get("base"),
                                 "blocks": reads.get("base", []), "elapsed_s": time.time() - t0}
