@@ -4,10 +4,11 @@
 # --cache-control none, and two ops with --set basic (a partial report); tars reports, meta and logs.
 #   source .gpu-bundle/install.sh; source .peers/deepgemm/install.sh; export PYTHONPATH=$PWD:$PYTHONPATH
 #   bash benchmarks/corpus_device.sh          # results: $OUT/corpus.tar.xz[.NN]
-# Held-out round 2 only (tests/data/corpus/heldout2_predictions.md), NVIDIA's dense_gemm.py at ext/:
-#   PARTS="heldout2 heldout2_cute" bash benchmarks/corpus_device.sh
-# Held-out rounds 3 to 7 (tests/data/corpus/heldout<N>_predictions.md; round 7 on an H200):
-#   PARTS=heldout3 bash benchmarks/corpus_device.sh    # or PARTS=heldout4 ... PARTS=heldout7
+# One blind set only (tests/data/corpus/blind_*.md: labelled before the launches ran); blind_mixed_cute
+# needs NVIDIA's dense_gemm.py at ext/:
+#   PARTS="blind_mixed blind_mixed_cute" bash benchmarks/corpus_device.sh
+#   PARTS=blind_precisions bash benchmarks/corpus_device.sh    # or blind_gemm_flags, blind_decode_moe_scan,
+#   # blind_fft_adamw_pipes, blind_h200 (profiled on an H200)
 set -u
 OUT=${OUT:-/tmp/bsprof-corpus-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/dgcache}
@@ -19,7 +20,7 @@ cat "$W/env.txt"
 common=(--nvtx --nvtx-include corpus/ --clock-control none --target-processes application-only)
 # two processes, so a time-out in one (ncu writes its report at exit) keeps the other's
 for part in ${PARTS:-other gemm}; do
-  lim=${OTHER_S:-210}; [ $part = gemm ] && lim=${GEMM_S:-250}; [ "${part#heldout}" != "$part" ] && lim=${HELDOUT_S:-100}
+  lim=${OTHER_S:-210}; [ $part = gemm ] && lim=${GEMM_S:-250}; [ "${part#blind_}" != "$part" ] && lim=${HELDOUT_S:-100}
   timeout -s INT -k 20 $lim "$NCU" "${common[@]}" --set full --import-source no -o "$W/corpus_$part" \
     python3 scripts/corpus_launches.py --only $part --meta "$W/meta_$part.json" > "$W/log_$part.txt" 2>&1
   echo "$part rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^corpus:|==ERROR|==WARNING" "$W/log_$part.txt" | head -60

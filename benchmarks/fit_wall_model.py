@@ -12,8 +12,8 @@ right way round, and per tile its mean error (the model's bias against that tile
     python3 benchmarks/fit_wall_model.py --fit --fit-on grid  # on the grid alone, the rest held out
     python3 benchmarks/fit_wall_model.py --runs mygrid.json --fit --fit-on mygrid --sms 132
 
-A grid of your own GPU's (what the shipped constants were fitted on; docs/perf.md, fourteenth
-session, call 1): ``benchmarks/fp8_blockwise.py --shapes '<M,N,K;...>' --kernels 'optimized
+A grid of your own GPU's (what the shipped constants were fitted on; docs/perf.md):
+``benchmarks/fp8_blockwise.py --shapes '<M,N,K;...>' --kernels 'optimized
 optimized:tile_m=192,tile_n=128,cluster_m=1,cluster_n=2 optimized:tile_m=128,tile_n=160,...'
 --rounds 3 --no-peers --json mygrid.json``: every configuration is paired with 192x128 1x2. A run
 with a ``given`` configuration per shape pairs the first kernel with it. Refitted constants go
@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-# shortk: six problems of 4-12 K blocks timed after the shipped constants were fitted (docs/perf.md,
-# fifteenth session, call 2), held out from them; a refit on every set takes it in like the rest
+# shortk: six problems of 4-12 K blocks timed after the shipped constants were fitted (docs/perf.md),
+# held out from them; a refit on every set takes it in like the rest
 STORED = {"grid": DATA / "h100_fp8_wall_grid.json.xz", "ab": DATA / "h100_fp8_wall_ab.json.xz",
           "shortk": DATA / "h100_fp8_wall_shortk.json.xz"}
 STORED_PAIRS = DATA / "h100_fp8_wall_pairs.json"

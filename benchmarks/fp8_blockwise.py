@@ -6,10 +6,10 @@ Target: the exact ``optimized`` variant >= 0.97x DeepGEMM on every shape of ``--
 plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric mean.
 
     python3 benchmarks/fp8_blockwise.py --suite deepgemm --rounds 6   # the target suite (2 rounds on each of 3 copies)
-    python3 benchmarks/fp8_blockwise.py --suite heldout --rounds 6    # other models' shapes, reported
-    python3 benchmarks/fp8_blockwise.py --suite heldout2 --rounds 6   # a second set
-    python3 benchmarks/fp8_blockwise.py --suite heldout3 --rounds 6   # a third, drawn after the wall-time fit
-    python3 benchmarks/fp8_blockwise.py --suite heldout4 --rounds 6   # a fourth, never used in a fit
+    python3 benchmarks/fp8_blockwise.py --suite llama_qwen --rounds 6    # Llama-3 / Qwen layer shapes, reported
+    python3 benchmarks/fp8_blockwise.py --suite large_layers --rounds 6  # 405B-72B-class layers; seven of them in the wall-time fit
+    python3 benchmarks/fp8_blockwise.py --suite mid_layers --rounds 6    # 3B-40B-class layers; three of them in the fit
+    python3 benchmarks/fp8_blockwise.py --suite unfitted --rounds 6      # never used in a fit
     python3 benchmarks/fp8_blockwise.py                       # the three squares
     python3 benchmarks/fp8_blockwise.py --rounds 7 --kernels 'optimized rescaled'   # A/B, interleaved
     python3 benchmarks/fp8_blockwise.py --shapes 4096,4096,4096 --kernels 'optimized baseline:epilogue=tma'
@@ -17,7 +17,7 @@ plus the three squares; M = 1 is reported beside them) and >= 1.02x in geometric
     python3 benchmarks/fp8_blockwise.py --rounds 3 --shapes '150,7168,16384@tile_m=128,tile_n=128;288,2560,8192@tile_m=64,tile_n=128'
         # a per-shape configuration ("given") against the per-shape pick, e.g. a tile choice before a
         # change to select.py against after it, on shapes no configuration was fitted on
-    python3 benchmarks/fp8_blockwise.py --suite heldout2 --close-calls --no-peers --rounds 5
+    python3 benchmarks/fp8_blockwise.py --suite large_layers --close-calls --no-peers --rounds 5
         # every pick the tile choice calls a close call, timed beside the configurations it names
     python3 benchmarks/fp8_blockwise.py --inputs int --cute-example ~/cutlass   # + NVIDIA's dense FP8 example
 
@@ -46,42 +46,41 @@ DEEPGEMM_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16
 # shapes of other models' layers (Llama-3 8B/70B, Qwen-style ragged widths, decode-sized and odd
 # M), none of them in DeepGEMM's list or in any table the tile choice was fitted on: how the kernel
 # does on what a user brings. Reported with the DeepGEMM ratios, not held to the target
-HELDOUT = ("256,10240,8192;1024,8192,28672;2000,3000,4096;768,14336,4096;3072,4096,14336;"
+LLAMA_QWEN = ("256,10240,8192;1024,8192,28672;2000,3000,4096;768,14336,4096;3072,4096,14336;"
            "64,28672,8192;6144,1536,7168;333,5120,3584")
-# a second held-out set, drawn after HELDOUT had been looked at while picks were changed: layers of
-# Llama-3.1 405B, Qwen2.5 72B, Mixtral 8x7B experts, Gemma-2 27B, DeepSeek-V2-Lite experts, Phi-3
+# layers of Llama-3.1 405B, Qwen2.5 72B, Mixtral 8x7B experts, Gemma-2 27B, DeepSeek-V2-Lite experts, Phi-3
 # medium, Yi-34B and a decode-sized M. The wall-time constants of the tile choice were fitted with
 # pairs timed at seven of them (1000x5120x17920, 1536x8192x29568, 2048x18432x16384, 1536x59136x8192,
-# 2500x7168x20480, 512x28672x4096, 4000x8192x4608; docs/perf.md, fourteenth session), so only the
-# other five still check it out of sample
-HELDOUT2 = ("2048,18432,16384;512,16384,53248;1536,59136,8192;1536,8192,29568;512,28672,4096;"
+# 2500x7168x20480, 512x28672x4096, 4000x8192x4608; docs/perf.md), so only the other five still check
+# it out of sample
+LARGE_LAYERS = ("2048,18432,16384;512,16384,53248;1536,59136,8192;1536,8192,29568;512,28672,4096;"
             "512,4096,14336;4000,8192,4608;3000,2816,2048;1000,35840,5120;1000,5120,17920;96,12288,4096;"
             "2500,7168,20480")
-# a third, drawn after the wall-time grid was fitted: layers of Llama-3.2 3B, Mistral-Nemo 12B,
+# drawn after the wall-time grid was fitted: layers of Llama-3.2 3B, Mistral-Nemo 12B,
 # Command-R 35B, Falcon-40B, GPT-J, Qwen2.5-14B, Granite 8B, StarCoder2-15B and OLMo 7B. Three of them
 # (1024x22528x8192, 5000x16384x4096, 1800x5120x13824) then joined the fit through an A/B of the
 # picks they moved; the other nine have been timed only against DeepGEMM
-HELDOUT3 = ("2048,8192,3072;2048,3072,8192;3000,14336,5120;1024,22528,8192;768,32768,8192;5000,16384,4096;"
+MID_LAYERS = ("2048,8192,3072;2048,3072,8192;3000,14336,5120;1024,22528,8192;768,32768,8192;5000,16384,4096;"
             "1800,5120,13824;2304,12800,4096;1200,6144,24576;3500,11008,4096;640,13824,5120;6000,4096,11008")
-# a fourth, drawn with the wall-time constants frozen: layers of GLM-4 9B, DBRX experts, InternLM2
+# drawn with the wall-time constants frozen: layers of GLM-4 9B, DBRX experts, InternLM2
 # 20B, Nemotron-4 15B, Qwen3 32B, Phi-2, Qwen3-30B-A3B experts, MPT-30B, Gemma 7B and DeepSeek 67B,
 # with M from 200 to 6144, three problems below a wave and one of 6 K blocks. Nothing was fitted on it
-HELDOUT4 = ("3072,4096,13696;1536,27392,4096;2048,10752,6144;768,6144,10752;4000,8192,6144;1280,24576,6144;"
+UNFITTED = ("3072,4096,13696;1536,27392,4096;2048,10752,6144;768,6144,10752;4000,8192,6144;1280,24576,6144;"
             "2500,6144,24576;384,10240,5120;256,5120,25600;6144,2560,10240;512,1536,2048;200,28672,7168;"
             "5000,3072,24576;3584,22016,8192;4096,2048,768")
 SUITES = {
     "targets": TARGET_SHAPES,
-    "heldout": HELDOUT,
-    "heldout2": HELDOUT2,
-    "heldout3": HELDOUT3,
-    "heldout4": HELDOUT4,
+    "llama_qwen": LLAMA_QWEN,
+    "large_layers": LARGE_LAYERS,
+    "mid_layers": MID_LAYERS,
+    "unfitted": UNFITTED,
     "deepgemm": ";".join([f"{m},{n},{k}" for m in (128, 4096) for n, k in DEEPGEMM_NK] + TARGET_SHAPES.split(";")
                          + [f"1,{n},{k}" for n, k in DEEPGEMM_NK]),
 }
 # shapes reported but outside the target (M = 1: a GEMV, no tensor-core tile is full)
 REPORT_ONLY_M = (1,)
 # suites reported with the DeepGEMM ratios but not held to the target
-REPORTED_SUITES = ("heldout", "heldout2", "heldout3", "heldout4")
+REPORTED_SUITES = ("llama_qwen", "large_layers", "mid_layers", "unfitted")
 TARGET_MIN, TARGET_GEOMEAN = 0.97, 1.02
 
 
@@ -100,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", choices=sorted(SUITES), default="targets",
                     help="named shape list: targets (the three squares), deepgemm (DeepGEMM's normal-GEMM "
                          "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table), "
-                         "heldout, heldout2, heldout3 or heldout4 (other models' layer shapes, drawn one set after another; "
+                         "llama_qwen, large_layers, mid_layers or unfitted (other models' layer shapes, none in DeepGEMM's list; "
                          "the same ratio table, reported, not held to the target)")
     ap.add_argument("--kernels", default=None, help="(default: 'optimized' for --suite deepgemm, else "
                                                     "'optimized baseline') "
@@ -313,7 +312,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
     import time
 
     from bsprof.errors import BsprofError
-    from bsprof.profile.bench.fp8_blockwise import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
     from bsprof.kernels.fp8_blockwise.config import parse_spec
     from bsprof.kernels.fp8_blockwise.launch import prepare
 
@@ -326,7 +325,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
         except BsprofError:
             pass                 # reported by the timed run
     if deepgemm and p is not None:
-        _peer_fns(p.ops, mnkl, only=("deepgemm",))
+        peer_fns(p.ops, mnkl, only=("deepgemm",))
     return f"{','.join(map(str, mnkl))}: {time.time() - t0:.0f} s"
 
 

@@ -50,14 +50,14 @@ def _prepare(entry):
 
 
 def _warm_one(entries) -> str:
-    from bsprof.profile.bench.fp8_blockwise import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
 
     t0 = time.time()
     p = None
     for e in entries:
         p = _prepare(e)
     if p is not None:
-        _peer_fns(p.ops, entries[0][0], only=("deepgemm",))
+        peer_fns(p.ops, entries[0][0], only=("deepgemm",))
     return f"{entries[0][0][:3]}: {len(entries)} builds + DeepGEMM in {time.time() - t0:.0f} s"
 
 
@@ -85,7 +85,7 @@ def setups(entries):
     use): every launch a graph replay. The last item keeps DeepGEMM's closure and output alive: a
     graph holds raw pointers, not the tensors."""
     from bsprof.kernels.fp8_blockwise.launch import rebind
-    from bsprof.profile.bench.fp8_blockwise import _graphed, _peer_fns, _torch_graphed
+    from bsprof.profile.bench.fp8_blockwise import graphed, peer_fns, torch_graphed
 
     out = {}
     for mnkl, group in by_shape(entries).items():
@@ -97,10 +97,10 @@ def setups(entries):
             else:
                 p = rebind(p, first.ops)
             err = p.check()
-            fn, how = _graphed(p)
+            fn, how = graphed(p)
             rows.append((e, p, fn, err, how))
-        fns, skipped = _peer_fns(first.ops, mnkl, only=("deepgemm",))
-        dg = _torch_graphed(fns["deepgemm"][0])[0] if "deepgemm" in fns else None
+        fns, skipped = peer_fns(first.ops, mnkl, only=("deepgemm",))
+        dg = torch_graphed(fns["deepgemm"][0])[0] if "deepgemm" in fns else None
         if dg is None:
             print(f"{mnkl}: no DeepGEMM ({skipped.get('deepgemm')})", flush=True)
         out[mnkl] = (dg, rows, (fns, first))

@@ -13,12 +13,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import torch
 
-    from bsprof.profile.bench.fp8_blockwise import _peer_fns
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
     from bsprof.kernels.fp8_blockwise.quant import make_operands
 
     peer = argv[0] if argv else "deepgemm"
     m, n, k = (int(x) for x in (argv[1] if len(argv) > 1 else "4096,4096,4096").split(","))
-    fns, skipped = _peer_fns(make_operands((m, n, k, 1)), (m, n, k, 1))
+    fns, skipped = peer_fns(make_operands((m, n, k, 1)), (m, n, k, 1))
     if peer not in fns:
         print(f"error: peer {peer!r} cannot run here: {skipped.get(peer, 'unknown peer')}", file=sys.stderr)
         return 2

@@ -65,6 +65,9 @@ class LazyGroup(click.Group):
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name, cmd, rest = super().resolve_command(ctx, args)
+        # click blames a verb's missing option value on the group (its context is not pushed yet);
+        # remembering the verb lets the error point to the verb's own help
+        ctx.meta["bsprof.verb"] = name
         return name, cmd, undeprecate(name or "", rest)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -78,6 +81,12 @@ class LazyGroup(click.Group):
         except BsprofError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            verb = ctx.meta.get("bsprof.verb")
+            if verb and (exc.ctx is None or exc.ctx is ctx):
+                # raised while parsing the verb's options, before its context existed
+                exc.ctx = click.Context(self.get_command(ctx, verb), info_name=verb, parent=ctx)
+            raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,10 +98,12 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every user error is one ``error:`` line and exit code 2, never a traceback."""
-    # rich falls back to 80 columns when piped (CI logs, `| less`), which folds every table;
-    # a real terminal still reports its own width.
+    # piped (CI logs, `| less`): laid out for $COLUMNS, else PIPED_WIDTH, by the same rules as a
+    # terminal (every view fits its width); a real terminal still reports its own width.
     if "COLUMNS" not in os.environ and not sys.stdout.isatty():
-        os.environ["COLUMNS"] = "140"
+        from bsprof.reports.term import PIPED_WIDTH
+
+        os.environ["COLUMNS"] = str(PIPED_WIDTH)
     try:
         rc = cli.main(args=argv, prog_name="bsprof", standalone_mode=False)
     except BsprofError as exc:  # raised outside a verb's invoke (e.g. while loading one)

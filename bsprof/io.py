@@ -661,10 +661,30 @@ def is_xz(path: str | os.PathLike) -> bool:
         return False
 
 
+def cache_dir(*parts: str) -> Path:
+    """bsprof's own cache directory ``parts`` under ``$BSPROF_CACHE`` (default
+    ``$XDG_CACHE_HOME/bsprof``, then ``~/.cache/bsprof``), made with every missing ancestor.
+
+    A cache is not a user output path: no one chose it, so the output policy's one-level rule
+    (which stops a typo being built out) does not apply, and a fresh home has no ``~/.cache``."""
+    root = os.environ.get("BSPROF_CACHE")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = os.path.join(xdg, "bsprof") if xdg and os.path.isabs(xdg) else \
+            os.path.join(os.path.expanduser("~"), ".cache", "bsprof")
+    path = Path(root, *parts)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BsprofError(f"cannot make bsprof's cache directory {path} ({_cause(exc)}); "
+                          "set BSPROF_CACHE to a writable directory") from None
+    return path
+
+
 def unpacked(path: str | os.PathLike) -> Path:
-    """``path`` itself, or for an xz file its content unpacked once into ``$BSPROF_CACHE/xz`` (default
-    ``~/.cache/bsprof/xz``), keyed by the compressed file's path, size and mtime, under its own name
-    less ``.xz`` (nvdisasm's messages then name a file the user recognises). Messages about the
+    """``path`` itself, or for an xz file its content unpacked once into :func:`cache_dir` ``xz``,
+    keyed by the compressed file's path, size and mtime, under its own name less ``.xz``
+    (nvdisasm's messages then name a file the user recognises). Messages about the
     input should still name ``path``: the unpacked copy is an implementation detail.
 
     The content is unpacked as a stream (memory stays flat), up to :func:`max_input_bytes` and
@@ -678,11 +698,9 @@ def unpacked(path: str | os.PathLike) -> Path:
     with open_input(path) as src:
         st = os.fstat(src.fileno())
         key = hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
-        cache = Path(os.environ.get("BSPROF_CACHE") or Path.home() / ".cache" / "bsprof") / "xz" / key
-        out = cache / (path.name.removesuffix(".xz") or "unpacked")
+        out = cache_dir("xz", key) / (path.name.removesuffix(".xz") or "unpacked")
         if out.is_file():
             return out
-        ensure_dir(out.parent, parents=True)  # bsprof's own cache: its ancestors are bsprof's to make
         try:
             with atomic_path(out) as tmp, open(tmp, "wb") as dst:  # a refused or interrupted unpack leaves nothing
                 _unxz(src, dst, path, st.st_size)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 # report stem -> how it was collected (benchmarks/corpus_device.sh)
 COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
-              "basic": "--set basic", "heldout2": "--set full", "heldout2_cute": "--set full",
-              "heldout3": "--set full", "heldout4": "--set full", "heldout5": "--set full",
-              "heldout6": "--set full", "heldout7": "--set full", "heldout7b": "--set full"}
+              "basic": "--set basic", "blind_mixed": "--set full", "blind_mixed_cute": "--set full",
+              "blind_precisions": "--set full", "blind_gemm_flags": "--set full", "blind_decode_moe_scan": "--set full",
+              "blind_fft_adamw_pipes": "--set full", "blind_h200": "--set full", "blind_h200_second": "--set full"}
 
 
 def _clean(v):

@@ -49,7 +49,7 @@ def _wide_output_gemm(k: int, source: str):
 
 def _triton_mm(dtype, bm: int, bn: int, bk: int, warps: int, stages: int, *, b_k_major: bool = False,
                out_dtype=None):
-    """A plain Triton ``tl.dot`` GEMM at 4096^3, one BM x BN tile per program (the held-out rounds'
+    """A plain Triton ``tl.dot`` GEMM at 4096^3, one BM x BN tile per program (the blind sets'
     Triton GEMMs: Triton picks wgmma or mma.sync and cp.async from the tile and warps). ``b_k_major``:
     B stored (N, K), the layout FP8 wgmma reads; ``out_dtype``: C's dtype (default: the inputs')."""
     def setup():
@@ -274,8 +274,8 @@ def ops_l2():
     return {"add_fp32_1M_l2resident": (ew_add(1 << 20), {"source": "torch.add fp32, 12 MiB moved, L2 kept warm (--cache-control none)", "bytes": 12 * (1 << 20)})}
 
 
-def ops_heldout2():
-    """Held-out round 2 (tests/data/corpus/heldout2_predictions.md: labelled before they ran):
+def ops_blind_mixed():
+    """Blind set (tests/data/corpus/blind_mixed.md: labelled before they ran):
     classes the first corpus lacked or that a tree could confuse (XU, spills, atomics, a latency
     chain, a cuDNN conv, int8 and fp64 GEMMs)."""
     import torch
@@ -366,8 +366,8 @@ def ops_heldout2():
     return ops
 
 
-def ops_heldout3():
-    """Held-out round 3 (tests/data/corpus/heldout3_predictions.md: labelled before they ran):
+def ops_blind_precisions():
+    """Blind set (tests/data/corpus/blind_precisions.md: labelled before they ran):
     GEMMs in precisions and paths the corpus lacked (fp8 row-wise scales, tf32, a misaligned bf16
     problem off TMA, a Triton small-tile GEMM), the integer ALU and FP64 pipes, a depthwise
     convolution and a bilinear upsample."""
@@ -460,9 +460,9 @@ def ops_heldout3():
     return ops
 
 
-def ops_heldout4():
-    """Held-out round 4 (tests/data/corpus/heldout4_predictions.md: labelled before they ran): round 3's
-    fixes on kernels they were not written on (misaligned tf32 and fp16, Triton at a healthy and an
+def ops_blind_gemm_flags():
+    """Blind set (tests/data/corpus/blind_gemm_flags.md: labelled before they ran): the
+    register-loads, mma-sync and gemm-l2-reuse flags on kernels they were not written on (misaligned tf32 and fp16, Triton at a healthy and an
     mma.sync-sized tile), DeepGEMM's grouped masked FP8 and bf16 GEMMs, a fused bias + GELU epilogue,
     a batched small GEMM and a gather-heavy grid_sample."""
     import torch
@@ -546,8 +546,8 @@ def ops_heldout4():
     return ops
 
 
-def ops_heldout5():
-    """Held-out round 5 (tests/data/corpus/heldout5_predictions.md: labelled before they ran): kinds the
+def ops_blind_decode_moe_scan():
+    """Blind set (tests/data/corpus/blind_decode_moe_scan.md: labelled before they ran): kinds the
     corpus had none of: attention at decode (one query row), Triton's FP8 wgmma, DeepGEMM's grouped
     contiguous (MoE) FP8 GEMM, a skinny long-K bf16 GEMM, a binary search, a prefix scan, a complex
     GEMM and an embedding-bag gather."""
@@ -624,8 +624,8 @@ def ops_heldout5():
     return ops
 
 
-def ops_heldout6():
-    """Held-out round 6 (tests/data/corpus/heldout6_predictions.md: labelled before they ran): kinds the
+def ops_blind_fft_adamw_pipes():
+    """Blind set (tests/data/corpus/blind_fft_adamw_pipes.md: labelled before they ran): kinds the
     corpus had none of: a cuFFT real-to-complex FFT, the fused AdamW optimizer step, a chain of MUFU
     ex2 (the XU pipe alone), causal attention prefill at 16K tokens, a short-K GEMM whose bytes are its
     output, a permuting copy of one-byte elements, an L2-resident read stream and a cuDNN 1x1 conv."""
@@ -722,9 +722,9 @@ def ops_heldout6():
     return ops
 
 
-def ops_heldout7():
-    """Held-out round 7 (tests/data/corpus/heldout7_predictions.md: labelled before they ran), the first
-    round profiled on an H200 (HBM3e at 4.8 TB/s, where every earlier round ran on an H100 at 3.35):
+def ops_blind_h200():
+    """Blind set (tests/data/corpus/blind_h200.md: labelled before they ran), profiled on an H200
+    (HBM3e at 4.8 TB/s, where the other sets ran on an H100 at 3.35):
     a bf16 GEMM between the two parts' ridge points, a CUTLASS grouped GEMM (torch._grouped_mm), the
     int4 weight-only tinygemm, a CUB radix sort, Philox normal sampling, cross-entropy over a 128K
     vocabulary, attention backward and an NCHW max pool."""
@@ -811,7 +811,7 @@ def ops_heldout7():
     return ops
 
 
-def ops_heldout2_cute(example: str):
+def ops_blind_mixed_cute(example: str):
     """NVIDIA's CuTe DSL Hopper dense GEMM example (dense_gemm.py, non-persistent), loaded from the
     CUTLASS checkout's file (not part of bsprof), compiled once with dynamic layouts and launched
     at a square and a skinny shape."""
@@ -867,18 +867,19 @@ def main(argv=None) -> int:
     import torch
 
     p = argparse.ArgumentParser()
-    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "heldout2", "heldout2_cute", "heldout3", "heldout4",
-                                       "heldout5", "heldout6", "heldout7"), default="all",
+    p.add_argument("--only", choices=("all", "gemm", "other", "l2", "blind_mixed", "blind_mixed_cute", "blind_precisions",
+                                       "blind_gemm_flags", "blind_decode_moe_scan", "blind_fft_adamw_pipes", "blind_h200"),
+                   default="all",
                    help="gemm: the GEMM ops (JIT-compile heavy); other: the rest; l2: the L2-resident twin; "
-                        "heldout2(_cute), heldout3 to heldout7: held-out rounds 2 to 7")
+                        "blind_*: one blind set (tests/data/corpus/blind_*.md, labelled before it ran)")
     p.add_argument("--cute-example", default="ext/dense_gemm.py",
                    help="CUTLASS examples/python/CuTeDSL/cute/hopper/kernel/dense_gemm/dense_gemm.py")
     p.add_argument("--meta", required=True)
     p.add_argument("--select", default=None, help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
-    ops = {"l2": ops_l2, "heldout2": ops_heldout2, "heldout3": ops_heldout3, "heldout4": ops_heldout4,
-           "heldout5": ops_heldout5, "heldout6": ops_heldout6, "heldout7": ops_heldout7,
-           "heldout2_cute": lambda: ops_heldout2_cute(args.cute_example)}.get(args.only, ops_main)()
+    ops = {"l2": ops_l2, "blind_mixed": ops_blind_mixed, "blind_precisions": ops_blind_precisions, "blind_gemm_flags": ops_blind_gemm_flags,
+           "blind_decode_moe_scan": ops_blind_decode_moe_scan, "blind_fft_adamw_pipes": ops_blind_fft_adamw_pipes, "blind_h200": ops_blind_h200,
+           "blind_mixed_cute": lambda: ops_blind_mixed_cute(args.cute_example)}.get(args.only, ops_main)()
     if args.only in ("gemm", "other"):
         gemm = ("cublas_", "deepgemm_", "bsprof_")
         ops = {k: v for k, v in ops.items() if k.startswith(gemm) == (args.only == "gemm")}

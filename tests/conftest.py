@@ -14,7 +14,8 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 @functools.lru_cache(maxsize=1)
-def _gpu_capability() -> tuple[int, int] | None:
+def gpu_capability() -> tuple[int, int] | None:
+    """This machine's CUDA compute capability (major, minor), or None without a usable NVIDIA GPU."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
@@ -27,7 +28,7 @@ def _gpu_capability() -> tuple[int, int] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    cap = _gpu_capability()
+    cap = gpu_capability()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU; none here")
     no_sm100 = pytest.mark.skip(reason=f"needs a Blackwell sm_100 GPU; this machine has {cap or 'none'}")
     for item in items:

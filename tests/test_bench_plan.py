@@ -1,5 +1,5 @@
 """`bsprof bench --plan`: the configuration a launch would build for a problem, and why, on a machine
-without a GPU. The plan runs the launcher's own resolution (``launch._resolve``, which ``prepare``
+without a GPU. The plan runs the launcher's own resolution (``launch.resolve_build``, which ``prepare``
 calls on the GPU), so it is checked against the shapes where the H100 measured the candidates
 (tests/test_fp8_quant.py MEASURED_MERGED: the pick ran fastest or within 1% of it)."""
 
@@ -137,15 +137,16 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
     pytest.importorskip("cutlass")
     from bsprof.kernels.fp8_blockwise import config as cfg
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
-    from bsprof.kernels.fp8_blockwise.launch import _resolve
+    from bsprof.kernels.fp8_blockwise.launch import resolve_build
 
     variant, over = cfg.parse_spec(spec)
-    kw, _static, _why, _close = _resolve(variant, over, mnkl)
-    k = Fp8BlockwiseGemm(**kw)
-    most = cfg.max_smem_stages(k.tile_m, k.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg, sfa_tma=k.sfa_tma,
-                               sfb_tma=k.sfb_tma, sfb_smem=k.sfb_smem, epilogue=k.epilogue)
-    want = most if k.ab_stage_req <= 0 else min(k.ab_stage_req, most)
-    assert cfg.smem_stages(kw) == want >= 2
+    kw, _static, _why, _close = resolve_build(variant, over, mnkl)
+    k = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw)).config
+    most = cfg.max_smem_stages(k.tile.tile_m, k.tile.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg,
+                               sfa_tma=k.scales.sfa_tma, sfb_tma=k.scales.sfb_tma, sfb_smem=k.scales.sfb_smem,
+                               epilogue=k.epi.epilogue)
+    want = most if k.pipeline.ab_stage <= 0 else min(k.pipeline.ab_stage, most)
+    assert cfg.smem_stages(kw) == want == k.ab_stages() >= 2
 
 
 @pytest.mark.parametrize("args, swizzle, why", [

@@ -16,23 +16,23 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_shipped_constants_on_every_stored_set_of_pairs():
-    # the grid they were fitted on and the pairs of four other calls (docs/perf.md, thirteenth and
-    # fourteenth sessions): each within 0.045 rms of the measured ratios, and every pair of the
-    # thirteenth session's call 6 (128x192 2x1 against 192x128) ordered right
+    # the grid they were fitted on and the pairs of four other calls (docs/perf.md): each within
+    # 0.045 rms of the measured ratios, and every pair of the 128x192 2x1 against 192x128 call
+    # ordered right
     proc = _run()
     assert proc.returncode == 0, proc.stderr
     rms = dict(re.findall(r"^(\w+): \d+ pairs, rms log error ([\d.]+)", proc.stdout, re.M))
-    assert set(rms) == {"grid", "ab", "call5", "call6", "call8", "shortk"}
+    assert set(rms) == {"grid", "ab", "tiles_128_rows", "tile_128x192_2x1", "close_calls", "shortk"}
     assert all(float(v) < 0.045 for k, v in rms.items() if k != "shortk"), rms
     # out of sample, K of 4-12 blocks where the fit had none below 16: looser, and the order held
     assert float(rms["shortk"]) < 0.07
     assert re.search(r"^shortk: 30 pairs, rms log error [\d.]+, ordered right 2[78] of 28", proc.stdout, re.M)
     assert re.search(r"^grid: 110 pairs", proc.stdout, re.M)
-    assert re.search(r"^call6: 12 pairs, rms log error [\d.]+, ordered right 8 of 8", proc.stdout, re.M)
+    assert re.search(r"^tile_128x192_2x1: 12 pairs, rms log error [\d.]+, ordered right 8 of 8", proc.stdout, re.M)
 
 
 def test_the_pick_at_short_k_is_the_fastest_timed_or_near_it():
-    # six problems of 4-12 K blocks (H100, fifteenth session, call 2), seven configurations each,
+    # six problems of 4-12 K blocks (H100), seven configurations each,
     # timed after the constants were fitted: the choice's pick ran fastest or within 3% on five and
     # within 5% on the sixth (5120x4096x512, where 256x128 and 192x128 are modelled level)
     import json

@@ -26,6 +26,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "gpu": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "artifacts"),
     "io": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "artifacts"),
     "errors": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "io", "artifacts"),
+    "fmt": ("analyzers", "profile", "kernels", "reports", "commands", "cli", "gpu", "io", "artifacts"),
 }
 
 

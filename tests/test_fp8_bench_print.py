@@ -137,14 +137,14 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
     def shapes(suite):
         return {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES[suite].split(";")}
 
-    held, held2, held3, held4 = (shapes(f"heldout{n}") for n in ("", "2", "3", "4"))
+    held, held2, held3, held4 = (shapes(s) for s in ("llama_qwen", "large_layers", "mid_layers", "unfitted"))
     listed = shapes("deepgemm")
     # none of them is a shape of the target suite, and each set shares none with the others or with
     # the wall-time grid (tests/data/h100_fp8_wall_grid.json.xz)
     grid = {tuple(r["mnkl"][:3]) for r in json.loads(unxz_text(data_dir / "h100_fp8_wall_grid.json.xz"))["results"]}
     assert held and held2 and held3 and held4 and not (held | held2 | held3 | held4) & (listed | grid)
     assert not held & held2 and not held3 & (held | held2) and not held4 & (held | held2 | held3)
-    assert set(bench.REPORTED_SUITES) == {"heldout", "heldout2", "heldout3", "heldout4"}
+    assert set(bench.REPORTED_SUITES) == {"llama_qwen", "large_layers", "mid_layers", "unfitted"}
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     for held_to_target, said in ((True, "target "), (False, "reported")):
         con = Console(record=True, width=200)
@@ -297,8 +297,8 @@ def test_the_verb_says_when_it_found_no_close_call_to_time(data_dir):
 
 
 def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(data_dir):
-    # `--suite heldout2` on the H100 with the wall-time choice (twelve layer shapes no configuration
-    # was fitted on; docs/perf.md, fourteenth session, call 3): every problem costed in wall time ran
+    # `--suite large_layers` on the H100 with the wall-time choice (twelve layer shapes no configuration
+    # was fitted on; docs/perf.md): every problem costed in wall time ran
     # at 0.97 of DeepGEMM or better (1000x5120x17920, 0.90 before, at 0.997), and the run's picks are
     # the choice's today (else this data no longer describes it: run the suite again)
     from conftest import unxz_text
@@ -307,8 +307,8 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
     from bsprof.kernels.fp8_blockwise.select import choose, fills_gpu
 
     bench = _bench()
-    res = json.loads(unxz_text(data_dir / "h100_fp8_heldout2.json.xz"))["results"]
-    assert {tuple(r["mnkl"]) for r in res} == {tuple(parse_mnkl(s)) for s in bench.SUITES["heldout2"].split(";")}
+    res = json.loads(unxz_text(data_dir / "h100_fp8_large_layers.json.xz"))["results"]
+    assert {tuple(r["mnkl"]) for r in res} == {tuple(parse_mnkl(s)) for s in bench.SUITES["large_layers"].split(";")}
     low = []
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}
@@ -325,7 +325,7 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
 
 
 def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_dir):
-    # `--suite heldout4` on the H100 (fifteenth session, call 1), drawn with the wall-time constants
+    # `--suite unfitted` on the H100, drawn with the wall-time constants
     # frozen and never fitted on: 0.969-1.227 of DeepGEMM, geometric mean 1.053, with the picks of
     # today. cuBLAS blockwise computed a wrong product where K/128 is not a multiple of 4 (its scales
     # were packed at K/128; the bench now aligns them): the table says so instead of a ratio
@@ -335,8 +335,8 @@ def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_d
     from bsprof.kernels.fp8_blockwise.select import choose
 
     bench = _bench()
-    res = json.loads(unxz_text(data_dir / "h100_fp8_heldout4.json.xz"))["results"]
-    assert [tuple(r["mnkl"]) for r in res] == [tuple(parse_mnkl(s)) for s in bench.SUITES["heldout4"].split(";")]
+    res = json.loads(unxz_text(data_dir / "h100_fp8_unfitted.json.xz"))["results"]
+    assert [tuple(r["mnkl"]) for r in res] == [tuple(parse_mnkl(s)) for s in bench.SUITES["unfitted"].split(";")]
     wrong = []
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}
@@ -363,11 +363,11 @@ def test_the_block_scales_handed_to_cublas_are_padded_to_four_k_blocks():
     # at K/128 = 6 it read the wrong scales (relative error 31 on the H100), and torch refuses a view
     # cut back to K/128, so the padded tensor itself goes in, its extra K blocks zero
     torch = pytest.importorskip("torch")
-    from bsprof.profile.bench.fp8_blockwise import _k_blocks_padded
+    from bsprof.profile.bench.fp8_blockwise import k_blocks_padded
 
     for kb, lead in ((6, 8), (107, 108), (56, 56), (1, 4)):
         sfb = torch.arange(1, 3 * kb + 1, dtype=torch.float32).reshape(3, kb)
-        got = _k_blocks_padded(sfb)
+        got = k_blocks_padded(sfb)
         assert got.shape == (3, lead) and got.is_contiguous()
         assert torch.equal(got[:, :kb], sfb) and not got[:, kb:].any()
         assert got.t().shape == (lead, 3) and got.t().stride() == (1, lead)
@@ -380,7 +380,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
     torch = pytest.importorskip("torch")
     if not hasattr(torch.nn.functional, "scaled_mm"):
         pytest.skip("this torch has no explicit-recipe scaled_mm")
-    from bsprof.profile.bench.fp8_blockwise import _cublas_blockwise
+    from bsprof.profile.bench.fp8_blockwise import cublas_blockwise
 
     m, n = 512, 384
     for k in (768, 1024):
@@ -389,7 +389,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
         sfa = torch.empty(k // 128, m, device="meta").t()
         sfb = torch.empty(n // 128, k // 128, device="meta")
         out = torch.empty(m, n, dtype=torch.bfloat16, device="meta")
-        launch, product = _cublas_blockwise(a, b, sfa, sfb, out)
+        launch, product = cublas_blockwise(a, b, sfa, sfb, out)
         if k == 1024:
             assert product() is out
         else:
@@ -398,7 +398,7 @@ def test_the_cublas_peer_hands_torch_scales_its_layout_checks_take():
 
 
 def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
-    # `benchmarks/fp8_blockwise.py --close-calls` on the H100 (thirteenth session, the choice of
+    # `benchmarks/fp8_blockwise.py --close-calls` on the H100 (the choice as it was
     # then): each shape's close calls ran as 'close call 1' / '2' with the spec on the row, and the
     # spec builds the configuration the row ran
     from conftest import unxz_text
@@ -424,8 +424,7 @@ def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
 
 
 def test_the_target_suite_run_on_the_wall_time_choice(data_dir):
-    # `--suite deepgemm --rounds 6` on the H100 with the wall-time choice (docs/perf.md, fourteenth
-    # session, call 3): its picks are the choice's today (else run the suite again), and the table
+    # `--suite deepgemm --rounds 6` on the H100 with the wall-time choice (docs/perf.md): its picks are the choice's today (else run the suite again), and the table
     # says what that run measured: the target met, geometric mean 1.059, every counted row >= 0.97
     from conftest import unxz_text
 

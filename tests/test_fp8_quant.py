@@ -125,31 +125,31 @@ def test_grid_for_the_persistent_scheduler():
 
 
 def test_smem_scale_stash_grows_with_k_then_is_dropped_or_refused():
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
     kw = cfg.resolve("optimized", {"mma_tiler": (128, 96), "cluster": (1, 1)})   # 96: no B-scale TMA
     assert kw["sfb_smem"]
     small = dict(kw)
-    _check_knobs_fit(small, (4096, 4096, 16384, 1), static=True)
+    check_knobs_fit(small, (4096, 4096, 16384, 1), static=True)
     assert small["sfb_smem"] and small.get("sfb_kb", cfg.SFB_SMEM_KB) == cfg.SFB_SMEM_KB
     # a shape-specialized build sizes the stash to its K blocks (rounded up to 16 bytes) ...
     long = dict(kw)
-    _check_knobs_fit(long, (384, 3584, 18944, 1), static=True)
+    check_knobs_fit(long, (384, 3584, 18944, 1), static=True)
     assert long["sfb_smem"] and not long["sfb_tma"] and long["sfb_kb"] == 148
     assert cfg.smem_stages(long) == 7          # 1,184 stash bytes against 1,024: the same ring depth
     odd = dict(kw)
-    _check_knobs_fit(odd, (384, 3584, 16512, 1), static=True)
+    check_knobs_fit(odd, (384, 3584, 16512, 1), static=True)
     assert odd["sfb_kb"] == 132
     # ... and goes without it past SFB_STASH_MAX_KB
     big = dict(kw)
-    _check_knobs_fit(big, (384, 3584, 128 * (cfg.SFB_STASH_MAX_KB + 1), 1), static=True)
+    check_knobs_fit(big, (384, 3584, 128 * (cfg.SFB_STASH_MAX_KB + 1), 1), static=True)
     assert not big["sfb_smem"]
     with pytest.raises(BsprofError, match="sfb_smem=0"):
-        _check_knobs_fit(dict(kw, sfa_tma=False, sfb_tma=False), (4096, 4096, 32768, 1), static=False)
+        check_knobs_fit(dict(kw, sfa_tma=False, sfb_tma=False), (4096, 4096, 32768, 1), static=False)
 
 
 def test_a_scale_tma_gives_way_where_it_cannot_work():
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
     assert cfg.resolve("optimized")["sfa_tma"] and not cfg.resolve("baseline").get("sfa_tma")
     # overrides it does not combine with switch the variant's default off ...
@@ -168,10 +168,10 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
     kw = cfg.resolve("optimized")
     for m in (1001, 1000, 1, 333):
         fit = dict(kw)
-        _check_knobs_fit(fit, (m, 4096, 4096, 1), static=True)
+        check_knobs_fit(fit, (m, 4096, 4096, 1), static=True)
         assert fit["sfa_tma"], m
     with pytest.raises(BsprofError, match="sfa_tma=0,sfb_tma=0"):
-        _check_knobs_fit(dict(kw), (1000, 4096, 4096, 1), static=False)
+        check_knobs_fit(dict(kw), (1000, 4096, 4096, 1), static=False)
 
 
 @pytest.mark.parametrize("m,kb,l", [(333, 28, 1), (1, 4, 1), (5, 1, 2), (8, 3, 2), (2, 1, 1)])
@@ -180,20 +180,20 @@ def test_a_scales_are_laid_out_for_tma_at_any_m(m, kb, l):
     # padded to a multiple of 4, and a size-1 mode gets the padded stride too (a static build bakes it)
     import torch
 
-    from bsprof.kernels.fp8_blockwise.launch import _sfa_view
+    from bsprof.kernels.fp8_blockwise.launch import sfa_view
     from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN, aligned_scales
 
     s = torch.randn(l, kb, m)
     a = aligned_scales(s)
     assert torch.equal(a, s) and a.stride(2) == 1 and a.stride(1) % SFA_ALIGN == 0 and a.stride(1) < m + SFA_ALIGN
-    v = _sfa_view(a, static=True)
+    v = sfa_view(a, static=True)
     assert torch.equal(v, s.permute(2, 1, 0))
     assert v.stride(0) == 1 and v.stride(1) % SFA_ALIGN == 0 and v.stride(2) % SFA_ALIGN == 0
     if m % SFA_ALIGN and kb > 1:
         # the compact layout is refused by a static build (one line naming the fix), taken by a generic one
         with pytest.raises(BsprofError, match="aligned_scales"):
-            _sfa_view(s, static=True)
-        assert torch.equal(_sfa_view(s, static=False), s.permute(2, 1, 0))
+            sfa_view(s, static=True)
+        assert torch.equal(sfa_view(s, static=False), s.permute(2, 1, 0))
 
 
 def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
@@ -225,20 +225,20 @@ def test_a_bad_kernel_spec_is_refused_before_looking_for_a_gpu_or_ncu(verb, argv
 
 
 def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
-    from bsprof.kernels.fp8_blockwise.launch import AUTO_SWIZZLE, _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.launch import AUTO_SWIZZLE, check_knobs_fit
 
     kw = cfg.resolve("optimized")
     assert kw["swizzle"] == 0                                   # auto, resolved per problem
     fits, big = dict(kw), dict(kw)
-    _check_knobs_fit(fits, (4096, 4096, 4096, 1), static=True)  # A + B = 32 MB < 50 MB of L2
-    _check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)   # 128 MB
+    check_knobs_fit(fits, (4096, 4096, 4096, 1), static=True)  # A + B = 32 MB < 50 MB of L2
+    check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)   # 128 MB
     assert fits["swizzle"] == 1 and big["swizzle"] == AUTO_SWIZZLE
     # the group divides the cluster columns (N = 7168 in 256x128 tiles, 1x2 clusters: 28 columns);
     # a group that does not leaves a narrower last group, no padding: 7 rounds either way (CuTe
     # DSL's scheduler ran a group of 8 there as 32 padded columns, 8 rounds)
     from bsprof.kernels.fp8_blockwise.launch import grid_ctas
     long = dict(kw)
-    _check_knobs_fit(long, (4096, 7168, 16384, 1), static=True)
+    check_knobs_fit(long, (4096, 7168, 16384, 1), static=True)
     assert (long["tile_n"], long["cluster_n"], long["swizzle"]) == (128, 2, 7)
     assert grid_ctas((4096, 7168, 16384, 1), long, 66) == (132, 7)
     assert grid_ctas((4096, 7168, 16384, 1), dict(long, swizzle=8), 66) == (132, 7)
@@ -248,21 +248,21 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     for mnkl, rounds_one, plain in (((200, 8192, 8192, 1), True, True), ((128, 7168, 16384, 1), True, True),
                                     ((64, 28672, 8192, 1), False, True), ((256, 10240, 8192, 1), True, False)):
         one = dict(kw)
-        _check_knobs_fit(one, mnkl, static=True)
+        check_knobs_fit(one, mnkl, static=True)
         assert (one["cluster_m"] * one["cluster_n"] == 1) == plain
         ctas, rounds = grid_ctas(mnkl, one, 132 // (one["cluster_m"] * one["cluster_n"]))
         assert (rounds == 1) == rounds_one
         assert one["swizzle"] == (1 if rounds_one and plain else AUTO_SWIZZLE), (mnkl, one["swizzle"])
     explicit = cfg.resolve("optimized", {"swizzle": 4})
-    _check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
+    check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
     assert explicit["swizzle"] == 4                             # a user's choice is kept
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     with pytest.raises(ValueError, match="swizzle"):
-        Fp8BlockwiseGemm(swizzle=0)
+        GemmConfig.from_switches(swizzle=0)
 
 
 def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["shift_last_m"]
@@ -279,11 +279,11 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     assert start(288, 128, epilogue="direct") == 0
     # the kernel applies the same rule, to shape-specialized builds only
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
-    k128 = Fp8BlockwiseGemm(tile_m=128, **plain)
-    assert [k128._shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
-    assert k128._shift_rows(object()) == 0     # a shape-generic build: M is not known
-    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "cluster_m": 2})._shift_rows(288) == 0
-    assert Fp8BlockwiseGemm(tile_m=128, **{**plain, "shift_last_m": False})._shift_rows(288) == 0
+    k128 = GemmConfig.from_switches(tile_m=128, **plain)
+    assert [k128.shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
+    assert k128.shift_rows(object()) == 0     # a shape-generic build: M is not known
+    assert GemmConfig.from_switches(tile_m=128, **{**plain, "cluster_m": 2}).shift_rows(288) == 0
+    assert GemmConfig.from_switches(tile_m=128, **{**plain, "shift_last_m": False}).shift_rows(288) == 0
     # and `bench --plan` says where the last tile starts, as the build would
     assert plan("optimized", (288, 2560, 8192, 1))["shift_start"] == 160
     assert plan("optimized", (1000, 7168, 2048, 1))["shift_start"] == 744
@@ -292,7 +292,7 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
 
 
 def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["trim_a"]
@@ -305,13 +305,13 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
     assert "a_rows" not in plan("optimized", (8, 7168, 2048, 1), trim_a=0)["switches"]
     assert "a_rows" not in plan("optimized", (64, 4096, 7168, 1))["switches"]
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1)
-    assert Fp8BlockwiseGemm(tile_m=64, a_rows=16, **plain).a_rows == 16
-    assert Fp8BlockwiseGemm(tile_m=64, **plain).a_rows == 64
-    assert Fp8BlockwiseGemm(tile_m=128, a_rows=88, **plain).a_rows == 88
+    assert GemmConfig.from_switches(tile_m=64, a_rows=16, **plain).a_rows == 16
+    assert GemmConfig.from_switches(tile_m=64, **plain).a_rows == 64
+    assert GemmConfig.from_switches(tile_m=128, a_rows=88, **plain).a_rows == 88
     for bad in (dict(tile_m=256, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2),
                 dict(tile_m=128, a_rows=88, schedule="pingpong")):
         with pytest.raises(ValueError, match="a_rows"):
-            Fp8BlockwiseGemm(**{**plain, **bad})
+            GemmConfig.from_switches(**{**plain, **bad})
 
 
 @pytest.mark.parametrize("tile_m", [128, 256])
@@ -358,7 +358,7 @@ def test_every_shape_plans_a_build_the_kernel_can_take():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from bsprof.kernels.fp8_blockwise.launch import _kernel_kwargs, plan
+    from bsprof.kernels.fp8_blockwise.launch import kernel_kwargs, plan
 
     @settings(derandomize=True, deadline=None, database=None, max_examples=150)
     @given(m=st.integers(1, 20_000), n8=st.integers(1, 5_000), kb=st.integers(1, 300))
@@ -366,7 +366,7 @@ def test_every_shape_plans_a_build_the_kernel_can_take():
         mnkl = (m, 8 * n8, 128 * kb, 1)
         p = plan("optimized", mnkl)
         sw = p["switches"]
-        assert cfg.can_implement({**_kernel_kwargs("optimized", {}, False, 0, 0), **sw}) is None
+        assert cfg.can_implement({**kernel_kwargs("optimized", {}, False, 0, 0), **sw}) is None
         assert p["smem_stages"] >= 2
         tm = sw["tile_m"]
         if p["shift_start"]:
@@ -378,8 +378,8 @@ def test_every_shape_plans_a_build_the_kernel_can_take():
 
 
 def test_b_scale_tma_gives_way_where_it_cannot_work():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
     opt = cfg.resolve("optimized")
     assert opt["sfb_tma"] and opt["peek"] and opt["elect_release"]
@@ -390,25 +390,35 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
     assert not cfg.resolve("optimized", {"promote": "rescale"})["peek"]
     # ... an explicit request is refused by the kernel, naming the knob to drop
     with pytest.raises(ValueError, match="sfb_tma=0"):
-        Fp8BlockwiseGemm(tile_n=96, sfa_tma=True, sfb_tma=True)
+        GemmConfig.from_switches(tile_n=96, sfa_tma=True, sfb_tma=True)
     with pytest.raises(ValueError, match="peek=0"):
-        Fp8BlockwiseGemm(promote="rescale", peek=True)
+        GemmConfig.from_switches(promote="rescale", peek=True)
+    # the kernel refuses a configuration built without the check, as from_switches does
+    from dataclasses import replace
+
+    from bsprof.kernels.fp8_blockwise.config import PipelineConfig, ScaleConfig
+    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+
+    assert Fp8BlockwiseGemm(GemmConfig()).config == GemmConfig()
+    with pytest.raises(ValueError, match="peek=0"):
+        Fp8BlockwiseGemm(replace(GemmConfig(), scales=ScaleConfig(promote="rescale"),
+                                 pipeline=PipelineConfig(peek=True)))
     # the 4-block box needs the scale rows' stride (K/128 floats) 16-byte aligned, and the A-scale
     # path: a shape-specialized build goes without (the smem stash serves), a generic one refuses
     for mnkl, keeps in (((4096, 4096, 4096, 1), True), ((1000, 1000, 640, 1), False),
                         ((1001, 4096, 4096, 1), True), ((4096, 4096, 2176, 1), False)):
         kw = dict(opt)
-        _check_knobs_fit(kw, mnkl, static=True)
+        check_knobs_fit(kw, mnkl, static=True)
         assert kw["sfb_tma"] is keeps and kw["sfb_smem"]
     with pytest.raises(BsprofError, match="sfa_tma=0,sfb_tma=0"):
-        _check_knobs_fit(dict(opt), (1024, 1024, 640, 1), static=False)
+        check_knobs_fit(dict(opt), (1024, 1024, 640, 1), static=False)
     with pytest.raises(BsprofError, match="sfb_tma=0"):
-        _check_knobs_fit(dict(opt, sfa_tma=False), (1024, 1024, 640, 1), static=False)
+        check_knobs_fit(dict(opt, sfa_tma=False), (1024, 1024, 640, 1), static=False)
 
 
 def test_epilogue_split_per_warpgroup_is_chosen_by_k():
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
-    from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, check_knobs_fit
 
     opt = cfg.resolve("optimized")
     assert opt["epi_split"] == "auto"           # optimized decides per problem
@@ -416,32 +426,32 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
     assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
     for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):
         kw = dict(opt)
-        _check_knobs_fit(kw, (8192, 8192, k, 1), static=True)
+        check_knobs_fit(kw, (8192, 8192, k, 1), static=True)
         assert kw["epi_split"] is split
     # the kernel takes a decision, not "auto", and refuses the epilogues it cannot split
     with pytest.raises(ValueError, match="resolved per problem"):
-        Fp8BlockwiseGemm(epilogue="tma", epi_split="auto")
+        GemmConfig.from_switches(epilogue="tma", epi_split="auto")
     with pytest.raises(ValueError, match="epi_split=0"):
-        Fp8BlockwiseGemm(epilogue="direct", epi_split=True)
+        GemmConfig.from_switches(epilogue="direct", epi_split=True)
 
 
 def test_a_switch_asked_for_keeps_the_per_problem_tile_to_those_that_take_it():
-    from bsprof.kernels.fp8_blockwise.launch import _build_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import build_kwargs
     from bsprof.kernels.fp8_blockwise.select import choose
 
     # small problems pick 64-row tiles, whose one warpgroup has no epilogue to split
     for mnkl in ((128, 128, 128, 1), (256, 512, 1024, 2), (384, 264, 512, 1)):
         assert choose(mnkl)[0].tile_m == 64
-        default, _ = _build_kwargs("optimized", {}, mnkl)
+        default, _ = build_kwargs("optimized", {}, mnkl)
         assert default["tile_m"] == 64 and default["epi_split"] is False          # the default gave way
-        asked, _ = _build_kwargs("optimized", {"epi_split": True}, mnkl)
+        asked, _ = build_kwargs("optimized", {"epi_split": True}, mnkl)
         assert asked["tile_m"] >= 128 and asked["epi_split"] is True and cfg.can_implement(asked) is None
     with pytest.raises(BsprofError, match="no tile and cluster"):
         choose((128, 128, 128, 1), fits=lambda c: False)
 
 
 def test_rescaled_variant_and_its_k_limit():
-    from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, _check_knobs_fit
+    from bsprof.kernels.fp8_blockwise.launch import RESCALE_MAX_K, check_knobs_fit
 
     kw = cfg.resolve("rescaled")
     # optimized with one switch: its tile, cluster and scale paths (the peek and the unrolled ring
@@ -452,10 +462,10 @@ def test_rescaled_variant_and_its_k_limit():
     assert kw["promote"] == "rescale" and kw["sfb_tma"] and not kw["peek"]
     # the B-scale TMA box holds one N block: a 256-wide rescaled tile takes the smem stash
     assert not cfg.resolve("rescaled", {"tile_m": 128, "tile_n": 256})["sfb_tma"]
-    _check_knobs_fit(dict(kw), (4096, 4096, RESCALE_MAX_K, 1), static=True)
+    check_knobs_fit(dict(kw), (4096, 4096, RESCALE_MAX_K, 1), static=True)
     for static in (True, False):
         with pytest.raises(BsprofError, match=f"K <= {RESCALE_MAX_K}.*use optimized"):
-            _check_knobs_fit(dict(kw), (4096, 4096, 2 * RESCALE_MAX_K, 1), static=static)
+            check_knobs_fit(dict(kw), (4096, 4096, 2 * RESCALE_MAX_K, 1), static=static)
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -486,12 +496,12 @@ def test_rescaled_variant_and_its_k_limit():
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
 
-    from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
+    from bsprof.kernels.fp8_blockwise.config import GemmConfig
 
     why = cfg.can_implement(kw)
     assert why and "\n" not in why and re.search(message, why), why
     with pytest.raises(ValueError, match=re.escape(why)):
-        Fp8BlockwiseGemm(**kw)
+        GemmConfig.from_switches(**kw)
     with pytest.raises(BsprofError, match="fp8-blockwise optimized: "):
         cfg.resolve("optimized", kw)
 
@@ -514,19 +524,19 @@ MEASURED = {
     # (its widths that do not divide 128 ran 764-901 with a scale test per column group then)
     (4096, 2112, 7168, 1): {(256, 128, 1, 2): 890, (128, 128, 1, 2): 915},
     # (its M = 128 rows were ~10-17 us kernels timed at the host's ~17 us per launch: dropped,
-    # the third round below re-timed them with the GPU held)
+    # MEASURED_HELD_QUEUE re-timed them with the GPU held)
     (2000, 3000, 4096, 1): {(256, 96, 1, 2): 899, (256, 128, 1, 2): 886, (256, 96, 1, 1): 885, (128, 128, 1, 2): 993,
                             (128, 144, 1, 2): 783},
     (4096, 576, 7168, 1): {(128, 144, 1, 2): 839, (256, 128, 1, 2): 771, (256, 96, 1, 1): 800, (128, 128, 1, 2): 672},
 }
-# second round, the scale tests shared between column groups (docs/perf.md, round 2)
-MEASURED_ROUND2 = {
+# re-timed with the scale tests shared between column groups (docs/perf.md)
+MEASURED_SHARED_SCALE_TESTS = {
     (4096, 2112, 7168, 1): {(128, 192, 1, 2): 1088, (128, 192, 2, 1): 1097, (128, 128, 1, 2): 927,
                             (128, 144, 1, 2): 939, (256, 96, 1, 2): 1014, (256, 128, 1, 2): 911},
 }
-# third round, the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
-# not the host (docs/perf.md, round 3): 64-row one-warpgroup tiles beside 128-row ones at M = 128
-MEASURED_ROUND3 = {
+# re-timed with the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
+# not the host (docs/perf.md): 64-row one-warpgroup tiles beside 128-row ones at M = 128
+MEASURED_HELD_QUEUE = {
     (128, 2112, 7168, 1): {(64, 32, 1, 1): 333, (64, 32, 2, 1): 328, (128, 16, 1, 1): 315, (64, 64, 1, 1): 306,
                            (128, 32, 1, 1): 301, (64, 64, 2, 1): 289, (128, 48, 1, 1): 250, (128, 64, 1, 1): 249,
                            (64, 112, 1, 1): 228, (64, 128, 1, 1): 224, (64, 16, 1, 1): 220},
@@ -534,7 +544,7 @@ MEASURED_ROUND3 = {
                           (64, 64, 1, 1): 84, (128, 32, 1, 1): 84, (64, 64, 2, 1): 79, (128, 48, 1, 1): 76,
                           (128, 64, 1, 1): 70, (64, 112, 1, 1): 63, (64, 128, 1, 1): 62},
     # the 64-row 1x1 tiles here were timed launched as 1x1x1 clusters, which doubled what their
-    # CTA pairs read from L2 (MEASURED_ROUND4 times 64x64 1x1 as launched now)
+    # CTA pairs read from L2 (MEASURED_PLAIN_GRID times 64x64 1x1 as launched now)
     (128, 4096, 7168, 1): {(128, 32, 1, 1): 546, (64, 64, 2, 1): 544, (128, 64, 1, 1): 473,
                            (128, 48, 1, 1): 453, (64, 32, 2, 1): 385, (128, 16, 1, 1): 372},
     (128, 7168, 2048, 1): {(128, 64, 1, 1): 457, (64, 64, 2, 1): 388, (64, 112, 1, 1): 385, (64, 128, 1, 1): 381,
@@ -547,15 +557,15 @@ MEASURED_ROUND3 = {
 
 
 # 1x1 configurations launched as a plain grid (H100, one process, held queue, median of 5 rounds;
-# docs/perf.md, per-K-block efficiency): TFLOP/s
-MEASURED_ROUND4 = {
+# 2026-11-25; docs/perf.md, "FP8-blockwise tile choice"): TFLOP/s
+MEASURED_PLAIN_GRID = {
     (128, 4096, 7168, 1): {(64, 64, 1, 1): 581, (128, 32, 1, 1): 545, (64, 64, 2, 1): 544},
 }
 
 
 # split-K candidates (tile_m, tile_n, cluster_m, cluster_n, split_k) -> TFLOP/s on the merged kernel
 # (1x1 configurations launch as a plain grid), H100, one process, held queue, median round of 5
-# (docs/perf.md, split-K and the lead's check of the merged selection). The split call's own
+# (2026-11-25; docs/perf.md, "FP8-blockwise tile choice"). The split call's own
 # timings left: its 1x1 configurations launched as 1x1x1 clusters, which served two CTAs sharing
 # a B tile from L2 twice, and its two clustered ones ran within 0.3% of each other
 MEASURED_MERGED = {
@@ -567,7 +577,7 @@ MEASURED_MERGED = {
 }
 
 
-@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_ROUND2, MEASURED_ROUND3, MEASURED_ROUND4,
+@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_SHARED_SCALE_TESTS, MEASURED_HELD_QUEUE, MEASURED_PLAIN_GRID,
                                                              MEASURED_MERGED)
                                         for k, v in t.items()],
                          ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "")
@@ -582,7 +592,7 @@ def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
 
 
 # The same tile in the chosen 1x2 clusters and as a plain 1x1 grid, timed side by side on the H100
-# (docs/perf.md, "the plain-grid 1x1 launch against the chosen clusters", rounds of 5-7 in one
+# (2026-11-27; docs/perf.md, "FP8-blockwise tile choice", rounds of 5-7 in one
 # process; TFLOP/s of the median round). The fitted
 # rows: the two 128x128 shapes, where the cluster lost, and the wider or 256-row tiles, where it ran
 # within 5% either way.
@@ -668,11 +678,10 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
 
 
 
-# Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md, thirteenth and fourteenth
-# sessions): at 96x12288x4096 (`--suite heldout2`, 0.96 of DeepGEMM) that tile, built by our own
+# Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md): at
+# 96x12288x4096 (`--suite large_layers`, 0.96 of DeepGEMM) that tile, built by our own
 # kernel, ran 1.037x the pick paired over 9 rounds; at 4096x2112x7168 128x192 2x1 ran 0.995 of the
-# 192-row tile in 1x2 (thirteenth session, call 6), and the pick, 192x128 2x1, 0.995 of that 1x2
-# (fourteenth session, call 2): three within 1%
+# 192-row tile in 1x2, and the pick, 192x128 2x1, 0.995 of that 1x2: three within 1%
 CLOSE_CALLS_TIMED = {(96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037),
                      (4096, 2112, 7168, 1): ((192, 128, 2, 1), (128, 192, 2, 1), 0.995)}
 
@@ -698,7 +707,7 @@ def test_a_pick_the_model_cannot_rank_names_the_configuration_to_time_beside_it(
 
 def test_clear_picks_carry_no_close_call():
     # where a tile was timed well ahead of every other: 256x128 at 4096^3, and at 4096x7168x16384,
-    # where the 192-row tile ran 0.945 of it (thirteenth session, call 8)
+    # where the 192-row tile ran 0.945 of it
     from bsprof.kernels.fp8_blockwise.select import choose
 
     for mnkl in ((4096, 4096, 4096, 1), (4096, 7168, 16384, 1)):
@@ -728,7 +737,7 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
     check()
 
 # Tiles in 1x2 clusters (A multicast) and in 2x1 (B multicast), which the model ties, timed side
-# by side on the H100 (docs/perf.md, DeepGEMM's choice in our kernel and the tie-break's check;
+# by side on the H100 (2026-11-27; docs/perf.md, "FP8-blockwise tile choice";
 # µs of the median round of 5): (tile, 1x2 µs, 2x1 µs)
 CLUSTER_AXIS = {
     (4096, 2112, 7168, 1): ((128, 192), 118.0, 114.1),
@@ -845,7 +854,7 @@ def test_below_64_rows_a_multicast_gives_way_to_the_trimmed_a_box(data_dir):
 def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(data_dir):
     # 13 stored H100 A/Bs on layer shapes no tile was fitted on (M = 2048-16384): the 192x128 tile
     # the choice takes, timed beside the tile it took before (128x192 2x1, 256x112 or 256x128), on
-    # the kernel of the seventh session. The wall-time fit did not use these runs
+    # an earlier build of the kernel. The wall-time fit did not use these runs
     import math
 
     from bsprof.kernels.fp8_blockwise.select import choose
@@ -881,7 +890,7 @@ def _log_errors(pairs) -> list[float]:
 
 def test_the_wall_time_model_ranks_the_grid_it_was_fitted_on_without_a_bias_per_tile(data_dir):
     # 12 configurations x 10 layer shapes on the H100, each paired against 192x128 1x2 in the same
-    # rounds (docs/perf.md, fourteenth session): the model's error in the pair ratio, where the pipe
+    # rounds (docs/perf.md): the model's error in the pair ratio, where the pipe
     # model it replaced was off by 0.149 rms and by 6-36% per tile class
     import math
 
@@ -935,32 +944,32 @@ def test_problems_too_small_to_fill_the_gpu_keep_the_pipe_model():
 
 
 def test_the_launcher_applies_the_choice_to_shape_specialized_builds_only():
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit, kernel_kwargs
 
-    kw = _kernel_kwargs("optimized", {}, False, 0, 0)
-    why, _ = _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True)
+    kw = kernel_kwargs("optimized", {}, False, 0, 0)
+    why, _ = check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True)
     assert why and "tiles" not in kw and (kw["tile_m"], kw["tile_n"]) != (256, 128)
     assert not (kw["sfb_tma"] and cfg.two_scale_blocks(kw["tile_n"]))
     # a fixed tile turns the choice off
-    kw = _kernel_kwargs("optimized", {"mma_tiler": (256, 128)}, False, 0, 0)
-    assert _check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) == (None, ()) and kw["tile_n"] == 128
+    kw = kernel_kwargs("optimized", {"mma_tiler": (256, 128)}, False, 0, 0)
+    assert check_knobs_fit(kw, (4096, 2112, 7168, 1), static=True) == (None, ()) and kw["tile_n"] == 128
 
 
 def test_one_warpgroup_tiles_stash_their_b_scales_unless_asked_otherwise():
     # a 64-row tile's producer copies three boxes a stage (A, A scales, B) and the consumers read
     # the B scales from the per-tile stash; 128- and 256-row tiles keep the B scales' TMA
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit, kernel_kwargs
 
     for mnkl, tile_m, by_tma in (((128, 576, 7168, 1), 64, False), ((4096, 4096, 4096, 1), 256, True)):
-        kw = _kernel_kwargs("optimized", {}, False, 0, 0)
-        _check_knobs_fit(kw, mnkl, static=True)
+        kw = kernel_kwargs("optimized", {}, False, 0, 0)
+        check_knobs_fit(kw, mnkl, static=True)
         assert kw["tile_m"] == tile_m and kw["sfb_tma"] is by_tma and kw["sfb_smem"]
     # asked for, the B-scale TMA stays; past 128 K blocks (measured only below) the stage's TMA keeps them
-    kw = _kernel_kwargs("optimized", {"sfb_tma": 1}, False, 0, 0)
-    _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"sfb_tma": 1})
+    kw = kernel_kwargs("optimized", {"sfb_tma": 1}, False, 0, 0)
+    check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"sfb_tma": 1})
     assert kw["tile_m"] == 64 and kw["sfb_tma"]
-    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "cluster": (1, 1)}, False, 0, 0)
-    _check_knobs_fit(kw, (128, 2112, 32768, 1), static=True)
+    kw = kernel_kwargs("optimized", {"mma_tiler": (64, 32), "cluster": (1, 1)}, False, 0, 0)
+    check_knobs_fit(kw, (128, 2112, 32768, 1), static=True)
     assert kw["sfb_tma"] and kw.get("sfb_kb") is None
 
 
@@ -979,30 +988,30 @@ def test_size1_strides_are_made_compact_and_others_kept():
     # matrix arrived with M stride K/128, which the layout-dynamic build refused)
     import torch
 
-    from bsprof.kernels.fp8_blockwise.launch import _size1_strides
+    from bsprof.kernels.fp8_blockwise.launch import size1_strides
 
     # a one-row (L, K/128, M) matrix as a transpose leaves it: M's stride is K/128
     sfa = torch.randn(1, 1, 4).transpose(1, 2).permute(2, 1, 0)     # (M=1, K/128=4, L=1)
     assert sfa.stride()[0] != 1
-    fixed = _size1_strides(sfa, (0, 1, 2))
+    fixed = size1_strides(sfa, (0, 1, 2))
     assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)
     d = torch.empty(3, 5, 7).permute(1, 2, 0)        # no size-1 mode: the very same view back
-    assert _size1_strides(d, (1, 0, 2)) is d
+    assert size1_strides(d, (1, 0, 2)) is d
 
 
 def test_split_k_is_refused_past_the_k_blocks_and_its_defaults_give_way():
-    from bsprof.kernels.fp8_blockwise.launch import _check_knobs_fit, _kernel_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit, kernel_kwargs
 
-    kw = _kernel_kwargs("optimized", {"mma_tiler": (64, 32), "split_k": 8}, False, 0, 0)
+    kw = kernel_kwargs("optimized", {"mma_tiler": (64, 32), "split_k": 8}, False, 0, 0)
     with pytest.raises(BsprofError, match="split_k=8 splits K=768 into more units than its 6 K blocks.*split_k <= 6"):
-        _check_knobs_fit(kw, (128, 576, 768, 1), static=True)
+        check_knobs_fit(kw, (128, 576, 768, 1), static=True)
     # the variant's B-scale TMA and epilogue split give way to an explicit split (the stash serves)
-    kw = _kernel_kwargs("optimized", {"mma_tiler": (128, 64), "split_k": 2}, False, 0, 0)
-    _check_knobs_fit(kw, (128, 4096, 2048, 1), static=True)
+    kw = kernel_kwargs("optimized", {"mma_tiler": (128, 64), "split_k": 2}, False, 0, 0)
+    check_knobs_fit(kw, (128, 4096, 2048, 1), static=True)
     assert kw["split_k"] == 2 and not kw["sfb_tma"] and not kw["epi_split"] and kw["sfb_smem"]
     # an explicit split_k keeps the per-problem choice to that split
-    kw = _kernel_kwargs("optimized", {"split_k": 1}, False, 0, 0)
-    why = _check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"split_k": 1})
+    kw = kernel_kwargs("optimized", {"split_k": 1}, False, 0, 0)
+    why = check_knobs_fit(kw, (128, 576, 7168, 1), static=True, explicit={"split_k": 1})
     assert kw["split_k"] == 1 and "split" not in why
 
 

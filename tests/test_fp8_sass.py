@@ -398,10 +398,10 @@ def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
     # M % 4 != 0 once dropped both scale TMAs (the scale rows were M floats apart, not 16-byte
     # aligned) and read the scales with global loads; with each row padded (quant.aligned_scales)
     # a 333-row problem is built like a 4096-row one: no LDG anywhere, the scales read from smem
-    from bsprof.kernels.fp8_blockwise.launch import _build_kwargs
+    from bsprof.kernels.fp8_blockwise.launch import build_kwargs
 
     mnkl = (333, 5120, 3584, 1)
-    kw, static = _build_kwargs("optimized", {}, mnkl)
+    kw, static = build_kwargs("optimized", {}, mnkl)
     assert static and kw["sfa_tma"] and kw["sfb_tma"]
     (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl))
     assert fa.count("LDG") == 0
@@ -442,7 +442,7 @@ def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
     # ring_unroll: at 4096^3 a tile's 32 K blocks are a multiple of the 4-stage ring, so the K-loop
     # runs 4 blocks a trip, each at a constant stage: its barrier test names the stage by an
     # immediate offset and the stage arithmetic (ULEA / USEL / UISETP on the ring index) goes
-    # (`optimized` unrolls by default, tenth session: ncu at the base clock 0.981-0.991 of the
+    # (`optimized` unrolls by default: ncu at the base clock 0.981-0.991 of the
     # one-block loop's cycles on the M = 4096 rows)
     _, unrolled = built("optimized")
     (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, ring_unroll=0))

@@ -127,10 +127,12 @@ def test_model_does_not_import_heavy_modules():
 
 
 def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
+    from bsprof.kernels.api import Target
+
     calls = {}
     fake = types.ModuleType("bsprof.profile.validate")
-    def fake_run(**kw):
-        calls.update(kw)
+    def fake_run(target, **kw):
+        calls.update(kw, target=target)
         return {"scored": [], "summary": {"n": 0}, "title": "t", "run_dir": str(tmp_path)}
 
     fake.run = fake_run
@@ -140,8 +142,9 @@ def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
     r = run("--validate", "--kernel", "baseline", "--family", "fp8-blockwise", "--mnkl", "4096,4096,4096",
             "-o", str(tmp_path))
     assert r.exit_code == 0
-    assert calls["kernel"] == "baseline" and calls["family"] == "fp8-blockwise"
-    assert calls["mnkl"] == "4096,4096,4096" and calls["out_dir"] == str(tmp_path) and "console" in calls
+    # the kernel, family and problem arrive as one Target, resolved once by the verb
+    assert calls["target"] == Target("fp8-blockwise", "baseline", (4096, 4096, 4096, 1))
+    assert calls["out_dir"] == str(tmp_path) and "console" in calls
     assert calls["repeats"] == 5
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
 H100 = Path(__file__).parent / "data" / "h100_timing"
@@ -98,12 +98,12 @@ def test_evaluate_applies_the_clock_from_the_calibration_builds_reading():
     assert V.cycle_error_pct(p) == pytest.approx(0.0, abs=1e-9)
 
 
-def test_round2_8192_run_meets_the_target_with_the_clock_term():
-    """The 8192^3 ping-pong run of round 2 (sustained blocks, clock term, predictions written before
+def test_pingpong_8192_meets_the_target_with_the_clock_term():
+    """The 8192^3 ping-pong run with the clock term (sustained blocks, clock term, predictions written before
     it): the model meets the target where the first two runs missed it, 70x closer than the trivial
     predictor on the flip points; the clock term carries 7-11% on the big points; the plain build
     timed in both repeat sets agrees within 2% (was 3.8-4.8% with interleaved rounds)."""
-    run = H100 / "validation_pingpong_round2_8192"
+    run = H100 / "validation_pingpong_8192_clock_term"
     doc = json.loads((run / "validation.json").read_text())
     s = doc["summary"]
     assert s["det"]["pass"] and s["det"]["median_abs_pct"] < 1.5 and s["det"]["max_abs_pct"] < 5.0
@@ -124,7 +124,7 @@ def test_round2_8192_run_meets_the_target_with_the_clock_term():
 
 
 def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
-    """Round 2's 4096^3 run: the Phase 1 +100k build's capture wall came out 456 µs for a kernel the
+    """The clock-term 4096^3 run: the Phase 1 +100k build's capture wall came out 456 µs for a kernel the
     same run timed at 328 µs (its table's busiest CTA spans 72% of that wall; every other capture
     98-101%). The busy share then read 0.657 and the reverse point missed by 12.4%; the table's
     own span bounds it (0.916), and the point lands within 5%."""
@@ -132,7 +132,7 @@ def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
     from bsprof.analyzers.model.eventgraph import solve
     from bsprof.analyzers.timing.io import read_table
 
-    run = H100 / "validation_pingpong_round2_4096"
+    run = H100 / "validation_pingpong_4096_clock_term"
     doc = json.loads((run / "validation.json").read_text())
     key = "kloop0_phase1100000"
     assert doc["capture_wall_us"][key] > 1.3 * statistics.fmean(doc["wall_us_forward"][key])
@@ -203,10 +203,10 @@ def test_cli_clock_bad_input_is_one_line(args, words):
 
 @pytest.mark.parametrize("n", [2, 3, 7, 13])
 def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
-    from bsprof.profile.validate import _rotated, block_order
+    from bsprof.profile.validate import rotated_order, block_order
 
     keys = [f"b{i}" for i in range(n)]
-    for order in (block_order, _rotated):    # the shuffle, and the rotation older runs used
+    for order in (block_order, rotated_order):    # the shuffle, and the rotation older runs used
         seq = [k for r in range(8) for k in order(keys, r)]
         assert all(a != b for a, b in zip(seq, seq[1:]))
         assert all(sorted(order(keys, r)) == sorted(keys) for r in range(8))
@@ -216,7 +216,7 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
     """A capped clock dithers: the baseline's clock is the reading-weighted mean over all its blocks,
     forward and reverse sets, its second build counted as itself; blocks without a mean give their
     median."""
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
     fwd = {"plain": [{"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
                      {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20}],
@@ -234,16 +234,16 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
     assert pooled_clocks({}) == {}
 
 
-def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycles():
-    """Round 2's 4096^3 ping-pong: Phase 1 +68k and +100k missed by -4.9% / -4.1%. The cycles were
+def test_pingpong_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycles():
+    """The clock-term 4096^3 ping-pong run: Phase 1 +68k and +100k missed by -4.9% / -4.1%. The cycles were
     right (projected +52.9% / +92.7%, the captures +51.9% / +93.0%); the clock term was not: it took
     the plain build at 1,740 MHz (one set's median) to the top clock (x1.138), while the same code
     read 1,845 (its second build, same set) and 1,905 MHz (reverse set) at wall times within 1.7%.
     Pooled over every block of the plain code (1,830 MHz: a re-score after seeing the data, not a
     prediction) the clock ratio is 1.082 and both points land within 1%; the cycles are untouched."""
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
-    run = H100 / "validation_pingpong_round2_4096"
+    run = H100 / "validation_pingpong_4096_clock_term"
     doc = json.loads((run / "validation.json").read_text())
     fw, rv = doc["sustained_clocks"], doc["sustained_clocks_reverse"]
     assert fw["plain"]["mhz"] == 1740 and fw["plain_b"]["mhz"] == 1845 and rv["plain"]["mhz"] == 1905
@@ -265,15 +265,15 @@ def test_round2_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cycle
         assert abs(p.err_det_pct) < 1.0
 
 
-def test_round3_fresh_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
-    """Round 3 (predictions written before it): a fresh 4096^3 ping-pong run meets the target, 100x
+def test_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
+    """Predictions written before it: a fresh 4096^3 ping-pong run meets the target, 100x
     closer than the trivial predictor on its 10 flip points. The baseline clock every point used is
     the reading-weighted mean over the plain code's 10 blocks (forward, its second build, reverse),
     and re-scoring the forward points from the stored calibration table gives the stored errors."""
     from bsprof.analyzers.timing.io import read_table
-    from bsprof.analyzers.validation import pooled_clocks
+    from bsprof.analyzers.model.sustained import pooled_clocks
 
-    run = H100 / "validation_pingpong_round3_4096"
+    run = H100 / "validation_pingpong_4096_pooled_clock"
     doc = json.loads((run / "validation.json").read_text())
     s = doc["summary"]
     assert s["det"]["pass"] and s["det"]["median_abs_pct"] < 1.0 and s["det"]["max_abs_pct"] < 3.0
@@ -298,12 +298,12 @@ def test_round3_fresh_pingpong_4096_meets_the_target_with_the_pooled_baseline_cl
     assert len(top) == 2 and all(p.clock_ratio == pytest.approx(1980 / plain["mhz"]) and abs(p.err_det_pct) < 2 for p in top)
 
 
-def test_round3_coop_control_clocks_up_like_pingpong():
+def test_coop_4096_control_clocks_up_like_pingpong():
     """The coop 4096^3 control, the first coop run timed in sustained blocks: its plain build sits at
     1,331 MHz (power cap), and the delayed builds clock up, so the walls no longer follow the cycles
     (K-loop +11.5k: cycles +28.5%, wall +18.3%). The clock term, written before the run, carries it:
     the model meets the target; the trivial rule, cycles without a clock, misses by 7-10%."""
-    run = H100 / "validation_coop_round3_4096"
+    run = H100 / "validation_coop_4096_sustained_blocks"
     doc = json.loads((run / "validation.json").read_text())
     s = doc["summary"]
     assert s["det"]["pass"] and s["det"]["max_abs_pct"] < 3.0 and s["trivial"]["max_abs_pct"] > 9.0
@@ -315,24 +315,24 @@ def test_round3_coop_control_clocks_up_like_pingpong():
     assert (kl["term_clock"] < -0.07).all() and (kl["err_det_pct"].abs() < 2.5).all()
 
 
-def test_round3_coop_8192x1024_meets_the_target_power_capped():
+def test_coop_8192x8192x1024_meets_the_target_power_capped():
     """Coop 8192^2x1024, first run in sustained blocks (predictions written before it): its plain build
     is power-capped near 1,370 MHz, the delayed builds clock up, and the model with its clock term
     meets the target where the trivial rule misses by up to 11%."""
-    doc = json.loads((H100 / "validation_coop_round3_8192x1024" / "validation.json").read_text())
+    doc = json.loads((H100 / "validation_coop_8192x8192x1024_sustained_blocks" / "validation.json").read_text())
     s = doc["summary"]
     assert s["det"]["pass"] and s["det"]["max_abs_pct"] < 3.5 and s["trivial"]["max_abs_pct"] > 10.0
     assert doc["sustained_clocks_pooled"]["plain"]["mhz"] < 1450
 
 
-def test_round3_pingpong_8192_misses_on_the_baseline_state_not_the_cycles():
+def test_pingpong_8192_pooled_clock_misses_on_the_baseline_state_not_the_cycles():
     """The fresh 8192^3 ping-pong run misses (2.30% / 6.43%). Not the equilibrium: in cycles it is
     within 3%. The plain build spent 4 of its 5 forward blocks ~1,510 MHz at ~600 W, 100 W under the
     limit while NVML flags the power cap, and its reverse blocks ~1,740 MHz at ~720 W: its forward
     walls came out ~5% slower than its reverse ones, so every forward ratio reads low (the noise row,
     its second build against it, is 3%). The clock term models a capped build drawing the limit; a
     build held below it is a state it does not describe, and the run scores it as measured."""
-    doc = json.loads((H100 / "validation_pingpong_round3_8192" / "validation.json").read_text())
+    doc = json.loads((H100 / "validation_pingpong_8192_pooled_clock" / "validation.json").read_text())
     s = doc["summary"]
     assert not s["det"]["pass"] and 2.0 < s["det"]["median_abs_pct"] < 2.5 and s["det"]["max_abs_pct"] > 6.0
     assert s["cycles"]["max_abs_pct"] < 3.0 and s["noise_floor_pct"] > 2.5

@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
+from bsprof.analyzers.model import sustained as SU
 
 
 def test_stamp_kernel_reads_the_counter_and_the_timer_around_its_spin(tmp_path):
@@ -48,16 +49,16 @@ def test_two_stamps_give_the_sms_clock_over_the_interval_between_them():
                     for sm in (2, 0, 1)] + [(5_100 + 7 + int(1.7 * (ns + 500)), 1_050 + ns + 500, 1, 2, 1)])
     after = after.reshape(-1, 6)
     after[:, 2:4] = [[9, 10]] * len(after)               # exit words written (the stamp did not spin)
-    mhz, span = V.counter_mhz(before, after.reshape(-1))
+    mhz, span = SU.counter_mhz(before, after.reshape(-1))
     assert mhz == pytest.approx(1700.0, rel=1e-6) and span == pytest.approx(ns, rel=1e-4)
-    assert V.counter_mhz(before, np.zeros(24, dtype=np.int64)) == (None, None)
+    assert SU.counter_mhz(before, np.zeros(24, dtype=np.int64)) == (None, None)
 
 
 def test_a_spinning_stamp_gives_the_top_clock_per_sm():
     spins = _stamp([(100, 10, 100 + 194_400_000, 10 + 100_000_000, sm) for sm in range(5)]
                    + [(100, 10, 100 + 150_000_000, 10 + 100_000_000, 5)])
-    assert V.spin_counter_mhz(spins) == pytest.approx(1944.0)
-    assert V.spin_counter_mhz(np.zeros(12, dtype=np.int64)) is None
+    assert SU.spin_counter_mhz(spins) == pytest.approx(1944.0)
+    assert SU.spin_counter_mhz(np.zeros(12, dtype=np.int64)) is None
 
 
 def test_counter_pooled_clock_is_total_cycles_over_total_time():
@@ -66,12 +67,12 @@ def test_counter_pooled_clock_is_total_cycles_over_total_time():
                        {"counter_mhz": 1700.0, "counter_ns": 3e8, "mhz_mean": 1690.0, "watts_mean": 690.0,
                         "readings": 20},
                        {"mhz_mean": 1500.0, "watts_mean": 600.0, "readings": 20}]}   # no counter: left out
-    c = V.pooled_clocks(reads, clock="counter")["plain"]
+    c = SU.pooled_clocks(reads, clock="counter")["plain"]
     assert c["mhz"] == pytest.approx((1600 * 1 + 1700 * 3) / 4) and c["blocks"] == 2 and c["clock"] == "counter"
     assert c["watts"] == pytest.approx(695.0)
-    assert V.pooled_clocks(reads)["plain"]["mhz"] == pytest.approx((1580 + 1690 + 1500) / 3)
+    assert SU.pooled_clocks(reads)["plain"]["mhz"] == pytest.approx((1580 + 1690 + 1500) / 3)
     # the diagnostic: counter over NVML, each pooled over its own blocks
-    assert V.counter_vs_nvml(reads)["plain"] == pytest.approx(((1600 + 1700 * 3) / 4) / ((1580 + 1690 + 1500) / 3))
+    assert SU.counter_vs_nvml(reads)["plain"] == pytest.approx(((1600 + 1700 * 3) / 4) / ((1580 + 1690 + 1500) / 3))
 
 
 def test_the_clock_term_reads_nvmls_top_even_where_a_counter_top_was_measured():
@@ -86,10 +87,10 @@ def test_the_clock_term_reads_nvmls_top_even_where_a_counter_top_was_measured():
 def test_sustained_cycle_ratio_is_wall_times_counter_clock():
     base = [{"counter_mhz": 1600.0}, {"counter_mhz": 1650.0}]
     meas = [{"counter_mhz": 1900.0}, {"counter_mhz": 1940.0}]
-    out = V.sustained_cycles([1000.0, 1010.0], base, [1500.0, 1490.0], meas)
+    out = SU.sustained_cycles([1000.0, 1010.0], base, [1500.0, 1490.0], meas)
     want = (1500 * 1900 / (1000 * 1600) + 1490 * 1940 / (1010 * 1650)) / 2
     assert out["sust_cycle_ratio"] == pytest.approx(want)
-    assert V.sustained_cycles([1000.0], [{"mhz": 1600.0}], [1500.0], meas) == {}
+    assert SU.sustained_cycles([1000.0], [{"mhz": 1600.0}], [1500.0], meas) == {}
     p = V.Point("forward", "phase1", "plain", 0, 10, 0.0, 1.0, 1000.0, 1500.0, extra=out)
     p.projected_cycles_det = want * 0.98
     assert V.sustained_cycle_error_pct(p) == pytest.approx(-2.0)
@@ -187,7 +188,7 @@ def test_sustained_walls_reads_each_blocks_counter_clock_in_the_shuffled_order(m
     order = [k for r in range(5) for k in validate.block_order(keys, r)]
     prev = [None] + order[:-1]
     assert sorted((str(b["after"]), k) for k in keys for b in reads[k]) == sorted(zip(map(str, prev), order))
-    assert V.pooled_clocks(reads, clock="counter")["plain"]["mhz"] == pytest.approx(1650.0, rel=1e-3)
+    assert SU.pooled_clocks(reads, clock="counter")["plain"]["mhz"] == pytest.approx(1650.0, rel=1e-3)
 
 
 def test_device_limits_records_the_counter_rate_of_stamp_spins_on_every_sm(monkeypatch):

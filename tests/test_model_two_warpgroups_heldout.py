@@ -1,9 +1,9 @@
-"""Rounds 10 and 11: the cooperative kernel's 256x128 tile of two consumer warpgroups on a shape none
+"""The cooperative kernel's 256x128 tile of two consumer warpgroups on a shape none
 of the tuned validation runs used (4000x8192x6144: M ragged, the last round 76% full), first on the
-H100 (round 10), then unchanged on an H200 (round 11: the same GH100 compute and 700 W / 1,980 MHz
+H100, then unchanged on an H200 (the same GH100 compute and 700 W / 1,980 MHz
 limits, HBM3e at 4.8 TB/s and 60 MiB of L2), each prediction written in docs/model.md before its
 run. The stored CSV/JSON are the devices' own output, re-scored here on the CPU. Both met, where the
-two held-out rounds before them (ping-pong, three warpgroups) missed; the tests say what differed."""
+two held-out shapes before them (ping-pong 4096x7168x2048, three warpgroups) missed; the tests say what differed."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 
 DATA = Path(__file__).parent / "data"
 # run -> (stored directory, device, the as-scored median and max it came out at, the largest error of
 # a point that moves the K-loop)
 RUNS = {
-    "round10_h100": (DATA / "h100_timing" / "validation_coop_round10_4000x8192x6144", "NVIDIA H100 80GB HBM3",
+    "h100": (DATA / "h100_timing" / "validation_coop_4000x8192x6144", "NVIDIA H100 80GB HBM3",
                      1.22, 2.84, 2.0),
-    "round11_h200": (DATA / "h200_timing" / "validation_coop_round11_4000x8192x6144", "NVIDIA H200", 1.72, 2.90, 3.0),
+    "h200": (DATA / "h200_timing" / "validation_coop_4000x8192x6144", "NVIDIA H200", 1.72, 2.90, 3.0),
 }
 
 
@@ -46,7 +46,7 @@ def test_as_scored_it_meets(run):
 
 
 def test_a_k_loop_spin_costs_about_its_nominal_cycles_on_two_warpgroups(run):
-    """What separates these runs from round 9: with two warpgroups on the tensor pipe an injected
+    """What separates these runs from the three-warpgroup one: with two warpgroups on the tensor pipe an injected
     K-loop spin grew the K-loop phase by 1.06-1.10x its nominal cycles on both parts (three
     warpgroups: 0.59x; ping-pong, one at a time: 1.25x), so the model's nominal change is nearly the
     phase change and its K-loop points sit within 2% (H100) and 3% (H200) like the rest: the spin's
@@ -63,10 +63,10 @@ def test_a_k_loop_spin_costs_about_its_nominal_cycles_on_two_warpgroups(run):
 
 def test_the_h200s_fallback_limits_are_the_ones_its_run_recorded():
     """A run without NVML limits (`bsprof model --clock` on an H200 table) falls back to the part's
-    known limits by device name; they are what round 11 read there (700 W, 1,980 MHz, a 121.5 W floor)."""
+    known limits by device name; they are what the H200 run read there (700 W, 1,980 MHz, a 121.5 W floor)."""
     from bsprof.analyzers.model.clock import limits_for
 
-    doc, _ = V.rescore_stored(RUNS["round11_h200"][0])
+    doc, _ = V.rescore_stored(RUNS["h200"][0])
     known, rec = limits_for(doc["device"]), doc["device_limits"]
     assert known is not None and known != limits_for("NVIDIA H100 80GB HBM3")
     assert (known.max_mhz, known.power_limit_w) == (rec["max_mhz"], rec["power_limit_w"]) == (1980.0, 700.0)

@@ -138,14 +138,24 @@ def test_usage_errors(data_dir):
 
 
 def test_kernel_mode_without_ncu_or_kernel(monkeypatch, tmp_path):
-    """On this machine: either the family has no prepare() yet, or ncu is missing; both one line."""
+    """Without ncu, one line: on a machine without a GPU it says a GPU is needed (installing ncu
+    would not help there), on a GPU host that ncu is missing."""
+    from bsprof import gpu
     from bsprof.profile import ncu_runner
 
-    monkeypatch.setattr(ncu_runner.shutil, "which", lambda name: None)
-    monkeypatch.setattr(ncu_runner, "_NCU_GLOBS", ())
+    has_gpu = shutil.which("nvidia-smi") is not None
+    gpu.device_info.cache_clear()
+    if has_gpu:
+        gpu.device_info()  # asked while nvidia-smi is still on PATH
+    monkeypatch.setattr(ncu_runner, "NCU_GLOBS", ())
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no ncu on it (nor nvidia-smi)
     line = _one_line_error(run("--kernel", "optimized", "--family", "fp8-blockwise", "-o", tmp_path))
-    assert "no bundled fp8-blockwise kernel is available" in line or "ncu (Nsight Compute) is not installed" in line
+    if has_gpu:
+        assert "no bundled fp8-blockwise kernel is available" in line or "ncu (Nsight Compute) is not installed" in line
+    else:
+        assert "no NVIDIA GPU" in line and "ncu" not in line, line
     assert list(tmp_path.iterdir()) == []
+    gpu.device_info.cache_clear()
 
 
 def test_kernel_mode_without_gpu(monkeypatch, tmp_path):

@@ -74,12 +74,12 @@ def test_held_out_accuracy_reported(capsys):
     assert hits[True][0] == hits[True][1]
 
 
-@pytest.mark.parametrize("round_name, size", [("heldout2", 9), ("heldout3", 8), ("heldout4", 10), ("heldout5", 11),
-                                                     ("heldout6", 9), ("heldout7", 23)])
-def test_held_out_round_reported(round_name, size, capsys):
-    """Rounds 2 to 7 (heldout<N>_predictions.md; round 7 on an H200): labelled before the launches ran; every label the
+@pytest.mark.parametrize("blind_set, size", [("blind_mixed", 9), ("blind_precisions", 8), ("blind_gemm_flags", 10), ("blind_decode_moe_scan", 11),
+                                                     ("blind_fft_adamw_pipes", 9), ("blind_h200", 23)])
+def test_blind_set_reported(blind_set, size, capsys):
+    """Each blind set (tests/data/corpus/blind_*.md; blind_h200 on an H200): labelled before the launches ran; every label the
     evidence supports is met, and the share of the pre-registered predictions is reported."""
-    names = [n for n, lab in LABELS.items() if lab.get("round") == round_name]
+    names = [n for n, lab in LABELS.items() if lab.get("set") == blind_set]
     assert len(names) == size
     met = predicted = 0
     for name in names:
@@ -87,7 +87,7 @@ def test_held_out_round_reported(round_name, size, capsys):
         lab = LABELS[name]
         met += v.label in [lab["class"], *lab.get("accept", [])]
         predicted += v.label == lab["predicted"].split(" (")[0]
-    print(f"{round_name}: {met}/{len(names)} evidence labels, {predicted}/{len(names)} pre-registered primary labels")
+    print(f"{blind_set}: {met}/{len(names)} evidence labels, {predicted}/{len(names)} pre-registered primary labels")
     assert met == len(names)
 
 
@@ -144,7 +144,7 @@ def test_tied_pipes_and_atomics_are_named():
 @pytest.mark.parametrize("report, names", [
     ("corpus_l2.ncu-rep.xz", ["add_fp32_1M_l2resident"]),
     ("corpus_basic.ncu-rep.xz", ["cublas_bf16_4096x4096x4096__basic", "add_fp32_256M__basic"]),
-    ("corpus_heldout2_cute.ncu-rep.xz", ["cute_dense_gemm_fp16_8192x8192x8192", "cute_dense_gemm_fp16_256x1024x16384"]),
+    ("corpus_blind_mixed_cute.ncu-rep.xz", ["cute_dense_gemm_fp16_8192x8192x8192", "cute_dense_gemm_fp16_256x1024x16384"]),
 ])
 def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
     """The stored columns are what bsprof extracts from the shipped full reports (read as .xz)."""
@@ -173,14 +173,14 @@ def test_an_mma_sync_gemm_on_sm90_is_told_wgmma_is_the_upgrade_whatever_limits_i
 
 
 def test_register_path_loads_are_named_only_where_a_gemm_loads_through_registers():
-    """The misaligned bf16 GEMM issues 0.50 LDG per HMMA and no TMA or cp.async (fp16: 0.38), and round 7's
-    int4 tinygemm 4.25, straight into its fragments; every other GEMM of the corpus (TMA, cp.async,
+    """The misaligned bf16 GEMM issues 0.50 LDG per HMMA and no TMA or cp.async (fp16: 0.38), and the H200
+    set's int4 tinygemm 4.25, straight into its fragments; every other GEMM of the corpus (TMA, cp.async,
     DeepGEMM, Triton, CUTLASS grouped, cuDNN and FlashAttention-2 backward) at most 0.07 LDG per MMA or
     more async loads than LDG."""
     from bsprof.analyzers.ncu.facts import register_loads
 
     flagged = {name for name, _, v in _verdicts() if "register-loads" in v.flags}
-    # round 4 (held out from this rule) adds the fp16 twin; its tf32 twin loads by 4-byte cp.async
+    # blind_gemm_flags (held out from this rule) adds the fp16 twin; its tf32 twin loads by 4-byte cp.async
     assert flagged == {"cublas_bf16_misaligned_4095x4097x4099", "cublas_fp16_misaligned_4096x4096x4095",
                        "int4pack_mm_bf16_m32_16384x16384"}
     row = ENTRIES["cublas_bf16_misaligned_4095x4097x4099"]["columns"]
@@ -222,12 +222,12 @@ def test_tf32_and_bf16_mma_are_compared_against_their_own_peak():
 
 
 def test_round_3_flags_on_round_4_launches():
-    """Round 4 was chosen to check round 3's flags on kernels they were not written on: each launch
+    """blind_gemm_flags was chosen to check the register-loads, mma-sync and gemm-l2-reuse flags on kernels they were not written on: each launch
     raises exactly the ones its label names (a misaligned fp16 GEMM loads through registers, its tf32
     twin by 4-byte cp.async does not; mma.sync on both and on Triton's 32x32 tile; the tile-size line
     on the two L2-bound Triton GEMMs only)."""
     watched = {"register-loads", "mma-sync", "gemm-l2-reuse", "l2-refetch"}
-    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout4" and "flags" in lab]
+    names = [n for n, lab in LABELS.items() if lab.get("set") == "blind_gemm_flags" and "flags" in lab]
     assert len(names) == 8
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
@@ -239,12 +239,12 @@ def test_round_3_flags_on_round_4_launches():
 
 
 def test_round_5_flags_and_what_its_advice_says():
-    """Round 5 (kinds the corpus had none of): each launch raises exactly the watched flags its label
+    """blind_decode_moe_scan (kinds the corpus had none of): each launch raises exactly the watched flags its label
     names, and the two defects it found stay fixed: an mma.sync kernel at DRAM bandwidth is not told
     that a wgmma kernel is the upgrade (the bytes are the lever), and an attention kernel streaming
     its K/V cache is not told about weights."""
     watched = {"register-loads", "mma-sync", "gemm-l2-reuse", "l2-refetch"}
-    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout5"]
+    names = [n for n, lab in LABELS.items() if lab.get("set") == "blind_decode_moe_scan"]
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
         assert set(v.flags) & watched == set(LABELS[name]["flags"]), (name, v.flags)
@@ -256,20 +256,20 @@ def test_round_5_flags_and_what_its_advice_says():
     attn = " ".join(classify(ENTRIES["sdpa_decode_bf16_b8h32kv4096d128"]["columns"]).candidates)
     assert "K/V cache" in attn and "weight" not in attn, attn
     gemm = " ".join(classify(ENTRIES["cublas_bf16_skinny_128x128x262144"]["columns"]).candidates)
-    # its reads dominate but the launch names no shape: operand reads, not weights (round 6's fix)
+    # its reads dominate but the launch names no shape: operand reads, not weights
     assert "streams its operands" in gemm and "K/V" not in gemm and "weight" not in gemm, gemm
-    # an mma.sync GEMM bound elsewhere keeps the upgrade line (round 4's misaligned fp16, L1-bound)
+    # an mma.sync GEMM bound elsewhere keeps the upgrade line (the misaligned fp16, L1-bound)
     l1 = classify(ENTRIES["cublas_fp16_misaligned_4096x4096x4095"]["columns"])
     assert any("is the upgrade" in c for c in l1.candidates)
 
 
 def test_round_6_flags_precision_and_mma_family():
-    """Round 6 (kinds the corpus had none of): each launch raises exactly the watched flags its label
+    """blind_fft_adamw_pipes (kinds the corpus had none of): each launch raises exactly the watched flags its label
     names; the three MMA launches (cuDNN's flash prefill, the short-K GEMM, the 1x1 conv) run sm_90
     wgmma in bf16, as predicted; the MUFU-only chain is told about the XU pipe; the L2-resident
     stream, which is no GEMM and loads by LDG, gets neither L2 refetch flag."""
     watched = {"register-loads", "mma-sync", "gemm-l2-reuse", "l2-refetch"}
-    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout6"]
+    names = [n for n, lab in LABELS.items() if lab.get("set") == "blind_fft_adamw_pipes"]
     assert len(names) == 9
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
@@ -285,12 +285,12 @@ def test_round_6_flags_precision_and_mma_family():
 
 
 def test_round_7_on_the_h200_flags_precision_and_mma_family():
-    """Round 7 (the first on an H200; kinds the corpus had none of): every launch raises exactly the
+    """blind_h200 (on an H200; kinds the corpus had none of): every launch raises exactly the
     watched flags its label names; the wgmma launches (the ridge GEMM, CUTLASS's grouped GEMM, cuDNN's
     attention backward) and the mma.sync ones (the int4 tinygemm, FlashAttention-2's backward) are
     named as such, all bf16."""
     watched = {"register-loads", "mma-sync", "gemm-l2-reuse", "l2-refetch"}
-    names = [n for n, lab in LABELS.items() if lab.get("round") == "heldout7"]
+    names = [n for n, lab in LABELS.items() if lab.get("set") == "blind_h200"]
     assert len(names) == 23 and {ENTRIES[n]["device"] for n in names} == {"NVIDIA H200"}
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
@@ -305,7 +305,7 @@ def test_round_7_on_the_h200_flags_precision_and_mma_family():
 
 
 def test_a_gemm_loading_into_its_fragments_is_not_told_to_pad():
-    """Round 7's advice defect: the int4 tinygemm loads its operands with LDG straight into mma.sync
+    """An advice defect the H200 set found: the int4 tinygemm loads its operands with LDG straight into mma.sync
     fragments (17.8M LDG against 32,768 STS, 5 KB of shared memory a CTA), and was told it had taken
     cuBLAS's fall-back for unaligned rows and should pad. It is now told what it is; the misaligned
     cuBLAS GEMMs, which stage through shared memory (one STS per 7-8 LDG), keep the padding line.
@@ -359,7 +359,7 @@ def _advice(name: str, **extra) -> tuple[object, str]:
 
 
 def test_a_dram_bound_gemm_is_told_about_the_bytes_that_dominate():
-    """Round 6's advice defect 1: the DRAM-bound GEMM line follows dram__bytes_read/write. The short-K GEMM
+    """An advice defect blind_fft_adamw_pipes found (1): the DRAM-bound GEMM line follows dram__bytes_read/write. The short-K GEMM
     writes 515 of its 527 MB: the output line; the 1x1 conv reads 103 MB of activations (128 KB of weights)
     and names no shape: operand reads, not weights; a launch whose problem is known (M = 64, N = K = 7168)
     and whose B is most of its operand bytes keeps the weights line."""
@@ -385,7 +385,7 @@ def test_a_dram_bound_gemm_is_told_about_the_bytes_that_dominate():
 
 
 def test_a_compute_bound_attention_kernel_is_told_about_its_softmax_not_gemm_tiles():
-    """Round 6's advice defect 2: cuDNN's flash prefill (round 6) and round 1's cuDNN attention at
+    """An advice defect blind_fft_adamw_pipes found (2): cuDNN's flash prefill and the corpus's cuDNN attention at
     compute-bound:tensor get the softmax overlap (ping-pong between warpgroups, exp2 of pre-scaled logits)
     with the XU/MUFU share, not the GEMM epilogue line or the wgmma tile knobs."""
     for name, xu in (("sdpa_causal_bf16_b1h16s16384d128", "XU pipe 39% of active, MUFU 11.3%"),
@@ -409,7 +409,7 @@ def test_a_compute_bound_attention_kernel_is_told_about_its_softmax_not_gemm_til
 
 
 def test_xu_and_l2_lines_say_exp2_and_coalesce_only_where_the_launch_shows_the_need():
-    """Round 6's minor advice defects: the MUFU-only chain (FADD + MUFU, no range reduction) is not told
+    """Minor advice defects blind_fft_adamw_pipes found: the MUFU-only chain (FADD + MUFU, no range reduction) is not told
     "exp2 instead of exp", an accurate exp (6 FFMA/FMUL per MUFU) is; the L2-resident stream of LDG.128
     (no ncu sectors-per-request finding) is not told to coalesce, the transpose (78% excessive sectors) is."""
     v, text = _advice("triton_ex2_chain64_16M")

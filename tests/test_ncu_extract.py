@@ -102,14 +102,14 @@ def test_tiny_kernel_edge_cases(tiny):
 def test_missing_metrics_become_nan_with_a_note(data_dir):
     """Drop metrics from a real launch by looking them up on an arch whose names the report lacks."""
     ctx = load_report(data_dir / "h100_cute_tiny.ncu-rep.xz")
-    from bsprof.analyzers.ncu.extract import _row
+    from bsprof.analyzers.ncu.extract import launch_row
     from bsprof.analyzers.ncu_loader import iter_actions
 
     action = next(iter_actions(ctx))
     orig = M.arch_key
     try:
         M.arch_key = lambda major: "sm_100"  # an H100 report has no sm__pipe_tc_* / TMEM metrics
-        row, raw, missing = _row(action, 0, None, None)
+        row, raw, missing = launch_row(action, 0, None, None)
     finally:
         M.arch_key = orig
     assert math.isnan(row["tmem_pct"]) and math.isnan(row["tensor_inst_issue_pct"])

@@ -118,7 +118,7 @@ def test_error_lines():
 
 def test_no_ncu_installed(monkeypatch):
     monkeypatch.setattr(R.shutil, "which", lambda name: None)
-    monkeypatch.setattr(R, "_NCU_GLOBS", ())
+    monkeypatch.setattr(R, "NCU_GLOBS", ())
     with pytest.raises(BsprofError, match="ncu \\(Nsight Compute\\) is not installed"):
         R.find_ncu()
 

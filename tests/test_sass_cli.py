@@ -26,7 +26,7 @@ def test_default_tables(data_dir):
     res = run(data_dir / f"{FIXTURE}.cubin.xz", "--features", "--mma-detail")
     assert res.exit_code == 0, res.output
     out = res.output
-    assert "816 instructions" in out and "1 K-loop(s)" in out
+    assert "816 instructions" in out and "1 K-loop\n" in out
     assert "feature checklist" in out and "2-CTA MMA" in out
     assert "UTCBAR.2CTA.MULTICAST" in out  # in the MMA-detail stream
     assert "regions are loops" in out

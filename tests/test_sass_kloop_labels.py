@@ -165,8 +165,8 @@ def test_tile_read_from_names_that_spell_it(data_dir):
     assert json.loads(res.stdout)["functions"][0]["tiles"] == 32 * 64
 
 
-# SourceCounters-only reports of one H100 launch at 2048x7168x2048 each (docs/perf.md, fifth
-# session): DeepGEMM's, whose run printed its config (DG_PRINT_CONFIGS=1: block_m=256,
+# SourceCounters-only reports of one H100 launch at 2048x7168x2048 each (docs/perf.md):
+# DeepGEMM's, whose run printed its config (DG_PRINT_CONFIGS=1: block_m=256,
 # block_n=112, 1x2, 3 stages), and ours through bsprof's launcher (its plan: 256x112 1x2)
 DG_SRC = "h100_deepgemm_2048x7168x2048_src.ncu-rep.xz"
 OURS_SRC = "h100_bsprof_fp8_2048x7168x2048_src.ncu-rep.xz"
@@ -240,14 +240,14 @@ def test_tile_mn_per_side_and_shared(data_dir):
 def test_bundled_tile_comes_from_its_build():
     # the tile a per-tile budget uses for a kernel we built is the one that build computes at this
     # problem, and the note says so; a --tile-mn given for that side still wins
-    from bsprof.analyzers.sass.result import _given_tiles
+    from bsprof.analyzers.sass.result import given_tiles
     from bsprof.kernels.fp8_blockwise import output_tile
 
     problem = (4096, 2112, 7168, 1)
     tile = output_tile("optimized", problem)
-    tile_mn, notes = _given_tiles(1, [], {0: (tile, "optimized")}, problem)
+    tile_mn, notes = given_tiles(1, [], {0: (tile, "optimized")}, problem)
     assert tile_mn == [tile] and f"tile {tile[0]}x{tile[1]} from the bundled optimized kernel's build" in notes[0]
-    assert _given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
+    assert given_tiles(1, [(64, 64)], {0: (tile, "optimized")}, problem)[0] == [(64, 64)]
     # the per-problem choice is what the build takes, not the variant's default tile
     assert output_tile("optimized", problem) != output_tile("optimized", (4096, 4096, 4096, 1))
 
@@ -296,7 +296,7 @@ def test_h100_gemm_corpus_with_counts(label, launch):
 @pytest.mark.parametrize("label, launch", _corpus("h200_gemm_corpus"), ids=_corpus_id)
 def test_h200_heldout_launches_with_counts(label, launch):
     """Five foreign H200 launches labelled by hand before bsprof ran on them
-    (heldout4_predictions.json): cuBLAS at K = 256, CUTLASS's grouped GEMM, tinygemm's int4 mma.sync
+    (blind_h200_launches_predictions.json): cuBLAS at K = 256, CUTLASS's grouped GEMM, tinygemm's int4 mma.sync
     GEMM, and the backward of cuDNN's and FlashAttention-2's attention, whose K-loop is the loop over
     Q blocks. Header, instructions, MMAs a trip, share and tile loop, all as labelled."""
     _check_corpus_launch(label, launch)
@@ -584,18 +584,18 @@ def test_a_k_loop_unrolled_over_its_ring_shows_its_stages_as_consecutive_barrier
     assert f"first of {stages} stage barriers" in feat.evidence[0] and "unrolled over its ring" in feat.evidence[0]
 
 
-def _heldout5() -> dict:
-    return json.loads((Path(__file__).parent / "data" / "sass" / "heldout5_predictions.json").read_text())
+def _cutlass_examples() -> dict:
+    return json.loads((Path(__file__).parent / "data" / "sass" / "blind_cutlass_examples_predictions.json").read_text())
 
 
-def test_heldout5_cubins_are_those_labelled(data_dir):
+def test_cutlass_examples_cubins_are_those_labelled(data_dir):
     # the hand answers were written from these builds before bsprof ran; a rebuilt cubin needs new ones
     import hashlib
 
     from conftest import unxz_bytes
 
-    sums = dict(line.split()[::-1] for line in (data_dir / "sass" / "heldout5_cubins.sha256").read_text().splitlines())
-    preds = _heldout5()["predictions"]
+    sums = dict(line.split()[::-1] for line in (data_dir / "sass" / "blind_cutlass_examples_cubins.sha256").read_text().splitlines())
+    preds = _cutlass_examples()["predictions"]
     assert {p["file"].removesuffix(".xz") for p in preds} == set(sums)
     for name, digest in sums.items():
         assert hashlib.sha256(unxz_bytes(data_dir / "sass" / f"{name}.xz")).hexdigest() == digest, name
@@ -604,7 +604,7 @@ def test_heldout5_cubins_are_those_labelled(data_dir):
 
 
 def test_fmha_kv_loop_and_what_runs_beside_it(data_dir):
-    """CUTLASS example 77's FMHA forward (held-out round 5): the KV loop is the K-loop, two GEMMs a
+    """CUTLASS example 77's FMHA forward (blind set `blind_cutlass_examples`): the KV loop is the K-loop, two GEMMs a
     pass (Q.K^T into S, P.V into O). Its softmax and correction warps read S and O out of tensor memory
     each KV block and write P and the rescaled O back (STTM): MMA operands, not promoted sums, so no
     promotion loop. The tile loop around the KV loop still reads as a second K-loop (the known miss)."""

@@ -169,7 +169,7 @@ def test_roles_come_from_the_source_the_report_embeds(data_dir, monkeypatch):
 
     (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
     assert fa.roles_source == "scope" and "ConsumerWarpgroups/kloop" in fa.roles
-    monkeypatch.setattr(roles, "_linemap_for", lambda path: None)      # no source file readable here
+    monkeypatch.setattr(roles, "linemap_for", lambda path: None)      # no source file readable here
     (fb,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
     assert fb.roles == fa.roles and fb.roles_source == "scope"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from bsprof.analyzers.sass import analyze_sass_text
-from bsprof.analyzers.sass.roles import LineMap, _parse_source
+from bsprof.analyzers.sass.roles import LineMap, parse_source
 
 SRC = textwrap.dedent('''\
     from cutlass.utils.profiling import Scope, WarpScope
@@ -37,7 +37,7 @@ SRC = textwrap.dedent('''\
 
 
 def _lm() -> LineMap:
-    return LineMap(*_parse_source(SRC))
+    return LineMap(*parse_source(SRC))
 
 
 def test_flat_warpscope_switch_and_with_blocks():
@@ -65,11 +65,11 @@ def test_warp_if_without_scopes():
             elif warp_idx < self.mma_warp_id:
                 mma()
         ''')
-    lm = LineMap(*_parse_source(src))
+    lm = LineMap(*parse_source(src))
     assert lm.label(3) == ("epilog_warp", "warp-if")
     # an ordering test (`<`) does not say which role runs: those lines fall back to the function
     assert lm.label(5) == ("kernel()", "function")
-    assert LineMap(*_parse_source("def broken(:\n")).label(1) is None
+    assert LineMap(*parse_source("def broken(:\n")).label(1) is None
 
 
 def test_listing_with_line_info_and_source(tmp_path):

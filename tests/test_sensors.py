@@ -46,13 +46,13 @@ def test_flop_per_sm_cycle_divides_out_the_clock():
 
 
 def test_median_round_keeps_the_middle_round_and_its_clocks():
-    from bsprof.profile.bench.fp8_blockwise import _median_round
+    from bsprof.profile.bench.fp8_blockwise import median_round
 
     runs = [(0.142, {"sm_mhz": 1470}), (0.118, {"sm_mhz": 1530}), (0.120, {"sm_mhz": 1500}),
             (0.119, {"sm_mhz": 1515}), (0.140, {"sm_mhz": 1455})]
-    ms, clocks = _median_round(runs)
+    ms, clocks = median_round(runs)
     assert ms == 0.120 and clocks["sm_mhz"] == 1500
-    assert _median_round([(0.2, {}), (0.1, {})])[0] == 0.1   # even count: the lower middle
+    assert median_round([(0.2, {}), (0.1, {})])[0] == 0.1   # even count: the lower middle
     assert math.isfinite(ms)
 
 

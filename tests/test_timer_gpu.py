@@ -23,7 +23,7 @@ def test_a_held_queue_times_the_kernel_not_the_host():
     import torch
 
     from bsprof.analyzers.kernel_trace import launch_summary
-    from bsprof.profile.kernel_trace import trace_launches
+    from bsprof.profile.timer import trace_launches
     from bsprof.profile.timer import launch_times_ms
 
     op = _short_op()
@@ -53,12 +53,12 @@ def test_a_long_kernel_times_the_same_either_way():
 def test_a_queue_that_ran_dry_is_told_from_one_that_held():
     import torch
 
-    from bsprof.profile.timer import _timed_launches, ran_dry
+    from bsprof.profile.timer import timed_launches_and_gaps, ran_dry
 
     op = _short_op()
     for _ in range(20):
         op()
     torch.cuda.synchronize()
-    paced = _timed_launches(op, 100, 0.0, None)      # no hold: the GPU waits on the host
-    held = _timed_launches(op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
+    paced = timed_launches_and_gaps(op, 100, 0.0, None)      # no hold: the GPU waits on the host
+    held = timed_launches_and_gaps(op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
     assert ran_dry(*paced) and not ran_dry(*held), (sorted(paced[1])[50], sorted(held[1])[50])

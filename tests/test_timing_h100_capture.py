@@ -83,7 +83,7 @@ def test_validation_arithmetic_on_the_shipped_run(cap):
     """Measured ratios and errors follow from the shipped columns (per-repeat wall times); the
     model's projection is 1 + its period term + its tail term; re-calibrating the model on the
     shipped timing tables (16 of 132 CTAs) reproduces the projections."""
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import validation as V
     from bsprof.profile.validate import rescore
 
     v = pd.read_csv(cap / "validation" / "validation.csv")

@@ -59,10 +59,10 @@ def test_recorder_rejects_non_power_of_two_sampling():
 
 
 def test_events_of_one_instant_share_one_clock_read():
-    from bsprof.kernels.timing_recorder import _record_asm
+    from bsprof.kernels.timing_recorder import record_asm
 
-    one, _ = _record_asm(12, 4, 1, (5,))
-    two, _ = _record_asm(12, 4, 1, (5, 6))
+    one, _ = record_asm(12, 4, 1, (5,))
+    two, _ = record_asm(12, 4, 1, (5, 6))
     for asm in (one, two):
         assert asm.count("%clock64") == 1 and asm.count("%globaltimer") == 1
     assert one.count("st.global.v2.u64") == 1 and two.count("st.global.v2.u64") == 2

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers import validation as V
+from bsprof.analyzers.model import validation as V
 from bsprof.errors import BsprofError
-from bsprof.profile.validate import _delay_for, plan_sweep
+from bsprof.profile.validate import delay_for, plan_sweep
 
 
 def serial_model():
@@ -105,9 +105,9 @@ def test_missing_calibration_table_is_an_error():
 def test_spin_cost_fit_and_delay_inversion():
     slope, icpt = V.spin_cost_fit({64: 64 * 1.01 + 30, 256: 256 * 1.01 + 30, 1024: 1024 * 1.01 + 30})
     assert slope == pytest.approx(1.01) and icpt == pytest.approx(30)
-    d, cost = _delay_for(500.0, {"slope": slope, "intercept": icpt})
+    d, cost = delay_for(500.0, {"slope": slope, "intercept": icpt})
     assert d == 470 and cost == pytest.approx(470 * 1.01 + 30)  # (500-30)/1.01 = 465.3 -> 2 digits
-    assert _delay_for(5.0, {"slope": slope, "intercept": icpt})[0] == 1  # never a zero (= no code) delay
+    assert delay_for(5.0, {"slope": slope, "intercept": icpt})[0] == 1  # never a zero (= no code) delay
 
 
 def test_sweep_crosses_the_deficit_on_the_slack_side():
@@ -131,6 +131,8 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
     wall time is tiles x (kloop + phase1): the serial model must then score ~0 error."""
     import json
 
+    from bsprof.kernels import api
+    from bsprof.kernels.api import Target
     from bsprof.profile import timing_capture as tc
     from bsprof.profile import validate
 
@@ -149,16 +151,22 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
         def launch(self):
             pass
 
-    def prepare(family, variant, mnkl, timing=False, delay_kloop=0, delay_phase1=0):
+    def prepare(target, timing=False, delay_kloop=0, delay_phase1=0):
         return Sim(timing, delay_kloop, delay_phase1)
 
-    monkeypatch.setattr(tc, "prepare", prepare)
+    target = Target.parse("fp8-blockwise", "optimized", "4096,4096,4096")
+
+    def parsed_again(*args, **kwargs):
+        raise AssertionError("the validation parsed the kernel spec again; it takes the Target whole")
+
+    monkeypatch.setattr(api, "parse_kernel_spec", parsed_again)
+    monkeypatch.setattr(api, "parse_mnkl", parsed_again)
+    monkeypatch.setattr(Target, "prepare", prepare)
     monkeypatch.setattr(tc, "capture", lambda p: tc.Capture(table(p.k, p.p), None, None, "sim"))
     monkeypatch.setattr(tc, "raw_launcher", lambda p: p)
     monkeypatch.setattr(tc, "median_us", lambda launchers, **kw: {k: 8 * (p.k + p.p) / 1755.0
                                                                    for k, p in launchers.items()})
-    doc = validate.run(kernel="optimized", family="fp8-blockwise", mnkl="4096,4096,4096", out_dir=tmp_path,
-                       spin=spin)
+    doc = validate.run(target, out_dir=tmp_path, spin=spin)
     assert doc["summary"]["n"] >= 12
     assert doc["summary"]["det"]["max_abs_pct"] < 1e-9  # the simulated kernel IS the serial model
     assert doc["summary"]["det"]["pass"]

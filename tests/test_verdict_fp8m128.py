@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parent / "data" / "corpus"
 REPORTS = CORPUS / "reports"
 LABELS = json.loads((CORPUS / "labels.json").read_text())["labels"]
 ENTRIES = json.loads(lzma.decompress((CORPUS / "launches.json.xz").read_bytes()))
-NAMES = sorted(n for n, lab in LABELS.items() if lab.get("round") == "fp8m128")
+NAMES = sorted(n for n, lab in LABELS.items() if lab.get("set") == "fp8m128")
 
 
 def verdict(name: str):

@@ -57,8 +57,6 @@ def command(family, spec, mnkl, mma_tiler, cluster, sf_dtype, sf_vec, c_dtype, w
     from bsprof import artifacts
     from bsprof.kernels.api import Target
 
-    if warmup < 0 or iters < 1:
-        raise BsprofError("--warmup must be >= 0 and --iters >= 1")
     if sms is not None and not plan:
         raise BsprofError("--sms goes with --plan (a run reads the SM count from its GPU)")
     if plan and (rounds is not None or placements is not None or close_calls):

@@ -7,6 +7,7 @@ import click
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import KERNEL_HELP
 from bsprof.options import Delta, FiniteFloat, SweepSpec, count
 
 STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
@@ -18,13 +19,22 @@ def _delta_opt(name: str, what: str, note: str = ""):
 
 
 @click.command(name="model")
+@click.argument("builds", nargs=-1, metavar="[BUILD...]")
+@click.option("--change", "change", is_flag=True,
+              help="price a code change from SASS: BUILD is a bundled spec (optimized:uniform_desc=0, against "
+                   "its base build) or two cubins / SASS listings / specs, A then B; with --from (a capture of "
+                   "A) every phase is projected, without it the K-loop alone")
+@click.option("--changes", "changes", is_flag=True,
+              help="with --validate: switch pairs of the bundled FP8 kernel priced from SASS, then timed")
+@click.option("--tile-mn", "tile_mn", default=None, metavar="M,N",
+              help="with --change: the output tile of two cubins whose names do not spell it")
 @click.option("--from", "source", default=None, type=click.Path(), metavar="TIMING",
               help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
                    "default: the embedded B200 measurement")
 @click.option("--structure", type=click.Choice(STRUCTURE_CHOICES), default="auto", show_default=True,
               help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)")
 @_delta_opt("kloop", "the K-loop", "the phase as the timing build measures it: removing N cycles of K-loop "
-           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, round 9)")
+           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, 'Warpgroups sharing the tensor pipe')")
 @_delta_opt("phase1", "epilogue Phase 1 (every epilogue warp)")
 @_delta_opt("tma0", "the first-load (TMA0) wait")
 @_delta_opt("phase2", "epilogue Phase 2")
@@ -43,11 +53,13 @@ def _delta_opt(name: str, what: str, note: str = ""):
               help="also write model.json (+ sweep table) into a fresh directory under this one")
 @click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
 @click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
-@click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU")
-@click.option("--kernel", default="optimized", show_default=True,
-              help="with --validate: bundled kernel variant (fp8-blockwise: switch specs too, e.g. optimized:epi_split=0)")
-@click.option("--family", default="auto", show_default=True, help="with --validate: kernel family")
-@click.option("--mnkl", default=None, help="with --validate: problem M,N,K[,L]")
+@click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU; "
+              "with --from DIR, score every stored run under DIR (no GPU)")
+@click.option("--kernel", default="optimized", show_default=True, help=f"with --validate: {KERNEL_HELP}")
+@click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True,
+              help="with --validate: kernel family")
+@click.option("--mnkl", default=None,
+              help="with --validate or --change: problem M,N,K[,L] (--validate --changes: several, 'A;B')")
 @click.option("--repeats", type=int, default=5, show_default=True,
               help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
 @click.option("--explain", is_flag=True,
@@ -59,18 +71,23 @@ def _delta_opt(name: str, what: str, note: str = ""):
               help="with --clock: the GPU's top SM clock, power limit and work-independent power (default: H100 SXM)")
 @click.option("--measure-ceiling", is_flag=True,
               help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)")
-def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
+def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
             sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl, repeats,
             explain, clock, gpu_limits, measure_ceiling) -> None:
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
-    bsprof model                               calibrated B200 equilibrium + what 5% cuts buy
-    bsprof model --kloop -300 --phase1 -200    baseline vs projected, both models
+    bsprof model                                 # B200 equilibrium, 5% cuts
+    bsprof model --kloop -300 --phase1 -200      # baseline vs projected
     bsprof model --from RESULTS_DIR --phase1 -5% --explain
-    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700   wall time on a power-capped GPU
+    bsprof model --from RESULTS_DIR --kloop -300 --clock 1750@700
+                                                 # wall time, power-capped GPU
     bsprof model --sweep kloop=-600:0:50,phase1=-600:0:50 --html sweep.html
-    bsprof model --validate --kernel pingpong  projections vs delay-injected builds (GPU)
+    bsprof model --validate --kernel pingpong    # vs delayed builds (GPU)
+    bsprof model --change optimized:uniform_desc=0 --mnkl 4096,4096,4096
+        --from RESULTS_DIR                       # a switch's price, per phase
+    bsprof model --change A.cubin B.cubin        # K-loop of two builds, SASS
+    bsprof model --validate --changes            # priced pairs, timed (GPU)
     """
     from rich.console import Console
 
@@ -81,6 +98,27 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     if as_json and as_csv:
         raise BsprofError("--json and --csv both print to stdout; choose one")
     ctx = click.get_current_context()
+    if builds and not change:
+        raise BsprofError(f"{builds[0]}: builds are priced with --change (e.g. bsprof model --change "
+                          "optimized:uniform_desc=0 --mnkl 4096,4096,4096 --from RESULTS_DIR)")
+    if change:
+        from bsprof.commands.model_change import run_change
+
+        run_change(console, builds, source=source, mnkl=mnkl, tile_mn=tile_mn, clock=clock, gpu_limits=gpu_limits,
+                   as_json=as_json, out=out, tiles=tiles, seed=seed)
+        return
+    if changes and not validate:
+        raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
+    if validate and not changes and source is not None:
+        from bsprof.commands.model_change import rescore_runs
+
+        rescore_runs(console, source, as_json)
+        return
+    if validate and changes and source is not None:
+        from bsprof.commands.model_change import rescore_changes
+
+        rescore_changes(console, source, as_json)
+        return
     given = [f"--{name}" for name in ("kernel", "family", "mnkl", "repeats")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given and not validate:
@@ -93,19 +131,26 @@ def command(source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warp
     if html:
         check_output_file(html)
     if measure_ceiling:
-        from bsprof.profile import epi_ceiling
+        from bsprof.profile.measure_ceiling import measure
 
-        epi_ceiling.measure(out or "bsprof-results", console)
+        measure(out or "bsprof-results", console)
+        return
+    if validate and changes:
+        from bsprof.commands.model_change import run_validate_changes
+
+        run_validate_changes(console, mnkl=mnkl, repeats=repeats, out=out or "bsprof-results")
         return
     if validate:
-        from bsprof.kernels.api import parse_kernel_spec
+        from bsprof.kernels.api import Target
         from bsprof.profile import validate as V
-
-        parse_kernel_spec(kernel, None if family == "auto" else family)   # a bad spec before any GPU work
         from bsprof.reports.model_text import render_validation
 
-        doc = V.run(kernel=kernel, family=family, mnkl=mnkl, out_dir=out or "bsprof-results", console=console,
-                    repeats=repeats)
+        if repeats < 5:   # before the spec: refusing it asks no GPU and compiles nothing
+            raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+        # the kernel, family and problem resolved once (a bad spec is refused before any GPU work);
+        # every build of the validation is this Target's
+        target = Target.parse(family, kernel, mnkl)
+        doc = V.run(target, out_dir=out or "bsprof-results", console=console, repeats=repeats)
         render_validation(console, doc["scored"], doc["summary"], title=doc["title"])
         console.print(f"wrote {doc['run_dir']}/ (validation.csv, validation.json, tables/)", markup=False)
         return

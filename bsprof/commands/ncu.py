@@ -57,8 +57,6 @@ def command(variant, family, mnkl, set_name, clock_control, out, warmup, report,
     modes = [m for m in (variant, report, compare) if m]
     if len(modes) != 1:
         raise BsprofError("give exactly one of --kernel VARIANT (e.g. optimized), --report FILE.ncu-rep, --compare A B")
-    if warmup < 0:
-        raise BsprofError("--warmup must be >= 0")
     if not variant and click.get_current_context().get_parameter_source("set_name") is not \
             click.core.ParameterSource.DEFAULT:
         raise BsprofError("--set picks what a profiling run (--kernel) collects; a report already holds its "

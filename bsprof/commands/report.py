@@ -34,5 +34,11 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
     sections = {s.strip() for s in only.split(",") if s.strip()} if only else None
     html, info = build(paths, list(labels) or None, title, sections)
     write(html, out)
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size().columns  # $COLUMNS, the terminal's, or (piped) bsprof's width
     for line, to_stderr in info.console_lines(out):
-        click.echo(line, err=to_stderr)
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        click.echo(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False), err=to_stderr)

@@ -32,6 +32,9 @@ from bsprof.options import IntTupleOrAuto, count
 @click.option("--by", type=click.Choice(["loops", "roles"]), default="loops", show_default=True,
               help="regions of the budget table")
 @click.option("--mma-detail", is_flag=True, help="the instruction stream between consecutive MMA issues of the K-loop")
+@click.option("--all-kloops", is_flag=True,
+              help="with --mma-detail: every K-loop's stream (default: the K-loop the header names; "
+                   "--json has them all)")
 @click.option("--features", "show_features", is_flag=True, help="the optimization checklist with evidence lines")
 @click.option("--hot", type=click.IntRange(min=1), default=None, metavar="N",
               help="the N instructions with the most stall samples (needs ncu SourceCounters); with two "
@@ -40,7 +43,7 @@ from bsprof.options import IntTupleOrAuto, count
 @click.option("--csv", "as_csv", is_flag=True, help="print the region table as CSV")
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
               help="write sass.json (+ regions.csv) into a fresh directory DIR (never reused)")
-def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail,
+def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, tile_mn, by, mma_detail, all_kloops,
             show_features, hot, as_json, as_csv, out_dir) -> None:
     """Classify SASS from a cubin / fatbin / executable / SASS text / .ncu-rep (SourceCounters, or
     the bsprof ncu result directory holding one), each also as .xz.
@@ -50,6 +53,8 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     """
     if as_json and as_csv:
         raise BsprofError("--json and --csv are exclusive; pick one")
+    if all_kloops and not mma_detail:
+        raise BsprofError("--all-kloops picks which K-loops --mma-detail lists; add --mma-detail")
     if len(inputs) + (variant is not None) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
     if tiles is not None and (mnkl or tile_mn):
@@ -70,14 +75,16 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     bundled = {}
     if variant is not None:
         if arch is None:
-            raise BsprofError("--kernel needs --arch sm_100a or --arch sm_90a")
+            raise BsprofError(f"--kernel needs --arch: sm_90a (fp8-blockwise, Hopper) or sm_100a (nvfp4, "
+                              f"Blackwell), e.g. --kernel {variant} --arch sm_90a")
         from bsprof.kernels.api import compile_for_sass
 
         cubin, tile = compile_for_sass(variant, arch, problem)
         bundled[len(inputs)] = (tile, variant)
         inputs = (*inputs, cubin)
     if not inputs:
-        raise BsprofError("pass a cubin, SASS listing or .ncu-rep (or --kernel VARIANT --arch ARCH, e.g. --kernel optimized)")
+        raise BsprofError("pass a cubin, SASS listing or .ncu-rep, or compile a bundled kernel with "
+                          "--kernel VARIANT --arch ARCH (e.g. --kernel optimized --arch sm_90a)")
 
     from bsprof.analyzers.sass.result import analyze_inputs
     from bsprof.reports import sass_text
@@ -101,9 +108,10 @@ def command(inputs, function, variant, arch, source, ncu, launch, tiles, mnkl, t
     # no highlighter: it reads every printed string (opcodes and names from the input) with regexes
     # whose time grows faster than the string
     console = Console(highlight=False)
-    sass_text.render_terminal(console, result, mma_detail=mma_detail, show_features=show_features, hot=bool(hot))
+    sass_text.render_terminal(console, result, mma_detail=mma_detail, show_features=show_features, hot=bool(hot),
+                              all_kloops=all_kloops)
     if written is not None:
-        from bsprof.reports.fmt import lit
+        from bsprof.fmt import lit
 
         console.print(f"[dim]wrote {lit(written)}/sass.json and regions.csv[/dim]")
 

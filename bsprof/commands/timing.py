@@ -18,8 +18,8 @@ from bsprof.options import IntTuple, count
                    "[default: bsprof-results; with --from: none, only printed]")
 @click.option("--overhead", type=click.Choice(["shape", "all", "none"]), default="shape", show_default=True,
               help="plain vs timing build wall time: on the captured shape, on the three benchmark shapes, or skip")
-@click.option("--rounds", type=count(1, 100_000), default=30, show_default=True, help="timing rounds for the overhead medians")
-@click.option("--max-trace-events", type=count(0), default=200_000, show_default=True,
+@click.option("--rounds", type=count(3, 100_000), default=30, show_default=True, help="timing rounds for the overhead medians")
+@click.option("--max-trace-events", type=count(100), default=200_000, show_default=True,
               help="cap on trace.json slices; whole tiles are sampled beyond it")
 @click.option("--from", "from_dir", default=None, type=click.Path(),
               help="re-summarize an earlier capture (a timing table or results dir) without a GPU")
@@ -43,8 +43,6 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
 
     # with --json the artifact alone goes out (stdout); progress lines still go to stderr
     console = Console(stderr=as_json, highlight=False)
-    if rounds < 3 or max_trace_events < 100:
-        raise BsprofError("--rounds must be >= 3 and --max-trace-events >= 100")
     if mma_tiler is not None and from_dir is None:
         raise BsprofError("--mma-tiler names the tile of an earlier capture read with --from; a capture records its own")
     if from_dir is None and out is None:

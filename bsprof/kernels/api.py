@@ -27,6 +27,7 @@ What a user names with ``--family``, ``--kernel SPEC`` and ``--mnkl`` is resolve
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -86,11 +87,11 @@ def compile_for_sass(spec: str, arch: str, mnkl=None) -> tuple[Path, tuple[int, 
         module = family_module(family)
     except ImportError as exc:
         raise BsprofError(f"the bundled {family} kernels are not importable ({exc}); reinstall bsprof") from None
-    from bsprof.kernels.build import cache_root
+    from bsprof.io import cache_dir
 
     shape = tuple(module.DEFAULT_MNKL) if mnkl is None else tuple(int(v) for v in mnkl)
     # beside the build cache: one small cubin per variant, replaced on rebuild, never a temp-dir leak
-    out_dir = cache_root().parent / "sass" / family
+    out_dir = cache_dir("sass", family)
     cubin = Path(module.compile_cubin(variant, out_dir, mnkl=shape, lineinfo=True, **switches))
     return cubin, module.output_tile(variant, shape, **switches)
 
@@ -106,18 +107,14 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     if not sep or family is None:
         return name, {}
     if family != "fp8-blockwise":
-        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; "
-                          f"for {family} use --mma-tiler / --cluster / --sf-dtype / --sf-vec / --c-dtype")
+        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; drop them "
+                          f"for {family} (bench and timing configure it with --mma-tiler / --cluster / "
+                          "--sf-dtype / --sf-vec / --c-dtype)")
     from bsprof.kernels.fp8_blockwise import config as cfg
 
     name, over = cfg.parse_spec(spec)
     cfg.resolve(name, {**(config or {}), **over})
     return name, over
-
-
-def prepare_kernel(family: str, spec: str, mnkl, **kwargs):
-    """``family.prepare(variant, mnkl, **switches, **kwargs)`` for a kernel spec."""
-    return Target.parse(family, spec, mnkl).prepare(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -161,6 +158,12 @@ class Target:
             shape = tuple(int(v) for v in mnkl)
         return cls(family=family, variant=name, mnkl=shape, switches=switches,  # type: ignore[arg-type]
                    config=dict(config or {}), picked_from_gpu=picked)
+
+    def on_problem(self, mnkl) -> "Target":
+        """This kernel on another problem (``(M, N, K, L)`` or ``"M,N,K[,L]"``); the spec is not
+        parsed again."""
+        shape = parse_mnkl(mnkl) if isinstance(mnkl, str) else tuple(int(v) for v in mnkl)
+        return dataclasses.replace(self, mnkl=shape)
 
     @property
     def spec(self) -> str:
@@ -291,6 +294,12 @@ class PreparedMixin:
 
         torch.cuda.synchronize()
         return decode_buffer(self._tbuf, self._plan, kernel=self.kernel_name, variant=self.variant)
+
+    @property
+    def kernel_call(self) -> tuple[object, tuple]:
+        """``(fn, args)``: the compiled kernel and its arguments; ``fn(*args)`` launches it without
+        the timing buffer's reset that :meth:`launch` does."""
+        return self._fn, self._args
 
     @property
     def timing_plan(self):

@@ -22,14 +22,14 @@ import tempfile
 from pathlib import Path
 
 from bsprof.errors import BsprofError
-from bsprof.io import atomic_path
+from bsprof.io import atomic_path, cache_dir
 
 KERNELS_DIR = Path(__file__).resolve().parent
 
 
 def cache_root() -> Path:
-    root = os.environ.get("BSPROF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "bsprof")
-    return Path(root) / "cubins"
+    """Where built cubins are kept, keyed by sources and knobs (made on first use)."""
+    return cache_dir("cubins")
 
 
 def _sources_digest(package_dir: Path) -> str:

@@ -8,12 +8,12 @@ count in. On the H100 it tracks the walls (wall x counter clock matches the capt
 3%) where NVML's polled clock does not: GEMM blocks count 7-10% fewer cycles per second than NVML
 reports, uncapped ones at NVML's top included, while a stamp spin counts NVML's top exactly. So no
 top clock in the counter's units is known for a GEMM, and the clock term stays on NVML's readings
-(docs/model.md, round 6).
+(docs/model.md, "The clock term").
 
 Each block of the grid (one warp; lane 0 stores) writes six 64-bit words at ``6 * block``: clock
 and globaltimer at entry, clock and globaltimer at exit (after spinning ``spin`` cycles; 0 = none),
 ``%smid`` and a pad (48 bytes, so both 16-byte stores are aligned). The host pairs stamps by SM
-(``analyzers.validation.counter_mhz``); the SM counters differ in offset, never in rate.
+(``analyzers.model.sustained.counter_mhz``); the SM counters differ in offset, never in rate.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import cuda.bindings.driver as drv
 import cutlass
 import cutlass.cute as cute
 
-STAMP_WORDS = 6
+# the stamp layout the host reads: six 64-bit words per block
+from bsprof.analyzers.model.sustained import STAMP_WORDS, counter_mhz
 
 _STAMP_ASM = """{
 \t.reg .pred p, q;
@@ -107,8 +108,6 @@ class ClockStamps:
 
     def check(self) -> float:
         """Two stamps 20 ms apart must give a clock between 100 MHz and 5 GHz; raises otherwise."""
-        from bsprof.analyzers.validation import counter_mhz
-
         a = self.stamp()
         self._torch.cuda._sleep(20_000_000)
         b = self.stamp()

@@ -49,7 +49,7 @@ EV = SimpleNamespace(**EVENT_ID)
 _RECORD_BYTES = 16
 
 
-def _record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[int, ...]) -> tuple[str, str]:
+def record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[int, ...]) -> tuple[str, str]:
     """PTX for one event and its constraint string. Operands: $0 base (u64), $1 cta, $2 warp,
     $3 tile (u32) and, when ``tile_slots`` is not a Python int, $4 tile_slots (u32)."""
     slots = str(int(tile_slots)) if isinstance(tile_slots, int) else "$4"
@@ -152,7 +152,7 @@ def _u32(x, loc=None, ip=None):
 def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, events, *, loc=None, ip=None):
     from cutlass._mlir.dialects import llvm
 
-    asm, cons = _record_asm(warps_per_cta, tile_slots, sample_every, events)
+    asm, cons = record_asm(warps_per_cta, tile_slots, sample_every, events)
     ptr = buf.iterator if hasattr(buf, "iterator") else buf
     operands = [ptr.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
                 _u32(cta, loc, ip), _u32(warp, loc, ip), _u32(tile, loc, ip)]

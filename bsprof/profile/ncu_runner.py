@@ -23,7 +23,8 @@ from bsprof.profile.launch import NVTX_RANGE
 
 SETS = ("triage", "full")
 CLOCK_CONTROLS = ("none", "base")
-_NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/cuda*/nsight-compute*/ncu")
+# where ncu is looked for when it is not on PATH (tests empty it to stand for a machine without ncu)
+NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/cuda*/nsight-compute*/ncu")
 
 # Replay passes measured per (set, arch) so progress can say "pass i of n" before ncu prints n.
 # Measured on H100 80GB HBM3, Nsight Compute 2025.3.1 (docs/perf.md); unknown pairs show percent only.
@@ -39,7 +40,7 @@ def find_ncu() -> str:
     found = shutil.which("ncu")
     if found:
         return found
-    for pattern in _NCU_GLOBS:
+    for pattern in NCU_GLOBS:
         hits = sorted(glob.glob(pattern), reverse=True)
         if hits:
             return hits[0]
@@ -297,8 +298,8 @@ def profile_bundled(variant: str, family: str, mnkl: str | None, set_name: str, 
     target = Target.parse(family, variant, mnkl) if family != "auto" else None
     if target is None:
         parse_kernel_spec(variant, None)
+    info = device_info()  # a GPU first: on a machine without one, installing ncu would not help
     find_ncu()
-    info = device_info()
     target = target or Target.parse(family, variant, mnkl)
     if target.picked_from_gpu:
         emit(f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")

@@ -1,7 +1,10 @@
-"""GPU launch timing with CUDA events, the one way every bsprof benchmark times a kernel."""
+"""GPU launch timing with CUDA events, the one way every bsprof benchmark times a kernel, and the same
+launches traced with CUPTI (``torch.profiler``) to split kernel time from the launch gaps around it."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Callable
 
 
@@ -56,7 +59,7 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     torch.cuda.synchronize()
     hold_s = min(HOLD_MAX_S, iters * (2 * host_per_call + HOLD_SLACK_S)) if hold else 0.0
     for _attempt in range(HOLD_ATTEMPTS if hold else 1):
-        times, gaps = _timed_launches(fn, iters, hold_s, while_running)
+        times, gaps = timed_launches_and_gaps(fn, iters, hold_s, while_running)
         if not hold or not ran_dry(times, gaps):
             break
         # the host fell behind the hold (a stall of the host, not the GPU): a longer hold, once more
@@ -64,7 +67,7 @@ def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmu
     return times
 
 
-def _timed_launches(fn, iters: int, hold_s: float, while_running) -> tuple[list[float], list[float]]:
+def timed_launches_and_gaps(fn, iters: int, hold_s: float, while_running) -> tuple[list[float], list[float]]:
     """Each launch's milliseconds and the idle milliseconds between one launch's end event and the
     next one's start event."""
     import torch
@@ -95,3 +98,38 @@ def ran_dry(times_ms: list[float], gaps_ms: list[float]) -> bool:
     times = sorted(times_ms)
     limit = max(DRY_GAP_MS, 0.25 * times[len(times) // 2])
     return sum(g > limit for g in gaps_ms) > 0.1 * len(gaps_ms)
+
+
+def trace_launches(fn: Callable[[], object], launches: int = 30, warmup_s: float = 0.3,
+                   keep: str | os.PathLike | None = None):
+    """``kernel_spans`` of the last ``launches`` calls of ``fn``, each between a pair of CUDA events
+    as the bench times them. The warm-up runs inside the profiler: starting CUPTI idles the GPU,
+    and a kernel traced right after that runs at clocks it would not sustain. ``keep`` saves the
+    Chrome trace there."""
+    import torch
+
+    from bsprof.analyzers.kernel_trace import kernel_spans, load_trace
+
+    calls = 0
+
+    def counted() -> None:
+        nonlocal calls
+        calls += 1
+        fn()
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        launch_times_ms(counted, 10, launches, warmup_s)
+    if keep:
+        path = os.fspath(keep)
+    else:
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+            path = tmp.name
+    try:
+        prof.export_chrome_trace(path)
+        trace = load_trace(path)
+    finally:
+        if not keep and os.path.exists(path):
+            os.unlink(path)
+    spans = kernel_spans(trace)
+    per_call = max(1, round(len(spans) / calls))   # a peer may launch more than one kernel per call
+    return spans.iloc[-launches * per_call:].reset_index(drop=True)

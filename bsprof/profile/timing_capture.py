@@ -6,7 +6,6 @@ round (plain, timing, plain, ...) so clock and thermal drift hit them alike.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import statistics
 from dataclasses import dataclass
@@ -19,12 +18,6 @@ from bsprof.kernels.api import Target
 # The three benchmark shapes of the Hopper family (its performance targets); overhead is reported on each.
 BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
                                                        (8192, 8192, 1024, 1))
-
-
-def prepare(family: str, variant: str, mnkl, **kwargs):
-    """``family.prepare(variant, mnkl, **kwargs)``; ``variant`` may be a switch spec
-    (``optimized:epi_split=0``)."""
-    return Target.parse(family, variant, mnkl).prepare(**kwargs)
 
 
 def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
@@ -64,8 +57,8 @@ def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int
 def raw_launcher(prep):
     """The launch to time. A timing build need not zero its buffer between launches (fixed slots:
     every launch rewrites the same slots), so where a Prepared exposes its compiled function and
-    arguments we call them directly, keeping a per-launch memset out of the overhead figure."""
-    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    arguments (``kernel_call``) we call them directly, keeping a per-launch memset out of the overhead figure."""
+    fn, args = getattr(prep, "kernel_call", (None, None))
     if callable(fn) and isinstance(args, tuple):
         return lambda: fn(*args)
     return prep.launch
@@ -107,7 +100,7 @@ def graph_launcher(prep, launches: int):
     None when the build cannot be captured. A CuTe DSL launch costs the host about as much as a
     4096^3 kernel runs, so eager back-to-back launches measure the host; a graph replay measures
     the GPU. The kernel's stream argument (the last) is swapped for the capture stream."""
-    fn, args = getattr(prep, "_fn", None), getattr(prep, "_args", None)
+    fn, args = getattr(prep, "kernel_call", (None, None))
     if not (callable(fn) and isinstance(args, tuple) and args):
         return None
     try:
@@ -168,7 +161,7 @@ def overhead(target: Target, shapes, *, rounds: int = 30, inner: int = 10, log=N
     """Plain vs timing build of ``target`` on each shape: median µs of each and the overhead in percent."""
     out = []
     for mnkl in shapes:
-        on_shape = dataclasses.replace(target, mnkl=tuple(mnkl))
+        on_shape = target.on_problem(mnkl)
         plain = on_shape.prepare(timing=False)
         timed = on_shape.prepare(timing=True)
         med, how = median_us_graphs({"plain": plain, "timing": timed}, rounds=rounds, launches=inner)

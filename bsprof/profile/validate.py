@@ -18,7 +18,7 @@
    and, for the reverse points' source builds, the table the model calibrates on.
 
 Writes validation.csv and validation.json (kind "validation") plus the calibration timing tables
-(so ``bsprof.analyzers.validation.evaluate`` can re-score the same measurements on a CPU).
+(so ``bsprof.analyzers.model.validation.evaluate`` can re-score the same measurements on a CPU).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bsprof import artifacts
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import Target
 
 KLOOP_FRACTIONS = (0.15, 0.3)            # of the tile period, where the K-loop binds
 KLOOP_MIN_DELAY = 250                    # per K block: below ~250 the spin costs the K-loop more than
@@ -51,7 +52,7 @@ def spin_calibration(console=None) -> dict:
     import numpy as np
 
     from bsprof.analyzers.timing.buffer import decode_buffer
-    from bsprof.analyzers.validation import spin_cost_fit
+    from bsprof.analyzers.model.validation import spin_cost_fit
     from bsprof.kernels import timing_probe
 
     per_d = {}
@@ -70,7 +71,7 @@ def spin_calibration(console=None) -> dict:
             "record_floor": base}
 
 
-def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
+def delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
     """Device knob d for a wanted per-unit cost, and the cost it really injects."""
     raw = (delta_per_unit - spin["intercept"]) / spin["slope"]
     # two significant digits: shapes with similar per-unit targets share compiled builds
@@ -80,14 +81,15 @@ def _delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
 
 def _baseline_numbers(params, project) -> tuple[float, float, str]:
     """(tile cycles, deficit, binding side) of the calibrated model; deficit 0 when unknown."""
-    from bsprof.analyzers.validation import _as_json, _get
+    from bsprof.analyzers.model.validation import projection_json
+    from bsprof.fmt import dig
 
-    pj = _as_json(project(params, {}))
+    pj = projection_json(project(params, {}))
     det = pj.get("deterministic", {})
     tile = float(det.get("baseline_tile_cycles") or det.get("projected_tile_cycles") or 0.0)
-    deficit = _get(det, "deficit", default=None)
+    deficit = dig(det, "deficit")
     if deficit is None:
-        deficit = _get(pj, "baseline", "deficit", default=0.0)
+        deficit = dig(pj, "baseline", "deficit", default=0.0)
     return tile, float(deficit or 0.0), str(det.get("binding_before", ""))
 
 
@@ -111,7 +113,7 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
     kloop_on_slack = deficit > 0 and binding == "epilogue"   # multiples of the deficit: keep them small
 
     def kl(target: float) -> tuple[int, float]:
-        d, cost = _delay_for(target / k_blocks, spin)
+        d, cost = delay_for(target / k_blocks, spin)
         if d < KLOOP_MIN_DELAY and not kloop_on_slack:
             d = KLOOP_MIN_DELAY
             cost = spin["slope"] * d + spin["intercept"]
@@ -121,11 +123,11 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
         d, cost = kl(t)
         out.append({"knob": "kloop", "delay_kloop": d, "delay_phase1": 0, "delta_kloop": cost, "delta_phase1": 0.0})
     for t in p_targets:
-        d, cost = _delay_for(t, spin)
+        d, cost = delay_for(t, spin)
         out.append({"knob": "phase1", "delay_kloop": 0, "delay_phase1": d, "delta_kloop": 0.0, "delta_phase1": cost})
     for tk, tp in both:
         dk, ck = kl(tk)
-        dp, cp = _delay_for(tp, spin)
+        dp, cp = delay_for(tp, spin)
         out.append({"knob": "both", "delay_kloop": dk, "delay_phase1": dp, "delta_kloop": ck, "delta_phase1": cp})
     return out
 
@@ -151,7 +153,7 @@ def _key(v: dict) -> str:
     return f"kloop{v['delay_kloop']}_phase1{v['delay_phase1']}"
 
 
-def _phase_means(table) -> dict:
+def phase_means(table) -> dict:
     g = (table["end"] - table["start"]).groupby([table["role"], table["phase"]]).mean()
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
@@ -202,7 +204,7 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
 
     import torch
 
-    from bsprof.analyzers.validation import counter_mhz
+    from bsprof.analyzers.model.sustained import counter_mhz
     from bsprof.profile.sensors import torch_device_sensors
 
     sensors = torch_device_sensors()
@@ -263,7 +265,7 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
                 rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None, stamps=None,
                 max_extra: int = RETIME_MAX) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
-    (``analyzers.validation.held_blocks``): one per held block of the most-held build, at most
+    (``analyzers.model.sustained.held_blocks``): one per held block of the most-held build, at most
     ``max_extra``, appended to ``reps`` / ``reads`` in place (the order continues the seeded shuffle).
     The whole set runs again, not the held build alone, so every point keeps ratios of blocks timed
     side by side; scoring leaves the held blocks out of their pairs. ``earlier``: the readings of the
@@ -271,7 +273,7 @@ def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limit
     over every block of its code, as scoring judges it: a build held in most of this set's blocks
     would otherwise set its own reference. Returns the number of extra repeats run."""
     from bsprof.analyzers.model.clock import limits_for
-    from bsprof.analyzers.validation import held_blocks
+    from bsprof.analyzers.model.sustained import held_blocks
 
     lim = limits_for(None, limits)
     if lim is None or not reads:
@@ -307,14 +309,14 @@ def _last(keys: list[str], r: int) -> str:
     return block_order(keys, r)[-1]
 
 
-def _rotated(keys: list[str], r: int) -> list[str]:
+def rotated_order(keys: list[str], r: int) -> list[str]:
     """The order the runs before the shuffle used (``keys`` rotated left by ``r``): kept to read their
     stored blocks in the order they ran."""
     n = r % len(keys) if len(keys) > 2 else 0
     return keys[n:] + keys[:n]
 
 
-def _sustained_summary(reads: dict) -> dict[str, dict]:
+def sustained_summary(reads: dict) -> dict[str, dict]:
     """Per build: median over its blocks of the median SM clock and board power."""
     import statistics
 
@@ -342,7 +344,7 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
     already at the top): ``TOP_SPINS`` spins of ``TOP_SPIN_S`` on every SM, each timing its own
     cycles by the global timer: ``top_counter_mhz`` (their median; each spin's value is kept). A
     recorded diagnostic, not the clock term's top: it reads NVML's top exactly, while GEMM blocks at
-    that NVML clock count 7-10% fewer cycles per second (``analyzers.validation.counter_vs_nvml``)."""
+    that NVML clock count 7-10% fewer cycles per second (``analyzers.model.sustained.counter_vs_nvml``)."""
     import statistics
     import time as _t
 
@@ -381,7 +383,7 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
         watts.append(w)
         _t.sleep(0.01)
     torch.cuda.synchronize()
-    from bsprof.analyzers.validation import spin_counter_mhz
+    from bsprof.analyzers.model.sustained import spin_counter_mhz
 
     top = [spin_counter_mhz(b.cpu().numpy()) for b in bufs]
     ok = lambda xs: [x for x in xs if x == x]  # noqa: E731
@@ -398,30 +400,25 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
             "source": "NVML (floor: board power while one thread spins)"}
 
 
-def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsprof-results", console=None,
-        *, repeats: int = REPEATS, rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
-    """Measure, project, score; returns the validation.json dict (also written under out_dir)."""
+def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int = REPEATS,
+        rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
+    """Measure, project, score ``target`` (the kernel and problem, resolved once by the caller: every
+    build here is ``target.prepare`` with a timing or delay option, never the spec parsed again);
+    returns the validation.json dict (also written under out_dir)."""
     import statistics
 
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import sustained as SU
+    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import write_table
-    from bsprof.io import atomic_path, results_dir
-    from bsprof.kernels.api import family_for_capability, family_module, parse_kernel_spec, parse_mnkl, spec_label
-    from bsprof.profile import timing_capture as tc
     from bsprof.gpu import device_info
+    from bsprof.io import atomic_path, results_dir
+    from bsprof.profile import timing_capture as tc
 
-    if repeats < 5:
-        raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
     calibrate, project = V.model_api()
     info = device_info()
-    if family in (None, "auto"):
-        family = family_for_capability(info["capability"])
-    module = family_module(family)
-    parse_kernel_spec(kernel, family)
-    if isinstance(mnkl, str):
-        mnkl = parse_mnkl(mnkl)
-    mnkl = tuple(mnkl) if mnkl else tuple(getattr(module, "DEFAULT_MNKL", (4096, 4096, 4096, 1)))
+    family, kernel, mnkl = target.family, target.spec, target.mnkl
+    module = target.module()
     block_k = int(getattr(getattr(module, "kernel", None), "BLOCK_K", 0) or 128)
     k_blocks = -(-mnkl[2] // block_k)
     shape = "x".join(map(str, mnkl[:3]))
@@ -451,7 +448,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
 
     _log(console, f"[dim]calibrating the model on the plain {kernel} timing build ({shape})...[/]")
     tables, cap_wall = {}, {}
-    cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True))
+    cap = tc.capture(target.prepare(timing=True))
     tables["plain"], cap_wall["plain"] = cap.table, cap.wall_us
     clocks = {"plain": V.capture_clock(cap.table)}
     del cap
@@ -467,11 +464,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     rev = reverse_sources(variants, deficit, binding)
 
     _log(console, f"[dim]building {len(variants) + 2} plain-code variants...[/]")
-    launchers = {"plain": tc.prepare(family, kernel, mnkl, timing=False),
-                 "plain_b": tc.prepare(family, kernel, mnkl, timing=False)}
+    launchers = {"plain": target.prepare(timing=False), "plain_b": target.prepare(timing=False)}
     for v in variants:
-        launchers[_key(v)] = tc.prepare(family, kernel, mnkl, delay_kloop=v["delay_kloop"],
-                                        delay_phase1=v["delay_phase1"])
+        launchers[_key(v)] = target.prepare(delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"])
     fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds, stamps=stamps)
     retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds,
                                       stamps=stamps)}
@@ -483,17 +478,16 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
     if any(retimed.values()):
         _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
                       f"{retimed['reverse']} extra reverse repeat(s)")
-    clocks_sustained = _sustained_summary(fwd_reads)
-    clocks_back = _sustained_summary(back_reads)
-    clocks_pooled = V.pooled_clocks(fwd_reads, back_reads)
-    counter_ratio = V.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
+    clocks_sustained = sustained_summary(fwd_reads)
+    clocks_back = sustained_summary(back_reads)
+    clocks_pooled = SU.pooled_clocks(fwd_reads, back_reads)
+    counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
     launchers.clear()
 
-    measured_phases = {"plain": _phase_means(tables["plain"])}
+    measured_phases = {"plain": phase_means(tables["plain"])}
     for v in variants:
-        cap = tc.capture(tc.prepare(family, kernel, mnkl, timing=True, delay_kloop=v["delay_kloop"],
-                                    delay_phase1=v["delay_phase1"]))
-        measured_phases[_key(v)] = _phase_means(cap.table)
+        cap = tc.capture(target.prepare(timing=True, delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"]))
+        measured_phases[_key(v)] = phase_means(cap.table)
         clocks[_key(v)] = V.capture_clock(cap.table)
         if v in rev:
             tables[_key(v)], cap_wall[_key(v)] = cap.table, cap.wall_us
@@ -513,7 +507,7 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
                               extra={**landed, **_clock_extras(clocks, "plain", k),
                                      **_sustained(clocks_pooled, "plain", k),
-                                     **V.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
+                                     **SU.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
                                                           fwd_reads.get(k))}))
     for v in rev:
         k = _key(v)
@@ -524,14 +518,14 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
                               oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
                               extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
                                      **_sustained(clocks_pooled, k, "plain"),
-                                     **V.sustained_cycles(back[k], back_reads.get(k), back["plain"],
+                                     **SU.sustained_cycles(back[k], back_reads.get(k), back["plain"],
                                                           back_reads.get("plain"))}))
     V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
                limits=limits_for(info["name"], limits))
     summ = V.summary(points)
 
     # every file lands in a hidden directory renamed into place whole: an interrupted run leaves none
-    with results_dir(out_dir, f"validation_{family}_{spec_label(kernel)}_{shape}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
+    with results_dir(out_dir, f"validation_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
         run_dir = staged.path
         frame = V.to_frame(points)
         with atomic_path(run_dir / "validation.csv") as tmp:
@@ -557,9 +551,9 @@ def run(kernel: str = "optimized", family: str = "auto", mnkl=None, out_dir="bsp
             "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
             "elapsed_s": time.time() - t0,
         }
-        doc["summary"]["held"] = V.held_summary(doc, limits_for(info["name"], limits))
+        doc["summary"]["held"] = SU.held_summary(doc, limits_for(info["name"], limits))
         if counter_ratio:
-            doc["summary"]["counter_vs_nvml"] = V.counter_summary(counter_ratio, limits)
+            doc["summary"]["counter_vs_nvml"] = SU.counter_summary(counter_ratio, limits)
         artifacts.save(run_dir / "validation.json", _clean(doc))
     run_dir = staged.path
     doc["run_dir"] = str(run_dir)
@@ -630,7 +624,8 @@ def rescore(run_dir) -> dict:
     """Re-run the arithmetic of a validation directory on this machine (no GPU)."""
     import pandas as pd
 
-    from bsprof.analyzers import validation as V
+    from bsprof.analyzers.model import validation as V
+    from bsprof.analyzers.model import sustained as SU
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import read_table
 
@@ -653,14 +648,14 @@ def rescore(run_dir) -> dict:
     lim = limits_for(doc.get("device"), doc.get("device_limits"))
     blocks = doc.get("sustained_blocks") or {}
     if blocks:   # the clock term's inputs from the blocks: NVML's, whichever clock the run scored with
-        pooled = V.pooled_clocks(blocks.get("forward"), blocks.get("reverse"))
+        pooled = SU.pooled_clocks(blocks.get("forward"), blocks.get("reverse"))
         for p in points:
-            _, base, meas = V.point_builds(p)
+            _, base, meas = SU.point_builds(p)
             p.extra.update(_sustained(pooled, base, meas))
     V.evaluate(points, tables, capture_wall_us=walls, limits=lim)
     summ = V.summary(points)
     if doc.get("sustained_blocks"):
-        summ["held"] = V.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
+        summ["held"] = SU.held_summary({**doc, "points": V.to_frame(points).to_dict("records")}, lim)
     return {"points": points, "summary": summ}
 
 

@@ -48,31 +48,71 @@ def _by_label(res: dict) -> dict[str, dict]:
     return dict(zip(column_labels(res["rows"]), res["rows"]))
 
 
-def print_table(console, results: list[dict], title: str) -> None:
+def _grid(console, title: str, results: list[dict], columns: list[tuple[str, object]]) -> None:
+    """One table of problems x ``columns`` (header, ``cell(result, by_label) -> str``), laid out to
+    fit the console with every cell whole: a problem per row where that fits; else a column per
+    problem (a kernel per row, a cell's `` / `` and bracketed parts on lines of their own) where
+    that fits; else
+    a problem per row again, its columns in as many tables as they need."""
     from rich.table import Table
 
+    from bsprof.reports.term import needed_width
+
+    shapes = [",".join(str(x) for x in res["mnkl"]) for res in results]
+    bys = [_by_label(res) for res in results]
+
+    def by_problem(cols: list[tuple[str, object]], head: str) -> Table:
+        t = Table(title=head)
+        t.add_column("M,N,K,L", no_wrap=True)
+        for name, _ in cols:
+            t.add_column(name, justify="right", no_wrap=True)
+        for shape, res, by in zip(shapes, results, bys):
+            t.add_row(shape, *[cell(res, by) for _, cell in cols])
+        return t
+
+    t = by_problem(columns, title)
+    if needed_width(console, t) <= console.width:
+        console.print(t)
+        return
+    tr = Table(title=title)
+    tr.add_column("", no_wrap=True)
+    for shape in shapes:  # M,N / K,L on two lines keeps the column as narrow as its numbers
+        parts = shape.split(",")
+        tr.add_column(",".join(parts[:2]) + ",\n" + ",".join(parts[2:]), justify="right", no_wrap=True)
+    for name, cell in columns:
+        tr.add_row(" ".join(name.split()), *[cell(res, by).replace(" / ", "\n").replace(" (", "\n(")
+                                             for res, by in zip(results, bys)])
+    if needed_width(console, tr) <= console.width:
+        console.print(tr)
+        return
+    chunks: list[list[tuple[str, object]]] = [[]]
+    for col in columns:
+        if chunks[-1] and needed_width(console, by_problem(chunks[-1] + [col], title)) > console.width:
+            chunks.append([])
+        chunks[-1].append(col)
+    for k, chunk in enumerate(chunks):
+        console.print(by_problem(chunk, title if k == 0 else "(continued)"))
+
+
+def print_table(console, results: list[dict], title: str) -> None:
     from bsprof.analyzers.bench_rows import column_labels, round_spread
+    from bsprof.reports.term import say
 
     names: list[str] = []
     for res in results:
         for nm in column_labels(res["rows"]):
             if nm not in names:
                 names.append(nm)
-    t = Table(title=title)
-    t.add_column("M,N,K,L")
-    for nm in names:
-        t.add_column(f"{nm}\nTFLOP/s", justify="right")
-    t.add_column("optimized /\ncuBLAS bw", justify="right")
-    for res in results:
-        by = _by_label(res)
-        cells = [",".join(str(x) for x in res["mnkl"])]
-        for nm in names:
-            r = by.get(nm)
-            cells.append("—" if r is None else f"{r['tflops']:,.0f}")
+
+    def tflops(nm: str):
+        return lambda res, by: "—" if by.get(nm) is None else f"{by[nm]['tflops']:,.0f}"
+
+    def ratio(res, by) -> str:
         opt = by.get("optimized")
-        cells.append(f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—")
-        t.add_row(*cells)
-    console.print(t)
+        return f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—"
+
+    _grid(console, f"{title}: TFLOP/s", results,
+          [(nm, tflops(nm)) for nm in names] + [("optimized /\ncuBLAS bw", ratio)])
     if any(r.get("sm_mhz") for res in results for r in res["rows"]):
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
@@ -87,32 +127,23 @@ def print_table(console, results: list[dict], title: str) -> None:
     for res in results:
         hows.update({nm: r["launch"] for nm, r in _by_label(res).items() if r.get("launch")})
     if hows:
-        console.print("  launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()))
+        say(console, "launched as: " + ", ".join(f"{nm} {how}" for nm, how in hows.items()), indent="  ", hang="    ")
     for res in results:
         for r in res["rows"]:
             if r.get("tile"):
                 why = f" (chosen: {r['choice']})" if r.get("choice") else ""
-                console.print(f"  {tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}")
+                say(console, f"{tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}", indent="  ", hang="    ")
         errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
                          f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
         if errs:
-            console.print(f"  {tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}")
+            say(console, f"{tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}", indent="  ", hang="    ")
         for nm, why in res["skipped"].items():
-            console.print(f"  {tuple(res['mnkl'])} {nm} skipped: {why}")
+            say(console, f"{tuple(res['mnkl'])} {nm} skipped: {why}", indent="  ", hang="    ")
 
 
 def _per_kernel_table(console, results: list[dict], names: list[str], title: str, cell) -> None:
-    """One row per problem, one column per timed kernel, ``cell(row) -> str``."""
-    from rich.table import Table
-
-    t = Table(title=title)
-    t.add_column("M,N,K,L")
-    for nm in names:
-        t.add_column(nm, justify="right")
-    for res in results:
-        by = _by_label(res)
-        t.add_row(",".join(str(x) for x in res["mnkl"]), *[cell(by.get(nm) or {}) for nm in names])
-    console.print(t)
+    """One row per problem, one column per timed kernel, ``cell(row) -> str`` (laid out by :func:`_grid`)."""
+    _grid(console, title, results, [(nm, (lambda nm: lambda res, by: cell(by.get(nm) or {}))(nm)) for nm in names])
 
 
 def print_clocks(console, results: list[dict], names: list[str]) -> None:
@@ -138,24 +169,15 @@ def print_spread(console, results: list[dict], names: list[str]) -> None:
 def print_paired(console, results: list[dict], names: list[str], first: str) -> None:
     """An A/B of several kernels: each against the first, round by round (the rounds time every
     kernel back to back, so a pair shares the clock that moves the absolute numbers)."""
-    from rich.table import Table
-
     from bsprof.analyzers.bench_rows import paired_cell
 
     others = [nm for nm in names if nm != first]
 
-    def cells(by: dict) -> list[str]:
-        base = by.get(first)
-        return [paired_cell(by[nm], base) if base and nm in by else "—" for nm in others]
+    def col(nm: str):
+        return lambda res, by: paired_cell(by[nm], by[first]) if by.get(first) and nm in by else "—"
 
-    t = Table(title=f"against {first}, round by round: its time / each kernel's (> 1: faster), "
-                    "median (rounds' range)")
-    t.add_column("M,N,K,L")
-    for nm in others:
-        t.add_column(nm, justify="right")
-    for res in results:
-        t.add_row(",".join(str(x) for x in res["mnkl"]), *cells(_by_label(res)))
-    console.print(t)
+    _grid(console, f"against {first}, round by round: its time / each kernel's (> 1: faster), "
+                   "median (rounds' range)", results, [(nm, col(nm)) for nm in others])
 
 
 def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:

@@ -10,6 +10,7 @@ from typing import Callable
 from bsprof.errors import BsprofError
 from bsprof.io import check_input
 from bsprof.artifacts import KINDS, Run
+from bsprof.fmt import plural
 from bsprof.reports.runs import discover
 from bsprof.reports.page import Row, Section, note, render_page
 
@@ -53,7 +54,7 @@ class ReportInfo:
         lines += [(f"  warning: {line}", True) for line in self.notes]
         lines += [(f"  warning: {key}: {line}", True) for key, line in self.failed.items()]
         lines += [(f"  skipped: {run.label}: {p}", True) for run in self.runs for p in run.problems]
-        lines.append((f"wrote {out} ({self.bytes / 1e6:.1f} MB, {self.figures} figures, {self.seconds:.2f} s)", False))
+        lines.append((f"wrote {out} ({self.bytes / 1e6:.1f} MB, {plural(self.figures, 'figure')}, {self.seconds:.2f} s)", False))
         return lines
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bsprof.reports.fmt import lit
+from bsprof.fmt import lit, plural
 
 
 def _pct_ratio(r: float) -> str:
@@ -47,7 +47,14 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
                   "—" if not math.isfinite(p.err_ci_pct) else f"{p.err_ci_pct:.2f}",
                   _pct_ratio(p.projected_oracle), _err(p.err_oracle_pct),
                   _pct_ratio(p.projected_trivial), _err(p.err_trivial_pct), bind, *extra)
+    from bsprof.reports.term import fit_table, left_out_note
+
+    # a narrow terminal keeps the measurement, the model and its error; the terms, the other
+    # predictors and the nominal deltas go first (each named below the table)
+    dropped = fit_table(console, t, [14, 13, 12, 11, 8, 7, 6, 10, 3, 2, 15, 16, 0])
     console.print(t)
+    if dropped:
+        console.print(left_out_note(dropped, "--json and validation.csv have every column"))
     console.print("[dim]Δ: nominal cycles per tile (the probe-measured cost of the injected spin). model: the "
                   "equilibrium from the calibration table and the nominal change = 1 + period term (busy × period "
                   "change) + tail term (makespan outside tiles × period), the projected cycles, + clock term (those cycles at "
@@ -120,7 +127,7 @@ def _render_held(console, held: dict) -> None:
         return
     names = ", ".join(f"{b['build']} {b['set'][0]}{b['repeat']}" for b in blocks)
     d = held.get("det") or {}
-    line = (f"held below the power limit ({rule}): {len(blocks)} block(s): {names}. Without them (their repeats "
+    line = (f"held below the power limit ({rule}): {plural(len(blocks), 'block')}: {names}. Without them (their repeats "
             f"left out, the calibration clock pooled over the rest; column 'held out'):")
     if d.get("median_abs_pct") is not None:
         f = d.get("flip") or {}
@@ -145,7 +152,7 @@ def _header(console, params) -> None:
     rel = "end of Phase 2" if st.release_after_phase2 else (
         "end of Phase 1" if st.release_frac >= 1 else f"{st.release_frac:.0%} into Phase 1")
     lines = [f"[bold]{params.source}[/]",
-             f"structure [cyan]{st.name}[/]: {st.acc_stages} accumulator stage(s), freed at {rel}, "
+             f"structure [cyan]{st.name}[/]: {plural(st.acc_stages, 'accumulator stage')}, freed at {rel}, "
              f"barrier hand-off {st.handoff:,.0f} cycles",
              f"{params.epi.warps} epilogue warps · Monte Carlo on "
              + ("the table's own tiles (resampled whole)" if params.samples is not None else
@@ -299,13 +306,13 @@ def _render_walk(console, walk: dict) -> None:
         period = walk[f"period_{when}"]
         t = Table(title=f"Critical cycle walk, {when} the change: period = max over cycles of sum/tokens = "
                         f"{period:,.0f} cycles", title_justify="left", header_style="bold")
-        for c in ("cycle", "arc", "cycles", "sum / tokens"):
-            t.add_column(c, justify="left" if c in ("cycle", "arc") else "right", no_wrap=True)
+        for c in ("cycle", "arc", "cycles", "sum /\ntokens"):  # names wrap between words, numbers never
+            t.add_column(c, justify="left" if c in ("cycle", "arc") else "right", no_wrap=c not in ("cycle", "arc"))
         for c in walk[when]:
             name = f"[bold]{c['cycle']} ◀ binds[/]" if c["critical"] else c["cycle"]
             for i, (arc, v) in enumerate(c["arcs"]):
                 t.add_row(name if i == 0 else "", arc, f"{v:,.0f}", "")
-            t.add_row("", f"[dim]= {c['sum']:,.0f} over {c['tokens']} token(s)[/]", "",
+            t.add_row("", f"[dim]= {c['sum']:,.0f} over {plural(c['tokens'], 'token')}[/]", "",
                       f"[bold]{c['mean']:,.0f}[/]" if c["critical"] else f"{c['mean']:,.0f}")
         console.print(t)
 
@@ -316,8 +323,9 @@ def _render_fitted(console, fitted: list, provenance: dict | None) -> None:
     if fitted:
         t = Table(title="Terms no table measured (what the projection rests on)", title_justify="left",
                   header_style="bold")
-        for c in ("term", "size", "how", "share of period", "projection", "without it"):
-            t.add_column(c, justify="left" if c in ("term", "how") else "right")
+        # names and prose wrap between words; a number never does
+        for c in ("term", "size", "how", "share of\nperiod", "projection", "without\nit"):
+            t.add_column(c, justify="left" if c in ("term", "how") else "right", no_wrap=c not in ("term", "how"))
         for r in fitted:
             size = f"{r['size']:.2f}" if "fraction" in r["how"] else f"{r['size']:,.0f} cyc"
             share = "—" if r.get("share_of_period") is None else f"{r['share_of_period']:.1%}"

@@ -7,19 +7,8 @@ import math
 import re
 
 from bsprof.analyzers.ncu.facts import clock_above_top
-from bsprof.reports.fmt import lit
-
-
-def fmt(v, unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
-        s = f"{int(v):,}"
-    elif isinstance(v, float):
-        s = f"{v:,.0f}" if abs(v) >= 1000 else (f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}")
-    else:
-        s = str(v)
-    return f"{s} {unit}".rstrip()
+from bsprof.fmt import fmt_metric, lit
+from bsprof.reports.term import fit_table, pack, say
 
 
 def _dims(launch: dict, key: str) -> str:
@@ -43,7 +32,7 @@ def _peak_text(c: dict) -> str:
     if c.get("peak_tflops") is None:
         return f"n/a: no {prec or '?'} peak for {c.get('device') or 'this device'} in bsprof's peak table"
     src = c.get("precision_source")
-    return (f"{fmt(c.get('pct_of_peak'))} % of {fmt(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
+    return (f"{fmt_metric(c.get('pct_of_peak'))} % of {fmt_metric(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
             + (f", from {src}" if src else "") + ")")
 
 
@@ -51,31 +40,31 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     from rich.table import Table
 
     c = launch["columns"]
-    t = Table(title=f"launch {c.get('launch')}: {launch['kernel']}", show_header=True, title_justify="left")
-    t.add_column("metric")
+    t = Table(title=f"launch {lit(c.get('launch'))}: {lit(launch['kernel'])}", show_header=True, title_justify="left")
+    t.add_column("metric", no_wrap=True)
     t.add_column("value", justify="right")
     share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
     rows = [
-        ("duration", fmt(_num(c.get("duration_ns")) / 1e3, "us")),
-        ("SM / DRAM clock", f"{fmt(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
+        ("duration", fmt_metric(_num(c.get("duration_ns")) / 1e3, "us")),
+        ("SM / DRAM clock", f"{fmt_metric(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt_metric(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
          + (f" (SM {note})" if (note := clock_above_top(c)) else "")),
-        ("cycles: SM / busiest SM", f"{fmt(c.get('sm_elapsed_cycles_avg'))} / {fmt(c.get('sm_active_cycles_max'))}"),
+        ("cycles: SM / busiest SM", f"{fmt_metric(c.get('sm_elapsed_cycles_avg'))} / {fmt_metric(c.get('sm_active_cycles_max'))}"),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
-        ("CTAs / SMs / waves", f"{fmt(c.get('grid_size'))} / {fmt(c.get('sm_count'))} / {fmt(c.get('waves_per_sm'))}"),
-        ("SM active / elapsed", fmt(100 * share, "%")),
-        ("registers / thread", fmt(c.get("registers_per_thread"))),
-        ("shared mem / block", fmt(c.get("smem_per_block_bytes"), "B")),
-        ("occupancy achieved / theor.", f"{fmt(c.get('achieved_occupancy_pct'))} / {fmt(c.get('theoretical_occupancy_pct'))} %"),
-        ("issue slots busy", fmt(c.get("issue_active_pct"), "%")),
-        ("eligible warps / cycle", fmt(c.get("eligible_warps_per_cycle"))),
-        ("SOL compute / memory (ncu)", f"{fmt(c.get('sol_compute_pct'))} / {fmt(c.get('sol_memory_pct'))} %"),
-        ("tensor pipe active / elapsed", f"{fmt(c.get('tensor_pipe_pct'))} / {fmt(c.get('tensor_pipe_elapsed_pct'))} %"),
-        ("DRAM / L2 / L1 throughput", f"{fmt(c.get('dram_throughput_pct'))} / {fmt(c.get('l2_throughput_pct'))} / {fmt(c.get('l1_throughput_pct'))} %"),
-        ("L2 / L1 hit rate", f"{fmt(c.get('l2_hit_pct'))} / {fmt(c.get('l1_hit_pct'))} %"),
-        ("TFLOP/s", fmt(c.get("tflops"))),
+        ("CTAs / SMs / waves", f"{fmt_metric(c.get('grid_size'))} / {fmt_metric(c.get('sm_count'))} / {fmt_metric(c.get('waves_per_sm'))}"),
+        ("SM active / elapsed", fmt_metric(100 * share, "%")),
+        ("registers / thread", fmt_metric(c.get("registers_per_thread"))),
+        ("shared mem / block", fmt_metric(c.get("smem_per_block_bytes"), "B")),
+        ("occupancy achieved / theor.", f"{fmt_metric(c.get('achieved_occupancy_pct'))} / {fmt_metric(c.get('theoretical_occupancy_pct'))} %"),
+        ("issue slots busy", fmt_metric(c.get("issue_active_pct"), "%")),
+        ("eligible warps / cycle", fmt_metric(c.get("eligible_warps_per_cycle"))),
+        ("SOL compute / memory (ncu)", f"{fmt_metric(c.get('sol_compute_pct'))} / {fmt_metric(c.get('sol_memory_pct'))} %"),
+        ("tensor pipe active / elapsed", f"{fmt_metric(c.get('tensor_pipe_pct'))} / {fmt_metric(c.get('tensor_pipe_elapsed_pct'))} %"),
+        ("DRAM / L2 / L1 throughput", f"{fmt_metric(c.get('dram_throughput_pct'))} / {fmt_metric(c.get('l2_throughput_pct'))} / {fmt_metric(c.get('l1_throughput_pct'))} %"),
+        ("L2 / L1 hit rate", f"{fmt_metric(c.get('l2_hit_pct'))} / {fmt_metric(c.get('l1_hit_pct'))} %"),
+        ("TFLOP/s", fmt_metric(c.get("tflops"))),
         ("% of peak", _peak_text(c)),
-        ("warp cycles / issue", fmt(c.get("warp_cycles_per_issue"))),
-        ("replay passes", fmt(c.get("replay_passes"))),
+        ("warp cycles / issue", fmt_metric(c.get("warp_cycles_per_issue"))),
+        ("replay passes", fmt_metric(c.get("replay_passes"))),
     ]
     for name, value in rows:
         t.add_row(name, value)
@@ -83,22 +72,27 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     if c.get("flops_source") and c.get("tflops") is not None and c["flops_source"] not in ("--flops", "NVTX range"):
         console.print(f"FLOPs from {lit(c['flops_source'])}: {c['flops']:.4g}")
     if warn := (launch.get("derived") or {}).get("flops_check"):
-        console.print(lit(warn))
+        console.print(lit(warn, 4000))
     stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
     if stalls:
-        console.print("stalls (cycles per issued instruction): " + ", ".join(f"{k} {v:.2f}" for k, v in stalls))
+        console.print(pack(["stalls (cycles per issued instruction): " + f"{stalls[0][0]} {stalls[0][1]:.2f}"]
+                           + [f"{k} {v:.2f}" for k, v in stalls[1:]], console.width, sep=", ", indent="  "),
+                      markup=False, highlight=False)
     ops = list(launch.get("inst_executed_by_opcode", {}).items())[:8]
     if ops:
-        console.print("executed instructions: " + ", ".join(f"{k} {int(v):,}" for k, v in ops))
+        console.print(pack([f"executed instructions: {ops[0][0]} {int(ops[0][1]):,}"]
+                           + [f"{k} {int(v):,}" for k, v in ops[1:]], console.width, sep=", ", indent="  "),
+                      markup=False, highlight=False)
     print_verdict(console, launch.get("verdict_detail") or {})
     rules = [r for r in launch.get("rules", []) if r["kind"] in ("optimization", "warning", "error")]
     if rules:
         console.print("ncu rules (estimated speedup, largest first):")
         for r in rules[:max_rules]:
             sp = f"{r['speedup_pct']:.1f}% {r['speedup_type']}" if r["speedup_pct"] is not None else "n/a"
-            console.print(f"  {sp:>14}  {lit(r['section'])}/{lit(r['rule'])}: {lit(r['title'] or r['name'])}")
+            say(console, f"{sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}", indent="  ",
+                hang=" " * 18)
             if r.get("message"):
-                console.print(f"                  {lit(r['message'], 4000)}", soft_wrap=False)
+                say(console, r["message"], indent=" " * 18, hang=" " * 18)
     for note in launch.get("notes", []):
         if note.startswith("missing: "):  # the JSON keeps the ncu names; on screen the columns are enough
             cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: "):])
@@ -110,37 +104,53 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
 def print_verdict(console, v: dict) -> None:
     head = (v.get("label") or v.get("class", "?")) + (f" ({v['detail']})" if v.get("detail") else "")
     head += f" + {', '.join(v['flags'])}" if v.get("flags") else ""
-    console.print(f"[bold]verdict: {lit(head)}[/bold]  [dim]kernel kind {lit(v.get('kind'))}, {lit(v.get('arch'))}[/dim]")
+    known = ", ".join(str(v[k]) for k in ("kind", "arch") if v.get(k))
+    from rich.markup import escape
+
+    console.print(f"[bold]verdict: {escape(head)}[/bold]" + (f"  [dim]kernel kind {escape(known)}[/dim]" if known else ""))
     for fact in v.get("facts", []):
-        console.print(f"  {lit(fact, 4000)}")
+        say(console, fact, indent="  ", hang="    ")
     busy = v.get("busy") or {}
     if v.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
-        console.print(f"  busy SMs: {lit(busy['class'])}" + (f" ({lit(busy['unit'])})" if busy.get("unit") else ""))
+        say(console, f"busy SMs: {busy['class']}" + (f" ({busy['unit']})" if busy.get("unit") else ""), indent="  ")
     for e in v.get("evidence", []):
-        console.print(f"  because {lit(e, 4000)}")
-    for cand in v.get("candidates", []):
-        console.print(f"  try: {lit(cand, 4000)}")
+        say(console, f"because {e}", indent="  ", hang="    ")
+    prices = v.get("prices") or []
+    for i, cand in enumerate(v.get("candidates", [])):
+        say(console, f"try: {cand}", indent="  ", hang="    ")
+        if i < len(prices) and prices[i].get("text"):
+            # what following it would buy: the projected speedup, and ncu's estimate on the same lever
+            say(console, f"→ {prices[i]['text']}", indent="    ", hang="      ")
     for line in v.get("ncu", []):
-        console.print(f"  {lit(line, 4000)}")
+        say(console, line, indent="  ", hang="    ")
     for m in v.get("missing", []):
-        console.print(f"[yellow]  this report lacks {lit(m)}[/yellow]")
+        say(console, f"this report lacks {m}", indent="  ", hang="    ", style="yellow")
 
 
 def print_compare(console, cmp) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{lit(cmp.title)}\nA: {lit(cmp.a_kernel)}  ({lit(cmp.a_name)})\nB: {lit(cmp.b_kernel)}  ({lit(cmp.b_name)})",
-              title_justify="left")
+    from bsprof.fmt import short_name
+
+    # a kernel name of hundreds of characters is cut to the line (the file below it says which launch)
+    name_w = max(20, console.width - 3)
+    t = Table(title=f"{lit(cmp.title)}\nA: {lit(short_name(cmp.a_kernel, name_w))}\n   {lit(cmp.a_name)}\n"
+                    f"B: {lit(short_name(cmp.b_kernel, name_w))}\n   {lit(cmp.b_name)}", title_justify="left")
     for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=col != "metric")
     for r in cmp.table.to_dict("records"):
         pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
-        t.add_row(r["metric"], fmt(r["a"]), fmt(r["b"]), fmt(r["delta"]), pct)
+        t.add_row(r["metric"], fmt_metric(r["a"]), fmt_metric(r["b"]), fmt_metric(r["delta"]), pct)
+    dropped = fit_table(console, t, [3])  # the difference goes before a value would be cut
     console.print(t)
+    if dropped:
+        from bsprof.reports.term import left_out_note
+
+        console.print(left_out_note(dropped, "--json has every value"))
     for line in getattr(cmp, "notes", []):
-        console.print(lit(line, 4000))
+        say(console, line, hang="  ")
     for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
-        console.print(lit(f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
-                          + (f" + {', '.join(v.flags)}" if v.flags else ""), 4000))
+        say(console, f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
+            + (f" + {', '.join(v.flags)}" if v.flags else ""))
         for e in v.evidence:
-            console.print(f"  because {lit(e, 4000)}")
+            say(console, f"because {e}", indent="  ", hang="    ")

@@ -19,7 +19,7 @@ from typing import Any
 from bsprof.analyzers.bench_rows import column_labels, round_spread, spread_cell
 from bsprof.analyzers.bench_rows import clock_cells
 from bsprof.artifacts import Artifact, Run, identity, mnkl_of
-from bsprof.reports.fmt import fmt, num
+from bsprof.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
 

@@ -5,7 +5,7 @@ splits Phase 1 through this curve when ``--epi-warps`` changes (:mod:`bsprof.ana
 from __future__ import annotations
 
 from bsprof.artifacts import Run
-from bsprof.reports.fmt import num
+from bsprof.fmt import num
 from bsprof.reports.page import Figure, Section, table
 
 

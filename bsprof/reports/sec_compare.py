@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bsprof.artifacts import Run, identity
-from bsprof.reports.fmt import fmt, num, signed_pct
+from bsprof.fmt import fmt, num, signed_pct
 from bsprof.reports.page import Section, note, table
 
 # (label, better direction) -> value; "lower" / "higher" colour the row, None leaves it neutral
@@ -36,9 +36,9 @@ def _summary_metrics(run: Run) -> Metrics:
 
 
 def _ncu_metrics(run: Run) -> Metrics:
-    from bsprof.reports.sec_ncu import SOL_BARS, _launch
+    from bsprof.reports.sec_ncu import SOL_BARS, first_launch
 
-    found = _launch(run)
+    found = first_launch(run)
     if not found:
         return {}
     cols = found[1].get("columns") or {}

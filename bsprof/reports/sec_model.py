@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run, TableError
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
 X_COLS = ("kloop", "delta_kloop", "dkloop", "kloop_delta", "d_kloop")
@@ -89,13 +89,43 @@ def heatmap(run: Run) -> Section | None:
     if not arts:
         return None
     sec = Section("model", "Model projection")
-    for art in arts[:2]:
+    # the first two projections or sweeps, and every priced code change (`model --change`)
+    for art in arts[:2] + [a for a in arts[2:] if isinstance(a.data, dict) and isinstance(a.data.get("change"), dict)]:
         _one(sec, art)
     return sec
 
 
+def _change(sec: Section, d: dict) -> None:
+    """`bsprof model --change`: each phase's delta with where it came from, then the wall time."""
+    ch = d.get("change")
+    if not isinstance(ch, dict):
+        return
+    sec.add(f"<p>change: <code>{_esc(str(ch.get('a')))}</code> → <code>{_esc(str(ch.get('b')))}</code></p>")
+    chain = ch.get("chain") if isinstance(ch.get("chain"), dict) else None
+    if chain is None and isinstance(ch.get("kloop_only"), dict):
+        k = ch["kloop_only"]
+        sec.add(table([["K-loop (per K block)", fmt(num(k.get("per_kblock_b", 0)) - num(k.get("per_kblock_a", 0))),
+                        fmt(k.get("cycles_per_kblock")), f"{fmt(k.get('lo'))} .. {fmt(k.get('hi'))}"]],
+                      ["phase", "Δ instructions", "Δ cycles", "interval"], numeric=(1, 2),
+                      caption="; ".join(_esc(u) for u in k.get("unpriced") or [])))
+        return
+    if chain is None:
+        return
+    rows = [[dd.get("phase"), fmt(dd.get("instructions")), fmt(dd.get("cycles")),
+             f"{fmt(dd.get('lo'))} .. {fmt(dd.get('hi'))}", fmt(dd.get("count_rule")), _esc(str(dd.get("source", "")))]
+            for dd in chain.get("deltas") or [] if isinstance(dd, dict) and (dd.get("instructions") or dd.get("unpriced"))]
+    iv = ch.get("interval_pct") or [None, None]
+    sec.add(table(rows, ["phase", "Δ instructions / tile", "Δ cycles / tile", "interval", "count rule",
+                         "from"], numeric=(1, 2, 4),
+                  caption=f"projected wall time {fmt(num(ch.get('wall_pct')))} % (interval {fmt(num(iv[0]))} .. "
+                          f"{fmt(num(iv[1]))} %); the instruction-count rule {fmt(num(ch.get('count_rule_pct')))} %"))
+    for u in chain.get("unpriced") or []:
+        sec.add(note(f"not priced: {_esc(str(u))}", "warning"))
+
+
 def _one(sec: Section, art: Artifact) -> None:
     d = art.data
+    _change(sec, d)
     sentence = d.get("sentence") or d.get("explanation") or dig(d, "deterministic", "sentence")
     if isinstance(sentence, str) and sentence:
         sec.add(f"<p><b>{_esc(sentence)}</b></p>")

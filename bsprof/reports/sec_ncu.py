@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num, short_name
+from bsprof.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, esc, note, table
 
 # (column, label) in the order a kernel engineer reads them; the first two are ncu's SOL headline.
@@ -54,7 +54,7 @@ def _launches(run: Run) -> list[tuple[Artifact, dict, int]]:
     return sorted(out, key=lambda x: not _is_ours(x[0], x[1]))
 
 
-def _launch(run: Run) -> tuple[Artifact, dict, int] | None:
+def first_launch(run: Run) -> tuple[Artifact, dict, int] | None:
     found = _launches(run)
     return found[0] if found else None
 
@@ -75,7 +75,7 @@ def _which(art: Artifact, launch: dict, n: int) -> str:
 
 
 def verdict(run: Run) -> Section | None:
-    found = _launch(run)
+    found = first_launch(run)
     if not found:
         return None
     art, launch, n = found
@@ -85,8 +85,10 @@ def verdict(run: Run) -> Section | None:
     sec = Section("verdict", "Bottleneck verdict")
     sec.add(f'<div class="verdict">{esc(cls)}{" — " + esc(detail) if detail else ""}</div>')
     sec.add("".join(f'<span class="pill">{esc(f)}</span>' for f in d.get("flags") or []))
-    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}; kernel kind {esc(d.get("kind") or "?")}, '
-            f'{esc(d.get("arch") or "?")}</div>')
+    # what the summary does not hold (one written before the verdict recorded them) is left out, not "?"
+    known = ", ".join(str(d[k]) for k in ("kind", "arch") if d.get(k))
+    sec.add(f'<div class="caption">{esc(_which(art, launch, n))}'
+            f'{"; kernel kind " + esc(known) if known else ""}</div>')
     facts = list(d.get("facts") or [])
     busy = d.get("busy") or {}
     if d.get("class") in ("launch-bound", "under-filled") and busy.get("class"):
@@ -98,8 +100,11 @@ def verdict(run: Run) -> Section | None:
         sec.add(table([[e] for e in evidence], ["evidence (metric = value, rule, threshold)"]))
     cands = d.get("candidates") or []
     if cands:
-        sec.add("<b>Advice for this class, kernel kind and architecture</b><ul>"
-                + "".join(f"<li>{esc(c)}</li>" for c in cands) + "</ul>")
+        prices = d.get("prices") or []
+        priced = [f"<li>{esc(c)}" + (f"<br><i>→ {esc(prices[i]['text'])}</i>" if i < len(prices) else "") + "</li>"
+                  for i, c in enumerate(cands)]
+        sec.add("<b>Advice for this class, kernel kind and architecture, the largest projected speedup first</b><ul>"
+                + "".join(priced) + "</ul>")
     if d.get("ncu"):
         sec.add("<b>bsprof beside ncu</b><ul>" + "".join(f"<li>{esc(x)}</li>" for x in d["ncu"]) + "</ul>")
     for m in d.get("missing") or []:
@@ -118,7 +123,7 @@ def verdict(run: Run) -> Section | None:
 
 
 def sol(run: Run) -> Section | None:
-    found = _launch(run)
+    found = first_launch(run)
     if not found:
         return None
     art, launch, n = found
@@ -157,7 +162,7 @@ def stalls(run: Run) -> Section | None:
     import plotly.graph_objects as go
 
     sec = Section("stalls", "Warp stalls")
-    found = _launch(run)
+    found = first_launch(run)
     if found:
         art, launch, n = found
         st = _stall_columns(launch.get("columns") or {})
@@ -186,7 +191,7 @@ def stalls(run: Run) -> Section | None:
 
 def headline(run: Run) -> dict[str, Any]:
     """What the summary shows from ncu: kernel, device, duration, launch shape, derived TFLOP/s."""
-    found = _launch(run)
+    found = first_launch(run)
     if not found:
         return {}
     art, launch, n = found

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run
-from bsprof.reports.fmt import dig, fmt, num, short_name
+from bsprof.fmt import dig, fmt, num, short_name
 from bsprof.reports.page import Figure, Section, note, table
 
 # fixed colours so one category looks the same in every figure (and in both runs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Run, identity
-from bsprof.reports.fmt import fmt, num, pct, short_name
+from bsprof.fmt import fmt, num, pct, short_name
 from bsprof.reports.page import Section, note, table
 
 

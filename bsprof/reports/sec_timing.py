@@ -12,7 +12,7 @@ from typing import Any
 
 from bsprof.analyzers.timing.schema import PHASES, ROLES
 from bsprof.artifacts import Artifact, Run, TableError
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
 # one colour per phase, stable across figures (waits grey-ish, work saturated)

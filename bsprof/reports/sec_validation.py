@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bsprof.artifacts import Artifact, Run, TableError
-from bsprof.reports.fmt import dig, fmt, num
+from bsprof.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
 TARGET_MEDIAN_PCT = 2.0   # the model's accuracy target: median |error| <= 2 %

@@ -48,7 +48,7 @@ class DeviceLimits:
 # When a run recorded no NVML limits (older validation runs, `bsprof model --clock`): the part's
 # top SM clock and board power limit (NVML on the lent H100 and H200, as the data sheets), and the
 # floor measured on each (board power while one thread spins at 1,980 MHz: on the H100 124 and 129 W
-# in two reads, on the H200 121.5 W in model round 11).
+# in two reads, on the H200 121.5 W in its validation run).
 KNOWN_LIMITS = {
     "NVIDIA H100 80GB HBM3": DeviceLimits(1980.0, 700.0, 124.0, "H100 SXM5: NVML 1980 MHz / 700 W; floor measured 124 W"),
     "NVIDIA H200": DeviceLimits(1980.0, 700.0, 121.5, "H200 SXM: NVML 1980 MHz / 700 W; floor measured 121 W"),
@@ -63,7 +63,7 @@ def limits_for(device: str | None, recorded: dict | None = None) -> DeviceLimits
     top in the SM cycle counter's units was tried and measured no-go: a stamp spin on every SM counts
     1,980 MHz, but a GEMM the power limit does not touch counts 1,820-1,840 at NVML's 1,980, so a
     counter baseline against a spin's top projects a change reaching the top to gain ~7% too much
-    (docs/model.md, round 6)."""
+    (docs/model.md, "The clock term")."""
     if recorded and recorded.get("max_mhz") and recorded.get("power_limit_w"):
         return DeviceLimits(float(recorded["max_mhz"]), float(recorded["power_limit_w"]),
                             float(recorded.get("floor_w") or 0.0), str(recorded.get("source", "NVML")))

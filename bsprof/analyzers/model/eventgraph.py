@@ -51,7 +51,7 @@ class Equilibrium:
         return asdict(self)
 
 
-def _release(p: ModelParams, w: int) -> float:
+def release_cycles(p: ModelParams, w: int) -> float:
     s = p.structure
     return s.release_frac * p.epi.phase1[w] + (s.phase2_blocking * p.epi.phase2[w] if s.release_after_phase2 else 0.0)
 
@@ -63,7 +63,7 @@ def solve(p: ModelParams) -> Equilibrium:
     mk = m.tma0 + m.kloop
     mma_chain = mk + m.overhead
     epi_chains = [(e.overhead + e.phase1[w] + e.phase2[w]) / s.epilogue_tokens for w in range(e.warps)]
-    acc = [(mk + 2 * s.handoff + _release(p, w)) / S for w in range(e.warps)]
+    acc = [(mk + 2 * s.handoff + release_cycles(p, w)) / S for w in range(e.warps)]
     epi_chain, acc_cycle = max(epi_chains), max(acc)
     period = max(mma_chain, epi_chain, acc_cycle)
     if mma_chain >= period - TIE and not (s.release_after_phase2 and acc_cycle >= period - TIE):
@@ -104,7 +104,7 @@ def build_graph(p: ModelParams) -> tuple[list[str], list[tuple[int, int, float, 
     E = [3 + W + w for w in range(W)]
     arcs = [(M, A, m.overhead, 1), (A, M, m.tma0 + m.kloop, 0), (R, A, s.handoff, max(1, int(s.acc_stages)))]
     for w in range(W):
-        arcs += [(M, U[w], s.handoff, 0), (U[w], R, _release(p, w), 0),
+        arcs += [(M, U[w], s.handoff, 0), (U[w], R, release_cycles(p, w), 0),
                  (U[w], E[w], e.phase1[w] + e.phase2[w], 0), (E[w], U[w], e.overhead, s.epilogue_tokens)]
     return names, arcs
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bsprof.analyzers.model.eventgraph import _release, solve
+from bsprof.analyzers.model.eventgraph import release_cycles, solve
 from bsprof.analyzers.model.params import ModelParams
 
 
@@ -25,7 +25,7 @@ def cycle_walk(p: ModelParams) -> list[dict]:
     S = max(1, int(s.acc_stages))
     eq = solve(p)
     wmax_chain = max(range(e.warps), key=lambda w: e.phase1[w] + e.phase2[w])
-    wmax_rel = max(range(e.warps), key=lambda w: _release(p, w))
+    wmax_rel = max(range(e.warps), key=lambda w: release_cycles(p, w))
     out = [
         {"cycle": "mma-chain", "tokens": 1,
          "arcs": [("TMA0", m.tma0), ("K-loop", m.kloop), ("MMA-loop overhead", m.overhead)]},
@@ -34,7 +34,7 @@ def cycle_walk(p: ModelParams) -> list[dict]:
                   ("Phase 2", e.phase2[wmax_chain]), ("epilogue-loop overhead", e.overhead)]},
         {"cycle": "accumulator-cycle", "tokens": S,
          "arcs": [("TMA0", m.tma0), ("K-loop", m.kloop), ("barrier hand-off x2", 2 * s.handoff),
-                  (_release_name(p, wmax_rel), _release(p, wmax_rel))]},
+                  (_release_name(p, wmax_rel), release_cycles(p, wmax_rel))]},
     ]
     for c in out:
         c["sum"] = sum(v for _, v in c["arcs"])

@@ -463,7 +463,7 @@ def explain(pj: Projection) -> str:
             moved.append("ping-pong (2 consumer warpgroups alternating)")
             name_after = "hopper-pingpong"
         else:
-            moved.append(f"{pj.deltas['acc_stages']} accumulator stage(s)")
+            moved.append(f"{pj.deltas['acc_stages']} accumulator stage{'' if pj.deltas['acc_stages'] == 1 else 's'}")
     if "epi_warps" in pj.deltas:
         moved.append(f"{pj.deltas['epi_warps']} epilogue warps")
     what = " + ".join(moved) if moved else "no change"

@@ -43,12 +43,7 @@ class ModelResult:
 
 
 def check_request(req: ModelRequest) -> None:
-    if req.release_frac is not None and not 0.0 <= req.release_frac <= 1.0:
-        raise BsprofError(f"--release {req.release_frac} must be between 0 and 1 (fraction of Phase 1)")
-    if req.handoff is not None and req.handoff < 0:
-        raise BsprofError(f"--handoff {req.handoff} must be >= 0 cycles")
-    if req.tiles < 1000 or req.tiles > 5_000_000:
-        raise BsprofError(f"--tiles {req.tiles} is out of range; use 1,000..5,000,000")
+    """The combinations of options no single option's type can refuse (each range is the option's)."""
     if req.clock is not None and req.sweep:
         raise BsprofError("--clock applies to one projection, not a --sweep; drop one of them")
     if req.limits is not None and req.clock is None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 import re
 
-from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, MMA_OPCODE, OPERAND_BYTES, THRESHOLDS, _bytes, _get,
-                                       _level_bytes, _ok, _problem, dram_split, global_atomics, is_attention,
-                                       l2_refetch, opcodes, operand_bytes, register_loads, spill_traffic,
-                                       stall_shares)
+from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, MMA_OPCODE, THRESHOLDS, dram_split, global_atomics,
+                                       is_attention, known, l2_refetch, launch_problem, level_bytes,
+                                       metric, opcodes, operand_bytes, register_loads, spill_traffic, stall_shares)
+from bsprof.fmt import fmt_bytes
 
 ANY = "*"
 
@@ -197,7 +197,7 @@ SPLIT_K = ("split-K", "when K is large (K = {k} > {large_k}) and the tile grid i
 # --- traits: small rules over declared metrics that pick a more specific line ------------------------
 
 # DRAM bytes written at or above this share of the bytes a DRAM-bound GEMM moves: the output is what
-# streams (round 6's short-K GEMM 16384x16384x64 writes 515 of its 527 MB), so the lever is the output's
+# streams (the short-K GEMM 16384x16384x64 of the corpus writes 515 of its 527 MB), so the lever is the output's
 # bytes (dtype, fused consumer, K per output), not the operands' (the 1x1 conv, 82 of 185 MB written, stays below)
 DRAM_WRITE_SHARE = 0.5
 # B (N x K, the weights of y = x W^T) at or above this share of the operand bytes A + B, with the problem
@@ -216,7 +216,7 @@ UNCOALESCED_RULES = ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")
 # on a CUB histogram's 441 excess sectors of 4.6M and on a store stream using 31.8 of each 32 bytes
 UNCOALESCED_MIN_WASTE = 0.10
 # shared-memory stores (STS) per global load (LDG) below which a GEMM's LDG-loaded operands are not
-# staged in shared memory but go straight into MMA fragments (round 7's int4 tinygemm: 0.002, 5 KB of
+# staged in shared memory but go straight into MMA fragments (the int4 tinygemm of the corpus: 0.002, 5 KB of
 # shared memory a CTA); the unaligned-row fall-backs of cuBLAS store one STS per 7-8 LDG (0.13-0.14)
 FRAGMENT_STS_PER_LDG = 0.02
 # replacing traits, most specific first: the first one whose line matches takes the place of the plain
@@ -226,7 +226,7 @@ REPLACING = ("output-writes", "attention", "weight-reads")
 
 def _b_share(row) -> float:
     """B's (N x K) share of the operand bytes A + B, where the launch names its problem."""
-    mnkl = _problem(row)
+    mnkl = launch_problem(row)
     if not mnkl:
         return math.nan
     m, n, _, _ = mnkl
@@ -265,15 +265,15 @@ def launch_traits(v, row, rules: list[dict] | None = None) -> set[str]:
         if is_attention(row):
             out.add("attention")
         _, _, wshare = dram_split(row)
-        if _ok(wshare) and wshare >= DRAM_WRITE_SHARE:
+        if known(wshare) and wshare >= DRAM_WRITE_SHARE:
             out.add("output-writes")
-        elif _ok(b := _b_share(row)) and b >= WEIGHT_OPERAND_SHARE:
+        elif known(b := _b_share(row)) and b >= WEIGHT_OPERAND_SHARE:
             out.add("weight-reads")
         ldg, _ = register_loads(row)
         if ldg:
             staged = opcodes(row).get("STS", 0.0) >= FRAGMENT_STS_PER_LDG * ldg
             out.add("staged-loads" if staged else "fragment-loads")
-    if _ok(f := _fp32_per_mufu(row)) and f >= EXP_RANGE_REDUCTION_FP32_PER_MUFU:
+    if known(f := _fp32_per_mufu(row)) and f >= EXP_RANGE_REDUCTION_FP32_PER_MUFU:
         out.add("exp-range-reduced")
     if uncoalesced_text(rules):
         out.add("uncoalesced")
@@ -292,12 +292,12 @@ def _numbers(v, row, k: int | None, rules: list[dict] | None = None) -> dict:
     mma_all = sum(x for op, x in ops_all.items() if MMA_OPCODE.match(op))
     mufu, total = ops_all.get("MUFU", 0.0), sum(ops_all.values())
     dram_r, dram_w, wshare = dram_split(row)
-    mnkl = _problem(row) or [None] * 4
+    mnkl = launch_problem(row) or [None] * 4
     stall = v.unit if v.cls == "latency-bound" and v.unit else next(iter(shares), "n/a")
     f = v.fill
     unit_pct = v.busy.get("value", math.nan)
     share = f.active_share if not math.isnan(f.active_share) else 1.0
-    conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
+    conf, wav = metric(row, "smem_bank_conflicts"), metric(row, "smem_wavefronts")
     mma_ops = {op: n for op, n in opcodes(row).items()
                if any(rx.match(op) and fam == v.mma for rx, fam in MMA_FAMILIES)}
     mma_op = max(mma_ops, key=mma_ops.get) if mma_ops else "n/a"
@@ -306,36 +306,36 @@ def _numbers(v, row, k: int | None, rules: list[dict] | None = None) -> dict:
     l2_sm, refetch, _ = l2_refetch(row)
     ldg, ldg_per_mma = register_loads(row)
     ops, ops_src = operand_bytes(row)
-    warps_per_cta = math.ceil(_get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z") / 32) \
-        if all(not math.isnan(_get(row, f"block_{a}")) for a in "xyz") else math.nan
+    warps_per_cta = math.ceil(metric(row, "block_x") * metric(row, "block_y") * metric(row, "block_z") / 32) \
+        if all(not math.isnan(metric(row, f"block_{a}")) for a in "xyz") else math.nan
     return {
-        "dur_us": _n(_get(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
+        "dur_us": _n(metric(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
         "fixed_us": _n(f.launch_fixed_us, 1), "fixed_pct": _n(100 * f.launch_fixed_share),
         "sms": f.sms or "?", "ctas": f.ctas or "?", "fill": f.text or "n/a",
         "idle_pct": _n(100 * (1 - f.active_share)), "max_active_pct": _n(100 * f.max_active_share),
-        "tensor_pct": _n(_get(row, "pipe_tensor_pct")), "theo_pct": _n(_get(row, "theoretical_occupancy_pct")),
+        "tensor_pct": _n(metric(row, "pipe_tensor_pct")), "theo_pct": _n(metric(row, "theoretical_occupancy_pct")),
         "limiter": occupancy_limiter(row),
         "unit": v.busy.get("unit", v.unit), "unit_pct": _n(unit_pct), "unit_elapsed": _n(unit_pct * share),
-        "l2_pct": _n(_get(row, "l2_throughput_pct")), "dram_pct": _n(_get(row, "dram_throughput_pct")),
-        "dram_bytes": "" if math.isnan(_level_bytes(row, "dram")) else f", {_bytes(_level_bytes(row, 'dram'))} moved", "issue_pct": _n(_get(row, "issue_active_pct")),
-        "eligible": _n(_get(row, "eligible_warps_per_cycle"), 2), "stall": stall,
-        "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(_get(row, "achieved_occupancy_pct")),
-        "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(_get(row, "spill_instructions")),
+        "l2_pct": _n(metric(row, "l2_throughput_pct")), "dram_pct": _n(metric(row, "dram_throughput_pct")),
+        "dram_bytes": "" if math.isnan(level_bytes(row, "dram")) else f", {fmt_bytes(level_bytes(row, 'dram'))} moved", "issue_pct": _n(metric(row, "issue_active_pct")),
+        "eligible": _n(metric(row, "eligible_warps_per_cycle"), 2), "stall": stall,
+        "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(metric(row, "achieved_occupancy_pct")),
+        "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(metric(row, "spill_instructions")),
         "unit_bound": _n(THRESHOLDS["unit_bound_pct"]), "k": k, "large_k": _n(THRESHOLDS["large_k"]),
         "mma_op": mma_op, "mma_count": f"{sum(mma_ops.values()):,.0f}" if mma_ops else "n/a",
-        "local_bytes": _bytes(local), "spill_share": _n(100 * spill_share),
-        "l2_bytes": _bytes(_level_bytes(row, "l2")), "l1_hit": _n(_get(row, "l1_hit_pct")),
+        "local_bytes": fmt_bytes(local), "spill_share": _n(100 * spill_share),
+        "l2_bytes": fmt_bytes(level_bytes(row, "l2")), "l1_hit": _n(metric(row, "l1_hit_pct")),
         "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
-        "l2_sm_bytes": _bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": _bytes(ops), "operand_source": ops_src,
-        "l2_miss_bytes": _bytes(32.0 * _get(row, "l2_read_miss_sectors_sm")), "dram_read": _bytes(dram_r),
+        "l2_sm_bytes": fmt_bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": fmt_bytes(ops), "operand_source": ops_src,
+        "l2_miss_bytes": fmt_bytes(32.0 * metric(row, "l2_read_miss_sectors_sm")), "dram_read": fmt_bytes(dram_r),
         "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
         "wgmma_knobs": wgmma_knobs(row), "weight_bits": _weight_bits(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
-        "sts": f"{ops_all.get('STS', 0.0):,.0f}", "smem_block": _bytes(_get(row, "smem_per_block_bytes")),
-        "l1_pct": _n(_get(row, "l1_throughput_pct")),
+        "sts": f"{ops_all.get('STS', 0.0):,.0f}", "smem_block": fmt_bytes(metric(row, "smem_per_block_bytes")),
+        "l1_pct": _n(metric(row, "l1_throughput_pct")),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
-        "dram_write": _bytes(dram_w), "dram_moved": _bytes(dram_r + dram_w), "write_pct": _n(100 * wshare),
+        "dram_write": fmt_bytes(dram_w), "dram_moved": fmt_bytes(dram_r + dram_w), "write_pct": _n(100 * wshare),
         "m": mnkl[0], "n": mnkl[1], "b_share": _n(100 * _b_share(row)),
-        "xu_pct": _n(_get(row, "pipe_xu_pct")), "mufu_pct": _n(100 * mufu / total, 1) if total else "n/a",
+        "xu_pct": _n(metric(row, "pipe_xu_pct")), "mufu_pct": _n(100 * mufu / total, 1) if total else "n/a",
         "mufu_per_mma": _n(mufu / mma_all, 1) if mma_all else "n/a", "fp32_per_mufu": _n(_fp32_per_mufu(row), 1),
         "uncoalesced": uncoalesced_text(rules) or "n/a",
     }
@@ -351,13 +351,13 @@ def wgmma_knobs(row) -> str:
     """The sm_90 wgmma levers the launch's shape leaves open, each with the number that shows it: more
     consumer warpgroups where the CTA has room for them, TMA multicast where no cluster shares tiles."""
     knobs = ["a wider N tile per warpgroup"]
-    threads = _get(row, "block_x") * _get(row, "block_y") * _get(row, "block_z")
+    threads = metric(row, "block_x") * metric(row, "block_y") * metric(row, "block_z")
     warps = math.ceil(threads / 32) if not math.isnan(threads) else math.nan
     if math.isnan(warps) or warps < MORE_WARPGROUPS_BELOW:
         knobs.append("another consumer warpgroup, so each one's wgmma wait lies under the others' MMAs"
                      + ("" if math.isnan(warps) else f" ({warps} warps a CTA now)"))
-    cluster = _get(row, "cluster_size")
-    l2 = _n(_get(row, "l2_throughput_pct"))
+    cluster = metric(row, "cluster_size")
+    l2 = _n(metric(row, "l2_throughput_pct"))
     if math.isnan(cluster) or cluster <= 1:
         return ", ".join(knobs + [f"TMA multicast across a cluster to halve L2 traffic (L2 at {l2}%)"])
     return ", ".join(knobs) + f"; it runs clusters of {cluster:.0f} CTAs already (L2 at {l2}%)"
@@ -370,7 +370,7 @@ def _weight_bits(row) -> str:
 
 
 def occupancy_limiter(row) -> str:
-    lims = {k: _get(row, f"occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks", "barriers")}
+    lims = {k: metric(row, f"occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks", "barriers")}
     lims = {k: v for k, v in lims.items() if not math.isnan(v)}
     if not lims:
         return "n/a"
@@ -389,9 +389,19 @@ def applies(entry, v, traits: set[str] = frozenset()) -> bool:
     return kind_ok and (arch == ANY or arch == v.arch)
 
 
+def entry_id(entry) -> str:
+    """The name of an advice line: its table entry's class/unit/kind (``memory-bound/l2/uncoalesced``)."""
+    return "/".join(entry[:3])
+
+
 def advise(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> list[str]:
     """The advice lines for verdict ``v`` of ``row``, most specific first, each with its number.
     ``rules``: ncu's rule results for the launch (its sectors-per-request findings decide "coalesce")."""
+    return [text for _, text in advise_entries(v, row, k=k, rules=rules)]
+
+
+def advise_entries(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> list[tuple[str, str]]:
+    """:func:`advise` with each line's name (:func:`entry_id`): (id, text)."""
     nums = _numbers(v, row, k, rules)
     traits = launch_traits(v, row, rules)
     picked = [e for e in ADVICE if applies(e, v, traits)]
@@ -420,12 +430,12 @@ def advise(v, row, *, k: int | None = None, rules: list[dict] | None = None) -> 
     # the generic compute line only where no pipe-specific one matched
     if any(e[0] == "compute-bound" and e[1] != ANY for e in picked):
         picked = [e for e in picked if not (e[0] == "compute-bound" and e[1] == ANY)]
-    out = [e[4].format(**nums) for e in picked]
+    out = [(entry_id(e), e[4].format(**nums)) for e in picked]
     # split-K only where the tile grid may be small: not where the tiles are known to fill two rounds or more
     rounds = (v.fill.tiles or {}).get("tiles_per_cta_max", 0)
     if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k() \
             and rounds < 2:
-        out.append(f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}")
+        out.append(("split-K", f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}"))
     return out
 
 

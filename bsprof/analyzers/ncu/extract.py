@@ -126,7 +126,7 @@ def list_kernels(ctx) -> list[str]:
     return [_kernel_names(a)[0] for a in iter_actions(ctx)]
 
 
-def _row(action, index: int, flops: float | None, precision: str | None) -> tuple[dict, dict, list[str]]:
+def launch_row(action, index: int, flops: float | None, precision: str | None) -> tuple[dict, dict, list[str]]:
     names = set(action.metric_names())
     func, demangled = _kernel_names(action)
     cc_major = _value(action, M.CC_MAJOR_METRIC)
@@ -259,7 +259,7 @@ def extract(report, *, filter: str | None = None, flops: float | None = None,
         if pattern and not (pattern.search(func) or pattern.search(demangled)
                             or pattern.search(" / ".join(nvtx_ranges(action)))):
             continue
-        row, raw, _ = _row(action, index, flops, precision)
+        row, raw, _ = launch_row(action, index, flops, precision)
         rows.append(row)
         raws.append(raw)
         rules.append(R.rule_results(action) if with_rules else [])

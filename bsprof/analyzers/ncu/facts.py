@@ -1,6 +1,7 @@
-"""What the verdict and its advice both read from one extracted row: the named thresholds, the
-opcode families, and small readers (a metric as a float, bytes per memory level, stall shares,
-atomics and spill traffic). Both :mod:`.verdict` and :mod:`.advice` import it; it imports neither.
+"""What the verdict, its advice and their prices read from one extracted row: the named thresholds, the
+opcode families, and small public readers (:func:`metric`: a metric as a float, :func:`known`,
+:func:`level_bytes`: bytes per memory level, :func:`launch_problem`, stall shares, atomics and spill
+traffic). :mod:`.verdict`, :mod:`.advice` and :mod:`.price` import it; it imports none of them.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ SYNC_REASONS = ("barrier", "membar", "sleeping")
 ATTENTION_NAME = re.compile(r"flash|fmha|attention|attn|sdpa|\bmha|mqa|paged_?kv|kv_?cache", re.I)
 
 
-def _get(row, key: str) -> float:
+def metric(row, key: str) -> float:
+    """The row's ``key`` as a float; NaN when the row lacks it or it is not a number."""
     v = row.get(key, math.nan) if hasattr(row, "get") else math.nan
     try:
         return float(v)
@@ -57,22 +59,14 @@ def _get(row, key: str) -> float:
         return math.nan
 
 
-def _ok(x: float) -> bool:
+def known(x: float) -> bool:
+    """Whether a value read by :func:`metric` is there (not NaN)."""
     return not math.isnan(x)
-
-
-def _bytes(n: float) -> str:
-    if not _ok(n):
-        return "n/a"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= div:
-            return f"{n / div:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def opcodes(row) -> dict[str, float]:
     keys = row.keys() if hasattr(row, "keys") else []
-    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and _ok(v := _get(row, k)) and v > 0}
+    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and known(v := metric(row, k)) and v > 0}
 
 
 def global_atomics(row) -> tuple[float, float]:
@@ -86,29 +80,30 @@ def global_atomics(row) -> tuple[float, float]:
 def spill_traffic(row) -> tuple[float, float]:
     """(bytes of local-memory traffic, their share of the bytes through L2). Local memory is where
     register spills go; what misses L1 travels through L2 and DRAM like any global access."""
-    ld, st, l2 = _get(row, "local_load_sectors"), _get(row, "local_store_sectors"), _get(row, "l2_sectors")
-    if not (_ok(ld) and _ok(st)):
+    ld, st, l2 = metric(row, "local_load_sectors"), metric(row, "local_store_sectors"), metric(row, "l2_sectors")
+    if not (known(ld) and known(st)):
         return math.nan, math.nan
     local = 32.0 * (ld + st)
-    return local, (local / (32.0 * l2) if _ok(l2) and l2 > 0 else math.nan)
+    return local, (local / (32.0 * l2) if known(l2) and l2 > 0 else math.nan)
 
 
-def _level_bytes(row, lvl: str) -> float:
+def level_bytes(row, lvl: str) -> float:
+    """Bytes through a memory level ("dram": read + written; "l2": its sectors); NaN for another level."""
     if lvl == "dram":
-        r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
-        return r + w if _ok(r) and _ok(w) else math.nan
+        r, w = metric(row, "dram_bytes_read"), metric(row, "dram_bytes_write")
+        return r + w if known(r) and known(w) else math.nan
     if lvl == "l2":
-        return 32.0 * _get(row, "l2_sectors")
+        return 32.0 * metric(row, "l2_sectors")
     return math.nan
 
 
 def stall_shares(row) -> dict[str, float]:
     """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
     keys = row.keys() if hasattr(row, "keys") else []
-    stalls = {k[len("stall_"):]: _get(row, k) for k in keys if k.startswith("stall_")}
-    stalls = {k: v for k, v in stalls.items() if _ok(v) and k != "selected"}
-    total = _get(row, "warp_cycles_per_issue")
-    if not _ok(total) or total <= 0:
+    stalls = {k[len("stall_"):]: metric(row, k) for k in keys if k.startswith("stall_")}
+    stalls = {k: v for k, v in stalls.items() if known(v) and k != "selected"}
+    total = metric(row, "warp_cycles_per_issue")
+    if not known(total) or total <= 0:
         total = sum(stalls.values())
     if total <= 0:
         return {}
@@ -131,7 +126,8 @@ def problem_of(text) -> list[int] | None:
     return (vals + [1])[:4] if len(vals) >= 3 else None
 
 
-def _problem(row) -> list[int] | None:
+def launch_problem(row) -> list[int] | None:
+    """[M, N, K, L] of the problem the row's launch names (its ``mnkl``), or None (:func:`problem_of`)."""
     return problem_of(row.get("mnkl") if hasattr(row, "get") else None)
 
 
@@ -147,11 +143,11 @@ def clock_above_top(row) -> str | None:
     """Why the SM clock ncu's numbers imply (elapsed SM cycles over the launch's duration) cannot be
     read as the clock, where it exceeds the part's top clock: on launches of a few microseconds the
     two counters' windows differ (a 2.3 us CUB scan on the H200 implies 2,105 MHz against 1,980)."""
-    mhz, top = _get(row, "sm_clock_hz") / 1e6, _get(row, "max_sm_clock_khz") / 1e3
-    if not (_ok(mhz) and _ok(top)) or top <= 0 or mhz <= CLOCK_ABOVE_TOP * top:
+    mhz, top = metric(row, "sm_clock_hz") / 1e6, metric(row, "max_sm_clock_khz") / 1e3
+    if not (known(mhz) and known(top)) or top <= 0 or mhz <= CLOCK_ABOVE_TOP * top:
         return None
     return (f"above the part's {top:,.0f} MHz top: elapsed cycles over a "
-            f"{_get(row, 'duration_ns') / 1e3:,.1f} us launch, not a clock reading")
+            f"{metric(row, 'duration_ns') / 1e3:,.1f} us launch, not a clock reading")
 
 
 def register_loads(row) -> tuple[float, float]:
@@ -173,21 +169,21 @@ def operand_bytes(row) -> tuple[float, str]:
     """(bytes of the operands A + B, where they come from): the problem (mnkl and precision named by the
     launch's NVTX range or --mnkl), else the bytes read from DRAM, which are the distinct bytes a launch
     reads when ncu flushed L2 before it (its default) and a lower bound with a warm L2."""
-    mnkl, prec = _problem(row), row.get("precision") if hasattr(row, "get") else None
+    mnkl, prec = launch_problem(row), row.get("precision") if hasattr(row, "get") else None
     if mnkl and prec in OPERAND_BYTES:
         m, n, k, l = mnkl
         return (m * k + n * k) * l * OPERAND_BYTES[prec], f"A + B of {m}x{n}x{k} at {prec}, scales not counted"
-    dram = _get(row, "dram_bytes_read")
-    if _ok(dram) and dram > 0:
+    dram = metric(row, "dram_bytes_read")
+    if known(dram) and dram > 0:
         return dram, "DRAM read: the distinct bytes when ncu flushed L2 first (its default); fewer with a warm L2"
     return math.nan, ""
 
 
 def l2_refetch(row) -> tuple[float, float, str]:
     """(bytes the SMs read from L2, that over the operands' bytes, the operands' source)."""
-    sm_read = 32.0 * _get(row, "l2_read_sectors_sm")
+    sm_read = 32.0 * metric(row, "l2_read_sectors_sm")
     ops, src = operand_bytes(row)
-    if not _ok(sm_read) or not _ok(ops) or ops <= 0:
+    if not known(sm_read) or not known(ops) or ops <= 0:
         return sm_read, math.nan, src
     return sm_read, sm_read / ops, src
 
@@ -209,12 +205,12 @@ def is_attention(row) -> bool:
     total = sum(ops.values())
     if not total or not any(MMA_OPCODE.match(o) for o in ops):
         return False
-    return (_get(row, "pipe_xu_pct") >= ATTENTION_MIX["xu_pct"]
+    return (metric(row, "pipe_xu_pct") >= ATTENTION_MIX["xu_pct"]
             and ops.get("MUFU", 0.0) / total >= ATTENTION_MIX["mufu_share"])
 
 
 def dram_split(row) -> tuple[float, float, float]:
     """(bytes read from DRAM, bytes written to DRAM, the written share of both): dram__bytes_read.sum and
     dram__bytes_write.sum, the columns dram_bytes_read / dram_bytes_write."""
-    r, w = _get(row, "dram_bytes_read"), _get(row, "dram_bytes_write")
-    return r, w, (w / (r + w) if _ok(r) and _ok(w) and r + w > 0 else math.nan)
+    r, w = metric(row, "dram_bytes_read"), metric(row, "dram_bytes_write")
+    return r, w, (w / (r + w) if known(r) and known(w) and r + w > 0 else math.nan)

@@ -41,13 +41,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from bsprof.analyzers.ncu.advice import advise
+from bsprof.analyzers.ncu.advice import advise_entries
 from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
     MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
-    _bytes, _get, _level_bytes, _ok, async_loads, global_atomics, l2_refetch, loads_by_tma, opcodes, register_loads,
-    spill_traffic, stall_shares,
+    async_loads, global_atomics, known, l2_refetch, launch_problem, level_bytes, loads_by_tma, metric, opcodes,
+    register_loads, spill_traffic, stall_shares,
 )
-from bsprof.analyzers.ncu.facts import _problem as _mnkl
+from bsprof.analyzers.ncu.price import order_by_price, price_all
+from bsprof.fmt import fmt_bytes, fmt_short
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
 MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
@@ -63,7 +64,7 @@ class Evidence:
     threshold_name: str
 
     def __str__(self) -> str:
-        return f"{self.what} = {_fmt(self.value)} {self.op} {_fmt(self.threshold)} ({self.threshold_name})"
+        return f"{self.what} = {fmt_short(self.value)} {self.op} {fmt_short(self.threshold)} ({self.threshold_name})"
 
 
 @dataclass
@@ -102,6 +103,8 @@ class Verdict:
     co_units: list[str] = field(default_factory=list)  # pipes tied with the limiting one
     arch: str = "other"
     ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
+    advice_ids: list[str] = field(default_factory=list)   # each candidate's advice line (advice.entry_id)
+    prices: list = field(default_factory=list)        # each candidate's price (price.Price), same order
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
 
     @property
@@ -117,11 +120,8 @@ class Verdict:
                                                                           if not (isinstance(v, float) and math.isnan(v))},
                 "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
                 "ncu": self.ncu, "missing": self.missing,
+                "advice_ids": self.advice_ids, "prices": [p.as_dict() for p in self.prices],
                 "thresholds": dict(THRESHOLDS)}
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
 
 
 def kernel_kind(row) -> str:
@@ -130,10 +130,10 @@ def kernel_kind(row) -> str:
     if ops:
         return "gemm" if any(MMA_OPCODE.match(o) for o in ops) else "other"
     pipe = hottest_pipe(row)
-    tensor = _get(row, "pipe_tensor_pct")
-    if not _ok(tensor) and pipe and pipe[0] == "tensor":
+    tensor = metric(row, "pipe_tensor_pct")
+    if not known(tensor) and pipe and pipe[0] == "tensor":
         tensor = pipe[1]
-    return "gemm" if _ok(tensor) and tensor >= 5.0 else "other"
+    return "gemm" if known(tensor) and tensor >= 5.0 else "other"
 
 
 def mma_family(row, kind: str | None = None) -> str:
@@ -157,31 +157,31 @@ def wgmma_operands_from_smem(row) -> bool:
     ops = opcodes(row)
     if ops:
         return any(WGMMA_OPCODE.match(o) for o in ops)
-    return _get(row, "gmma_issue_pct") > 0 or (row.get("arch") in ("sm_90", "sm_100") and _get(row, "tensor_pipe_pct") >= 20)
+    return metric(row, "gmma_issue_pct") > 0 or (row.get("arch") in ("sm_90", "sm_100") and metric(row, "tensor_pipe_pct") >= 20)
 
 
 # --- 1. is the GPU filled -------------------------------------------------------------------------
 
 def fill_facts(row, tiles: dict | None = None) -> Fill:
     f = Fill(tiles=tiles)
-    sms, ctas = _get(row, "sm_count"), _get(row, "grid_size")
-    if not _ok(ctas):
-        dims = [_get(row, f"grid_{a}") for a in "xyz"]
-        ctas = math.prod(dims) if all(_ok(d) for d in dims) else math.nan
-    f.sms = int(sms) if _ok(sms) else None
-    f.ctas = int(ctas) if _ok(ctas) else None
-    limits = [_get(row, f"occupancy_limit_{k}") for k in ("blocks", "registers", "shared_mem", "warps", "barriers")]
-    limits = [x for x in limits if _ok(x) and x > 0]
+    sms, ctas = metric(row, "sm_count"), metric(row, "grid_size")
+    if not known(ctas):
+        dims = [metric(row, f"grid_{a}") for a in "xyz"]
+        ctas = math.prod(dims) if all(known(d) for d in dims) else math.nan
+    f.sms = int(sms) if known(sms) else None
+    f.ctas = int(ctas) if known(ctas) else None
+    limits = [metric(row, f"occupancy_limit_{k}") for k in ("blocks", "registers", "shared_mem", "warps", "barriers")]
+    limits = [x for x in limits if known(x) and x > 0]
     f.ctas_per_sm = int(min(limits)) if limits else None
-    act, mx, el = _get(row, "sm_active_cycles_avg"), _get(row, "sm_active_cycles_max"), _get(row, "sm_elapsed_cycles_avg")
-    if _ok(act) and _ok(el) and el > 0:
+    act, mx, el = metric(row, "sm_active_cycles_avg"), metric(row, "sm_active_cycles_max"), metric(row, "sm_elapsed_cycles_avg")
+    if known(act) and known(el) and el > 0:
         f.active_share = min(1.0, act / el)
-        f.max_active_share = min(1.0, mx / el) if _ok(mx) else math.nan
-    f.waves = _get(row, "waves_per_sm")
+        f.max_active_share = min(1.0, mx / el) if known(mx) else math.nan
+    f.waves = metric(row, "waves_per_sm")
     if f.sms and f.ctas is not None and f.ctas < f.sms:
         f.idle_sms = f.sms - f.ctas
-    mn = _get(row, "sm_active_cycles_min")
-    if _ok(f.active_share) and _ok(mn) and _ok(mx) and mx > mn:
+    mn = metric(row, "sm_active_cycles_min")
+    if known(f.active_share) and known(mn) and known(mx) and mx > mn:
         f.min_active_share = mn / el
         if f.sms and mn < THRESHOLDS["no_work_sm_share"] * mx:
             # two groups of SMs, the working ones near the busiest and the rest near the least busy:
@@ -189,14 +189,14 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
             f.busy_sms = f.sms * (act - mn) / (mx - mn)
             if not f.idle_sms and round(f.sms - f.busy_sms) >= 1:
                 f.no_work_sms = round(f.sms - f.busy_sms)
-    dur = _get(row, "duration_ns") / 1e3
-    if _ok(dur) and dur > 0 and _ok(el):
+    dur = metric(row, "duration_ns") / 1e3
+    if known(dur) and dur > 0 and known(el):
         f.sm_mhz = el / dur
-        if _ok(f.max_active_share):
+        if known(f.max_active_share):
             f.launch_fixed_share = 1.0 - f.max_active_share
             f.launch_fixed_us = dur * f.launch_fixed_share
     parts = []
-    if f.sms and _ok(f.active_share):
+    if f.sms and known(f.active_share):
         idle = 1.0 - f.active_share
         if f.idle_sms:
             parts.append(f"{f.idle_sms} of {f.sms} SMs get no CTA ({f.ctas} CTAs)")
@@ -204,19 +204,19 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
             parts.append(f"~{f.no_work_sms} of {f.sms} SMs do no real work although {f.ctas} CTAs launched (the least "
                          f"busy SM is active {100 * f.min_active_share:.0f}% of elapsed: CTAs that find no work and exit)")
         parts.append(f"SM-time idle {100 * idle:.0f}% (sm__cycles_active avg {100 * f.active_share:.0f}% "
-                     f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)" if _ok(f.max_active_share)
+                     f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)" if known(f.max_active_share)
                      else f"SM-time idle {100 * idle:.0f}%")
-        if _ok(f.busy_sms) and (f.idle_sms or f.no_work_sms):
+        if known(f.busy_sms) and (f.idle_sms or f.no_work_sms):
             parts.append(f"the work of ~{f.busy_sms:.0f} SMs at the busiest SM's pace")
     # cycles beside microseconds: with unlocked clocks the SM clock moves a few % between launches
-    if _ok(f.sm_mhz) and _ok(mx):
+    if known(f.sm_mhz) and known(mx):
         parts.append(f"{dur:.2f} us = {el:,.0f} SM cycles at {f.sm_mhz:,.0f} MHz, busiest SM active {mx:,.0f} cycles "
                      f"({mx / f.sm_mhz:.2f} us)")
-    if _ok(f.launch_fixed_us):
+    if known(f.launch_fixed_us):
         parts.append(f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
                      f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)")
-    if _ok(f.waves):
-        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA(s) per SM")
+    if known(f.waves):
+        parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA{'' if f.ctas_per_sm == 1 else 's'} per SM")
         whole, frac = int(f.waves), f.waves - int(f.waves)
         if f.sms and whole >= 1 and 0.02 < frac < 0.98 and not tiles:
             # the last, partial wave: its empty CTA slots leave SMs idle for about 1/(waves) of the time
@@ -225,8 +225,8 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
             slots = f.sms * per
             parts.append(f"the last wave is {100 * frac:.0f}% full: ~{round(slots * (1 - frac))} of {slots} {what} "
                          f"idle for ~{100 / (whole + 1):.0f}% of the time")
-    cl = _get(row, "cluster_size")
-    if _ok(cl) and cl > 1 and f.ctas:
+    cl = metric(row, "cluster_size")
+    if known(cl) and cl > 1 and f.ctas:
         parts.append(f"{f.ctas // int(cl)} clusters of {int(cl)} CTAs")
     if tiles:
         parts.append(tile_text(tiles))
@@ -239,10 +239,10 @@ def idle_parts(f: "Fill", tiles: dict | None) -> dict[str, float]:
     shares of the launch's SM-time: ``launch`` (no SM active: launch, dispatch, teardown, all SMs
     idle), ``quantization`` (the last round's idle CTAs, over the time some SM works, where the tile
     grid is known) and ``rest`` (tail and imbalance). The largest names an under-filled launch."""
-    if not _ok(f.active_share):
+    if not known(f.active_share):
         return {}
     idle = 1.0 - f.active_share
-    launch = min(idle, f.launch_fixed_share) if _ok(f.launch_fixed_share) else 0.0
+    launch = min(idle, f.launch_fixed_share) if known(f.launch_fixed_share) else 0.0
     quant = min(idle - launch, tiles["idle_share"] * (1.0 - launch)) if tiles else 0.0
     return {"launch": launch, "quantization": max(0.0, quant), "rest": max(0.0, idle - launch - quant)}
 
@@ -275,12 +275,12 @@ def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
 def tiles_from_row(row) -> dict | None:
     """Exact tile accounting where the report names the problem and the tile (a bsprof launch's NVTX
     range: ``mnkl=... tile=MxN``) and the grid is persistent (no more CTAs than SMs)."""
-    mnkl, tile = _mnkl(row), row.get("tile_mn") if hasattr(row, "get") else None
-    ctas, sms = _get(row, "grid_size"), _get(row, "sm_count")
-    if not mnkl or not isinstance(tile, str) or not _ok(ctas) or (_ok(sms) and ctas > sms):
+    mnkl, tile = launch_problem(row), row.get("tile_mn") if hasattr(row, "get") else None
+    ctas, sms = metric(row, "grid_size"), metric(row, "sm_count")
+    if not mnkl or not isinstance(tile, str) or not known(ctas) or (known(sms) and ctas > sms):
         return None
     tm, tn = (int(x) for x in tile.split("x"))
-    cluster = tuple(int(_get(row, f"cluster_{a}")) if _ok(_get(row, f"cluster_{a}")) and _get(row, f"cluster_{a}") > 0
+    cluster = tuple(int(metric(row, f"cluster_{a}")) if known(metric(row, f"cluster_{a}")) and metric(row, f"cluster_{a}") > 0
                     else 1 for a in "xy")
     # the launch's cluster dims are (x, y) = (M, N) for CuTe DSL persistent GEMMs
     return tile_quantization(mnkl, (tm, tn), int(ctas), cluster)
@@ -291,19 +291,19 @@ def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
     has a warp, duration x (1 - busiest SM's active / elapsed). When that is a large share of the
     duration, fusing or batching launches is what helps. A duration cut-off alone would split two
     launches doing the same work at 9.8 and 10.6 us."""
-    if _ok(f.launch_fixed_share):
+    if known(f.launch_fixed_share):
         if f.launch_fixed_share < THRESHOLDS["launch_fixed_share"]:
             return None
         return [Evidence(f"share of the duration no SM is active ({f.launch_fixed_us:.1f} us)", f.launch_fixed_share,
                          ">=", THRESHOLDS["launch_fixed_share"], "launch_fixed_share")]
     # without the busiest SM's cycles: a short launch whose SMs are mostly idle
-    dur = _get(row, "duration_ns") / 1e3
-    if not _ok(dur) or dur >= THRESHOLDS["tiny_duration_us"]:
+    dur = metric(row, "duration_ns") / 1e3
+    if not known(dur) or dur >= THRESHOLDS["tiny_duration_us"]:
         return None
-    if _ok(f.active_share) and f.active_share >= THRESHOLDS["tiny_active_share"]:
+    if known(f.active_share) and f.active_share >= THRESHOLDS["tiny_active_share"]:
         return None
     ev = [Evidence("duration_us", dur, "<", THRESHOLDS["tiny_duration_us"], "tiny_duration_us")]
-    if _ok(f.active_share):
+    if known(f.active_share):
         ev.append(Evidence("sm_active_share", f.active_share, "<", THRESHOLDS["tiny_active_share"], "tiny_active_share"))
     return ev
 
@@ -313,7 +313,7 @@ def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
     lacks SM active cycles. A grid with a CTA per SM whose extra CTAs find no tile leaves the same SMs
     idle as a grid without those CTAs: both say how many SMs work."""
     ev = []
-    if _ok(f.active_share):
+    if known(f.active_share):
         if 1 - f.active_share < THRESHOLDS["idle_share"]:
             return None
         ev.append(Evidence("sm_idle_share", 1 - f.active_share, ">=", THRESHOLDS["idle_share"], "idle_share"))
@@ -337,7 +337,7 @@ def rule_l2_refetch(row, v: "Verdict") -> list[Evidence] | None:
     if v.label != "memory-bound:l2" or not (loads_by_tma(row) or v.kind == "gemm"):
         return None
     _, ratio, _ = l2_refetch(row)
-    if not _ok(ratio) or ratio < THRESHOLDS["l2_refetch_ratio"]:
+    if not known(ratio) or ratio < THRESHOLDS["l2_refetch_ratio"]:
         return None
     return [Evidence("L2->SM bytes / operand bytes", ratio, ">=", THRESHOLDS["l2_refetch_ratio"], "l2_refetch_ratio")]
 
@@ -348,14 +348,14 @@ def rule_register_loads(row, v: "Verdict") -> list[Evidence] | None:
     if v.kind != "gemm" or loads_by_tma(row):
         return None
     ldg, per_mma = register_loads(row)
-    if not _ok(per_mma) or per_mma < THRESHOLDS["register_load_per_mma"] or async_loads(row) >= ldg:
+    if not known(per_mma) or per_mma < THRESHOLDS["register_load_per_mma"] or async_loads(row) >= ldg:
         return None
     return [Evidence("LDG per MMA instruction", per_mma, ">=", THRESHOLDS["register_load_per_mma"],
                      "register_load_per_mma")]
 
 
 def saturated_global_memory(row) -> tuple[str, float] | None:
-    best = max(((lvl, _get(row, col)) for lvl, col, _ in MEMORY_LEVELS[:2] if _ok(_get(row, col))),
+    best = max(((lvl, metric(row, col)) for lvl, col, _ in MEMORY_LEVELS[:2] if known(metric(row, col))),
                key=lambda kv: kv[1], default=None)
     return best if best and best[1] >= THRESHOLDS["unit_bound_pct"] else None
 
@@ -365,19 +365,19 @@ def saturated_global_memory(row) -> tuple[str, float] | None:
 def pipe_values(row) -> list[tuple[str, float]]:
     """(pipe, % of peak over active cycles) for every pipe the report has."""
     keys = row.keys() if hasattr(row, "keys") else []
-    pipes = [(k[len("pipe_"):-len("_pct")], _get(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
-    return [(p, v) for p, v in pipes if _ok(v)]
+    pipes = [(k[len("pipe_"):-len("_pct")], metric(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
+    return [(p, v) for p, v in pipes if known(v)]
 
 
 def hottest_pipe(row) -> tuple[str, float] | None:
     pipes = pipe_values(row)
     if not pipes:
         # a report without the compute workload section: the tensor pipe from the SOL breakdown
-        t, te = _get(row, "tensor_pipe_pct"), _get(row, "tensor_pipe_elapsed_pct")
-        share = _get(row, "sm_active_cycles_avg") / _get(row, "sm_elapsed_cycles_avg")
-        if not _ok(t) and _ok(te) and _ok(share) and share > 0:
+        t, te = metric(row, "tensor_pipe_pct"), metric(row, "tensor_pipe_elapsed_pct")
+        share = metric(row, "sm_active_cycles_avg") / metric(row, "sm_elapsed_cycles_avg")
+        if not known(t) and known(te) and known(share) and share > 0:
             t = min(100.0, te / share)
-        if _ok(t):
+        if known(t):
             pipes = [("tensor", t)]
     return max(pipes, key=lambda kv: kv[1]) if pipes else None
 
@@ -386,28 +386,28 @@ def busiest_memory(row) -> tuple[str, float, bool] | None:
     """(level, % of peak, operand_path) of the busiest memory level. Where wgmma executes, L1/shared
     is the MMA's operand path: reported, not ranked."""
     operand = wgmma_operands_from_smem(row)
-    levels = [(lvl, _get(row, col)) for lvl, col, _ in MEMORY_LEVELS if _ok(_get(row, col))]
+    levels = [(lvl, metric(row, col)) for lvl, col, _ in MEMORY_LEVELS if known(metric(row, col))]
     ranked = dict((lvl, v) for lvl, v in levels if not (operand and lvl == "l1"))
     if not ranked:
         return None
     lvl, v = max(ranked.items(), key=lambda kv: kv[1])
     dram = ranked.get("dram", math.nan)
-    if lvl == "l2" and _ok(dram) and dram >= THRESHOLDS["unit_bound_pct"] and v - dram < THRESHOLDS["l2_over_dram_pts"]:
+    if lvl == "l2" and known(dram) and dram >= THRESHOLDS["unit_bound_pct"] and v - dram < THRESHOLDS["l2_over_dram_pts"]:
         lvl, v = "dram", dram   # the L2 load is the DRAM stream passing through
     return lvl, v, operand
 
 
 def busy_limit(row, f: Fill) -> dict:
     """What limits the SMs that have work: {class, unit, value, facts, evidence}."""
-    share = f.active_share if _ok(f.active_share) else 1.0
+    share = f.active_share if known(f.active_share) else 1.0
     pipe = hottest_pipe(row)
-    issue = _get(row, "issue_active_pct")
+    issue = metric(row, "issue_active_pct")
     mem = busiest_memory(row)
     facts: list[str] = []
     co: list[str] = []
     comp_unit, comp = None, math.nan
     if pipe:
-        only = not any(k.startswith("pipe_") and _ok(_get(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
+        only = not any(k.startswith("pipe_") and known(metric(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
         facts.append(f"{'tensor pipe (the only pipe this report has)' if only else 'hottest pipe ' + pipe[0]}: "
                      f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
         if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
@@ -421,23 +421,23 @@ def busy_limit(row, f: Fill) -> dict:
                     co.append(p)
                     facts.append(f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
                                  f"of {pipe[0]}: both limit")
-    if comp_unit is None and _ok(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
+    if comp_unit is None and known(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
         comp_unit, comp = "issue", issue
-    if _ok(issue):
+    if known(issue):
         facts.append(f"issue slots busy {issue:.0f}%")
     mem_unit, memv = None, math.nan
     if mem:
-        by = ", ".join(f"{lvl.upper()} {_get(row, col):.0f}%" + (f" ({_bytes(_level_bytes(row, lvl))})" if _ok(_level_bytes(row, lvl)) else "")
-                       for lvl, col, _ in MEMORY_LEVELS if _ok(_get(row, col)))
+        by = ", ".join(f"{lvl.upper()} {metric(row, col):.0f}%" + (f" ({fmt_bytes(level_bytes(row, lvl))})" if known(level_bytes(row, lvl)) else "")
+                       for lvl, col, _ in MEMORY_LEVELS if known(metric(row, col)))
         facts.append("memory: " + by + (" — L1/shared is the wgmma operand path (SMEM feeds the MMA), not a memory limit"
-                                         if mem[2] and _ok(_get(row, "l1_throughput_pct")) else ""))
+                                         if mem[2] and known(metric(row, "l1_throughput_pct")) else ""))
         if mem[1] >= THRESHOLDS["unit_bound_pct"]:
             mem_unit, memv = mem[0], mem[1]
     ev: list[Evidence] = []
     if comp_unit is None and mem_unit is None:
         out = {"class": "latency-bound", "unit": top_stall(row) or "", "facts": facts}
-        best = max([x for x in (pipe[1] if pipe else math.nan, issue, mem[1] if mem else math.nan) if _ok(x)], default=math.nan)
-        if _ok(best):
+        best = max([x for x in (pipe[1] if pipe else math.nan, issue, mem[1] if mem else math.nan) if known(x)], default=math.nan)
+        if known(best):
             ev.append(Evidence("busiest unit (pipe, issue or memory) %", best, "<", THRESHOLDS["unit_bound_pct"], "unit_bound_pct"))
         out["evidence"] = ev
         return out
@@ -450,7 +450,7 @@ def busy_limit(row, f: Fill) -> dict:
     ev.append(Evidence(col, val, ">=", THRESHOLDS[thr], thr))
     out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev,
            "co_units": co if cls == "compute-bound" else []}
-    if _ok(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
+    if known(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
         out["balanced"] = f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
     return out
 
@@ -463,39 +463,39 @@ def top_stall(row) -> str | None:
 
 def one_cta_per_sm_by_design(row, f: Fill) -> bool:
     """Persistent kernels (a grid of about one CTA per SM) and kernels whose shared memory allows one CTA."""
-    smem = _get(row, "occupancy_limit_shared_mem")
+    smem = metric(row, "occupancy_limit_shared_mem")
     persistent = f.sms is not None and f.ctas is not None and f.ctas <= f.sms and f.ctas >= 0.5 * f.sms
-    return persistent or (_ok(smem) and smem <= 1)
+    return persistent or (known(smem) and smem <= 1)
 
 
 def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
-    ach, theo = _get(row, "achieved_occupancy_pct"), _get(row, "theoretical_occupancy_pct")
-    if not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"] or one_cta_per_sm_by_design(row, f):
+    ach, theo = metric(row, "achieved_occupancy_pct"), metric(row, "theoretical_occupancy_pct")
+    if not known(ach) or ach >= THRESHOLDS["low_occupancy_pct"] or one_cta_per_sm_by_design(row, f):
         return None
     # a resource (registers, shared memory, barriers) must cap the warps: at 100 % theoretical the
     # low achieved occupancy comes from the grid or imbalance, which cutting resources does not fix
-    if _ok(theo) and theo >= 100.0:
+    if known(theo) and theo >= 100.0:
         return None
     # nor when the grid gives each SM fewer CTAs than its resources allow (under one wave)
     if grid_limits_warps(row, f):
         return None
     ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
-    elig = _get(row, "eligible_warps_per_cycle")
-    if _ok(elig) and elig < THRESHOLDS["min_eligible_warps"]:
+    elig = metric(row, "eligible_warps_per_cycle")
+    if known(elig) and elig < THRESHOLDS["min_eligible_warps"]:
         ev.append(Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps"))
     return ev
 
 
 def grid_limits_warps(row, f: Fill) -> bool:
     """Less than one wave: every CTA is resident at once and the SMs still have free warp slots."""
-    return _ok(f.waves) and f.waves < 1.0
+    return known(f.waves) and f.waves < 1.0
 
 
 def rule_grid_limited(row, f: Fill) -> list[Evidence] | None:
     """A latency-bound launch whose few warps per SM come from the grid: more CTAs or warps, not
     fewer registers, put more work in flight."""
-    ach = _get(row, "achieved_occupancy_pct")
-    if not grid_limits_warps(row, f) or not _ok(ach) or ach >= THRESHOLDS["low_occupancy_pct"]:
+    ach = metric(row, "achieved_occupancy_pct")
+    if not grid_limits_warps(row, f) or not known(ach) or ach >= THRESHOLDS["low_occupancy_pct"]:
         return None
     return [Evidence("waves_per_sm", f.waves, "<", 1.0, "one wave"),
             Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
@@ -511,15 +511,15 @@ def rule_global_atomics(row) -> list[Evidence] | None:
 
 def rule_spill_traffic(row) -> list[Evidence] | None:
     local, share = spill_traffic(row)
-    if not _ok(share) or local <= 0 or share < THRESHOLDS["spill_traffic_share"]:
+    if not known(share) or local <= 0 or share < THRESHOLDS["spill_traffic_share"]:
         return None
     return [Evidence("local (spill) bytes share of L2 bytes", share, ">=", THRESHOLDS["spill_traffic_share"],
                      "spill_traffic_share")]
 
 
 def rule_smem_conflicts(row) -> list[Evidence] | None:
-    conf, wav = _get(row, "smem_bank_conflicts"), _get(row, "smem_wavefronts")
-    if not _ok(conf) or not _ok(wav) or wav <= 0:
+    conf, wav = metric(row, "smem_bank_conflicts"), metric(row, "smem_wavefronts")
+    if not known(conf) or not known(wav) or wav <= 0:
         return None
     pct = 100.0 * conf / wav
     if pct < THRESHOLDS["smem_conflict_pct"]:
@@ -528,10 +528,10 @@ def rule_smem_conflicts(row) -> list[Evidence] | None:
 
 
 def rule_register_spills(row) -> list[Evidence] | None:
-    v = _get(row, "spill_instructions")
-    if not _ok(v):
-        v = _get(row, "local_spill_requests")
-    return [Evidence("spill_instructions", v, ">", 0.0, "any spill")] if _ok(v) and v > 0 else None
+    v = metric(row, "spill_instructions")
+    if not known(v):
+        v = metric(row, "local_spill_requests")
+    return [Evidence("spill_instructions", v, ">", 0.0, "any spill")] if known(v) and v > 0 else None
 
 
 # --- what the report lacks ---------------------------------------------------------------------------
@@ -553,7 +553,7 @@ def missing_sections(row) -> list[str]:
     out = []
     has_ops = bool(opcodes(row))
     for loses, cols, section in SECTION_NEEDS:
-        lacks = not has_ops if section == "InstructionStats" else all(not _ok(_get(row, c)) for c in cols)
+        lacks = not has_ops if section == "InstructionStats" else all(not known(metric(row, c)) for c in cols)
         if lacks:
             out.append(f"{section}: {loses} (collect it with `ncu --section {section}` or `bsprof ncu --set full`)")
     return out
@@ -567,7 +567,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     ``rules``: ncu's own rule results for the launch (:mod:`.rules`), set beside the verdict."""
     if tiles is None:
         tiles = tiles_from_row(row)
-    if k is None and (mnkl := _mnkl(row)):
+    if k is None and (mnkl := launch_problem(row)):
         k = mnkl[2]
     f = fill_facts(row, tiles)
     busy = busy_limit(row, f)
@@ -577,7 +577,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
         # the fill text carries the duration with its cycles where the report has them
-        v.facts.append(f.text if _ok(f.sm_mhz) else f"{_get(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
+        v.facts.append(f.text if known(f.sm_mhz) else f"{metric(row, 'duration_ns') / 1e3:.1f} us; " + f.text)
     elif ev := rule_under_filled(row, f):
         v.cls, v.evidence = "under-filled", ev
         v.facts.append(f.text)
@@ -595,8 +595,8 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         elif f.idle_sms or f.no_work_sms:
             how = (f"{f.idle_sms} get no CTA" if f.idle_sms else
                    f"~{f.no_work_sms} do no real work: {f.ctas} CTAs, some exit at once")
-            work = f", the work of ~{f.busy_sms:.0f} SMs" if _ok(f.busy_sms) else ""
-            idle = f"SM-time idle {100 * (1 - f.active_share):.0f}%{work}; " if _ok(f.active_share) else ""
+            work = f", the work of ~{f.busy_sms:.0f} SMs" if known(f.busy_sms) else ""
+            idle = f"SM-time idle {100 * (1 - f.active_share):.0f}%{work}; " if known(f.active_share) else ""
             v.detail = f"{idle}of {f.sms} SMs {how}"
         else:
             v.detail = f"{f.sms} SMs idle {100 * (1 - f.active_share):.0f}% of the time on average (tail / imbalance)"
@@ -612,7 +612,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
             v.detail = "sync" if sync >= 0.35 else (f"latency ({top})" if top else "latency")
             if top:
                 v.facts.append(f"dominant stall {top}: {100 * shares[top]:.0f}% of "
-                               f"{_get(row, 'warp_cycles_per_issue'):.3g} cycles between issues")
+                               f"{metric(row, 'warp_cycles_per_issue'):.3g} cycles between issues")
             if ev := rule_occupancy(row, f):
                 v.flags.append("low-occupancy")
                 v.evidence += ev
@@ -624,7 +624,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
                 v.evidence += ev
         elif busy.get("balanced"):
             v.detail = busy["balanced"]
-        elif v.cls == "compute-bound" and v.unit == "tensor" and _get(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
+        elif v.cls == "compute-bound" and v.unit == "tensor" and metric(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
             v.detail = "near-peak"
         v.co_units = list(busy.get("co_units", []))
         if v.co_units and not v.detail:
@@ -653,7 +653,13 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         if r.get("rule") == "WorkloadImbalance" and (r.get("title") or "").startswith(want):
             v.facts.append(f"ncu WorkloadImbalance ({r.get('speedup_pct') or 0:.0f}% est.): {r.get('message')}")
             break
-    v.candidates = advise(v, row, k=k, rules=rules)
+    entries = advise_entries(v, row, k=k, rules=rules)
+    # each line with its price, the largest priced speedup first
+    prices = price_all(v, row, [pid for pid, _ in entries], rules)
+    order = order_by_price(prices)
+    v.advice_ids = [entries[i][0] for i in order]
+    v.candidates = [entries[i][1] for i in order]
+    v.prices = [prices[i] for i in order]
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)
@@ -697,10 +703,10 @@ def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
             out.append(f"ncu SOLBottleneck: compute and memory well-balanced; bsprof: {v.label}"
                        + (f" ({v.detail})" if v.detail else "") + ".")
         else:
-            why = {"under-filled": f"SM-time idle {100 * (1 - v.fill.active_share):.0f}%" if _ok(v.fill.active_share) else "",
+            why = {"under-filled": f"SM-time idle {100 * (1 - v.fill.active_share):.0f}%" if known(v.fill.active_share) else "",
                    "latency-bound": (f"every SM has work (SM-time idle {100 * (1 - v.fill.active_share):.0f}%); few waves "
                                      "mean few warps per SM, which is the latency story" if cls == "under-filled"
-                                     and _ok(v.fill.active_share) else ""),
+                                     and known(v.fill.active_share) else ""),
                    "memory-bound": "a saturated DRAM/L2 limits whatever the grid",
                    "compute-bound": ""}.get(v.cls, "")
             if v.cls == "compute-bound" and cls == "memory-bound" and v.kind == "gemm":

@@ -90,7 +90,7 @@ def _pick(fn: Function, pred) -> list[Instruction]:
 
 def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
     return Feature(name, bool(hits), [evidence_line(i) for i in hits[:MAX_EVIDENCE]],
-                   note or (f"{len(hits)} instruction(s)" if hits else ""))
+                   note or (f"{len(hits)} instruction{'' if len(hits) == 1 else 's'}" if hits else ""))
 
 
 def is_block_scaled(ins: Instruction) -> bool:
@@ -162,7 +162,7 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     if normal and not hinted:
         out["tma_cache_hint"] = Feature(
             "tma_cache_hint", False, [evidence_line(i) for i in normal[:MAX_EVIDENCE]],
-            f"{len(normal)} TMA instruction(s) pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint")
+            f"{len(normal)} TMA instruction{'' if len(normal) == 1 else 's'} pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint")
     else:
         out["tma_cache_hint"] = _feature(
             "tma_cache_hint", hinted,

@@ -49,7 +49,7 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     an error, never a guess, and a ``mnkl`` other than the problem a report recorded is refused."""
     if not paths or len(paths) > 2:
         raise BsprofError("pass one input, or two to compare (baseline then optimized)")
-    tile_mn, notes = _given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
+    tile_mn, notes = given_tiles(len(paths), list(tile_mn), bundled_tiles or {}, mnkl)
     # a bsprof result directory stands for the one report in it, as in `bsprof ncu --report`
     paths = [resolve_report(p) for p in paths]
     if launch is not None and ncu is None and not any(is_report(p) for p in paths):
@@ -80,7 +80,7 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     return SassResult(data=data, by=by, notes=notes)
 
 
-def _given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], str]], mnkl) -> tuple[list, list[str]]:
+def given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], str]], mnkl) -> tuple[list, list[str]]:
     """Each side's output tile (M, N) from the --tile-mn values or a bundled kernel's build; None
     where neither says (the kernel's name is read next, else the analysis refuses). The lines say
     where each tile came from."""

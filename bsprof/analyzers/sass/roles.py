@@ -85,10 +85,10 @@ def _warp_if_label(test: ast.AST) -> str | None:
 
 def scopes_from_source(text: str) -> list[Interval]:
     """Every labelled interval of the source, outermost first."""
-    return _parse_source(text)[0]
+    return parse_source(text)[0]
 
 
-def _parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
+def parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
     """(intervals, {called name: [call-site lines]})."""
     try:
         tree = ast.parse(text)
@@ -224,15 +224,16 @@ class LineMap:
 
 @functools.lru_cache(maxsize=32)
 def _load_linemap(path: str, mtime: float) -> LineMap:
-    return LineMap(*_parse_source(Path(path).read_text(errors="replace")))
+    return LineMap(*parse_source(Path(path).read_text(errors="replace")))
 
 
 @functools.lru_cache(maxsize=8)
 def _linemap_of_text(text: str) -> LineMap:
-    return LineMap(*_parse_source(text))
+    return LineMap(*parse_source(text))
 
 
-def _linemap_for(path: str) -> LineMap | None:
+def linemap_for(path: str) -> LineMap | None:
+    """The line map of the source file at ``path``, or None where no regular file can be read there."""
     # a directory, device or unreadable file is no source: regions fall back to loops
     try:
         st = os.stat(path)
@@ -272,7 +273,7 @@ def attribute(fa, kernel_source: str | os.PathLike | None = None, embedded: dict
     main, resolved = _pick_source(ins_list, kernel_source)
     maps = {} if kernel_source else {f: _linemap_of_text(text) for f, text in (embedded or {}).items() if text}
     # the files on disk only for what the report does not carry (no parse of a file it replaces)
-    maps.update({f: lm for f, p in resolved.items() if f not in maps and (lm := _linemap_for(p)) is not None})
+    maps.update({f: lm for f, p in resolved.items() if f not in maps and (lm := linemap_for(p)) is not None})
     if not maps:
         _by_loops(fa, f"kernel source {main!r} not readable here (pass --source FILE): regions are loops")
         return

@@ -59,10 +59,10 @@ def dense_fp8_launcher(path: str | Path, a, b, out):
     import cutlass.utils
     import torch
 
-    from bsprof.kernels.fp8_blockwise.launch import _dyn
+    from bsprof.kernels.fp8_blockwise.launch import cute_tensor
 
     cls = load_kernel_class(path)
-    views = (_dyn(a.permute(1, 2, 0), 1, 16), _dyn(b.permute(1, 2, 0), 1, 16), _dyn(out.permute(1, 2, 0), 1, 16))
+    views = tuple(cute_tensor(t.permute(1, 2, 0), 1, 16) for t in (a, b, out))
     max_active = cutlass.utils.HardwareInfo().get_max_active_clusters(CLUSTER_MN[0] * CLUSTER_MN[1])
     gemm = cls(cutlass.Float32, TILE_MN, CLUSTER_MN, 1, True)
     compiled = cute.compile(gemm, *views, max_active, drv.CUstream(torch.cuda.current_stream().cuda_stream))

@@ -18,7 +18,7 @@ H100_SMS = 132
 KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (ncu -k regex:...)
 
 
-def _kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
+def kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
     kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
@@ -65,7 +65,7 @@ def _compile(kw: dict, max_active_clusters: int, mnkl=None):
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
-    gemm = Fp8BlockwiseGemm(**kw)
+    gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
     args = _fake_args(kw, max_active_clusters, mnkl)
     return cute.compile(gemm, *args)
 
@@ -76,23 +76,23 @@ def compile_entry(mnkl=None, **kw) -> None:
     _compile(kw, max_active, mnkl)
 
 
-def _resolve(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
+def resolve_build(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
              delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None, tuple[str, ...]]:
-    """The kernel's constructor arguments for this problem on ``num_sms`` SMs, whether the build is
+    """The kernel's switches for this problem on ``num_sms`` SMs, whether the build is
     shape-specialized, why the tile and cluster are what they are (None when they were fixed) and
     the close calls' knobs (select.close_calls: other tiles worth timing beside the pick)."""
     config = dict(config)
     check_shape(mnkl)
     static = bool(config.pop("static_shapes", cfg.VARIANTS.get(variant, {}).get("static_shapes", False)))
-    kw = _kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
-    why, close = _check_knobs_fit(kw, mnkl, static, num_sms, explicit=config)
+    kw = kernel_kwargs(variant, config, timing, delay_kloop, delay_phase1)
+    why, close = check_knobs_fit(kw, mnkl, static, num_sms, explicit=config)
     return kw, static, why, close
 
 
-def _build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
+def build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
                   delay_phase1: int = 0) -> tuple[dict, bool]:
-    """The kernel's constructor arguments for this problem, and whether the build is shape-specialized."""
-    kw, static, _, _ = _resolve(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
+    """The kernel's switches for this problem, and whether the build is shape-specialized."""
+    kw, static, _, _ = resolve_build(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
                                 delay_phase1=delay_phase1)
     return kw, static
 
@@ -104,7 +104,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     timing beside it as ``<spec>,<knobs>``) and why that tile order (``swizzle_why``; None when the
     user fixed it)."""
     mnkl = tuple(int(x) for x in mnkl)
-    kw, static, why, close = _resolve(variant, config, mnkl, num_sms)
+    kw, static, why, close = resolve_build(variant, config, mnkl, num_sms)
     swizzle_why = None
     if cfg.resolve(variant, config).get("swizzle", 1) == 0:
         swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
@@ -125,7 +125,7 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
     """The output tile (M, N) one CTA computes in the build :func:`compile_cubin` makes for ``mnkl``."""
-    kw, _ = _build_kwargs(variant, config, tuple(int(x) for x in mnkl))
+    kw, _ = build_kwargs(variant, config, tuple(int(x) for x in mnkl))
     return int(kw["tile_m"]), int(kw["tile_n"])
 
 
@@ -137,7 +137,7 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     from bsprof.kernels.build import compile_to_cubin
 
     mnkl = tuple(int(x) for x in mnkl)
-    kw, static = _build_kwargs(variant, config, mnkl, timing, delay_kloop, delay_phase1)
+    kw, static = build_kwargs(variant, config, mnkl, timing, delay_kloop, delay_phase1)
     if static:
         kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""
@@ -161,7 +161,8 @@ def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
     key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
         *tensors, slots, stream = args
-        _COMPILED[key] = cute.compile(Fp8BlockwiseGemm(**kw), *tensors, slots, max_active, stream)
+        gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
+        _COMPILED[key] = cute.compile(gemm, *tensors, slots, max_active, stream)
     return _COMPILED[key]
 
 
@@ -173,7 +174,9 @@ def _max_active(kw: dict) -> int:
     return cutlass.utils.HardwareInfo().get_max_active_clusters(kw.get("cluster_m", 1) * kw.get("cluster_n", 1))
 
 
-def _dyn(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
+def cute_tensor(t, leading: int, align: int, static: bool = False, dynamic_m: bool = False):
+    """A torch tensor as a CuTe tensor for a launch: its layout dynamic along ``leading`` (one build
+    serves every problem), static (a shape-specialized build) or with only M left dynamic."""
     from cutlass.cute.runtime import from_dlpack
 
     v = from_dlpack(t, assumed_align=align)
@@ -184,7 +187,7 @@ def _dyn(t, leading: int, align: int, static: bool = False, dynamic_m: bool = Fa
     return v if static else v.mark_layout_dynamic(leading_dim=leading)
 
 
-def _size1_strides(t, inner_first: tuple[int, ...]):
+def size1_strides(t, inner_first: tuple[int, ...]):
     """``t`` with the stride of each size-1 dimension set to what a compact tensor with this mode
     order has there. torch leaves such strides arbitrary (``contiguous()`` keeps a transposed
     (L, K/128, 1) view as it is), and CuTe reads them: a one-row A-scale matrix came through
@@ -197,7 +200,7 @@ def _size1_strides(t, inner_first: tuple[int, ...]):
     return t if strides == list(t.stride()) else t.as_strided(t.shape, strides)
 
 
-def _sfa_view(sfa, static: bool):
+def sfa_view(sfa, static: bool):
     """(L, KB, M) A scales -> the (M, KB, L) view the kernel reads, with the strides of size-1
     modes set to those of the aligned layout (quant.aligned_scales): a static build bakes every
     stride into its A-scale TMA descriptor, which refuses one that is not a multiple of 16 bytes,
@@ -225,11 +228,11 @@ def _cute_views(ops, static: bool = False):
     128-byte box for a 128x128 stage, and a store that does not match the epilogue's swizzled
     tile), and the kernel died with an illegal instruction on the H100."""
     one_row = static and ops.a.shape[1] == 1
-    a = _dyn(_size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
-    b = _dyn(_size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
-    sfa = _dyn(_sfa_view(ops.sfa, static), 0, 4, static)
-    sfb = _dyn(_size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
-    c = _dyn(_size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    a = cute_tensor(size1_strides(ops.a.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
+    b = cute_tensor(size1_strides(ops.b.permute(1, 2, 0), (1, 0, 2)), 1, 16, static)
+    sfa = cute_tensor(sfa_view(ops.sfa, static), 0, 4, static)
+    sfb = cute_tensor(size1_strides(ops.sfb.permute(1, 2, 0), (1, 0, 2)), 1, 4, static)
+    c = cute_tensor(size1_strides(ops.d.permute(1, 2, 0), (1, 0, 2)), 1, 16, static, one_row)
     return a, b, sfa, sfb, c
 
 
@@ -328,7 +331,7 @@ def auto_epi_split(mnkl) -> bool:
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 
-def _check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
+def check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
                      explicit: dict | None = None) -> tuple[str | None, tuple[str, ...]]:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
     smem B-scale stash holds SFB_SMEM_KB K blocks (a shape-specialized build's, its own K blocks up to
@@ -424,7 +427,7 @@ def _tile_order(kw: dict) -> TileOrder:
 
 
 def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, int]:
-    """The kernel's work units along M, N and L (Fp8BlockwiseGemm._work_tiles on the host)."""
+    """The kernel's work units along M, N and L (split_k.WorkUnits.work_tiles on the host)."""
     m, n, _, l = mnkl
     split = kw.get("split_k", 1) if split_k is None else split_k
     return tile_counts((m, n, l), (kw.get("tile_m", 128), kw["tile_n"]), split)
@@ -466,7 +469,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     if major != 9:
         raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
                           "use the nvfp4 family on Blackwell")
-    kw, static, why, _ = _resolve(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
+    kw, static, why, _ = resolve_build(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
                                   timing, delay_kloop, delay_phase1)
     import cuda.bindings.driver as cuda_drv
     import cutlass
@@ -489,7 +492,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         slots = 1
     stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
     ws, cnt = split_workspace(mnkl, kw)
-    tail = (_dyn(tbuf, 0, 16), _dyn(ws, 0, 16), _dyn(cnt, 0, 16), cutlass.Int32(slots), stream)
+    tail = (cute_tensor(tbuf, 0, 16), cute_tensor(ws, 0, 16), cute_tensor(cnt, 0, 16), cutlass.Int32(slots), stream)
     args = (*_cute_views(ops, static), *tail)
     fn = _compiled_for(kw, args, max_active, mnkl if static else None)
     m, n, k, l = mnkl

@@ -1,99 +1,42 @@
 """Tile and cluster chosen from the problem's shape alone (pure: no GPU, no compile).
 
-Every configuration the kernel takes (``config.tile_ns``: tile 64, 128 or 256 rows x a multiple of
-16 columns, and 192x128, cluster 1x1 / 2x1 / 1x2) is costed in SM cycles with a first-order model
-of the persistent kernel, and the cheapest wins. Where the wall-time model below costs the
-cheapest, a cheaper tile always wins and only between clusters of that tile does a 2% tie-break
-act; elsewhere, within 2% of the cheapest the larger tile, then the cluster, wins (fewer tile
-starts, less L2 traffic, what measured best at the tuned shapes). Between the two cluster axes a
-tie goes to 1x2 (A multicast) unless the B tile is 1.5x the A tile or more (128x192 ran up to 3.5%
-faster in 2x1, 128x144 4-5% slower).
+Every configuration the kernel takes (``config.tile_ns``: 64-, 128-, 192- or 256-row tiles, cluster
+1x1 / 2x1 / 1x2, optionally split-K) is costed in SM cycles and the cheapest wins. The CTAs of the
+persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles each. Two cost models:
 
-The CTAs of the persistent grid run ``rounds`` = ceil(clusters / cluster slots) tiles each.
+- **Wall time under the power cap** (``fills_gpu``: M x N x L is at least a wave of 256x128 tiles;
+  unsplit tiles of two or three consumer warpgroups). Operand bytes a FLOP set the energy and, at
+  700 W, the energy sets the clock, so a K block costs the 256x128 tile's (TIMED_KBLOCKS) scaled by
+  FLOPs and by the tile's operand traffic (``WallFit``); a tile's end is timed (TILE_ENDS) or fitted
+  (``end_128``); a partial last round costs less than its share, since fewer SMs drawing power run a
+  higher clock. ``benchmarks/fit_wall_model.py`` refits the constants from the timed pairs in
+  tests/data/h100_fp8_wall_grid.json.xz; a pair's ratio is modelled to 0.04 rms (the pipe model:
+  0.12-0.15 on the same pairs).
+- **Pipes** (everything else: small problems, 64-row tiles, split-K). A K block takes the longest of
+  the tensor cores (8,192 FP8 FLOP per SM cycle), the shared-memory port (128 B/cycle) and L2 -> SM
+  (~6,150 B/cycle for the chip; a multicast operand is read once per cluster), and never less than
+  its issue-wait-release-promote path (BLOCK_LATENCY with two consumer warpgroups; ONE_WG_LATENCY
+  plus all its wgmma cycles for a 64-row tile, where nothing overlaps that path).
 
-**Problems that fill the GPU** (M x N x L at least a wave of 256x128 tiles, ``fills_gpu``): an
-unsplit tile of two or three consumer warpgroups (128, 192 or 256 rows) is costed in wall time
-under the 700 W cap, where operand bytes a FLOP set the energy and the energy sets the clock. A K
-block costs the 256x128 tile's (TIMED_KBLOCKS) scaled by FLOPs and by height[tile_m] x (1 +
-per_row x 128 / tile_m + per_column x 128 / tile_n) / (1 + per_row / 2 + per_column) (``WallFit``);
-a tile's end is timed (TILE_ENDS, the 192-row tile's 2,079 cycles against 256x128's 3,007: three
-warpgroups overlap their epilogue) or fitted (``end_128``); a partial last round after full ones
-costs ``last_round_base`` of a full one plus the rest by the slots it fills, since fewer SMs
-drawing power run a higher clock. The constants were fitted on 12 configurations x 10 layer
-shapes the H100 timed paired against 192x128 1x2, plus 47 pairs from other runs (docs/perf.md,
-fourteenth session; ``benchmarks/fit_wall_model.py``): the error in the ratio of two
-configurations is 0.04 rms, against 0.12-0.15 for the pipe model on the same pairs. On the H100
-it moved the held-out 1000x5120x17920 from 192x128 to 128x160 (1.094x; 0.90 of DeepGEMM before,
-1.0 after) and 1800x5120x13824 likewise (1.051x).
+Rules on top of the costs, each because timing disagreed with the model (numbers in docs/perf.md,
+"FP8-blockwise tile choice"):
 
-**Smaller problems, 64-row tiles and split-K** keep the pipe model their picks were timed on: a
-K block takes the longest of three pipes: the tensor cores (8,192 FP8 FLOP per SM cycle), the
-shared-memory port (128 B/cycle: each 64-row wgmma stream, one per consumer warpgroup and wave,
-reads its 64 A rows and all of B, and the TMA writes A and B into the ring), and L2 -> SM (about
-6,150 B/cycle for the whole chip, shared by the CTAs that run; a multicast operand is read once per
-cluster). Shapes too small to fill the chip get more, smaller tiles because the rounds term then
-charges nothing for them. Corrections come from timing candidates on the H100 (docs/perf.md, the
-per-problem tile choice and its second and third rounds): a K block is never faster than its
-issue-wait-release-promote path (BLOCK_LATENCY: 370 cycles plus half the tile's wgmma cycles with
-two consumer warpgroups and no cluster, fitted on 128x16 .. 128x64 tiles at M = 128, 385-511
-cycles per K block; 600 flat in a cluster, whose stage is released to two producers: 128x16 tiles
-in 1x2 clusters ran at 0.71x of 1x1; the floor holds in the wall-time model too); a width that
-does not divide 128 (two B scales) costs about 1.05x per FLOP; a 128-row tile 1.05x beyond what the
-shared-memory term already charges it.
-
-A 64-row tile has one consumer warpgroup: nothing overlaps its wgmma wait, stage release and
-promotion with another warpgroup's wgmma, so its K block takes that path (ONE_WG_LATENCY) plus
-all of its wgmma cycles: 320 cycles alone in clusters (64x16 .. 64x64 tiles ran 377-421 cycles
-per K block where latency-bound), 300 without (a 1x1 configuration launches as a plain grid;
-64x64 1x1 tiles ran 128x4096x7168 in 12.9 us where 128x32 took 13.8 us in the same process).
-Two such CTAs on one N tile read B once: their same-time TMA reads are served together (ncu: L2
-misses equal to the DRAM bytes), as long as the launch does not spread them apart (the 1x1x1
-cluster launch did: 87 MB read from L2 instead of 48 MB, 16.7 us).
-
-128-row tiles of at most 128 columns are not offered in clusters (NARROW_UNCLUSTERED): the model
-ties them with the plain grid or favours the cluster, but timed side by side the 128x128 tile ran
-1.07-1.29x faster as a plain 1x1 grid, and on nine held-out shapes the unclustered pick beat the
-old clustered one on eight (1.08-1.29x; 0.94x at 200x8192x8192). Wider and 256-row tiles ran
-within 5% either way, so the model still decides those.
-
-A 128-row plain-grid pick whose last M tile has its second 64-row wave all padding gives way to
-the cheapest 64-row plain-grid tile modelled within HALF_PADDED_WITHIN of it (_half_padded): such
-128-row tiles ran 1.2-2.2x slower per K block than modelled at M = 140-700 (their boxes past M
-made stages land late; the kernel's shift_last_m now keeps them inside) while 64-row tiles stayed
-within 0.8-1.1x, so within a few percent the 64-row tile is the faster one (1.02-1.47x on 9 shapes
-timed after the rule was fixed, and 1.02-1.17x over the shifted 128-row tile on three). Further
-apart the move lost as often as it won, so the rule stops there. The same holds below 128 rows
-(64 < M < 128), where the one M tile runs past M and nothing can shift it: 64-row tiles ran
-1.05-1.36x faster than the 128-row pick at M = 80, 96 and 112.
-
-Below 64 rows a 64-row tile loads A in boxes trimmed to M (config.a_box_rows, the kernel's
-trim_a), which an A-multicast (cluster_n > 1) build cannot: such clusters are not offered there.
-64x192 1x1 ran 1.15-1.18x faster than the 1x2 the model tied it with at 1, 8 and 32 x 24576 x 1536
-and 1.01-1.02x at K = 7168.
-
-Split-K (``split_k`` work units per output tile, each over ceil(K blocks / split_k) of them) is
-considered only where the tiles alone leave cluster slots idle in one round: a unit's K-loop is
-that much shorter, and each unit pays the reduction: SPLIT_FIXED_CYCLES (the counter's atomic
-round trip behind a gpu-scope release, two barriers, a second pipeline fill per unit) plus its
-fp32 partial written and, in the unit that arrives last, every unit's partial read back
-(SPLIT_BYTES_PER_CYCLE; not per consumer warpgroup: two of them did not move 128-row tiles'
-partials faster). Both were fitted on 20 split candidates timed at M = 128 on the H100
-(docs/perf.md, split-K), against the model's unsplit costs, which run 1.16-1.21x the measured
-cycles there: a 64x32 tile split 3 ways cost ~4.5k cycles more than its K-loop and a 128x64 tile
-split 4 ways ~10.6k (partials of 8 and 32 KB), with a fence in every thread as well; dropping
-those fences took ~1.5k off every unit (the picks, timed again). A split launch is never
-modelled faster than streaming A and B once (DRAM_BYTES_PER_CYCLE, in the model's units): at
-128x4096x7168 (B is 29 MB) every configuration timed, unsplit 128x32 and DeepGEMM's included, ran
-in 22.6-28k cycles. The floor enters only the split candidates: the unsplit costs were fitted on
-timings that already contain it. Within 2% of the cheapest, an unsplit configuration wins (no
-workspace, no reduction).
-
-A pick with another tile modelled within CLOSE_CALL_WITHIN of it is a close call: its reason says
-so, and ``Choice.close`` holds those configurations (``bsprof bench --close-calls`` times them).
-Even in wall time a pair of configurations is modelled to about 4% rms, and run to run the H100's
-clock moves a pair by a few percent, so the model cannot rank two configurations this close (the
-pipe model's close calls, timed: the named one faster at four of twelve, slower at five,
-0.945-1.099): a question for the GPU, not a rule.
+- Ties: in wall time a cheaper tile always wins and only clusters of one tile tie (2%); in the pipe
+  model, within 2% the larger tile, then the cluster, wins (fewer tile starts, less L2 traffic).
+  Between cluster axes a tie goes to 1x2 (A multicast) unless B's tile is B_MULTICAST_RATIO x A's.
+- 128-row tiles of at most NARROW_UNCLUSTERED columns run as a plain 1x1 grid: clustered they ran
+  1.07-1.29x slower, which the model does not see.
+- A 128-row plain-grid pick whose last M tile is half padding gives way to a 64-row tile modelled
+  within HALF_PADDED_WITHIN (``_half_padded``); the same below 128 rows, where nothing can shift the
+  one M tile inside M.
+- Below 64 rows A is loaded in boxes trimmed to M (``config.a_box_rows``), which A multicast cannot
+  do: no cluster_n > 1 there.
+- Split-K is considered only where the tiles leave cluster slots idle in one round; each unit pays
+  SPLIT_FIXED_CYCLES plus its fp32 partial (SPLIT_BYTES_PER_CYCLE), and no split launch is modelled
+  faster than streaming A and B once (DRAM_BYTES_PER_CYCLE). Within 2%, unsplit wins.
+- A pick with another tile modelled within CLOSE_CALL_WITHIN is a close call (``Choice.close``;
+  ``bsprof bench --close-calls`` times them): run-to-run clock noise moves a pair by a few percent,
+  so the model cannot rank configurations that close.
 """
 
 from __future__ import annotations
@@ -140,15 +83,15 @@ MAX_CLOSE_CALLS = 2
 THREE_WG_TILE = (192, 128)
 # Cycles of a K block and of a tile's end plus the next tile's start (epilogue phase 1, the wait for
 # the first stage), from the timing builds of the 256- and 192-row tiles at 4096x4096x7168 on the
-# H100 (seventh session). Where the pipe model costs the 192-row tile (a problem too small to fill
+# H100 (the three warpgroups of the 192-row tile overlap their epilogue). Where the pipe model costs the 192-row tile (a problem too small to fill
 # the GPU), it scales the 256x128 tile's cost by these (_three_wg_tile)
 TIMED_KBLOCKS = {256: 1095, 192: 787}
 TILE_ENDS = {256: 3007, 192: 2079}
 # Tiles of two or three consumer warpgroups (128, 192 and 256 rows), unsplit, on a problem that
 # fills the GPU are costed in wall time under the power cap (_wall_block, _wall_tile_end,
 # _wall_rounds), fitted on the current kernel: 12 configurations x 10 layer shapes timed on the H100,
-# each paired against 192x128 1x2 in the same rounds, and 47 pairs timed in other calls (docs/perf.md,
-# fourteenth session; tests/data/h100_fp8_wall_grid.json.xz). A K block costs the 256x128 tile's x
+# each paired against 192x128 1x2 in the same rounds, and 47 pairs timed in other calls
+# (tests/data/h100_fp8_wall_grid.json.xz). A K block costs the 256x128 tile's x
 # (its FLOPs / a 256x128 block's) x height[tile_m] x (1 + per_row x 128 / tile_m + per_column x 128
 # / tile_n) / (1 + per_row / 2 + per_column) (WallFit): operand bytes a FLOP set the energy, and
 # under the cap the energy sets the clock. Two B scales a block (a width that does not divide 128)

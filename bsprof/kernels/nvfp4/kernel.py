@@ -244,13 +244,32 @@ class Nvfp4Gemm:
     # device kernel
     # ------------------------------------------------------------------------------------------
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, tma_a: cute.CopyAtom,
-               mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor, tma_sfa: cute.CopyAtom, mSFA: cute.Tensor,
-               tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, tma_c, mC: cute.Tensor, tbuf: cute.Tensor,
-               tile_slots: cutlass.Int32, cluster_layout_vmnk: cute.Layout, cluster_layout_sfb_vmnk: cute.Layout,
-               a_smem_staged: cute.ComposedLayout, b_smem_staged: cute.ComposedLayout,
-               sfa_smem_staged: cute.Layout, sfb_smem_staged: cute.Layout, c_smem_staged, epi_tile: cute.Tile,
-               tile_walk: tuple):
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tiled_mma_sfb: cute.TiledMma,
+        tma_a: cute.CopyAtom,
+        mA: cute.Tensor,                    # (M, K, L) e2m1, K-major: A's TMA view
+        tma_b: cute.CopyAtom,
+        mB: cute.Tensor,                    # (N, K, L) e2m1, K-major: B's TMA view
+        tma_sfa: cute.CopyAtom,
+        mSFA: cute.Tensor,                  # (M, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: A's TMA view
+        tma_sfb: cute.CopyAtom,
+        mSFB: cute.Tensor,                  # (N, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: B's TMA view
+        tma_c,
+        mC: cute.Tensor,                    # (M, N, L) c_dtype, N-major (D's TMA-store view with epilogue="tma")
+        tbuf: cute.Tensor,                  # the timing buffer (int64; the recorder uses its address)
+        tile_slots: cutlass.Int32,
+        cluster_layout_vmnk: cute.Layout,
+        cluster_layout_sfb_vmnk: cute.Layout,
+        a_smem_staged: cute.ComposedLayout,     # (MMA, MMA_M, MMA_K, stages) e2m1
+        b_smem_staged: cute.ComposedLayout,     # (MMA, MMA_N, MMA_K, stages) e2m1
+        sfa_smem_staged: cute.Layout,
+        sfb_smem_staged: cute.Layout,
+        c_smem_staged,                          # (epi_m, epi_n, c_stage) or None (epilogue="simt")
+        epi_tile: cute.Tile,
+        tile_walk: tuple,
+    ):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
         self.rec = TimingRecorder(self.timing, WARPS_PER_CTA, tile_slots, self.sample_every)
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -277,23 +296,7 @@ class Nvfp4Gemm:
         smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
 
-        # A/B ring: TMA (one thread) produces, the MMA warp consumes; every CTA whose tile a multicast
-        # writes into must see the release
-        ab_pipe = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.ab_full.data_ptr(), num_stages=self.ab_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mcast_a + self.num_mcast_b - 1),
-            tx_count=self.tma_bytes, cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
-        acc_pipe = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full.data_ptr(), num_stages=self.acc_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     32 * len(EPI_WARPS) * (2 if self.use_2cta else 1)),
-            cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
-        tmem = cutlass.memory.TmemAllocator(storage.tmem_holding.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
-                                   allocator_warp_id=EPI_WARPS[0], is_two_cta=self.use_2cta,
-                                   two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc.ptr)
-        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+        ab_pipe, acc_pipe, tmem = self._pipelines(storage, cluster_layout_vmnk)
 
         sA = storage.sA.get_tensor(a_smem_staged.outer, swizzle=a_smem_staged.inner)
         sB = storage.sB.get_tensor(b_smem_staged.outer, swizzle=b_smem_staged.inner)
@@ -304,15 +307,8 @@ class Nvfp4Gemm:
             sC = smem.allocate_tensor(element_type=self.c_dtype, layout=c_smem_staged.outer,
                                       byte_alignment=1024, swizzle=c_smem_staged.inner)
 
-        a_mask = None
-        b_mask = None
-        sfa_mask = None
-        sfb_mask = None
-        if cutlass.const_expr(self.num_mcast_a > 1 or self.num_mcast_b > 1 or self.use_2cta):
-            a_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=2)
-            b_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=1)
-            sfa_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=2)
-            sfb_mask = cpasync.create_tma_multicast_mask(cluster_layout_sfb_vmnk, cl_sfb_vmnk, mcast_mode=1)
+        a_mask, b_mask, sfa_mask, sfb_mask = self._multicast_masks(cluster_layout_vmnk, cluster_layout_sfb_vmnk,
+                                                                   cl_vmnk, cl_sfb_vmnk)
 
         # (bM, bK, RestM, RestK, RestL) etc.
         gA = cute.local_tile(mA, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
@@ -330,21 +326,9 @@ class Nvfp4Gemm:
         tCgSFB = thr_mma_sfb.partition_B(gSFB)
         tCgC = thr_mma.partition_C(gC)
 
-        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
-        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
-        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
-        tAsA, tAgA = cpasync.tma_partition(tma_a, cl_vmnk[2], a_cta_layout, cute.group_modes(sA, 0, 3),
-                                           cute.group_modes(tCgA, 0, 3))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, cl_vmnk[1], b_cta_layout, cute.group_modes(sB, 0, 3),
-                                           cute.group_modes(tCgB, 0, 3))
-        tAsSFA, tAgSFA = cpasync.tma_partition(tma_sfa, cl_vmnk[2], a_cta_layout, cute.group_modes(sSFA, 0, 3),
-                                               cute.group_modes(tCgSFA, 0, 3))
-        tAsSFA = cute.filter_zeros(tAsSFA)
-        tAgSFA = cute.filter_zeros(tAgSFA)
-        tBsSFB, tBgSFB = cpasync.tma_partition(tma_sfb, cl_sfb_vmnk[1], sfb_cta_layout,
-                                               cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
-        tBsSFB = cute.filter_zeros(tBsSFB)
-        tBgSFB = cute.filter_zeros(tBgSFB)
+        tAsA, tAgA, tBsB, tBgB, tAsSFA, tAgSFA, tBsSFB, tBgSFB = self._tma_partitions(
+            (tma_a, tma_b, tma_sfa, tma_sfb), (tCgA, tCgB, tCgSFA, tCgSFB), (sA, sB, sSFA, sSFB),
+            cluster_layout_vmnk, cluster_layout_sfb_vmnk, cl_vmnk, cl_sfb_vmnk)
 
         tCrA = tiled_mma.make_fragment_A(sA)
         tCrB = tiled_mma.make_fragment_B(sB)
@@ -364,34 +348,112 @@ class Nvfp4Gemm:
         # ---------------------------------------------------------------- MMA warp
         if warp_idx == MMA_WARP:
             with WarpScope("MmaWarp", warp_start=MMA_WARP, warp_end=MMA_WARP + 1):
-                tmem.wait_for_alloc()
-                acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
-                tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-                sfa_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols, dtype=self.sf_dtype)
-                tCtSFA = cute.make_tensor(sfa_tmem_ptr, bs_layout.make_tmem_layout_sfa(
-                    tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))))
-                sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols,
-                                               dtype=self.sf_dtype)
-                tCtSFB = cute.make_tensor(sfb_tmem_ptr, bs_layout.make_tmem_layout_sfb(
-                    tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))))
-                s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t(sSFA, tCtSFA)
-                s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
-                self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
-                         s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
-                         walk, tbuf, cta_linear, warp_idx)
+                self._mma_warp(tmem, tiled_mma, tCrA, tCrB, tCtAcc_fake, sSFA, sSFB, sfa_smem_staged,
+                               sfb_smem_staged, ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, tbuf, cta_linear,
+                               warp_idx)
 
         # ---------------------------------------------------------------- epilogue warps
         if warp_idx < EPILOGUE_WARPS:
             with WarpScope("EpilogueWarps", warp_start=EPI_WARPS[0], warp_end=EPI_WARPS[-1] + 1):
-                tmem.allocate(self.tmem_cols)
-                tmem.wait_for_alloc()
-                acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
-                tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-                self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
-                              nthr, tbuf, cta_linear)
-                tmem.relinquish_alloc_permit()
-                self.epi_sync.arrive_and_wait()
-                tmem.free(acc_tmem_ptr)
+                self._epilogue_warps(tmem, tCtAcc_fake, tidx, warp_idx, tma_c, tCgC, sC, epi_tile, acc_pipe, walk,
+                                     nthr, tbuf, cta_linear)
+
+    @cute.jit
+    def _multicast_masks(self, cluster_layout_vmnk, cluster_layout_sfb_vmnk, cl_vmnk, cl_sfb_vmnk):
+        """The TMA multicast masks of A, B, SFA and SFB (None without multicast or 2-CTA MMA)."""
+        a_mask = None
+        b_mask = None
+        sfa_mask = None
+        sfb_mask = None
+        if cutlass.const_expr(self.num_mcast_a > 1 or self.num_mcast_b > 1 or self.use_2cta):
+            a_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=2)
+            b_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=1)
+            sfa_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cl_vmnk, mcast_mode=2)
+            sfb_mask = cpasync.create_tma_multicast_mask(cluster_layout_sfb_vmnk, cl_sfb_vmnk, mcast_mode=1)
+        return a_mask, b_mask, sfa_mask, sfb_mask
+
+    @cute.jit
+    def _epilogue_warps(self, tmem, tCtAcc_fake, tidx, warp_idx, tma_c, tCgC, sC, epi_tile, acc_pipe, walk,
+                        nthr: cutlass.Constexpr, tbuf, cta_linear):
+        """The epilogue warps: allocate tensor memory (they own it), store every tile, free it."""
+        tmem.allocate(self.tmem_cols)
+        tmem.wait_for_alloc()
+        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
+                      nthr, tbuf, cta_linear)
+        tmem.relinquish_alloc_permit()
+        self.epi_sync.arrive_and_wait()
+        tmem.free(acc_tmem_ptr)
+
+    @cute.jit
+    def _pipelines(self, storage, cluster_layout_vmnk):
+        """The A/B ring, the accumulator ring and the tensor-memory allocator, their barriers
+        initialized. Returns (ab_pipe, acc_pipe, tmem)."""
+        # A/B ring: TMA (one thread) produces, the MMA warp consumes; every CTA whose tile a multicast
+        # writes into must see the release
+        ab_pipe = pipeline.PipelineTmaUmma.create(
+            barrier_storage=storage.ab_full.data_ptr(), num_stages=self.ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mcast_a + self.num_mcast_b - 1),
+            tx_count=self.tma_bytes, cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
+        acc_pipe = pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.acc_full.data_ptr(), num_stages=self.acc_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     32 * len(EPI_WARPS) * (2 if self.use_2cta else 1)),
+            cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
+        tmem = cutlass.memory.TmemAllocator(storage.tmem_holding.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
+                                   allocator_warp_id=EPI_WARPS[0], is_two_cta=self.use_2cta,
+                                   two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc.ptr)
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+        return ab_pipe, acc_pipe, tmem
+
+    @cute.jit
+    def _tma_partitions(self, atoms, gmem, smem, cluster_layout_vmnk, cluster_layout_sfb_vmnk, cl_vmnk, cl_sfb_vmnk):
+        """The TMA partitions of A, B and their scale factors: (smem, global) for each, A's and its
+        scales' by this CTA's cluster column (their multicast peers), B's and its scales' by its row.
+        ``atoms``, ``gmem`` (the MMA partitions of the global tiles) and ``smem`` in that order."""
+        tma_a, tma_b, tma_sfa, tma_sfb = atoms
+        tCgA, tCgB, tCgSFA, tCgSFB = gmem
+        sA, sB, sSFA, sSFB = smem
+        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
+        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
+        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
+        tAsA, tAgA = cpasync.tma_partition(tma_a, cl_vmnk[2], a_cta_layout, cute.group_modes(sA, 0, 3),
+                                           cute.group_modes(tCgA, 0, 3))
+        tBsB, tBgB = cpasync.tma_partition(tma_b, cl_vmnk[1], b_cta_layout, cute.group_modes(sB, 0, 3),
+                                           cute.group_modes(tCgB, 0, 3))
+        tAsSFA, tAgSFA = cpasync.tma_partition(tma_sfa, cl_vmnk[2], a_cta_layout, cute.group_modes(sSFA, 0, 3),
+                                               cute.group_modes(tCgSFA, 0, 3))
+        tAsSFA = cute.filter_zeros(tAsSFA)
+        tAgSFA = cute.filter_zeros(tAgSFA)
+        tBsSFB, tBgSFB = cpasync.tma_partition(tma_sfb, cl_sfb_vmnk[1], sfb_cta_layout,
+                                               cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        tBsSFB = cute.filter_zeros(tBsSFB)
+        tBgSFB = cute.filter_zeros(tBgSFB)
+        return tAsA, tAgA, tBsB, tBgB, tAsSFA, tAgSFA, tBsSFB, tBgSFB
+
+    @cute.jit
+    def _mma_warp(self, tmem, tiled_mma, tCrA, tCrB, tCtAcc_fake, sSFA, sSFB, sfa_smem_staged, sfb_smem_staged,
+                  ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, tbuf, cta_linear, warp_idx):
+        """The MMA warp: the accumulator and the scale factors' places in tensor memory (after the
+        epilogue warps' allocation), their shared -> tensor memory copies, then every tile's MMAs."""
+        tmem.wait_for_alloc()
+        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        sfa_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols, dtype=self.sf_dtype)
+        tCtSFA = cute.make_tensor(sfa_tmem_ptr, bs_layout.make_tmem_layout_sfa(
+            tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))))
+        sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols,
+                                       dtype=self.sf_dtype)
+        tCtSFB = cute.make_tensor(sfb_tmem_ptr, bs_layout.make_tmem_layout_sfb(
+            tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))))
+        s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t(sSFA, tCtSFA)
+        s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
+        self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
+                 s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
+                 walk, tbuf, cta_linear, warp_idx)
 
     # ------------------------------------------------------------------------------------------
     @cute.jit

@@ -49,7 +49,7 @@ def _row(name: str, ours: bool, ms: float, flops: float, err, clocks: dict, num_
                 flop_per_sm_cycle=flop_per_sm_cycle(flops, ms, clocks.get("sm_mhz"), num_sms))
 
 
-def _graphed(p):
+def graphed(p):
     """Our kernel as a one-launch CUDA graph replay, and how it is launched: an eager CuTe DSL
     launch costs the host ~125 us, so back-to-back eager launches leave the GPU idle between them
     and it runs cooler (higher clocks) than a peer launched back to back. Eager when the build
@@ -60,7 +60,7 @@ def _graphed(p):
     return (fn, "graph") if fn else (p.launch, "eager")
 
 
-def _torch_graphed(fn):
+def torch_graphed(fn):
     """A peer (a torch call) as a one-launch CUDA graph replay, so it is launched the way ours is;
     eager when it cannot be captured."""
     from bsprof.profile.timing_capture import graph_replay
@@ -69,7 +69,7 @@ def _torch_graphed(fn):
     return (replay, "graph") if replay else (fn, "eager")
 
 
-def _k_blocks_padded(sfb):
+def k_blocks_padded(sfb):
     """The 128x128-block scales (N/128, K/128) padded with zeros to a multiple of 4 K blocks, the
     layout cuBLASLt reads them in: torch's explicit-recipe ``scaled_mm`` takes them as
     (round_up(K/128, 4), N/128) at stride (1, round_up(K/128, 4)). Handed rows packed at K/128
@@ -84,7 +84,7 @@ def _k_blocks_padded(sfb):
     return padded
 
 
-def _cublas_blockwise(a, b, sfa, sfb, out):
+def cublas_blockwise(a, b, sfa, sfb, out):
     """cuBLAS blockwise FP8 (1x128 scales on A, 128x128 on B) as a launch function and where its
     product lands. Where K/128 is a multiple of 4 torch's ``_scaled_mm`` infers the recipe from the
     scales' shapes and writes into ``out``; elsewhere only the explicit-recipe ``scaled_mm`` takes
@@ -99,7 +99,7 @@ def _cublas_blockwise(a, b, sfa, sfb, out):
     if not hasattr(F, "scaled_mm"):
         raise BsprofError(f"K/128 = {sfb.shape[1]} is not a multiple of 4: cuBLAS takes its scales then only "
                           "through torch.nn.functional.scaled_mm, which this torch lacks")
-    padded, last = _k_blocks_padded(sfb), {}
+    padded, last = k_blocks_padded(sfb), {}
 
     def bw():
         last["out"] = F.scaled_mm(a, b.t(), sfa, F.ScalingType.BlockWise1x128, padded.t(),
@@ -108,7 +108,7 @@ def _cublas_blockwise(a, b, sfa, sfb, out):
     return bw, lambda: last["out"]
 
 
-def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
+def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     """name -> (launch fn, its output: a tensor, a function returning it, or None). Peers that
     cannot run here are left out with a reason. ``cute_example``: where NVIDIA's CuTe DSL dense GEMM example is (no block scaling;
     its output is checked only on unit-scale inputs, the only ones it computes the same product on).
@@ -126,7 +126,7 @@ def _peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     sfb = ops.sfb[0]              # (N/128, K/128)
 
     try:
-        bw, out_bw = _cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+        bw, out_bw = cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
         bw()
         fns["cublas_blockwise"] = (bw, out_bw)
     except Exception as exc:  # noqa: BLE001 - a peer we cannot run is reported, not fatal
@@ -237,13 +237,13 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
         others = [_on_copy(p, ops) for ops in copies[1:]]
         # checked on every copy: a kernel wrong on one placement is wrong
         err = max([p.check()] + [q.check() for q in others]) if check else None
-        timed.append((spec, True, [_graphed(p)] + [_graphed(q) for q in others], err))
+        timed.append((spec, True, [graphed(p)] + [graphed(q) for q in others], err))
         configs[len(timed) - 1] = config_fields(p)
     if first is None:
         raise BsprofError("; ".join(f"{spec}: {why}" for spec, why in refused.items()))
     skipped = {}
     if peers:
-        per_copy = [_peer_fns(ops, mnkl, cute_example, peer_names) for ops in copies]
+        per_copy = [peer_fns(ops, mnkl, cute_example, peer_names) for ops in copies]
         fns, skipped = per_copy[0]
         skipped = {k: v for k, v in skipped.items() if k in peer_names or k == "cute_dense_fp8"}
         ref = first.reference() if check else None
@@ -257,7 +257,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
                 except BsprofError as exc:
                     err = f"{exc}"
             launchers = [other[0].get(name, fns[name])[0] for other in per_copy]
-            timed.append((name, False, [_torch_graphed(f) if peers_graph else (f, "eager") for f in launchers], err))
+            timed.append((name, False, [torch_graphed(f) if peers_graph else (f, "eager") for f in launchers], err))
     # by position, not name: the same spec twice is how one measures the noise floor
     runs: list[list] = [[] for _ in timed]
     for r in range(max(1, rounds)):
@@ -267,7 +267,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     rows = []
     for at, ((name, ours, launchers, err), got) in enumerate(zip(timed, runs)):
         fn, how = launchers[0]
-        ms, clocks = _median_round(got)
+        ms, clocks = median_round(got)
         row = _row(name, ours, ms, flops, err, clocks, num_sms)
         row.update(configs.get(at, {}))
         row["launch"] = how
@@ -337,13 +337,13 @@ def config_fields(p) -> dict:
 def _launch_gap_fields(fn, warmup_s: float) -> dict:
     """The kernel's GPU duration and the launch gap before it (medians over 30 traced launches)."""
     from bsprof.analyzers.kernel_trace import launch_summary
-    from bsprof.profile.kernel_trace import trace_launches
+    from bsprof.profile.timer import trace_launches
 
     summary = launch_summary(trace_launches(fn, 30, warmup_s))
     return dict(kernel_us=summary["kernel_us"], gap_us=summary["gap_us"])
 
 
-def _median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
+def median_round(runs: list[tuple[float, dict]]) -> tuple[float, dict]:
     """The round with the median time (its clock readings with it)."""
     ordered = sorted(runs, key=lambda r: r[0])
     return ordered[(len(ordered) - 1) // 2]

@@ -1,0 +1,393 @@
+"""`bsprof model --validate --changes`: code changes priced from their SASS, then timed on the GPU.
+
+Each point is a (switch pair, problem): the bundled FP8 kernel's base build (``optimized`` with the
+problem's tile pinned) and the same build with one switch changed. The projection comes from the
+two builds' SASS (compiled on the CPU) and the base build's timing capture alone
+(``analyzers.model.change``); the measurement times both plain builds in sustained blocks, the
+builds of one problem interleaved in one process in a seeded shuffle, ``repeats`` blocks each
+(``profile.validate.sustained_walls``, the protocol of ``--validate``).
+
+Three steps, each usable alone so the projections can be written (and committed) before any wall
+time is measured:
+
+1. :func:`capture_bases` (GPU): per problem, the base build's timing capture, its capture wall time,
+   and its sustained SM clock and power; the device's limits.
+2. ``analyzers.model.change.project_switch_pairs`` (CPU): the projections, from 1 and the SASS.
+3. :func:`measure_pairs` (GPU): the wall times; ``analyzers.model.change.score_changes`` scores them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bsprof.kernels.api import Target
+
+FAMILY = "fp8-blockwise"
+# switch pairs that change the SASS of different phases (base -> this switch); the delay-injection
+# spins of `--validate` are not among them
+PAIRS = ("uniform_desc=0", "elect_release=0", "peek=0", "ring_unroll=0", "sfb_tma=0", "sfa_tma=0",
+         "epi_split=0", "epilogue=direct", "ab_stage=2", "ab_stage=3", "swizzle=8")
+# the problems of the shipped run: two the kernel was tuned on, one no fit has used
+PROBLEMS = ((4096, 4096, 4096, 1), (8192, 8192, 1024, 1), (6144, 5120, 2560, 1))
+BASE_CLOCK_REPEATS = 3
+# SMs the persistent grid spreads tiles over (H100 and H200 SXM): only the prologue's share per tile uses it
+SMS = 132
+
+
+def base_spec(mnkl, variant: str = "optimized") -> str:
+    """The base build of a problem with the launcher's tile and cluster pinned, so a switch that the
+    per-problem tile choice reads cannot move the pair onto another tile."""
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    p = plan(variant, tuple(mnkl))
+    tm, tn = (int(x) for x in p["tile"].split("x"))
+    cm, cn = (int(x) for x in p["cluster"].split("x"))
+    return f"{variant}:tile_m={tm},tile_n={tn},cluster_m={cm},cluster_n={cn}"
+
+
+def pair_spec(base: str, switch: str) -> str:
+    return f"{base},{switch}"
+
+
+def shape_key(mnkl) -> str:
+    return "x".join(str(int(v)) for v in tuple(mnkl)[:3])
+
+
+def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_REPEATS) -> dict:
+    """Step 1 on the GPU: per problem the base build's timing table (``<shape>.parquet`` in
+    ``out_dir``), the capture's wall time and the base plain build's sustained clock and power."""
+    from bsprof.analyzers.timing.io import write_table
+    from bsprof.analyzers.model.validation import capture_clock
+    from bsprof.gpu import device_info
+    from bsprof.profile import timing_capture as tc
+    from bsprof.profile.validate import (
+        phase_means,
+        sustained_summary,
+        device_limits,
+        sustained_walls,
+    )
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    info = device_info()
+    limits = device_limits()
+    doc: dict = {"device": info["name"], "capability": list(info["capability"]), "device_limits": limits,
+                 "problems": {}}
+    for mnkl in problems:
+        key, spec = shape_key(mnkl), base_spec(mnkl)
+        t0 = time.time()
+        cap = tc.capture(Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=True))
+        write_table(cap.table, out_dir, stem=key, csv=False)
+        cyc, ghz = capture_clock(cap.table)
+        launchers = {"base": Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=False)}
+        walls, reads, how = sustained_walls(launchers, ["base"], repeats)
+        doc["problems"][key] = {"mnkl": list(mnkl), "base": spec, "capture_wall_us": cap.wall_us,
+                                "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": phase_means(cap.table),
+                                "table": f"{key}.parquet", "base_wall_us": walls["base"], "wall_timed_with": how,
+                                "sustained": sustained_summary(reads).get("base"),
+                                "blocks": reads.get("base", []), "elapsed_s": time.time() - t0}
+        if console is not None:
+            console.print(f"{key}: {spec} capture {cap.wall_us:.1f} us, sustained "
+                          f"{(doc['problems'][key]['sustained'] or {}).get('mhz')} MHz", markup=False)
+        del cap, launchers
+    return doc
+
+
+def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
+    """Step 3 on the GPU: per problem the base build and every pair's changed build, timed in
+    sustained blocks, interleaved in a seeded shuffle per repeat. Returns {shape: {walls, reads}}."""
+    from bsprof.errors import BsprofError
+    from bsprof.profile.validate import sustained_summary, sustained_walls
+
+    if repeats < 5:
+        raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
+    out: dict = {}
+    for mnkl in problems:
+        key, base = shape_key(mnkl), base_spec(mnkl)
+        t0 = time.time()
+        launchers, failed = {"base": Target.parse(FAMILY, base, tuple(mnkl)).prepare(timing=False)}, {}
+        for sw in pairs:
+            try:
+                launchers[sw] = Target.parse(FAMILY, pair_spec(base, sw), tuple(mnkl)).prepare(timing=False)
+            except Exception as exc:   # noqa: BLE001 - one build that does not combine: the rest still run
+                failed[sw] = f"{type(exc).__name__}: {exc}"[:300]
+        built = time.time() - t0
+        walls, reads, how = sustained_walls(launchers, list(launchers), repeats)
+        out[key] = {"mnkl": list(mnkl), "base": base, "walls_us": walls, "reads": reads, "timed_with": how,
+                    "sustained": sustained_summary(reads), "failed": failed, "build_s": built,
+                    "elapsed_s": time.time() - t0}
+        if console is not None:
+            console.print(f"{key}: {len(launchers)} builds timed ({built:.0f} s to build)", markup=False)
+        launchers.clear()
+    return out
+
+
+def switch_stages(spec: str, mnkl) -> int:
+    """The A/B ring depth a bundled build gets (its configuration, as the launcher resolves it)."""
+    from bsprof.kernels.fp8_blockwise import config as cfg
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    variant, over = cfg.parse_spec(spec)
+    return int(plan(variant, tuple(mnkl), **over)["smem_stages"])
+
+
+def bundled_cubin(spec: str, mnkl, keep_dir: Path | None = None) -> tuple[Path, tuple[int, int]]:
+    """A bundled build compiled on the CPU with line info; copied into ``keep_dir`` when given (the
+    compile's own output is one file per variant, replaced by the next build)."""
+    import shutil
+
+    from bsprof.kernels.api import compile_for_sass
+
+    cubin, tile = compile_for_sass(spec, "sm_90a", tuple(mnkl))
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        dst = keep_dir / f"{spec.replace(':', '__').replace(',', '_').replace('=', '-')}.{shape_key(mnkl)}.cubin"
+        shutil.copy(cubin, dst)
+        cubin = dst
+    return cubin, tile
+
+
+def consumer_warpgroups(tile_m: int) -> int:
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    return cfg.consumer_wgs(tile_m)
+
+
+def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir=None, console=None) -> dict:
+    """Step 2 on the CPU: every (pair, problem)'s projection from the two builds' SASS and the base
+    build's capture (``bases``: what :func:`capture_bases` returned; ``tables_dir``: its tables).
+    Returns {"points": [...], ...}: what is committed before the wall times are measured."""
+    import math
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.sass import analyze_cubin
+    from bsprof.analyzers.timing.table import load
+
+    tables_dir = Path(tables_dir)
+    cubin_dir = Path(cubin_dir) if cubin_dir is not None else None
+    points = []
+    for key, info in bases["problems"].items():
+        if problems is not None and key not in {shape_key(p) for p in problems}:
+            continue
+        mnkl, base = tuple(info["mnkl"]), info["base"]
+        k_blocks = -(-mnkl[2] // C.BLOCK_K)
+        table = load(tables_dir / info["table"])
+        params = calibrate(table)
+        a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
+        wgs = consumer_warpgroups(tm)
+        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        bm = C.base_measurement(params, table, info["capture_wall_us"], (info.get("sustained") or {}),
+                                bases.get("device_limits"), bases.get("device", ""),
+                                producer=info.get("phase_means", {}).get("producer.load"))
+        count = {"k_blocks": k_blocks, "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
+        A = C.count_build(analyze_cubin(a_cubin)[0], base, **count)
+        costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+        sa = switch_stages(base, mnkl)
+        for sw in pairs:
+            spec = pair_spec(base, sw)
+            b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+            B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
+            knob = sw.split("=")[0]
+            mech = (C.SWITCH_MECHANISMS[knob],) if knob in C.SWITCH_MECHANISMS else ()
+            est = C.estimate_change(A, B, costs, k_blocks, mechanisms=mech, tile_cycles=bm.tile_cycles,
+                                    stages=(sa, switch_stages(spec, mnkl)))
+            pr = C.project_change(params, est, bm)
+            points.append(C.point_record(sw, key, pr))
+            if console is not None:
+                console.print(f"{key} {sw}: {pr.wall_pct:+.2f}% [{100 * (pr.wall_lo - 1):+.2f}, "
+                              f"{100 * (pr.wall_hi - 1):+.2f}] (count rule {100 * (pr.count_rule_ratio - 1):+.2f}%)",
+                              markup=False)
+    return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
+
+
+def _warm_one(spec: str, mnkl: tuple, timing: bool = False) -> str:
+    """Build one kernel in a worker process: the JIT compile lands in CuTe DSL's on-disk cache, which
+    the timing process then reads instead of compiling again."""
+    t0 = time.time()
+    try:
+        Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=timing)
+        return f"{spec} {shape_key(mnkl)}{' timing' if timing else ''}: {time.time() - t0:.0f} s"
+    except Exception as exc:   # noqa: BLE001 - reported again by the timed run
+        return f"{spec} {shape_key(mnkl)}: failed ({type(exc).__name__})"
+
+
+def warm_builds(problems, pairs=PAIRS, jobs: int = 12, timing: bool = False) -> list[str]:
+    """Every build of the measurement compiled in ``jobs`` spawned processes (one compile each at a
+    time; the GPU host has the cores); ``timing``: the base builds' timing builds too."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    work = []
+    for mnkl in problems:
+        base = base_spec(mnkl)
+        work += [(base, tuple(mnkl), False)] + [(pair_spec(base, sw), tuple(mnkl), False) for sw in pairs]
+        if timing:
+            work.append((base, tuple(mnkl), True))
+    with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as ex:
+        return list(ex.map(_warm_one, *zip(*work)))
+
+
+# --- `bsprof model --change`: the chain for one pair, on the CPU --------------------------------
+
+BORROWED = {"rate": None, "from": ""}   # filled from the shipped sample capture when a pair has none
+
+
+def _analyze_build(item: str, mnkl, keep_dir):
+    """(analysis, label, tile or None, bundled spec or None) for a cubin / SASS file or a bundled spec."""
+    from bsprof.analyzers.sass import analyze_path
+    from bsprof.analyzers.sass.budget import tile_from_name
+
+    p = Path(item)
+    if p.exists():
+        fa = _pick(analyze_path(p), item)
+        if fa.roles_missing and (SAMPLE / "kernel.py.xz").is_file():
+            # a shipped sample: its line info names a kernel file this machine does not have
+            from bsprof.analyzers.sass.roles import attribute
+
+            attribute(fa, None, sample_kernel_sources())
+        named = tile_from_name(fa.name)
+        return fa, p.name, (named[0] if named else None), None
+    from bsprof.kernels.api import parse_kernel_spec
+
+    parse_kernel_spec(item, FAMILY)
+    cubin, tile = bundled_cubin(item, mnkl, keep_dir)
+    return _pick(analyze_path(cubin), item), item, tile, item
+
+
+def _pick(fas, where: str):
+    from bsprof.errors import BsprofError
+
+    mma = [fa for fa in fas if fa.mma_count]
+    if not mma:
+        raise BsprofError(f"{where}: no kernel with MMAs in it; pass the GEMM's cubin (or --function in bsprof sass)")
+    return max(mma, key=lambda fa: (fa.mma_count, len(fa.instructions)))
+
+
+def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, sustained=None, limits=None,
+                 device: str = "", wall_us: float | None = None, keep_dir=None) -> dict:
+    """The chain for one change: ``builds`` is (B,) a bundled spec priced against its variant's base
+    build, or (A, B): two cubins / SASS listings / bundled specs. With ``source`` (a timing capture of
+    A) every phase is priced and projected; without, the K-loop alone (``change.kloop_only``).
+    Returns {"estimate", "projection", "kloop_only", "params", ...} for the verb to render."""
+    import math
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.timing.table import load
+    from bsprof.errors import BsprofError
+
+    if len(builds) == 1:
+        spec = builds[0]
+        if Path(spec).exists():
+            raise BsprofError(f"--change {spec}: one cubin has nothing to compare with; give two (A then B), "
+                              "or a bundled spec such as optimized:uniform_desc=0")
+        if mnkl is None:
+            raise BsprofError("--change with a bundled spec needs the problem: add --mnkl M,N,K")
+        variant, _, switches = spec.partition(":")
+        base = base_spec(mnkl, variant)
+        builds = (base, f"{base},{switches}" if switches else base)
+    fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
+    fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
+    tile = tuple(tile_mn) if tile_mn else tile_a or tile_b
+    if tile is None:
+        raise BsprofError(f"{name_a}: the output tile is not in the kernel's name; give it with --tile-mn M,N")
+    tm, tn = int(tile[0]), int(tile[1])
+    wgs = consumer_warpgroups(tm) if tm in (64, 128, 192, 256) else 2
+    k_blocks = -(-int(mnkl[2]) // C.BLOCK_K) if mnkl else None
+    count = {"k_blocks": k_blocks or 32, "tile_m": tm, "consumer_wgs": wgs}
+    if mnkl:
+        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        count["tiles_per_cta"] = tiles / SMS
+    A = C.count_build(fa_a, name_a, **count)
+    B = C.count_build(fa_b, name_b, **count)
+    out: dict = {"a": name_a, "b": name_b, "tile": [tm, tn], "mnkl": list(mnkl) if mnkl else None,
+                 "consumer_warpgroups": wgs}
+    floor = tm * tn * C.BLOCK_K / C.FMA_PER_CYCLE["fp8"]
+    if source is None:
+        rate, where = borrowed_rate()
+        stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl)) if spec_a and spec_b else None
+        hint = (f"capture it with bsprof timing --kernel {spec_a} --mnkl {','.join(map(str, mnkl))} -o DIR "
+                "and pass --from DIR" if spec_a and mnkl else "")
+        out["kloop_only"] = C.kloop_only(A, B, consumer_warps=4 * wgs, borrowed_rate=rate, floor_kblock=floor,
+                                         k_blocks=k_blocks, capture_hint=hint, stages=stages,
+                                         mechanisms=_mechanisms(spec_a, spec_b))
+        out["borrowed_from"] = where
+        return out
+    if not k_blocks:
+        raise BsprofError("--change with --from needs the problem the capture ran (--mnkl M,N,K)")
+    table = load(source)
+    params = calibrate(table)
+    bm = C.base_measurement(params, table, wall_us if wall_us else math.nan, sustained, limits, device)
+    costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+    stages = None
+    if spec_a and spec_b:
+        stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl))
+    est = C.estimate_change(A, B, costs, k_blocks, mechanisms=_mechanisms(spec_a, spec_b), tile_cycles=bm.tile_cycles, stages=stages)
+    out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
+    return out
+
+
+def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
+    from bsprof.analyzers.model import change as C
+
+    return tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(a, b) if k in C.SWITCH_MECHANISMS}))
+
+
+def _switch_diff(a: str | None, b: str | None) -> set[str]:
+    """The switches two bundled specs set differently (empty unless both are bundled specs)."""
+    if not a or not b:
+        return set()
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    va, oa = cfg.parse_spec(a)
+    vb, ob = cfg.parse_spec(b)
+    ra, rb = cfg.resolve(va, oa), cfg.resolve(vb, ob)
+    return {k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k)}
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "samples" / "change"
+
+
+def sample_kernel_sources() -> dict[str, str]:
+    """{line-info path: source text} of the shipped sample cubins: their line info names the kernel
+    file they were compiled from, which a user's machine does not have; the snapshot beside them
+    gives the role attribution the same source."""
+    import json
+    import lzma
+
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    text = lzma.decompress((SAMPLE / "kernel.py.xz").read_bytes()).decode()
+    return {meta["change_sample"]["kernel_source_path"]: text}
+
+
+def borrowed_rate() -> tuple[float, str]:
+    """The K-loop's exposed cycles per instruction measured on the shipped sample (the bundled kernel's
+    base build and its H200 capture): the point a pair without a capture of its own is priced at."""
+    import json
+
+    from bsprof.analyzers.model import calibrate
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.timing.table import load
+
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    info = meta["change_sample"]
+    mnkl = tuple(meta["mnkl"])
+    fa = _sample_analysis(SAMPLE / info["a"])
+    tm, tn = info["tile"]
+    wgs = consumer_warpgroups(tm)
+    kb = -(-mnkl[2] // C.BLOCK_K)
+    A = C.count_build(fa, info["a"], kb, tile_m=tm, consumer_wgs=wgs)
+    params = calibrate(load(SAMPLE / "timing.parquet"))
+    costs = C.calibrate_costs(A, C.measured_phases(params), kb, tile_mn=(tm, tn), consumer_warps=4 * wgs)
+    return costs["kloop"].point, f"the bundled kernel's {meta['device']} capture ({costs['kloop'].why})"
+
+
+def _sample_analysis(path: Path):
+    from bsprof.analyzers.sass import analyze_path
+    from bsprof.analyzers.sass.roles import attribute
+
+    fa = _pick(analyze_path(path), str(path))
+    attribute(fa, None, sample_kernel_sources())
+    return fa

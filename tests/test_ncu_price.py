@@ -1,0 +1,177 @@
+"""The price on each advice line (bsprof/analyzers/ncu/price.py) and its check on 15 before/after pairs
+measured on an H100 (tests/data/price/, docs/verdict.md "What the prices are worth"): the projections
+are recomputed here from the shipped reports, the score from them and the shipped measurements."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from bsprof.analyzers.ncu.extract import extract
+from bsprof.analyzers.ncu.price import price_line, price_sequence
+from bsprof.analyzers.ncu.price_check import duration_ratio, launches_by_range, project_pairs, score
+from bsprof.analyzers.ncu.verdict import classify
+
+DATA = Path(__file__).parent / "data" / "price"
+LABELS = json.loads((DATA / "labels.json").read_text())
+PAIRS = json.loads((DATA / "pairs.json").read_text())
+TIMINGS = json.loads((DATA / "timings.json").read_text())
+CORPUS = json.loads(lzma.decompress((Path(__file__).parent / "data" / "corpus" / "launches.json.xz").read_bytes()))
+
+
+@pytest.fixture(scope="module")
+def before() -> dict:
+    return launches_by_range(extract(DATA / "pairs_before.ncu-rep.xz"))
+
+
+@pytest.fixture(scope="module")
+def after() -> dict:
+    return launches_by_range(extract(DATA / "pairs_after.ncu-rep.xz"))
+
+
+@pytest.fixture(scope="module")
+def projections(before) -> dict:
+    return project_pairs(before, LABELS, PAIRS)
+
+
+def test_every_pair_has_its_before_and_after_report(before, after):
+    assert len(PAIRS) >= 12 and set(PAIRS) == set(LABELS["pairs"])
+    for pair, (b, a) in PAIRS.items():
+        assert b in before and a in after, pair
+    # the chain and the tiny adds are sequences: 5 and 8 launches in one range
+    assert len(before["chain_eager_fp32_16M"]) == 5 and len(before["tiny_adds_8x4096"]) == 8
+
+
+def test_the_labelled_line_is_advised_and_priced(projections):
+    """Each label names a line bsprof gives for the before launch; it is priced from the report."""
+    for pair, proj in projections.items():
+        assert proj["advice"] in LABELS["pairs"][pair]["follows"], (pair, [ln["advice"] for ln in proj["lines"]])
+        assert proj["price"]["bounded"], (pair, proj["price"])
+        assert 0 < proj["price"]["low"] <= proj["price"]["high"]
+
+
+def test_committed_projections_rescored():
+    """The projections committed before the measurements were opened, scored again."""
+    committed = json.loads((DATA / "projections.json").read_text())
+    measured = {k: v["speedup"] for k, v in TIMINGS["pairs"].items()}
+    res = score(committed, measured, LABELS["two_lines"])
+    committed_score = json.loads((DATA / "score_as_committed.json").read_text())
+    assert res["inside"] == committed_score["inside"] == 4 and res["n"] == 15
+    assert res["median_width"] == pytest.approx(committed_score["median_width"]) and res["median_width"] <= 1.5
+    assert 0.8 <= res["median_ratio"] <= 1.25
+    assert res["spread_same_pairs"] < res["ncu_spread_same_pairs"]
+    assert sum(o["match"] for o in res["order"].values()) == 2
+
+
+def test_efficiency_bands_come_from_the_corpus():
+    """EFFICIENCY's DRAM, L2, L1, pipe and issue ends are the 10th/90th percentiles of the binding unit's %
+    over the corpus's launches (>= 20 us) the verdict finds bound by it."""
+    from bsprof.analyzers.ncu.price import EFFICIENCY
+
+    found: dict[str, list[float]] = {}
+    for e in CORPUS.values():
+        c = e["columns"]
+        if c.get("duration_ns", 0) < 20000:
+            continue
+        v = classify(c, rules=e["rules"])
+        if v.cls == "memory-bound":
+            found.setdefault(v.unit, []).append(c[f"{v.unit}_throughput_pct"])
+        elif v.cls == "compute-bound" and v.unit == "issue":
+            found.setdefault("issue", []).append(c["issue_active_pct"])
+        elif v.cls == "compute-bound" and v.unit != "tensor":
+            found.setdefault("pipe", []).append(c[f"pipe_{v.unit}_pct"])
+    assert set(found) == {"dram", "l2", "l1", "pipe", "issue"}
+    for unit, vals in found.items():
+        vals = sorted(vals)
+        k10, k90 = (len(vals) - 1) * 0.1, (len(vals) - 1) * 0.9
+        lo = vals[int(k10)] + (vals[min(int(k10) + 1, len(vals) - 1)] - vals[int(k10)]) * (k10 - int(k10))
+        hi = vals[int(k90)] + (vals[min(int(k90) + 1, len(vals) - 1)] - vals[int(k90)]) * (k90 - int(k90))
+        assert EFFICIENCY[unit][0] == pytest.approx(lo / 100, abs=0.015), (unit, lo)
+        assert EFFICIENCY[unit][1] == pytest.approx(hi / 100, abs=0.015), (unit, hi)
+
+
+def test_score_recomputed_from_reports_and_measurements(projections, before, after):
+    """The current pricing, recomputed from the shipped reports and scored on the same pairs: in-sample
+    (changed after the committed projections were scored), so this is no validation (docs/verdict.md)."""
+    measured = {k: v["speedup"] for k, v in TIMINGS["pairs"].items()}
+    res = score(projections, measured, LABELS["two_lines"])
+    assert res["n"] == 15 and res["inside"] == 6
+    assert res["median_width"] <= 1.5 and 0.8 <= res["median_ratio"] <= 1.25
+    assert res["spread_same_pairs"] < res["ncu_spread_same_pairs"]
+    assert sum(o["match"] for o in res["order"].values()) == 2
+    # the same pairs measured by ncu's own durations of the before and after launches
+    res_ncu = score(projections, duration_ratio(before, after, PAIRS), LABELS["two_lines"])
+    assert res_ncu["inside"] == 8 and 0.8 <= res_ncu["median_ratio"] <= 1.25
+    assert res_ncu["spread_same_pairs"] < res_ncu["ncu_spread_same_pairs"]
+
+
+def test_advice_is_ordered_by_price():
+    e = CORPUS["cublas_bf16_misaligned_4095x4097x4099"]
+    v = classify(e["columns"], rules=e["rules"])
+    assert len(v.prices) == len(v.candidates) == len(v.advice_ids) >= 3
+    mids = [p.mid for p in v.prices if p.bounded]
+    assert mids == sorted(mids, reverse=True)
+    # unbounded lines come last
+    bounded = [p.bounded for p in v.prices]
+    assert bounded == sorted(bounded, reverse=True)
+
+
+def test_price_text_names_the_limiter_the_next_one_and_ncu():
+    e = CORPUS["transpose_fp32_8192"]
+    v = classify(e["columns"], rules=e["rules"])
+    i = v.advice_ids.index("memory-bound/l2/uncoalesced")
+    text = v.prices[i].text()
+    assert re.match(r"[\d.]+-[\d.]+x \(L2 \d+% → (DRAM|L2)-bound at [\d.]+ MB\); ncu 7\d% → [\d.]+x$", text), text
+    # ncu's estimate read as the share of the duration removed
+    p = v.prices[i]
+    assert p.ncu_speedup == pytest.approx(1 / (1 - p.ncu_pct / 100))
+
+
+def test_cannot_bound_says_why_and_a_sequence_prices_it(before):
+    e = CORPUS["add_fp32_256"]
+    v = classify(e["columns"], rules=e["rules"])
+    assert v.advice_ids == ["launch-bound/*/*"]
+    assert not v.prices[0].bounded and v.prices[0].text().startswith("cannot bound: ")
+    seq = price_sequence([x["columns"] for x in before["tiny_adds_8x4096"]])
+    assert seq["launch-bound/*/*"].bounded and seq["launch-bound/*/*"].low > 1.5
+
+
+def test_a_report_without_rules_says_so():
+    e = CORPUS["transpose_fp32_8192"]
+    v = classify(e["columns"], rules=None)
+    p = price_line("memory-bound/l2/*", v, e["columns"], None)
+    assert "ncu: no rules run" in p.text()
+
+
+def test_the_cli_shows_the_price_under_each_line(data_dir):
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    res = CliRunner().invoke(cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "elementwise_kernel$"])
+    assert res.exit_code == 0, res.output
+    prices = [ln for ln in res.output.splitlines() if ln.lstrip().startswith("→ ")]
+    assert prices and all(len(ln) <= 80 for ln in prices), prices
+    assert any(re.search(r"→ [\d.]+-[\d.]+x \(L2", ln) for ln in prices), prices
+
+
+def test_the_json_carries_the_prices(data_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    res = CliRunner().invoke(cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter",
+                                   "sgemm|xmma_gemm", "--json"])
+    assert res.exit_code == 0, res.output
+    text = res.output[res.output.index("{"):]
+    doc = json.loads(text)
+    launches = doc.get("launches", doc)
+    vd = launches[0]["verdict_detail"]
+    assert vd["advice_ids"][0] == "compute-bound/fma/*"
+    p = vd["prices"][0]
+    assert p["bounded"] and p["binds"].startswith("tensor-bound") and not math.isnan(p["mid"])
