@@ -69,7 +69,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], type | None]]] = {
                "overhead": ((list,), dict), "mnkl": ((list,), None), "capability": ((list,), None),
                "family": ((str,), None), "variant": ((str,), None), "device": ((str, dict), None),
                "kernel_name": ((str,), None), "sm_count": (_NUM, None), "trace": ((dict,), None),
-               "buffer_plan": ((dict,), None), "sample_every": (_NUM, None)},
+               "buffer_plan": ((dict,), None), "sample_every": (_NUM, None), "change_sample": ((dict,), None)},
     "model": {"deterministic": ((dict,), None), "stochastic": ((dict,), None), "deltas": ((dict,), None),
               "params": ((dict,), None), "axes": ((dict,), None), "fixed": ((dict,), None),
               "files": ((dict,), None), "structure": ((dict,), None), "wall_ms": ((dict,), None),
@@ -81,7 +81,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], type | None]]] = {
     "epi_ceiling": {"curves": ((dict,), None), "device": ((str, dict), None)},
 }
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "ncu": ("launches",), "sass": ("functions",), "timing": ("stats",), "validation": ("points",),
+    "ncu": ("launches",), "sass": ("functions",), "validation": ("points",),
     "epi_ceiling": ("curves",),
 }
 

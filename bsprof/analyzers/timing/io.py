@@ -60,7 +60,7 @@ def _resummary(path: str | os.PathLike):
     # a results directory keeps what was captured beside the table: the problem and the tile
     meta = Path(path) / "timing.json"
     if Path(path).is_dir() and os.path.lexists(meta):
-        doc = {**{k: v for k, v in _capture_meta(meta).items() if k in _CAPTURE_FIELDS}, **doc}
+        doc = {**{k: v for k, v in capture_meta(meta).items() if k in _CAPTURE_FIELDS}, **doc}
     return doc, table
 
 
@@ -85,7 +85,7 @@ def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tup
     return doc, staged.path
 
 
-def _capture_meta(path: Path) -> dict:
+def capture_meta(path: Path) -> dict:
     """The capture's own timing.json, checked: an object (tagged or from before the tag) whose
     fields have the types a timing artifact gives them; anything else is one error line."""
     from bsprof.artifacts import check_schema, check_tag, read_json, upgrade
