@@ -14,6 +14,7 @@ from bsprof.analyzers.ncu.extract import extract
 from bsprof.analyzers.ncu.facts import THRESHOLDS
 from bsprof.analyzers.ncu.verdict import Verdict, classify
 from bsprof.analyzers.ncu_loader import report_stem, resolve_report
+from bsprof.errors import BsprofError
 
 KEY_COLUMNS: tuple[str, ...] = (
     "duration_ns", "sm_clock_hz", "sm_elapsed_cycles_avg", "sm_active_cycles_max", "sm_active_cycles_avg", "tflops", "pct_of_peak", "sol_compute_pct", "sol_memory_pct", "tensor_pipe_pct",
