@@ -503,3 +503,28 @@ def test_pathological_json_is_judged_in_linear_time(tmp_path, text):
     except BsprofError as exc:
         assert "\n" not in str(exc)
     assert time.perf_counter() - t < 10
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored runs scored again without a GPU: damaged files are named, never a traceback.
+
+@pytest.mark.parametrize("projections, words", [
+    ("[3]", "no 'points'"),
+    ('{"points": ["x"]}', "do not hold a run's records"),
+    ('{"points": [{"change": "a"}]}', "do not hold a run's records"),
+    ("[" * 2500 + "]" * 2500, "nested 2500 levels"),
+])
+def test_validate_changes_from_a_damaged_run(tmp_path, projections, words):
+    (tmp_path / "projections.json").write_text(projections)
+    (tmp_path / "measured.json").write_text('{"device": "x", "problems": {}}')
+    line = assert_one_line_error(*run_bsprof(["model", "--validate", "--changes", "--from", str(tmp_path)])[::2])
+    assert words in line, line
+
+
+@pytest.mark.parametrize("table", [b"a,b\n1,2\n", b"\xff\xfe\x00\x01", b""])
+def test_validate_from_a_damaged_validation_table(tmp_path, table):
+    run = tmp_path / "h100_timing" / "validation_x"
+    run.mkdir(parents=True)
+    (run / "validation.csv").write_bytes(table)
+    line = assert_one_line_error(*run_bsprof(["model", "--validate", "--from", str(tmp_path)])[::2])
+    assert "validation.csv" in line, line

@@ -14,8 +14,12 @@ set the width it is judged by), and ``coverage`` counts how many measured points
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from bsprof.errors import BsprofError
+from bsprof.io import check_input
 
 TARGET_MEDIAN = 2.0
 TARGET_MAX = 5.0
@@ -94,10 +98,16 @@ def score_all(run_dirs) -> dict:
     runs = []
     for d in sorted(Path(p) for p in run_dirs):
         csv = d / "validation.csv"
-        if csv.is_file():
+        if os.path.lexists(csv):
+            check_input(csv, fix="a stored run's validation.csv")  # a FIFO or device: refused, unread
             # the device folder is part of the name: the same problem was validated on two parts
             device = d.parent.name.removesuffix("_timing")
-            runs.append(score_frame(f"{device}/{d.name.removeprefix('validation_')}", pd.read_csv(csv)))
+            try:
+                runs.append(score_frame(f"{device}/{d.name.removeprefix('validation_')}", pd.read_csv(csv)))
+            except (ValueError, KeyError, TypeError, AttributeError, pd.errors.ParserError) as exc:
+                # the table is read column by column: one that is not a run's table is named, once
+                raise BsprofError(f"{csv}: not a validation table `bsprof model --validate` writes "
+                                  f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again") from None
     widths = empirical_interval(runs)
     cov = coverage(runs, widths)
     band_held = sum(r.band_held for r in runs)
