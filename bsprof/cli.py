@@ -7,9 +7,12 @@ need them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 
 import click
 
@@ -104,6 +107,30 @@ def main(argv: list[str] | None = None) -> None:
         from bsprof.reports.term import PIPED_WIDTH
 
         os.environ["COLUMNS"] = str(PIPED_WIDTH)
+    with _terminate_unwinds():
+        _main(argv)
+
+
+@contextlib.contextmanager
+def _terminate_unwinds():
+    """While a verb runs, SIGTERM unwinds it as an interrupt does: its hidden results directory and
+    temporary files are removed on the way out (the default action ends the process with no
+    cleanup). The handler the caller had comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         rc = cli.main(args=argv, prog_name="bsprof", standalone_mode=False)
     except BsprofError as exc:  # raised outside a verb's invoke (e.g. while loading one)
