@@ -146,9 +146,8 @@ def ops_main():
 
     def bundled(m, n, k):
         def setup():
-            from bsprof.profile.launch import prepare
-            p = prepare("fp8-blockwise", "optimized", (m, n, k, 1), False)
-            return p.launch
+            from bsprof.kernels.api import Target
+            return Target.parse("fp8-blockwise", "optimized", (m, n, k, 1)).prepare().launch
         return setup, {"source": "bsprof bundled fp8-blockwise optimized", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp8"}
 
     ops["bsprof_optimized_4096x2112x7168"] = bundled(4096, 2112, 7168)
