@@ -17,6 +17,7 @@ import threading
 import click
 
 from bsprof.errors import BsprofError
+from bsprof.gpu import NoGpu
 
 # verb -> (module, one-line help shown by `bsprof --help` without importing the module)
 VERBS: dict[str, tuple[str, str]] = {
@@ -26,6 +27,12 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench": ("bsprof.commands.bench", "Check and time a bundled kernel against cuBLAS (and DeepGEMM)."),
     "timing": ("bsprof.commands.timing", "Capture per-warp, per-tile phase timing from a bundled kernel."),
     "report": ("bsprof.commands.report", "Render bsprof artifacts into one self-contained HTML page."),
+}
+
+# verb -> how it reads what a GPU host stored, on any machine: named with the GPU a capture lacks
+STORED_WAY: dict[str, str] = {
+    "timing": "or read a stored capture here with `bsprof timing --from DIR`",
+    "ncu": "or read a stored report here with `bsprof ncu --report FILE`",
 }
 
 
@@ -81,6 +88,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except NoGpu as exc:
+            way = STORED_WAY.get(ctx.meta.get("bsprof.verb") or "")
+            click.echo(f"error: {exc}{', ' + way if way else ''}", err=True)
+            ctx.exit(exc.exit_code)
         except BsprofError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)

@@ -8,17 +8,22 @@ import shutil
 from bsprof.errors import BsprofError
 
 
+class NoGpu(BsprofError):
+    """No usable GPU here: the message says why and ends with the way on (a GPU host), so that a
+    verb that also reads stored results can name that way after it (bsprof.cli.STORED_WAY)."""
+
+
 @functools.lru_cache(maxsize=1)
 def device_info() -> dict:
-    """Name, compute capability and SM count of GPU 0; BsprofError when there is no usable GPU."""
+    """Name, compute capability and SM count of GPU 0; NoGpu when there is no usable GPU."""
     if shutil.which("nvidia-smi") is None:
-        raise BsprofError("no NVIDIA GPU on this machine (nvidia-smi not found); run this on a GPU host")
+        raise NoGpu("no NVIDIA GPU on this machine (nvidia-smi not found); run this on a GPU host")
     try:
         import torch
     except ImportError as exc:
         raise BsprofError("torch is not installed; install it with: pip install 'bsprof[kernels]'") from exc
     if not torch.cuda.is_available():
-        raise BsprofError("torch sees no CUDA device (CPU-only build or no driver); run this on a GPU host")
+        raise NoGpu("torch sees no CUDA device (CPU-only build or no driver); run this on a GPU host")
     props = torch.cuda.get_device_properties(0)
     return {
         "name": props.name,

@@ -19,10 +19,12 @@ import json
 import sys
 import traceback
 
+if __package__:  # imported as scripts.corpus_launches
+    from . import workloads as w
+else:  # run as `python3 scripts/corpus_launches.py`: scripts/ is first on sys.path
+    import workloads as w
 
-def _t(*shape, dtype=None, scale=1.0):
-    import torch
-    return torch.randn(*shape, device="cuda", dtype=dtype or torch.float32) * scale
+_t = w.tensor
 
 
 def ew_add(numel: int):
@@ -144,9 +146,8 @@ def ops_main():
 
     def bundled(m, n, k):
         def setup():
-            from bsprof.profile.launch import prepare
-            p = prepare("fp8-blockwise", "optimized", (m, n, k, 1), False)
-            return p.launch
+            from bsprof.kernels.api import Target
+            return Target.parse("fp8-blockwise", "optimized", (m, n, k, 1)).prepare().launch
         return setup, {"source": "bsprof bundled fp8-blockwise optimized", "mnk": [m, n, k], "flops": 2.0 * m * n * k, "precision": "fp8"}
 
     ops["bsprof_optimized_4096x2112x7168"] = bundled(4096, 2112, 7168)
@@ -191,23 +192,11 @@ def ops_main():
         return lambda: F.embedding(idx, w)
     ops["embedding_bf16_16384x4096"] = simple(embedding, "F.embedding bf16 (vocab 128256, dim 4096)", 2 * 2 * 16384 * 4096)
 
-    def gather_rows():
-        x = _t(1 << 24)
-        idx = torch.randint(0, 1 << 24, (1 << 24,), device="cuda")
-        return lambda: x[idx]
-    ops["index_random_fp32_16M"] = simple(gather_rows, "x[idx] random 16M gather", 16 * (1 << 24))
+    ops["index_random_fp32_16M"] = simple(w.gather(1 << 24, False), "x[idx] random 16M gather", 16 * (1 << 24))
 
-    def scatter_add():
-        src = _t(1 << 24)
-        idx = torch.randint(0, 1024, (1 << 24,), device="cuda")
-        out = torch.zeros(1024, device="cuda")
-        return lambda: out.index_add_(0, idx, src)
-    ops["index_add_fp32_16M_into_1024"] = simple(scatter_add, "index_add_ 16M values into 1024 bins (atomics)", 12 * (1 << 24))
+    ops["index_add_fp32_16M_into_1024"] = simple(w.accumulate(1 << 24, 1024, "index_add"), "index_add_ 16M values into 1024 bins (atomics)", 12 * (1 << 24))
 
-    def transpose():
-        x = _t(8192, 8192)
-        return lambda: x.t().contiguous()
-    ops["transpose_fp32_8192"] = simple(transpose, "x.t().contiguous() fp32 8192x8192", 8 * 8192 * 8192)
+    ops["transpose_fp32_8192"] = simple(w.transpose(8192), "x.t().contiguous() fp32 8192x8192", 8 * 8192 * 8192)
 
     def sdpa(backend_name, causal=False):
         def setup():
@@ -226,12 +215,7 @@ def ops_main():
     ops["sdpa_cudnn_b4h32s4096d128"] = sdpa("CUDNN_ATTENTION")
     ops["sdpa_efficient_b4h32s4096d128_causal"] = sdpa("EFFICIENT_ATTENTION", causal=True)
 
-    def compiled(fn, shape, dtype=None):
-        def setup():
-            x = _t(*shape, dtype=dtype)
-            c = torch.compile(fn, dynamic=False)
-            return lambda: c(x)
-        return setup
+    compiled = w.compiled
 
     def transcendental(x):
         for _ in range(8):
@@ -251,22 +235,7 @@ def ops_main():
     ops["triton_horner64_16M"] = simple(compiled(horner, (1 << 24,)), "torch.compile: degree-64 Horner polynomial fused (Triton)", 8 * (1 << 24))
     ops["triton_rmsnorm_bf16_16384x4096"] = simple(compiled(rmsnorm, (16384, 4096), torch.bfloat16), "torch.compile: RMSNorm (Triton reduction)", 4 * 16384 * 4096)
 
-    def one_cta_loop():
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def serial_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-            acc = tl.zeros((BLOCK,), dtype=tl.float32)
-            for start in range(0, n, BLOCK):
-                offs = start + tl.arange(0, BLOCK)
-                acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-            tl.store(out_ptr, tl.sum(acc, axis=0))
-
-        x = _t(1 << 22)
-        out = torch.empty(1, device="cuda")
-        return lambda: serial_sum[(1,)](x, out, x.numel(), BLOCK=1024)
-    ops["triton_one_cta_sum_4M"] = simple(one_cta_loop, "Triton kernel, grid (1,): one CTA sums 4M floats", 4 * (1 << 22))
+    ops["triton_one_cta_sum_4M"] = simple(w.vector_sum(1 << 22, True), "Triton kernel, grid (1,): one CTA sums 4M floats", 4 * (1 << 22))
     return ops
 
 
@@ -280,66 +249,19 @@ def ops_blind_mixed():
     chain, a cuDNN conv, int8 and fp64 GEMMs)."""
     import torch
     import torch.nn.functional as F
-    import triton
-    import triton.language as tl
 
     ops = {}
 
-    def exp_sum(x):
-        acc = torch.exp(x * 0.01)
-        for i in range(1, 32):
-            acc = acc + torch.exp(x * (0.01 * (i + 1)))
-        return acc
-
-    def compiled(fn, shape):
-        def setup():
-            x = _t(*shape)
-            c = torch.compile(fn, dynamic=False)
-            return lambda: c(x)
-        return setup
-
-    ops["triton_exp32_sum_16M"] = (compiled(exp_sum, (1 << 24,)), {
+    ops["triton_exp32_sum_16M"] = (w.compiled(w.exp_sum(32, 0.01), (1 << 24,)), {
         "source": "torch.compile: sum of 32 exp(x*c) fused (Triton), fp32", "bytes": 8 * (1 << 24)})
 
-    @triton.jit
-    def softmax_logsoftmax(x_ptr, p_ptr, lp_ptr, n_cols, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        offs = row * n_cols + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offs)
-        m = tl.max(x, 0)
-        e = tl.exp(x - m)
-        s = tl.sum(e, 0)
-        tl.store(p_ptr + offs, e / s)
-        tl.store(lp_ptr + offs, x - m - tl.log(s))
-
-    def spill():
-        x = _t(4096, 8192)
-        p, lp = torch.empty_like(x), torch.empty_like(x)
-        return lambda: softmax_logsoftmax[(4096,)](x, p, lp, 8192, BLOCK=8192, num_warps=1)
-    ops["triton_softmax_logsoftmax_spill_4096x8192"] = (spill, {
+    ops["triton_softmax_logsoftmax_spill_4096x8192"] = (w.softmax_logsoftmax(4096, 8192, 1), {
         "source": "Triton softmax + log-softmax, one warp per 8192-wide fp32 row (spills)", "bytes": 12 * 4096 * 8192})
 
-    def scatter_add():
-        src = _t(1 << 24)
-        idx = torch.randint(0, 64, (1 << 24,), device="cuda")
-        out = torch.zeros(64, device="cuda")
-        return lambda: out.scatter_add_(0, idx, src)
-    ops["scatter_add_fp32_16M_into_64"] = (scatter_add, {
+    ops["scatter_add_fp32_16M_into_64"] = (w.accumulate(1 << 24, 64, "scatter_add"), {
         "source": "scatter_add_ 16M fp32 values into 64 bins (contended atomics)", "bytes": 12 * (1 << 24)})
 
-    @triton.jit
-    def row_serial_sum(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        acc = tl.zeros((BLOCK,), tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            acc += tl.load(x_ptr + row * n_cols + start + tl.arange(0, BLOCK))
-        tl.store(out_ptr + row, tl.sum(acc, 0))
-
-    def rowsum():
-        x = _t(264, 65536)
-        out = torch.empty(264, device="cuda")
-        return lambda: row_serial_sum[(264,)](x, out, 65536, BLOCK=128, num_warps=1, num_stages=1)
-    ops["triton_rowsum_1warp_264x65536"] = (rowsum, {
+    ops["triton_rowsum_1warp_264x65536"] = (w.row_sum(264, 65536, 128, 1, kernel_name="row_serial_sum"), {
         "source": "Triton row sum, one warp per 65536-wide fp32 row, 2 CTAs per SM", "bytes": 4 * 264 * 65536})
 
     def conv():
@@ -893,19 +815,11 @@ def main(argv=None) -> int:
             for _ in range(2):
                 fn()
             torch.cuda.synchronize()
-            # outer range for ncu's --nvtx-include corpus/, inner one names the op in the report
-            torch.cuda.nvtx.range_push("corpus")
-            torch.cuda.nvtx.range_push(f"corpus_{name}")
-            try:
-                fn()
-                torch.cuda.synchronize()
-            finally:
-                torch.cuda.nvtx.range_pop()
-                torch.cuda.nvtx.range_pop()
+            w.in_ranges(fn, "corpus", f"corpus_{name}")
             entry["ok"] = True
         except Exception as exc:  # noqa: BLE001 - one op that cannot run here must not stop the corpus
             entry["ok"] = False
-            entry["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            entry["error"] = w.error_line(exc)
             traceback.print_exc()
         print(f"corpus: {name}: {'ok' if entry['ok'] else entry['error']}", flush=True)
         meta["ops"][name] = entry

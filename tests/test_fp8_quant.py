@@ -174,8 +174,8 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
         check_knobs_fit(dict(kw), (1000, 4096, 4096, 1), static=False)
 
 
-@pytest.mark.parametrize("m,kb,l", [(333, 28, 1), (1, 4, 1), (5, 1, 2), (8, 3, 2), (2, 1, 1)])
-def test_a_scales_are_laid_out_for_tma_at_any_m(m, kb, l):
+@pytest.mark.parametrize("m,kb,batches", [(333, 28, 1), (1, 4, 1), (5, 1, 2), (8, 3, 2), (2, 1, 1)])
+def test_a_scales_are_laid_out_for_tma_at_any_m(m, kb, batches):
     # TMA needs every global stride a multiple of 16 bytes: each K block's row of M floats is
     # padded to a multiple of 4, and a size-1 mode gets the padded stride too (a static build bakes it)
     import torch
@@ -183,7 +183,7 @@ def test_a_scales_are_laid_out_for_tma_at_any_m(m, kb, l):
     from bsprof.kernels.fp8_blockwise.launch import sfa_view
     from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN, aligned_scales
 
-    s = torch.randn(l, kb, m)
+    s = torch.randn(batches, kb, m)
     a = aligned_scales(s)
     assert torch.equal(a, s) and a.stride(2) == 1 and a.stride(1) % SFA_ALIGN == 0 and a.stride(1) < m + SFA_ALIGN
     v = sfa_view(a, static=True)

@@ -6,6 +6,7 @@ says so before anything else."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shlex
 import shutil
@@ -116,3 +117,26 @@ def test_gpu_verbs_say_a_gpu_is_needed_first(args, tmp_path, monkeypatch):
         gpu.device_info.cache_clear()
     assert "no NVIDIA GPU" in line and "Nsight" not in line, line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
+def test_timing_without_a_gpu_names_the_stored_capture_way_and_it_works(tmp_path, monkeypatch):
+    """`bsprof timing` on a CPU: the line names both ways on (a GPU host, or --from DIR on a stored
+    capture; `bsprof ncu` likewise names --report), and --from DIR on the shipped H100 capture runs
+    here."""
+    from bsprof import gpu
+
+    gpu.device_info.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    try:
+        line = assert_one_line_error(*run_bsprof(["timing", "-o", str(tmp_path / "out")])[::2])
+        ncu_line = assert_one_line_error(*run_bsprof(["ncu", "--kernel", "optimized"])[::2])
+    finally:
+        gpu.device_info.cache_clear()
+    assert "no NVIDIA GPU" in line and "GPU host" in line and "`bsprof timing --from DIR`" in line, line
+    assert "GPU host" in ncu_line and "`bsprof ncu --report FILE`" in ncu_line, ncu_line
+    assert not (tmp_path / "out").exists()
+    code, out, err = run_bsprof(["timing", "--from", str(DATA / "h100_timing"), "--json"])
+    assert code == 0, err[-2000:]
+    doc = json.loads(out)
+    assert "H100" in doc["device"] and doc["stats"], sorted(doc)

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bsprof.cli import cli
+from conftest import assert_one_line_error, run_bsprof
 
 from test_model_calibrate import blackwell_table, hopper_table
 
@@ -110,11 +111,9 @@ BAD = [
 
 @pytest.mark.parametrize("args,msg", BAD)
 def test_bad_input_is_one_line_exit_2(args, msg):
-    p = subprocess.run([sys.executable, "-m", "bsprof", "model", *args], capture_output=True, text=True)
-    assert p.returncode == 2, p.stderr
-    assert msg in p.stderr
-    assert "Traceback" not in p.stderr
-    assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
+    code, _, err = run_bsprof(["model", *args])
+    assert msg in assert_one_line_error(code, err)
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
 
 
 def test_model_does_not_import_heavy_modules():

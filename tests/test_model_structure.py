@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import assert_one_line_error, run_bsprof
 
 from bsprof.analyzers.model import default_params, project
 from bsprof.analyzers.model.ceiling import shipped_curve
@@ -61,10 +62,9 @@ def test_more_epilogue_warps_stop_paying_at_the_shared_path():
      "runs its own epilogue"),
 ])
 def test_changes_the_structure_cannot_take_get_one_line(args, words):
-    r = subprocess.run([sys.executable, "-m", "bsprof", "model", *args], capture_output=True, text=True)
-    assert r.returncode == 2 and r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0]
+    code, out, err = run_bsprof(["model", *args])
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert words in assert_one_line_error(code, err)
 
 
 def test_explain_walks_the_cycles_before_and_after_a_flip():

@@ -100,10 +100,10 @@ def test_zero_block_quantizes_to_zero():
     assert torch.allclose(q.dequant()[0, 0, :16], torch.full((16,), 6 * 0.171875))
 
 
-def _offset_from_ptx_formula(l, m, kb, rows_blocks, k_blocks):
+def _offset_from_ptx_formula(batches, m, kb, rows_blocks, k_blocks):
     """Byte offset of SF(row m, scale column kb, batch l): PTX "scale factor A layout" (128x4 atoms,
     32-row groups interleaved), atoms K-block fastest, then row block, then batch."""
-    atom = (l * rows_blocks + m // 128) * k_blocks + kb // 4
+    atom = (batches * rows_blocks + m // 128) * k_blocks + kb // 4
     return atom * 512 + (m % 32) * 16 + ((m % 128) // 32) * 4 + kb % 4
 
 
@@ -115,8 +115,8 @@ def test_sf_layout_matches_ptx_formula(L, mn, ks):
     rb, kbk = -(-mn // 128), -(-ks // 4)
     assert flat.numel() == quant.sf_mma_size(L, mn, ks) == L * rb * 128 * kbk * 4
     want = torch.zeros_like(flat)
-    for l, m, kb in itertools.product(range(L), range(mn), range(ks)):
-        want[_offset_from_ptx_formula(l, m, kb, rb, kbk)] = sf[l, m, kb]
+    for batches, m, kb in itertools.product(range(L), range(mn), range(ks)):
+        want[_offset_from_ptx_formula(batches, m, kb, rb, kbk)] = sf[batches, m, kb]
     assert torch.equal(flat, want)       # padding stays zero in both
     assert torch.equal(quant.sf_from_mma_layout(flat, L, mn, ks), sf)
 

@@ -188,6 +188,12 @@ def test_validation_view():
     out = buf.getvalue()
     check_fits(out)
     assert "measured (95% CI)" in out and "left out at this width:" in out
+    # three columns are headed "err" (the model's, the oracle's, the trivial predictor's): the note
+    # names each dropped one so that it says which
+    note = " ".join(out[out.index("left out at this width:"):].split())
+    names = note.removeprefix("left out at this width: ").split(" (a wider terminal")[0].split(", ")
+    assert len(names) == len(set(names)), names
+    assert "oracle err" in names and "trivial err" in names and "err" not in names, names
 
 
 def test_piped_output_uses_its_documented_width(monkeypatch):

@@ -33,7 +33,7 @@ def test_every_tile_runs_once_and_padding_only_past_the_problem(tm, tn, tl, cm, 
     x, y, clusters = order.grid(tiles, max_clusters)
     assert (x, y) == (cm, cn) and 1 <= clusters <= max_clusters
     seen = _tiles_of(order, tiles, clusters)
-    real = {(m, n, l) for m in range(tm) for n in range(tn) for l in range(tl)}
+    real = {(m, n, batch) for m in range(tm) for n in range(tn) for batch in range(tl)}
     assert all(seen[t] == 1 for t in real)
     # whatever else runs is a cluster's CTAs past M or N; a group adds no padding
     extra = set(seen) - real
@@ -52,7 +52,7 @@ def test_a_clusters_ctas_share_its_cluster_tile(tm, tn, cm, cn, group, clusters)
     for cluster in _walk(order, (tm, tn, 1), clusters):
         for entry in cluster:
             assert len(entry) == cm * cn
-            assert len({(m // cm, n // cn, l) for m, n, l in entry}) == 1
+            assert len({(m // cm, n // cn, batch) for m, n, batch in entry}) == 1
             assert {(m % cm, n % cn) for m, n, _ in entry} == {(x, y) for x in range(cm) for y in range(cn)}
 
 

@@ -65,13 +65,13 @@ class TileOrder:
 
     def padded_tiles(self, tiles_mnl) -> tuple:
         """CTA tiles along M, N and L that the walk covers (rounded up to whole clusters)."""
-        mc, nc, l = self.clusters_mnl(tiles_mnl)
-        return mc * self.cluster_mn[0], nc * self.cluster_mn[1], l
+        mc, nc, batch = self.clusters_mnl(tiles_mnl)
+        return mc * self.cluster_mn[0], nc * self.cluster_mn[1], batch
 
     def units(self, tiles_mnl):
         """Entries of the walk (cluster tiles)."""
-        mc, nc, l = self.clusters_mnl(tiles_mnl)
-        return mc * nc * l
+        mc, nc, batch = self.clusters_mnl(tiles_mnl)
+        return mc * nc * batch
 
     def grid(self, tiles_mnl, max_active_clusters) -> tuple:
         """The launch grid: the cluster shape in x and y, as many clusters in z as run at once
@@ -84,25 +84,25 @@ class TileOrder:
         N as dividers (:meth:`kernel_walk`), M-major order only."""
         if divisors:
             q, m = divmod(i, divisors[0])
-            l, n = divmod(q, divisors[1])
-            return m, n, l
+            batch, n = divmod(q, divisors[1])
+            return m, n, batch
         mc, nc, _ = self.clusters_mnl(tiles_mnl)
-        l, r = i // (mc * nc), i % (mc * nc)
+        batch, r = i // (mc * nc), i % (mc * nc)
         if self.group == 1:
-            return r % mc, r // mc, l
+            return r % mc, r // mc, batch
         g = self.group
         first = (r // (g * mc)) * g
         j = r - first * mc
         if isinstance(nc, int) and nc % g == 0:
-            return j // g, first + j % g, l          # every group full: divide by the constant
+            return j // g, first + j % g, batch          # every group full: divide by the constant
         width = _min(g, nc - first)
-        return j // width, first + j % width, l
+        return j // width, first + j % width, batch
 
     def tile(self, i, tiles_mnl, in_cluster, divisors: tuple = ()) -> tuple:
         """The CTA tile (m, n, l) of entry ``i`` for the CTA at ``in_cluster`` (x, y) of its cluster."""
-        m, n, l = self.cluster_tile(i, tiles_mnl, divisors)
+        m, n, batch = self.cluster_tile(i, tiles_mnl, divisors)
         cm, cn = self.cluster_mn
-        return m * cm + in_cluster[0], n * cn + in_cluster[1], l
+        return m * cm + in_cluster[0], n * cn + in_cluster[1], batch
 
     # -- in a kernel (CuTe DSL; imported here so the host side needs no cutlass) --------------
     def kernel_arg(self, tiles_mnl) -> tuple:

@@ -30,8 +30,8 @@ class _TorchScaledMM:
     def __init__(self, mnkl):
         import torch
 
-        m, n, k, l = mnkl
-        if l != 1:
+        m, n, k, batches = mnkl
+        if batches != 1:
             raise ValueError("--torch-scaled-mm supports L=1 only")
         dev = torch.device("cuda")
         g = torch.Generator(device=dev).manual_seed(0)

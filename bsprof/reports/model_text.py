@@ -50,8 +50,10 @@ def render_validation(console, points, summ: dict, title: str = "") -> None:
     from bsprof.reports.term import fit_table, left_out_note
 
     # a narrow terminal keeps the measurement, the model and its error; the terms, the other
-    # predictors and the nominal deltas go first (each named below the table)
-    dropped = fit_table(console, t, [14, 13, 12, 11, 8, 7, 6, 10, 3, 2, 15, 16, 0])
+    # predictors and the nominal deltas go first (each named below the table, the three "err"
+    # columns by whose error each is)
+    dropped = fit_table(console, t, [14, 13, 12, 11, 8, 7, 6, 10, 3, 2, 15, 16, 0],
+                        names={9: "model err", 12: "oracle err", 14: "trivial err"})
     console.print(t)
     if dropped:
         console.print(left_out_note(dropped, "--json and validation.csv have every column"))

@@ -31,10 +31,10 @@ SOL_BARS: tuple[tuple[str, str], ...] = (
 
 def main_launch(art: Artifact) -> tuple[dict | None, int]:
     """The launch a report is about: the longest one (a profiled app may hold helper kernels)."""
-    launches = [l for l in art.data.get("launches") or [] if isinstance(l, dict)]
+    launches = [launch for launch in art.data.get("launches") or [] if isinstance(launch, dict)]
     if not launches:
         return None, 0
-    best = max(launches, key=lambda l: num(l.get("duration_ns")) or -1.0)
+    best = max(launches, key=lambda launch: num(launch.get("duration_ns")) or -1.0)
     return best, len(launches)
 
 

@@ -8,7 +8,8 @@ else :data:`PIPED_WIDTH` (bsprof.cli sets it before any console exists).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,16 +31,20 @@ def needed_width(console: Console, table: Table) -> int:
     return total
 
 
-def fit_table(console: Console, table: Table, drop: Sequence[int] = ()) -> list[str]:
+def fit_table(console: Console, table: Table, drop: Sequence[int] = (),
+              names: Mapping[int, str] | None = None) -> list[str]:
     """Remove columns of ``table`` (indexes as added, in the order given: least important first)
-    until it fits ``console.width`` with every ``no_wrap`` cell whole. Returns the headers of the
-    columns left out, for a note that names them (:func:`left_out_note`)."""
-    order: list[Column] = [table.columns[i] for i in drop if 0 <= i < len(table.columns)]
+    until it fits ``console.width`` with every ``no_wrap`` cell whole. Returns the names of the
+    columns left out, for a note that names them (:func:`left_out_note`): ``names[index]`` where
+    given (a header that alone would not say which column, e.g. several headed "err"), else the
+    header."""
+    names = names or {}
+    order: list[tuple[int, Column]] = [(i, table.columns[i]) for i in drop if 0 <= i < len(table.columns)]
     dropped: list[str] = []
     while order and needed_width(console, table) > console.width:
-        column = order.pop(0)
+        index, column = order.pop(0)
         table.columns.remove(column)
-        dropped.append(" ".join(str(column.header).split()))
+        dropped.append(names.get(index) or " ".join(str(column.header).split()))
     for k, column in enumerate(table.columns):
         column._index = k  # rich pads the first and last column by position
     return dropped

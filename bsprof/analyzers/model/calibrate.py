@@ -74,7 +74,10 @@ def _per_tile(table):
         raise BsprofError("timing table: no tile has both MMA and epilogue Phase 1 rows; capture again")
     p2 = epi[epi["phase"] == "phase2"].pivot_table(index=["cta", "tile"], columns="rank", values="dur")
     p2 = p2.reindex(index=keys, columns=range(W)).fillna(0.0) if len(p2) else None
-    col = lambda name: per.loc[keys, name].fillna(0.0).to_numpy() if name in per.columns else np.zeros(len(keys))
+
+    def col(name: str):
+        return per.loc[keys, name].fillna(0.0).to_numpy() if name in per.columns else np.zeros(len(keys))
+
     ml = epi[epi["phase"] == "ml_wait"]["dur"]
     return {
         "tma0": col("tma0"), "kloop": col("kloop"), "acc_wait": col("acc_wait"),

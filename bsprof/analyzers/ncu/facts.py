@@ -171,8 +171,8 @@ def operand_bytes(row) -> tuple[float, str]:
     reads when ncu flushed L2 before it (its default) and a lower bound with a warm L2."""
     mnkl, prec = launch_problem(row), row.get("precision") if hasattr(row, "get") else None
     if mnkl and prec in OPERAND_BYTES:
-        m, n, k, l = mnkl
-        return (m * k + n * k) * l * OPERAND_BYTES[prec], f"A + B of {m}x{n}x{k} at {prec}, scales not counted"
+        m, n, k, batches = mnkl
+        return (m * k + n * k) * batches * OPERAND_BYTES[prec], f"A + B of {m}x{n}x{k} at {prec}, scales not counted"
     dram = metric(row, "dram_bytes_read")
     if known(dram) and dram > 0:
         return dram, "DRAM read: the distinct bytes when ncu flushed L2 first (its default); fewer with a warm L2"

@@ -261,13 +261,13 @@ def tile_text(t: dict) -> str:
 def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
     """Exact tile accounting of a persistent GEMM: tiles (each extent's tile count rounded up to the
     cluster shape, as a clustered scheduler launches them), rounds per CTA, the last round's fill."""
-    m, n, _, l = (list(mnkl) + [1])[:4]
+    m, n, _, batches = (list(mnkl) + [1])[:4]
     tm, tn = tile_mn
     cm, cn = cluster_mn
-    tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn * l
+    tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn * batches
     rounds = math.ceil(tiles / ctas)
     last = tiles - (rounds - 1) * ctas
-    useful = (m * n * l) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * l)
+    useful = (m * n * batches) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * batches)
     return {"tiles": tiles, "tile_m": tm, "tile_n": tn, "ctas": ctas, "tiles_per_cta_max": rounds,
             "last_round_fill": last / ctas, "idle_share": 1 - tiles / (rounds * ctas), "tile_useful_share": useful}
 

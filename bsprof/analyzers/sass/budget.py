@@ -66,8 +66,8 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
 
 
 def tiles_from_problem(mnkl: tuple[int, int, int, int], tile_mn: tuple[int, int]) -> int:
-    m, n, _k, l = mnkl
-    return math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) * l
+    m, n, _k, batches = mnkl
+    return math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) * batches
 
 
 # kernel names that spell their output tile: cuBLAS's nvjet_sm90_<types>_<M>x<N>_<K>x<stages>_<cluster>_...,

@@ -160,7 +160,6 @@ class Fp8BlockwiseGemm:
         self.c_layout = tensor_utils.LayoutEnum.from_tensor(c)
         self._setup()
 
-        a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, 0))
         b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
         a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
                 else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())

@@ -33,7 +33,7 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
     from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream, make_fake_tensor
 
     if mnkl is not None:
-        m, n, k, l = (int(x) for x in mnkl)
+        m, n, k, batches = (int(x) for x in mnkl)
         kb, nb = k // BLOCK, -(-n // BLOCK)
     else:
         m = cute.sym_int64(symbol="M")
@@ -41,19 +41,19 @@ def _fake_args(kw: dict, max_active_clusters: int, mnkl=None):
         k = cute.sym_int64(divisibility=BLOCK, symbol="K")
         kb = cute.sym_int64(symbol="KB")
         nb = cute.sym_int64(symbol="NB")
-        l = cute.sym_int64(symbol="L")
+        batches = cute.sym_int64(symbol="L")
     # M = 1 stays a runtime extent in A and D, as in the GPU build (_cute_views)
     mr = cute.sym_int64(symbol="M") if isinstance(m, int) and m == 1 else m
-    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (mr, k, l), stride_order=(1, 0, 2), assumed_align=16)
-    b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, l), stride_order=(1, 0, 2), assumed_align=16)
+    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (mr, k, batches), stride_order=(1, 0, 2), assumed_align=16)
+    b = make_fake_compact_tensor(cutlass.Float8E4M3FN, (n, k, batches), stride_order=(1, 0, 2), assumed_align=16)
     if isinstance(m, int):
         # the operands' layout (quant.aligned_scales): each K block's row of M scales 16-byte aligned
         rows = -(-m // SFA_ALIGN) * SFA_ALIGN
-        sfa = make_fake_tensor(cutlass.Float32, (m, kb, l), (1, rows, rows * kb), assumed_align=4)
+        sfa = make_fake_tensor(cutlass.Float32, (m, kb, batches), (1, rows, rows * kb), assumed_align=4)
     else:
-        sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, l), stride_order=(0, 1, 2), assumed_align=4)
-    sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, l), stride_order=(1, 0, 2), assumed_align=4)
-    c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, l), stride_order=(1, 0, 2), assumed_align=16)
+        sfa = make_fake_compact_tensor(cutlass.Float32, (m, kb, batches), stride_order=(0, 1, 2), assumed_align=4)
+    sfb = make_fake_compact_tensor(cutlass.Float32, (nb, kb, batches), stride_order=(1, 0, 2), assumed_align=4)
+    c = make_fake_compact_tensor(cutlass.BFloat16, (mr, n, batches), stride_order=(1, 0, 2), assumed_align=16)
     tbuf = make_fake_compact_tensor(cutlass.Int64, (cute.sym_int64(symbol="W"),), assumed_align=16)
     ws = make_fake_compact_tensor(cutlass.Float32, (cute.sym_int64(symbol="WS"),), assumed_align=16)
     cnt = make_fake_compact_tensor(cutlass.Int32, (cute.sym_int64(symbol="T"),), assumed_align=16)
@@ -206,10 +206,10 @@ def sfa_view(sfa, static: bool):
     stride into its A-scale TMA descriptor, which refuses one that is not a multiple of 16 bytes,
     even where the mode has one element."""
     v = sfa.permute(2, 1, 0)
-    m, kb, l = v.shape
+    m, kb, batches = v.shape
     rows = -(-m // SFA_ALIGN) * SFA_ALIGN
     strides = list(v.stride())
-    for d, (size, compact) in enumerate(zip((m, kb, l), (1, rows, rows * kb))):
+    for d, (size, compact) in enumerate(zip((m, kb, batches), (1, rows, rows * kb))):
         if size == 1:
             strides[d] = compact
     if static and (strides[0] != 1 or strides[1] % SFA_ALIGN or strides[2] % SFA_ALIGN):
@@ -308,8 +308,8 @@ def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 12
     N = 7168 in 256x128 tiles with 1x2 clusters, ran 512 cluster tiles for 448. Our tile order
     leaves a narrower last group instead, as DeepGEMM does, so ``swizzle=8`` there is DeepGEMM's
     own order.) Returns the group and why, in words (``bench --plan``)."""
-    m, n, k, l = mnkl
-    if (m + n) * k * l <= L2_BYTES:
+    m, n, k, batches = mnkl
+    if (m + n) * k * batches <= L2_BYTES:
         return 1, "A and B fit in L2"
     size = cluster_m * cluster_n
     one_round = grid_ctas(mnkl, dict(tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n,
@@ -428,9 +428,9 @@ def _tile_order(kw: dict) -> TileOrder:
 
 def _work_tiles(mnkl, kw: dict, split_k: int | None = None) -> tuple[int, int, int]:
     """The kernel's work units along M, N and L (split_k.WorkUnits.work_tiles on the host)."""
-    m, n, _, l = mnkl
+    m, n, _, batches = mnkl
     split = kw.get("split_k", 1) if split_k is None else split_k
-    return tile_counts((m, n, l), (kw.get("tile_m", 128), kw["tile_n"]), split)
+    return tile_counts((m, n, batches), (kw.get("tile_m", 128), kw["tile_n"]), split)
 
 
 def split_workspace(mnkl, kw: dict) -> tuple:
@@ -442,8 +442,8 @@ def split_workspace(mnkl, kw: dict) -> tuple:
     split = kw.get("split_k", 1)
     if split == 1:
         return (torch.zeros(4, dtype=torch.float32, device="cuda"), torch.zeros(4, dtype=torch.int32, device="cuda"))
-    tm, tn, l = _tile_order(kw).padded_tiles(_work_tiles(mnkl, kw, split_k=1))
-    tiles = tm * tn * l
+    tm, tn, batches = _tile_order(kw).padded_tiles(_work_tiles(mnkl, kw, split_k=1))
+    tiles = tm * tn * batches
     words = tiles * split * kw["tile_m"] * kw["tile_n"]
     if words >= 2 ** 31:
         raise BsprofError(f"split_k={split} at {tuple(mnkl)} needs a workspace of {words} floats, past the "
@@ -495,9 +495,9 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     tail = (cute_tensor(tbuf, 0, 16), cute_tensor(ws, 0, 16), cute_tensor(cnt, 0, 16), cutlass.Int32(slots), stream)
     args = (*_cute_views(ops, static), *tail)
     fn = _compiled_for(kw, args, max_active, mnkl if static else None)
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     return Prepared(
-        variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, ops=ops,
+        variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * batches, ops=ops,
         config=kw, choice=why, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
         _static=static, _split_ws=(ws, cnt),
     )

@@ -29,11 +29,11 @@ POISON_BITS = -129  # int16 view of 0xFF7F
 
 def check_shape(mnkl: tuple[int, int, int, int]) -> None:
     """One-line errors for problems the kernel cannot run."""
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     if min(mnkl) <= 0:
-        raise BsprofError(f"--mnkl {m},{n},{k},{l}: every extent must be positive")
+        raise BsprofError(f"--mnkl {m},{n},{k},{batches}: every extent must be positive")
     n_pad, k_pad = -(-n // 8) * 8, -(-k // BLOCK) * BLOCK
-    near = f"{m},{n_pad},{k_pad},{l}"
+    near = f"{m},{n_pad},{k_pad},{batches}"
     # name every extent the nearest shape changes, with its reason: a silent N change reads as a typo
     n_rule = "bf16 rows of D must be 16-byte aligned for TMA"
     if k % BLOCK:
@@ -49,12 +49,12 @@ def quantize_rows(x):
     """(L, M, K) float -> (fp8 (L, M, K), sfa (L, K/128, M)) with one scale per row and K block."""
     import torch
 
-    l, m, k = x.shape
-    blk = x.reshape(l, m, k // BLOCK, BLOCK).float()
+    batches, m, k = x.shape
+    blk = x.reshape(batches, m, k // BLOCK, BLOCK).float()
     amax = blk.abs().amax(dim=-1).clamp_min(1e-12)          # (L, M, KB)
     scale = amax / FP8_MAX
     q = (blk / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return q.reshape(l, m, k), aligned_scales(scale.transpose(1, 2))   # (L, KB, M): M contiguous
+    return q.reshape(batches, m, k), aligned_scales(scale.transpose(1, 2))   # (L, KB, M): M contiguous
 
 
 def aligned_scales(sfa):
@@ -64,9 +64,9 @@ def aligned_scales(sfa):
     handed anything else, it transposes them on every call)."""
     import torch
 
-    l, kb, m = sfa.shape
+    batches, kb, m = sfa.shape
     padded = -(-m // SFA_ALIGN) * SFA_ALIGN
-    out = torch.zeros(l, kb, padded, device=sfa.device, dtype=sfa.dtype)[:, :, :m]
+    out = torch.zeros(batches, kb, padded, device=sfa.device, dtype=sfa.dtype)[:, :, :m]
     out.copy_(sfa)
     return out
 
@@ -75,15 +75,15 @@ def quantize_blocks(x):
     """(L, N, K) float -> (fp8 (L, N, K), sfb (L, ceil(N/128), K/128)) with one scale per 128x128 block."""
     import torch
 
-    l, n, k = x.shape
+    batches, n, k = x.shape
     nb = -(-n // BLOCK)
     pad = nb * BLOCK - n
     xp = torch.nn.functional.pad(x.float(), (0, 0, 0, pad)) if pad else x.float()
-    blk = xp.reshape(l, nb, BLOCK, k // BLOCK, BLOCK)
+    blk = xp.reshape(batches, nb, BLOCK, k // BLOCK, BLOCK)
     amax = blk.abs().amax(dim=(2, 4)).clamp_min(1e-12)      # (L, NB, KB)
     scale = amax / FP8_MAX
     q = (blk / scale[:, :, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    q = q.reshape(l, nb * BLOCK, k)[:, :n].contiguous()
+    q = q.reshape(batches, nb * BLOCK, k)[:, :n].contiguous()
     return q, scale.contiguous()
 
 
@@ -91,7 +91,7 @@ def dequantize(a, sfa, b, sfb):
     """float64 (L, M, K) and (L, N, K) from the quantized operands."""
     import torch
 
-    l, m, k = a.shape
+    batches, m, k = a.shape
     n = b.shape[1]
     sa = sfa.transpose(1, 2).double().repeat_interleave(BLOCK, dim=2)[:, :, :k]     # (L, M, K)
     sb = sfb.double().repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)[:, :, :k]
@@ -133,21 +133,21 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     check_shape(mnkl)
     if inputs not in INPUTS:
         raise BsprofError(f"--inputs {inputs!r}: choose one of {', '.join(INPUTS)}")
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     kb = k // BLOCK
     nb = -(-n // BLOCK)
-    d = torch.empty(l, m, n, device=device, dtype=torch.bfloat16)
+    d = torch.empty(batches, m, n, device=device, dtype=torch.bfloat16)
     if inputs == "int":
-        a = torch.randint(-2, 3, (l, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
-        b = torch.randint(-2, 3, (l, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
-        return Operands(a, aligned_scales(torch.ones(l, kb, m, device=device)), b, torch.ones(l, nb, kb, device=device), d)
-    xa = torch.randn(l, m, k, device=device, generator=g)
-    mag_a = torch.exp2(torch.randint(-4, 5, (l, m, kb), device=device, generator=g).float())
+        a = torch.randint(-2, 3, (batches, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
+        b = torch.randint(-2, 3, (batches, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
+        return Operands(a, aligned_scales(torch.ones(batches, kb, m, device=device)), b, torch.ones(batches, nb, kb, device=device), d)
+    xa = torch.randn(batches, m, k, device=device, generator=g)
+    mag_a = torch.exp2(torch.randint(-4, 5, (batches, m, kb), device=device, generator=g).float())
     xa = xa * mag_a.repeat_interleave(BLOCK, dim=2)
-    xb = torch.randn(l, n, k, device=device, generator=g)
-    mag_b = torch.exp2(torch.randint(-4, 5, (l, nb, kb), device=device, generator=g).float())
+    xb = torch.randn(batches, n, k, device=device, generator=g)
+    mag_b = torch.exp2(torch.randint(-4, 5, (batches, nb, kb), device=device, generator=g).float())
     xb = xb * mag_b.repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)
     a, sfa = quantize_rows(xa)
     b, sfb = quantize_blocks(xb)

@@ -156,11 +156,11 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
          split_k: int = 1, wall_fit: WallFit = WALL) -> Choice:
     """The modelled cost of one configuration on this problem (``wall_fit``: the wall-time model's
     constants, for a refit to try others)."""
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     cs = cluster_m * cluster_n
     tiles_m = -(-(-(-m // tile_m)) // cluster_m) * cluster_m
     tiles_n = -(-(-(-n // tile_n)) // cluster_n) * cluster_n
-    tiles = tiles_m * tiles_n * l * split_k
+    tiles = tiles_m * tiles_n * batches * split_k
     slots = num_sms // cs
     clusters = tiles // cs
     rounds = -(-clusters // slots)
@@ -185,7 +185,7 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     if split_k > 1:
         partial = tile_m * tile_n * 4
         cycles += rounds * (SPLIT_FIXED_CYCLES + (1 + split_k) * partial / SPLIT_BYTES_PER_CYCLE)
-        cycles = max(cycles, (m + n) * k * l / DRAM_BYTES_PER_CYCLE)
+        cycles = max(cycles, (m + n) * k * batches / DRAM_BYTES_PER_CYCLE)
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
@@ -222,8 +222,8 @@ def fills_gpu(mnkl, num_sms: int = 132) -> bool:
     """Whether the problem fills a wave of 256x128 tiles on every SM: where its tiles of two or
     three consumer warpgroups are costed in wall time under the cap (fitted there; a smaller problem
     keeps the pipe model its picks were timed on)."""
-    m, n, _, l = mnkl
-    return m * n * l >= num_sms * 256 * 128
+    m, n, _, batches = mnkl
+    return m * n * batches >= num_sms * 256 * 128
 
 
 def _wall_block(tile_m: int, tile_n: int, fit: WallFit) -> float:

@@ -39,10 +39,10 @@ def choose_for_shape(mnkl, num_sms: int = B200_SMS) -> tuple[dict, str]:
 
     Small M cannot fill 256-row 2-CTA tiles; when 256x128 tiles would leave most SMs idle the
     128x128 tile with a 2x1 multicast cluster keeps more CTAs busy while still sharing B."""
-    m, n, _, l = (int(v) for v in mnkl)
+    m, n, _, batches = (int(v) for v in mnkl)
     if m <= 128:
         return dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1), f"M = {m} <= 128 fills one 128-row tile"
-    tiles_256 = -(-m // 256) * -(-n // 128) * l
+    tiles_256 = -(-m // 256) * -(-n // 128) * batches
     if m % 256 or tiles_256 < num_sms // 2:
         why = (f"M = {m} is not a multiple of 256" if m % 256 else
                f"{tiles_256} tiles of 256x128 would leave more than half of {num_sms} SMs idle")

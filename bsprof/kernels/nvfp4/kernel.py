@@ -134,10 +134,13 @@ class Nvfp4Gemm:
 
         # shared memory: C staging (TMA-store epilogue) + A/B/SFA/SFB stages
         self.c_stage = 2 if self.use_tma_store else 0
-        one = lambda: (sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
-                       sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
-                       bs_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, self.sf_vec, 1),
-                       bs_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, self.sf_vec, 1))
+
+        def one():
+            return (sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
+                    sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
+                    bs_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, self.sf_vec, 1),
+                    bs_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, self.sf_vec, 1))
+
         a1, b1, sfa1, sfb1 = one()
         ab_bytes = (cute.size_in_bytes(self.ab_dtype, a1) + cute.size_in_bytes(self.ab_dtype, b1)
                     + cute.size_in_bytes(self.sf_dtype, sfa1) + cute.size_in_bytes(self.sf_dtype, sfb1))
@@ -167,12 +170,12 @@ class Nvfp4Gemm:
                  c_ptr: cute.Pointer, tbuf_ptr: cute.Pointer, mnkl: Tuple[cutlass.Int32, cutlass.Int32,
                  cutlass.Int32, cutlass.Int32], tile_slots: cutlass.Int32, max_active_clusters: cutlass.Constexpr,
                  stream: cuda.CUstream):
-        m, n, k, l = mnkl
+        m, n, k, batches = mnkl
         tiled_mma, tiled_mma_sfb = self._setup()
         # A (M, K, L) and B (N, K, L) K-major; D (M, N, L) row-major
-        a = cute.make_tensor(a_ptr, cute.make_ordered_layout((cute.assume(m, 32), k, l), order=(1, 0, 2)))
-        b = cute.make_tensor(b_ptr, cute.make_ordered_layout((cute.assume(n, 32), k, l), order=(1, 0, 2)))
-        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((m, cute.assume(n, 32), l), order=(1, 0, 2)))
+        a = cute.make_tensor(a_ptr, cute.make_ordered_layout((cute.assume(m, 32), k, batches), order=(1, 0, 2)))
+        b = cute.make_tensor(b_ptr, cute.make_ordered_layout((cute.assume(n, 32), k, batches), order=(1, 0, 2)))
+        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((m, cute.assume(n, 32), batches), order=(1, 0, 2)))
         sfa = cute.make_tensor(sfa_ptr, bs_layout.tile_atom_to_shape_SF(a.shape, self.sf_vec))
         sfb = cute.make_tensor(sfb_ptr, bs_layout.tile_atom_to_shape_SF(b.shape, self.sf_vec))
 

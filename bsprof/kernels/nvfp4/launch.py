@@ -149,8 +149,8 @@ class Prepared(PreparedMixin):
 
 def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     """(CTAs launched, most tiles any CTA runs) in the kernel's persistent tile order."""
-    m, n, _, l = mnkl
-    tiles = tile_counts((m, n, l), cfg.cta_tile_mn(kw))
+    m, n, _, batches = mnkl
+    tiles = tile_counts((m, n, batches), cfg.cta_tile_mn(kw))
     order = TileOrder((kw["cluster_m"], kw["cluster_n"]))
     cm, cn, launched = order.grid(tiles, max(1, max_active_clusters))
     return launched * cm * cn, -(-order.units(tiles) // launched)
@@ -171,14 +171,14 @@ def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloo
 
     mnkl = tuple(int(v) for v in mnkl)
     kw = kernel_kwargs(variant, config, mnkl, timing, delay_kloop, delay_phase1)
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     g = torch.Generator().manual_seed(seed)
-    qa = quant.quantize(torch.randn(l, m, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
-    qb = quant.quantize(torch.randn(l, n, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
+    qa = quant.quantize(torch.randn(batches, m, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
+    qb = quant.quantize(torch.randn(batches, n, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
     dev = torch.device("cuda")
     ops = {"a": qa.packed().to(dev), "b": qb.packed().to(dev), "sfa": qa.sf_mma().to(dev),
            "sfb": qb.sf_mma().to(dev), "qa": qa, "qb": qb,
-           "d": torch.empty((l, m, n), dtype=getattr(torch, TORCH_C[kw["c_dtype"]]), device=dev)}
+           "d": torch.empty((batches, m, n), dtype=getattr(torch, TORCH_C[kw["c_dtype"]]), device=dev)}
     torch.empty(1, device="cuda")  # HardwareInfo needs torch's (primary) context to be current
     max_active = cutlass.utils.HardwareInfo().get_max_active_clusters(kw["cluster_m"] * kw["cluster_n"])
     plan = None
@@ -199,6 +199,6 @@ def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloo
     ptrs = _pointers(kw, (ops["a"].data_ptr(), ops["b"].data_ptr(), ops["sfa"].data_ptr(), ops["sfb"].data_ptr(),
                           ops["d"].data_ptr(), tbuf.data_ptr()))
     args = (*ptrs, tuple(cutlass.Int32(v) for v in mnkl), cutlass.Int32(slots), stream)
-    return Prepared(variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * l, kw=kw,
+    return Prepared(variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * batches, kw=kw,
                     operands=ops, _fn=_COMPILED[key], _args=args, _plan=plan, _tbuf=tbuf if timing else None,
                     extra={"tile": cfg.cta_tile_mn(kw), "max_active_clusters": max_active})

@@ -194,9 +194,9 @@ def check_sf(sf_dtype: str, sf_vec: int) -> None:
 def check_shape(mnkl, *, sf_vec: int = 16, sf_dtype: str = "Float8E4M3FN", c_dtype: str = "Float16",
                 cta_tile_mn: tuple[int, int] = (128, 128)) -> None:
     """Raise BsprofError (one line: the problem and the fix) if the kernel cannot run ``mnkl``."""
-    m, n, k, l = (int(v) for v in mnkl)
-    if min(m, n, k, l) <= 0:
-        raise BsprofError(f"--mnkl {m},{n},{k},{l}: all of M, N, K, L must be positive")
+    m, n, k, batches = (int(v) for v in mnkl)
+    if min(m, n, k, batches) <= 0:
+        raise BsprofError(f"--mnkl {m},{n},{k},{batches}: all of M, N, K, L must be positive")
     check_sf(sf_dtype, sf_vec)
     if c_dtype not in C_DTYPES:
         raise BsprofError(f"--c-dtype {c_dtype}: use one of {', '.join(C_DTYPES)}")

@@ -115,10 +115,10 @@ def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
     ``only``: the peers to set up."""
     import torch
 
-    m, n, k, l = mnkl
+    m, n, k, batches = mnkl
     fns: dict = {}
     skipped: dict = {}
-    if l != 1:
+    if batches != 1:
         asked = PEERS + (("cute_dense_fp8",) if cute_example else ())
         return fns, {p: "batched (L > 1) problems have no peer here" for p in asked}
     a, b = ops.a[0], ops.b[0]
@@ -209,8 +209,8 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     from bsprof.kernels.fp8_blockwise.quant import make_operands, rel_error
     from bsprof.profile.sensors import torch_device_sensors
 
-    m, n, k, l = mnkl
-    flops = 2.0 * m * n * k * l
+    m, n, k, batches = mnkl
+    flops = 2.0 * m * n * k * batches
     sensors = torch_device_sensors()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     check_rounds(rounds, placements)

@@ -32,8 +32,8 @@ def _cublas(ops: dict, kw: dict, mnkl):
     """cuBLAS block-scaled FP4 through torch._scaled_mm; (fn, out) or a reason it cannot run."""
     import torch
 
-    m, n, k, l = mnkl
-    if l != 1:
+    m, n, k, batches = mnkl
+    if batches != 1:
         return None, "batched (L > 1) problems have no cuBLAS peer here"
     if not hasattr(torch, "float4_e2m1fn_x2"):
         return None, f"torch {torch.__version__} has no float4_e2m1fn_x2 dtype"
@@ -73,7 +73,7 @@ def run(request) -> tuple[dict, list[str]]:
     kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
-    m, n, k, l = request.mnkl
+    m, n, k, batches = request.mnkl
     err = None
     if not request.skip_ref_check:
         err = p.check()
