@@ -88,9 +88,9 @@ def main(argv=None) -> int:
     from rich.console import Console
 
     from bsprof.errors import BsprofError
+    from bsprof.kernels.fp8_blockwise.quant import INPUTS
     from bsprof.profile.bench.fp8_blockwise import PEERS, WRONG_PRODUCT, check_rounds, measure, placements_for
     from bsprof.reports.bench_text import print_table, rounds_phrase
-    from bsprof.kernels.fp8_blockwise.quant import INPUTS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=None,
@@ -312,9 +312,9 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
     import time
 
     from bsprof.errors import BsprofError
-    from bsprof.profile.bench.fp8_blockwise import peer_fns
     from bsprof.kernels.fp8_blockwise.config import parse_spec
     from bsprof.kernels.fp8_blockwise.launch import prepare
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
 
     t0 = time.time()
     p = None

@@ -56,9 +56,9 @@ def bench_verdict(repeat: int = 10) -> dict:
     """Extraction + verdict per launch: a cold `bsprof ncu --report --json` process on the full
     report, warm extract+classify in-process, and classify alone over the corpus entries."""
     cold, warm = _cold_warm("bsprof.analyzers.ncu.summary", "analyze_report", repeat)
-    from bsprof.analyzers.ncu.verdict import classify
-
     import lzma
+
+    from bsprof.analyzers.ncu.verdict import classify
 
     entries = list(json.loads(lzma.decompress((REPO / "tests" / "data" / "corpus" / "launches.json.xz").read_bytes())).values())
     t = time.perf_counter()
@@ -142,8 +142,8 @@ def _groups(arch: str) -> dict[str, list[str]]:
 def bench_triage_search(mnkl: str) -> dict:
     """Replay passes of each metric group alone and of candidate triage lists (torch._scaled_mm FP8)."""
     from bsprof.analyzers.ncu.metrics import arch_key
-    from bsprof.kernels.api import parse_mnkl
     from bsprof.gpu import device_info
+    from bsprof.kernels.api import parse_mnkl
     from bsprof.profile.ncu_runner import NcuRequest, profile_to_dir
 
     info = device_info()

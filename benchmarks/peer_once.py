@@ -13,8 +13,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import torch
 
-    from bsprof.profile.bench.fp8_blockwise import peer_fns
     from bsprof.kernels.fp8_blockwise.quant import make_operands
+    from bsprof.profile.bench.fp8_blockwise import peer_fns
 
     peer = argv[0] if argv else "deepgemm"
     m, n, k = (int(x) for x in (argv[1] if len(argv) > 1 else "4096,4096,4096").split(","))

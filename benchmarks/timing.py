@@ -30,12 +30,12 @@ def main(argv=None) -> int:
 
     from rich.console import Console
 
+    from bsprof.gpu import device_info
+    from bsprof.io import write_text_atomic
     from bsprof.kernels.api import Target
+    from bsprof.profile import validate
     from bsprof.profile.timing_capture import capture_run
     from bsprof.reports.timing_text import render
-    from bsprof.io import write_text_atomic
-    from bsprof.profile import validate
-    from bsprof.gpu import device_info
 
     console = Console(width=150)
     out = Path(args.out)

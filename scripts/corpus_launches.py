@@ -131,6 +131,7 @@ def ops_main():
     def deepgemm(m, n, k):
         def setup():
             import deep_gemm
+
             from bsprof.kernels.fp8_blockwise.quant import make_operands
             o = make_operands((m, n, k, 1))
             a, b, sfa, sfb = o.a[0], o.b[0], o.sfa[0].t(), o.sfb[0]

@@ -16,10 +16,10 @@ import pytest
 
 from bsprof import artifacts
 from bsprof.artifacts import KINDS
-from bsprof.reports.runs import discover
 from bsprof.errors import BsprofError
 from bsprof.reports import sec_bench, sec_ceiling, sec_model, sec_ncu, sec_sass, sec_timing, sec_validation
 from bsprof.reports.build import build
+from bsprof.reports.runs import discover
 from bsprof.reports.samples import RUN as SAMPLES
 
 TESTS_DATA = Path(__file__).parent / "data"

@@ -11,7 +11,8 @@ import math
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bsprof import artifacts
 from bsprof.analyzers.sass.result import analyze_inputs

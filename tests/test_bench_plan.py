@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_one_line_error, run_bsprof
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import assert_one_line_error, run_bsprof
 
 
 def _plan(*args: str) -> dict:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, run_bsprof
 
 ROOT = Path(__file__).resolve().parent.parent

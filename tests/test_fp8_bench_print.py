@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-
 from rich.console import Console
 
 from bsprof.analyzers.bench_rows import column_labels, round_spread
@@ -222,8 +221,9 @@ def test_placements_default_to_three_copies_only_with_rounds_to_spread(capsys):
 def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):
     # an H100 suite run over three copies: 128x24576x1536 sits below the line on one copy and above
     # it on the others, which only a per-copy column shows (the placement split it, not the kernels)
-    from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
     from conftest import unxz_text
+
+    from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
 
     res = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))["results"]
     con = Console(record=True, width=240)
@@ -254,8 +254,9 @@ def test_a_run_over_copies_of_the_operands_shows_each_copys_ratio(data_dir):
 def test_the_verb_names_its_rounds_and_copies_and_pairs_the_kernels(data_dir):
     # `bsprof bench` renders one problem of the shape an H100 run over three copies wrote (6 rounds):
     # its title says what the medians are of, and the spread and per-round tables follow
-    from bsprof.reports.bench_text import render
     from conftest import unxz_text
+
+    from bsprof.reports.bench_text import render
 
     suite = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))
     one = next(r for r in suite["results"] if r["mnkl"][:3] == [4096, 7168, 16384])
@@ -282,8 +283,9 @@ def test_the_verb_says_when_it_found_no_close_call_to_time(data_dir):
     # `bench --close-calls` on a problem whose pick is clear (4096x7168x16384's 256x128, an H100 run):
     # the table, then one line saying nothing was near enough to time; a run that timed one, or a
     # run that did not ask, says nothing of it
-    from bsprof.reports.bench_text import render
     from conftest import unxz_text
+
+    from bsprof.reports.bench_text import render
 
     suite = json.loads(unxz_text(data_dir / "h100_fp8_suite_copies.json.xz"))
     one = next(r for r in suite["results"] if r["mnkl"][:3] == [4096, 7168, 16384])

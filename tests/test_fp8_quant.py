@@ -718,8 +718,14 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from bsprof.kernels.fp8_blockwise.select import (CLOSE_CALL_WITHIN, MAX_CLOSE_CALLS, PREFER_WITHIN, candidates,
-                                                      choose, close_calls)
+    from bsprof.kernels.fp8_blockwise.select import (
+        CLOSE_CALL_WITHIN,
+        MAX_CLOSE_CALLS,
+        PREFER_WITHIN,
+        candidates,
+        choose,
+        close_calls,
+    )
 
     @settings(max_examples=60, deadline=None)
     @given(st.integers(1, 8192), st.integers(1, 512).map(lambda x: 16 * x), st.integers(1, 160).map(lambda x: 128 * x))

@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, run_bsprof
 
 DATA = Path(__file__).resolve().parent / "data"

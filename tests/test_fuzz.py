@@ -16,11 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bsprof.errors import BsprofError
-from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"

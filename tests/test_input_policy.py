@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text
 
 ROOT = Path(__file__).resolve().parent.parent

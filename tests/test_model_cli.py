@@ -9,11 +9,10 @@ import types
 
 import pytest
 from click.testing import CliRunner
+from conftest import assert_one_line_error, run_bsprof
+from test_model_calibrate import blackwell_table, hopper_table
 
 from bsprof.cli import cli
-from conftest import assert_one_line_error, run_bsprof
-
-from test_model_calibrate import blackwell_table, hopper_table
 
 
 def run(*args):

@@ -203,7 +203,7 @@ def test_cli_clock_bad_input_is_one_line(args, words):
 
 @pytest.mark.parametrize("n", [2, 3, 7, 13])
 def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
-    from bsprof.profile.validate import rotated_order, block_order
+    from bsprof.profile.validate import block_order, rotated_order
 
     keys = [f"b{i}" for i in range(n)]
     for order in (block_order, rotated_order):    # the shuffle, and the rotation older runs used
@@ -270,8 +270,8 @@ def test_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
     closer than the trivial predictor on its 10 flip points. The baseline clock every point used is
     the reading-weighted mean over the plain code's 10 blocks (forward, its second build, reverse),
     and re-scoring the forward points from the stored calibration table gives the stored errors."""
-    from bsprof.analyzers.timing.io import read_table
     from bsprof.analyzers.model.sustained import pooled_clocks
+    from bsprof.analyzers.timing.io import read_table
 
     run = H100 / "validation_pingpong_4096_pooled_clock"
     doc = json.loads((run / "validation.json").read_text())

@@ -9,16 +9,17 @@ import re
 import numpy as np
 import pytest
 
-from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model import sustained as SU
+from bsprof.analyzers.model import validation as V
 
 
 def test_stamp_kernel_reads_the_counter_and_the_timer_around_its_spin(tmp_path):
-    from bsprof.kernels.build import compile_to_cubin
     import os
     import subprocess
 
     import nvidia.cu13
+
+    from bsprof.kernels.build import compile_to_cubin
 
     cubin = compile_to_cubin("bsprof.kernels.clock_stamp:compile_stamp", {"blocks": 4}, "sm_90a", tmp_path / "s.cubin")
     tool = next(os.path.join(b, "bin", "cuobjdump") for b in nvidia.cu13.__path__

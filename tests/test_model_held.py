@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model import sustained as SU
+from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import limits_for
 
 H100 = Path(__file__).parent / "data" / "h100_timing"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model import sustained as SU
+from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_counter_clock"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_model_calibrate import blackwell_table
 
 from bsprof.analyzers.timing.table import load, validate
 from bsprof.errors import BsprofError
-
-from test_model_calibrate import blackwell_table
 
 
 @pytest.fixture(scope="module")

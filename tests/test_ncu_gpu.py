@@ -17,8 +17,8 @@ def _ncu_family() -> tuple[str, dict]:
     """The GPU's kernel family and an environment that imports this checkout; skips without ncu
     or without a bundled kernel for the GPU."""
     from bsprof.errors import BsprofError
-    from bsprof.kernels.api import family_for_capability, family_module
     from bsprof.gpu import device_info
+    from bsprof.kernels.api import family_for_capability, family_module
     from bsprof.profile.ncu_runner import find_ncu
 
     try:

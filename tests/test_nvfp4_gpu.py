@@ -12,8 +12,8 @@ from bsprof.errors import BsprofError
 
 
 def test_prepare_refuses_without_sm100():
-    from bsprof.kernels.nvfp4 import prepare
     from bsprof.gpu import device_info
+    from bsprof.kernels.nvfp4 import prepare
 
     try:
         cap = device_info()["capability"]

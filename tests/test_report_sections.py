@@ -12,8 +12,8 @@ import pytest
 
 from bsprof.analyzers.bench_rows import cycle_spread, round_spread
 from bsprof.artifacts import identity
-from bsprof.reports.runs import discover
 from bsprof.reports.build import build
+from bsprof.reports.runs import discover
 from bsprof.reports.samples import RUN as SAMPLES
 
 

@@ -10,9 +10,9 @@ import struct
 
 import pytest
 from click.testing import CliRunner
+from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text, unxz_to
 
 from bsprof.cli import cli
-from conftest import assert_one_line_error, run_bsprof, unxz_bytes, unxz_text, unxz_to
 
 FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 

@@ -4,11 +4,11 @@ of /work/shared/fixtures/sass/README.md, from the cubin and from its listing."""
 from __future__ import annotations
 
 import pytest
+from conftest import unxz_text
 
 from bsprof.analyzers.sass import analyze_cubin, analyze_sass_text, features
 from bsprof.analyzers.sass.budget import mma_detail, region_rows
 from bsprof.analyzers.sass.loops import dominators
-from conftest import unxz_text
 
 FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import run_bsprof
 
 from bsprof.reports.sass_text import distinct_names

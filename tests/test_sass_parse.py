@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from conftest import unxz_text, unxz_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +13,6 @@ from bsprof.analyzers.sass import analyze_sass_text
 from bsprof.analyzers.sass.cfg import build_cfg
 from bsprof.analyzers.sass.disasm import tool_path
 from bsprof.analyzers.sass.parse import parse_instruction, parse_sass
-from conftest import unxz_text, unxz_to
 
 FIXTURE = "sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a"  # .cubin.xz and .sass.xz
 

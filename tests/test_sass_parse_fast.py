@@ -9,10 +9,11 @@ import dataclasses
 import time
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from conftest import unxz_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bsprof.analyzers.sass.parse import parse_instruction, parse_sass
-from conftest import unxz_text
 
 FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a.sass.xz"
 HEADER = "//--------------------- .text.k --------------------------"

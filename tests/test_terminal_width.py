@@ -15,9 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
-from rich.cells import cell_len
-
 from conftest import run_bsprof
+from rich.cells import cell_len
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

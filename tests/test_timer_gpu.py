@@ -23,8 +23,7 @@ def test_a_held_queue_times_the_kernel_not_the_host():
     import torch
 
     from bsprof.analyzers.kernel_trace import launch_summary
-    from bsprof.profile.timer import trace_launches
-    from bsprof.profile.timer import launch_times_ms
+    from bsprof.profile.timer import launch_times_ms, trace_launches
 
     op = _short_op()
     held = statistics.median(launch_times_ms(op, 10, 200, 0.1, hold=True)) * 1e3
@@ -53,7 +52,7 @@ def test_a_long_kernel_times_the_same_either_way():
 def test_a_queue_that_ran_dry_is_told_from_one_that_held():
     import torch
 
-    from bsprof.profile.timer import timed_launches_and_gaps, ran_dry
+    from bsprof.profile.timer import ran_dry, timed_launches_and_gaps
 
     op = _short_op()
     for _ in range(20):

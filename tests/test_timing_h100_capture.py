@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import unxz_text
 
 from bsprof.analyzers.timing.buffer import BufferPlan, decode_buffer

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_timing_buffer import synth_buffer
 
 from bsprof.analyzers.timing.buffer import decode_buffer
 from bsprof.analyzers.timing.io import read_table, write_table, write_timing_run
 from bsprof.analyzers.timing.stats import epilogue_spread, fit_clock, phase_stats, tiles_per_sm
-from bsprof.errors import BsprofError
 from bsprof.analyzers.timing.trace import build_trace
-from test_timing_buffer import synth_buffer
+from bsprof.errors import BsprofError
 
 
 @pytest.fixture()
@@ -122,8 +122,8 @@ def test_cli_from_reads_an_earlier_capture(tmp_path, table):
 def test_cli_without_gpu_is_one_line(monkeypatch, tmp_path):
     import shutil
 
-    from bsprof.cli import cli
     from bsprof import gpu
+    from bsprof.cli import cli
 
     gpu.device_info.cache_clear()
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -6,8 +6,8 @@ import click
 
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import KERNEL_HELP
-from bsprof.options import IntTuple, count
 from bsprof.kernels.fp8_blockwise.quant import INPUTS
+from bsprof.options import IntTuple, count
 
 
 @click.command(name="bench")

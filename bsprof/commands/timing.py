@@ -37,9 +37,8 @@ def command(family, spec, mnkl, out, overhead, rounds, max_trace_events, from_di
     from rich.console import Console
 
     from bsprof.artifacts import dumps
-    from bsprof.reports.timing_text import render
-
     from bsprof.io import check_output_dir
+    from bsprof.reports.timing_text import render
 
     # with --json the artifact alone goes out (stdout); progress lines still go to stderr
     console = Console(stderr=as_json, highlight=False)

@@ -42,7 +42,7 @@ def tile_counts(extents_mnl, tile_mn, split: int = 1) -> tuple:
 def _min(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
-    import cutlass     # a run-time value in a kernel: the DSL's minimum
+    import cutlass  # a run-time value in a kernel: the DSL's minimum
     return cutlass.min(a, b)
 
 

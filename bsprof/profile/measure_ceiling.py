@@ -16,9 +16,9 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
     import numpy as np
 
     from bsprof.analyzers.model.ceiling import curve_from_samples
+    from bsprof.gpu import device_info
     from bsprof.io import results_dir
     from bsprof.kernels import epi_ceiling as K
-    from bsprof.gpu import device_info
 
     info = device_info()
     curves = {}

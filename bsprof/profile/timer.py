@@ -7,7 +7,6 @@ import os
 import tempfile
 from typing import Callable
 
-
 # GPU clock the hold kernel's length is counted in: the top H100/H200 boost clock, so the hold
 # lasts at least as long as asked at any lower clock
 HOLD_CLOCK_HZ = 2.0e9

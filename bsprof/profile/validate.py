@@ -51,8 +51,8 @@ def spin_calibration(console=None) -> dict:
     """Measured cost (cycles) of ``spin(d)`` on this GPU, from the probe kernel."""
     import numpy as np
 
-    from bsprof.analyzers.timing.buffer import decode_buffer
     from bsprof.analyzers.model.validation import spin_cost_fit
+    from bsprof.analyzers.timing.buffer import decode_buffer
     from bsprof.kernels import timing_probe
 
     per_d = {}
@@ -624,8 +624,8 @@ def rescore(run_dir) -> dict:
     """Re-run the arithmetic of a validation directory on this machine (no GPU)."""
     import pandas as pd
 
-    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model import sustained as SU
+    from bsprof.analyzers.model import validation as V
     from bsprof.analyzers.model.clock import limits_for
     from bsprof.analyzers.timing.io import read_table
 

@@ -57,14 +57,14 @@ def shape_key(mnkl) -> str:
 def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_REPEATS) -> dict:
     """Step 1 on the GPU: per problem the base build's timing table (``<shape>.parquet`` in
     ``out_dir``), the capture's wall time and the base plain build's sustained clock and power."""
-    from bsprof.analyzers.timing.io import write_table
     from bsprof.analyzers.model.validation import capture_clock
+    from bsprof.analyzers.timing.io import write_table
     from bsprof.gpu import device_info
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.validate import (
+        device_limits,
         phase_means,
         sustained_summary,
-        device_limits,
         sustained_walls,
     )
 

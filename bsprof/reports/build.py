@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from bsprof.errors import BsprofError
-from bsprof.io import check_input
 from bsprof.artifacts import KINDS, Run
+from bsprof.errors import BsprofError
 from bsprof.fmt import plural
-from bsprof.reports.runs import discover
+from bsprof.io import check_input
 from bsprof.reports.page import Row, Section, note, render_page
+from bsprof.reports.runs import discover
 
 
 def _sections() -> list[tuple[str, str, Callable[[Run], Section | None]]]:

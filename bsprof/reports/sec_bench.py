@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsprof.analyzers.bench_rows import column_labels, round_spread, spread_cell
-from bsprof.analyzers.bench_rows import clock_cells
+from bsprof.analyzers.bench_rows import clock_cells, column_labels, round_spread, spread_cell
 from bsprof.artifacts import Artifact, Run, identity, mnkl_of
 from bsprof.fmt import fmt, num
 from bsprof.reports.page import Figure, Section, note, table

@@ -13,8 +13,8 @@ def _shape(ident: dict) -> str:
     mnkl = ident.get("mnkl")
     if not mnkl:
         return ""
-    m, n, k, l = mnkl
-    return f"M={m} N={n} K={k}" + (f" L={l}" if l != 1 else "")
+    m, n, k, batches = mnkl
+    return f"M={m} N={n} K={k}" + (f" L={batches}" if batches != 1 else "")
 
 
 def facts(run: Run) -> dict[str, Any]:

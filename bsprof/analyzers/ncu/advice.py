@@ -19,9 +19,24 @@ from __future__ import annotations
 import math
 import re
 
-from bsprof.analyzers.ncu.facts import (MMA_FAMILIES, MMA_OPCODE, THRESHOLDS, dram_split, global_atomics,
-                                       is_attention, known, l2_refetch, launch_problem, level_bytes,
-                                       metric, opcodes, operand_bytes, register_loads, spill_traffic, stall_shares)
+from bsprof.analyzers.ncu.facts import (
+    MMA_FAMILIES,
+    MMA_OPCODE,
+    THRESHOLDS,
+    dram_split,
+    global_atomics,
+    is_attention,
+    known,
+    l2_refetch,
+    launch_problem,
+    level_bytes,
+    metric,
+    opcodes,
+    operand_bytes,
+    register_loads,
+    spill_traffic,
+    stall_shares,
+)
 from bsprof.fmt import fmt_bytes
 
 ANY = "*"

@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bsprof.analyzers.ncu import metrics as M
-from bsprof.analyzers.ncu.peaks import (ARCH_PRECISION, mma_flops_per_instruction, peak_tflops,
-                                       precision_from_opcodes, precision_from_sass)
+from bsprof.analyzers.ncu.peaks import (
+    ARCH_PRECISION,
+    mma_flops_per_instruction,
+    peak_tflops,
+    precision_from_opcodes,
+    precision_from_sass,
+)
 from bsprof.errors import BsprofError
 
 _STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL_SUFFIX) + "$")

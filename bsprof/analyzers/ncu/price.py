@@ -23,8 +23,16 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from bsprof.analyzers.ncu.facts import (WGMMA_OPCODE, global_atomics, known, metric, opcodes, operand_bytes,
-                                       spill_traffic, stall_shares)
+from bsprof.analyzers.ncu.facts import (
+    WGMMA_OPCODE,
+    global_atomics,
+    known,
+    metric,
+    opcodes,
+    operand_bytes,
+    spill_traffic,
+    stall_shares,
+)
 from bsprof.fmt import fmt_bytes
 
 # the share of a unit's peak a launch reaches when that unit binds it: (slow end, fast end) of the interval.

@@ -74,8 +74,8 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     ``mnkl`` ("M,N,K[,L]") names the problem of launches whose NVTX range does not (the operands'
     bytes, K for split-K advice)."""
     from bsprof.analyzers.ncu.compare import recorded_flops
-    from bsprof.analyzers.ncu_loader import resolve_report
     from bsprof.analyzers.ncu.extract import extract, rates
+    from bsprof.analyzers.ncu_loader import resolve_report
 
     given = flops
     flops = flops or recorded_flops(report)
@@ -87,11 +87,11 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     if mnkl:
         t["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in t["mnkl"]]
         # --mnkl names the problem, so it names its FLOPs too where nothing else did: 2*M*N*K*L
-        m, n, k, l = ([int(x) for x in mnkl.split(",")] + [1])[:4]
-        f = 2.0 * m * n * k * l
+        m, n, k, batches = ([int(x) for x in mnkl.split(",")] + [1])[:4]
+        f = 2.0 * m * n * k * batches
         for i in t.index[t["flops"].isna()]:
             t.loc[i, "flops"] = f
-            t.loc[i, "flops_source"] = f"--mnkl {m},{n},{k},{l} (2*M*N*K*L)"
+            t.loc[i, "flops_source"] = f"--mnkl {m},{n},{k},{batches} (2*M*N*K*L)"
             t.loc[i, "tflops"], t.loc[i, "pct_of_peak"] = rates(f, t.loc[i, "duration_ns"], t.loc[i, "peak_tflops"])
     return ex, summary_json(ex)
 

@@ -43,9 +43,23 @@ from dataclasses import dataclass, field
 
 from bsprof.analyzers.ncu.advice import advise_entries
 from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdict's public names)
-    MMA_FAMILIES, MMA_OPCODE, SYNC_REASONS, THRESHOLDS, WGMMA_OPCODE,
-    async_loads, global_atomics, known, l2_refetch, launch_problem, level_bytes, loads_by_tma, metric, opcodes,
-    register_loads, spill_traffic, stall_shares,
+    MMA_FAMILIES,
+    MMA_OPCODE,
+    SYNC_REASONS,
+    THRESHOLDS,
+    WGMMA_OPCODE,
+    async_loads,
+    global_atomics,
+    known,
+    l2_refetch,
+    launch_problem,
+    level_bytes,
+    loads_by_tma,
+    metric,
+    opcodes,
+    register_loads,
+    spill_traffic,
+    stall_shares,
 )
 from bsprof.analyzers.ncu.price import order_by_price, price_all
 from bsprof.fmt import fmt_bytes, fmt_short

@@ -162,7 +162,8 @@ def _analyze(path: Path, function, source, ncu, launch) -> list[FunctionAnalysis
 
 
 def _function_json(fa: FunctionAnalysis, mma_detail: bool, tiles: int | None, hot: int | None) -> dict:
-    from bsprof.analyzers.sass.budget import hot_instructions, mma_detail as detail, region_rows, role_tables
+    from bsprof.analyzers.sass.budget import hot_instructions, region_rows, role_tables
+    from bsprof.analyzers.sass.budget import mma_detail as detail
 
     d = fa.to_dict()
     d.update(role_tables(fa))

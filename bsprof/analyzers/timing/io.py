@@ -117,8 +117,8 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
     """Everything `bsprof timing` leaves in a results dir: timing.parquet / .csv, trace.json, the
     raw buffer (buffer.npy, when given) and timing.json (kind "timing"). Returns the JSON dict."""
     from bsprof.analyzers.timing.stats import summarize
-    from bsprof.artifacts import document, save
     from bsprof.analyzers.timing.trace import DEFAULT_MAX_EVENTS, write_trace
+    from bsprof.artifacts import document, save
 
     out_dir = Path(out_dir)
     paths = write_table(table, out_dir)

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import PreparedMixin
 from bsprof.kernels.fp8_blockwise import config as cfg
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, SFA_ALIGN, check_shape
 from bsprof.kernels.tile_order import TileOrder, tile_counts
-from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_90a"
 DEFAULT_MNKL = (4096, 4096, 4096, 1)

@@ -46,7 +46,6 @@ from typing import Callable
 
 from bsprof.analyzers.timing.kblock import MMA_RATE
 from bsprof.errors import BsprofError
-
 from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, a_box_rows, tile_ns, two_scale_blocks
 
 FP8_FLOP_PER_CYCLE = MMA_RATE["fp8-blockwise"][0]      # dense FP8 wgmma per SM

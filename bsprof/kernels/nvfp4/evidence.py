@@ -66,7 +66,9 @@ def sass_evidence(cubin: str | Path) -> dict:
     def count(pred) -> int:
         return sum(1 for op, args in ops if pred(op, args))
 
-    base = lambda op: op.split(".")[0]
+    def base(op: str) -> str:
+        return op.split(".")[0]
+
     ev = {
         "function": fa.name,
         "instructions": len(ops),

@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Tuple
 
 import cuda.bindings.driver as cuda
-
 import cutlass
 import cutlass.cute as cute
 import cutlass.memory

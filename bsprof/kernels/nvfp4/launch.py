@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bsprof.errors import BsprofError
+from bsprof.kernels.api import PreparedMixin
 from bsprof.kernels.nvfp4 import config as cfg
 from bsprof.kernels.nvfp4.quant import check_shape
 from bsprof.kernels.tile_order import TileOrder, tile_counts
-from bsprof.kernels.api import PreparedMixin
 
 ARCH = "sm_100a"
 DEFAULT_MNKL = (8192, 8192, 1024, 1)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import statistics
 
-from bsprof.errors import BsprofError, one_line
 from bsprof.artifacts import document
+from bsprof.errors import BsprofError, one_line
 from bsprof.kernels.fp8_blockwise.config import parse_spec
 from bsprof.profile.timer import launch_times_ms
 

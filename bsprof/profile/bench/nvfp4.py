@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import statistics
 
-from bsprof.errors import BsprofError, one_line
 from bsprof.artifacts import document
+from bsprof.errors import BsprofError, one_line
 from bsprof.profile.timer import launch_times_ms
 
 # fall-back estimate: dense FP4 FLOP per SM per clock on sm_100 (2x FP8) at a 1.965 GHz boost clock
@@ -59,8 +59,8 @@ def _cublas(ops: dict, kw: dict, mnkl):
 
 def run(request) -> tuple[dict, list[str]]:
     """`bsprof bench --family nvfp4`: the bench artifact (a wrong product is refused before timing)."""
-    from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
     from bsprof.gpu import require_capability
+    from bsprof.kernels.nvfp4.launch import kernel_kwargs, prepare
 
     if request.inputs != "randn" or request.cute_example:
         raise BsprofError("--inputs and --cute-example are fp8-blockwise options (Hopper); drop them for nvfp4")
