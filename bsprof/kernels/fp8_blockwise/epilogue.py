@@ -18,7 +18,7 @@ import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.utils.profiling import Scope
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 

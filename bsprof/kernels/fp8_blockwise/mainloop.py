@@ -18,7 +18,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3

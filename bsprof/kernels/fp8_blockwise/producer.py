@@ -11,7 +11,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.utils.profiling import Scope
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import SFB_TMA_GROUP
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
 from bsprof.kernels.timing_recorder import EV
