@@ -9,7 +9,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.blackwell_helpers as sm100_utils
 from cutlass.cute.nvgpu import cpasync, tcgen05
-from cutlass.utils.profiling import Scope
+from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.timing_recorder import EV
 
@@ -26,15 +26,16 @@ class EpilogueWarps:
         """The epilogue warps: allocate tensor memory (they own it), store every tile, free it.
         ``timing``: (tbuf, cta_linear, warp_idx)."""
         tbuf, cta_linear, warp_idx = timing
-        tmem.allocate(self.tmem_cols)
-        tmem.wait_for_alloc()
-        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
-        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-        self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
-                      nthr, tbuf, cta_linear)
-        tmem.relinquish_alloc_permit()
-        self.epi_sync.arrive_and_wait()
-        tmem.free(acc_tmem_ptr)
+        with WarpScope("EpilogueWarps", warp_start=EPI_WARPS[0], warp_end=EPI_WARPS[-1] + 1):
+            tmem.allocate(self.tmem_cols)
+            tmem.wait_for_alloc()
+            acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+            tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+            self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
+                          nthr, tbuf, cta_linear)
+            tmem.relinquish_alloc_permit()
+            self.epi_sync.arrive_and_wait()
+            tmem.free(acc_tmem_ptr)
 
     @cute.jit
     def epilogue(self, tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,

@@ -9,9 +9,11 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.blockscaled_layout as bs_layout
 from cutlass.cute.nvgpu import tcgen05
-from cutlass.utils.profiling import Scope
+from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.timing_recorder import EV
+
+MMA_WARP = 4  # the warp that runs this role
 
 
 class MmaWarp:
@@ -28,21 +30,22 @@ class MmaWarp:
         sSFA, sSFB = sSF
         sfa_smem_staged, sfb_smem_staged = sf_smem_staged
         tbuf, cta_linear, warp_idx = timing
-        tmem.wait_for_alloc()
-        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
-        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-        sfa_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols, dtype=self.sf_dtype)
-        tCtSFA = cute.make_tensor(sfa_tmem_ptr, bs_layout.make_tmem_layout_sfa(
-            tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))))
-        sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols,
-                                       dtype=self.sf_dtype)
-        tCtSFB = cute.make_tensor(sfb_tmem_ptr, bs_layout.make_tmem_layout_sfb(
-            tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))))
-        s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t(sSFA, tCtSFA)
-        s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
-        self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
-                 s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
-                 walk, tbuf, cta_linear, warp_idx)
+        with WarpScope("MmaWarp", warp_start=MMA_WARP, warp_end=MMA_WARP + 1):
+            tmem.wait_for_alloc()
+            acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+            tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+            sfa_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols, dtype=self.sf_dtype)
+            tCtSFA = cute.make_tensor(sfa_tmem_ptr, bs_layout.make_tmem_layout_sfa(
+                tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))))
+            sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols,
+                                           dtype=self.sf_dtype)
+            tCtSFB = cute.make_tensor(sfb_tmem_ptr, bs_layout.make_tmem_layout_sfb(
+                tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))))
+            s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t(sSFA, tCtSFA)
+            s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
+            self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
+                     s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
+                     walk, tbuf, cta_linear, warp_idx)
 
     def _s2t(self, sSF, tSF):
         """shared -> tensor memory copy (tcgen05.cp 4x32x128b) of one stage's scale factors."""
