@@ -161,28 +161,7 @@ class Fp8BlockwiseGemm:
         self.c_layout = tensor_utils.LayoutEnum.from_tensor(c)
         self._setup()
 
-        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
-        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
-        tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
-        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
-        tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
-        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
-        if cutlass.const_expr(self.sfa_tma):
-            tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
-                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
-        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
-        if cutlass.const_expr(self.sfb_tma):
-            tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
-                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
-        epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
-        tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
+        tma = self._tma_atoms(a, b, sfa, sfb, c)
 
         # swizzle > 1: consecutive clusters walk `swizzle` cluster columns before the next M tile,
         # so one wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
@@ -216,8 +195,7 @@ class Fp8BlockwiseGemm:
         self.shared_storage = SharedStorage
 
         self.kernel(
-            tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
-            tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
+            *tma, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
             self.tiled_mma, self.cta_layout_mnk,
             self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged, tile_walk,
         ).launch(
@@ -228,6 +206,34 @@ class Fp8BlockwiseGemm:
             stream=stream,
         )
 
+    def _tma_atoms(self, a, b, sfa, sfb, c) -> tuple:
+        """The TMA atoms and tensors of A, B (multicast where the cluster shares them), D and, by
+        switch, the A and B scales (A's atom and tensor in their places when a switch is off), in
+        the kernel's argument order: (atom, tensor) of A, B, D, A scales, B scales."""
+        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
+        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
+        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
+        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
+        if self.sfa_tma:
+            tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
+                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
+        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
+        if self.sfb_tma:
+            tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
+                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
+        epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
+        tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
+        return (tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
+                tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb)
 
     # ----------------------------------------------------------------------------------------
     # device kernel

@@ -40,29 +40,10 @@ class EpilogueWarps:
     @cute.jit
     def epilogue(self, tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
                  nthr: cutlass.Constexpr, tbuf, cta_linear):
-        # TMEM -> registers copy, partitioned per epilogue subtile
-        t2r_atom = sm100_utils.get_tmem_load_op(self.cta_tile, self.c_layout, self.c_dtype, self.acc_dtype,
-                                                epi_tile, self.use_2cta)
-        tAcc_epi = cute.flat_divide(tCtAcc_base[((None, None), 0, 0, None)], epi_tile)
-        t2r = tcgen05.make_tmem_copy(t2r_atom, tAcc_epi[(None, None, 0, 0, 0)])
-        thr_t2r = t2r.get_slice(tidx)
-        tTR_tAcc_base = thr_t2r.partition_S(tAcc_epi)
-        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], epi_tile)
-        tTR_gC_all = thr_t2r.partition_D(gC_epi)
-        tTR_rAcc = cute.make_rmem_tensor(tTR_gC_all[(None, None, None, 0, 0, 0, 0, 0)].shape, self.acc_dtype)
-        tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, self.c_dtype)
-
+        t2r, tTR_tAcc_base, gC_epi, tTR_gC_all, tTR_rAcc, tTR_rC = self._tmem_load(tidx, tCtAcc_base, tCgC,
+                                                                                   epi_tile)
         if cutlass.const_expr(self.use_tma_store):
-            r2s_atom = sm100_utils.get_smem_store_op(self.c_layout, self.c_dtype, self.acc_dtype, t2r)
-            r2s = cute.make_tiled_copy_D(r2s_atom, t2r)
-            thr_r2s = r2s.get_slice(tidx)
-            tRS_sC = thr_r2s.partition_D(sC)
-            tRS_rC = r2s.retile(tTR_rC)
-            bSG_sC, bSG_gC_all = cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
-                                                       cute.group_modes(gC_epi, 0, 2))
-            c_pipe = pipeline.PipelineTmaStore.create(
-                num_stages=self.c_stage,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)))
+            r2s, tRS_sC, tRS_rC, bSG_sC, bSG_gC_all, c_pipe = self._smem_store(tidx, tma_c, t2r, tTR_rC, sC, gC_epi)
         else:
             # each thread owns a contiguous row segment of the subtile: 16-byte vector stores
             simt_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.c_dtype, num_bits_per_copy=128)
@@ -128,3 +109,37 @@ class EpilogueWarps:
             unit += step
         if cutlass.const_expr(self.use_tma_store):
             c_pipe.producer_tail()
+
+    @cute.jit
+    def _tmem_load(self, tidx, tCtAcc_base, tCgC, epi_tile):
+        """The accumulator -> registers copy (``tcgen05.ld``) partitioned per epilogue subtile:
+        (the copy, its accumulator source, D by subtiles, their partition, the float32 and D-type
+        register fragments)."""
+        t2r_atom = sm100_utils.get_tmem_load_op(self.cta_tile, self.c_layout, self.c_dtype, self.acc_dtype,
+                                                epi_tile, self.use_2cta)
+        tAcc_epi = cute.flat_divide(tCtAcc_base[((None, None), 0, 0, None)], epi_tile)
+        t2r = tcgen05.make_tmem_copy(t2r_atom, tAcc_epi[(None, None, 0, 0, 0)])
+        thr_t2r = t2r.get_slice(tidx)
+        tTR_tAcc_base = thr_t2r.partition_S(tAcc_epi)
+        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], epi_tile)
+        tTR_gC_all = thr_t2r.partition_D(gC_epi)
+        tTR_rAcc = cute.make_rmem_tensor(tTR_gC_all[(None, None, None, 0, 0, 0, 0, 0)].shape, self.acc_dtype)
+        tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, self.c_dtype)
+        return t2r, tTR_tAcc_base, gC_epi, tTR_gC_all, tTR_rAcc, tTR_rC
+
+    @cute.jit
+    def _smem_store(self, tidx, tma_c, t2r, tTR_rC, sC, gC_epi):
+        """The TMA-store epilogue's registers -> shared memory copy, its TMA partitions of the
+        staging buffer and of D (``gC_epi``: D by subtiles), and the store pipeline over the
+        ``c_stage`` buffers."""
+        r2s_atom = sm100_utils.get_smem_store_op(self.c_layout, self.c_dtype, self.acc_dtype, t2r)
+        r2s = cute.make_tiled_copy_D(r2s_atom, t2r)
+        thr_r2s = r2s.get_slice(tidx)
+        tRS_sC = thr_r2s.partition_D(sC)
+        tRS_rC = r2s.retile(tTR_rC)
+        bSG_sC, bSG_gC_all = cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
+                                                   cute.group_modes(gC_epi, 0, 2))
+        c_pipe = pipeline.PipelineTmaStore.create(
+            num_stages=self.c_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)))
+        return r2s, tRS_sC, tRS_rC, bSG_sC, bSG_gC_all, c_pipe

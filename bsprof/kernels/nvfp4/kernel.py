@@ -101,33 +101,7 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         sfa = cute.make_tensor(sfa_ptr, bs_layout.tile_atom_to_shape_SF(a.shape, self.sf_vec))
         sfb = cute.make_tensor(sfb_ptr, bs_layout.tile_atom_to_shape_SF(b.shape, self.sf_vec))
 
-        vshape = self.cluster_layout_vmnk.shape
-        a_smem = cute.slice_(self.a_smem_staged, (None, None, None, 0))
-        b_smem = cute.slice_(self.b_smem_staged, (None, None, None, 0))
-        sfa_smem = cute.slice_(self.sfa_smem_staged, (None, None, None, 0))
-        sfb_smem = cute.slice_(self.sfb_smem_staged, (None, None, None, 0))
-        a_op = sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id)
-        b_op = sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, tiled_mma.thr_id)
-        sfb_op = sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, tiled_mma.thr_id)
-        tma_a, gA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, a, a_smem, self.mma_tiler, tiled_mma, vshape)
-        tma_b, gB_tma = cute.nvgpu.make_tiled_tma_atom_B(b_op, b, b_smem, self.mma_tiler, tiled_mma, vshape)
-        # scale factors move as 16-bit units so a 128x4 atom row is one TMA element pair
-        tma_sfa, gSFA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, sfa, sfa_smem, self.mma_tiler, tiled_mma,
-                                                             vshape, internal_type=cutlass.Int16)
-        tma_sfb, gSFB_tma = cute.nvgpu.make_tiled_tma_atom_B(sfb_op, sfb, sfb_smem, self.mma_tiler_sfb,
-                                                             tiled_mma_sfb, self.cluster_layout_sfb_vmnk.shape,
-                                                             internal_type=cutlass.Int16)
-        nthr = cute.size(tiled_mma.thr_id.shape)
-        self.tma_bytes = (cute.size_in_bytes(self.ab_dtype, a_smem) + cute.size_in_bytes(self.ab_dtype, b_smem)
-                          + cute.size_in_bytes(self.sf_dtype, sfa_smem)
-                          + cute.size_in_bytes(self.sf_dtype, sfb_smem)) * nthr
-
-        tma_c = None
-        gC_tma = c
-        if cutlass.const_expr(self.use_tma_store):
-            epi_smem = cute.slice_(self.c_smem_staged, (None, None, 0))
-            tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem,
-                                                        self.epi_tile)
+        tma = self._tma_atoms(tiled_mma, tiled_mma_sfb, (a, b, sfa, sfb), c)
 
         tiles = self._tiles_mnl(c)
         grid = self.tile_order.grid(tiles, max_active_clusters)
@@ -154,12 +128,45 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
             raise ValueError(f"shared memory {self.smem_bytes} B > {self.smem_capacity} B: lower ab_stage")
         tbuf = cute.make_tensor(tbuf_ptr, cute.make_layout(1))
 
-        self.kernel(tiled_mma, tiled_mma_sfb, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_sfb, gSFB_tma,
-                    tma_c, gC_tma, tbuf, tile_slots, self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk,
+        self.kernel(tiled_mma, tiled_mma_sfb, *tma, tbuf, tile_slots, self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk,
                     self.a_smem_staged, self.b_smem_staged, self.sfa_smem_staged, self.sfb_smem_staged,
                     self.c_smem_staged, self.epi_tile, tile_walk).launch(
             grid=grid, block=[self.threads_per_cta, 1, 1], cluster=(*self.cluster_shape_mn, 1), stream=stream,
             min_blocks_per_mp=1)
+
+    def _tma_atoms(self, tiled_mma, tiled_mma_sfb, operands, c) -> tuple:
+        """The TMA atoms and tensors of A, B, SFA, SFB (``operands``, in that order; multicast where
+        the cluster shares them) and D (TMA-store epilogue; None and ``c`` otherwise), in the
+        kernel's argument order, and the bytes one stage's loads bring (``self.tma_bytes``)."""
+        a, b, sfa, sfb = operands
+        vshape = self.cluster_layout_vmnk.shape
+        a_smem = cute.slice_(self.a_smem_staged, (None, None, None, 0))
+        b_smem = cute.slice_(self.b_smem_staged, (None, None, None, 0))
+        sfa_smem = cute.slice_(self.sfa_smem_staged, (None, None, None, 0))
+        sfb_smem = cute.slice_(self.sfb_smem_staged, (None, None, None, 0))
+        a_op = sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id)
+        b_op = sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, tiled_mma.thr_id)
+        sfb_op = sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, tiled_mma.thr_id)
+        tma_a, gA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, a, a_smem, self.mma_tiler, tiled_mma, vshape)
+        tma_b, gB_tma = cute.nvgpu.make_tiled_tma_atom_B(b_op, b, b_smem, self.mma_tiler, tiled_mma, vshape)
+        # scale factors move as 16-bit units so a 128x4 atom row is one TMA element pair
+        tma_sfa, gSFA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, sfa, sfa_smem, self.mma_tiler, tiled_mma,
+                                                             vshape, internal_type=cutlass.Int16)
+        tma_sfb, gSFB_tma = cute.nvgpu.make_tiled_tma_atom_B(sfb_op, sfb, sfb_smem, self.mma_tiler_sfb,
+                                                             tiled_mma_sfb, self.cluster_layout_sfb_vmnk.shape,
+                                                             internal_type=cutlass.Int16)
+        nthr = cute.size(tiled_mma.thr_id.shape)
+        self.tma_bytes = (cute.size_in_bytes(self.ab_dtype, a_smem) + cute.size_in_bytes(self.ab_dtype, b_smem)
+                          + cute.size_in_bytes(self.sf_dtype, sfa_smem)
+                          + cute.size_in_bytes(self.sf_dtype, sfb_smem)) * nthr
+
+        tma_c = None
+        gC_tma = c
+        if self.use_tma_store:
+            epi_smem = cute.slice_(self.c_smem_staged, (None, None, 0))
+            tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem,
+                                                        self.epi_tile)
+        return tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_sfb, gSFB_tma, tma_c, gC_tma
 
     def _tiles_mnl(self, c) -> tuple:
         """CTA tiles of the output ``c`` along M, N and L (the host's tensor or the kernel's)."""
