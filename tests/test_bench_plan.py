@@ -135,12 +135,13 @@ def test_plan_stage_count_is_the_kernels(spec, mnkl):
     # the plan counts stages from the resolved switches; the kernel from its own attributes
     pytest.importorskip("cutlass")
     from bsprof.kernels.fp8_blockwise import config as cfg
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
     from bsprof.kernels.fp8_blockwise.launch import resolve_build
 
     variant, over = cfg.parse_spec(spec)
     kw, _static, _why, _close = resolve_build(variant, over, mnkl)
-    k = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw)).config
+    k = Fp8BlockwiseGemm(GemmConfig.from_switches(**kw)).config
     most = cfg.max_smem_stages(k.tile.tile_m, k.tile.tile_n, wave_m=k.wave_m, epi_per_wg=k.epi_per_wg,
                                sfa_tma=k.scales.sfa_tma, sfb_tma=k.scales.sfb_tma, sfb_smem=k.scales.sfb_smem,
                                epilogue=k.epi.epilogue)

@@ -256,13 +256,13 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     explicit = cfg.resolve("optimized", {"swizzle": 4})
     check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
     assert explicit["swizzle"] == 4                             # a user's choice is kept
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     with pytest.raises(ValueError, match="swizzle"):
         GemmConfig.from_switches(swizzle=0)
 
 
 def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["shift_last_m"]
@@ -292,7 +292,7 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
 
 
 def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import plan
 
     assert cfg.resolve("optimized")["trim_a"]
@@ -378,7 +378,7 @@ def test_every_shape_plans_a_build_the_kernel_can_take():
 
 
 def test_b_scale_tma_gives_way_where_it_cannot_work():
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
     opt = cfg.resolve("optimized")
@@ -396,7 +396,7 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
     # the kernel refuses a configuration built without the check, as from_switches does
     from dataclasses import replace
 
-    from bsprof.kernels.fp8_blockwise.config import PipelineConfig, ScaleConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import PipelineConfig, ScaleConfig
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
     assert Fp8BlockwiseGemm(GemmConfig()).config == GemmConfig()
@@ -417,7 +417,7 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
 
 
 def test_epilogue_split_per_warpgroup_is_chosen_by_k():
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, check_knobs_fit
 
     opt = cfg.resolve("optimized")
@@ -496,7 +496,7 @@ def test_rescaled_variant_and_its_k_limit():
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
 
-    from bsprof.kernels.fp8_blockwise.config import GemmConfig
+    from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 
     why = cfg.can_implement(kw)
     assert why and "\n" not in why and re.search(message, why), why

@@ -16,8 +16,8 @@ import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.utils.profiling import Scope
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
 from bsprof.kernels.fp8_blockwise.epilogue import Epilogue
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import MainLoop
 from bsprof.kernels.fp8_blockwise.schedule import CoopSchedule, PingpongSchedule
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
@@ -191,12 +191,9 @@ class Consumer:
         the next tile's turn barrier when the K-loop is done, if there is a next tile. ``krange``
         (split-K): the unit's (first K block, K blocks); its epilogue is the caller's, after the
         partials are summed. Returns the read state."""
-        mmas, tCrA, tCrB, num_k_blocks = tile.mmas, tile.tCrA, tile.tCrB, tile.num_k_blocks
-        acc_blk, acc_totals, r_lo, r_hi = tile.acc_blk, tile.acc_totals, tile.r_lo, tile.r_hi
-        m_limit, nb_limit, k_tile_cnt = tile.m_limit, tile.nb_limit, tile.k_tile_cnt
-        mainloop_pipeline = tile.mainloop_pipeline
-        mSFA, mSFB, sSFA, sSFB, sSFBT, sfb_src = tile.mSFA, tile.mSFB, tile.sSFA, tile.sSFB, tile.sSFBT, tile.sfb_src
-        mma_tidx, warp_idx, cta_linear, tbuf = tile.mma_tidx, tile.warp_idx, tile.cta_linear, tile.tbuf
+        acc_totals, r_lo, r_hi = tile.acc_totals, tile.r_lo, tile.r_hi
+        m_limit, nb_limit, k_tile_cnt, mSFA = tile.m_limit, tile.nb_limit, tile.k_tile_cnt, tile.mSFA
+        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
         m0 = self._tile_m0(tile_coord_mnl[0])
         n0 = tile_coord_mnl[1] * self.tile_n
         l_idx = tile_coord_mnl[2]
@@ -213,18 +210,7 @@ class Consumer:
         split = 128 - n0 % 128
         for w in cutlass.range_constexpr(self.waves):
             acc_totals[w].fill(0.0)
-        sfb_view = sfb_src
-        if cutlass.const_expr(self.sfb_tma):
-            sfb_view = sSFBT        # the stage brings its B scale: nothing to stage per tile
-        elif cutlass.const_expr(self.sfb_smem):
-            # previous tile's readers are done before the stash is rewritten
-            self.epilog_sync_barrier.arrive_and_wait()
-            kb_total = cute.size(mSFB, mode=[1])
-            for kb in range(mma_tidx, kb_total, self.num_mma_threads):
-                sSFB[kb] = mSFB[(nb0, kb, l_idx)]
-                if cutlass.const_expr(self.two_sfb):
-                    sSFB[self.sfb_kb + kb] = mSFB[(nb1, kb, l_idx)]
-            self.epilog_sync_barrier.arrive_and_wait()
+        sfb_view = self._b_scales(tile, nb0, nb1, l_idx)
         if cutlass.const_expr(self.split_k > 1):
             # the unit's K blocks from 0: scale tensors indexed by K block start at its first
             kb0, k_tile_cnt = krange
@@ -234,21 +220,8 @@ class Consumer:
             else:
                 sfb_view = cute.domain_offset((0, kb0, 0), sfb_view)
         with Scope("kloop"):
-            if cutlass.const_expr(self.promote == "rescale"):
-                read_state = self.mainloop.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
-                                                         mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA),
-                                                         sfb_view, rows, r_lo, r_hi, nb0, nb1, l_idx,
-                                                         tbuf, cta_linear, warp_idx, tile_count)
-            elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
-                read_state = self.mainloop.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                        mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
-                                                        r_lo, r_hi, nb0, nb1, l_idx, split,
-                                                        tbuf, cta_linear, warp_idx, tile_count)
-            else:
-                read_state = self.mainloop.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                        mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
-                                                        rows, nb0, nb1, l_idx, split,
-                                                        tbuf, cta_linear, warp_idx, tile_count)
+            read_state = self._kloop(tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split,
+                                     tile_count)
         if cutlass.const_expr(handover):
             # every wgmma of this tile has completed (the last wave waited for them): the next
             # tile's owner may take the tensor cores
@@ -257,4 +230,48 @@ class Consumer:
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
         if cutlass.const_expr(self.split_k == 1):
             self.epilogue.store_tile(tile, tile_coord_mnl, tiles_done, tile_count)
+        return read_state
+
+    @cute.jit
+    def _b_scales(self, tile, nb0, nb1, l_idx):
+        """Where this tile's K-loop reads its B scales: the stage's box (``sfb_tma``), the
+        per-tile stash, filled here from B blocks ``nb0`` and ``nb1`` (``sfb_smem``), or mSFB."""
+        sfb_view = tile.sfb_src
+        if cutlass.const_expr(self.sfb_tma):
+            sfb_view = tile.sSFBT   # the stage brings its B scale: nothing to stage per tile
+        elif cutlass.const_expr(self.sfb_smem):
+            mSFB, sSFB = tile.mSFB, tile.sSFB
+            # previous tile's readers are done before the stash is rewritten
+            self.epilog_sync_barrier.arrive_and_wait()
+            kb_total = cute.size(mSFB, mode=[1])
+            for kb in range(tile.mma_tidx, kb_total, self.num_mma_threads):
+                sSFB[kb] = mSFB[(nb0, kb, l_idx)]
+                if cutlass.const_expr(self.two_sfb):
+                    sSFB[self.sfb_kb + kb] = mSFB[(nb1, kb, l_idx)]
+            self.epilog_sync_barrier.arrive_and_wait()
+        return sfb_view
+
+    @cute.jit
+    def _kloop(self, tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split, tile_count):
+        """The K-loop of the promotion and scale source this build has; returns the read state.
+        ``k_tile_cnt``, ``mSFA`` and ``sfb_view``: the unit's K blocks and their scales."""
+        mmas, tCrA, tCrB, num_k_blocks = tile.mmas, tile.tCrA, tile.tCrB, tile.num_k_blocks
+        acc_blk, acc_totals, r_lo, r_hi = tile.acc_blk, tile.acc_totals, tile.r_lo, tile.r_hi
+        mainloop_pipeline, sSFA = tile.mainloop_pipeline, tile.sSFA
+        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
+        if cutlass.const_expr(self.promote == "rescale"):
+            read_state = self.mainloop.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
+                                                     mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA),
+                                                     sfb_view, rows, r_lo, r_hi, nb0, nb1, l_idx,
+                                                     tbuf, cta_linear, warp_idx, tile_count)
+        elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
+            read_state = self.mainloop.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                                    mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
+                                                    r_lo, r_hi, nb0, nb1, l_idx, split,
+                                                    tbuf, cta_linear, warp_idx, tile_count)
+        else:
+            read_state = self.mainloop.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
+                                                    mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
+                                                    rows, nb0, nb1, l_idx, split,
+                                                    tbuf, cta_linear, warp_idx, tile_count)
         return read_state

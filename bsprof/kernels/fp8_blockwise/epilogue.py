@@ -18,7 +18,7 @@ import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.utils.profiling import Scope
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 
@@ -122,8 +122,7 @@ class Epilogue:
         """The epilogue of one output tile: every wave's totals to D (bf16)."""
         acc_totals, tCcC, mC_mnl, tCgC_all, c_mtiles = (tile.acc_totals, tile.tCcC, tile.mC_mnl, tile.tCgC_all,
                                                         tile.c_mtiles)
-        epi, sC, tma_atom_c, tma_store_pipeline = tile.epi, tile.sC, tile.tma_atom_c, tile.tma_store_pipeline
-        mma_tidx, warp_idx, cta_linear, tbuf = tile.mma_tidx, tile.warp_idx, tile.cta_linear, tile.tbuf
+        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
         # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
         c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
         m0 = tile_coord_mnl[0] * self.tile_m
@@ -161,17 +160,11 @@ class Epilogue:
                             if cutlass.const_expr(self.epi_split):
                                 c_s = (w * self.num_mma_warp_groups + warp_idx // 4 - 1, tile_coord_mnl[1],
                                        tile_coord_mnl[2])
-                            self.tma(self.epi_shifted, w, sC, tma_atom_c, c_s,
-                                              mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                                              tbuf, cta_linear, tile_count, w == self.waves - 1)
+                            self.tma(tile, self.epi_shifted, w, c_s, epi_base, tile_count, w == self.waves - 1)
                         elif c_coord[0] < c_limit:
-                            self.tma(epi, w, sC, tma_atom_c, c_coord,
-                                              mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                                              tbuf, cta_linear, tile_count, last_wave)
+                            self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
                     elif c_coord[0] < c_limit:
-                        self.tma(epi, w, sC, tma_atom_c, c_coord,
-                                          mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                                          tbuf, cta_linear, tile_count, last_wave)
+                        self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
 
 
     @cute.jit
@@ -199,9 +192,11 @@ class Epilogue:
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.phase2_end)
 
     @cute.jit
-    def tma(self, epi, wave, sC, tma_atom_c, tile_coord_mnl,
-                     mma_tidx, warp_idx, tma_store_pipeline, epi_base,
-                     tbuf, cta_linear, tile_count, last_wave):
+    def tma(self, tile, epi, wave, tile_coord_mnl, epi_base, tile_count, last_wave):
+        """Wave ``wave`` of a tile through the smem ring to D by TMA. ``tile``: the consumer's
+        per-thread state (its ring, TMA atom, store pipeline); ``epi``: the partitions to use."""
+        sC, tma_atom_c, tma_store_pipeline = tile.sC, tile.tma_atom_c, tile.tma_store_pipeline
+        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
         tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma = epi
         tRS_rAcc = tRS_rAccs[wave]
         tRS_rD = cute.make_rmem_tensor(rD_shape[:3], self.acc_dtype)

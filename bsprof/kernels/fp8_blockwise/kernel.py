@@ -1,7 +1,7 @@
 """The FP8-blockwise Hopper GEMM in CuTe DSL: D (bf16) = A · Bᵀ with DeepSeek-V3 block scales.
 
 One persistent, warp-specialized kernel; every optimization is a switch of its configuration
-(``config.GemmConfig``), so the ``baseline`` and ``optimized`` variants (``config.VARIANTS``) are
+(``gemm_config.GemmConfig``), so the ``baseline`` and ``optimized`` variants (``config.VARIANTS``) are
 the same source with different switches.
 
 CTA = 3 warpgroups (2 for a 64-row tile, 4 for a 192-row one). Warpgroup 0 is the producer
@@ -32,9 +32,10 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.utils.profiling import WarpScope
 
-from bsprof.kernels.fp8_blockwise.config import SFB_TMA_SLOT, GemmConfig, epi_tile_cols
+from bsprof.kernels.fp8_blockwise.config import SFB_TMA_SLOT, epi_tile_cols
 from bsprof.kernels.fp8_blockwise.consumer import Consumer
 from bsprof.kernels.fp8_blockwise.epilogue import Epilogue
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import SFB_TMA_GROUP, MainLoop
 from bsprof.kernels.fp8_blockwise.producer import Producer
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
@@ -45,7 +46,7 @@ BLOCK_K = 128           # scale block along K == CTA tile K
 
 
 class Fp8BlockwiseGemm:
-    """The kernel of one :class:`~bsprof.kernels.fp8_blockwise.config.GemmConfig`.
+    """The kernel of one :class:`~bsprof.kernels.fp8_blockwise.gemm_config.GemmConfig`.
 
     Called (``cute.compile(gemm, *args)``) with A (M, K, L) and B (N, K, L) e4m3, K-major; their
     float32 block scales, A's (M, K/128, L) with M the unit stride and B's (ceil(N/128), K/128, L);
@@ -160,28 +161,7 @@ class Fp8BlockwiseGemm:
         self.c_layout = tensor_utils.LayoutEnum.from_tensor(c)
         self._setup()
 
-        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
-        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
-        tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
-        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
-        tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
-        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
-        if cutlass.const_expr(self.sfa_tma):
-            tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
-                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
-        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
-        if cutlass.const_expr(self.sfb_tma):
-            tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
-                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
-        epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
-        tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
+        tma = self._tma_atoms(a, b, sfa, sfb, c)
 
         # swizzle > 1: consecutive clusters walk `swizzle` cluster columns before the next M tile,
         # so one wave touches ~132/swizzle A strips and `swizzle` B strips (L2 reuse on big problems)
@@ -215,8 +195,7 @@ class Fp8BlockwiseGemm:
         self.shared_storage = SharedStorage
 
         self.kernel(
-            tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
-            tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
+            *tma, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
             self.tiled_mma, self.cta_layout_mnk,
             self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged, tile_walk,
         ).launch(
@@ -227,6 +206,34 @@ class Fp8BlockwiseGemm:
             stream=stream,
         )
 
+    def _tma_atoms(self, a, b, sfa, sfb, c) -> tuple:
+        """The TMA atoms and tensors of A, B (multicast where the cluster shares them), D and, by
+        switch, the A and B scales (A's atom and tensor in their places when a switch is off), in
+        the kernel's argument order: (atom, tensor) of A, B, D, A scales, B scales."""
+        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
+        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
+        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
+        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
+        if self.sfa_tma:
+            tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
+                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
+        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
+        if self.sfb_tma:
+            tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
+                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
+        epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
+        tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
+        return (tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
+                tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb)
 
     # ----------------------------------------------------------------------------------------
     # device kernel
@@ -261,28 +268,10 @@ class Fp8BlockwiseGemm:
         self.rec = TimingRecorder(self.config.probe.timing, self.threads_per_cta // 32, tile_slots,
                                   self.config.probe.sample_every)
         self._bind(rec=self.rec)
-        tidx, _, _ = cute.arch.thread_idx()
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        bidx, bidy, bidz = cute.arch.block_idx()
-        gdx, gdy, _ = cute.arch.grid_dim()
-        cta_linear = bidx + bidy * gdx + bidz * gdx * gdy
+        tidx, warp_idx, cta_linear = self._thread_ids()
 
-        if warp_idx == 0:
-            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_a)
-            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
-            if cutlass.const_expr(self.epilogue_kind != "direct"):
-                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_c)
-            if cutlass.const_expr(self.sfa_tma):
-                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfa)
-            if cutlass.const_expr(self.sfb_tma):
-                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfb)
-
-        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cluster_coord_mnk = cta_layout_mnk.get_flat_coord(cta_rank_in_cluster)
-        b_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=0)
-        b_mcast_mask = b_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_b > 1) else 0
-        a_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=1)
-        a_mcast_mask = a_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_a > 1) else 0
+        self._prefetch_descriptors(warp_idx, tma_atom_a, tma_atom_b, tma_atom_c, tma_atom_sfa, tma_atom_sfb)
+        cluster_coord_mnk, a_mcast_mask, b_mcast_mask = self._multicast_masks(cta_layout_mnk)
 
         storage, mainloop_pipeline = self._pipeline(cta_layout_mnk, b_smem_layout_staged, warp_idx)
 
@@ -322,6 +311,41 @@ class Fp8BlockwiseGemm:
                 tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws, tile_walk,
             )
         scope.close()
+
+    @cute.jit
+    def _thread_ids(self):
+        """(thread index, warp index, the CTA's linear index in the grid: the timing rows' key)."""
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        bidx, bidy, bidz = cute.arch.block_idx()
+        gdx, gdy, _ = cute.arch.grid_dim()
+        cta_linear = bidx + bidy * gdx + bidz * gdx * gdy
+        return tidx, warp_idx, cta_linear
+
+    @cute.jit
+    def _prefetch_descriptors(self, warp_idx, tma_atom_a, tma_atom_b, tma_atom_c, tma_atom_sfa, tma_atom_sfb):
+        """Warp 0 prefetches the TMA descriptors this build uses."""
+        if warp_idx == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_a)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
+            if cutlass.const_expr(self.epilogue_kind != "direct"):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_c)
+            if cutlass.const_expr(self.sfa_tma):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfa)
+            if cutlass.const_expr(self.sfb_tma):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_sfb)
+
+    @cute.jit
+    def _multicast_masks(self, cta_layout_mnk):
+        """This CTA's place in its cluster and the TMA multicast masks of A (its cluster column)
+        and B (its row), 0 without multicast. Returns (cluster_coord_mnk, a_mask, b_mask)."""
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cluster_coord_mnk = cta_layout_mnk.get_flat_coord(cta_rank_in_cluster)
+        b_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=0)
+        b_mcast_mask = b_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_b > 1) else 0
+        a_mcast_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord_mnk, mode=1)
+        a_mcast_mask = a_mcast_mask if cutlass.const_expr(self.num_mcast_ctas_a > 1) else 0
+        return cluster_coord_mnk, a_mcast_mask, b_mcast_mask
 
     def _bind(self, **values) -> None:
         """Hand trace-time values (the timing recorder, the shifted last tile) to every unit."""

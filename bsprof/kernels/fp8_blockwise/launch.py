@@ -9,6 +9,7 @@ from pathlib import Path
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import PreparedMixin
 from bsprof.kernels.fp8_blockwise import config as cfg
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.fp8_blockwise.quant import BLOCK, SFA_ALIGN, check_shape
 from bsprof.kernels.tile_order import TileOrder, tile_counts
 
@@ -65,7 +66,7 @@ def _compile(kw: dict, max_active_clusters: int, mnkl=None):
 
     from bsprof.kernels.fp8_blockwise.kernel import Fp8BlockwiseGemm
 
-    gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
+    gemm = Fp8BlockwiseGemm(GemmConfig.from_switches(**kw))
     args = _fake_args(kw, max_active_clusters, mnkl)
     return cute.compile(gemm, *args)
 
@@ -161,7 +162,7 @@ def _compiled_for(kw: dict, args: tuple, max_active: int, shape_key=None):
     key = (tuple(sorted(kw.items())), shape_key)
     if key not in _COMPILED:
         *tensors, slots, stream = args
-        gemm = Fp8BlockwiseGemm(cfg.GemmConfig.from_switches(**kw))
+        gemm = Fp8BlockwiseGemm(GemmConfig.from_switches(**kw))
         _COMPILED[key] = cute.compile(gemm, *tensors, slots, max_active, stream)
     return _COMPILED[key]
 

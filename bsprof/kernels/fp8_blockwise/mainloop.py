@@ -18,7 +18,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
@@ -211,6 +211,8 @@ class MainLoop:
             first = 1
         landed = cutlass.Boolean(False)
         ring = self.ab_stage
+        mma = (tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals)
+        scales = (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split)
         if cutlass.const_expr(self.ring_unroll and isinstance(k_tile_cnt, int) and k_tile_cnt % ring == 0
                               and self.split_k == 1):
             # a tile starts at stage 0 (each tile takes a multiple of the ring), so every trip
@@ -220,19 +222,18 @@ class MainLoop:
                 read_state = pipeline.PipelineState(ring, read_state.count, cutlass.Int32(first), read_state.phase)
                 for s in cutlass.range_constexpr(ring):
                     kb = first + t * ring + s
-                    read_state, landed = self._staged_block(
-                        tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, mainloop_pipeline, read_state,
-                        sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split, kb, landed)
+                    read_state, landed = self._staged_block(mma, mainloop_pipeline, read_state, scales, kb, landed)
             first = first + trips * ring
         for kb in cutlass.range(first, k_tile_cnt, unroll=1):
-            read_state, landed = self._staged_block(
-                tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, mainloop_pipeline, read_state,
-                sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split, kb, landed)
+            read_state, landed = self._staged_block(mma, mainloop_pipeline, read_state, scales, kb, landed)
         return read_state
 
     @cute.jit
-    def _staged_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, mainloop_pipeline,
-                      read_state, sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split, kb, landed):
+    def _staged_block(self, mma, mainloop_pipeline, read_state, scales, kb, landed):
+        """K block ``kb`` with its A scales from the stage. ``mma``: (tiled_mma, tCrA, tCrB,
+        num_k_blocks, acc_blk, acc_totals); ``scales``: (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split)."""
+        tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals = mma
+        sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split = scales
         if cutlass.const_expr(self.peek):
             mainloop_pipeline.consumer_wait(read_state, landed)
         else:

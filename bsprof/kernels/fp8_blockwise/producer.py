@@ -11,7 +11,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.utils.profiling import Scope
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import SFB_TMA_GROUP
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
 from bsprof.kernels.timing_recorder import EV
@@ -45,6 +45,9 @@ class Producer:
         tma_atom_sfa, tFgF, tFsF, tFgF_s = sfa_load
         tma_atom_b, tBgB, tBsB, b_mcast_mask = b_load
         tma_atom_sfb, tGgG, tGsG = sfb_load
+        # (A's atom and partitions, the A scales') of every tile, and of the shifted last tile
+        a_plain = (tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF)
+        a_shifted = (tma_atom_a, tAgA_s, tAsA, tma_atom_sfa, tFgF_s, tFsF)
         walk = self.tile_order.kernel_side(tile_walk, self.work.work_tiles(mC_mnl))
         unit, units, step = self.tile_order.start(walk)
         prod_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
@@ -72,14 +75,11 @@ class Producer:
                         dst = prod_state.index * self.waves + w
                         if cutlass.const_expr(self.m_shift > 0):
                             if tile_coord_mnl[0] == self.m_last:
-                                self._load_a_wave(tma_atom_a, tAgA_s, tAsA, tma_atom_sfa, tFgF_s, tFsF, w, kidx,
-                                                  tile_coord_mnl[2], dst, bar, a_mcast_mask)
+                                self._load_a_wave(a_shifted, w, kidx, tile_coord_mnl[2], dst, bar, a_mcast_mask)
                             else:
-                                self._load_a_wave(tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF, a_tile, kidx,
-                                                  tile_coord_mnl[2], dst, bar, a_mcast_mask)
+                                self._load_a_wave(a_plain, a_tile, kidx, tile_coord_mnl[2], dst, bar, a_mcast_mask)
                         else:
-                            self._load_a_wave(tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF, a_tile, kidx,
-                                              tile_coord_mnl[2], dst, bar, a_mcast_mask)
+                            self._load_a_wave(a_plain, a_tile, kidx, tile_coord_mnl[2], dst, bar, a_mcast_mask)
                     cute.copy(tma_atom_b, tBgB_nkl[(None, kidx)],
                               tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
                     if cutlass.const_expr(self.sfb_tma):
@@ -96,9 +96,10 @@ class Producer:
         mainloop_pipeline.producer_tail(prod_state)
 
     @cute.jit
-    def _load_a_wave(self, tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF, a_tile, kidx, l_idx, dst, bar,
-                     a_mcast_mask):
-        """One wave-row A tile of a stage and, with ``sfa_tma``, its A scales."""
+    def _load_a_wave(self, a_src, a_tile, kidx, l_idx, dst, bar, a_mcast_mask):
+        """One wave-row A tile of a stage and, with ``sfa_tma``, its A scales. ``a_src``: A's TMA
+        atom, global and smem partitions, then the A scales'."""
+        tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF = a_src
         cute.copy(tma_atom_a, tAgA[(None, a_tile, kidx, l_idx)], tAsA[(None, dst)], tma_bar_ptr=bar,
                   mcast_mask=a_mcast_mask)
         if cutlass.const_expr(self.sfa_tma):

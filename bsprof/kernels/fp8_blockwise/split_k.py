@@ -9,7 +9,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from bsprof.kernels.fp8_blockwise.config import GemmConfig, split_range
+from bsprof.kernels.fp8_blockwise.config import split_range
+from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.tile_order import TileOrder, tile_counts
 
 
