@@ -65,6 +65,12 @@ def import_ncu_report() -> ModuleType:
     raise BsprofError("the ncu_report module is missing; pip install ncu-report (or add <nsight-compute>/extras/python to PYTHONPATH)")
 
 
+# a process that reads one report many times (report discovery, the test suite) loads it once, so
+# its launches are fetched once too (below): the contexts are read-only, keyed by the unpacked
+# file's identity
+_CONTEXTS: dict[tuple, object] = {}
+
+
 def load_report(path: str | os.PathLike):
     """Load a report and return its ``IContext``; one-line BsprofError for anything unreadable."""
     path = Path(path)
@@ -76,6 +82,10 @@ def load_report(path: str | os.PathLike):
         raise BsprofError(f"{path}: the file is empty; re-run ncu and let it finish writing the report")
     ncu_report = import_ncu_report()
     real = unpacked(path)  # ncu_report reads only a plain file; messages still name the user's
+    st = os.stat(real)
+    key = (os.path.realpath(real), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key in _CONTEXTS:
+        return _CONTEXTS[key]
     try:
         ctx = ncu_report.load_report(str(real))
     except Exception as exc:  # the SWIG layer raises plain RuntimeError/FileNotFoundError with long text
@@ -86,12 +96,22 @@ def load_report(path: str | os.PathLike):
             f"{path}: not a readable Nsight Compute report (no ranges: truncated, corrupt, or written by a newer ncu); "
             "re-profile, or pip install -U ncu-report"
         )
+    _CONTEXTS[key] = ctx
     return ctx
+
+
+# each ``action_by_idx`` call loads that launch's data anew and ncu_report never frees it (~15 MB a
+# launch of a --set full report): a context's launches are fetched once and kept beside it
+_ACTIONS: dict[int, tuple[object, list]] = {}
 
 
 def iter_actions(ctx):
     """Every profiled kernel launch in the report, in order."""
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            yield rng.action_by_idx(a)
+    held = _ACTIONS.get(id(ctx))
+    if held is None or held[0] is not ctx:
+        actions = []
+        for r in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(r)
+            actions.extend(rng.action_by_idx(a) for a in range(rng.num_actions()))
+        held = _ACTIONS[id(ctx)] = (ctx, actions)
+    yield from held[1]
