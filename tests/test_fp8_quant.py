@@ -912,7 +912,7 @@ def test_the_wall_time_model_ranks_the_grid_it_was_fitted_on_without_a_bias_per_
 
 
 def test_the_wall_time_choice_on_the_shapes_where_it_moved_a_pick(data_dir):
-    # the candidate model's picks timed against the old picks on the H100 (call 2): today's pick is
+    # the candidate model's picks timed against the old picks on the H100: today's pick is
     # one of the two on every shape, never more than 5% behind the other (768x14336x4096's 256x112
     # ran 0.954: the miss the model does not see), ahead in geometric mean; the held-out loss
     # 1000x5120x17920 (0.90 of DeepGEMM on 192x128) takes the 128x160 tile that ran 1.094x it
