@@ -118,12 +118,14 @@ def readme_commands() -> list[tuple[int, str, str, str | None]]:
             fenced = not fenced
             continue
         if fenced and ln.startswith("$ "):
+            cmd, j = ln[2:], i + 1
+            while cmd.endswith("\\") and j < len(lines):  # a command continued on the next line, as a shell reads it
+                cmd, j = cmd[:-1].rstrip() + " " + lines[j].strip(), j + 1
             rest = []
-            for nxt in lines[i + 1:]:
+            for nxt in lines[j:]:
                 if nxt.startswith("```") or nxt.startswith("$ "):
                     break
                 rest.append(nxt)
-            cmd = ln[2:]
             kind = "gpu" if re.search(r"#\s*gpu\s*$", cmd) else "cpu"
             out.append((i + 1, kind, re.sub(r"\s*#.*$", "", cmd), "\n".join(rest) or None))
         elif not fenced and ln.startswith("    python3 -m pip install"):
