@@ -139,8 +139,11 @@ def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path
     frame = pd.read_csv(src / "validation.csv")
     builds = {"plain"} | {_key(r) for r in frame.to_dict("records")}
     nvml = {k: 1500.0 + 10 * i for i, k in enumerate(sorted(builds))}
-    block = lambda k: {"mhz_mean": nvml[k], "watts_mean": 690.0, "readings": 20, "reasons": 4,   # noqa: E731
-                       "counter_mhz": 0.9 * nvml[k], "counter_ns": 1e8}
+
+    def block(k):
+        return {"mhz_mean": nvml[k], "watts_mean": 690.0, "readings": 20, "reasons": 4,
+                "counter_mhz": 0.9 * nvml[k], "counter_ns": 1e8}
+
     doc["sustained_blocks"] = {"forward": {k: [block(k)] * 5 for k in builds},
                                "reverse": {k: [block(k)] * 5 for k in builds}}
     doc["device_limits"] = {"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 123.0}
