@@ -32,12 +32,22 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 # shortk: six problems of 4-12 K blocks timed after the shipped constants were fitted (docs/perf.md),
 # held out from them; a refit on every set takes it in like the rest
-STORED = {"grid": DATA / "h100_fp8_wall_grid.json.xz", "ab": DATA / "h100_fp8_wall_ab.json.xz",
-          "shortk": DATA / "h100_fp8_wall_shortk.json.xz"}
+STORED = {
+    "grid": DATA / "h100_fp8_wall_grid.json.xz",
+    "ab": DATA / "h100_fp8_wall_ab.json.xz",
+    "shortk": DATA / "h100_fp8_wall_shortk.json.xz",
+}
 STORED_PAIRS = DATA / "h100_fp8_wall_pairs.json"
 # the parameters a refit moves, with the range it may take each in
-BOUNDS = {"per_row": (0, 3), "per_column": (0, 3), "h192": (0.8, 1.3), "h256": (0.8, 1.4), "narrow": (0.8, 1.2),
-          "end_128": (0, 6000), "last_round_base": (0, 1)}
+BOUNDS = {
+    "per_row": (0, 3),
+    "per_column": (0, 3),
+    "h192": (0.8, 1.3),
+    "h256": (0.8, 1.4),
+    "narrow": (0.8, 1.2),
+    "end_128": (0, 6000),
+    "last_round_base": (0, 1),
+}
 
 
 def load_sets(runs: list[str]) -> dict[str, list[tuple]]:
@@ -47,16 +57,19 @@ def load_sets(runs: list[str]) -> dict[str, list[tuple]]:
 
     sets = {name: config_pairs(json.loads(lzma.open(path).read())["results"]) for name, path in STORED.items()}
     for p in json.loads(STORED_PAIRS.read_text())["pairs"]:
-        sets.setdefault(p["source"], []).append((tuple(p["mnkl"]) + (1,), tuple(p["a"]), tuple(p["b"]),
-                                                 p["time_ratio"]))
+        sets.setdefault(p["source"], []).append(
+            (tuple(p["mnkl"]) + (1,), tuple(p["a"]), tuple(p["b"]), p["time_ratio"])
+        )
     for run in runs:
         path = Path(run)
         try:
             doc = json.loads(lzma.open(path).read() if path.suffix == ".xz" else path.read_text())
             sets[path.name.split(".")[0]] = config_pairs(doc["results"])
         except (OSError, ValueError, KeyError, lzma.LZMAError) as exc:
-            raise BsprofError(f"{run}: not a bench run's JSON ({exc.__class__.__name__}); pass the file "
-                              "benchmarks/fp8_blockwise.py --json wrote") from None
+            raise BsprofError(
+                f"{run}: not a bench run's JSON ({exc.__class__.__name__}); pass the file "
+                "benchmarks/fp8_blockwise.py --json wrote"
+            ) from None
     return sets
 
 
@@ -64,9 +77,14 @@ def to_fit(x: list[float]):
     from bsprof.kernels.fp8_blockwise.select import WallFit
 
     p = dict(zip(BOUNDS, x))
-    return WallFit(per_row=p["per_row"], per_column=p["per_column"],
-                   height=((128, 1.0), (192, p["h192"]), (256, p["h256"])), narrow=p["narrow"],
-                   end_128=p["end_128"], last_round_base=p["last_round_base"])
+    return WallFit(
+        per_row=p["per_row"],
+        per_column=p["per_column"],
+        height=((128, 1.0), (192, p["h192"]), (256, p["h256"])),
+        narrow=p["narrow"],
+        end_128=p["end_128"],
+        last_round_base=p["last_round_base"],
+    )
 
 
 def from_fit(fit) -> list[float]:
@@ -100,9 +118,11 @@ def report(sets: dict[str, list[tuple]], fit, num_sms: int) -> None:
             bias.setdefault(a[:2], []).append(e)
             bias.setdefault(b[:2], []).append(-e)
         worst = sorted(((sum(v) / len(v), t) for t, v in bias.items()), key=lambda x: -abs(x[0]))[:3]
-        print(f"{name}: {len(pairs)} pairs, rms log error {rms:.3f}, ordered right {right} of {len(clear)} "
-              f"that differ by > 2%; largest mean error by tile: "
-              + ", ".join(f"{t[0]}x{t[1]} {m:+.3f}" for m, t in worst))
+        print(
+            f"{name}: {len(pairs)} pairs, rms log error {rms:.3f}, ordered right {right} of {len(clear)} "
+            f"that differ by > 2%; largest mean error by tile: "
+            + ", ".join(f"{t[0]}x{t[1]} {m:+.3f}" for m, t in worst)
+        )
 
 
 def refit(sets: dict[str, list[tuple]], on: list[str], start, num_sms: int):
@@ -110,6 +130,7 @@ def refit(sets: dict[str, list[tuple]], on: list[str], start, num_sms: int):
         from scipy.optimize import minimize
     except ImportError:
         from bsprof.errors import BsprofError
+
         raise BsprofError("--fit needs scipy: pip install scipy") from None
     from bsprof.kernels.fp8_blockwise.select import fills_gpu
 
@@ -132,8 +153,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", nargs="*", default=[], help="more bench runs (benchmarks/fp8_blockwise.py --json)")
     ap.add_argument("--fit", action="store_true", help="refit the constants (needs scipy)")
-    ap.add_argument("--fit-on", default=None,
-                    help="comma-separated sets to fit on (default: all); the others are held out")
+    ap.add_argument(
+        "--fit-on", default=None, help="comma-separated sets to fit on (default: all); the others are held out"
+    )
     ap.add_argument("--sms", type=int, default=132, help="the GPU's SM count (132: the H100 SXM)")
     args = ap.parse_args(argv)
     try:

@@ -46,36 +46,47 @@ DEEPGEMM_NK = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16
 # shapes of other models' layers (Llama-3 8B/70B, Qwen-style ragged widths, decode-sized and odd
 # M), none of them in DeepGEMM's list or in any table the tile choice was fitted on: how the kernel
 # does on what a user brings. Reported with the DeepGEMM ratios, not held to the target
-LLAMA_QWEN = ("256,10240,8192;1024,8192,28672;2000,3000,4096;768,14336,4096;3072,4096,14336;"
-           "64,28672,8192;6144,1536,7168;333,5120,3584")
+LLAMA_QWEN = (
+    "256,10240,8192;1024,8192,28672;2000,3000,4096;768,14336,4096;3072,4096,14336;"
+    "64,28672,8192;6144,1536,7168;333,5120,3584"
+)
 # layers of Llama-3.1 405B, Qwen2.5 72B, Mixtral 8x7B experts, Gemma-2 27B, DeepSeek-V2-Lite experts, Phi-3
 # medium, Yi-34B and a decode-sized M. The wall-time constants of the tile choice were fitted with
 # pairs timed at seven of them (1000x5120x17920, 1536x8192x29568, 2048x18432x16384, 1536x59136x8192,
 # 2500x7168x20480, 512x28672x4096, 4000x8192x4608; docs/perf.md), so only the other five still check
 # it out of sample
-LARGE_LAYERS = ("2048,18432,16384;512,16384,53248;1536,59136,8192;1536,8192,29568;512,28672,4096;"
-            "512,4096,14336;4000,8192,4608;3000,2816,2048;1000,35840,5120;1000,5120,17920;96,12288,4096;"
-            "2500,7168,20480")
+LARGE_LAYERS = (
+    "2048,18432,16384;512,16384,53248;1536,59136,8192;1536,8192,29568;512,28672,4096;"
+    "512,4096,14336;4000,8192,4608;3000,2816,2048;1000,35840,5120;1000,5120,17920;96,12288,4096;"
+    "2500,7168,20480"
+)
 # drawn after the wall-time grid was fitted: layers of Llama-3.2 3B, Mistral-Nemo 12B,
 # Command-R 35B, Falcon-40B, GPT-J, Qwen2.5-14B, Granite 8B, StarCoder2-15B and OLMo 7B. Three of them
 # (1024x22528x8192, 5000x16384x4096, 1800x5120x13824) then joined the fit through an A/B of the
 # picks they moved; the other nine have been timed only against DeepGEMM
-MID_LAYERS = ("2048,8192,3072;2048,3072,8192;3000,14336,5120;1024,22528,8192;768,32768,8192;5000,16384,4096;"
-            "1800,5120,13824;2304,12800,4096;1200,6144,24576;3500,11008,4096;640,13824,5120;6000,4096,11008")
+MID_LAYERS = (
+    "2048,8192,3072;2048,3072,8192;3000,14336,5120;1024,22528,8192;768,32768,8192;5000,16384,4096;"
+    "1800,5120,13824;2304,12800,4096;1200,6144,24576;3500,11008,4096;640,13824,5120;6000,4096,11008"
+)
 # drawn with the wall-time constants frozen: layers of GLM-4 9B, DBRX experts, InternLM2
 # 20B, Nemotron-4 15B, Qwen3 32B, Phi-2, Qwen3-30B-A3B experts, MPT-30B, Gemma 7B and DeepSeek 67B,
 # with M from 200 to 6144, three problems below a wave and one of 6 K blocks. Nothing was fitted on it
-UNFITTED = ("3072,4096,13696;1536,27392,4096;2048,10752,6144;768,6144,10752;4000,8192,6144;1280,24576,6144;"
-            "2500,6144,24576;384,10240,5120;256,5120,25600;6144,2560,10240;512,1536,2048;200,28672,7168;"
-            "5000,3072,24576;3584,22016,8192;4096,2048,768")
+UNFITTED = (
+    "3072,4096,13696;1536,27392,4096;2048,10752,6144;768,6144,10752;4000,8192,6144;1280,24576,6144;"
+    "2500,6144,24576;384,10240,5120;256,5120,25600;6144,2560,10240;512,1536,2048;200,28672,7168;"
+    "5000,3072,24576;3584,22016,8192;4096,2048,768"
+)
 SUITES = {
     "targets": TARGET_SHAPES,
     "llama_qwen": LLAMA_QWEN,
     "large_layers": LARGE_LAYERS,
     "mid_layers": MID_LAYERS,
     "unfitted": UNFITTED,
-    "deepgemm": ";".join([f"{m},{n},{k}" for m in (128, 4096) for n, k in DEEPGEMM_NK] + TARGET_SHAPES.split(";")
-                         + [f"1,{n},{k}" for n, k in DEEPGEMM_NK]),
+    "deepgemm": ";".join(
+        [f"{m},{n},{k}" for m in (128, 4096) for n, k in DEEPGEMM_NK]
+        + TARGET_SHAPES.split(";")
+        + [f"1,{n},{k}" for n, k in DEEPGEMM_NK]
+    ),
 }
 # shapes reported but outside the target (M = 1: a GEMV, no tensor-core tile is full)
 REPORT_ONLY_M = (1,)
@@ -93,58 +104,108 @@ def main(argv=None) -> int:
     from bsprof.reports.bench_text import print_table, rounds_phrase
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=None,
-                    help="';'-separated M,N,K[,L] (default: the suite's); M,N,K@knob=v,knob=v also times the "
-                         "first kernel with those knobs on that shape alone, as the column 'given'")
-    ap.add_argument("--suite", choices=sorted(SUITES), default="targets",
-                    help="named shape list: targets (the three squares), deepgemm (DeepGEMM's normal-GEMM "
-                         "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table), "
-                         "llama_qwen, large_layers, mid_layers or unfitted (other models' layer shapes, none in DeepGEMM's list; "
-                         "the same ratio table, reported, not held to the target)")
-    ap.add_argument("--kernels", default=None, help="(default: 'optimized' for --suite deepgemm, else "
-                                                    "'optimized baseline') "
-                    "space-separated specs variant[:knob=v,knob=v], e.g. 'optimized baseline:epilogue=tma'")
+    ap.add_argument(
+        "--shapes",
+        default=None,
+        help="';'-separated M,N,K[,L] (default: the suite's); M,N,K@knob=v,knob=v also times the "
+        "first kernel with those knobs on that shape alone, as the column 'given'",
+    )
+    ap.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="targets",
+        help="named shape list: targets (the three squares), deepgemm (DeepGEMM's normal-GEMM "
+        "test list + the squares + M=1; peers DeepGEMM and cuBLAS FP8 only, ratio table), "
+        "llama_qwen, large_layers, mid_layers or unfitted (other models' layer shapes, none in DeepGEMM's list; "
+        "the same ratio table, reported, not held to the target)",
+    )
+    ap.add_argument(
+        "--kernels",
+        default=None,
+        help="(default: 'optimized' for --suite deepgemm, else "
+        "'optimized baseline') "
+        "space-separated specs variant[:knob=v,knob=v], e.g. 'optimized baseline:epilogue=tma'",
+    )
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warmup-s", type=float, default=0.3,
-                    help="seconds of warm-up launches per kernel (0: just --warmup launches, burst clocks)")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="time every kernel this many times, interleaved, and keep each one's median round")
-    ap.add_argument("--placements", type=int, default=None,
-                    help="copies of the operands (same values, each its own allocation); the rounds run every "
-                         "kernel on the copies in turn. Where the operands sit decides a DRAM-bound problem's time for "
-                         "the whole process (+-10%% per kernel at 128x24576x1536), so one allocation would "
-                         "decide the row (default: 3 with 3 or more rounds, else 1)")
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=0.3,
+        help="seconds of warm-up launches per kernel (0: just --warmup launches, burst clocks)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="time every kernel this many times, interleaved, and keep each one's median round",
+    )
+    ap.add_argument(
+        "--placements",
+        type=int,
+        default=None,
+        help="copies of the operands (same values, each its own allocation); the rounds run every "
+        "kernel on the copies in turn. Where the operands sit decides a DRAM-bound problem's time for "
+        "the whole process (+-10%% per kernel at 128x24576x1536), so one allocation would "
+        "decide the row (default: 3 with 3 or more rounds, else 1)",
+    )
     ap.add_argument("--check-only", action="store_true", help="correctness only, no peers, few iterations")
     ap.add_argument("--no-peers", action="store_true")
     how = ap.add_mutually_exclusive_group()
-    how.add_argument("--peers-graph", dest="peers_graph", action="store_true", default=True,
-                     help="launch the peers as CUDA-graph replays, as ours always are (the default: every "
-                          "kernel pays the same launch path)")
-    how.add_argument("--peers-eager", dest="peers_graph", action="store_false",
-                     help="launch the peers as eager torch calls instead")
-    ap.add_argument("--no-hold", dest="hold", action="store_false",
-                    help="time each launch at the host's pace (no spin kernel holding the queue): what every "
-                         "table before the held queue measured; a kernel shorter than ~17 us is then timed "
-                         "at the host's speed")
-    ap.add_argument("--launch-gaps", action="store_true",
-                    help="also trace 30 launches of every kernel with CUPTI (torch.profiler): its GPU "
-                         "duration and the idle gap before it")
-    ap.add_argument("--inputs", choices=INPUTS, default="randn",
-                    help="operands: randn (DeepSeek-quantized Gaussians, the default) or int (integers in "
-                         "[-2, 2] with unit scales, what the CuTe DSL examples time on; 5-14%% faster for "
-                         "every kernel on the power-capped H100)")
-    ap.add_argument("--cute-example", default=os.environ.get("BSPROF_CUTE_EXAMPLE"),
-                    help="NVIDIA's CuTe DSL Hopper dense_gemm_persistent.py (or a CUTLASS checkout): time it "
-                         "as the peer without block scaling (default: $BSPROF_CUTE_EXAMPLE)")
-    ap.add_argument("--jobs", type=int, default=0,
-                    help="first build every kernel (ours per spec and shape, DeepGEMM's per shape) in this many "
-                         "worker processes, which fill CuTe DSL's and DeepGEMM's on-disk JIT caches; the timing "
-                         "then runs in one process as always (0: build as they come)")
-    ap.add_argument("--close-calls", action="store_true",
-                    help="also time, per shape, the configurations the tile choice calls too close to rank against "
-                         "the first kernel's pick (columns 'close call 1', 'close call 2'; the spec stays on the row); "
-                         "shapes without one are skipped")
+    how.add_argument(
+        "--peers-graph",
+        dest="peers_graph",
+        action="store_true",
+        default=True,
+        help="launch the peers as CUDA-graph replays, as ours always are (the default: every "
+        "kernel pays the same launch path)",
+    )
+    how.add_argument(
+        "--peers-eager", dest="peers_graph", action="store_false", help="launch the peers as eager torch calls instead"
+    )
+    ap.add_argument(
+        "--no-hold",
+        dest="hold",
+        action="store_false",
+        help="time each launch at the host's pace (no spin kernel holding the queue): what every "
+        "table before the held queue measured; a kernel shorter than ~17 us is then timed "
+        "at the host's speed",
+    )
+    ap.add_argument(
+        "--launch-gaps",
+        action="store_true",
+        help="also trace 30 launches of every kernel with CUPTI (torch.profiler): its GPU "
+        "duration and the idle gap before it",
+    )
+    ap.add_argument(
+        "--inputs",
+        choices=INPUTS,
+        default="randn",
+        help="operands: randn (DeepSeek-quantized Gaussians, the default) or int (integers in "
+        "[-2, 2] with unit scales, what the CuTe DSL examples time on; 5-14%% faster for "
+        "every kernel on the power-capped H100)",
+    )
+    ap.add_argument(
+        "--cute-example",
+        default=os.environ.get("BSPROF_CUTE_EXAMPLE"),
+        help="NVIDIA's CuTe DSL Hopper dense_gemm_persistent.py (or a CUTLASS checkout): time it "
+        "as the peer without block scaling (default: $BSPROF_CUTE_EXAMPLE)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="first build every kernel (ours per spec and shape, DeepGEMM's per shape) in this many "
+        "worker processes, which fill CuTe DSL's and DeepGEMM's on-disk JIT caches; the timing "
+        "then runs in one process as always (0: build as they come)",
+    )
+    ap.add_argument(
+        "--close-calls",
+        action="store_true",
+        help="also time, per shape, the configurations the tile choice calls too close to rank against "
+        "the first kernel's pick (columns 'close call 1', 'close call 2'; the spec stays on the row); "
+        "shapes without one are skipped",
+    )
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     args = ap.parse_args(argv)
 
@@ -176,9 +237,11 @@ def main(argv=None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        console.print("[red]no CUDA GPU here: this benchmark times kernels on one; run it on the GPU host "
-                      "(see the top of this file); `bsprof bench --plan` shows its tile choices on the CPU[/red]",
-                      soft_wrap=True)
+        console.print(
+            "[red]no CUDA GPU here: this benchmark times kernels on one; run it on the GPU host "
+            "(see the top of this file); `bsprof bench --plan` shows its tile choices on the CPU[/red]",
+            soft_wrap=True,
+        )
         return 2
     dev = torch.cuda.get_device_name(0)
     close: list[list[str]] = [[] for _ in shapes]
@@ -201,9 +264,23 @@ def main(argv=None) -> int:
         if args.json:
             from bsprof import artifacts
 
-            artifacts.save(args.json, artifacts.document("bench", {
-                "family": "fp8-blockwise", "variant": "optimized", "device": dev, "date": when,
-                "inputs": args.inputs, "hold": args.hold, "complete": complete, "results": results}), indent=1)
+            artifacts.save(
+                args.json,
+                artifacts.document(
+                    "bench",
+                    {
+                        "family": "fp8-blockwise",
+                        "variant": "optimized",
+                        "device": dev,
+                        "date": when,
+                        "inputs": args.inputs,
+                        "hold": args.hold,
+                        "complete": complete,
+                        "results": results,
+                    },
+                ),
+                indent=1,
+            )
 
     interrupted = None
     with _sigterm_interrupts():
@@ -224,14 +301,19 @@ def main(argv=None) -> int:
                     failed = True
             save(complete=False)
     if interrupted is not None:
-        console.print(f"[red]interrupted at shape {interrupted + 1} of {len(shapes)}: the tables below hold the "
-                      f"{len(results)} finished{' (also in ' + args.json + ')' if args.json else ''}[/red]")
+        console.print(
+            f"[red]interrupted at shape {interrupted + 1} of {len(shapes)}: the tables below hold the "
+            f"{len(results)} finished{' (also in ' + args.json + ')' if args.json else ''}[/red]"
+        )
         failed = True
     copies = placements_for(args.rounds, args.placements) if not args.check_only else 1
     rounds = rounds_phrase(args.rounds, copies)
     queue = "launches queued back to back" if args.hold else "launches at the host's pace"
-    print_table(console, results, f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, "
-                                  f"{args.inputs} inputs, {queue}")
+    print_table(
+        console,
+        results,
+        f"fp8-blockwise, {dev}, {when}, median of {args.iters}{rounds}, warm L2, {args.inputs} inputs, {queue}",
+    )
     if any(r["name"] == "deepgemm" for res in results for r in res["rows"]):
         met = print_vs_deepgemm(console, results, kernels[0], held_to_target=args.suite not in REPORTED_SUITES)
         failed = failed or (suite and not met)
@@ -258,7 +340,7 @@ def parse_shapes(text: str, first: str) -> tuple[list[tuple], list[str | None]]:
         spec = None
         if knobs:
             spec = f"{parse_spec(first)[0]}:{knobs}"
-            resolve(*parse_spec(spec))       # a bad knob is named before anything is built
+            resolve(*parse_spec(spec))  # a bad knob is named before anything is built
         elif "@" in item:
             raise BsprofError(f"{item!r}: nothing after '@'; write M,N,K@knob=v,knob=v (e.g. @tile_m=64,tile_n=128)")
         given.append(spec)
@@ -269,19 +351,26 @@ def _close_column(i: int) -> str:
     return f"close call {i + 1}"
 
 
-def _measure_one(measure, mnkl, kernels: list[str], given: str | None, close: list[str], args,
-                 peer_names) -> dict:
+def _measure_one(measure, mnkl, kernels: list[str], given: str | None, close: list[str], args, peer_names) -> dict:
     from bsprof.profile.bench.fp8_blockwise import placements_for
 
-    res = measure(mnkl, kernels, warmup=0 if args.check_only else args.warmup,
-                  iters=3 if args.check_only else args.iters, check=True,
-                  peers=not (args.check_only or args.no_peers),
-                  warmup_s=0.0 if args.check_only else args.warmup_s,
-                  rounds=1 if args.check_only else args.rounds, peers_graph=args.peers_graph,
-                  launch_gaps=args.launch_gaps and not args.check_only, inputs=args.inputs,
-                  cute_example=None if (args.check_only or args.no_peers) else args.cute_example,
-                  peer_names=peer_names, hold=args.hold,
-                  placements=1 if args.check_only else placements_for(args.rounds, args.placements))
+    res = measure(
+        mnkl,
+        kernels,
+        warmup=0 if args.check_only else args.warmup,
+        iters=3 if args.check_only else args.iters,
+        check=True,
+        peers=not (args.check_only or args.no_peers),
+        warmup_s=0.0 if args.check_only else args.warmup_s,
+        rounds=1 if args.check_only else args.rounds,
+        peers_graph=args.peers_graph,
+        launch_gaps=args.launch_gaps and not args.check_only,
+        inputs=args.inputs,
+        cute_example=None if (args.check_only or args.no_peers) else args.cute_example,
+        peer_names=peer_names,
+        hold=args.hold,
+        placements=1 if args.check_only else placements_for(args.rounds, args.placements),
+    )
     if given:
         # one column for every shape's own configuration; the spec stays on the row
         for r in res["rows"]:
@@ -298,8 +387,10 @@ def _measure_one(measure, mnkl, kernels: list[str], given: str | None, close: li
 def _sigterm_interrupts():
     """SIGTERM (what ``timeout`` sends) raises KeyboardInterrupt while the shapes run, so the loop
     can stop and keep what it finished; the previous handler comes back afterwards."""
+
     def stop(signum, frame):
         raise KeyboardInterrupt
+
     old = signal.signal(signal.SIGTERM, stop)
     try:
         yield
@@ -323,7 +414,7 @@ def _warm_one(mnkl, kernels, inputs, deepgemm) -> str:
         try:
             p = prepare(v, mnkl, inputs=inputs, **over)
         except BsprofError:
-            pass                 # reported by the timed run
+            pass  # reported by the timed run
     if deepgemm and p is not None:
         peer_fns(p.ops, mnkl, only=("deepgemm",))
     return f"{','.join(map(str, mnkl))}: {time.time() - t0:.0f} s"
@@ -339,10 +430,10 @@ def warm(shapes, kernels, jobs: int, inputs: str, deepgemm: bool) -> None:
 
     t0 = time.time()
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
-        done = list(ex.map(_warm_one, shapes, kernels, [inputs] * len(shapes),
-                           [deepgemm] * len(shapes)))
-    print(f"built {len(shapes)} problems in {jobs} processes in {time.time() - t0:.0f} s: " + "; ".join(done),
-          flush=True)
+        done = list(ex.map(_warm_one, shapes, kernels, [inputs] * len(shapes), [deepgemm] * len(shapes)))
+    print(
+        f"built {len(shapes)} problems in {jobs} processes in {time.time() - t0:.0f} s: " + "; ".join(done), flush=True
+    )
 
 
 def paired_range(me: dict, dg: dict, pairs: list[float] | None = None) -> str:
@@ -363,14 +454,20 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
 
     from bsprof.profile.bench.fp8_blockwise import WRONG_PRODUCT
 
-    goal = (f"target: >= {TARGET_MIN} on every shape, geometric mean >= {TARGET_GEOMEAN}" if held_to_target
-            else "shapes outside the target suite, reported")
+    goal = (
+        f"target: >= {TARGET_MIN} on every shape, geometric mean >= {TARGET_GEOMEAN}"
+        if held_to_target
+        else "shapes outside the target suite, reported"
+    )
     t = Table(title=f"{ours} / DeepGEMM ({goal})")
     from bsprof.analyzers.bench_rows import paired_speedups, per_copy_speedups
 
     copies = any(r.get("placement_rounds") for res in results for r in res["rows"])
-    cols = ("M,N,K", "ours / DG", "rounds' ours / DG") + (("copies' ours / DG",) if copies else ()) + (
-        "cuBLAS bw / DG", "cuBLAS tw / DG", "tile (why)")
+    cols = (
+        ("M,N,K", "ours / DG", "rounds' ours / DG")
+        + (("copies' ours / DG",) if copies else ())
+        + ("cuBLAS bw / DG", "cuBLAS tw / DG", "tile (why)")
+    )
     for col in cols:
         t.add_column(col, justify="left" if col.startswith(("M", "tile")) else "right")
 
@@ -402,17 +499,25 @@ def print_vs_deepgemm(console, results: list[dict], ours: str, held_to_target: b
                 straddle.append(",".join(map(str, res["mnkl"][:3])))
         mark = "" if counted else " (M=1, not counted)"
         by_copy = (" / ".join(f"{x:.3f}" for x in per_copy_speedups(me, dg)) or "—",) if copies else ()
-        t.add_row(",".join(map(str, res["mnkl"][:3])), f"{ratio:.3f}{'' if ratio >= TARGET_MIN or not counted else ' <'}{mark}",
-                  paired_range(me, dg, pairs), *by_copy, vs("cublas_blockwise"), vs("cublas_tensorwise"),
-                  me.get("tile") or "")
+        t.add_row(
+            ",".join(map(str, res["mnkl"][:3])),
+            f"{ratio:.3f}{'' if ratio >= TARGET_MIN or not counted else ' <'}{mark}",
+            paired_range(me, dg, pairs),
+            *by_copy,
+            vs("cublas_blockwise"),
+            vs("cublas_tensorwise"),
+            me.get("tile") or "",
+        )
     console.print(t)
     if not ratios:
         return False
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     met = not worst and geo >= TARGET_GEOMEAN
     verdict = f"; target {'met' if met else 'NOT met'}" if held_to_target else ""
-    console.print(f"  geometric mean {ours} / DeepGEMM over {len(ratios)} shapes: {geo:.3f}; "
-                  f"min {min(ratios):.3f}; below {TARGET_MIN}: {', '.join(worst) or 'none'}{verdict}")
+    console.print(
+        f"  geometric mean {ours} / DeepGEMM over {len(ratios)} shapes: {geo:.3f}; "
+        f"min {min(ratios):.3f}; below {TARGET_MIN}: {', '.join(worst) or 'none'}{verdict}"
+    )
     if straddle:
         # the verdict stays on the median round; this says where one more run could flip it
         console.print(f"  rounds on both sides of {TARGET_MIN} (one run does not decide these): {', '.join(straddle)}")

@@ -42,8 +42,9 @@ def main() -> None:
     axes = parse_sweep("kloop=-600:0:50,phase1=-600:0:50")
     med, mn = timed(lambda: sweep(p, axes), max(1, a.repeat // 2))
     rows.append(("13x13 stochastic sweep (169 points x 50,000 tiles)", med, mn, 10.0))
-    med, mn = timed(lambda: subprocess.run([sys.executable, "-m", "bsprof", "--help"], capture_output=True,
-                                           check=True), a.repeat)
+    med, mn = timed(
+        lambda: subprocess.run([sys.executable, "-m", "bsprof", "--help"], capture_output=True, check=True), a.repeat
+    )
     rows.append(("`python -m bsprof --help` (process start included)", med, mn, 0.3))
     med, mn = timed(lambda: subprocess.run(["bsprof", "--help"], capture_output=True, check=True), a.repeat)
     rows.append(("`bsprof --help` (console script)", med, mn, 0.3))

@@ -1,11 +1,11 @@
 """Performance targets of `bsprof ncu`.
 
-    python benchmarks/ncu.py load                 # CPU: load + extract one launch of a full report (< 1 s)
-    python benchmarks/ncu.py verdict              # CPU: extract + verdict (rules, advice) per launch (< 1 s),
-                                                  # cold CLI process and warm, plus the whole corpus
-    python benchmarks/ncu.py triage-vs-full [--torch-scaled-mm] [--mnkl 4096,4096,4096,1] [--out FILE.json]
-                                                  # GPU: replay passes and wall time, triage vs full,
-                                                  # same kernel, same verdict; target triage <= full / 3
+python benchmarks/ncu.py load                 # CPU: load + extract one launch of a full report (< 1 s)
+python benchmarks/ncu.py verdict              # CPU: extract + verdict (rules, advice) per launch (< 1 s),
+                                              # cold CLI process and warm, plus the whole corpus
+python benchmarks/ncu.py triage-vs-full [--torch-scaled-mm] [--mnkl 4096,4096,4096,1] [--out FILE.json]
+                                              # GPU: replay passes and wall time, triage vs full,
+                                              # same kernel, same verdict; target triage <= full / 3
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ def _cold_warm(module: str, func: str, repeat: int) -> tuple[float, float]:
     pandas and ncu_report, as a CLI run does; 3 runs) and warm (in this process, ``repeat`` runs)."""
     import importlib
 
-    code = (f"import time; t=time.perf_counter(); from {module} import {func}; "
-            f"{func}(r'{FULL_REPORT}'); print(time.perf_counter()-t)")
-    cold = [float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)]
+    code = (
+        f"import time; t=time.perf_counter(); from {module} import {func}; "
+        f"{func}(r'{FULL_REPORT}'); print(time.perf_counter()-t)"
+    )
+    cold = [
+        float(subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True).split()[0]) for _ in range(3)
+    ]
     fn = getattr(importlib.import_module(module), func)
     fn(FULL_REPORT)
     warm = []
@@ -48,8 +52,19 @@ def bench_load(repeat: int = 10) -> dict:
     return res
 
 
-PICK_ORDER = ("all", "all_no_occ", "no_hit_smem", "no_units", "no_sol", "no_units_no_occ", "no_sol_no_occ",
-              "no_units_hit_smem_no_occ", "no_sol_hit_smem_no_occ", "core", "core_few_stalls")
+PICK_ORDER = (
+    "all",
+    "all_no_occ",
+    "no_hit_smem",
+    "no_units",
+    "no_sol",
+    "no_units_no_occ",
+    "no_sol_no_occ",
+    "no_units_hit_smem_no_occ",
+    "no_sol_hit_smem_no_occ",
+    "core",
+    "core_few_stalls",
+)
 
 
 def bench_verdict(repeat: int = 10) -> dict:
@@ -60,14 +75,21 @@ def bench_verdict(repeat: int = 10) -> dict:
 
     from bsprof.analyzers.ncu.verdict import classify
 
-    entries = list(json.loads(lzma.decompress((REPO / "tests" / "data" / "corpus" / "launches.json.xz").read_bytes())).values())
+    entries = list(
+        json.loads(lzma.decompress((REPO / "tests" / "data" / "corpus" / "launches.json.xz").read_bytes())).values()
+    )
     t = time.perf_counter()
     for e in entries:
         classify(e["columns"], rules=e["rules"])
     per = (time.perf_counter() - t) / max(1, len(entries))
-    res = {"report": FULL_REPORT.name, "cold_process_s_median": cold,
-           "warm_extract_verdict_s_median": warm, "corpus_launches": len(entries),
-           "classify_ms_per_launch": 1e3 * per, "target_s_per_launch": 1.0}
+    res = {
+        "report": FULL_REPORT.name,
+        "cold_process_s_median": cold,
+        "warm_extract_verdict_s_median": warm,
+        "corpus_launches": len(entries),
+        "classify_ms_per_launch": 1e3 * per,
+        "target_s_per_launch": 1.0,
+    }
     res["pass"] = res["cold_process_s_median"] < 1.0 and res["warm_extract_verdict_s_median"] < 1.0
     return res
 
@@ -77,13 +99,18 @@ def pick(search: dict, full_passes: int = 38) -> tuple[str, list[str], list[str]
     ref = search["runs"].get("all", {})
     for name in PICK_ORDER:
         r = search["runs"].get(name, {})
-        if r.get("passes") and r["passes"] <= full_passes / 3 and (r["verdict"], r["detail"]) == (ref.get("verdict"), ref.get("detail")):
+        if (
+            r.get("passes")
+            and r["passes"] <= full_passes / 3
+            and (r["verdict"], r["detail"]) == (ref.get("verdict"), ref.get("detail"))
+        ):
             return name, r["metrics"], r["sections"]
     return None
 
 
-def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family: str,
-                         override: tuple[list[str], list[str]] | None = None) -> dict:
+def bench_triage_vs_full(
+    mnkl: str, torch_scaled_mm: bool, variant: str, family: str, override: tuple[list[str], list[str]] | None = None
+) -> dict:
     from bsprof.analyzers.ncu.metrics import arch_key
     from bsprof.gpu import device_info
     from bsprof.kernels.api import Target, parse_mnkl
@@ -95,8 +122,12 @@ def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family:
         launcher = ["--mnkl", ",".join(map(str, shape)), "--torch-scaled-mm", "--warmup", "3"]
     else:
         launcher = ["--target", Target.parse(family, variant, shape).to_arg(), "--warmup", "3"]
-    out = {"device": info["name"], "kernel": "torch._scaled_mm" if torch_scaled_mm else f"{family}/{variant}",
-           "mnkl": list(shape), "runs": {}}
+    out = {
+        "device": info["name"],
+        "kernel": "torch._scaled_mm" if torch_scaled_mm else f"{family}/{variant}",
+        "mnkl": list(shape),
+        "runs": {},
+    }
     parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-bench-"))
     for set_name in ("triage", "full"):
         req = NcuRequest(launcher_args=launcher, arch=arch_key(info["capability"][0]), set_name=set_name)
@@ -107,13 +138,20 @@ def bench_triage_vs_full(mnkl: str, torch_scaled_mm: bool, variant: str, family:
         wall = time.perf_counter() - t
         launch = payload["launches"][0]
         out["runs"][set_name] = {
-            "replay_passes": payload["replay_passes"], "ncu_wall_s": payload["ncu_wall_s"], "total_wall_s": round(wall, 2),
-            "kernel": launch["kernel"], "duration_ns": launch["duration_ns"], "verdict": launch["verdict"],
-            "verdict_detail": launch["verdict_detail"]["detail"], "dir": str(d),
+            "replay_passes": payload["replay_passes"],
+            "ncu_wall_s": payload["ncu_wall_s"],
+            "total_wall_s": round(wall, 2),
+            "kernel": launch["kernel"],
+            "duration_ns": launch["duration_ns"],
+            "verdict": launch["verdict"],
+            "verdict_detail": launch["verdict_detail"]["detail"],
+            "dir": str(d),
             "report_bytes": next(d.glob("*.ncu-rep")).stat().st_size,
         }
     tri, full = out["runs"]["triage"], out["runs"]["full"]
-    out["pass_ratio"] = tri["replay_passes"] / full["replay_passes"] if tri["replay_passes"] and full["replay_passes"] else None
+    out["pass_ratio"] = (
+        tri["replay_passes"] / full["replay_passes"] if tri["replay_passes"] and full["replay_passes"] else None
+    )
     out["same_verdict"] = (tri["verdict"], tri["verdict_detail"]) == (full["verdict"], full["verdict_detail"])
     out["target_met"] = bool(out["pass_ratio"] is not None and out["pass_ratio"] <= 1 / 3 and out["same_verdict"])
     return out
@@ -131,11 +169,16 @@ def _groups(arch: str) -> dict[str, list[str]]:
         "smem": [n for n in names if n.startswith("l1tex__data")],
         "tensor": [n for n in names if "pipe_tensor" in n or "pipe_tc" in n],
         "stall": [n for n in names if n.startswith("smsp__average_warps_issue_stalled")],
-        "sched": [n for n in names if n.startswith(("smsp__issue_active", "smsp__warps_eligible", "smsp__average_warp_latency",
-                                                     "sm__warps_active"))],
+        "sched": [
+            n
+            for n in names
+            if n.startswith(
+                ("smsp__issue_active", "smsp__warps_eligible", "smsp__average_warp_latency", "sm__warps_active")
+            )
+        ],
     }
     used = {n for v in g.values() for n in v}
-    g["base"] = [n for n in names if n not in used]   # duration, clocks, launch facts
+    g["base"] = [n for n in names if n not in used]  # duration, clocks, launch facts
     return g
 
 
@@ -154,31 +197,51 @@ def bench_triage_search(mnkl: str) -> dict:
     every = [n for v in g.values() for n in v]
     minus = lambda *ks: [n for n in every if not any(n in g[k] for k in ks)]  # noqa: E731
     occ = ["LaunchStats", "Occupancy"]
-    few = [n for n in g["stall"] if any(f"stalled_{r}_per" in n for r in
-                                        ("barrier", "membar", "sleeping", "long_scoreboard", "wait", "gmma", "selected"))]
-    runs: dict[str, tuple[list[str], list[str]]] = {f"only_{k}": (v + g["base"], []) for k, v in g.items() if k != "base"}
+    few = [
+        n
+        for n in g["stall"]
+        if any(
+            f"stalled_{r}_per" in n
+            for r in ("barrier", "membar", "sleeping", "long_scoreboard", "wait", "gmma", "selected")
+        )
+    ]
+    runs: dict[str, tuple[list[str], list[str]]] = {
+        f"only_{k}": (v + g["base"], []) for k, v in g.items() if k != "base"
+    }
     runs["only_base"] = (g["base"], [])
     runs["only_occupancy_section"] = (g["base"], occ)
-    runs.update({
-        "all": (every, occ), "all_no_occ": (every, ["LaunchStats"]),
-        "no_sol": (minus("sol"), occ), "no_units": (minus("units"), occ), "no_hit_smem": (minus("hit", "smem"), occ),
-        "no_sol_no_occ": (minus("sol"), ["LaunchStats"]), "no_units_no_occ": (minus("units"), ["LaunchStats"]),
-        "no_sol_hit_smem_no_occ": (minus("sol", "hit", "smem"), ["LaunchStats"]),
-        "no_units_hit_smem_no_occ": (minus("units", "hit", "smem"), ["LaunchStats"]),
-        "core": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + g["stall"], ["LaunchStats"]),
-        "core_few_stalls": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + few, ["LaunchStats"]),
-    })
+    runs.update(
+        {
+            "all": (every, occ),
+            "all_no_occ": (every, ["LaunchStats"]),
+            "no_sol": (minus("sol"), occ),
+            "no_units": (minus("units"), occ),
+            "no_hit_smem": (minus("hit", "smem"), occ),
+            "no_sol_no_occ": (minus("sol"), ["LaunchStats"]),
+            "no_units_no_occ": (minus("units"), ["LaunchStats"]),
+            "no_sol_hit_smem_no_occ": (minus("sol", "hit", "smem"), ["LaunchStats"]),
+            "no_units_hit_smem_no_occ": (minus("units", "hit", "smem"), ["LaunchStats"]),
+            "core": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + g["stall"], ["LaunchStats"]),
+            "core_few_stalls": (g["base"] + g["sol"] + g["tensor"] + g["sched"] + few, ["LaunchStats"]),
+        }
+    )
     parent = Path(tempfile.mkdtemp(prefix="bsprof-ncu-search-"))
     out = {"device": info["name"], "groups": g, "runs": {}}
     for name, (metrics, sections) in runs.items():
-        req = NcuRequest(launcher_args=launcher, arch=arch, set_name="triage", metrics_override=metrics,
-                         sections_override=sections)
+        req = NcuRequest(
+            launcher_args=launcher, arch=arch, set_name="triage", metrics_override=metrics, sections_override=sections
+        )
         try:
             _, payload = profile_to_dir(req, parent, name, mnkl=shape, emit=lambda s: None)
             l0 = payload["launches"][0]
-            out["runs"][name] = {"passes": payload["replay_passes"], "verdict": l0["verdict"],
-                                 "detail": l0["verdict_detail"]["detail"], "n_metrics": len(metrics), "sections": sections,
-                                 "metrics": metrics}
+            out["runs"][name] = {
+                "passes": payload["replay_passes"],
+                "verdict": l0["verdict"],
+                "detail": l0["verdict_detail"]["detail"],
+                "n_metrics": len(metrics),
+                "sections": sections,
+                "metrics": metrics,
+            }
         except Exception as exc:  # keep searching; record why
             out["runs"][name] = {"error": str(exc)[:300]}
         print(name, out["runs"][name], file=sys.stderr, flush=True)
@@ -193,7 +256,9 @@ def main() -> int:
     p.add_argument("--variant", default="optimized")
     p.add_argument("--family", default="fp8-blockwise")
     p.add_argument("--out", default=None)
-    p.add_argument("--search-json", default=None, help="triage-vs-full: use the list picked from a triage-search result")
+    p.add_argument(
+        "--search-json", default=None, help="triage-vs-full: use the list picked from a triage-search result"
+    )
     a = p.parse_args()
     if a.what == "load":
         res = bench_load()

@@ -38,9 +38,22 @@ def _browser_seconds(paths) -> float | None:
     with tempfile.TemporaryDirectory() as tmp:
         out = write(html, Path(tmp) / "r.html")
         t0 = time.perf_counter()
-        res = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                              f"--user-data-dir={tmp}/p", "--virtual-time-budget=30000", "--dump-dom",
-                              out.as_uri()], capture_output=True, text=True, timeout=180)
+        res = subprocess.run(
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                f"--user-data-dir={tmp}/p",
+                "--virtual-time-budget=30000",
+                "--dump-dom",
+                out.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         dt = time.perf_counter() - t0
     ok = 'data-errors="0"' in res.stdout
     return dt if ok else float("nan")

@@ -96,7 +96,12 @@ def _verb_seconds(path: Path, extra: list[str], repeat: int) -> tuple[float, flo
     return min(times), statistics.median(times), statistics.median(cpu), size
 
 
-VIEWS = (("tables", []), ("--json", ["--json"]), ("--csv", ["--csv"]), ("--json --by roles", ["--json", "--by", "roles"]))
+VIEWS = (
+    ("tables", []),
+    ("--json", ["--json"]),
+    ("--csv", ["--csv"]),
+    ("--json --by roles", ["--json", "--by", "roles"]),
+)
 
 
 def bench_verb(repeat: int) -> None:
@@ -112,9 +117,11 @@ def bench_verb(repeat: int) -> None:
             path.write_text(text)
             for label, extra in VIEWS:
                 best, med, cpu, size = _verb_seconds(path, extra, repeat if target == 50_000 else 1)
-                print(f"verb: {n:,} instructions in 23 functions, --features --mma-detail --tiles 1000 {label}: "
-                      f"min {best:.3f} s, median {med:.3f} s, CPU median {cpu:.3f} s ({size / 1e6:.1f} MB of output)"
-                      + (" (target < 2 s)" if target == 50_000 else ""))
+                print(
+                    f"verb: {n:,} instructions in 23 functions, --features --mma-detail --tiles 1000 {label}: "
+                    f"min {best:.3f} s, median {med:.3f} s, CPU median {cpu:.3f} s ({size / 1e6:.1f} MB of output)"
+                    + (" (target < 2 s)" if target == 50_000 else "")
+                )
 
 
 def bench_stages(repeat: int) -> None:
@@ -151,9 +158,11 @@ def bench_stages(repeat: int) -> None:
         t_json, _ = cpu(lambda: sass_text.render_json(res))
         t_csv, _ = cpu(lambda: sass_text.render_csv(res))
         t_term, _ = cpu(lambda: terminal(res))
-    print(f"stages: {n:,} instructions in 23 functions, CPU s (median of {repeat}): parse {t_parse:.3f}, "
-          f"analysis with --mma-detail incl. the parse {t_all:.3f}, render JSON {t_json:.3f}, CSV {t_csv:.3f}, "
-          f"terminal (80 columns) {t_term:.3f}")
+    print(
+        f"stages: {n:,} instructions in 23 functions, CPU s (median of {repeat}): parse {t_parse:.3f}, "
+        f"analysis with --mma-detail incl. the parse {t_all:.3f}, render JSON {t_json:.3f}, CSV {t_csv:.3f}, "
+        f"terminal (80 columns) {t_term:.3f}"
+    )
 
 
 def bench_static(repeat: int) -> None:
@@ -166,9 +175,11 @@ def bench_static(repeat: int) -> None:
         (fa,) = analyze_sass_text(text)
         times.append(time.perf_counter() - t)
     assert len(fa.instructions) == n
-    print(f"static: {n:,} instructions, {len(fa.cfg.blocks):,} blocks, {len(fa.loops):,} loops, "
-          f"{len(fa.kloops)} K-loops: first {times[0]:.3f} s, median {statistics.median(times):.3f} s, min {min(times):.3f} s "
-          f"over {repeat} runs (target < 2 s)")
+    print(
+        f"static: {n:,} instructions, {len(fa.cfg.blocks):,} blocks, {len(fa.loops):,} loops, "
+        f"{len(fa.kloops)} K-loops: first {times[0]:.3f} s, median {statistics.median(times):.3f} s, min {min(times):.3f} s "
+        f"over {repeat} runs (target < 2 s)"
+    )
 
 
 def bench_source_counters(repeat: int) -> None:
@@ -190,19 +201,26 @@ def bench_source_counters(repeat: int) -> None:
         warm.append(time.perf_counter() - t)
     n = len(sc.executed)
     med = statistics.median(warm)
-    print(f"SourceCounters: {n:,} PCs, {len(sc.reasons)} stall reasons with samples: report load {t_load:.3f} s; "
-          f"extraction cold (first in the process) {t_cold:.3f} s, warm median {med:.3f} s over {repeat} runs; "
-          f"per-PC warm {1e3 * med / n:.3f} ms -> at 2,000 PCs ~{t_cold + (2000 - n) * med / n:.2f} s cold "
-          f"(target < 1 s)")
+    print(
+        f"SourceCounters: {n:,} PCs, {len(sc.reasons)} stall reasons with samples: report load {t_load:.3f} s; "
+        f"extraction cold (first in the process) {t_cold:.3f} s, warm median {med:.3f} s over {repeat} runs; "
+        f"per-PC warm {1e3 * med / n:.3f} ms -> at 2,000 PCs ~{t_cold + (2000 - n) * med / n:.2f} s cold "
+        f"(target < 1 s)"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", choices=["static", "verb", "stages", "counters"], default=None)
-    ap.add_argument("--write-listing", type=Path, default=None, metavar="PATH",
-                    help="only write the 50,000-instruction, 23-function listing to PATH (to time the whole "
-                         "process: python3 -m bsprof sass PATH --features --mma-detail --tiles 1000 [--json|--csv])")
+    ap.add_argument(
+        "--write-listing",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="only write the 50,000-instruction, 23-function listing to PATH (to time the whole "
+        "process: python3 -m bsprof sass PATH --features --mma-detail --tiles 1000 [--json|--csv])",
+    )
     args = ap.parse_args()
     if args.write_listing is not None:
         text, n = multi_function_listing()

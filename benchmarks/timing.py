@@ -45,10 +45,11 @@ def main(argv=None) -> int:
     console.print(f"device: {info['name']} cc {info['capability']} {info['sm_count']} SMs")
     summary = {"device": info["name"], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
-    target = Target.parse(args.family, args.kernel, args.capture_mnkl)   # once; each shape is target.on_problem
+    target = Target.parse(args.family, args.kernel, args.capture_mnkl)  # once; each shape is target.on_problem
     try:
-        doc, run_dir = capture_run(target, out / "timing",
-                                   overhead_on=args.overhead, rounds=args.rounds, log=console.print)
+        doc, run_dir = capture_run(
+            target, out / "timing", overhead_on=args.overhead, rounds=args.rounds, log=console.print
+        )
         render(console, doc, run_dir)
         summary["capture_dir"] = str(run_dir)
         summary["overhead"] = doc["overhead"]
@@ -67,8 +68,9 @@ def main(argv=None) -> int:
         try:
             if spin is None:
                 spin = validate.spin_calibration(console)
-            doc = validate.run(target.on_problem(shape), out_dir=out / "validation", console=console,
-                               rounds=args.rounds, spin=spin)
+            doc = validate.run(
+                target.on_problem(shape), out_dir=out / "validation", console=console, rounds=args.rounds, spin=spin
+            )
             summary.setdefault("validation", {})[shape] = {"dir": doc["run_dir"], **doc["summary"]}
         except Exception as exc:
             traceback.print_exc()

@@ -34,13 +34,13 @@ from bsprof.errors import BsprofError
 
 # kind -> the version this bsprof writes; it reads every version from 1 up to that one
 VERSIONS: dict[str, int] = {
-    "bench": 1,        # bsprof bench, benchmarks/fp8_blockwise.py: rows of kernels and peers timed together
-    "ncu": 1,          # bsprof ncu: per-launch metrics, verdict and rules
-    "sass": 1,         # bsprof sass: instruction mix, K-loop, MMA detail
-    "timing": 1,       # bsprof timing: per-warp phase statistics beside timing.parquet / trace.json
-    "model": 1,        # bsprof model: calibration and projection
-    "validation": 2,   # bsprof model --validate: projected against measured (2: repeats with confidence
-                       # intervals and a null point; 1 is still read)
+    "bench": 1,  # bsprof bench, benchmarks/fp8_blockwise.py: rows of kernels and peers timed together
+    "ncu": 1,  # bsprof ncu: per-launch metrics, verdict and rules
+    "sass": 1,  # bsprof sass: instruction mix, K-loop, MMA detail
+    "timing": 1,  # bsprof timing: per-warp phase statistics beside timing.parquet / trace.json
+    "model": 1,  # bsprof model: calibration and projection
+    "validation": 2,  # bsprof model --validate: projected against measured (2: repeats with confidence
+    # intervals and a null point; 1 is still read)
     "epi_ceiling": 1,  # bsprof model --measure-ceiling: per-warp epilogue time against warps per SM
 }
 KINDS: tuple[str, ...] = tuple(VERSIONS)
@@ -60,28 +60,72 @@ MAX_FILES = 5000
 # reader touches it.
 _NUM = (int, float)
 SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], type | None]]] = {
-    "bench": {"results": ((list,), dict), "rows": ((list,), dict), "family": ((str,), None),
-              "variant": ((str,), None), "device": ((str, dict), None), "mnkl": ((list,), None)},
-    "ncu": {"launches": ((list,), dict), "launch": ((dict,), None), "report": ((str,), None),
-            "table": ((str,), None), "compare": ((dict,), None), "mnkl": ((list,), None)},
+    "bench": {
+        "results": ((list,), dict),
+        "rows": ((list,), dict),
+        "family": ((str,), None),
+        "variant": ((str,), None),
+        "device": ((str, dict), None),
+        "mnkl": ((list,), None),
+    },
+    "ncu": {
+        "launches": ((list,), dict),
+        "launch": ((dict,), None),
+        "report": ((str,), None),
+        "table": ((str,), None),
+        "compare": ((dict,), None),
+        "mnkl": ((list,), None),
+    },
     "sass": {"functions": ((list,), dict), "source": ((str,), None), "compare": ((dict,), None)},
-    "timing": {"stats": ((dict,), None), "files": ((dict,), None), "config": ((dict,), None),
-               "overhead": ((list,), dict), "mnkl": ((list,), None), "capability": ((list,), None),
-               "family": ((str,), None), "variant": ((str,), None), "device": ((str, dict), None),
-               "kernel_name": ((str,), None), "sm_count": (_NUM, None), "trace": ((dict,), None),
-               "buffer_plan": ((dict,), None), "sample_every": (_NUM, None), "change_sample": ((dict,), None)},
-    "model": {"deterministic": ((dict,), None), "stochastic": ((dict,), None), "deltas": ((dict,), None),
-              "params": ((dict,), None), "axes": ((dict,), None), "fixed": ((dict,), None),
-              "files": ((dict,), None), "structure": ((dict,), None), "wall_ms": ((dict,), None),
-              "provenance": ((dict,), None), "fitted_terms": ((list,), None), "source": ((str,), None),
-              "sentence": ((str,), None)},
-    "validation": {"points": ((list,), dict), "summary": ((dict,), None), "files": ((dict,), None),
-                   "mnkl": ((list,), None), "model_baseline": ((dict,), None), "capability": ((list,), None),
-                   "family": ((str,), None), "variant": ((str,), None), "device": ((str, dict), None)},
+    "timing": {
+        "stats": ((dict,), None),
+        "files": ((dict,), None),
+        "config": ((dict,), None),
+        "overhead": ((list,), dict),
+        "mnkl": ((list,), None),
+        "capability": ((list,), None),
+        "family": ((str,), None),
+        "variant": ((str,), None),
+        "device": ((str, dict), None),
+        "kernel_name": ((str,), None),
+        "sm_count": (_NUM, None),
+        "trace": ((dict,), None),
+        "buffer_plan": ((dict,), None),
+        "sample_every": (_NUM, None),
+        "change_sample": ((dict,), None),
+    },
+    "model": {
+        "deterministic": ((dict,), None),
+        "stochastic": ((dict,), None),
+        "deltas": ((dict,), None),
+        "params": ((dict,), None),
+        "axes": ((dict,), None),
+        "fixed": ((dict,), None),
+        "files": ((dict,), None),
+        "structure": ((dict,), None),
+        "wall_ms": ((dict,), None),
+        "provenance": ((dict,), None),
+        "fitted_terms": ((list,), None),
+        "source": ((str,), None),
+        "sentence": ((str,), None),
+    },
+    "validation": {
+        "points": ((list,), dict),
+        "summary": ((dict,), None),
+        "files": ((dict,), None),
+        "mnkl": ((list,), None),
+        "model_baseline": ((dict,), None),
+        "capability": ((list,), None),
+        "family": ((str,), None),
+        "variant": ((str,), None),
+        "device": ((str, dict), None),
+    },
     "epi_ceiling": {"curves": ((dict,), None), "device": ((str, dict), None)},
 }
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "ncu": ("launches",), "sass": ("functions",), "validation": ("points",),
+    "ncu": ("launches",),
+    "sass": ("functions",),
+    "validation": ("points",),
     "epi_ceiling": ("curves",),
 }
 
@@ -114,7 +158,7 @@ def jsonable(obj: Any) -> Any:
         return os.fspath(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return jsonable(dataclasses.asdict(obj))
-    for method in ("to_json", "tolist", "item"):   # our own result objects, numpy arrays and scalars
+    for method in ("to_json", "tolist", "item"):  # our own result objects, numpy arrays and scalars
         fn = getattr(obj, method, None)
         if callable(fn):
             try:
@@ -167,7 +211,9 @@ def _is_row(x: dict | list | tuple) -> bool:
     if not isinstance(x, dict):
         return not any(isinstance(v, _CONTAINERS) for v in x)
     for v in x.values():
-        if isinstance(v, _CONTAINERS) and any(isinstance(w, _CONTAINERS) for w in (v.values() if isinstance(v, dict) else v)):
+        if isinstance(v, _CONTAINERS) and any(
+            isinstance(w, _CONTAINERS) for w in (v.values() if isinstance(v, dict) else v)
+        ):
             return False
     return True
 
@@ -226,13 +272,14 @@ def save(path: str | os.PathLike, doc: dict[str, Any], *, indent: int | None = 2
 def check_tag(data: Any) -> tuple[str | None, str | None]:
     """(kind, None) for a bsprof artifact this bsprof reads; (kind or None, why not) otherwise."""
     if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):
-        return None, "not a bsprof artifact (no \"bsprof\": {\"kind\", \"version\"} key)"
+        return None, 'not a bsprof artifact (no "bsprof": {"kind", "version"} key)'
     kind, version = data["bsprof"].get("kind"), data["bsprof"].get("version")
     if not isinstance(kind, str) or kind not in VERSIONS:
         return None, f"unknown artifact kind {kind!r}; this bsprof knows {', '.join(KINDS)}"
     if not isinstance(version, int) or not 1 <= version <= VERSIONS[kind]:
-        return kind, (f"{kind} artifact version {version!r}, this bsprof reads versions 1 to {VERSIONS[kind]}; "
-                      "update bsprof")
+        return kind, (
+            f"{kind} artifact version {version!r}, this bsprof reads versions 1 to {VERSIONS[kind]}; update bsprof"
+        )
     return kind, None
 
 
@@ -274,12 +321,15 @@ def parse_json(data: bytes | str, where: str | os.PathLike) -> Any:
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise BsprofError(f"{where}: not UTF-8 text (byte {exc.start}); bsprof's JSON is UTF-8, "
-                              "re-run the verb that wrote it") from None
+            raise BsprofError(
+                f"{where}: not UTF-8 text (byte {exc.start}); bsprof's JSON is UTF-8, re-run the verb that wrote it"
+            ) from None
     depth = json_depth(data)
     if depth > MAX_JSON_DEPTH:
-        raise BsprofError(f"{where}: JSON nested {depth} levels deep; bsprof's artifacts nest at most "
-                          f"{MAX_JSON_DEPTH}, so this is not one (re-run the verb that wrote it)")
+        raise BsprofError(
+            f"{where}: JSON nested {depth} levels deep; bsprof's artifacts nest at most "
+            f"{MAX_JSON_DEPTH}, so this is not one (re-run the verb that wrote it)"
+        )
     try:
         return json.loads(data)
     except (ValueError, RecursionError):
@@ -292,8 +342,9 @@ def read_json(path: str | os.PathLike) -> Any:
     from bsprof.io import read_input_bytes
 
     path = Path(path)
-    data = read_input_bytes(path, limit=max_json_bytes(), var="BSPROF_MAX_JSON_BYTES",
-                            fix="re-run the verb that writes it")
+    data = read_input_bytes(
+        path, limit=max_json_bytes(), var="BSPROF_MAX_JSON_BYTES", fix="re-run the verb that writes it"
+    )
     return parse_json(data, path)
 
 
@@ -309,14 +360,18 @@ def check_schema(kind: str, data: dict[str, Any], *, required: bool = True) -> s
             continue
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             want = " or ".join(_TYPE_NAMES[t] for t in types)
-            return (f"field {name!r} of {_a(kind)} artifact is {_TYPE_NAMES.get(type(value), type(value).__name__)}, "
-                    f"not {want}; re-run the verb that wrote it")
+            return (
+                f"field {name!r} of {_a(kind)} artifact is {_TYPE_NAMES.get(type(value), type(value).__name__)}, "
+                f"not {want}; re-run the verb that wrote it"
+            )
         if item is not None and isinstance(value, list):
             bad = next((v for v in value if not isinstance(v, item)), None)
             if bad is not None or any(v is None for v in value):
                 got = _TYPE_NAMES.get(type(bad), type(bad).__name__)
-                return (f"field {name!r} of {_a(kind)} artifact holds {got} where each item is "
-                        f"{_TYPE_NAMES[item]}; re-run the verb that wrote it")
+                return (
+                    f"field {name!r} of {_a(kind)} artifact holds {got} where each item is "
+                    f"{_TYPE_NAMES[item]}; re-run the verb that wrote it"
+                )
     return None
 
 
@@ -324,8 +379,15 @@ def _a(kind: str) -> str:
     return f"an {kind}" if kind[:1] in "aeiou" or kind == "ncu" else f"a {kind}"
 
 
-_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
-               bool: "a boolean", type(None): "null"}
+_TYPE_NAMES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def load(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]:
@@ -384,8 +446,11 @@ class Artifact:
             cand = Path(name)
             if not cand.is_absolute():
                 cand = self.dir / cand
-            candidates = [cand] if cand.suffix in (".parquet", ".csv") else [
-                cand.with_name(cand.name + ".parquet"), cand.with_name(cand.name + ".csv")]
+            candidates = (
+                [cand]
+                if cand.suffix in (".parquet", ".csv")
+                else [cand.with_name(cand.name + ".parquet"), cand.with_name(cand.name + ".csv")]
+            )
             for c in candidates:
                 if c.is_file() and c.stat().st_size > 0:
                     return c
@@ -479,8 +544,7 @@ def _identity_of(d: dict, put) -> None:
     if isinstance(d.get("launch"), dict):
         d = {**d["launch"], **{k: v for k, v in d.items() if k != "launch"}}
     meta = d.get("bsprof", {})
-    for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)),
-                         ("device", ("device_name",))):
+    for key, aliases in (("family", ()), ("variant", ()), ("kernel", ("kernel_name",)), ("device", ("device_name",))):
         for name in (key, *aliases):
             val = meta.get(name, d.get(name))
             if isinstance(val, dict):  # e.g. "device": {"name": ..., "capability": ...}

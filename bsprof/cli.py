@@ -51,13 +51,15 @@ def undeprecate(verb: str, args: list[str]) -> list[str]:
     out: list[str] = []
     noted: set[str] = set()
     for i, arg in enumerate(args):
-        if arg == "--":              # what follows is arguments, not options
+        if arg == "--":  # what follows is arguments, not options
             return out + args[i:]
         name, eq, value = arg.partition("=")
         if name in renames:
             if name not in noted:
-                click.echo(f"note: `bsprof {verb} {name}` is deprecated and goes in the next release; "
-                           f"use {renames[name]}", err=True)
+                click.echo(
+                    f"note: `bsprof {verb} {name}` is deprecated and goes in the next release; use {renames[name]}",
+                    err=True,
+                )
                 noted.add(name)
             arg = renames[name] + eq + value
         out.append(arg)
@@ -160,7 +162,10 @@ def _main(argv: list[str] | None) -> None:
     except MemoryError:
         # the last resort: inputs are capped where they are read (bsprof.io), but a machine with less
         # memory than an input's analysis needs still deserves one line
-        click.echo("error: out of memory; free memory or run on a larger machine, or lower BSPROF_MAX_INPUT_BYTES "
-                   "so an input this large is refused before it is read", err=True)
+        click.echo(
+            "error: out of memory; free memory or run on a larger machine, or lower BSPROF_MAX_INPUT_BYTES "
+            "so an input this large is refused before it is read",
+            err=True,
+        )
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)

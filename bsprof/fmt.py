@@ -17,7 +17,7 @@ def lit(x: Any, width: int = 400) -> str:
     from rich.markup import escape
 
     text = str(x)
-    return escape(text if len(text) <= width else text[:width - 1] + "…")
+    return escape(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def num(x: Any) -> float | None:

@@ -90,10 +90,18 @@ def _kind(dest: Path) -> tuple[str, Path]:
         return "file", Path(os.path.realpath(dest)) if os.path.islink(dest) else dest
     if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
         return "stream", dest
-    what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-            else "a block device" if stat.S_ISBLK(st.st_mode) else "not a regular file")
-    raise BsprofError(f"{dest} is {what}; give a file path (bsprof writes regular files, character "
-                      "devices and FIFOs only)")
+    what = (
+        "a directory"
+        if stat.S_ISDIR(st.st_mode)
+        else "a socket"
+        if stat.S_ISSOCK(st.st_mode)
+        else "a block device"
+        if stat.S_ISBLK(st.st_mode)
+        else "not a regular file"
+    )
+    raise BsprofError(
+        f"{dest} is {what}; give a file path (bsprof writes regular files, character devices and FIFOs only)"
+    )
 
 
 def _missing_dir_problem(path: Path, *, parents: bool = False) -> str | None:
@@ -109,8 +117,10 @@ def _missing_dir_problem(path: Path, *, parents: bool = False) -> str | None:
     elif anc.is_symlink() and not anc.exists():
         return f"{anc} is a dangling link; fix it or give another output path"
     if not anc.exists():
-        return (f"cannot make {path}: {anc} does not exist (bsprof makes only the last directory of a "
-                "path); make it first or give another output path")
+        return (
+            f"cannot make {path}: {anc} does not exist (bsprof makes only the last directory of a "
+            "path); make it first or give another output path"
+        )
     if not anc.is_dir():
         return f"cannot make {path}: {anc} is not a directory; give another output path"
     if not os.access(anc, os.W_OK | os.X_OK):
@@ -251,8 +261,10 @@ def _land_page(tmp: Path, target: Path, dest: Path) -> None:
         except FileNotFoundError:
             continue  # gone again: try the no-replace rename once more
         if not stat.S_ISREG(st.st_mode):
-            raise BsprofError(f"{dest} was replaced by something that is not a regular file while bsprof wrote "
-                              "it; left as it is, give another output path")
+            raise BsprofError(
+                f"{dest} was replaced by something that is not a regular file while bsprof wrote "
+                "it; left as it is, give another output path"
+            )
         try:
             exchanged = _renameat2(tmp, target, _RENAME_EXCHANGE)
         except FileNotFoundError:
@@ -263,8 +275,10 @@ def _land_page(tmp: Path, target: Path, dest: Path) -> None:
                 return
             if _renameat2(tmp, target, _RENAME_EXCHANGE):
                 raise _not_bsprofs(dest, target)
-            raise _Kept(f"{dest} was created while bsprof wrote it, and could not be swapped back: "
-                        f"your file is at {tmp}; move it back")
+            raise _Kept(
+                f"{dest} was created while bsprof wrote it, and could not be swapped back: "
+                f"your file is at {tmp}; move it back"
+            )
         # no exchange here: judge the file by its identity and content, then replace only that file
         before = _identity(target)
         if not _is_own(target):
@@ -383,7 +397,7 @@ def _is_bsprof_page(head: str) -> bool:
         end = text.find("-->", 4)
         if end < 0:
             return False
-        text = text[end + 3:].lstrip(" \t\r\n\f")
+        text = text[end + 3 :].lstrip(" \t\r\n\f")
     if not re.match(r"<!doctype\s+html[\s>]|<html[\s>]|<head[\s>]", text, re.I):
         return False
 
@@ -558,8 +572,10 @@ def env_limit(name: str, default: int) -> int:
     if not raw:
         return default
     if not raw.isdigit() or int(raw) <= 0:
-        raise BsprofError(f"{name}={os.environ[name]!r} is not a positive whole number; set it to a count "
-                          f"such as {default} or unset it")
+        raise BsprofError(
+            f"{name}={os.environ[name]!r} is not a positive whole number; set it to a count "
+            f"such as {default} or unset it"
+        )
     return int(raw)
 
 
@@ -577,20 +593,34 @@ def human_bytes(n: int) -> str:
 
 def too_large(path: str | os.PathLike, size: int | str, cap: int, var: str = "BSPROF_MAX_INPUT_BYTES") -> BsprofError:
     shown = human_bytes(size) if isinstance(size, int) else size
-    return BsprofError(f"{path}: {shown} is over bsprof's input limit of {human_bytes(cap)}; if the input is real, "
-                       f"raise the limit (export {var}={cap * 4})")
+    return BsprofError(
+        f"{path}: {shown} is over bsprof's input limit of {human_bytes(cap)}; if the input is real, "
+        f"raise the limit (export {var}={cap * 4})"
+    )
 
 
 def _not_regular(path: Path, mode: int) -> str:
     if stat.S_ISDIR(mode):
         return f"{path}: a directory, not a file; give a file"
-    what = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
-    return f"{path}: {what}, not a regular file; bsprof reads inputs from regular files only (copy it into a file first)"
+    what = (
+        "a named pipe (FIFO)"
+        if stat.S_ISFIFO(mode)
+        else "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a file"
+    )
+    return (
+        f"{path}: {what}, not a regular file; bsprof reads inputs from regular files only (copy it into a file first)"
+    )
 
 
-def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = None,
-               var: str = "BSPROF_MAX_INPUT_BYTES"):
+def open_input(
+    path: str | os.PathLike, *, fix: str = "", limit: int | None = None, var: str = "BSPROF_MAX_INPUT_BYTES"
+):
     """``path`` opened for reading (binary) when it is a readable regular file within the input
     limit (``limit``, default :func:`max_input_bytes`); otherwise one BsprofError naming the real
     problem (no such file, permission denied, a FIFO or device, too large: ``var`` names the
@@ -610,8 +640,10 @@ def open_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = No
             raise BsprofError(f"{path}: a link to {os.readlink(path)}, which does not exist{tail}") from None
         raise BsprofError(f"{path}: no such file{tail}") from None
     except PermissionError:
-        raise BsprofError(f"{path}: cannot read it (permission denied); check its permissions "
-                          f"(chmod u+r) or copy it somewhere readable") from None
+        raise BsprofError(
+            f"{path}: cannot read it (permission denied); check its permissions "
+            f"(chmod u+r) or copy it somewhere readable"
+        ) from None
     except OSError as exc:
         raise BsprofError(f"{path}: cannot open it ({_cause(exc)}){tail}") from None
     try:
@@ -634,8 +666,9 @@ def check_input(path: str | os.PathLike, *, fix: str = "", limit: int | None = N
         return os.fstat(fh.fileno()).st_size
 
 
-def read_input_bytes(path: str | os.PathLike, *, fix: str = "", limit: int | None = None,
-                     var: str = "BSPROF_MAX_INPUT_BYTES") -> bytes:
+def read_input_bytes(
+    path: str | os.PathLike, *, fix: str = "", limit: int | None = None, var: str = "BSPROF_MAX_INPUT_BYTES"
+) -> bytes:
     """The whole content of an input file, by :func:`open_input` (a file that grows past the limit
     while read is refused too)."""
     cap = max_input_bytes() if limit is None else limit
@@ -670,14 +703,18 @@ def cache_dir(*parts: str) -> Path:
     root = os.environ.get("BSPROF_CACHE")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME")
-        root = os.path.join(xdg, "bsprof") if xdg and os.path.isabs(xdg) else \
-            os.path.join(os.path.expanduser("~"), ".cache", "bsprof")
+        root = (
+            os.path.join(xdg, "bsprof")
+            if xdg and os.path.isabs(xdg)
+            else os.path.join(os.path.expanduser("~"), ".cache", "bsprof")
+        )
     path = Path(root, *parts)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BsprofError(f"cannot make bsprof's cache directory {path} ({_cause(exc)}); "
-                          "set BSPROF_CACHE to a writable directory") from None
+        raise BsprofError(
+            f"cannot make bsprof's cache directory {path} ({_cause(exc)}); set BSPROF_CACHE to a writable directory"
+        ) from None
     return path
 
 
@@ -734,17 +771,23 @@ def _unxz(src, dst, path: Path, packed: int) -> None:
             if dec.needs_input and not pending:
                 pending = src.read(1 << 20)
                 if not pending:
-                    raise BsprofError(f"{path}: an xz file that does not decompress (it ends early: a truncated "
-                                      "download?); re-download or re-compress it")
+                    raise BsprofError(
+                        f"{path}: an xz file that does not decompress (it ends early: a truncated "
+                        "download?); re-download or re-compress it"
+                    )
             chunk = dec.decompress(pending, max_length=1 << 22)
             pending = b""
             total += len(chunk)
             if total > cap:
                 if cap == cap_total:
                     raise too_large(path, f"unpacks to more than {human_bytes(cap)}, which", cap)
-                raise BsprofError(f"{path}: unpacks to more than {ratio}x its size ({human_bytes(packed)} -> over "
-                                  f"{human_bytes(cap)}): a compression bomb, or a file that is no bsprof input; if it "
-                                  f"is real, raise the limit (export BSPROF_MAX_XZ_RATIO={ratio * 10})")
+                raise BsprofError(
+                    f"{path}: unpacks to more than {ratio}x its size ({human_bytes(packed)} -> over "
+                    f"{human_bytes(cap)}): a compression bomb, or a file that is no bsprof input; if it "
+                    f"is real, raise the limit (export BSPROF_MAX_XZ_RATIO={ratio * 10})"
+                )
             dst.write(chunk)
     except lzma.LZMAError as exc:
-        raise BsprofError(f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it") from None
+        raise BsprofError(
+            f"{path}: an xz file that does not decompress ({exc}); re-download or re-compress it"
+        ) from None

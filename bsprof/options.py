@@ -38,8 +38,13 @@ class FiniteFloat(click.ParamType):
         if v is None:
             self.fail(f"{value!r} is not a finite number", param, ctx)
         if (self.min is not None and v < self.min) or (self.max is not None and v > self.max):
-            rng = (f"between {self.min:g} and {self.max:g}" if self.min is not None and self.max is not None
-                   else f">= {self.min:g}" if self.min is not None else f"<= {self.max:g}")
+            rng = (
+                f"between {self.min:g} and {self.max:g}"
+                if self.min is not None and self.max is not None
+                else f">= {self.min:g}"
+                if self.min is not None
+                else f"<= {self.max:g}"
+            )
             self.fail(f"{value!r} is out of range: it must be {rng}", param, ctx)
         return v
 
@@ -62,8 +67,12 @@ class Delta(click.ParamType):
     def convert(self, value, param, ctx) -> str:
         text = str(value)
         if not _delta_ok(text):
-            self.fail(f"{text!r} is not a delta; give cycles (e.g. -300) or percent (e.g. -5%), "
-                      f"finite and within ±{MAX_DELTA_CYCLES:g} cycles / ±{MAX_DELTA_PERCENT:g}%", param, ctx)
+            self.fail(
+                f"{text!r} is not a delta; give cycles (e.g. -300) or percent (e.g. -5%), "
+                f"finite and within ±{MAX_DELTA_CYCLES:g} cycles / ±{MAX_DELTA_PERCENT:g}%",
+                param,
+                ctx,
+            )
         return text
 
 
@@ -79,9 +88,13 @@ class SweepSpec(click.ParamType):
             bits = rng.split(":")
             bad = [b for b in bits if not _delta_ok(b)]
             if bad:
-                self.fail(f"{part.strip()!r}: {bad[0].strip()!r} is not a finite number within "
-                      f"±{MAX_DELTA_CYCLES:g} (cycles) / ±{MAX_DELTA_PERCENT:g}%; give KNOB=START:STOP:STEP, "
-                      "e.g. kloop=-600:0:50", param, ctx)
+                self.fail(
+                    f"{part.strip()!r}: {bad[0].strip()!r} is not a finite number within "
+                    f"±{MAX_DELTA_CYCLES:g} (cycles) / ±{MAX_DELTA_PERCENT:g}%; give KNOB=START:STOP:STEP, "
+                    "e.g. kloop=-600:0:50",
+                    param,
+                    ctx,
+                )
         return text
 
 

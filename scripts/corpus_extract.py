@@ -21,10 +21,20 @@ import sys
 from pathlib import Path
 
 # report stem -> how it was collected (benchmarks/corpus_device.sh)
-COLLECTION = {"other": "--set full", "gemm": "--set full", "l2": "--set full --cache-control none",
-              "basic": "--set basic", "blind_mixed": "--set full", "blind_mixed_cute": "--set full",
-              "blind_precisions": "--set full", "blind_gemm_flags": "--set full", "blind_decode_moe_scan": "--set full",
-              "blind_fft_adamw_pipes": "--set full", "blind_h200": "--set full", "blind_h200_second": "--set full"}
+COLLECTION = {
+    "other": "--set full",
+    "gemm": "--set full",
+    "l2": "--set full --cache-control none",
+    "basic": "--set basic",
+    "blind_mixed": "--set full",
+    "blind_mixed_cute": "--set full",
+    "blind_precisions": "--set full",
+    "blind_gemm_flags": "--set full",
+    "blind_decode_moe_scan": "--set full",
+    "blind_fft_adamw_pipes": "--set full",
+    "blind_h200": "--set full",
+    "blind_h200_second": "--set full",
+}
 
 
 def _clean(v):
@@ -70,9 +80,18 @@ def main(argv=None) -> int:
             name = op + (f"__{k}" if k else "") + ("__basic" if stem == "basic" else "")
             cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
             cols["notes"] = row["notes"]
-            entry = {"name": name, "op": op, "collection": how, "report": rep.name, "launch_in_report": i,
-                     "device": meta.get("device"), "torch": meta.get("torch"),
-                     "launched": meta["ops"].get(op, {}), "columns": cols, "rules": ex.rules[i]}
+            entry = {
+                "name": name,
+                "op": op,
+                "collection": how,
+                "report": rep.name,
+                "launch_in_report": i,
+                "device": meta.get("device"),
+                "torch": meta.get("torch"),
+                "launched": meta["ops"].get(op, {}),
+                "columns": cols,
+                "rules": ex.rules[i],
+            }
             entries[name] = entry
     dest.write_bytes(lzma.compress(json.dumps(entries, indent=0, sort_keys=True).encode(), preset=9))
     print(f"wrote {len(entries)} launches to {dest}")
@@ -80,8 +99,10 @@ def main(argv=None) -> int:
 
 
 # what a probe launch's NVTX name says it ran
-PROBE_SOURCES = (("dg_", "DeepGEMM fp8_gemm_nt (1x128 / 128x128 scales)"),
-                 ("", "bsprof bundled fp8-blockwise optimized"))
+PROBE_SOURCES = (
+    ("dg_", "DeepGEMM fp8_gemm_nt (1x128 / 128x128 scales)"),
+    ("", "bsprof bundled fp8-blockwise optimized"),
+)
 
 
 def named_launches(report: Path, prefix: str, how: str) -> dict[str, dict]:
@@ -97,9 +118,17 @@ def named_launches(report: Path, prefix: str, how: str) -> dict[str, dict]:
         name = f"{prefix}_{op}" if prefix else op
         cols = {c: _clean(v) for c, v in row.items() if _clean(v) is not None and c != "notes"}
         cols["notes"] = row["notes"]
-        found[name] = {"name": name, "op": op, "collection": how, "report": report.name, "launch_in_report": i,
-                       "device": row.get("device"), "launched": {"source": source}, "columns": cols,
-                       "rules": ex.rules[i]}
+        found[name] = {
+            "name": name,
+            "op": op,
+            "collection": how,
+            "report": report.name,
+            "launch_in_report": i,
+            "device": row.get("device"),
+            "launched": {"source": source},
+            "columns": cols,
+            "rules": ex.rules[i],
+        }
     return found
 
 

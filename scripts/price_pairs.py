@@ -36,17 +36,22 @@ LOG2E = 1.4426950408889634
 
 # --- builders both sets share, at each set's sizes: size -> setup() -> callable --------------------
 
+
 def sgemm(m: int, n: int, k: int, tf32: bool):
     """cuBLAS fp32 (m x k) @ (n x k)^T, TF32 allowed or not (set at each call: the other ops leave it)."""
+
     def setup():
         import torch
+
         a, b = w.tensor(m, k), w.tensor(n, k)
         out = torch.empty(m, n, device="cuda")
 
         def go():
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.matmul(a, b.t(), out=out)
+
         return go
+
     return setup
 
 
@@ -54,8 +59,10 @@ def gemm_bf16_misaligned(m: int, n: int, k: int, kind: str, padded: tuple[int, i
     """A bf16 (m x k) @ (n x k)^T whose rows are not 16-byte aligned: ``cublas`` as it is, ``padded``
     (cuBLAS on copies zero-padded to the ``padded`` m, n, k: 16-byte rows) or ``triton`` (the masked
     tl.dot GEMM)."""
+
     def setup():
         import torch
+
         bf16 = torch.bfloat16
         a, b = w.tensor(m, k, dtype=bf16), w.tensor(n, k, dtype=bf16)
         if kind == "padded":
@@ -68,52 +75,80 @@ def gemm_bf16_misaligned(m: int, n: int, k: int, kind: str, padded: tuple[int, i
         c = torch.empty(m, n, device="cuda", dtype=bf16)
         if kind == "triton":
             kernel, grid = w._kernels().mm_masked, (w.cdiv(m, 128), w.cdiv(n, 128))
-            return lambda: kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                        c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+            return lambda: kernel[grid](
+                a,
+                b,
+                c,
+                m,
+                n,
+                k,
+                a.stride(0),
+                a.stride(1),
+                b.stride(0),
+                b.stride(1),
+                c.stride(0),
+                c.stride(1),
+                BM=128,
+                BN=128,
+                BK=64,
+                num_warps=8,
+                num_stages=3,
+            )
         return lambda: torch.matmul(a, b.t(), out=c)
+
     return setup
 
 
 def tiny_binary(count: int, n: int, op: str, foreach: bool):
     """``count`` fp32 ``op``s (add, mul) of n elements: one launch each, or one ``torch._foreach_<op>``."""
+
     def setup():
         import torch
+
         xs, ys = [w.tensor(n) for _ in range(count)], [w.tensor(n) for _ in range(count)]
         if foreach:
             fused = getattr(torch, f"_foreach_{op}")
             return lambda: fused(xs, ys)
         each = getattr(torch, op)
         return lambda: [each(x, y) for x, y in zip(xs, ys)]
+
     return setup
 
 
 def exp2_sum(terms: int, c: float):
     """x -> exp_sum(terms, c)(x) by exp2: exp(x c) = 2^(x c log2 e), the scale folded into the one
     multiply before each exp2."""
+
     def exp2_sum(x):
         import torch
+
         y = x * (c * LOG2E)
         acc = torch.exp2(y)
         for i in range(1, terms):
             acc = acc + torch.exp2(y * float(i + 1))
         return acc
+
     return exp2_sum
 
 
 def reuse_sum(terms: int, c: float):
     """x -> exp_sum(terms, c)(x) with one exp: exp(x c (i+1)) = exp(x c)^(i+1), a running product."""
+
     def reuse_sum(x):
         import torch
+
         t = torch.exp(x * c)
         p, acc = t, t
         for _ in range(1, terms):
             p = p * t
             acc = acc + p
         return acc
+
     return reuse_sum
 
 
 # --- the ops: key -> (setup() -> callable, what it is) ------------------------------------------------
+
 
 def ops() -> dict:
     import torch
@@ -129,32 +164,52 @@ def ops() -> dict:
     return {
         "before": {
             "transpose_torch_fp32_8192": (w.transpose(8192), "torch x.t().contiguous() fp32 8192x8192"),
-            "gather_random_fp32_16M": (w.gather(1 << 24, False), "torch x[idx], 16M random int64 indices into 16M fp32"),
-            "index_add_fp32_16M_into_16": (w.accumulate(1 << 24, 16, "index_add"),
-                                           "torch index_add_ 16M fp32 into 16 destinations"),
+            "gather_random_fp32_16M": (
+                w.gather(1 << 24, False),
+                "torch x[idx], 16M random int64 indices into 16M fp32",
+            ),
+            "index_add_fp32_16M_into_16": (
+                w.accumulate(1 << 24, 16, "index_add"),
+                "torch index_add_ 16M fp32 into 16 destinations",
+            ),
             "sgemm_fp32_4096": (sgemm(4096, 4096, 4096, False), "cuBLAS fp32 GEMM 4096^3, TF32 off"),
-            "gemm_bf16_misaligned_4095x4097x4099": (gemm_bf16_misaligned(4095, 4097, 4099, "cublas"),
-                                                    "cuBLAS bf16 GEMM, rows not 16-byte aligned"),
+            "gemm_bf16_misaligned_4095x4097x4099": (
+                gemm_bf16_misaligned(4095, 4097, 4099, "cublas"),
+                "cuBLAS bf16 GEMM, rows not 16-byte aligned",
+            ),
             "chain_eager_fp32_16M": (chain_eager, "torch eager sigmoid(relu(x*1.5+0.5)*x): 5 launches"),
             "tiny_adds_8x4096": (tiny_binary(8, 4096, "add", False), "8 torch.add launches of 4096 fp32 each"),
             "one_cta_sum_fp32_4M": (w.vector_sum(1 << 22, True), "Triton sum of 4M fp32 in one CTA"),
             "exp32_sum_fp32_16M": (w.compiled(w.exp_sum(32, 0.01), vec), "torch.compile sum of 32 exp(x c_i), fp32"),
-            "rowsum_1warp_264x65536": (w.row_sum(264, 65536, 128, 1), "Triton row sum, one warp per 65536-wide fp32 row"),
-            "colsum_strided_8192x4096": (w.col_sum(8192, 4096, False),
-                                         "Triton column sum, one column per program (strided)"),
-            "softmax_spill_4096x8192": (w.softmax_logsoftmax(4096, 8192, 1),
-                                        "Triton softmax + log-softmax, one warp per 8192-wide row"),
+            "rowsum_1warp_264x65536": (
+                w.row_sum(264, 65536, 128, 1),
+                "Triton row sum, one warp per 65536-wide fp32 row",
+            ),
+            "colsum_strided_8192x4096": (
+                w.col_sum(8192, 4096, False),
+                "Triton column sum, one column per program (strided)",
+            ),
+            "softmax_spill_4096x8192": (
+                w.softmax_logsoftmax(4096, 8192, 1),
+                "Triton softmax + log-softmax, one warp per 8192-wide row",
+            ),
         },
         "after": {
             "transpose_tiled": (w.transpose(8192, tiled=True), "Triton 64x64 tiled transpose (coalesced both sides)"),
             "gather_sorted": (w.gather(1 << 24, True), "torch x[idx] with the indices sorted"),
-            "index_add_privatized": (w.accumulate(1 << 24, 16, "privatized", block=256, chunks=16),
-                                     "Triton: per-CTA sums, one atomic per destination per CTA"),
+            "index_add_privatized": (
+                w.accumulate(1 << 24, 16, "privatized", block=256, chunks=16),
+                "Triton: per-CTA sums, one atomic per destination per CTA",
+            ),
             "sgemm_tf32": (sgemm(4096, 4096, 4096, True), "cuBLAS fp32 GEMM 4096^3 with TF32 (allow_tf32)"),
-            "gemm_bf16_padded": (gemm_bf16_misaligned(4095, 4097, 4099, "padded", (4096, 4104, 4104)),
-                                 "cuBLAS bf16 GEMM on operands zero-padded to 16-byte rows"),
-            "gemm_bf16_triton_wgmma": (gemm_bf16_misaligned(4095, 4097, 4099, "triton"),
-                                       "Triton tl.dot (wgmma) GEMM on the misaligned operands"),
+            "gemm_bf16_padded": (
+                gemm_bf16_misaligned(4095, 4097, 4099, "padded", (4096, 4104, 4104)),
+                "cuBLAS bf16 GEMM on operands zero-padded to 16-byte rows",
+            ),
+            "gemm_bf16_triton_wgmma": (
+                gemm_bf16_misaligned(4095, 4097, 4099, "triton"),
+                "Triton tl.dot (wgmma) GEMM on the misaligned operands",
+            ),
             "chain_compiled": (w.compiled(chain, vec), "torch.compile of the same chain: one launch"),
             "foreach_add": (tiny_binary(8, 4096, "add", True), "torch._foreach_add: the 8 adds in one launch"),
             "torch_sum": (w.vector_sum(1 << 22, False), "torch.sum of the 4M floats (many CTAs)"),
@@ -162,7 +217,10 @@ def ops() -> dict:
             "reuse_sum": (w.compiled(reuse_sum(32, 0.01), vec), "torch.compile: one exp, powers by multiplication"),
             "rowsum_8warps": (w.row_sum(264, 65536, 1024, 8), "the row sum with 8 warps per row (same work per warp)"),
             "rowsum_unrolled": (w.row_sum(264, 65536, 1024, 1), "the row sum with one warp loading 8x more per step"),
-            "colsum_tiled": (w.col_sum(8192, 4096, True), "Triton column sum, 8 adjacent columns per program (coalesced)"),
+            "colsum_tiled": (
+                w.col_sum(8192, 4096, True),
+                "Triton column sum, 8 adjacent columns per program (coalesced)",
+            ),
             "softmax_8warps": (w.softmax_logsoftmax(4096, 8192, 8), "the softmax with 8 warps per row (no spills)"),
         },
     }
@@ -200,6 +258,7 @@ def ops_other_shapes() -> dict:
             if sorted_idx:
                 idx = torch.sort(idx).values
             return lambda: x[:, idx]
+
         return setup
 
     def gemm_fp16_k(padded: bool):
@@ -207,9 +266,13 @@ def ops_other_shapes() -> dict:
             kk = 4104 if padded else 4095
             a = torch.zeros(4096, kk, device="cuda", dtype=torch.float16)
             b = torch.zeros(4096, kk, device="cuda", dtype=torch.float16)
-            a[:, :4095], b[:, :4095] = w.tensor(4096, 4095, dtype=torch.float16), w.tensor(4096, 4095, dtype=torch.float16)
+            a[:, :4095], b[:, :4095] = (
+                w.tensor(4096, 4095, dtype=torch.float16),
+                w.tensor(4096, 4095, dtype=torch.float16),
+            )
             out = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
             return lambda: torch.matmul(a, b.t(), out=out)
+
         return setup
 
     def affine_gelu(x, weight, bias):
@@ -221,6 +284,7 @@ def ops_other_shapes() -> dict:
             weight, bias = w.tensor(1 << 25, dtype=torch.bfloat16), w.tensor(1 << 25, dtype=torch.bfloat16)
             f = torch.compile(affine_gelu, dynamic=False) if compiled else affine_gelu
             return lambda: f(x, weight, bias)
+
         return setup
 
     vec = (1 << 25,)
@@ -228,33 +292,50 @@ def ops_other_shapes() -> dict:
         "before": {
             "transpose_torch_fp16_8192": (w.transpose(8192, torch.float16), "torch x.t().contiguous() fp16 8192x8192"),
             "column_gather_random_fp32_4096": (column_gather(False), "torch x[:, idx], 4096 random columns"),
-            "scatter_add_fp32_16M_into_64": (w.accumulate(1 << 24, 64, "scatter_add"), "torch scatter_add_ 16M fp32 into 64"),
+            "scatter_add_fp32_16M_into_64": (
+                w.accumulate(1 << 24, 64, "scatter_add"),
+                "torch scatter_add_ 16M fp32 into 64",
+            ),
             "sgemm_fp32_2048x2048x8192": (sgemm(2048, 2048, 8192, False), "cuBLAS fp32 GEMM 2048x2048x8192, TF32 off"),
             "gemm_fp16_k4095": (gemm_fp16_k(False), "cuBLAS fp16 GEMM 4096x4096x4095 (rows of 4095)"),
-            "gemm_bf16_misaligned_2047x2049x8191": (gemm_bf16_misaligned(2047, 2049, 8191, "cublas"),
-                                                    "cuBLAS bf16 2047x2049x8191"),
+            "gemm_bf16_misaligned_2047x2049x8191": (
+                gemm_bf16_misaligned(2047, 2049, 8191, "cublas"),
+                "cuBLAS bf16 2047x2049x8191",
+            ),
             "affine_gelu_eager_bf16_32M": (chain3(False), "torch eager gelu(x*w+b) bf16: 3 launches"),
             "tiny_muls_16x2048": (tiny_binary(16, 2048, "mul", False), "16 torch.mul launches of 2048 fp32"),
-            "one_cta_sum_fp32_8M": (w.vector_sum(1 << 23, True, block=2048, warps=8),
-                                    "Triton sum of 8M fp32 in one CTA of 8 warps"),
+            "one_cta_sum_fp32_8M": (
+                w.vector_sum(1 << 23, True, block=2048, warps=8),
+                "Triton sum of 8M fp32 in one CTA of 8 warps",
+            ),
             "exp16_sum_fp32_32M": (w.compiled(w.exp_sum(16, 0.02), vec), "torch.compile sum of 16 exp(x c_i), fp32"),
             "rowsum_1warp_528x32768": (w.row_sum(528, 32768, 128, 1), "Triton row sum, one warp per 32768-wide row"),
-            "colsum_strided_16384x2048": (w.col_sum(16384, 2048, False, rows_per_step=512),
-                                          "Triton column sum, one column per program"),
-            "softmax_spill_2048x16384": (w.softmax_logsoftmax(2048, 16384, 1),
-                                         "Triton softmax + log-softmax, one warp per 16384-wide row"),
+            "colsum_strided_16384x2048": (
+                w.col_sum(16384, 2048, False, rows_per_step=512),
+                "Triton column sum, one column per program",
+            ),
+            "softmax_spill_2048x16384": (
+                w.softmax_logsoftmax(2048, 16384, 1),
+                "Triton softmax + log-softmax, one warp per 16384-wide row",
+            ),
         },
         "after": {
             "transpose_tiled_fp16": (w.transpose(8192, torch.float16, tiled=True), "Triton 64x64 tiled transpose fp16"),
             "column_gather_sorted": (column_gather(True), "torch x[:, idx] with the columns sorted"),
-            "scatter_add_privatized_64": (w.accumulate(1 << 24, 64, "privatized", block=128, chunks=32),
-                                          "Triton per-CTA sums, one atomic per destination per CTA"),
+            "scatter_add_privatized_64": (
+                w.accumulate(1 << 24, 64, "privatized", block=128, chunks=32),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
             "sgemm_tf32_2048x2048x8192": (sgemm(2048, 2048, 8192, True), "cuBLAS TF32"),
             "gemm_fp16_k_padded": (gemm_fp16_k(True), "cuBLAS fp16 with K zero-padded to 4104"),
-            "gemm_bf16_small_padded": (gemm_bf16_misaligned(2047, 2049, 8191, "padded", (2048, 2056, 8200)),
-                                       "cuBLAS bf16 on operands padded to 16-byte rows"),
-            "gemm_bf16_small_triton": (gemm_bf16_misaligned(2047, 2049, 8191, "triton"),
-                                       "Triton tl.dot (wgmma) on the misaligned operands"),
+            "gemm_bf16_small_padded": (
+                gemm_bf16_misaligned(2047, 2049, 8191, "padded", (2048, 2056, 8200)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_small_triton": (
+                gemm_bf16_misaligned(2047, 2049, 8191, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
             "affine_gelu_compiled": (chain3(True), "torch.compile of gelu(x*w+b): one launch"),
             "foreach_mul": (tiny_binary(16, 2048, "mul", True), "torch._foreach_mul: one launch"),
             "torch_sum_8M": (w.vector_sum(1 << 23, False), "torch.sum of the 8M floats"),
@@ -291,6 +372,7 @@ SETS = {"corpus_shapes": (lambda: ops(), PAIRS), "other_shapes": (ops_other_shap
 
 def _setup_all(side_ops: dict) -> tuple[dict, dict]:
     import torch
+
     fns, errors = {}, {}
     for name, (setup, _) in side_ops.items():
         try:
@@ -307,14 +389,21 @@ def _setup_all(side_ops: dict) -> tuple[dict, dict]:
 
 def profile(side: str, meta_path: str, set_name: str = "corpus_shapes") -> int:
     import torch
+
     table = SETS[set_name][0]()[side]
     fns, errors = _setup_all(table)
     for name, fn in fns.items():
         w.in_ranges(fn, "pair", f"pair_{side}_{name}")
         print(f"pairs: profiled {side} {name}", flush=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "side": side,
-            "ops": {n: {"source": d, "ok": n in fns, **({"error": errors[n]} if n in errors else {})}
-                    for n, (_, d) in table.items()}}
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "side": side,
+        "ops": {
+            n: {"source": d, "ok": n in fns, **({"error": errors[n]} if n in errors else {})}
+            for n, (_, d) in table.items()
+        },
+    }
     with open(meta_path, "w") as f:
         json.dump(meta, f, indent=1)
     return 0
@@ -327,6 +416,7 @@ def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "corpus_shap
     a written flush leaves ~50 MB of dirty lines in L2 that the timed call then writes back (the shipped
     timings were taken so: 5-15 us added to each call, tests/data/price/ and docs/verdict.md)."""
     import torch
+
     table = SETS[set_name][0]()
     pair_table = SETS[set_name][1]
     names = [("before", n) for n in table["before"]] + [("after", n) for n in table["after"]]
@@ -340,7 +430,7 @@ def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "corpus_shap
     t0 = time.time()
     for r in range(runs):
         order = [k for k in names if k in fns]
-        order = order[r % len(order):] + order[:r % len(order)]
+        order = order[r % len(order) :] + order[: r % len(order)]
         for key in order:
             fn = fns[key]
             evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
@@ -351,17 +441,29 @@ def time_pairs(out_path: str, runs: int, reps: int, set_name: str = "corpus_shap
                 b.record()
             torch.cuda.synchronize()
             samples[key] += [a.elapsed_time(b) * 1e3 for a, b in evs]
-    times = {f"{s}/{n}": {"median_us": statistics.median(v), "min_us": min(v), "n": len(v),
-                          "iqr_us": (statistics.quantiles(v, n=4)[2] - statistics.quantiles(v, n=4)[0])
-                          if len(v) >= 4 else math.nan}
-             for (s, n), v in samples.items()}
+    times = {
+        f"{s}/{n}": {
+            "median_us": statistics.median(v),
+            "min_us": min(v),
+            "n": len(v),
+            "iqr_us": (statistics.quantiles(v, n=4)[2] - statistics.quantiles(v, n=4)[0]) if len(v) >= 4 else math.nan,
+        }
+        for (s, n), v in samples.items()
+    }
     pairs = {}
     for pair, (b, a) in pair_table.items():
         tb, ta = times.get(f"before/{b}"), times.get(f"after/{a}")
-        pairs[pair] = {"before": b, "after": a,
-                       "speedup": tb["median_us"] / ta["median_us"] if tb and ta else None}
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs, "reps": reps,
-           "wall_s": time.time() - t0, "times": times, "pairs": pairs, "errors": errors}
+        pairs[pair] = {"before": b, "after": a, "speedup": tb["median_us"] / ta["median_us"] if tb and ta else None}
+    out = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "runs": runs,
+        "reps": reps,
+        "wall_s": time.time() - t0,
+        "times": times,
+        "pairs": pairs,
+        "errors": errors,
+    }
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
     # nothing measured is printed: the projections are committed before the numbers are read
@@ -379,9 +481,14 @@ def main(argv=None) -> int:
     pt.add_argument("--out", required=True)
     pt.add_argument("--runs", type=int, default=5)
     pt.add_argument("--reps", type=int, default=10)
-    p.add_argument("--set", dest="set_name", choices=tuple(SETS), default="corpus_shapes",
-                   help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
-                        "other shapes, dtypes and ops")
+    p.add_argument(
+        "--set",
+        dest="set_name",
+        choices=tuple(SETS),
+        default="corpus_shapes",
+        help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
+        "other shapes, dtypes and ops",
+    )
     args = p.parse_args(argv)
     if args.cmd == "profile":
         return profile(args.side, args.meta, args.set_name)

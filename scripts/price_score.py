@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "price"
-sys.path.insert(0, str(ROOT))   # this checkout's bsprof and scripts, whatever is installed
+sys.path.insert(0, str(ROOT))  # this checkout's bsprof and scripts, whatever is installed
 
 
 def launches_of(report: Path) -> dict[str, list[dict]]:
@@ -44,8 +44,13 @@ def _clean(v):
 def main(argv=None) -> int:
     global DATA
     p = argparse.ArgumentParser()
-    p.add_argument("--set", dest="set_name", choices=("corpus_shapes", "other_shapes"), default="corpus_shapes",
-                   help="corpus_shapes: tests/data/price; other_shapes: tests/data/price/other_shapes")
+    p.add_argument(
+        "--set",
+        dest="set_name",
+        choices=("corpus_shapes", "other_shapes"),
+        default="corpus_shapes",
+        help="corpus_shapes: tests/data/price; other_shapes: tests/data/price/other_shapes",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("extract")
     pe.add_argument("src")
@@ -60,17 +65,24 @@ def main(argv=None) -> int:
     pairs = json.loads((DATA / "pairs.json").read_text()) if (DATA / "pairs.json").is_file() else {}
     if args.cmd == "extract":
         src = Path(args.src)
-        data = {side: launches_of(src / f"pairs_{side}.ncu-rep") for side in ("before", "after")
-                if (src / f"pairs_{side}.ncu-rep").is_file()}
+        data = {
+            side: launches_of(src / f"pairs_{side}.ncu-rep")
+            for side in ("before", "after")
+            if (src / f"pairs_{side}.ncu-rep").is_file()
+        }
         (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
         from scripts.price_pairs import SETS
+
         (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in SETS[args.set_name][1].items()}, indent=1))
         print({k: sorted(v) for k, v in data.items()})
         return 0
     need = {"project": "launches.json.xz", "score": "timings.json"}.get(args.cmd)
     if need and not (DATA / need).is_file():
-        print(f"error: {DATA / need} is missing; run `scripts/price_score.py --set {args.set_name} extract DIR` on "
-              "the reports of benchmarks/price_device.sh first (score also needs its timings.json)", file=sys.stderr)
+        print(
+            f"error: {DATA / need} is missing; run `scripts/price_score.py --set {args.set_name} extract DIR` on "
+            "the reports of benchmarks/price_device.sh first (score also needs its timings.json)",
+            file=sys.stderr,
+        )
         return 2
     if args.cmd == "project":
         proj = project_pairs(load_launches("before"), labels, pairs)
@@ -85,7 +97,9 @@ def main(argv=None) -> int:
     # the same pairs with ncu's own durations of the before and after launches as the measurement
     res_ncu = score(proj, duration_ratio(load_launches("before"), load_launches("after"), pairs), labels["two_lines"])
     (DATA / "score.json").write_text(json.dumps({"events": res, "ncu_durations": res_ncu}, indent=1, default=_clean))
-    print_score(res, f"measured: CUDA events, {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median")
+    print_score(
+        res, f"measured: CUDA events, {timings['device']}, {timings['runs']} runs x {timings['reps']} calls, median"
+    )
     print_score(res_ncu, "measured: ncu's gpu__time_duration of the before and after launches (same device call)")
     return 0
 
@@ -96,16 +110,22 @@ def print_score(res: dict, title: str) -> None:
     for r in res["pairs"]:
         rng = f"{r['low']:.2f}-{r['high']:.2f}" if not math.isnan(r["low"]) else "unbounded"
         ncu = f"{r['ncu_speedup']:.2f}" if not math.isnan(r["ncu_speedup"]) else "-"
-        print(f"{r['pair']:22s} {r['measured'] or math.nan:8.2f} {rng:>11s} {'y' if r['inside'] else 'n':>3s} "
-              f"{ncu:>6s}  {r['binds']}")
-    print(f"inside {res['inside']}/{res['n']} ({100 * res['inside_share']:.0f}%), median width "
-          f"{res['median_width']:.2f}, median projected/measured {res['median_ratio']:.2f} (spread x"
-          f"{res['spread']:.2f}); ncu: median {res['ncu_median_ratio']:.2f}, spread x{res['ncu_spread']:.2f} "
-          f"on {res['ncu_n']}; same {res['same_pairs']} pairs: bsprof x{res['spread_same_pairs']:.2f}, "
-          f"ncu x{res['ncu_spread_same_pairs']:.2f}")
+        print(
+            f"{r['pair']:22s} {r['measured'] or math.nan:8.2f} {rng:>11s} {'y' if r['inside'] else 'n':>3s} "
+            f"{ncu:>6s}  {r['binds']}"
+        )
+    print(
+        f"inside {res['inside']}/{res['n']} ({100 * res['inside_share']:.0f}%), median width "
+        f"{res['median_width']:.2f}, median projected/measured {res['median_ratio']:.2f} (spread x"
+        f"{res['spread']:.2f}); ncu: median {res['ncu_median_ratio']:.2f}, spread x{res['ncu_spread']:.2f} "
+        f"on {res['ncu_n']}; same {res['same_pairs']} pairs: bsprof x{res['spread_same_pairs']:.2f}, "
+        f"ncu x{res['ncu_spread_same_pairs']:.2f}"
+    )
     for before, o in res["order"].items():
-        print(f"order {before}: projected {o['projected_mid']} measured {o['measured']} -> "
-              f"{'match' if o['match'] else 'no match'}")
+        print(
+            f"order {before}: projected {o['projected_mid']} measured {o['measured']} -> "
+            f"{'match' if o['match'] else 'no match'}"
+        )
 
 
 if __name__ == "__main__":

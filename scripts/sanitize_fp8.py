@@ -38,14 +38,16 @@ def _sanitizer() -> str:
 def _program(variants: list[str], mnkl: tuple[int, ...]) -> str:
     # one more timed launch per variant: an instrumented kernel runs orders of magnitude slower,
     # which shows the kernel-name filter really selected it (a filter matching nothing is "clean")
-    return ("import time, torch\n"
-            "from bsprof.kernels.fp8_blockwise import prepare\n"
-            f"for v in {variants!r}:\n"
-            f"    p = prepare(v, {mnkl!r}, seed=1)\n"
-            "    err = p.check()\n"
-            "    torch.cuda.synchronize(); t = time.perf_counter(); p.launch(); torch.cuda.synchronize()\n"
-            "    print(f'{v}: max rel error {err:.2e}, one launch {1e3 * (time.perf_counter() - t):.2f} ms', flush=True)\n"
-            "    assert err < 1e-2\n")
+    return (
+        "import time, torch\n"
+        "from bsprof.kernels.fp8_blockwise import prepare\n"
+        f"for v in {variants!r}:\n"
+        f"    p = prepare(v, {mnkl!r}, seed=1)\n"
+        "    err = p.check()\n"
+        "    torch.cuda.synchronize(); t = time.perf_counter(); p.launch(); torch.cuda.synchronize()\n"
+        "    print(f'{v}: max rel error {err:.2e}, one launch {1e3 * (time.perf_counter() - t):.2f} ms', flush=True)\n"
+        "    assert err < 1e-2\n"
+    )
 
 
 def main() -> int:
@@ -54,8 +56,11 @@ def main() -> int:
     ap.add_argument("--variants", default="baseline,optimized")
     ap.add_argument("--timeout", type=float, default=420.0, help="seconds per tool")
     ap.add_argument("--log-dir", default="sanitize-logs")
-    ap.add_argument("--kernel-filter", default="kns=Fp8BlockwiseGemm",
-                    help="compute-sanitizer --kernel-name value (a non-matching one gives the uninstrumented timing)")
+    ap.add_argument(
+        "--kernel-filter",
+        default="kns=Fp8BlockwiseGemm",
+        help="compute-sanitizer --kernel-name value (a non-matching one gives the uninstrumented timing)",
+    )
     ap.add_argument("--tools", default=",".join(TOOLS))
     args = ap.parse_args()
     mnkl = tuple(int(x) for x in args.mnkl.split(","))
@@ -67,8 +72,20 @@ def main() -> int:
     procs = {}
     t0 = time.time()
     for tool in args.tools.split(","):
-        cmd = [exe, "--tool", tool, "--error-exitcode", "3", "--report-api-errors", "no",
-               "--kernel-name", args.kernel_filter, sys.executable, "-c", code]
+        cmd = [
+            exe,
+            "--tool",
+            tool,
+            "--error-exitcode",
+            "3",
+            "--report-api-errors",
+            "no",
+            "--kernel-name",
+            args.kernel_filter,
+            sys.executable,
+            "-c",
+            code,
+        ]
         fh = open(logs / f"{tool}.log", "w")
         procs[tool] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT), fh, time.time())
     rc_all = 0
@@ -86,8 +103,11 @@ def main() -> int:
         line = "; ".join(f"{k}: {n} {w}" for k, n, w in summary) or "no summary"
         ok = rc == 0 and summary and all(n == "0" for _, n, _ in summary)
         rc_all |= 0 if ok else 1
-        print(f"{tool:10s} variants={','.join(variants)} mnkl={args.mnkl} rc={rc} {time.time() - started:6.1f} s  {line}"
-              f"  {'CLEAN' if ok else 'NOT CLEAN'}", flush=True)
+        print(
+            f"{tool:10s} variants={','.join(variants)} mnkl={args.mnkl} rc={rc} {time.time() - started:6.1f} s  {line}"
+            f"  {'CLEAN' if ok else 'NOT CLEAN'}",
+            flush=True,
+        )
     return rc_all
 
 

@@ -25,9 +25,17 @@ def launch_entry(report: str, launch: int, op: str, mnk: list[int] | None, sourc
 
     (sc,) = read_source_counters(report, launch=launch)
     fn = sc.function
-    return {"op": op, "mnk": mnk, "source": source, "name": sc.name, "arch": fn.arch, "pc_base": fn.pc_base,
-            "pcs": [ins.pc for ins in fn.instructions], "sass": [ins.text for ins in fn.instructions],
-            "executed": sc.executed}
+    return {
+        "op": op,
+        "mnk": mnk,
+        "source": source,
+        "name": sc.name,
+        "arch": fn.arch,
+        "pc_base": fn.pc_base,
+        "pcs": [ins.pc for ins in fn.instructions],
+        "sass": [ins.text for ins in fn.instructions],
+        "executed": sc.executed,
+    }
 
 
 def _spec(text: str) -> tuple[str, int, str, list[int] | None, str]:
@@ -40,7 +48,9 @@ def _spec(text: str) -> tuple[str, int, str, list[int] | None, str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("launches", nargs="+", help="REPORT:LAUNCH:OP:M,N,K:SOURCE (LAUNCH as `bsprof ncu --report` numbers it)")
+    p.add_argument(
+        "launches", nargs="+", help="REPORT:LAUNCH:OP:M,N,K:SOURCE (LAUNCH as `bsprof ncu --report` numbers it)"
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--about", default="")
     args = p.parse_args(argv)

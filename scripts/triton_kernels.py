@@ -21,8 +21,7 @@ def transpose_tiled(x_ptr, y_ptr, R, C, BM: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
-def privatized_index_add(src_ptr, idx_ptr, out_ptr, n, NB: tl.constexpr, BLOCK: tl.constexpr,
-                         CHUNKS: tl.constexpr):
+def privatized_index_add(src_ptr, idx_ptr, out_ptr, n, NB: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr):
     # each CTA sums its elements per destination in registers, then one atomic per destination
     bins = tl.arange(0, NB)
     acc = tl.zeros((NB,), tl.float32)
@@ -93,8 +92,9 @@ def softmax_logsoftmax(x_ptr, p_ptr, lp_ptr, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def mm_masked(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbn, sbk, scm, scn,
-              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def mm_masked(
+    a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbn, sbk, scm, scn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     # a plain tl.dot GEMM (wgmma on sm_90) on operands of any shape and stride, masked at the edges
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -102,10 +102,15 @@ def mm_masked(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbn, sbk, scm, scn,
     acc = tl.zeros((BM, BN), tl.float32)
     for k0 in range(0, K, BK):
         kk = k0 + rk
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & (kk[None, :] < K),
-                    other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=(kk[:, None] < K) & (rn[None, :] < N),
-                    other=0.0)
+        a = tl.load(
+            a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0
+        )
         acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        c_ptr + rm[:, None] * scm + rn[None, :] * scn,
+        acc.to(c_ptr.dtype.element_ty),
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )

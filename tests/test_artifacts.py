@@ -23,7 +23,7 @@ from bsprof.reports.runs import discover
 from bsprof.reports.samples import RUN as SAMPLES
 
 TESTS_DATA = Path(__file__).parent / "data"
-SHIPPED_DATA = Path(__file__).resolve().parents[1] / "bsprof" / "data" / "model"   # measured curves the model reads
+SHIPPED_DATA = Path(__file__).resolve().parents[1] / "bsprof" / "data" / "model"  # measured curves the model reads
 
 # kind -> the section that shows it; a kind added to artifacts.VERSIONS without one fails below
 RENDERERS = {
@@ -41,13 +41,31 @@ def _nvfp4_bench(tmp_path: Path) -> Path:
     """A bench.json as the NVFP4 bench wrote it (rows with ``ms_median``, no ``ours``)."""
     d = tmp_path / "bench_nvfp4"
     d.mkdir()
-    doc = {"bsprof": {"kind": "bench", "version": 1}, "family": "nvfp4", "variant": "optimized",
-           "device": {"name": "NVIDIA B200", "capability": [10, 0], "sm_count": 148},
-           "mnkl": [8192, 8192, 1024, 1], "warmup": 10, "iters": 50,
-           "rows": [{"name": "optimized", "ms_median": 0.0712, "ms_min": 0.0705, "tflops": 1930.4,
-                     "pct_peak": 21.4, "rel_err": 3.1e-3, "config": {}, "vs_cublas": 1.07},
-                    {"name": "cublas", "ms_median": 0.0762, "ms_min": 0.0751, "tflops": 1803.8}],
-           "skipped": {}, "peak_tflops": 9000.0, "peak_source": "data sheet"}
+    doc = {
+        "bsprof": {"kind": "bench", "version": 1},
+        "family": "nvfp4",
+        "variant": "optimized",
+        "device": {"name": "NVIDIA B200", "capability": [10, 0], "sm_count": 148},
+        "mnkl": [8192, 8192, 1024, 1],
+        "warmup": 10,
+        "iters": 50,
+        "rows": [
+            {
+                "name": "optimized",
+                "ms_median": 0.0712,
+                "ms_min": 0.0705,
+                "tflops": 1930.4,
+                "pct_peak": 21.4,
+                "rel_err": 3.1e-3,
+                "config": {},
+                "vs_cublas": 1.07,
+            },
+            {"name": "cublas", "ms_median": 0.0762, "ms_min": 0.0751, "tflops": 1803.8},
+        ],
+        "skipped": {},
+        "peak_tflops": 9000.0,
+        "peak_source": "data sheet",
+    }
     (d / "bench.json").write_text(json.dumps(doc))
     return d
 
@@ -87,13 +105,31 @@ def test_nvfp4_bench_rows_reach_the_page(tmp_path: Path):
 def test_dumps_never_writes_invalid_json(tmp_path: Path):
     import numpy as np
 
-    doc = artifacts.document("timing", {"a": math.nan, "b": [math.inf, -math.inf], "c": np.float32(1.5),
-                                        "d": np.int64(3), "e": np.array([1.0, np.nan]), "f": (1, 2),
-                                        "g": tmp_path, "bsprof": "replaced"})
+    doc = artifacts.document(
+        "timing",
+        {
+            "a": math.nan,
+            "b": [math.inf, -math.inf],
+            "c": np.float32(1.5),
+            "d": np.int64(3),
+            "e": np.array([1.0, np.nan]),
+            "f": (1, 2),
+            "g": tmp_path,
+            "bsprof": "replaced",
+        },
+    )
     text = artifacts.dumps(doc)
     back = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in artifact JSON"))
-    assert back == {"bsprof": {"kind": "timing", "version": artifacts.VERSIONS["timing"]}, "a": None,
-                    "b": [None, None], "c": 1.5, "d": 3, "e": [1.0, None], "f": [1, 2], "g": str(tmp_path)}
+    assert back == {
+        "bsprof": {"kind": "timing", "version": artifacts.VERSIONS["timing"]},
+        "a": None,
+        "b": [None, None],
+        "c": 1.5,
+        "d": 3,
+        "e": [1.0, None],
+        "f": [1, 2],
+        "g": str(tmp_path),
+    }
 
 
 def test_save_and_load_round_trip_and_refuse_what_is_not_theirs(tmp_path: Path):
@@ -102,7 +138,7 @@ def test_save_and_load_round_trip_and_refuse_what_is_not_theirs(tmp_path: Path):
     with pytest.raises(BsprofError, match="a bench artifact where a timing artifact was expected"):
         artifacts.load(path, "timing")
     with pytest.raises(ValueError):
-        artifacts.save(tmp_path / "x.json", {"rows": []})       # no tag: not an artifact
+        artifacts.save(tmp_path / "x.json", {"rows": []})  # no tag: not an artifact
     (tmp_path / "new.json").write_text(json.dumps({"bsprof": {"kind": "bench", "version": 99}}))
     with pytest.raises(BsprofError, match="reads versions 1 to"):
         artifacts.load(tmp_path / "new.json")

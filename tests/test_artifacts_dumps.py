@@ -65,16 +65,42 @@ class _Row:
     where: PurePosixPath
 
 
-_scalars = (st.none() | st.booleans() | st.integers() | st.text(max_size=8)
-            | st.floats(allow_nan=True, allow_infinity=True)
-            | st.sampled_from([np.float32(1.5), np.float64("nan"), np.int64(-3), np.bool_(True),
-                               np.array([1.0, np.inf]), PurePosixPath("/a/b")])
-            | st.builds(_Row, st.text(max_size=4), st.floats(), st.just(PurePosixPath("x"))))
-_keys = (st.text(max_size=6) | st.integers(-5, 5) | st.booleans() | st.none()
-         | st.floats(allow_nan=True, allow_infinity=True) | st.tuples(st.integers(0, 3)))
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
-                       | st.dictionaries(_keys, inner, max_size=4) | st.frozensets(st.integers(0, 9), max_size=3),
-                       max_leaves=30)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=8)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(
+        [
+            np.float32(1.5),
+            np.float64("nan"),
+            np.int64(-3),
+            np.bool_(True),
+            np.array([1.0, np.inf]),
+            PurePosixPath("/a/b"),
+        ]
+    )
+    | st.builds(_Row, st.text(max_size=4), st.floats(), st.just(PurePosixPath("x")))
+)
+_keys = (
+    st.text(max_size=6)
+    | st.integers(-5, 5)
+    | st.booleans()
+    | st.none()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.tuples(st.integers(0, 3))
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_keys, inner, max_size=4)
+        | st.frozensets(st.integers(0, 9), max_size=3)
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -46,12 +46,15 @@ def test_timing_from_refuses_a_file_as_output_before_reading(tmp_path):
     assert "not a directory" in line and f.read_text() == "keep"
 
 
-@pytest.mark.parametrize("args", [
-    ["model", "--tiles", "1000", "--json"],
-    ["model", "--tiles", "1000", "--from", str(TIMING), "--json"],
-    ["model", "--tiles", "1000", "--sweep", "kloop=-100:0:50", "--json"],
-    ["timing", "--from", str(TIMING), "--json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["model", "--tiles", "1000", "--json"],
+        ["model", "--tiles", "1000", "--from", str(TIMING), "--json"],
+        ["model", "--tiles", "1000", "--sweep", "kloop=-100:0:50", "--json"],
+        ["timing", "--from", str(TIMING), "--json"],
+    ],
+)
 def test_json_prints_the_data_alone(args):
     code, out, err = run_bsprof(args)
     assert code == 0, err
@@ -100,24 +103,30 @@ def test_ncu_help_shows_a_plain_percent():
     assert code == 0 and "%%" not in out and "% of" in out
 
 
-@pytest.mark.parametrize("mnkl, says, not_says", [
-    ("100,100,100", "pad K to 128 and N to 104 (bf16 rows of D must be 16-byte aligned", None),
-    ("100,96,100", "pad K to 128:", "N to"),
-    ("100,100,128", "pad N to 104:", None),
-])
+@pytest.mark.parametrize(
+    "mnkl, says, not_says",
+    [
+        ("100,100,100", "pad K to 128 and N to 104 (bf16 rows of D must be 16-byte aligned", None),
+        ("100,96,100", "pad K to 128:", "N to"),
+        ("100,100,128", "pad N to 104:", None),
+    ],
+)
 def test_the_padding_message_names_every_padded_extent(mnkl, says, not_says):
     line = assert_one_line_error(*run_bsprof(["bench", "--plan", "--family", "fp8-blockwise", "--mnkl", mnkl])[::2])
     assert says in line, line
     assert not_says is None or not_says not in line, line
 
 
-@pytest.mark.parametrize("args, says", [
-    (["sass", str(SASS), "--launch", "3"], "--launch picks a launch of an .ncu-rep"),
-    (["ncu", "--report", str(NCU), "--set", "full"], "--set picks what a profiling run (--kernel) collects"),
-    (["ncu", "--report", str(NCU), "--set", "triage"], "--set picks what a profiling run (--kernel) collects"),
-    (["model", "--kernel", "bogus"], "--kernel applies only with --validate"),
-    (["model", "--mnkl", "4096,4096,4096"], "--mnkl applies only with --validate"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["sass", str(SASS), "--launch", "3"], "--launch picks a launch of an .ncu-rep"),
+        (["ncu", "--report", str(NCU), "--set", "full"], "--set picks what a profiling run (--kernel) collects"),
+        (["ncu", "--report", str(NCU), "--set", "triage"], "--set picks what a profiling run (--kernel) collects"),
+        (["model", "--kernel", "bogus"], "--kernel applies only with --validate"),
+        (["model", "--mnkl", "4096,4096,4096"], "--mnkl applies only with --validate"),
+    ],
+)
 def test_an_option_that_does_not_apply_is_refused(args, says):
     line = assert_one_line_error(*run_bsprof(args)[::2])
     assert says in line, line

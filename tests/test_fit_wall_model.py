@@ -47,7 +47,9 @@ def test_the_pick_at_short_k_is_the_fastest_timed_or_near_it():
         pick, why = choose(tuple(r["mnkl"]))
         assert "wall time" in why
         ours = {tile_config(x): x["ms"] for x in r["rows"] if x["ours"] and x["name"] != "optimized"}
-        behind[tuple(r["mnkl"][:3])] = ours[(pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n)] / min(ours.values())
+        behind[tuple(r["mnkl"][:3])] = ours[(pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n)] / min(
+            ours.values()
+        )
     assert len(behind) == 6 and max(behind.values()) < 1.06
     assert sum(v <= 1.03 for v in behind.values()) >= 5, behind
 

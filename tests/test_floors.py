@@ -100,8 +100,10 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     """A floors test that cannot fail is no test: the reader must catch the forms a violation takes."""
     src = tmp_path / "bsprof" / "analyzers" / "x" / "y.py"
     src.parent.mkdir(parents=True)
-    src.write_text("def f():\n    from bsprof.profile import gpu\n"
-                   "from ...reports import page\nfrom bsprof import commands\nimport bsprof.kernels.api\n")
+    src.write_text(
+        "def f():\n    from bsprof.profile import gpu\n"
+        "from ...reports import page\nfrom bsprof import commands\nimport bsprof.kernels.api\n"
+    )
     global PACKAGE
     saved, PACKAGE = PACKAGE, tmp_path / "bsprof"
     try:

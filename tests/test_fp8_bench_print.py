@@ -22,7 +22,7 @@ def _printed(results) -> str:
 def test_the_same_spec_twice_keeps_both_columns(data_dir):
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
     twice = copy.deepcopy(res)
-    for r in twice:                      # optimized timed a second time, after the baseline
+    for r in twice:  # optimized timed a second time, after the baseline
         again = dict(r["rows"][0], tflops=r["rows"][0]["tflops"] * 0.9)
         r["rows"].insert(3, again)
     labels = column_labels(twice[0]["rows"])
@@ -43,8 +43,11 @@ def test_round_spread_is_slowest_over_fastest(data_dir):
     assert round_spread({"ms_rounds": [1.0]}) is None and round_spread({}) is None
     text = _printed(res)
     assert "round-to-round spread" in text
-    line = next(ln for ln in text.splitlines() if "spread" not in ln and ln.lstrip("│ ").startswith("4096,4096,4096,1")
-                and "%" in ln)
+    line = next(
+        ln
+        for ln in text.splitlines()
+        if "spread" not in ln and ln.lstrip("│ ").startswith("4096,4096,4096,1") and "%" in ln
+    )
     assert f"{round_spread(row):.1%}" in line
 
 
@@ -57,20 +60,20 @@ def test_cycle_spread_separates_the_clock_from_the_kernel():
     # the same clock, 10% more cycles
     kernel = {"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, 1500.0]}
     assert abs(cycle_spread(kernel) - 0.1) < 1e-12
-    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None                       # a bench without per-round clocks
+    assert cycle_spread({"ms_rounds": [1.0, 1.1]}) is None  # a bench without per-round clocks
     assert cycle_spread({"ms_rounds": [1.0, 1.1], "sm_mhz_rounds": [1500.0, None]}) is None
 
 
 def test_each_kernels_launch_path_is_printed(data_dir):
     res = json.load(open(data_dir / "h100_bench.json"))["results"]
-    text = _printed(res)                               # this bench ran with --peers-graph
+    text = _printed(res)  # this bench ran with --peers-graph
     assert "launched as: optimized graph" in text and "deepgemm graph" in text
     res = copy.deepcopy(res)
     for r in res:
         for row in r["rows"]:
             row["launch"] = "graph" if row["ours"] else "eager"
     assert "deepgemm eager" in _printed(res)
-    for r in res:                                      # an older bench has no such field
+    for r in res:  # an older bench has no such field
         for row in r["rows"]:
             del row["launch"]
     assert "launched as" not in _printed(res)
@@ -80,8 +83,9 @@ def test_bench_script_offers_graph_launched_peers():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "benchmarks/fp8_blockwise.py", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "benchmarks/fp8_blockwise.py", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "--peers-graph" in out and "--peers-eager" in out
 
 
@@ -133,6 +137,7 @@ def test_heldout_shapes_print_the_ratios_without_the_targets_verdict(data_dir):
     from bsprof.kernels.api import parse_mnkl
 
     bench = _bench()
+
     def shapes(suite):
         return {tuple(parse_mnkl(s)[:3]) for s in bench.SUITES[suite].split(";")}
 
@@ -168,10 +173,9 @@ def test_an_a_b_prints_each_kernel_against_the_first_round_by_round(data_dir):
     by = {tuple(r["mnkl"][:3]): {x["name"]: x for x in r["rows"]} for r in res}
     grouped = by[(200, 8192, 8192)]
     pairs = paired_speedups(grouped["optimized:swizzle=8"], grouped["optimized"])
-    assert len(pairs) == 5 and max(pairs) < 0.87          # the group of 8 lost every round there
+    assert len(pairs) == 5 and max(pairs) < 0.87  # the group of 8 lost every round there
     cell = paired_cell(grouped["optimized:swizzle=8"], grouped["optimized"])
-    row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("200,8192,8192")
-               and cell in ln)
+    row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("200,8192,8192") and cell in ln)
     assert cell.startswith("0.8") and row
     # and within a few percent where the M tiles are full
     full = by[(256, 8192, 8192)]
@@ -198,7 +202,9 @@ def _bench():
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py")
+    spec = importlib.util.spec_from_file_location(
+        "fp8_bench", Path(__file__).parent.parent / "benchmarks" / "fp8_blockwise.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
@@ -264,15 +270,19 @@ def test_the_verb_names_its_rounds_and_copies_and_pairs_the_kernels(data_dir):
     con = Console(record=True, width=240)
     render(con, doc)
     text = con.export_text()
-    flat = " ".join(text.split())       # the title wraps to the table's width
+    flat = " ".join(text.split())  # the title wraps to the table's width
     assert "median of 50, median round of 6 over 3 copies of the operands, randn inputs" in flat
     assert "round-to-round spread" in text
     # 4096x7168x16384's rounds moved by more than 10% (the 860 us round of copy 1)
     ours = next(r for r in one["rows"] if r["ours"])
     assert f"{round_spread(ours):.1%}" in text and round_spread(ours) > 0.1
     # one pass on one allocation says neither
-    plain = dict(doc, rounds=1, placements=1, rows=[{k: v for k, v in r.items() if not k.endswith("_rounds")}
-                                                     for r in one["rows"]])
+    plain = dict(
+        doc,
+        rounds=1,
+        placements=1,
+        rows=[{k: v for k, v in r.items() if not k.endswith("_rounds")} for r in one["rows"]],
+    )
     con = Console(record=True, width=240)
     render(con, plain)
     flat = " ".join(con.export_text().split())
@@ -315,7 +325,9 @@ def test_the_held_out_suite_loses_only_where_the_problem_does_not_fill_the_gpu(d
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}
         pick, why = choose(tuple(r["mnkl"]))
-        assert rows["optimized"]["tile"].startswith(f"{pick.tile_m}x{pick.tile_n} cluster {pick.cluster_m}x{pick.cluster_n}")
+        assert rows["optimized"]["tile"].startswith(
+            f"{pick.tile_m}x{pick.tile_n} cluster {pick.cluster_m}x{pick.cluster_n}"
+        )
         if rows["deepgemm"]["ms"] / rows["optimized"]["ms"] < 0.97:
             low.append(tuple(r["mnkl"][:3]))
             assert not fills_gpu(tuple(r["mnkl"])) and "wall time" not in why
@@ -343,7 +355,9 @@ def test_the_fourth_held_out_set_and_a_peer_that_computed_a_wrong_product(data_d
     for r in res:
         rows = {x["name"]: x for x in r["rows"]}
         pick, _ = choose(tuple(r["mnkl"]))
-        assert rows["optimized"]["tile"].startswith(f"{pick.tile_m}x{pick.tile_n} cluster {pick.cluster_m}x{pick.cluster_n}")
+        assert rows["optimized"]["tile"].startswith(
+            f"{pick.tile_m}x{pick.tile_n} cluster {pick.cluster_m}x{pick.cluster_n}"
+        )
         assert rows["optimized"]["rel_err"] < 2e-3 and rows["deepgemm"]["rel_err"] < 2e-3
         if rows["cublas_blockwise"]["rel_err"] > 1e-2:
             wrong.append(r["mnkl"][2])
@@ -421,7 +435,7 @@ def test_close_calls_are_columns_of_their_own_in_a_real_run(data_dir):
     con = Console(record=True, width=250)
     print_table(con, res, "close calls")
     text = con.export_text()
-    paired = text[text.index("against optimized, round by round"):]
+    paired = text[text.index("against optimized, round by round") :]
     assert "close call 1" in paired and "close call 2" in paired
 
 

@@ -34,9 +34,11 @@ def test_a_shape_carries_its_own_configuration(bench):
     assert shapes == [(150, 7168, 16384, 1), (4096, 4096, 4096, 2)]
     # the first kernel's variant, without its own knobs: the given column is that shape's alone
     assert given == ["optimized:tile_m=128,tile_n=128", None]
-    for bad, said in (("150,7168,16384@tile_q=1", "unknown fp8-blockwise option 'tile_q'"),
-                      ("150,7168,16384@", "nothing after '@'"),
-                      ("150,71a,16384@tile_m=64", "is not M,N,K")):
+    for bad, said in (
+        ("150,7168,16384@tile_q=1", "unknown fp8-blockwise option 'tile_q'"),
+        ("150,7168,16384@", "nothing after '@'"),
+        ("150,71a,16384@tile_m=64", "is not M,N,K"),
+    ):
         with pytest.raises(BsprofError, match=said):
             bench.parse_shapes(bad, "optimized")
 
@@ -65,7 +67,9 @@ def test_the_given_configuration_is_one_column_against_the_pick(bench, data_dir)
     # the same build as a close call: a column of its own, the spec on the row
     as_close = bench._measure_one(measure, (200, 8192, 8192, 1), ["optimized", spec], None, [spec], Args, ())
     assert [(r["name"], r.get("close_call")) for r in as_close["rows"] if r["ours"]] == [
-        ("optimized", None), ("close call 1", spec)]
+        ("optimized", None),
+        ("close call 1", spec),
+    ]
     names = [r["name"] for r in first["rows"] if r["ours"]]
     assert names == ["optimized", bench.GIVEN] and first["rows"][1]["given"] == spec
     assert [r["name"] for r in plain["rows"] if r["ours"]] == ["optimized"]
@@ -77,9 +81,9 @@ def test_the_given_configuration_is_one_column_against_the_pick(bench, data_dir)
     lines = text.splitlines()
     title = next(i for i, ln in enumerate(lines) if "against optimized, round by round" in ln)
     paired = lines[title:]
-    assert any(bench.GIVEN in ln for ln in paired[:4])              # the column, named once
+    assert any(bench.GIVEN in ln for ln in paired[:4])  # the column, named once
     row = next(ln for ln in paired if ln.lstrip("│ ").startswith("200,8192,8192"))
-    assert row.split("│")[2].strip().startswith("0.8")      # the group of 8 lost every round there
+    assert row.split("│")[2].strip().startswith("0.8")  # the group of 8 lost every round there
     assert not any(ln.lstrip("│ ").startswith("256,8192,8192") and "—" not in ln for ln in paired)
 
 
@@ -87,8 +91,8 @@ def test_sigterm_stops_the_shapes_and_restores_the_handler(bench):
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
         with bench._sigterm_interrupts():
-            os.kill(os.getpid(), signal.SIGTERM)      # handled at the next bytecode
-            for _ in range(10 ** 6):
+            os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode
+            for _ in range(10**6):
                 pass
     assert signal.getsignal(signal.SIGTERM) is before
 
@@ -98,8 +102,13 @@ def test_no_gpu_is_one_line_and_exit_2():
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the benchmark would run")
-    out = subprocess.run([sys.executable, str(BENCH), "--shapes", "128,256,512@tile_m=64", "--no-peers"],
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--shapes", "128,256,512@tile_m=64", "--no-peers"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "400"},
+    )
     text = (out.stdout + out.stderr).strip()
     assert out.returncode == 2 and "Traceback" not in text
     assert text.startswith("no CUDA GPU here") and len(text.splitlines()) == 1

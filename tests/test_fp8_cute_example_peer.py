@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_missing_example_names_the_file_to_pass(tmp_path):
     with pytest.raises(BsprofError) as exc:
-        peer.example_file(tmp_path)               # a directory without the example in it
+        peer.example_file(tmp_path)  # a directory without the example in it
     msg = str(exc.value)
     assert "no such file" in msg and peer.EXAMPLE_IN_CHECKOUT in msg and "\n" not in msg
 
@@ -46,9 +46,12 @@ def test_an_example_that_fails_to_import_is_one_line(tmp_path):
 
 
 def test_benchmark_refuses_a_wrong_path_before_any_gpu_work(tmp_path):
-    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fp8_blockwise.py"),
-                          "--cute-example", str(tmp_path / "nope.py")],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "fp8_blockwise.py"), "--cute-example", str(tmp_path / "nope.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2
     assert "nope.py: no such file" in run.stdout
 
@@ -61,15 +64,18 @@ def test_one_line_keeps_the_type_and_the_first_line():
     assert len(one_line(OSError("x" * 500))) == len("OSError: ") + 160
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--family", "fp8-blockwise", "--cute-example", "/no/such/dense_gemm.py"], "no such file"),
-    (["--family", "nvfp4", "--inputs", "int"], "--inputs and --cute-example are fp8-blockwise options"),
-    (["--family", "nvfp4", "--rounds", "3"], "--rounds and --placements are fp8-blockwise options"),
-    (["--family", "fp8-blockwise", "--rounds", "2", "--placements", "3"], "--placements 3 > --rounds 2"),
-    # the default is 3 rounds, so 4 copies cannot all be visited
-    (["--family", "fp8-blockwise", "--placements", "4"], "--placements 4 > --rounds 3"),
-    (["--family", "fp8-blockwise", "--plan", "--rounds", "3"], "--plan only prints the choice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--family", "fp8-blockwise", "--cute-example", "/no/such/dense_gemm.py"], "no such file"),
+        (["--family", "nvfp4", "--inputs", "int"], "--inputs and --cute-example are fp8-blockwise options"),
+        (["--family", "nvfp4", "--rounds", "3"], "--rounds and --placements are fp8-blockwise options"),
+        (["--family", "fp8-blockwise", "--rounds", "2", "--placements", "3"], "--placements 3 > --rounds 2"),
+        # the default is 3 rounds, so 4 copies cannot all be visited
+        (["--family", "fp8-blockwise", "--placements", "4"], "--placements 4 > --rounds 3"),
+        (["--family", "fp8-blockwise", "--plan", "--rounds", "3"], "--plan only prints the choice"),
+    ],
+)
 def test_bench_verb_refuses_these_before_looking_for_a_gpu(argv, message):
     from click.testing import CliRunner
 

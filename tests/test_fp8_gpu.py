@@ -24,10 +24,10 @@ def hopper():
 
 SHAPES = [
     (128, 128, 128, 1),
-    (1000, 1000, 640, 1),      # M, N not multiples of any tile; N % 128 != 0 (ragged B-scale block)
-    (384, 264, 512, 1),        # M one and a half 256-row tiles, N = 2 tiles + 8 columns
-    (256, 512, 1024, 2),       # batched
-    (1002, 392, 640, 1),       # M % 4 != 0: the A-scale TMA reads rows padded to 16 bytes
+    (1000, 1000, 640, 1),  # M, N not multiples of any tile; N % 128 != 0 (ragged B-scale block)
+    (384, 264, 512, 1),  # M one and a half 256-row tiles, N = 2 tiles + 8 columns
+    (256, 512, 1024, 2),  # batched
+    (1002, 392, 640, 1),  # M % 4 != 0: the A-scale TMA reads rows padded to 16 bytes
     (4096, 4096, 4096, 1),
 ]
 
@@ -38,8 +38,8 @@ def test_matches_float64_reference(variant, mnkl):
     from bsprof.kernels.fp8_blockwise import prepare
 
     p = prepare(variant, mnkl, seed=1)
-    err = p.check()            # poisons D first: unwritten or NaN output raises
-    assert err < 1e-2          # bf16 output rounding is ~2e-3
+    err = p.check()  # poisons D first: unwritten or NaN output raises
+    assert err < 1e-2  # bf16 output rounding is ~2e-3
     assert p.flops == 2.0 * mnkl[0] * mnkl[1] * mnkl[2] * mnkl[3]
     assert "Fp8BlockwiseGemm" in p.kernel_name
 
@@ -49,17 +49,33 @@ def test_matches_float64_reference(variant, mnkl):
 # epilogue sub-tiles when not a multiple of 32), narrow small-M tiles, each cluster shape, and
 # 64-row tiles of one consumer warpgroup (one scale block or two; A or B multicast), and the narrow
 # 128-row tiles the selection runs unclustered (128x128, 128x112)
-CLASSES = [("optimized", (64, 32), (1, 1)), ("optimized", (64, 112), (1, 2)), ("optimized", (64, 64), (2, 1)),
-           ("optimized", (256, 128), (1, 2)), ("optimized", (256, 96), (1, 2)), ("optimized", (256, 112), (2, 1)),
-           ("optimized", (128, 144), (1, 2)), ("optimized", (128, 160), (2, 1)), ("optimized", (128, 64), (1, 2)),
-           ("optimized", (128, 16), (1, 1)), ("optimized", (128, 48), (1, 1)), ("rescaled", (128, 256), (1, 1)),
-           ("optimized", (128, 192), (2, 1)), ("optimized", (128, 128), (1, 1)), ("optimized", (128, 112), (1, 1))]
-RAGGED = [(1000, 1000, 640, 1),   # M, N, K/128 not multiples of any tile
-          (130, 2104, 1152, 1),   # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
-          (2, 584, 768, 1)]       # two rows (M % 4 != 0: padded A-scale rows)
+CLASSES = [
+    ("optimized", (64, 32), (1, 1)),
+    ("optimized", (64, 112), (1, 2)),
+    ("optimized", (64, 64), (2, 1)),
+    ("optimized", (256, 128), (1, 2)),
+    ("optimized", (256, 96), (1, 2)),
+    ("optimized", (256, 112), (2, 1)),
+    ("optimized", (128, 144), (1, 2)),
+    ("optimized", (128, 160), (2, 1)),
+    ("optimized", (128, 64), (1, 2)),
+    ("optimized", (128, 16), (1, 1)),
+    ("optimized", (128, 48), (1, 1)),
+    ("rescaled", (128, 256), (1, 1)),
+    ("optimized", (128, 192), (2, 1)),
+    ("optimized", (128, 128), (1, 1)),
+    ("optimized", (128, 112), (1, 1)),
+]
+RAGGED = [
+    (1000, 1000, 640, 1),  # M, N, K/128 not multiples of any tile
+    (130, 2104, 1152, 1),  # N % 128 = 56, K/128 = 9 (odd, not a multiple of 4)
+    (2, 584, 768, 1),
+]  # two rows (M % 4 != 0: padded A-scale rows)
 
 
-@pytest.mark.parametrize("variant, tile, cluster", CLASSES, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+@pytest.mark.parametrize(
+    "variant, tile, cluster", CLASSES, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x))
+)
 @pytest.mark.parametrize("mnkl", RAGGED, ids=lambda s: "x".join(map(str, s)))
 def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, tile, cluster, mnkl):
     from bsprof.kernels.fp8_blockwise import prepare
@@ -69,9 +85,18 @@ def test_every_configuration_class_matches_float64_on_ragged_shapes(variant, til
     assert p.check() < 1e-2
 
 
-@pytest.mark.parametrize("mnkl", [(4096, 2112, 7168, 1), (128, 7168, 2048, 1), (2000, 3000, 4096, 1),
-                                  (128, 4096, 7168, 1), (333, 5120, 3584, 1), (333, 4096, 4096, 1)],
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "mnkl",
+    [
+        (4096, 2112, 7168, 1),
+        (128, 7168, 2048, 1),
+        (2000, 3000, 4096, 1),
+        (128, 4096, 7168, 1),
+        (333, 5120, 3584, 1),
+        (333, 4096, 4096, 1),
+    ],
+    ids=lambda s: "x".join(map(str, s)),
+)
 def test_the_chosen_configuration_matches_float64(mnkl):
     from bsprof.kernels.fp8_blockwise import prepare
     from bsprof.kernels.fp8_blockwise.select import choose
@@ -86,12 +111,21 @@ def test_the_chosen_configuration_matches_float64(mnkl):
 # straddles scale blocks (two B scales), a B-multicast cluster, and the baseline's layout-dynamic
 # build with the direct epilogue and global B scales. K/128 = 5, 9 and 6 on RAGGED: unit ranges
 # of uneven length (5 and 9 K blocks do not divide by 2, 3 or 4)
-SPLITS = [("optimized", (64, 32), (1, 1), 3), ("optimized", (128, 64), (1, 1), 2), ("optimized", (256, 128), (1, 2), 2),
-          ("optimized", (128, 48), (1, 1), 4), ("optimized", (64, 64), (2, 1), 2), ("baseline", (128, 128), (1, 1), 3)]
+SPLITS = [
+    ("optimized", (64, 32), (1, 1), 3),
+    ("optimized", (128, 64), (1, 1), 2),
+    ("optimized", (256, 128), (1, 2), 2),
+    ("optimized", (128, 48), (1, 1), 4),
+    ("optimized", (64, 64), (2, 1), 2),
+    ("baseline", (128, 128), (1, 1), 3),
+]
 
 
-@pytest.mark.parametrize("variant, tile, cluster, split", SPLITS,
-                         ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize(
+    "variant, tile, cluster, split",
+    SPLITS,
+    ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}",
+)
 @pytest.mark.parametrize("mnkl", RAGGED, ids=lambda s: "x".join(map(str, s)))
 def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split, mnkl):
     from bsprof.kernels.fp8_blockwise import prepare
@@ -106,12 +140,16 @@ def test_split_k_matches_float64_on_ragged_shapes(variant, tile, cluster, split,
 # K past the default B-scale stash (128 K blocks): the stash sized to the problem's K blocks (129
 # and 148), for tiles whose width straddles scale blocks (two B scales a block), one warpgroup,
 # and a split-K unit whose K range starts inside the stash
-LONG_K = [((200, 392, 16512, 1), (128, 96), 1), ((136, 520, 18944, 1), (64, 80), 1),
-          ((200, 392, 18944, 1), (128, 48), 2)]
+LONG_K = [
+    ((200, 392, 16512, 1), (128, 96), 1),
+    ((136, 520, 18944, 1), (64, 80), 1),
+    ((200, 392, 18944, 1), (128, 48), 2),
+]
 
 
-@pytest.mark.parametrize("mnkl, tile, split", LONG_K, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize(
+    "mnkl, tile, split", LONG_K, ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}"
+)
 def test_a_long_k_stashes_every_b_scale_and_matches_float64(mnkl, tile, split):
     from bsprof.kernels.fp8_blockwise import prepare
 
@@ -123,13 +161,18 @@ def test_a_long_k_stashes_every_b_scale_and_matches_float64(mnkl, tile, split):
 # fewer rows than a one-box tile (64 rows, or 128 in coop): the A and A-scale boxes stop at M
 # rounded to 8 (trim_a), the tile's other smem rows never written. The rows below M must be the
 # bits the whole box gives: plain tiles, split-K ones and a B-multicast 2x1 cluster
-TRIMMED = [((8, 264, 1024, 1), (64, 32), (1, 1), 1), ((21, 520, 2048, 1), (64, 64), (1, 1), 3),
-           ((40, 392, 640, 1), (64, 80), (2, 1), 1), ((100, 392, 1024, 1), (128, 64), (1, 1), 1),
-           ((72, 520, 2048, 1), (128, 48), (1, 1), 2)]
+TRIMMED = [
+    ((8, 264, 1024, 1), (64, 32), (1, 1), 1),
+    ((21, 520, 2048, 1), (64, 64), (1, 1), 3),
+    ((40, 392, 640, 1), (64, 80), (2, 1), 1),
+    ((100, 392, 1024, 1), (128, 64), (1, 1), 1),
+    ((72, 520, 2048, 1), (128, 48), (1, 1), 2),
+]
 
 
-@pytest.mark.parametrize("mnkl, tile, cluster, split", TRIMMED, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize(
+    "mnkl, tile, cluster, split", TRIMMED, ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}"
+)
 def test_a_box_trimmed_to_m_writes_the_same_bits(mnkl, tile, cluster, split):
     import torch
 
@@ -145,13 +188,19 @@ def test_a_box_trimmed_to_m_writes_the_same_bits(mnkl, tile, cluster, split):
 
 # the last M tile shifted up to end at M (shift_last_m): 128-row plain and split-K tiles, a
 # 256-row tile in a 1x2 cluster, and the per-warpgroup epilogue (short K)
-SHIFTED = [((288, 2560, 1024, 1), (128, 64), (1, 1), 1), ((300, 520, 1024, 1), (256, 128), (1, 2), 1),
-           ((200, 1040, 2048, 1), (128, 64), (1, 1), 2), ((160, 264, 512, 1), (128, 128), (1, 1), 1),
-           ((333, 520, 1024, 1), (128, 128), (1, 1), 1), ((130, 2104, 1152, 1), (128, 64), (1, 1), 1)]
+SHIFTED = [
+    ((288, 2560, 1024, 1), (128, 64), (1, 1), 1),
+    ((300, 520, 1024, 1), (256, 128), (1, 2), 1),
+    ((200, 1040, 2048, 1), (128, 64), (1, 1), 2),
+    ((160, 264, 512, 1), (128, 128), (1, 1), 1),
+    ((333, 520, 1024, 1), (128, 128), (1, 1), 1),
+    ((130, 2104, 1152, 1), (128, 64), (1, 1), 1),
+]
 
 
-@pytest.mark.parametrize("mnkl, tile, cluster, split", SHIFTED, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize(
+    "mnkl, tile, cluster, split", SHIFTED, ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}"
+)
 def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile, cluster, split):
     # the shifted tile recomputes rows of the tile before it: every row is the same product, so
     # the output is bit for bit the one the padded last tile writes
@@ -169,13 +218,20 @@ def test_the_shifted_last_tile_writes_the_same_bits_as_the_padded_one(mnkl, tile
 
 # 192-row tiles: one wave of three consumer warpgroups, in a 1x2 (A multicast, 96-row halves), a
 # 2x1 and no cluster, with the shared and the per-warpgroup epilogue, on shapes off the tile
-THREE = [((1000, 1000, 640, 1), (1, 2), {}), ((1000, 1000, 640, 1), (1, 2), {"epi_split": 0}),
-         ((520, 1040, 1152, 2), (2, 1), {}), ((200, 264, 6144, 1), (1, 1), {}),
-         ((4096, 4096, 4096, 1), (1, 2), {})]
+THREE = [
+    ((1000, 1000, 640, 1), (1, 2), {}),
+    ((1000, 1000, 640, 1), (1, 2), {"epi_split": 0}),
+    ((520, 1040, 1152, 2), (2, 1), {}),
+    ((200, 264, 6144, 1), (1, 1), {}),
+    ((4096, 4096, 4096, 1), (1, 2), {}),
+]
 
 
-@pytest.mark.parametrize("mnkl, cluster, extra", THREE, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
+@pytest.mark.parametrize(
+    "mnkl, cluster, extra",
+    THREE,
+    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-",
+)
 def test_three_consumer_warpgroups_match_float64(mnkl, cluster, extra):
     from bsprof.kernels.fp8_blockwise import prepare
 
@@ -188,12 +244,19 @@ def test_three_consumer_warpgroups_match_float64(mnkl, cluster, extra):
 # once, and a tile's bits do not depend on which CTA runs it, so the output is M-major order's;
 # the baseline's run-time extents take the group width at run time, split-K indexes its workspace
 # by the walk's extents
-GROUPS = [("optimized", (256, 128), (1, 2), 5, 1), ("optimized", (128, 64), (1, 1), 3, 1),
-          ("baseline", (128, 128), (1, 1), 5, 1), ("optimized", (128, 64), (1, 1), 3, 2)]
+GROUPS = [
+    ("optimized", (256, 128), (1, 2), 5, 1),
+    ("optimized", (128, 64), (1, 1), 3, 1),
+    ("baseline", (128, 128), (1, 1), 5, 1),
+    ("optimized", (128, 64), (1, 1), 3, 2),
+]
 
 
-@pytest.mark.parametrize("variant, tile, cluster, group, split", GROUPS,
-                         ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+@pytest.mark.parametrize(
+    "variant, tile, cluster, group, split",
+    GROUPS,
+    ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)) if isinstance(x, tuple) else str(x),
+)
 def test_a_narrower_last_group_writes_the_m_major_bits(variant, tile, cluster, group, split):
     import torch
 
@@ -208,8 +271,11 @@ def test_a_narrower_last_group_writes_the_m_major_bits(variant, tile, cluster, g
     assert torch.equal(grouped.ops.d.view(torch.int16), plain.ops.d.view(torch.int16))
 
 
-@pytest.mark.parametrize("tile, split", [((64, 32), 3), ((128, 48), 4)], ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else f"s{x}")
+@pytest.mark.parametrize(
+    "tile, split",
+    [((64, 32), 3), ((128, 48), 4)],
+    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else f"s{x}",
+)
 def test_split_k_is_bitwise_deterministic_across_launches(tile, split):
     # the partials are summed in split order whichever unit arrives last, so every launch (and a
     # launch into a workspace the previous one left behind) gives the same bits
@@ -238,10 +304,17 @@ def test_the_chosen_split_matches_float64():
     assert p.check() < 1e-2
 
 
-@pytest.mark.parametrize("variant, mnkl", [("optimized", (1, 2112, 7168, 1)), ("optimized", (2, 576, 7168, 1)),
-                                           ("optimized", (3, 7168, 2048, 1)), ("optimized", (1, 4096, 7168, 2)),
-                                           ("baseline", (1, 2112, 7168, 1))],
-                         ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+@pytest.mark.parametrize(
+    "variant, mnkl",
+    [
+        ("optimized", (1, 2112, 7168, 1)),
+        ("optimized", (2, 576, 7168, 1)),
+        ("optimized", (3, 7168, 2048, 1)),
+        ("optimized", (1, 4096, 7168, 2)),
+        ("baseline", (1, 2112, 7168, 1)),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)),
+)
 def test_one_to_three_rows_match_float64(variant, mnkl):
     # fewer rows than a tile: the A box and the D store run past M (TMA fills zeros, clips the
     # store); M = 1 keeps M a runtime extent so the copies stay 2D (launch._cute_views)
@@ -275,10 +348,10 @@ def test_zero_scale_blocks(variant, mnkl):
     kb = mnkl[2] // 128
     for rows, blocks in ((slice(0, 64), [1]), (slice(64, 128), [0]), (slice(130, 131), range(kb))):
         for j in blocks:
-            o.a.view(torch.uint8)[0, rows, j * 128:(j + 1) * 128] = 0
+            o.a.view(torch.uint8)[0, rows, j * 128 : (j + 1) * 128] = 0
             o.sfa[0, j, rows] = 0
     for nb, j in ((1, 0), (2, kb - 1)):
-        o.b.view(torch.uint8)[0, nb * 128:(nb + 1) * 128, j * 128:(j + 1) * 128] = 0
+        o.b.view(torch.uint8)[0, nb * 128 : (nb + 1) * 128, j * 128 : (j + 1) * 128] = 0
         o.sfb[0, nb, j] = 0
     p._ref = None
     ref = p.reference()
@@ -341,18 +414,37 @@ def test_compute_sanitizer_clean(tool, tmp_path):
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         pytest.skip("compute-sanitizer not on PATH")
-    code = ("from bsprof.kernels.fp8_blockwise import prepare\n"
-            "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}), ('rescaled', {}),\n"
-            "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
-            "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
-            "    assert p.check() < 1e-2\n")
+    code = (
+        "from bsprof.kernels.fp8_blockwise import prepare\n"
+        "for v, kw in (('baseline', {}), ('optimized', {}), ('pingpong', {}), ('rescaled', {}),\n"
+        "              ('optimized', {'epi_split': False}), ('optimized', {'cluster_m': 2})):\n"
+        "    p = prepare(v, (320, 264, 384, 1), **kw)\n"
+        "    assert p.check() < 1e-2\n"
+    )
     env = dict(os.environ)
     # only our kernels: torch's own (init, reference) are not under test
     # (cuda-python probes driver entry points with cuGetProcAddress, which memcheck would count as
     # API errors: device-side checks only)
-    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", "--report-api-errors", "no",
-                           "--kernel-name", "kns=Fp8BlockwiseGemm", sys.executable, "-c", code],
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [
+            exe,
+            "--tool",
+            tool,
+            "--error-exitcode",
+            "3",
+            "--report-api-errors",
+            "no",
+            "--kernel-name",
+            "kns=Fp8BlockwiseGemm",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     tail = (proc.stdout + proc.stderr)[-3000:]
     assert proc.returncode == 0, tail
     assert "ERROR SUMMARY: 0 errors" in tail or "RACECHECK SUMMARY: 0 hazards" in tail, tail
@@ -397,8 +489,7 @@ def test_the_cublas_peer_computes_the_product_where_k_blocks_are_not_a_multiple_
 
     from bsprof.profile.bench.fp8_blockwise import measure
 
-    res = measure(mnkl, ("optimized",), warmup=1, iters=2, warmup_s=0.0,
-                  peer_names=("cublas_blockwise", "deepgemm"))
+    res = measure(mnkl, ("optimized",), warmup=1, iters=2, warmup_s=0.0, peer_names=("cublas_blockwise", "deepgemm"))
     errs = {r["name"]: r["rel_err"] for r in res["rows"]}
     want = {"optimized", "deepgemm"} | ({"cublas_blockwise"} if hasattr(torch.nn.functional, "scaled_mm") else set())
     assert set(errs) >= want, res["skipped"]
@@ -410,8 +501,16 @@ def test_bench_spreads_its_rounds_over_copies_of_the_operands():
     # checked against float64 on both copies, each peer launched on each copy
     from bsprof.profile.bench.fp8_blockwise import measure
 
-    res = measure((384, 1536, 1024, 1), ("optimized",), warmup=1, iters=3, warmup_s=0.0, rounds=4,
-                  placements=2, peer_names=("deepgemm", "cublas_blockwise"))
+    res = measure(
+        (384, 1536, 1024, 1),
+        ("optimized",),
+        warmup=1,
+        iters=3,
+        warmup_s=0.0,
+        rounds=4,
+        placements=2,
+        peer_names=("deepgemm", "cublas_blockwise"),
+    )
     assert res["placements"] == 2
     for r in res["rows"]:
         assert r["placement_rounds"] == [0, 1, 1, 0] and len(r["ms_rounds"]) == 4, r
@@ -439,7 +538,7 @@ def test_a_graph_replay_keeps_the_memory_it_was_captured_on():
     del p
     gc.collect()
     torch.cuda.empty_cache()
-    junk = torch.full((1 << 26,), 7.0, device="cuda")    # takes whatever was handed back
+    junk = torch.full((1 << 26,), 7.0, device="cuda")  # takes whatever was handed back
     assert a() is not None
     kept = replay.keep[1]
     kept.ops.d.zero_()
@@ -453,8 +552,9 @@ def test_a_spec_the_problem_refuses_drops_its_column_not_the_problem():
     # times the other kernel there, and names the refused spec and why
     from bsprof.profile.bench.fp8_blockwise import measure
 
-    res = measure((128, 576, 512, 1), ("optimized", "optimized:split_k=8"), warmup=0, iters=3, warmup_s=0.0,
-                  peers=False)
+    res = measure(
+        (128, 576, 512, 1), ("optimized", "optimized:split_k=8"), warmup=0, iters=3, warmup_s=0.0, peers=False
+    )
     assert [r["name"] for r in res["rows"]] == ["optimized"]
     assert res["skipped"]["optimized:split_k=8"].startswith("BsprofError: no tile and cluster")
 
@@ -472,9 +572,28 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     # `bsprof bench --kernel optimized:epi_split=0`: the switched build, checked and timed beside
     # optimized and baseline, by default in 3 rounds over 3 copies of the operands, and paired
     # with them round by round; its result directory name stays free of ':' ',' '='
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise",
-                           "--kernel", "optimized:epi_split=0", "--mnkl", "1024,1024,1024", "--iters", "5",
-                           "--json", "-o", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bsprof",
+            "bench",
+            "--family",
+            "fp8-blockwise",
+            "--kernel",
+            "optimized:epi_split=0",
+            "--mnkl",
+            "1024,1024,1024",
+            "--iters",
+            "5",
+            "--json",
+            "-o",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
     ours = [r["name"] for r in res["rows"] if r["ours"]]
@@ -482,7 +601,7 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
     assert all(r["rel_err"] < 1e-2 for r in res["rows"] if r["ours"])
     assert res["rounds"] == 3 and res["placements"] == 3
     assert all(r["placement_rounds"] == [0, 1, 2] and len(r["ms_rounds"]) == 3 for r in res["rows"])
-    shown = " ".join(proc.stderr.split())       # rich wraps the titles to the terminal's width
+    shown = " ".join(proc.stderr.split())  # rich wraps the titles to the terminal's width
     assert "median round of 3 over 3 copies" in shown
     assert "against optimized:epi_split=0, round by round" in shown
     (run_dir,) = tmp_path.iterdir()
@@ -495,18 +614,43 @@ def test_bench_cli_times_a_spec_beside_the_plain_variants(tmp_path):
 # modelled 1.1% dearer. Each close call is timed as a spec of its own, paired with the pick:
 # problem -> (the pick's tile, the close call's spec and tile, what the reason says of the K blocks)
 CLOSE_CALL_RUNS = {
-    "96,12288,4096": ("128x112 cluster 1x1", "optimized:tile_m=128,tile_n=96,cluster_m=1,cluster_n=1",
-                      "128x96 cluster 1x1", "smem-bound K blocks"),
-    "4096,2112,7168": ("192x128 cluster 2x1", "optimized:tile_m=128,tile_n=192,cluster_m=2,cluster_n=1",
-                       "128x192 cluster 2x1", "K blocks costed in wall time under the power cap"),
+    "96,12288,4096": (
+        "128x112 cluster 1x1",
+        "optimized:tile_m=128,tile_n=96,cluster_m=1,cluster_n=1",
+        "128x96 cluster 1x1",
+        "smem-bound K blocks",
+    ),
+    "4096,2112,7168": (
+        "192x128 cluster 2x1",
+        "optimized:tile_m=128,tile_n=192,cluster_m=2,cluster_n=1",
+        "128x192 cluster 2x1",
+        "K blocks costed in wall time under the power cap",
+    ),
 }
 
 
 @pytest.mark.parametrize("mnkl", sorted(CLOSE_CALL_RUNS))
 def test_bench_close_calls_times_the_near_ties_beside_the_pick(mnkl):
     picked, spec, tile, blocks = CLOSE_CALL_RUNS[mnkl]
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "fp8-blockwise", "--mnkl", mnkl,
-                           "--close-calls", "--iters", "5", "--json"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bsprof",
+            "bench",
+            "--family",
+            "fp8-blockwise",
+            "--mnkl",
+            mnkl,
+            "--close-calls",
+            "--iters",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
     assert res["close_calls"] == [spec]
@@ -524,17 +668,28 @@ def test_int_inputs_give_every_kernel_the_exact_integer_product():
     # bf16 rounding of the output, so all errors agree
     from bsprof.kernels.fp8_blockwise import prepare
 
-    errs = {v: prepare(v, (384, 264, 2048, 1), seed=4, inputs="int").check() for v in ("optimized", "rescaled", "baseline")}
+    errs = {
+        v: prepare(v, (384, 264, 2048, 1), seed=4, inputs="int").check() for v in ("optimized", "rescaled", "baseline")
+    }
     assert max(errs.values()) < 2e-3 and max(errs.values()) - min(errs.values()) < 1e-6, errs
 
 
-@pytest.mark.skipif(not os.environ.get("BSPROF_CUTE_EXAMPLE"),
-                    reason="set BSPROF_CUTE_EXAMPLE to NVIDIA's dense_gemm_persistent.py or a CUTLASS checkout")
+@pytest.mark.skipif(
+    not os.environ.get("BSPROF_CUTE_EXAMPLE"),
+    reason="set BSPROF_CUTE_EXAMPLE to NVIDIA's dense_gemm_persistent.py or a CUTLASS checkout",
+)
 def test_cute_example_peer_computes_the_same_product_on_unit_scales():
     from bsprof.profile.bench.fp8_blockwise import measure
 
-    res = measure((512, 512, 1024, 1), ["optimized"], warmup=0, iters=3, warmup_s=0.0, inputs="int",
-                  cute_example=os.environ["BSPROF_CUTE_EXAMPLE"])
+    res = measure(
+        (512, 512, 1024, 1),
+        ["optimized"],
+        warmup=0,
+        iters=3,
+        warmup_s=0.0,
+        inputs="int",
+        cute_example=os.environ["BSPROF_CUTE_EXAMPLE"],
+    )
     rows = {r["name"]: r for r in res["rows"]}
     assert "cute_dense_fp8" in rows, res["skipped"]
     assert rows["cute_dense_fp8"]["rel_err"] == pytest.approx(rows["optimized"]["rel_err"], abs=1e-6)
@@ -544,22 +699,29 @@ def test_cute_example_peer_computes_the_same_product_on_unit_scales():
 # ring_unroll: the K-loop unrolled by the ring depth. The same blocks in the same order, so every
 # class writes the bits the one-block loop writes; K is a multiple of each class's ring depth
 # (256x128 and 192x128: 4 stages, 128x128: 6, 128x96: 7, 64x64: 13) so the unrolled loop runs
-RING = [((4096, 4096, 512, 1), (256, 128), (1, 2), {}),
-        ((1000, 1000, 2048, 1), (256, 128), (1, 2), {"epi_split": 0}),
-        ((1024, 2048, 1024, 1), (256, 128), (2, 1), {}), ((1000, 1000, 1024, 1), (192, 128), (1, 2), {}),
-        ((1000, 2104, 1536, 1), (128, 128), (1, 1), {}), ((520, 1000, 896, 1), (128, 96), (1, 2), {}),
-        ((640, 1040, 1664, 2), (64, 64), (1, 1), {})]
+RING = [
+    ((4096, 4096, 512, 1), (256, 128), (1, 2), {}),
+    ((1000, 1000, 2048, 1), (256, 128), (1, 2), {"epi_split": 0}),
+    ((1024, 2048, 1024, 1), (256, 128), (2, 1), {}),
+    ((1000, 1000, 1024, 1), (192, 128), (1, 2), {}),
+    ((1000, 2104, 1536, 1), (128, 128), (1, 1), {}),
+    ((520, 1000, 896, 1), (128, 96), (1, 2), {}),
+    ((640, 1040, 1664, 2), (64, 64), (1, 1), {}),
+]
 
 
-@pytest.mark.parametrize("mnkl, tile, cluster, extra", RING, ids=lambda x: "x".join(map(str, x))
-                         if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-")
+@pytest.mark.parametrize(
+    "mnkl, tile, cluster, extra",
+    RING,
+    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "".join(f"{k}{v}" for k, v in x.items()) or "-",
+)
 def test_ring_unroll_writes_the_same_bits(mnkl, tile, cluster, extra):
     import torch
 
     from bsprof.kernels.fp8_blockwise import prepare
 
     kw = dict(seed=5, mma_tiler=tile, cluster=cluster, **extra)
-    p = prepare("optimized", mnkl, **kw)                       # unrolled: optimized's default
+    p = prepare("optimized", mnkl, **kw)  # unrolled: optimized's default
     assert p.config["ring_unroll"] and p.check() < 1e-2
     q = prepare("optimized", mnkl, ring_unroll=0, **kw)
     assert not q.config.get("ring_unroll") and q.check() < 1e-2

@@ -27,14 +27,14 @@ def test_row_quantization_layout_and_scales():
     assert q.float().abs().max() <= quant.FP8_MAX
     deq = q.float() * s.transpose(1, 2).repeat_interleave(128, dim=2)
     rel = (deq - x).norm() / x.norm()
-    assert rel < 0.05                                           # e4m3: 3 mantissa bits
+    assert rel < 0.05  # e4m3: 3 mantissa bits
 
 
 def test_block_quantization_pads_ragged_n():
     x = torch.randn(1, 200, 256)
     q, s = quant.quantize_blocks(x)
-    assert q.shape == (1, 200, 256) and s.shape == (1, 2, 2)    # ceil(200/128) x K/128
-    amax01 = x[0, 128:, 0:128].abs().max()                      # the ragged block uses its real rows
+    assert q.shape == (1, 200, 256) and s.shape == (1, 2, 2)  # ceil(200/128) x K/128
+    amax01 = x[0, 128:, 0:128].abs().max()  # the ragged block uses its real rows
     torch.testing.assert_close(s[0, 1, 0], amax01 / quant.FP8_MAX)
 
 
@@ -75,9 +75,10 @@ def test_int_inputs_are_small_integers_with_unit_scales():
         quant.make_operands((64, 136, 256, 1), device="cpu", inputs="ones")
 
 
-@pytest.mark.parametrize("mnkl,needle", [((64, 64, 100, 1), "multiple of 128"),
-                                         ((64, 60, 128, 1), "multiple of 8"),
-                                         ((0, 64, 128, 1), "positive")])
+@pytest.mark.parametrize(
+    "mnkl,needle",
+    [((64, 64, 100, 1), "multiple of 128"), ((64, 60, 128, 1), "multiple of 8"), ((0, 64, 128, 1), "positive")],
+)
 def test_shape_errors_are_one_line(mnkl, needle):
     with pytest.raises(BsprofError) as exc:
         quant.check_shape(mnkl)
@@ -102,12 +103,11 @@ def test_variant_resolution_and_cli_knobs():
     assert opt["tile_m"] == 256 and opt["epilogue"] == "tma"
     base = cfg.resolve("baseline", {"mma_tiler": (256, 128), "cluster": (1, 2)})
     assert base["tile_m"] == 256 and base["cluster_n"] == 2
-    assert cfg.resolve("optimized", {"cluster": (2, 2)})["cluster_m"] == 2    # A and B multicast
+    assert cfg.resolve("optimized", {"cluster": (2, 2)})["cluster_m"] == 2  # A and B multicast
     # a 64-row tile has one consumer warpgroup: the variant's per-warpgroup epilogue gives way
     one = cfg.resolve("optimized", {"mma_tiler": (64, 128)})
     assert one["tile_m"] == 64 and one["epi_split"] is False
-    for bad in ({"mma_tiler": (96, 128)}, {"cluster": (4, 1)}, {"sf_vec": 16}, {"bogus": 1},
-                {"c_dtype": "Float16"}):
+    for bad in ({"mma_tiler": (96, 128)}, {"cluster": (4, 1)}, {"sf_vec": 16}, {"bogus": 1}, {"c_dtype": "Float16"}):
         with pytest.raises(BsprofError):
             cfg.resolve("optimized", bad)
     with pytest.raises(BsprofError):
@@ -115,10 +115,10 @@ def test_variant_resolution_and_cli_knobs():
 
 
 def test_grid_for_the_persistent_scheduler():
-    kw = cfg.resolve("optimized")                                     # 1x2 clusters: 66 fit
-    assert grid_ctas((4096, 4096, 4096, 1), kw, 66) == (132, 4)      # 512 tiles of 256x128
+    kw = cfg.resolve("optimized")  # 1x2 clusters: 66 fit
+    assert grid_ctas((4096, 4096, 4096, 1), kw, 66) == (132, 4)  # 512 tiles of 256x128
     assert grid_ctas((256, 256, 256, 1), kw, 66) == (2, 1)
-    assert grid_ctas((256, 384, 256, 1), kw, 66) == (4, 1)           # 3 N tiles: the pair rounds up
+    assert grid_ctas((256, 384, 256, 1), kw, 66) == (4, 1)  # 3 N tiles: the pair rounds up
     assert grid_ctas((4096, 4096, 4096, 1), dict(kw, cluster_n=1), 132) == (132, 4)
     base = cfg.resolve("baseline")
     assert grid_ctas((8192, 8192, 1024, 1), base, 132) == (132, 32)  # 4096 tiles of 128x128
@@ -127,7 +127,7 @@ def test_grid_for_the_persistent_scheduler():
 def test_smem_scale_stash_grows_with_k_then_is_dropped_or_refused():
     from bsprof.kernels.fp8_blockwise.launch import check_knobs_fit
 
-    kw = cfg.resolve("optimized", {"mma_tiler": (128, 96), "cluster": (1, 1)})   # 96: no B-scale TMA
+    kw = cfg.resolve("optimized", {"mma_tiler": (128, 96), "cluster": (1, 1)})  # 96: no B-scale TMA
     assert kw["sfb_smem"]
     small = dict(kw)
     check_knobs_fit(small, (4096, 4096, 16384, 1), static=True)
@@ -136,7 +136,7 @@ def test_smem_scale_stash_grows_with_k_then_is_dropped_or_refused():
     long = dict(kw)
     check_knobs_fit(long, (384, 3584, 18944, 1), static=True)
     assert long["sfb_smem"] and not long["sfb_tma"] and long["sfb_kb"] == 148
-    assert cfg.smem_stages(long) == 7          # 1,184 stash bytes against 1,024: the same ring depth
+    assert cfg.smem_stages(long) == 7  # 1,184 stash bytes against 1,024: the same ring depth
     odd = dict(kw)
     check_knobs_fit(odd, (384, 3584, 16512, 1), static=True)
     assert odd["sfb_kb"] == 132
@@ -153,16 +153,19 @@ def test_a_scale_tma_gives_way_where_it_cannot_work():
 
     assert cfg.resolve("optimized")["sfa_tma"] and not cfg.resolve("baseline").get("sfa_tma")
     # overrides it does not combine with switch the variant's default off ...
-    assert not cfg.resolve("optimized", {"schedule": "pingpong", "mma_tiler": (128, 128), "cluster": (1, 1),
-                                         "sfb_smem": 0})["sfa_tma"]
+    assert not cfg.resolve(
+        "optimized", {"schedule": "pingpong", "mma_tiler": (128, 128), "cluster": (1, 1), "sfb_smem": 0}
+    )["sfa_tma"]
     assert cfg.resolve("optimized", {"promote": "rescale"})["sfa_tma"]
     # each CTA of a cluster loads its own scales (only A/B are multicast), so clusters keep it
     assert cfg.resolve("optimized", {"cluster": (2, 1)})["sfa_tma"]
     assert cfg.resolve("optimized")["cluster_n"] == 2
     # ... an explicit request is left for the kernel to refuse
     with pytest.raises(BsprofError, match="sfa_tma does not combine with the ping-pong schedule"):
-        cfg.resolve("optimized", {"schedule": "pingpong", "mma_tiler": (128, 128), "cluster": (1, 1),
-                                  "sfb_smem": 0, "sfa_tma": 1})
+        cfg.resolve(
+            "optimized",
+            {"schedule": "pingpong", "mma_tiler": (128, 128), "cluster": (1, 1), "sfb_smem": 0, "sfa_tma": 1},
+        )
     # any M takes it in a shape-specialized build (the operands pad each scale row to 16 bytes);
     # a shape-generic build refuses it in one line naming the switch to drop
     kw = cfg.resolve("optimized")
@@ -207,12 +210,15 @@ def test_bench_reports_a_bad_shape_before_looking_for_a_gpu():
 
 
 @pytest.mark.parametrize("verb", ["bench", "ncu", "timing", "model"])
-@pytest.mark.parametrize("argv, message", [
-    (["--family", "fp8-blockwise", "--kernel", "optimized:nope=1"], "unknown fp8-blockwise option 'nope'"),
-    (["--family", "fp8-blockwise", "--kernel", "optimized:epi_split"], "expected key=value after ':'"),
-    (["--family", "fp8-blockwise", "--kernel", "fastest"], "unknown kernel 'fastest'"),
-    (["--family", "nvfp4", "--kernel", "optimized:swizzle=8"], "switches after ':' are an fp8-blockwise option"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--family", "fp8-blockwise", "--kernel", "optimized:nope=1"], "unknown fp8-blockwise option 'nope'"),
+        (["--family", "fp8-blockwise", "--kernel", "optimized:epi_split"], "expected key=value after ':'"),
+        (["--family", "fp8-blockwise", "--kernel", "fastest"], "unknown kernel 'fastest'"),
+        (["--family", "nvfp4", "--kernel", "optimized:swizzle=8"], "switches after ':' are an fp8-blockwise option"),
+    ],
+)
 def test_a_bad_kernel_spec_is_refused_before_looking_for_a_gpu_or_ncu(verb, argv, message):
     from click.testing import CliRunner
 
@@ -228,15 +234,16 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     from bsprof.kernels.fp8_blockwise.launch import AUTO_SWIZZLE, check_knobs_fit
 
     kw = cfg.resolve("optimized")
-    assert kw["swizzle"] == 0                                   # auto, resolved per problem
+    assert kw["swizzle"] == 0  # auto, resolved per problem
     fits, big = dict(kw), dict(kw)
     check_knobs_fit(fits, (4096, 4096, 4096, 1), static=True)  # A + B = 32 MB < 50 MB of L2
-    check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)   # 128 MB
+    check_knobs_fit(big, (8192, 8192, 8192, 1), static=True)  # 128 MB
     assert fits["swizzle"] == 1 and big["swizzle"] == AUTO_SWIZZLE
     # the group divides the cluster columns (N = 7168 in 256x128 tiles, 1x2 clusters: 28 columns);
     # a group that does not leaves a narrower last group, no padding: 7 rounds either way (CuTe
     # DSL's scheduler ran a group of 8 there as 32 padded columns, 8 rounds)
     from bsprof.kernels.fp8_blockwise.launch import grid_ctas
+
     long = dict(kw)
     check_knobs_fit(long, (4096, 7168, 16384, 1), static=True)
     assert (long["tile_n"], long["cluster_n"], long["swizzle"]) == (128, 2, 7)
@@ -245,8 +252,12 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
     # every tile in the first round: the order decides no reuse, and M-major keeps the M tiles of
     # a B column on adjacent CTAs (200x8192x8192: a group of 8 ran 1.20-1.21x slower on the H100)
     # (a clustered grid keeps the group: one round in 1x2 clusters measured 0.98-1.02x either way)
-    for mnkl, rounds_one, plain in (((200, 8192, 8192, 1), True, True), ((128, 7168, 16384, 1), True, True),
-                                    ((64, 28672, 8192, 1), False, True), ((256, 10240, 8192, 1), True, False)):
+    for mnkl, rounds_one, plain in (
+        ((200, 8192, 8192, 1), True, True),
+        ((128, 7168, 16384, 1), True, True),
+        ((64, 28672, 8192, 1), False, True),
+        ((256, 10240, 8192, 1), True, False),
+    ):
         one = dict(kw)
         check_knobs_fit(one, mnkl, static=True)
         assert (one["cluster_m"] * one["cluster_n"] == 1) == plain
@@ -255,8 +266,9 @@ def test_auto_swizzle_groups_tiles_only_when_the_operands_overflow_l2():
         assert one["swizzle"] == (1 if rounds_one and plain else AUTO_SWIZZLE), (mnkl, one["swizzle"])
     explicit = cfg.resolve("optimized", {"swizzle": 4})
     check_knobs_fit(explicit, (8192, 8192, 8192, 1), static=True)
-    assert explicit["swizzle"] == 4                             # a user's choice is kept
+    assert explicit["swizzle"] == 4  # a user's choice is kept
     from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+
     with pytest.raises(ValueError, match="swizzle"):
         GemmConfig.from_switches(swizzle=0)
 
@@ -270,18 +282,18 @@ def test_the_last_m_tile_shifts_up_only_where_it_would_run_past_m():
     assert start(288, 128) == 160 and start(200, 128) == 72
     # a start off a 16-byte A-scale boundary rounds up: the tile ends up to 3 rows past M
     assert start(333, 128) == 208 and start(1002, 128) == 876 and start(130, 128) == 4
-    assert start(255, 128) == 0          # rounded up to the unshifted start: nothing gained
-    assert start(256, 128) == 0          # no tile runs past M
-    assert start(100, 128) == 0          # one tile, taller than M: nothing to shift into
+    assert start(255, 128) == 0  # rounded up to the unshifted start: nothing gained
+    assert start(256, 128) == 0  # no tile runs past M
+    assert start(100, 128) == 0  # one tile, taller than M: nothing to shift into
     assert start(300, 256) == 44
-    assert start(100, 64) == 0           # 64-row tiles: their boxes past M were not slow
+    assert start(100, 64) == 0  # 64-row tiles: their boxes past M were not slow
     assert start(288, 128, cluster_m=2) == 0 and start(288, 128, schedule="pingpong") == 0
     assert start(288, 128, epilogue="direct") == 0
     # the kernel applies the same rule, to shape-specialized builds only
     plain = dict(tile_n=64, cluster_m=1, cluster_n=1, epilogue="tma", swizzle=1, shift_last_m=True)
     k128 = GemmConfig.from_switches(tile_m=128, **plain)
     assert [k128.shift_rows(m) for m in (288, 333, 130, 256)] == [160, 208, 4, 0]
-    assert k128.shift_rows(object()) == 0     # a shape-generic build: M is not known
+    assert k128.shift_rows(object()) == 0  # a shape-generic build: M is not known
     assert GemmConfig.from_switches(tile_m=128, **{**plain, "cluster_m": 2}).shift_rows(288) == 0
     assert GemmConfig.from_switches(tile_m=128, **{**plain, "shift_last_m": False}).shift_rows(288) == 0
     # and `bench --plan` says where the last tile starts, as the build would
@@ -299,8 +311,8 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
     rows = cfg.a_box_rows
     assert [rows(m, 64) for m in (1, 8, 9, 21, 56, 57, 64, 100)] == [8, 8, 16, 24, 56, 0, 0, 0]
     assert [rows(m, 128) for m in (8, 88, 100, 120, 121, 128, 200)] == [8, 88, 104, 120, 0, 0, 0]
-    assert rows(8, 64, cluster_n=2) == 0 and rows(88, 128, cluster_n=2) == 0     # A multicast
-    assert rows(88, 128, schedule="pingpong") == 0 and rows(88, 256) == 0         # two boxes a stage
+    assert rows(8, 64, cluster_n=2) == 0 and rows(88, 128, cluster_n=2) == 0  # A multicast
+    assert rows(88, 128, schedule="pingpong") == 0 and rows(88, 256) == 0  # two boxes a stage
     assert plan("optimized", (8, 7168, 2048, 1))["switches"]["a_rows"] == 8
     assert "a_rows" not in plan("optimized", (8, 7168, 2048, 1), trim_a=0)["switches"]
     assert "a_rows" not in plan("optimized", (64, 4096, 7168, 1))["switches"]
@@ -308,8 +320,12 @@ def test_the_a_box_stops_at_m_only_below_a_64_row_tile():
     assert GemmConfig.from_switches(tile_m=64, a_rows=16, **plain).a_rows == 16
     assert GemmConfig.from_switches(tile_m=64, **plain).a_rows == 64
     assert GemmConfig.from_switches(tile_m=128, a_rows=88, **plain).a_rows == 88
-    for bad in (dict(tile_m=256, a_rows=16), dict(tile_m=64, a_rows=12), dict(tile_m=64, a_rows=16, cluster_n=2),
-                dict(tile_m=128, a_rows=88, schedule="pingpong")):
+    for bad in (
+        dict(tile_m=256, a_rows=16),
+        dict(tile_m=64, a_rows=12),
+        dict(tile_m=64, a_rows=16, cluster_n=2),
+        dict(tile_m=128, a_rows=88, schedule="pingpong"),
+    ):
         with pytest.raises(ValueError, match="a_rows"):
             GemmConfig.from_switches(**{**plain, **bad})
 
@@ -326,7 +342,7 @@ def test_the_shifted_start_is_always_safe_for_the_tma_boxes(tile_m):
     @given(m=st.integers(1, 40_000))
     def check(m):
         start = cfg.shifted_start(m, tile_m)
-        last = (m - 1) // tile_m * tile_m          # where the unshifted last tile starts
+        last = (m - 1) // tile_m * tile_m  # where the unshifted last tile starts
         if start:
             assert start % quant.SFA_ALIGN == 0 and m - tile_m <= start < last
             assert start + tile_m - m < quant.SFA_ALIGN
@@ -401,12 +417,17 @@ def test_b_scale_tma_gives_way_where_it_cannot_work():
 
     assert Fp8BlockwiseGemm(GemmConfig()).config == GemmConfig()
     with pytest.raises(ValueError, match="peek=0"):
-        Fp8BlockwiseGemm(replace(GemmConfig(), scales=ScaleConfig(promote="rescale"),
-                                 pipeline=PipelineConfig(peek=True)))
+        Fp8BlockwiseGemm(
+            replace(GemmConfig(), scales=ScaleConfig(promote="rescale"), pipeline=PipelineConfig(peek=True))
+        )
     # the 4-block box needs the scale rows' stride (K/128 floats) 16-byte aligned, and the A-scale
     # path: a shape-specialized build goes without (the smem stash serves), a generic one refuses
-    for mnkl, keeps in (((4096, 4096, 4096, 1), True), ((1000, 1000, 640, 1), False),
-                        ((1001, 4096, 4096, 1), True), ((4096, 4096, 2176, 1), False)):
+    for mnkl, keeps in (
+        ((4096, 4096, 4096, 1), True),
+        ((1000, 1000, 640, 1), False),
+        ((1001, 4096, 4096, 1), True),
+        ((4096, 4096, 2176, 1), False),
+    ):
         kw = dict(opt)
         check_knobs_fit(kw, mnkl, static=True)
         assert kw["sfb_tma"] is keeps and kw["sfb_smem"]
@@ -421,7 +442,7 @@ def test_epilogue_split_per_warpgroup_is_chosen_by_k():
     from bsprof.kernels.fp8_blockwise.launch import EPI_SPLIT_MAX_K, check_knobs_fit
 
     opt = cfg.resolve("optimized")
-    assert opt["epi_split"] == "auto"           # optimized decides per problem
+    assert opt["epi_split"] == "auto"  # optimized decides per problem
     # an epilogue that cannot be split makes the variant's default give way
     assert not cfg.resolve("optimized", {"epilogue": "direct"})["epi_split"]
     for k, split in ((1024, True), (EPI_SPLIT_MAX_K, True), (8192, False)):
@@ -443,7 +464,7 @@ def test_a_switch_asked_for_keeps_the_per_problem_tile_to_those_that_take_it():
     for mnkl in ((128, 128, 128, 1), (256, 512, 1024, 2), (384, 264, 512, 1)):
         assert choose(mnkl)[0].tile_m == 64
         default, _ = build_kwargs("optimized", {}, mnkl)
-        assert default["tile_m"] == 64 and default["epi_split"] is False          # the default gave way
+        assert default["tile_m"] == 64 and default["epi_split"] is False  # the default gave way
         asked, _ = build_kwargs("optimized", {"epi_split": True}, mnkl)
         assert asked["tile_m"] >= 128 and asked["epi_split"] is True and cfg.can_implement(asked) is None
     with pytest.raises(BsprofError, match="no tile and cluster"):
@@ -457,8 +478,9 @@ def test_rescaled_variant_and_its_k_limit():
     # optimized with one switch: its tile, cluster and scale paths (the peek and the unrolled ring
     # belong to the serial loop)
     serial = ("promote", "peek", "tiles", "ring_unroll")
-    assert {k: v for k, v in kw.items() if k not in serial} == \
-        {k: v for k, v in cfg.resolve("optimized").items() if k not in serial}
+    assert {k: v for k, v in kw.items() if k not in serial} == {
+        k: v for k, v in cfg.resolve("optimized").items() if k not in serial
+    }
     assert kw["promote"] == "rescale" and kw["sfb_tma"] and not kw["peek"]
     # the B-scale TMA box holds one N block: a 256-wide rescaled tile takes the smem stash
     assert not cfg.resolve("rescaled", {"tile_m": 128, "tile_n": 256})["sfb_tma"]
@@ -468,31 +490,37 @@ def test_rescaled_variant_and_its_k_limit():
             check_knobs_fit(dict(kw), (4096, 4096, 2 * RESCALE_MAX_K, 1), static=static)
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(tile_m=96), "tile_m=96: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves .* "
-                      "or one 192-row wave of three; use 64, 128, 192 or 256"),
-    (dict(tile_m=192, schedule="pingpong"), "tile_m=192 .three consumer warpgroups. takes the coop schedule"),
-    (dict(tile_m=192, promote="rescale"), "tile_m=192 .* with the serial promotion"),
-    (dict(tile_m=192, tile_n=144), "tile 192x144 with promote='serial'.*widest: 192x128"),
-    (dict(tile_m=64, epilogue="tma", epi_split=True), "epi_split does not combine with tile_m=64"),
-    (dict(tile_m=64, schedule="pingpong"), "schedule='pingpong' takes tile_m=128"),
-    (dict(tile_m=64, tile_n=256), "widest: 64x192"),
-    (dict(tile_n=176), "tile_n=176: .* at most two 128-wide B-scale blocks; nearest: 160"),
-    (dict(tile_n=100), "tile_n=100: a tile is a multiple of 16"),
-    (dict(tile_m=256, tile_n=160), "tile 256x160 with promote='serial': the accumulators do not fit"),
-    (dict(tile_n=256), "widest: 128x192"),
-    (dict(promote="rescale", tile_n=96), "the rescale takes tile widths that divide 128, or 256"),
-    (dict(schedule="pingpong", cluster_n=2), "schedule='pingpong' takes tile_m=128"),
-    (dict(promote="overlap"), "promote='overlap': use 'serial' or 'rescale'"),
-    (dict(epilogue="tma_tile"), "epilogue='tma_tile'"),
-    (dict(cluster_m=4), "cluster 4x1"),
-    (dict(split_k=0), "split_k=0: use 1 .no split. .. 8"),
-    (dict(split_k=9), "split_k=9"),
-    (dict(split_k=2, schedule="pingpong"), "split_k=2 with schedule='pingpong'.* takes the coop schedule"),
-    (dict(split_k=2, promote="rescale"), "split_k=2 .*promote='rescale'.*use split_k=1"),
-    (dict(split_k=2, epilogue="tma", epi_split=True), "epi_split does not combine with split_k=2"),
-    (dict(split_k=3, sfa_tma=True, sfb_tma=True), "sfb_tma does not combine with split_k=3"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (
+            dict(tile_m=96),
+            "tile_m=96: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves .* "
+            "or one 192-row wave of three; use 64, 128, 192 or 256",
+        ),
+        (dict(tile_m=192, schedule="pingpong"), "tile_m=192 .three consumer warpgroups. takes the coop schedule"),
+        (dict(tile_m=192, promote="rescale"), "tile_m=192 .* with the serial promotion"),
+        (dict(tile_m=192, tile_n=144), "tile 192x144 with promote='serial'.*widest: 192x128"),
+        (dict(tile_m=64, epilogue="tma", epi_split=True), "epi_split does not combine with tile_m=64"),
+        (dict(tile_m=64, schedule="pingpong"), "schedule='pingpong' takes tile_m=128"),
+        (dict(tile_m=64, tile_n=256), "widest: 64x192"),
+        (dict(tile_n=176), "tile_n=176: .* at most two 128-wide B-scale blocks; nearest: 160"),
+        (dict(tile_n=100), "tile_n=100: a tile is a multiple of 16"),
+        (dict(tile_m=256, tile_n=160), "tile 256x160 with promote='serial': the accumulators do not fit"),
+        (dict(tile_n=256), "widest: 128x192"),
+        (dict(promote="rescale", tile_n=96), "the rescale takes tile widths that divide 128, or 256"),
+        (dict(schedule="pingpong", cluster_n=2), "schedule='pingpong' takes tile_m=128"),
+        (dict(promote="overlap"), "promote='overlap': use 'serial' or 'rescale'"),
+        (dict(epilogue="tma_tile"), "epilogue='tma_tile'"),
+        (dict(cluster_m=4), "cluster 4x1"),
+        (dict(split_k=0), "split_k=0: use 1 .no split. .. 8"),
+        (dict(split_k=9), "split_k=9"),
+        (dict(split_k=2, schedule="pingpong"), "split_k=2 with schedule='pingpong'.* takes the coop schedule"),
+        (dict(split_k=2, promote="rescale"), "split_k=2 .*promote='rescale'.*use split_k=1"),
+        (dict(split_k=2, epilogue="tma", epi_split=True), "epi_split does not combine with split_k=2"),
+        (dict(split_k=3, sfa_tma=True, sfb_tma=True), "sfb_tma does not combine with split_k=3"),
+    ],
+)
 def test_can_implement_names_the_combination_in_one_line(kw, message):
     import re
 
@@ -525,34 +553,91 @@ MEASURED = {
     (4096, 2112, 7168, 1): {(256, 128, 1, 2): 890, (128, 128, 1, 2): 915},
     # (its M = 128 rows were ~10-17 us kernels timed at the host's ~17 us per launch: dropped,
     # MEASURED_HELD_QUEUE re-timed them with the GPU held)
-    (2000, 3000, 4096, 1): {(256, 96, 1, 2): 899, (256, 128, 1, 2): 886, (256, 96, 1, 1): 885, (128, 128, 1, 2): 993,
-                            (128, 144, 1, 2): 783},
+    (2000, 3000, 4096, 1): {
+        (256, 96, 1, 2): 899,
+        (256, 128, 1, 2): 886,
+        (256, 96, 1, 1): 885,
+        (128, 128, 1, 2): 993,
+        (128, 144, 1, 2): 783,
+    },
     (4096, 576, 7168, 1): {(128, 144, 1, 2): 839, (256, 128, 1, 2): 771, (256, 96, 1, 1): 800, (128, 128, 1, 2): 672},
 }
 # re-timed with the scale tests shared between column groups (docs/perf.md)
 MEASURED_SHARED_SCALE_TESTS = {
-    (4096, 2112, 7168, 1): {(128, 192, 1, 2): 1088, (128, 192, 2, 1): 1097, (128, 128, 1, 2): 927,
-                            (128, 144, 1, 2): 939, (256, 96, 1, 2): 1014, (256, 128, 1, 2): 911},
+    (4096, 2112, 7168, 1): {
+        (128, 192, 1, 2): 1088,
+        (128, 192, 2, 1): 1097,
+        (128, 128, 1, 2): 927,
+        (128, 144, 1, 2): 939,
+        (256, 96, 1, 2): 1014,
+        (256, 128, 1, 2): 911,
+    },
 }
 # re-timed with the launches queued behind a spin kernel so the 10-50 us kernels time the GPU and
 # not the host (docs/perf.md): 64-row one-warpgroup tiles beside 128-row ones at M = 128
 MEASURED_HELD_QUEUE = {
-    (128, 2112, 7168, 1): {(64, 32, 1, 1): 333, (64, 32, 2, 1): 328, (128, 16, 1, 1): 315, (64, 64, 1, 1): 306,
-                           (128, 32, 1, 1): 301, (64, 64, 2, 1): 289, (128, 48, 1, 1): 250, (128, 64, 1, 1): 249,
-                           (64, 112, 1, 1): 228, (64, 128, 1, 1): 224, (64, 16, 1, 1): 220},
-    (128, 576, 7168, 1): {(64, 16, 1, 1): 94, (64, 32, 1, 1): 93, (128, 16, 1, 1): 93, (64, 32, 2, 1): 90,
-                          (64, 64, 1, 1): 84, (128, 32, 1, 1): 84, (64, 64, 2, 1): 79, (128, 48, 1, 1): 76,
-                          (128, 64, 1, 1): 70, (64, 112, 1, 1): 63, (64, 128, 1, 1): 62},
+    (128, 2112, 7168, 1): {
+        (64, 32, 1, 1): 333,
+        (64, 32, 2, 1): 328,
+        (128, 16, 1, 1): 315,
+        (64, 64, 1, 1): 306,
+        (128, 32, 1, 1): 301,
+        (64, 64, 2, 1): 289,
+        (128, 48, 1, 1): 250,
+        (128, 64, 1, 1): 249,
+        (64, 112, 1, 1): 228,
+        (64, 128, 1, 1): 224,
+        (64, 16, 1, 1): 220,
+    },
+    (128, 576, 7168, 1): {
+        (64, 16, 1, 1): 94,
+        (64, 32, 1, 1): 93,
+        (128, 16, 1, 1): 93,
+        (64, 32, 2, 1): 90,
+        (64, 64, 1, 1): 84,
+        (128, 32, 1, 1): 84,
+        (64, 64, 2, 1): 79,
+        (128, 48, 1, 1): 76,
+        (128, 64, 1, 1): 70,
+        (64, 112, 1, 1): 63,
+        (64, 128, 1, 1): 62,
+    },
     # the 64-row 1x1 tiles here were timed launched as 1x1x1 clusters, which doubled what their
     # CTA pairs read from L2 (MEASURED_PLAIN_GRID times 64x64 1x1 as launched now)
-    (128, 4096, 7168, 1): {(128, 32, 1, 1): 546, (64, 64, 2, 1): 544, (128, 64, 1, 1): 473,
-                           (128, 48, 1, 1): 453, (64, 32, 2, 1): 385, (128, 16, 1, 1): 372},
-    (128, 7168, 2048, 1): {(128, 64, 1, 1): 457, (64, 64, 2, 1): 388, (64, 112, 1, 1): 385, (64, 128, 1, 1): 381,
-                           (128, 32, 1, 1): 372, (64, 64, 1, 1): 350, (128, 48, 1, 1): 332, (64, 32, 1, 1): 284,
-                           (64, 32, 2, 1): 281, (128, 16, 1, 1): 277, (64, 16, 1, 1): 201},
-    (128, 7168, 16384, 1): {(128, 64, 1, 1): 620, (64, 128, 1, 1): 574, (64, 112, 1, 1): 558, (64, 64, 2, 1): 530,
-                            (64, 64, 1, 1): 500, (128, 32, 1, 1): 496, (128, 48, 1, 1): 415, (64, 32, 1, 1): 394,
-                            (64, 32, 2, 1): 375, (128, 16, 1, 1): 351, (64, 16, 1, 1): 270},
+    (128, 4096, 7168, 1): {
+        (128, 32, 1, 1): 546,
+        (64, 64, 2, 1): 544,
+        (128, 64, 1, 1): 473,
+        (128, 48, 1, 1): 453,
+        (64, 32, 2, 1): 385,
+        (128, 16, 1, 1): 372,
+    },
+    (128, 7168, 2048, 1): {
+        (128, 64, 1, 1): 457,
+        (64, 64, 2, 1): 388,
+        (64, 112, 1, 1): 385,
+        (64, 128, 1, 1): 381,
+        (128, 32, 1, 1): 372,
+        (64, 64, 1, 1): 350,
+        (128, 48, 1, 1): 332,
+        (64, 32, 1, 1): 284,
+        (64, 32, 2, 1): 281,
+        (128, 16, 1, 1): 277,
+        (64, 16, 1, 1): 201,
+    },
+    (128, 7168, 16384, 1): {
+        (128, 64, 1, 1): 620,
+        (64, 128, 1, 1): 574,
+        (64, 112, 1, 1): 558,
+        (64, 64, 2, 1): 530,
+        (64, 64, 1, 1): 500,
+        (128, 32, 1, 1): 496,
+        (128, 48, 1, 1): 415,
+        (64, 32, 1, 1): 394,
+        (64, 32, 2, 1): 375,
+        (128, 16, 1, 1): 351,
+        (64, 16, 1, 1): 270,
+    },
 }
 
 
@@ -569,18 +654,31 @@ MEASURED_PLAIN_GRID = {
 # timings left: its 1x1 configurations launched as 1x1x1 clusters, which served two CTAs sharing
 # a B tile from L2 twice, and its two clustered ones ran within 0.3% of each other
 MEASURED_MERGED = {
-    (128, 2112, 7168, 1): {(64, 64, 1, 1, 2): 374, (64, 64, 2, 1, 2): 364, (64, 96, 2, 1, 3): 363,
-                           (64, 32, 1, 1, 1): 347},
+    (128, 2112, 7168, 1): {
+        (64, 64, 1, 1, 2): 374,
+        (64, 64, 2, 1, 2): 364,
+        (64, 96, 2, 1, 3): 363,
+        (64, 32, 1, 1, 1): 347,
+    },
     (128, 576, 7168, 1): {(64, 32, 1, 1, 3): 136, (64, 48, 1, 1, 4): 129, (64, 16, 1, 1, 1): 97},
-    (128, 4096, 7168, 1): {(128, 128, 1, 1, 4): 599, (64, 64, 1, 1, 1): 595, (64, 64, 2, 1, 1): 579,
-                           (128, 32, 1, 1, 1): 568},
+    (128, 4096, 7168, 1): {
+        (128, 128, 1, 1, 4): 599,
+        (64, 64, 1, 1, 1): 595,
+        (64, 64, 2, 1, 1): 579,
+        (128, 32, 1, 1, 1): 568,
+    },
 }
 
 
-@pytest.mark.parametrize("mnkl, got", [(k, v) for t in (MEASURED, MEASURED_SHARED_SCALE_TESTS, MEASURED_HELD_QUEUE, MEASURED_PLAIN_GRID,
-                                                             MEASURED_MERGED)
-                                        for k, v in t.items()],
-                         ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "")
+@pytest.mark.parametrize(
+    "mnkl, got",
+    [
+        (k, v)
+        for t in (MEASURED, MEASURED_SHARED_SCALE_TESTS, MEASURED_HELD_QUEUE, MEASURED_PLAIN_GRID, MEASURED_MERGED)
+        for k, v in t.items()
+    ],
+    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else "",
+)
 def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
     from bsprof.kernels.fp8_blockwise.select import cost
 
@@ -627,10 +725,10 @@ def test_narrow_128_row_tiles_run_unclustered_where_the_cluster_lost(mnkl):
     (tm, tn), clustered, plain = CLUSTER_VS_PLAIN[mnkl]
     offered = {(c.cluster_m, c.cluster_n) for c in candidates(mnkl) if (c.tile_m, c.tile_n) == (tm, tn)}
     if tm == 128 and tn <= NARROW_UNCLUSTERED:
-        assert plain > 1.05 * clustered          # the class the rule is for: the cluster lost
+        assert plain > 1.05 * clustered  # the class the rule is for: the cluster lost
         assert offered == {(1, 1)}
     else:
-        assert 0.95 * clustered < plain < 1.05 * clustered     # within 5%: the model still decides
+        assert 0.95 * clustered < plain < 1.05 * clustered  # within 5%: the model still decides
         assert (1, 2) in offered and (1, 1) in offered
 
 
@@ -677,13 +775,14 @@ def test_the_tile_choice_keeps_the_tuned_tile_where_it_fits_and_fills_small_prob
         assert cfg.can_implement(dict(c.kwargs())) is None
 
 
-
 # Picks with DeepGEMM's own tile modelled within 3% (docs/perf.md): at
 # 96x12288x4096 (`--suite large_layers`, 0.96 of DeepGEMM) that tile, built by our own
 # kernel, ran 1.037x the pick paired over 9 rounds; at 4096x2112x7168 128x192 2x1 ran 0.995 of the
 # 192-row tile in 1x2, and the pick, 192x128 2x1, 0.995 of that 1x2: three within 1%
-CLOSE_CALLS_TIMED = {(96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037),
-                     (4096, 2112, 7168, 1): ((192, 128, 2, 1), (128, 192, 2, 1), 0.995)}
+CLOSE_CALLS_TIMED = {
+    (96, 12288, 4096, 1): ((128, 112, 1, 1), (128, 96, 1, 1), 1.037),
+    (4096, 2112, 7168, 1): ((192, 128, 2, 1), (128, 192, 2, 1), 0.995),
+}
 
 
 @pytest.mark.parametrize("mnkl", list(CLOSE_CALLS_TIMED), ids=lambda x: "x".join(map(str, x)))
@@ -742,6 +841,7 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
 
     check()
 
+
 # Tiles in 1x2 clusters (A multicast) and in 2x1 (B multicast), which the model ties, timed side
 # by side on the H100 (2026-11-27; docs/perf.md, "FP8-blockwise tile choice";
 # µs of the median round of 5): (tile, 1x2 µs, 2x1 µs)
@@ -761,7 +861,7 @@ def test_a_tie_between_cluster_axes_multicasts_b_only_where_the_b_tile_is_much_l
     (tm, tn), a_mc, b_mc = CLUSTER_AXIS[mnkl]
     # the tile that was timed in both clusters (where the 192-row tile now wins, as asked for)
     pick, why = choose(mnkl, fits=lambda c: (c.tile_m, c.tile_n) == (tm, tn))
-    if cost(mnkl, tm, tn, 1, 2).cycles == cost(mnkl, tm, tn, 2, 1).cycles:     # the model's tie: the rule
+    if cost(mnkl, tm, tn, 1, 2).cycles == cost(mnkl, tm, tn, 2, 1).cycles:  # the model's tie: the rule
         wide = tn >= B_MULTICAST_RATIO * tm
         assert (pick.cluster_m, pick.cluster_n) == ((2, 1) if wide else (1, 2))
         assert ("B multicast" in why) == wide
@@ -789,8 +889,11 @@ def _half_padded_ab(data_dir, name: str = "h100_fp8_half_padded.json.xz") -> dic
     out = {}
     for res in json.loads(unxz_text(data_dir / name))["results"]:
         rows = {r["name"]: r for r in res["rows"]}
-        out[tuple(res["mnkl"])] = (tile_config(rows["optimized"]), tile_config(rows["given"]),
-                                   statistics.median(paired_speedups(rows["optimized"], rows["given"])))
+        out[tuple(res["mnkl"])] = (
+            tile_config(rows["optimized"]),
+            tile_config(rows["given"]),
+            statistics.median(paired_speedups(rows["optimized"], rows["given"])),
+        )
     return out
 
 
@@ -815,7 +918,7 @@ def test_a_half_padded_128_row_tile_gives_way_to_a_64_row_tile_modelled_as_fast(
             kept += 1
             assert got[0] == 128 and got in (timed, other)
             gain = speed if got == timed else 1 / speed
-            assert gain > 1.0, (mnkl, got, gain)         # the 64-row tile lost there
+            assert gain > 1.0, (mnkl, got, gain)  # the 64-row tile lost there
     assert moved == 15 and kept == 3 and HALF_PADDED_WITHIN < 1.05
     # full M tiles, clustered picks and 64-row picks are left alone
     for mnkl in ((256, 3584, 8192, 1), (4096, 4096, 4096, 1), (128, 7168, 16384, 1), (300, 7168, 2048, 1)):
@@ -833,7 +936,7 @@ def test_below_128_rows_a_128_row_tile_gives_way_to_a_64_row_tile_modelled_as_fa
         pick, why = choose(mnkl)
         got = (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n)
         assert got in (timed, other) and mnkl[0] < 128, (mnkl, got)
-        gain = speed if got == timed else 1 / speed        # the pick over the other tile
+        gain = speed if got == timed else 1 / speed  # the pick over the other tile
         if "64 rows, not" in why:
             moved += 1
             assert pick.tile_m == 64 and gain >= 0.97, (mnkl, gain)
@@ -854,7 +957,7 @@ def test_below_64_rows_a_multicast_gives_way_to_the_trimmed_a_box(data_dir):
         pick, _ = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == other == (64, 192, 1, 1)
         assert timed == (64, 192, 1, 2) and 1 / speed >= 1.0, (mnkl, speed)
-    assert choose((128, 24576, 1536, 1))[0].cluster_n == 2      # 128 rows: A multicast stays
+    assert choose((128, 24576, 1536, 1))[0].cluster_n == 2  # 128 rows: A multicast stays
 
 
 def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(data_dir):
@@ -871,7 +974,7 @@ def test_the_three_warpgroup_tile_ran_at_least_as_fast_wherever_it_is_chosen(dat
     for mnkl, (timed, before, speed) in stored.items():
         pick, why = choose(mnkl)
         assert (pick.tile_m, pick.tile_n, pick.cluster_m, pick.cluster_n) == timed == (192, 128, 1, 2), mnkl
-        assert before[0] in (128, 256) and speed >= 0.97, (mnkl, before, speed)     # within the noise
+        assert before[0] in (128, 256) and speed >= 0.97, (mnkl, before, speed)  # within the noise
         gains.append(speed)
     assert math.exp(sum(map(math.log, gains)) / len(gains)) >= 1.02
 
@@ -944,7 +1047,7 @@ def test_problems_too_small_to_fill_the_gpu_keep_the_pipe_model():
     assert fills_gpu((640, 8192, 6144, 1)) and not fills_gpu((128, 32768, 512, 1))
     assert cost((128, 32768, 512, 1), 128, 128, 1, 1).bound != "power"
     assert cost((4096, 4096, 4096, 1), 256, 128, 1, 2).bound == "power"
-    assert cost((4096, 4096, 4096, 1), 64, 128, 1, 1).bound != "power"          # one warpgroup: pipes
+    assert cost((4096, 4096, 4096, 1), 64, 128, 1, 1).bound != "power"  # one warpgroup: pipes
     assert cost((4096, 4096, 4096, 1), 128, 128, 1, 1, split_k=2).bound != "power"
     assert "wall time" not in choose((128, 24576, 1536, 1))[1]
 
@@ -986,7 +1089,7 @@ def test_a_shape_the_kernel_cannot_take_names_the_nearest_one():
         check_shape((1000, 1000, 1000, 1))
     with pytest.raises(BsprofError, match="nearest shape the kernel takes is 64,104,256,1"):
         check_shape((64, 100, 256, 1))
-    check_shape((1, 2112, 7168, 1))      # a matrix-vector product runs (one row of a 128-row tile)
+    check_shape((1, 2112, 7168, 1))  # a matrix-vector product runs (one row of a 128-row tile)
 
 
 def test_size1_strides_are_made_compact_and_others_kept():
@@ -997,11 +1100,11 @@ def test_size1_strides_are_made_compact_and_others_kept():
     from bsprof.kernels.fp8_blockwise.launch import size1_strides
 
     # a one-row (L, K/128, M) matrix as a transpose leaves it: M's stride is K/128
-    sfa = torch.randn(1, 1, 4).transpose(1, 2).permute(2, 1, 0)     # (M=1, K/128=4, L=1)
+    sfa = torch.randn(1, 1, 4).transpose(1, 2).permute(2, 1, 0)  # (M=1, K/128=4, L=1)
     assert sfa.stride()[0] != 1
     fixed = size1_strides(sfa, (0, 1, 2))
     assert fixed.stride() == (1, 1, 4) and torch.equal(fixed, sfa)
-    d = torch.empty(3, 5, 7).permute(1, 2, 0)        # no size-1 mode: the very same view back
+    d = torch.empty(3, 5, 7).permute(1, 2, 0)  # no size-1 mode: the very same view back
     assert size1_strides(d, (1, 0, 2)) is d
 
 
@@ -1039,4 +1142,5 @@ def test_split_k_is_chosen_only_where_tiles_leave_sms_idle():
     assert three.tiles == 3 * one.tiles and three.cycles < one.cycles / 1.5
     wide = cost((128, 4096, 7168, 1), 128, 128, 1, 1, split_k=8)
     from bsprof.kernels.fp8_blockwise.select import DRAM_BYTES_PER_CYCLE
+
     assert wide.cycles >= (128 + 4096) * 7168 / DRAM_BYTES_PER_CYCLE

@@ -37,8 +37,9 @@ def built(tmp_path_factory):
 
 
 def _res_usage(cubin) -> str:
-    return subprocess.run([tool_path("cuobjdump"), "-res-usage", str(cubin)], capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [tool_path("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
@@ -46,8 +47,11 @@ def test_qgmma_in_kloop_and_no_spills(built, variant):
     cubin, fa = built(variant)
     assert fa.arch == "sm_90a" or fa.arch.startswith("sm_90")
     assert fa.count("QGMMA") > 0
-    assert all(ins.opcode.startswith("QGMMA.64x128x32.F32.E4M3.E4M3") for ins in fa.instructions
-               if ins.opcode.startswith("QGMMA"))
+    assert all(
+        ins.opcode.startswith("QGMMA.64x128x32.F32.E4M3.E4M3")
+        for ins in fa.instructions
+        if ins.opcode.startswith("QGMMA")
+    )
     assert fa.kloops and max(k.own_mma for k in fa.kloops) >= 8
     assert not fa.features["register_spills"].present
     # one wait per wave of four QGMMA, never one per QGMMA (ptxas serializes the wgmmas when a call
@@ -65,7 +69,7 @@ def test_register_split_and_pipeline(built, variant):
     assert "DEALLOC" in text and "0x28" in text
     assert "ALLOC" in text and "0xe8" in text
     regs = int(_res_usage(cubin).split("REG:")[1].split()[0])
-    assert regs <= 168          # launch bound for 384 threads, 1 CTA/SM
+    assert regs <= 168  # launch bound for 384 threads, 1 CTA/SM
     assert fa.features["tma_load"].present and fa.features["persistent_tile_loop"].present
     assert fa.features["multi_stage_pipeline"].value == 4
 
@@ -99,7 +103,7 @@ def test_two_wave_tile_doubles_mma_per_kblock(built):
     _, base = built("baseline")
     _, opt = built("optimized")
     assert _waves_per_kblock(base) == 1
-    assert _waves_per_kblock(opt, ctas_released=2) == 2      # 1x2 cluster
+    assert _waves_per_kblock(opt, ctas_released=2) == 2  # 1x2 cluster
 
 
 def test_timing_build_records_and_plain_build_does_not(built):
@@ -111,7 +115,7 @@ def test_timing_build_records_and_plain_build_does_not(built):
     # instant share a read and are two stores
     assert len(clock) >= 6
     assert not any("SR_GLOBALTIMER" in i.text for i in plain.instructions)
-    records = timed.count("STG") - plain.count("STG")   # 16-byte event records
+    records = timed.count("STG") - plain.count("STG")  # 16-byte event records
     assert records >= len(clock) + 2
     assert not timed.features["register_spills"].present
     # the clock reads and record stores stay out of the wgmma stream: per-warp timing must not
@@ -124,8 +128,11 @@ def test_pingpong_schedule(built):
     # the tensor cores handed over by mbarriers, epilogue through smem + TMA, no spills
     cubin, pp = built("pingpong")
     _, base = built("baseline")
-    assert all(ins.opcode.startswith("QGMMA.64x128x32.F32.E4M3.E4M3") for ins in pp.instructions
-               if ins.opcode.startswith("QGMMA"))
+    assert all(
+        ins.opcode.startswith("QGMMA.64x128x32.F32.E4M3.E4M3")
+        for ins in pp.instructions
+        if ins.opcode.startswith("QGMMA")
+    )
     assert max(k.own_mma for k in pp.kloops) == 2 * max(k.own_mma for k in base.kloops)
     assert pp.features["tma_store_epilogue"].present
     assert not pp.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
@@ -138,10 +145,11 @@ def test_pingpong_schedule(built):
 def test_uniform_descriptors_remove_the_r2ur_moves(tmp_path, built):
     # partitioning the smem operands for a warp-uniform thread index keeps the wgmma descriptors
     # in uniform registers: the K-loop loses its R2UR moves (docs/optimizations.md)
-    _, uni = built("optimized")           # optimized keeps them on (docs/optimizations.md)
+    _, uni = built("optimized")  # optimized keeps them on (docs/optimizations.md)
     (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, uniform_desc=False))
     assert opt.count("R2UR") > 8 and uni.count("R2UR") <= 2
     assert uni.count("QGMMA") == opt.count("QGMMA")
+
     def kloop_size(fa):
         return len(_inner_kloop(fa).own_instructions)
 
@@ -160,11 +168,11 @@ def test_a_scales_arrive_with_the_stage(built):
     assert any(ins.opcode.startswith("LDG") for ins in kloop(base))
     assert not any(ins.opcode.startswith("LDG") for ins in kloop(opt))
     assert sum(ins.opcode.startswith("LDS") for ins in kloop(opt)) >= 4
-    producer = [lp for lp in opt.loops if any(opt.instructions[i].opcode.startswith("UTMALDG")
-                                              for i in lp.own_instructions)]
-    tma = max(sum(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions)
-              for lp in producer)
-    assert tma % 6 == 0          # per stage: 2 A waves + 2 A-scale columns + B + a B-scale box
+    producer = [
+        lp for lp in opt.loops if any(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions)
+    ]
+    tma = max(sum(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions) for lp in producer)
+    assert tma % 6 == 0  # per stage: 2 A waves + 2 A-scale columns + B + a B-scale box
 
 
 def test_a_multicast_across_the_cluster_pair(built):
@@ -173,24 +181,33 @@ def test_a_multicast_across_the_cluster_pair(built):
     _, opt = built("optimized")
     _, base = built("baseline")
     assert base.count("UTMALDG.2D.MULTICAST") == 0
-    producer = max((lp for lp in opt.loops), key=lambda lp: sum(
-        opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions))
-    ops = [opt.instructions[i].opcode for i in producer.own_instructions
-           if opt.instructions[i].opcode.startswith("UTMALDG")]
+    producer = max(
+        (lp for lp in opt.loops),
+        key=lambda lp: sum(opt.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions),
+    )
+    ops = [
+        opt.instructions[i].opcode
+        for i in producer.own_instructions
+        if opt.instructions[i].opcode.startswith("UTMALDG")
+    ]
     mcast = sum(op.startswith("UTMALDG.2D.MULTICAST") for op in ops)
-    assert mcast and mcast * 6 == len(ops) * 2      # per stage: 2 multicast A + 3 scale boxes + B
+    assert mcast and mcast * 6 == len(ops) * 2  # per stage: 2 multicast A + 3 scale boxes + B
 
 
 def test_two_by_two_cluster_multicasts_a_and_b(tmp_path):
     # cluster 2x2 (a switch, docs/optimizations.md): B is multicast down the cluster column as
     # A is along its row, so per stage 3 of the 6 TMA loads are multicast; each consumer warp
     # releases the stage on the 3 CTAs that wrote into it (the diagonal one did not)
-    (c22,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(1024, 1024, 1024, 1),
-                                                       cluster_m=2))
-    producer = max((lp for lp in c22.loops), key=lambda lp: sum(
-        c22.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions))
-    ops = [c22.instructions[i].opcode for i in producer.own_instructions
-           if c22.instructions[i].opcode.startswith("UTMALDG")]
+    (c22,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(1024, 1024, 1024, 1), cluster_m=2))
+    producer = max(
+        (lp for lp in c22.loops),
+        key=lambda lp: sum(c22.instructions[i].opcode.startswith("UTMALDG") for i in lp.own_instructions),
+    )
+    ops = [
+        c22.instructions[i].opcode
+        for i in producer.own_instructions
+        if c22.instructions[i].opcode.startswith("UTMALDG")
+    ]
     mcast = sum(op.startswith("UTMALDG.2D.MULTICAST") for op in ops)
     assert mcast and mcast * 2 == len(ops)
     assert not c22.features["register_spills"].present
@@ -207,12 +224,14 @@ def test_b_scales_arrive_with_the_stage_and_the_tile_start_has_no_barrier(built)
 
     assert opt.count("LDG") == 0 and base.count("LDG") > 0
     kloop = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
-    assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5     # 4 A scales + the B scale
+    assert sum(ins.opcode.startswith("LDS") for ins in kloop) >= 5  # 4 A scales + the B scale
     # no named barrier of both warpgroups is left (the tile start had two); what remains is the
     # per-warpgroup epilogue's: 2 per 64x32 sub-tile, 8 sub-tiles, 128 threads each
     assert named_barriers(opt) == 0
-    assert sum(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80")
-               for ins in opt.instructions) == 16
+    assert (
+        sum(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x80") for ins in opt.instructions)
+        == 16
+    )
 
 
 def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, built):
@@ -224,8 +243,11 @@ def test_epilogue_split_per_warpgroup_drops_the_last_cta_wide_barrier(tmp_path, 
     (opt,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, epi_split=False))
 
     def bars(fa, threads):
-        return [ins for ins in fa.instructions if ins.opcode.startswith("BAR.SYNC")
-                and ins.text.rstrip(" ;").endswith(threads)]
+        return [
+            ins
+            for ins in fa.instructions
+            if ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith(threads)
+        ]
 
     assert len(bars(opt, "0x100")) == 16 and not bars(opt, "0x80")
     assert not bars(split, "0x100")
@@ -241,8 +263,9 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
     # instead. The next stage's barrier is tested without blocking (PHASECHK, no TRYWAIT) before
     # the promotion, so the blocking wait at the top of the K-loop is branched around
     _, opt = built("optimized")
-    (lib,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL,
-                                                       elect_release=False, peek=False))
+    (lib,) = analyze_cubin(
+        fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=MNKL, elect_release=False, peek=False)
+    )
 
     def kloop(fa):
         return [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
@@ -250,9 +273,13 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
     assert any(ins.opcode.startswith("S2R") for ins in kloop(lib))
     assert not any(ins.opcode.startswith(("S2R", "CS2R")) and "SR_TID" in ins.text for ins in kloop(opt))
     assert any(ins.opcode.startswith("ELECT") for ins in kloop(opt))
-    def tests(fa):       # unpredicated: a blocking wait's retry path tests with a guard
-        return [ins for ins in kloop(fa) if ins.opcode.startswith("SYNCS.PHASECHK")
-                and "TRYWAIT" not in ins.opcode and not ins.guard]
+
+    def tests(fa):  # unpredicated: a blocking wait's retry path tests with a guard
+        return [
+            ins
+            for ins in kloop(fa)
+            if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode and not ins.guard
+        ]
 
     # one test a K block: `optimized` runs its K-loop unrolled by the ring depth (ring_unroll)
     assert len(tests(opt)) == _inner_kloop(opt).mma // 8 and not tests(lib)
@@ -260,7 +287,7 @@ def test_stage_release_and_next_stage_test_stay_off_the_issue_path(tmp_path, bui
     body = kloop(opt)
     at = body.index(tests(opt)[0])
     assert any(ins.opcode.startswith("SYNCS.ARRIVE") for ins in body[:at])
-    assert sum(ins.opcode.startswith("FFMA") for ins in body[at:]) >= 8    # ptxas leaves ~18 after it
+    assert sum(ins.opcode.startswith("FFMA") for ins in body[at:]) >= 8  # ptxas leaves ~18 after it
     assert not opt.features["register_spills"].present
 
 
@@ -280,7 +307,7 @@ def test_rescaled_build_waits_once_per_k_block_without_block_accumulator(built):
     # the serial promotion waits once per wave
     _, opt = built("optimized")
     opt_body = [opt.instructions[i] for i in _inner_kloop(opt).own_instructions]
-    blocks = _inner_kloop(opt).mma // 8                   # K blocks a trip of its unrolled K-loop
+    blocks = _inner_kloop(opt).mma // 8  # K blocks a trip of its unrolled K-loop
     assert sum(i.opcode.startswith("WARPGROUP.DEPBAR") for i in opt_body) == 2 * blocks
 
 
@@ -296,8 +323,8 @@ def test_a_tile_width_that_straddles_scale_blocks(tmp_path):
     assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x144x32.F32.E4M3.E4M3"}
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
-    assert sum(i.opcode.startswith("FSEL") for i in body) == 14     # one per group was 36
-    assert sum(i.opcode.startswith("FFMA") for i in body) == 72      # 144 columns / 2 threads per row pair
+    assert sum(i.opcode.startswith("FSEL") for i in body) == 14  # one per group was 36
+    assert sum(i.opcode.startswith("FFMA") for i in body) == 72  # 144 columns / 2 threads per row pair
     assert fa.features["tma_store_epilogue"].present
 
 
@@ -315,8 +342,9 @@ def test_one_row_problem_keeps_two_dimensional_tma(tmp_path, variant):
 def test_widest_serial_128_row_tile_does_not_spill(tmp_path):
     # 128x192 holds 96 total + 96 block accumulator registers per consumer thread (DeepGEMM's
     # tile at 4096x2112x7168); it spilled in the unpruned kernel, so the width limit rests on this
-    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 2112, 7168, 1), mma_tiler=(128, 192),
-                                        cluster=(2, 1))
+    cubin = fp8_blockwise.compile_cubin(
+        "optimized", tmp_path, mnkl=(4096, 2112, 7168, 1), mma_tiler=(128, 192), cluster=(2, 1)
+    )
     (fa,) = analyze_cubin(cubin)
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     assert any(ins.opcode.startswith("QGMMA.64x192x32") for ins in fa.instructions)
@@ -330,19 +358,25 @@ def test_widest_serial_128_row_tile_does_not_spill(tmp_path):
     assert sum(i.opcode.startswith("FFMA") for i in body) == 96 * blocks
 
 
-@pytest.mark.parametrize("tile, cluster, mnkl", [((64, 64), (1, 2), (128, 4096, 7168, 1)),
-                                                 ((64, 112), (1, 1), (128, 7168, 2048, 1))],
-                         ids=["64x64-1x2", "64x112-1x1"])
+@pytest.mark.parametrize(
+    "tile, cluster, mnkl",
+    [((64, 64), (1, 2), (128, 4096, 7168, 1)), ((64, 112), (1, 1), (128, 7168, 2048, 1))],
+    ids=["64x64-1x2", "64x112-1x1"],
+)
 def test_one_warpgroup_64_row_tile(tmp_path, tile, cluster, mnkl):
     # DeepGEMM's small-M tile: a CTA of one producer and one consumer warpgroup (256 threads),
     # one 64-row wgmma stream per K block (four k32 QGMMA, one wait, one release per CTA the
     # stage came to), tile_n / 2 promotion FFMA; no local memory at the widths DeepGEMM uses
     cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl, mma_tiler=tile, cluster=cluster)
     (fa,) = analyze_cubin(cubin)
-    assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {f"QGMMA.64x{tile[1]}x32.F32.E4M3.E4M3"}
+    assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {
+        f"QGMMA.64x{tile[1]}x32.F32.E4M3.E4M3"
+    }
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     assert fa.features["wgmma_serialized"].present is False
-    elf = subprocess.run([tool_path("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True, check=True).stdout
+    elf = subprocess.run(
+        [tool_path("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
     assert ".reqntid 256, 1, 1" in elf
     body = [fa.instructions[i] for i in _inner_kloop(fa).own_instructions]
     releases = sum(ins.opcode.startswith("SYNCS.ARRIVE") for ins in body) // (cluster[0] * cluster[1])
@@ -377,20 +411,24 @@ def test_split_k_class_counts_units_in_with_an_atomic_behind_a_gpu_fence(tmp_pat
     # scope: ATOMG.ADD behind a MEMBAR.ALL.GPU (the release) and followed by CCTL.IVALL (the
     # acquire: L1 invalidated before the last unit reads the others' partials). The unsplit
     # build has none of it, and the split adds no spills
-    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(128, 576, 7168, 1), mma_tiler=(64, 32),
-                                        cluster=(1, 1), split_k=3)
+    cubin = fp8_blockwise.compile_cubin(
+        "optimized", tmp_path, mnkl=(128, 576, 7168, 1), mma_tiler=(64, 32), cluster=(1, 1), split_k=3
+    )
     (sk,) = analyze_cubin(cubin)
     _, opt = built("optimized")
     atoms = [ins.text for ins in sk.instructions if ins.opcode.startswith("ATOMG")]
     assert len(atoms) == 1 and ".ADD" in atoms[0] and ".GPU" in atoms[0]
     at = next(i for i, ins in enumerate(sk.instructions) if ins.opcode.startswith("ATOMG"))
-    assert any(ins.opcode == "MEMBAR.ALL.GPU" for ins in sk.instructions[at - 4:at])
+    assert any(ins.opcode == "MEMBAR.ALL.GPU" for ins in sk.instructions[at - 4 : at])
     assert sk.instructions[at + 1].opcode.startswith("CCTL.IVALL")
     assert not any(ins.opcode.startswith(("ATOMG", "MEMBAR.ALL.GPU")) for ins in opt.instructions)
     # a 64x32 fragment is 16 floats per thread: 16 partial stores, and 3 x 16 loads in the sum
     assert sk.count("STG") - 1 >= 16 and sk.count("LDG") >= 3 * 16 and sk.count("FADD") >= 2 * 16
-    assert all(ins.opcode.startswith("QGMMA.64x32x32.F32.E4M3.E4M3") for ins in sk.instructions
-               if ins.opcode.startswith("QGMMA"))
+    assert all(
+        ins.opcode.startswith("QGMMA.64x32x32.F32.E4M3.E4M3")
+        for ins in sk.instructions
+        if ins.opcode.startswith("QGMMA")
+    )
     assert not sk.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
 
 
@@ -405,7 +443,10 @@ def test_ragged_m_keeps_the_scales_on_the_stage(tmp_path):
     assert static and kw["sfa_tma"] and kw["sfb_tma"]
     (fa,) = analyze_cubin(fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=mnkl))
     assert fa.count("LDG") == 0
-    assert sum(ins.opcode.startswith("LDS") for ins in (fa.instructions[i] for i in _inner_kloop(fa).own_instructions)) >= 3
+    assert (
+        sum(ins.opcode.startswith("LDS") for ins in (fa.instructions[i] for i in _inner_kloop(fa).own_instructions))
+        >= 3
+    )
 
 
 def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
@@ -413,8 +454,16 @@ def test_one_warpgroup_tile_copies_three_boxes_a_stage(tmp_path):
     # A, A-scale and B copies (DeepGEMM's three) where the B-scale TMA adds a fourth; the K-loop
     # reads the B scale from the stash (one more LDS address, no stage slot)
     def tma_loads(**knobs):
-        cubin = fp8_blockwise.compile_cubin("optimized", tmp_path / str(len(knobs)), mnkl=(128, 576, 7168, 1),
-                                            tile_m=64, tile_n=16, cluster_m=1, cluster_n=1, **knobs)
+        cubin = fp8_blockwise.compile_cubin(
+            "optimized",
+            tmp_path / str(len(knobs)),
+            mnkl=(128, 576, 7168, 1),
+            tile_m=64,
+            tile_n=16,
+            cluster_m=1,
+            cluster_n=1,
+            **knobs,
+        )
         (fa,) = analyze_cubin(cubin)
         assert {i.opcode for i in fa.instructions if i.opcode.startswith("QGMMA")} == {"QGMMA.64x16x32.F32.E4M3.E4M3"}
         return sum(ins.opcode.startswith("UTMALDG") for ins in fa.instructions)
@@ -427,14 +476,14 @@ def test_a_192_row_tile_is_one_wave_of_three_consumer_warpgroups(tmp_path):
     # tile_m=192: four warpgroups (512 threads), the consumers at 152 registers (40 + 3 x 152 of
     # the 512 a thread the register file gives four warpgroups), one wave of 4 QGMMA a K block a
     # warpgroup, the epilogue barrier over the three consumers, and no spills
-    cubin = fp8_blockwise.compile_cubin("optimized", tmp_path, mnkl=(4096, 4096, 7168, 1), mma_tiler=(192, 128),
-                                        cluster=(1, 2))
+    cubin = fp8_blockwise.compile_cubin(
+        "optimized", tmp_path, mnkl=(4096, 4096, 7168, 1), mma_tiler=(192, 128), cluster=(1, 2)
+    )
     (fa,) = analyze_cubin(cubin)
-    assert fa.count("QGMMA") == 4 * 4          # 4 a K block; the K-loop runs the ring's 4 blocks a trip
+    assert fa.count("QGMMA") == 4 * 4  # 4 a K block; the K-loop runs the ring's 4 blocks a trip
     assert not fa.features["register_spills"].present and "LOCAL:0" in _res_usage(cubin)
     assert any("TRY_ALLOC" in ins.text and "0x98" in ins.text for ins in fa.instructions)
-    assert any(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x180")
-               for ins in fa.instructions)
+    assert any(ins.opcode.startswith("BAR.SYNC") and ins.text.rstrip(" ;").endswith("0x180") for ins in fa.instructions)
     assert not fa.features["register_spills"].present
 
 
@@ -452,10 +501,13 @@ def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
     def per_block(loop):
         return len(loop.own_instructions) / (loop.mma / 8)
 
-    assert per_block(four) < 0.9 * per_block(one)       # 184 against 215 a K block
+    assert per_block(four) < 0.9 * per_block(one)  # 184 against 215 a K block
     body = [unrolled.instructions[i] for i in four.own_instructions]
-    tests = [ins.text for ins in body if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode
-             and not ins.guard]
+    tests = [
+        ins.text
+        for ins in body
+        if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode and not ins.guard
+    ]
     assert len(tests) == 4 and all("+0x" in t for t in tests[:3])
     assert not any(ins.opcode.startswith(("USEL", "UISETP")) for ins in body)
     assert not unrolled.features["register_spills"].present

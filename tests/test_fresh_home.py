@@ -35,7 +35,10 @@ def test_cache_dirs_are_made_with_their_parents(empty_home, tmp_path, monkeypatc
     assert cache_dir("sass", "fp8-blockwise") == empty_home / ".cache" / "bsprof" / "sass" / "fp8-blockwise"
     assert (empty_home / ".cache" / "bsprof" / "sass" / "fp8-blockwise").is_dir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir("cubins") == tmp_path / "xdg" / "bsprof" / "cubins" and (tmp_path / "xdg" / "bsprof" / "cubins").is_dir()
+    assert (
+        cache_dir("cubins") == tmp_path / "xdg" / "bsprof" / "cubins"
+        and (tmp_path / "xdg" / "bsprof" / "cubins").is_dir()
+    )
     # BSPROF_CACHE moves every cache, however deep its missing parents
     monkeypatch.setenv("BSPROF_CACHE", str(tmp_path / "a" / "b" / "c"))
     from bsprof.kernels.build import cache_root
@@ -77,14 +80,17 @@ def test_kernel_without_arch_names_a_whole_command():
     assert "e.g. --kernel optimized --arch sm_90a" in line, line
 
 
-@pytest.mark.parametrize("args, verb", [
-    (["model", "--kloop"], "model"),
-    (["sass", "--arch"], "sass"),
-    (["timing", "--mnkl"], "timing"),
-    (["ncu", "--report"], "ncu"),
-    (["bench", "--mnkl"], "bench"),
-    (["report", "-o"], "report"),
-])
+@pytest.mark.parametrize(
+    "args, verb",
+    [
+        (["model", "--kloop"], "model"),
+        (["sass", "--arch"], "sass"),
+        (["timing", "--mnkl"], "timing"),
+        (["ncu", "--report"], "ncu"),
+        (["bench", "--mnkl"], "bench"),
+        (["report", "-o"], "report"),
+    ],
+)
 def test_a_missing_option_value_points_to_the_verbs_help(args, verb):
     line = assert_one_line_error(*run_bsprof(args)[::2])
     assert f"(see `bsprof {verb} --help`)" in line, line
@@ -96,12 +102,15 @@ def test_an_unknown_verb_points_to_the_top_level_help():
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
-@pytest.mark.parametrize("args", [
-    ["ncu", "--kernel", "optimized"],
-    ["bench", "--kernel", "optimized"],
-    ["timing", "--kernel", "optimized"],
-    ["model", "--validate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ncu", "--kernel", "optimized"],
+        ["bench", "--kernel", "optimized"],
+        ["timing", "--kernel", "optimized"],
+        ["model", "--validate"],
+    ],
+)
 def test_gpu_verbs_say_a_gpu_is_needed_first(args, tmp_path, monkeypatch):
     """Without a GPU and without ncu, the message is the GPU: installing ncu would not help."""
     from bsprof import gpu

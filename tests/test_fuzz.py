@@ -27,35 +27,93 @@ SASS = ROOT / "tests/data/sass/nvidia_dense_fp16_persistent_256x256_c2x1.sm_100a
 NCU_REP = ROOT / "tests/data/h100_bsprof_fp8_optimized.ncu-rep.xz"
 TIMING = ROOT / "bsprof/data/samples/run/timing_h100/timing.parquet"
 
-FUZZ = settings(derandomize=True, deadline=None, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 
 # what breaks parsers: padding, unbalanced comments/braces, guards, huge and zero-led numbers,
 # labels, headers, line info with absurd line numbers, non-ASCII
 TOKENS = [
-    " " * 300, "\t" * 50, ";", "{", "}", "/*", "*/", "/* 0x000fe2000b800000 */", "@P0 ", "@!UPT ", "@!P9 ",
-    "0123", "0x" + "f" * 40, "9" * 5000, "0" * 4400 + "7", ".L_x_0:", ".L_x_999", "`(.L_x_0)", "BRA `(.L_x_1)",
-    "Function : fuzz", "code for sm_" + "9" * 5000, ".target sm_90a", '.headerflags @"EF_CUDA_SM' + "9" * 4400,
-    '//## File "/tmp/k.py", line ' + "1" * 5000, '//## File "/tmp/k.py", line 3 inlined at "/tmp/k.py", line 7',
-    "UTCHMMA.2CTA", "HGMMA.64x128x32.F32", "ISETP.NE.AND P0, PT, R2, 00004, PT", "SEL R2, R3, RZ, P0",
-    "UISETP.NE.AND UP0, UPT, UR4, 0x0000, UPT", "USEL UR4, UR5, URZ, UP0", "SYNCS.EXCH.64", "EXIT", "RET.ABS",
-    "\u00e9\u4e2d", "\x00", "nan", "inf", "-", ":", ",", "[", "]", "\r",
+    " " * 300,
+    "\t" * 50,
+    ";",
+    "{",
+    "}",
+    "/*",
+    "*/",
+    "/* 0x000fe2000b800000 */",
+    "@P0 ",
+    "@!UPT ",
+    "@!P9 ",
+    "0123",
+    "0x" + "f" * 40,
+    "9" * 5000,
+    "0" * 4400 + "7",
+    ".L_x_0:",
+    ".L_x_999",
+    "`(.L_x_0)",
+    "BRA `(.L_x_1)",
+    "Function : fuzz",
+    "code for sm_" + "9" * 5000,
+    ".target sm_90a",
+    '.headerflags @"EF_CUDA_SM' + "9" * 4400,
+    '//## File "/tmp/k.py", line ' + "1" * 5000,
+    '//## File "/tmp/k.py", line 3 inlined at "/tmp/k.py", line 7',
+    "UTCHMMA.2CTA",
+    "HGMMA.64x128x32.F32",
+    "ISETP.NE.AND P0, PT, R2, 00004, PT",
+    "SEL R2, R3, RZ, P0",
+    "UISETP.NE.AND UP0, UPT, UR4, 0x0000, UPT",
+    "USEL UR4, UR5, URZ, UP0",
+    "SYNCS.EXCH.64",
+    "EXIT",
+    "RET.ABS",
+    "\u00e9\u4e2d",
+    "\x00",
+    "nan",
+    "inf",
+    "-",
+    ":",
+    ",",
+    "[",
+    "]",
+    "\r",
     # what the promotion, drain, serialization and ring rules read
-    "UTCBAR [UR35], URZ", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x18000], R14", "[UR8+0x" + "f" * 30 + "]",
-    "UIADD3 UR35, UPT, UPT, UR8, 0x18000, URZ", "UMOV UR54, UR30", "LDTM.x32 R4, tmem[UR4]", "FFMA2 R1, R2, R3, R4",
-    "WARPGROUP.DEPBAR.LE gsb0, 0x0", "ISETP.GT.U32.AND P0, PT, R1.reuse, 0x3, PT", "SEL R2, R3, RZ, !P0",
-    "@!PT LDS RZ, [RZ]", "STSM.16.M88 [R25], R28", "UTCQMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], tmem[UR11], UPT",
+    "UTCBAR [UR35], URZ",
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x18000], R14",
+    "[UR8+0x" + "f" * 30 + "]",
+    "UIADD3 UR35, UPT, UPT, UR8, 0x18000, URZ",
+    "UMOV UR54, UR30",
+    "LDTM.x32 R4, tmem[UR4]",
+    "FFMA2 R1, R2, R3, R4",
+    "WARPGROUP.DEPBAR.LE gsb0, 0x0",
+    "ISETP.GT.U32.AND P0, PT, R1.reuse, 0x3, PT",
+    "SEL R2, R3, RZ, !P0",
+    "@!PT LDS RZ, [RZ]",
+    "STSM.16.M88 [R25], R28",
+    "UTCQMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], tmem[UR11], UPT",
     # the accumulator rule: an MMA that starts a new sum
     "UTCOMMA.2CTA.4X gdesc[UR38], gdesc[UR36], tmem[UR15], tmem[UR58], idesc[UR59], tmem[UR10], !UPT",
-    "QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT", ", RZ", ", !UPT",
+    "QGMMA.64x128x32.F32.E4M3.E5M2 R88, gdesc[UR20], RZ, !UPT",
+    ", RZ",
+    ", !UPT",
     # the TMA policy read: EVICT_NORMAL from immediates
-    "UMOV UR13, 0x10000000", "UMOV.64 UR6, 0x1000000000000000", "UMOV.64 UR7, 0x" + "f" * 20, "desc[UR12]", "desc[UR255]",
+    "UMOV UR13, 0x10000000",
+    "UMOV.64 UR6, 0x1000000000000000",
+    "UMOV.64 UR7, 0x" + "f" * 20,
+    "desc[UR12]",
+    "desc[UR255]",
     # the reduction-workspace read: STG and float atomics on one address register
-    "STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64+0x1000], R1",
-    "ATOMG.E.ADD.F32 PT, RZ, desc[UR14][", "STG.E [R2.64+",
+    "STG.E desc[UR14][R24.64], R133",
+    "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64+0x1000], R1",
+    "ATOMG.E.ADD.F32 PT, RZ, desc[UR14][",
+    "STG.E [R2.64+",
 ]
-ALPHABET = " \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC\""
+ALPHABET = ' \t;{}/*@!.,:_`()[]x0123456789abcdefABCDEFPRUZTLMOVSYNC"'
 
 
 def _splice(lines: list[str], edits: list[tuple[int, int, int, str]]) -> list[str]:
@@ -127,7 +185,7 @@ def _analyze_everything(text: str) -> None:
 def test_mutated_sass_listing_is_a_result_or_one_line(start, length, edits):
     lines = _sass_lines()
     head = list(lines[:14])  # arch and function header, so most cases reach the analyzers
-    window = list(lines[14 + start % (len(lines) - 14):][:length])
+    window = list(lines[14 + start % (len(lines) - 14) :][:length])
     _analyze_everything("\n".join(_splice(head + window, edits)))
 
 
@@ -135,9 +193,13 @@ def test_mutated_sass_listing_is_a_result_or_one_line(start, length, edits):
 # (CuTe DSL blockwise, sm_100a), a commit waited on in its own pass (Triton dot_scaled), a
 # flattened persistent loop (Triton), serialized wgmma (CUTLASS built without -DNDEBUG), an sm_100
 # MMA warp whose store-free tile loop peels the first k-block (CUTLASS C++ NVFP4)
-FOREIGN = ("nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin.xz", "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin.xz",
-           "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin.xz", "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz",
-           "cutlass_sm100_nvfp4_256x256x256_c2x4.sm_100a.cubin.xz")
+FOREIGN = (
+    "nvidia_blockwise_fp8_persistent_128x128_c1x1.sm_100a.cubin.xz",
+    "triton_mxfp8_dot_scaled_128x128x128.sm_100a.cubin.xz",
+    "triton_fp8_persistent_tma_128x128x128.sm_90a.cubin.xz",
+    "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz",
+    "cutlass_sm100_nvfp4_256x256x256_c2x4.sm_100a.cubin.xz",
+)
 
 
 @lru_cache(maxsize=len(FOREIGN))
@@ -153,15 +215,32 @@ def _foreign_lines(name: str) -> tuple[str, ...]:
 def test_mutated_foreign_listing_is_a_result_or_one_line(which, start, length, edits):
     lines = _foreign_lines(which)
     head = [ln for ln in lines[:40] if not ln.lstrip().startswith("/*")][:12]
-    window = list(lines[start % len(lines):][:length])
+    window = list(lines[start % len(lines) :][:length])
     _analyze_everything("\n".join(_splice(head + window, edits)))
 
 
 @settings(FUZZ, max_examples=25)
-@given(edits=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 10_000), st.integers(0, 400), payloads),
-                      min_size=1, max_size=6),
-       flags=st.lists(st.sampled_from(["--features", "--mma-detail", "--json", "--csv", "--by=roles", "--hot=3",
-                                       "--tiles=5", "--mnkl=1000,1000,64", "--tile-mn=256,256"]), max_size=4))
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 10_000), st.integers(0, 400), payloads), min_size=1, max_size=6
+    ),
+    flags=st.lists(
+        st.sampled_from(
+            [
+                "--features",
+                "--mma-detail",
+                "--json",
+                "--csv",
+                "--by=roles",
+                "--hot=3",
+                "--tiles=5",
+                "--mnkl=1000,1000,64",
+                "--tile-mn=256,256",
+            ]
+        ),
+        max_size=4,
+    ),
+)
 def test_mutated_sass_through_the_cli(tmp_path_factory, edits, flags):
     lines = list(_sass_lines())
     path = tmp_path_factory.mktemp("sass") / "k.sass"
@@ -185,6 +264,7 @@ def _cli_ok(args: list[str]) -> str:
 # --------------------------------------------------------------------------------------------
 # ncu-style per-PC text (no address, no ';', absolute hex branch targets), with counts attached
 
+
 @lru_cache(maxsize=1)
 def _ncu_texts() -> tuple[tuple[int, ...], tuple[str, ...]]:
     pytest.importorskip("ncu_report", reason="ncu_report (pip ncu-report) reads the .ncu-rep seed")
@@ -205,7 +285,7 @@ def test_mutated_ncu_per_pc_text_is_a_result_or_one_line(data, start, length):
 
     pcs_all, texts_all = _ncu_texts()
     s = start % len(texts_all)
-    texts = _splice(list(texts_all[s:s + length]), data.draw(edits, label="edits"))
+    texts = _splice(list(texts_all[s : s + length]), data.draw(edits, label="edits"))
     base = data.draw(st.sampled_from([pcs_all[s], 0, 2**64 - 16 * len(texts)]), label="pc base")
     pcs = [base + 16 * k for k in range(len(texts))]
     counts = data.draw(st.lists(st.integers(0, 2**63 - 1), min_size=len(texts), max_size=len(texts)), label="executed")
@@ -213,8 +293,15 @@ def test_mutated_ncu_per_pc_text_is_a_result_or_one_line(data, start, length):
     fn = function_from_pcs("fuzz_kernel", "sm_90", pcs, texts)
     try:
         fa = analyze_function(fn, source="fuzz#0")
-        sc = SourceCounters(launch=0, name="fuzz_kernel", function=fn, executed=counts, stalls=stalls,
-                            reasons=["long_scoreboard"], launch_info={"launch__grid_size": 132.0, "launch__sm_count": 132.0})
+        sc = SourceCounters(
+            launch=0,
+            name="fuzz_kernel",
+            function=fn,
+            executed=counts,
+            stalls=stalls,
+            reasons=["long_scoreboard"],
+            launch_info={"launch__grid_size": 132.0, "launch__sm_count": 132.0},
+        )
         attach_counts(fa, sc)
         d = fa.to_dict()
         d["regions"] = region_rows(fa, by="loops", tiles=3)
@@ -230,6 +317,7 @@ def test_mutated_ncu_per_pc_text_is_a_result_or_one_line(data, start, length):
 # --------------------------------------------------------------------------------------------
 # timing tables
 
+
 @lru_cache(maxsize=1)
 def _timing_seed():
     import pandas as pd
@@ -239,8 +327,25 @@ def _timing_seed():
 
 
 COLUMN_NAMES = ["sm", "cta", "warp", "role", "tile", "phase", "start", "end"]
-BAD_CELLS = [math.nan, math.inf, -math.inf, -1, 0, -(2**40), 2**62, 2**70, 1.5, "", "x", "1" * 5000,
-             "kloop", "phase1", "mma", "epilogue", None]
+BAD_CELLS = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    -1,
+    0,
+    -(2**40),
+    2**62,
+    2**70,
+    1.5,
+    "",
+    "x",
+    "1" * 5000,
+    "kloop",
+    "phase1",
+    "mma",
+    "epilogue",
+    None,
+]
 
 
 @settings(FUZZ, max_examples=40)
@@ -265,7 +370,8 @@ def test_mutated_timing_table_is_a_result_or_one_line(tmp_path_factory, data, fm
             t = t[t["phase"] != data.draw(st.sampled_from(["kloop", "phase1", "tma0", "load"]), label="phase")]
         elif kind == 4:  # shift one stamp
             t.at[i, "start"] = int(pd.to_numeric(t.at[i, "start"], errors="coerce") or 0) + data.draw(
-                st.integers(-10**6, 10**6), label="shift")
+                st.integers(-(10**6), 10**6), label="shift"
+            )
         else:  # duplicate a row
             t = pd.concat([t, t.iloc[[i % len(t)]]], ignore_index=True)
         t = t.reset_index(drop=True)
@@ -292,18 +398,71 @@ def test_mutated_timing_table_is_a_result_or_one_line(tmp_path_factory, data, fm
 # every numeric flag of every verb, through the CLI
 
 NUMBERS = st.one_of(
-    st.sampled_from(["nan", "NaN", "inf", "-inf", "+inf", "1e400", "-1e400", "1e308", "-1e308", "0", "-0", "-1",
-                     "0.5", "1", "2", "7", "1000", "4096", "", " ", "1_000", "0x10", "1,5", "0,0", "-1,-1",
-                     "256,256", "256x128", "1,2,3", "9" * 5000, "5%", "-5%", "nan%", "inf%", "1e400%", "-100%",
-                     "-300", "300cyc", "\u0663", "1e-320", "4.9e-324", "1e12", "-1e12", "1e-300"]),
+    st.sampled_from(
+        [
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "+inf",
+            "1e400",
+            "-1e400",
+            "1e308",
+            "-1e308",
+            "0",
+            "-0",
+            "-1",
+            "0.5",
+            "1",
+            "2",
+            "7",
+            "1000",
+            "4096",
+            "",
+            " ",
+            "1_000",
+            "0x10",
+            "1,5",
+            "0,0",
+            "-1,-1",
+            "256,256",
+            "256x128",
+            "1,2,3",
+            "9" * 5000,
+            "5%",
+            "-5%",
+            "nan%",
+            "inf%",
+            "1e400%",
+            "-100%",
+            "-300",
+            "300cyc",
+            "\u0663",
+            "1e-320",
+            "4.9e-324",
+            "1e12",
+            "-1e12",
+            "1e-300",
+        ]
+    ),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(-(2**80), 2**80).map(str),
 )
 # (verb args before the flag, flag): each verb with the cheapest input that reaches its checks;
 # GPU verbs end in a one-line "no GPU" error after parsing their flags
 FLAGS = [
-    (["model", "--tiles", "1000"], f) for f in ("--kloop", "--phase1", "--tma0", "--phase2", "--acc-stages",
-                                                 "--epi-warps", "--release", "--handoff", "--seed")
+    (["model", "--tiles", "1000"], f)
+    for f in (
+        "--kloop",
+        "--phase1",
+        "--tma0",
+        "--phase2",
+        "--acc-stages",
+        "--epi-warps",
+        "--release",
+        "--handoff",
+        "--seed",
+    )
 ] + [
     (["model"], "--tiles"),
     (["model", "--tiles", "1000"], "--sweep=kloop"),
@@ -314,8 +473,13 @@ FLAGS = [
     (["sass", str(SASS), "--tile-mn", "256,256"], "--mnkl"),
     (["ncu", "--report", str(ROOT / "tests/data/h100_cute_tiny.ncu-rep.xz")], "--flops"),
     (["ncu", "--kernel", "optimized"], "--warmup"),
-    (["bench"], "--warmup"), (["bench"], "--iters"), (["bench"], "--seed"), (["bench"], "--sf-vec"),
-    (["bench"], "--mma-tiler"), (["bench"], "--cluster"), (["bench"], "--mnkl"),
+    (["bench"], "--warmup"),
+    (["bench"], "--iters"),
+    (["bench"], "--seed"),
+    (["bench"], "--sf-vec"),
+    (["bench"], "--mma-tiler"),
+    (["bench"], "--cluster"),
+    (["bench"], "--mnkl"),
     (["timing", "--from", str(TIMING)], "--rounds"),
     (["timing", "--from", str(TIMING)], "--max-trace-events"),
 ]
@@ -341,8 +505,17 @@ def test_every_numeric_flag_is_a_result_or_one_line(tmp_path_factory, flag, valu
     _strict_json_or_text(out)
 
 
-@pytest.mark.parametrize("spec", ["kloop=-1e12:1e12:1e-300", "kloop=0:1:5e-324", "kloop=nan:0:50",
-                                  "kloop=0:inf:1", "phase1=-600:0:0", "kloop=-1e13:0:1"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "kloop=-1e12:1e12:1e-300",
+        "kloop=0:1:5e-324",
+        "kloop=nan:0:50",
+        "kloop=0:inf:1",
+        "phase1=-600:0:0",
+        "kloop=-1e13:0:1",
+    ],
+)
 def test_degenerate_sweeps_are_one_line(spec):
     code, _, err = run_bsprof(["model", "--tiles", "1000", "--sweep", spec, "--json"])
     assert_one_line_error(code, err)
@@ -356,9 +529,15 @@ def test_pathological_whitespace_parses_in_linear_time():
     from bsprof.analyzers.sass.parse import parse_instruction, parse_sass
 
     pad = " " * 3000
-    lines = [f"/*0a30*/ MOV R1, R2 {pad}x", f"{pad}x", f"/*0a30*/{pad}@P0{pad}x", f"MOV{pad};{pad}/* a */{pad}x",
-             f"MOV R1{pad}/*{pad}", f"/*0010*/ @!UP0 BRA.U UP4, `(.L_x_0) {pad};{pad}/* 0x000fe2 */{pad}",
-             f"{pad}/*0020*/{pad}{{{pad}@P1{pad}IADD3 R1, R2, R3{pad};{pad}}}{pad}"]
+    lines = [
+        f"/*0a30*/ MOV R1, R2 {pad}x",
+        f"{pad}x",
+        f"/*0a30*/{pad}@P0{pad}x",
+        f"MOV{pad};{pad}/* a */{pad}x",
+        f"MOV R1{pad}/*{pad}",
+        f"/*0010*/ @!UP0 BRA.U UP4, `(.L_x_0) {pad};{pad}/* 0x000fe2 */{pad}",
+        f"{pad}/*0020*/{pad}{{{pad}@P1{pad}IADD3 R1, R2, R3{pad};{pad}}}{pad}",
+    ]
     t = time.perf_counter()
     for ln in lines * 20:
         parse_instruction(ln)
@@ -366,7 +545,12 @@ def test_pathological_whitespace_parses_in_linear_time():
     elapsed = time.perf_counter() - t
     assert elapsed < 0.5, f"{len(lines) * 40} padded lines took {elapsed:.2f} s"
     ins = parse_instruction(lines[5])
-    assert ins is not None and (ins.opcode, ins.guard, ins.operands, ins.pc) == ("BRA.U", "@!UP0", "UP4, `(.L_x_0)", 0x10)
+    assert ins is not None and (ins.opcode, ins.guard, ins.operands, ins.pc) == (
+        "BRA.U",
+        "@!UP0",
+        "UP4, `(.L_x_0)",
+        0x10,
+    )
     ins = parse_instruction(lines[6])
     assert ins is not None and (ins.opcode, ins.guard, ins.operands) == ("IADD3", "@P1", "R1, R2, R3")
 
@@ -376,21 +560,23 @@ def test_leading_zero_and_huge_numbers_are_numbers_not_crashes():
     print), int() refuses decimal strings over 4,300 digits (line numbers, arch numbers)."""
     from bsprof.analyzers.sass import analyze_sass_text
 
-    listing = "\n".join([
-        "\t.target\tsm_100a",
-        "//--------------------- .text.k --------------------------",
-        '\t//## File "/tmp/k.py", line ' + "1" * 5000,
-        "        /*0000*/                   MOV R2, RZ ;",
-        ".L_x_0:",
-        '\t//## File "/tmp/k.py", line 12',
-        "        /*0010*/                   UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR10], idesc[UR11], UPT ;",
-        "        /*0020*/                   IADD3 R3, R2, 0x1, RZ ;",
-        "        /*0030*/                   ISETP.NE.AND P0, PT, R3, 004, PT ;",
-        "        /*0040*/                   SEL R2, R3, RZ, P0 ;",
-        "        /*0050*/                   ISETP.NE.AND P1, PT, R5, R6, PT ;",
-        "        /*0060*/              @P1  BRA `(.L_x_0) ;",
-        "        /*0070*/                   EXIT ;",
-    ])
+    listing = "\n".join(
+        [
+            "\t.target\tsm_100a",
+            "//--------------------- .text.k --------------------------",
+            '\t//## File "/tmp/k.py", line ' + "1" * 5000,
+            "        /*0000*/                   MOV R2, RZ ;",
+            ".L_x_0:",
+            '\t//## File "/tmp/k.py", line 12',
+            "        /*0010*/                   UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR10], idesc[UR11], UPT ;",
+            "        /*0020*/                   IADD3 R3, R2, 0x1, RZ ;",
+            "        /*0030*/                   ISETP.NE.AND P0, PT, R3, 004, PT ;",
+            "        /*0040*/                   SEL R2, R3, RZ, P0 ;",
+            "        /*0050*/                   ISETP.NE.AND P1, PT, R5, R6, PT ;",
+            "        /*0060*/              @P1  BRA `(.L_x_0) ;",
+            "        /*0070*/                   EXIT ;",
+        ]
+    )
     (fa,) = analyze_sass_text(listing)
     assert len(fa.kloops) == 1
     assert fa.features["multi_stage_pipeline"].value == 4  # the stage ring '!= 004'
@@ -399,11 +585,14 @@ def test_leading_zero_and_huge_numbers_are_numbers_not_crashes():
     assert fa.mma_count == 1
 
 
-@pytest.mark.parametrize("damage, hint", [
-    ("truncate", "damaged or not a CUDA cubin"),
-    ("arch", "architecture this nvdisasm does not know"),
-    ("flags", "damaged or not a CUDA cubin"),
-])
+@pytest.mark.parametrize(
+    "damage, hint",
+    [
+        ("truncate", "damaged or not a CUDA cubin"),
+        ("arch", "architecture this nvdisasm does not know"),
+        ("flags", "damaged or not a CUDA cubin"),
+    ],
+)
 def test_nvdisasm_errors_point_at_the_right_fix(tmp_path, damage, hint):
     """nvdisasm names the file in its message, and cubin names carry 'sm_100a': the hint must come
     from what went wrong, not from the file name (a truncated copy is not a too-old nvdisasm)."""
@@ -448,12 +637,19 @@ def _table_case(case: str):
     return pd.DataFrame(t)
 
 
-@pytest.mark.parametrize("case, words", [
-    ("inf", "not an integer cycle count"), ("negative stamp", "negative clock stamp"),
-    ("empty phase", "empty phase"), ("empty role", "empty role"), ("zero K-loop", "zero cycles"),
-    ("out of order", "out of order"), ("missing phase", "without a kloop row"),
-    ("missing role tile", "missing tiles"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("inf", "not an integer cycle count"),
+        ("negative stamp", "negative clock stamp"),
+        ("empty phase", "empty phase"),
+        ("empty role", "empty role"),
+        ("zero K-loop", "zero cycles"),
+        ("out of order", "out of order"),
+        ("missing phase", "without a kloop row"),
+        ("missing role tile", "missing tiles"),
+    ],
+)
 def test_impossible_timing_tables_are_one_line(tmp_path, case, words):
     path = tmp_path / "timing.csv"
     _table_case(case).to_csv(path, index=False)
@@ -477,15 +673,67 @@ ARTIFACT_SEEDS = {
     "validation": SAMPLE_RUNS / "validation_h100/validation.json",
     "epi_ceiling": ROOT / "bsprof/data/model/epi_ceiling_h100.json",
 }
-LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
-                   st.text(max_size=12),
-                   st.sampled_from(["", "sm_100a", "kloop", "nan", "<!--<script>", "</script>", "x" * 20_000,
-                                    "cublas", "9" * 5000, "\u0663", "a\x00b"]))
-JSON_VALUES = st.recursive(LEAVES, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(st.one_of(st.text(max_size=8), st.sampled_from(
-        ["bsprof", "kind", "version", "rows", "name", "ms", "launch", "flops", "launches", "functions", "loops",
-         "stats", "points", "curves", "axes", "deltas", "mnkl", "config", "files", "summary", "device"])),
-        inner, max_size=5)), max_leaves=40)
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "",
+            "sm_100a",
+            "kloop",
+            "nan",
+            "<!--<script>",
+            "</script>",
+            "x" * 20_000,
+            "cublas",
+            "9" * 5000,
+            "\u0663",
+            "a\x00b",
+        ]
+    ),
+)
+JSON_VALUES = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(
+            st.one_of(
+                st.text(max_size=8),
+                st.sampled_from(
+                    [
+                        "bsprof",
+                        "kind",
+                        "version",
+                        "rows",
+                        "name",
+                        "ms",
+                        "launch",
+                        "flops",
+                        "launches",
+                        "functions",
+                        "loops",
+                        "stats",
+                        "points",
+                        "curves",
+                        "axes",
+                        "deltas",
+                        "mnkl",
+                        "config",
+                        "files",
+                        "summary",
+                        "device",
+                    ]
+                ),
+            ),
+            inner,
+            max_size=5,
+        ),
+    ),
+    max_leaves=40,
+)
 
 
 @lru_cache(maxsize=None)
@@ -502,8 +750,22 @@ def _mutated_artifact(data, kind: str) -> bytes:
         path = data.draw(st.sampled_from(paths), label="path")
         what = data.draw(st.sampled_from(["set", "set", "set", "drop", "deep", "top"]), label="what")
         if what == "top":  # a field beside the tag: a known one of any type, or the whole document replaced
-            path = data.draw(st.sampled_from([(), ("launch",), ("stats",), ("functions",), ("results",),
-                                              ("points",), ("curves",), ("mnkl",), ("config",)]), label="top")
+            path = data.draw(
+                st.sampled_from(
+                    [
+                        (),
+                        ("launch",),
+                        ("stats",),
+                        ("functions",),
+                        ("results",),
+                        ("points",),
+                        ("curves",),
+                        ("mnkl",),
+                        ("config",),
+                    ]
+                ),
+                label="top",
+            )
         if what == "deep":  # spliced in as text below: json.dumps itself recurses
             deep.append(data.draw(st.integers(1, 3000), label="levels"))
             value = f"__deep_{len(deep) - 1}__"
@@ -517,7 +779,7 @@ def _mutated_artifact(data, kind: str) -> bytes:
     cut = data.draw(st.sampled_from(["none", "none", "none", "truncate", "latin1", "bom"]), label="bytes")
     raw = text.encode()
     if cut == "truncate":
-        raw = raw[:data.draw(st.integers(0, max(len(raw) - 1, 0)), label="at")]
+        raw = raw[: data.draw(st.integers(0, max(len(raw) - 1, 0)), label="at")]
     elif cut == "latin1":
         raw = raw.replace(b'"', b'"\xe9', 1)
     elif cut == "bom":
@@ -586,8 +848,11 @@ def _cli_bounded(args: list[str], limit_s: float) -> str:
 
 
 @settings(FUZZ, max_examples=25)
-@given(data=st.data(), kinds=st.lists(st.sampled_from(sorted(ARTIFACT_SEEDS)), min_size=1, max_size=3),
-       extra=st.lists(st.sampled_from(["empty.json", "deep.json", "binary.json", "half.json.tmp"]), max_size=2))
+@given(
+    data=st.data(),
+    kinds=st.lists(st.sampled_from(sorted(ARTIFACT_SEEDS)), min_size=1, max_size=3),
+    extra=st.lists(st.sampled_from(["empty.json", "deep.json", "binary.json", "half.json.tmp"]), max_size=2),
+)
 def test_mutated_results_directory_reports_or_is_one_line(tmp_path_factory, data, kinds, extra):
     run = tmp_path_factory.mktemp("run")
     for i, kind in enumerate(kinds):
@@ -596,8 +861,14 @@ def test_mutated_results_directory_reports_or_is_one_line(tmp_path_factory, data
         name = "summary.json" if kind == "ncu" else f"{kind}.json"
         (sub / name).write_bytes(_mutated_artifact(data, kind))
     for name in extra:
-        (run / name).write_bytes({"empty.json": b"", "deep.json": b'{"bsprof": ' + b"[" * 5000,
-                                  "binary.json": bytes(range(256)) * 10, "half.json.tmp": b'{"bsprof"'}[name])
+        (run / name).write_bytes(
+            {
+                "empty.json": b"",
+                "deep.json": b'{"bsprof": ' + b"[" * 5000,
+                "binary.json": bytes(range(256)) * 10,
+                "half.json.tmp": b'{"bsprof"',
+            }[name]
+        )
     _cli_bounded(["report", str(run), "-o", str(run / "r.html")], 60)
 
 
@@ -607,8 +878,9 @@ def test_timing_from_a_directory_with_a_mutated_timing_json(tmp_path_factory, da
     run = tmp_path_factory.mktemp("timing_run")
     (run / "timing.parquet").write_bytes(TIMING.read_bytes())
     (run / "timing.json").write_bytes(_mutated_artifact(data, "timing"))
-    args = ["timing", "--from", str(run)] + data.draw(st.sampled_from([[], ["--json"], ["-o", str(run / "out")]]),
-                                                      label="flags")
+    args = ["timing", "--from", str(run)] + data.draw(
+        st.sampled_from([[], ["--json"], ["-o", str(run / "out")]]), label="flags"
+    )
     out = _cli_bounded(args, 60)
     _strict_json_or_text(out)
 

@@ -81,8 +81,15 @@ FIFO_READERS = {
     "ncu --report": lambda p: ["ncu", "--report", str(p)],
     "report": lambda p: ["report", str(p), "-o", str(p.parent / "r.html")],
 }
-FIFO_NAMES = {"sass": "k.cubin", "sass --ncu": "k.ncu-rep", "sass --source": "kernel.py", "model --from": "timing.csv",
-              "timing --from": "timing.parquet", "ncu --report": "k.ncu-rep.xz", "report": "summary.json"}
+FIFO_NAMES = {
+    "sass": "k.cubin",
+    "sass --ncu": "k.ncu-rep",
+    "sass --source": "kernel.py",
+    "model --from": "timing.csv",
+    "timing --from": "timing.parquet",
+    "ncu --report": "k.ncu-rep.xz",
+    "report": "summary.json",
+}
 
 
 @pytest.mark.parametrize("verb", sorted(FIFO_READERS))
@@ -132,8 +139,7 @@ def test_a_results_directory_whose_table_is_a_fifo(tmp_path, verb):
 def test_a_character_device_input_is_refused(device):
     if not os.path.exists(device):
         pytest.skip(f"no {device} here")
-    for args in (["sass", device], ["model", "--from", device], ["ncu", "--report", device],
-                 ["report", device]):
+    for args in (["sass", device], ["model", "--from", device], ["ncu", "--report", device], ["report", device]):
         line = assert_one_line_error(*_timed(args, 10)[::2])
         assert "a character device, not a regular file" in line, line
 
@@ -159,6 +165,7 @@ def test_an_unreadable_input_says_permission_denied(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # A file name is a file name on a tool's command line, never an option.
 
+
 @pytest.mark.parametrize("name", ["--version", "-c", "-gi.cubin", "-ofoo"])
 def test_a_cubin_named_like_an_option_is_disassembled(tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)
@@ -171,6 +178,7 @@ def test_a_cubin_named_like_an_option_is_disassembled(tmp_path, monkeypatch, nam
 
 # ---------------------------------------------------------------------------------------------
 # Sizes: a cap on every input and on what an xz file unpacks to, raisable by the user.
+
 
 def test_an_input_over_the_cap_is_refused_naming_the_variable(tmp_path, monkeypatch):
     listing = tmp_path / "k.sass"
@@ -208,8 +216,11 @@ def test_an_xz_bomb_is_refused_and_leaves_nothing_in_the_cache(tmp_path, cache, 
     bomb = tmp_path / name
     bomb.parent.mkdir(exist_ok=True)
     _zeros_xz(bomb, 96)
-    args = {"sass": ["sass", str(bomb)], "ncu": ["ncu", "--report", str(bomb)],
-            "report": ["report", str(bomb.parent), "-o", str(tmp_path / "r.html")]}[verb]
+    args = {
+        "sass": ["sass", str(bomb)],
+        "ncu": ["ncu", "--report", str(bomb)],
+        "report": ["report", str(bomb.parent), "-o", str(tmp_path / "r.html")],
+    }[verb]
     line = assert_one_line_error(*_timed(args)[::2])
     assert "compression bomb" in line and "BSPROF_MAX_XZ_RATIO=" in line, line
     assert not list(cache.rglob("*.tmp")) and not [p for p in cache.rglob("*") if p.is_file()]
@@ -218,8 +229,10 @@ def test_an_xz_bomb_is_refused_and_leaves_nothing_in_the_cache(tmp_path, cache, 
 
 # runs bsprof and then prints its own peak resident memory (VmHWM belongs to the process image, so
 # nothing of the forking test process is counted)
-_PEAK = ("import sys\nfrom bsprof.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
-         "    print([ln for ln in open('/proc/self/status') if ln.startswith('VmHWM')][0], file=sys.stderr)")
+_PEAK = (
+    "import sys\nfrom bsprof.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+    "    print([ln for ln in open('/proc/self/status') if ln.startswith('VmHWM')][0], file=sys.stderr)"
+)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for the peak memory")
@@ -233,8 +246,9 @@ def test_an_xz_bomb_is_unpacked_in_flat_memory(tmp_path, cache):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BSPROF_CACHE": str(cache)}
 
     def peak_mb(path: Path) -> tuple[float, str]:
-        proc = subprocess.run([sys.executable, "-c", _PEAK, "sass", str(path)], env=env, capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK, "sass", str(path)], env=env, capture_output=True, text=True, timeout=120
+        )
         kb = int(re.search(r"VmHWM:\s+(\d+) kB", proc.stderr).group(1))
         return kb / 1024, proc.stderr
 
@@ -284,12 +298,17 @@ def test_memory_exhaustion_is_one_line(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # Rendering is linear in the input; text that is no SASS is refused.
 
-@pytest.mark.parametrize("make", [
-    lambda: "R" * 4_000_000,                                          # one word, no newline
-    lambda: "MOVX R1, R2 ; " * 300_000,                               # instruction-like, one line
-    lambda: "\n".join(f"NOTANOP{i} R1, R2 ;" for i in range(50_000)),  # many lines, no known opcode
-    lambda: "# build log\n" + "warning: " * 200_000,
-], ids=["word", "one-line", "unknown-ops", "log"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: "R" * 4_000_000,  # one word, no newline
+        lambda: "MOVX R1, R2 ; " * 300_000,  # instruction-like, one line
+        lambda: "\n".join(f"NOTANOP{i} R1, R2 ;" for i in range(50_000)),  # many lines, no known opcode
+        lambda: "# build log\n" + "warning: " * 200_000,
+    ],
+    ids=["word", "one-line", "unknown-ops", "log"],
+)
 def test_text_that_is_no_sass_is_refused_quickly(tmp_path, make):
     path = tmp_path / "k.sass"
     path.write_text(make())
@@ -306,19 +325,24 @@ def test_huge_unknown_opcodes_inside_a_real_listing_print_in_bounded_time(tmp_pa
     path.write_text("\n".join(lines))
     code, out, err = _timed(["sass", str(path)], 30)
     assert code == 0, err
-    tail = out[out.index("unclassified opcodes"):].split("\n\n")[0]  # the paragraph, however it wraps
+    tail = out[out.index("unclassified opcodes") :].split("\n\n")[0]  # the paragraph, however it wraps
     assert "(+2980 more)" in tail and len(tail) < 2000, tail[:300]
     assert "W" * 200 not in out
 
 
-@pytest.mark.parametrize("mnkl, words", [
-    ("2147483648,128,128", "2**31-1"),
-    ("4194304,4194304,4096", "2**40"),
-    ("2097152,1048576,1024", "2**40"),
-])
+@pytest.mark.parametrize(
+    "mnkl, words",
+    [
+        ("2147483648,128,128", "2**31-1"),
+        ("4194304,4194304,4096", "2**40"),
+        ("2097152,1048576,1024", "2**40"),
+    ],
+)
 def test_impossible_problem_sizes_are_refused(mnkl, words):
-    for args in (["sass", str(LISTING_XZ), "--tile-mn", "256,256", "--mnkl", mnkl],
-                 ["ncu", "--report", str(REPORT_XZ), "--mnkl", mnkl]):
+    for args in (
+        ["sass", str(LISTING_XZ), "--tile-mn", "256,256", "--mnkl", mnkl],
+        ["ncu", "--report", str(REPORT_XZ), "--mnkl", mnkl],
+    ):
         line = assert_one_line_error(*run_bsprof(args)[::2])
         assert words in line, line
     code, _, err = run_bsprof(["sass", str(LISTING_XZ), "--tile-mn", "256,256", "--mnkl", "16384,16384,16384,8"])
@@ -327,6 +351,7 @@ def test_impossible_problem_sizes_are_refused(mnkl, words):
 
 # ---------------------------------------------------------------------------------------------
 # JSON: bounded depth and size, a schema per kind, one line for anything else.
+
 
 def _deep(depth: int, tagged: bool) -> str:
     inner = '{"k": ' * depth + "0" + "}" * depth
@@ -346,16 +371,19 @@ def test_deep_json_in_a_results_directory(tmp_path, depth):
     assert "theirs.json" not in err
 
 
-@pytest.mark.parametrize("content, words", [
-    (b'{"bsprof": {"kind": "timing", "ver', "not valid JSON"),
-    (b"[[1, 2], [3]]", "not a JSON object"),
-    (b'\xfe\xff{"a": 1}', "not UTF-8"),
-    (b"[" * 3000 + b"]" * 3000, "nested 3000 levels"),
-    (b'{"config": "256x128"}', "'config'"),
-    (b'{"bsprof": {"kind": "timing", "version": 1}, "stats": {}, "overhead": [1, 2]}', "'overhead'"),
-    (b'{"bsprof": {"kind": "bench", "version": 1}, "results": []}', "a bench artifact where a timing"),
-    (b'{"bsprof": {"kind": "timing", "version": 7}, "stats": {}}', "versions 1 to"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b'{"bsprof": {"kind": "timing", "ver', "not valid JSON"),
+        (b"[[1, 2], [3]]", "not a JSON object"),
+        (b'\xfe\xff{"a": 1}', "not UTF-8"),
+        (b"[" * 3000 + b"]" * 3000, "nested 3000 levels"),
+        (b'{"config": "256x128"}', "'config'"),
+        (b'{"bsprof": {"kind": "timing", "version": 1}, "stats": {}, "overhead": [1, 2]}', "'overhead'"),
+        (b'{"bsprof": {"kind": "bench", "version": 1}, "results": []}', "a bench artifact where a timing"),
+        (b'{"bsprof": {"kind": "timing", "version": 7}, "stats": {}}', "versions 1 to"),
+    ],
+)
 def test_timing_from_a_directory_with_a_damaged_timing_json(tmp_path, content, words):
     run = tmp_path / "run"
     run.mkdir()
@@ -366,15 +394,18 @@ def test_timing_from_a_directory_with_a_damaged_timing_json(tmp_path, content, w
     assert "timing.json" in line
 
 
-@pytest.mark.parametrize("content, words", [
-    ('"summary"', "not a bsprof artifact"),
-    ("{}", "not a bsprof artifact"),
-    ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": {}}', "'launches'"),
-    ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": 7}', "'launch'"),
-    ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": {"flops": [1]}}', "launch.flops"),
-    ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": {"flops": -3}}', "launch.flops"),
-    ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [null]}', "'launches'"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ('"summary"', "not a bsprof artifact"),
+        ("{}", "not a bsprof artifact"),
+        ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": {}}', "'launches'"),
+        ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": 7}', "'launch'"),
+        ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": {"flops": [1]}}', "launch.flops"),
+        ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [], "launch": {"flops": -3}}', "launch.flops"),
+        ('{"bsprof": {"kind": "ncu", "version": 1}, "launches": [null]}', "'launches'"),
+    ],
+)
 @pytest.mark.parametrize("how", ["report", "compare"])
 def test_ncu_with_a_damaged_summary_json(tmp_path, content, words, how):
     run = tmp_path / "run"
@@ -398,15 +429,18 @@ def test_a_json_artifact_over_the_json_cap_is_named(tmp_path, monkeypatch):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("kind, body, words", [
-    ("sass", {"functions": {"name": "k"}}, "'functions'"),
-    ("sass", {}, "without its 'functions'"),
-    ("model", {"deterministic": [1, 2]}, "'deterministic'"),
-    ("validation", {"points": [{"a": 1}, "x"]}, "'points'"),
-    ("bench", {"results": [[]]}, "'results'"),
-    ("epi_ceiling", {"curves": None}, "without its 'curves'"),
-    ("timing", {"stats": {}, "device": 3}, "'device'"),
-])
+@pytest.mark.parametrize(
+    "kind, body, words",
+    [
+        ("sass", {"functions": {"name": "k"}}, "'functions'"),
+        ("sass", {}, "without its 'functions'"),
+        ("model", {"deterministic": [1, 2]}, "'deterministic'"),
+        ("validation", {"points": [{"a": 1}, "x"]}, "'points'"),
+        ("bench", {"results": [[]]}, "'results'"),
+        ("epi_ceiling", {"curves": None}, "without its 'curves'"),
+        ("timing", {"stats": {}, "device": 3}, "'device'"),
+    ],
+)
 def test_each_kind_is_held_to_its_schema(tmp_path, kind, body, words):
     from bsprof.artifacts import document, load
     from bsprof.errors import BsprofError
@@ -425,6 +459,7 @@ def test_each_kind_is_held_to_its_schema(tmp_path, kind, body, words):
 
 # ---------------------------------------------------------------------------------------------
 # What the report embeds cannot end or open its script elements; text is escaped once.
+
 
 @pytest.mark.parametrize("name", ["fp8 <!--<script>", "x</script><script>alert(1)</script>", "a]]><!--", "ok & <b>"])
 def test_a_hostile_row_name_stays_inside_its_figure(tmp_path, name):
@@ -456,11 +491,14 @@ def test_text_on_the_page_is_escaped_once(tmp_path):
     assert code == 0, err
     html = out.read_text()
     assert "the lab&#x27;s B200 &amp; &lt;spare&gt; node" in html
-    assert not re.search(r"&amp;(#x?[0-9a-f]+|[a-z]+);", html, re.I), re.search(r".{40}&amp;(#x?[0-9a-f]+|[a-z]+);", html)
+    assert not re.search(r"&amp;(#x?[0-9a-f]+|[a-z]+);", html, re.I), re.search(
+        r".{40}&amp;(#x?[0-9a-f]+|[a-z]+);", html
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Names from the input and the command line are printed as they are: brackets are not markup.
+
 
 def test_paths_and_names_with_brackets_print_literally(tmp_path, cache):
     # directories "x[" and "dim]y [red]": the path reads ".../x[/dim]y [red]", a closing tag with no
@@ -485,11 +523,14 @@ def test_paths_and_names_with_brackets_print_literally(tmp_path, cache):
         assert code == 0, err
 
 
-@pytest.mark.parametrize("text", [
-    '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"\\' * 3_000_000 + "[" * 100,  # no closing quote
-    '{"bsprof": {"kind": "sass", "version": 1}, "functions": ' + "[" * 8_000_000,
-    '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"a[{", ' * 1_000_000 + '"x"]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"\\' * 3_000_000 + "[" * 100,  # no closing quote
+        '{"bsprof": {"kind": "sass", "version": 1}, "functions": ' + "[" * 8_000_000,
+        '{"bsprof": {"kind": "sass", "version": 1}, "functions": [' + '"a[{", ' * 1_000_000 + '"x"]}',
+    ],
+)
 def test_pathological_json_is_judged_in_linear_time(tmp_path, text):
     from bsprof.artifacts import load
     from bsprof.errors import BsprofError
@@ -507,12 +548,16 @@ def test_pathological_json_is_judged_in_linear_time(tmp_path, text):
 # ---------------------------------------------------------------------------------------------
 # Stored runs scored again without a GPU: damaged files are named, never a traceback.
 
-@pytest.mark.parametrize("projections, words", [
-    ("[3]", "no 'points'"),
-    ('{"points": ["x"]}', "do not hold a run's records"),
-    ('{"points": [{"change": "a"}]}', "do not hold a run's records"),
-    ("[" * 2500 + "]" * 2500, "nested 2500 levels"),
-])
+
+@pytest.mark.parametrize(
+    "projections, words",
+    [
+        ("[3]", "no 'points'"),
+        ('{"points": ["x"]}', "do not hold a run's records"),
+        ('{"points": [{"change": "a"}]}', "do not hold a run's records"),
+        ("[" * 2500 + "]" * 2500, "nested 2500 levels"),
+    ],
+)
 def test_validate_changes_from_a_damaged_run(tmp_path, projections, words):
     (tmp_path / "projections.json").write_text(projections)
     (tmp_path / "measured.json").write_text('{"device": "x", "problems": {}}')

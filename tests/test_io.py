@@ -165,6 +165,7 @@ def test_only_one_missing_directory_level_is_made(tmp_path, verb):
 # ---------------------------------------------------------------------------------------------
 # A single output file goes only over an empty file or a page bsprof wrote: never over the user's.
 
+
 @pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
 def test_a_file_bsprof_did_not_write_is_refused_and_kept(tmp_path, verb):
     notes = tmp_path / "notes.txt"
@@ -202,14 +203,18 @@ def test_a_report_page_from_before_the_mark_is_still_replaced(tmp_path):
     # the head of a page `bsprof report` wrote before pages carried the generator mark: its default
     # title is how the README's re-run over it is told from a user's own HTML page
     old = tmp_path / "bsprof-report.html"
-    old.write_text('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-                   'content="width=device-width, initial-scale=1"><title>bsprof report: h100_timing</title>'
-                   '<style>\nbody { margin:0; }\n#bsprof-console:empty { display:none; }\n</style>'
-                   '</head><body></body></html>')
+    old.write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        'content="width=device-width, initial-scale=1"><title>bsprof report: h100_timing</title>'
+        "<style>\nbody { margin:0; }\n#bsprof-console:empty { display:none; }\n</style>"
+        "</head><body></body></html>"
+    )
     mine = tmp_path / "mine.html"
     # the default title alone, on a page of the user's: not bsprof's
-    mine.write_text("<!DOCTYPE html><html><head><title>bsprof report: my notes</title><style>body{}</style>"
-                    "</head><body>keep</body></html>")
+    mine.write_text(
+        "<!DOCTYPE html><html><head><title>bsprof report: my notes</title><style>body{}</style>"
+        "</head><body>keep</body></html>"
+    )
     code, _, err = run_bsprof(FILE_WRITERS["report"](old))
     assert code == 0, err
     assert '<meta name="generator" content="bsprof">' in old.read_text()[:5000]
@@ -228,6 +233,7 @@ def test_every_html_bsprof_writes_carries_its_mark():
 
 # ---------------------------------------------------------------------------------------------
 # Output paths are checked before any work: a refused -o costs no computation.
+
 
 @pytest.mark.parametrize("verb", sorted(FILE_WRITERS) + ["model", "ncu"])
 def test_a_refused_output_is_refused_before_any_work(tmp_path, verb, monkeypatch):
@@ -275,14 +281,18 @@ MARK = '<meta name="generator" content="bsprof">'
 
 
 @pytest.mark.parametrize("verb", sorted(FILE_WRITERS))
-@pytest.mark.parametrize("content", [
-    f"# Design notes\n\nOur pages carry `{MARK}` in the head.\n",                        # markdown quoting it
-    f"<!DOCTYPE html><html><head><title>t</title></head><body><pre>{MARK}</pre></body></html>",  # in the body
-    f"draft\n<!DOCTYPE html><html><head>{MARK}</head></html>",                                   # text before the document
-    f"<!DOCTYPE html><html><head><script>var s = '{MARK}';</script></head></html>",              # inside a script
-    f"<!DOCTYPE html><html><head><title>x</title><div>{MARK}</div></head></html>",               # after the head ended
-    f"{MARK}\n",                                                                                 # the bare mark, no document
-], ids=["markdown", "body", "text-first", "script", "after-head", "bare"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"# Design notes\n\nOur pages carry `{MARK}` in the head.\n",  # markdown quoting it
+        f"<!DOCTYPE html><html><head><title>t</title></head><body><pre>{MARK}</pre></body></html>",  # in the body
+        f"draft\n<!DOCTYPE html><html><head>{MARK}</head></html>",  # text before the document
+        f"<!DOCTYPE html><html><head><script>var s = '{MARK}';</script></head></html>",  # inside a script
+        f"<!DOCTYPE html><html><head><title>x</title><div>{MARK}</div></head></html>",  # after the head ended
+        f"{MARK}\n",  # the bare mark, no document
+    ],
+    ids=["markdown", "body", "text-first", "script", "after-head", "bare"],
+)
 def test_a_file_that_only_quotes_the_mark_is_refused_and_kept(tmp_path, verb, content):
     target = tmp_path / "page.html"
     target.write_text(content)
@@ -292,10 +302,13 @@ def test_a_file_that_only_quotes_the_mark_is_refused_and_kept(tmp_path, verb, co
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]
 
 
-@pytest.mark.parametrize("content", [
-    f"<!DOCTYPE html>\n<html lang='en'>\n  <head>\n    <meta charset='utf-8'>\n    {MARK}\n",
-    "\ufeff<!-- saved -->\n<html><head><META NAME='Generator' CONTENT='bsprof'></head><body>x</body></html>",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"<!DOCTYPE html>\n<html lang='en'>\n  <head>\n    <meta charset='utf-8'>\n    {MARK}\n",
+        "\ufeff<!-- saved -->\n<html><head><META NAME='Generator' CONTENT='bsprof'></head><body>x</body></html>",
+    ],
+)
 def test_a_page_with_the_mark_in_its_head_is_bsprofs(tmp_path, content):
     from bsprof.io import check_output_file
 
@@ -306,6 +319,7 @@ def test_a_page_with_the_mark_in_its_head_is_bsprofs(tmp_path, content):
 
 # ---------------------------------------------------------------------------------------------
 # The path is judged again when the page takes it: what appears there meanwhile is never replaced.
+
 
 @pytest.fixture(params=["renameat2", "fallback"])
 def rename_kind(request, monkeypatch):
@@ -380,6 +394,7 @@ def test_rename_noreplace_never_replaces(tmp_path, rename_kind):
 # ---------------------------------------------------------------------------------------------
 # Results directories appear whole or not at all.
 
+
 def test_an_interrupted_results_directory_leaves_nothing(tmp_path, monkeypatch):
     """The model's sweep.csv is written, then the interrupt comes before model.json: neither the
     directory nor its hidden staging copy is left."""
@@ -423,9 +438,24 @@ def test_a_signal_during_a_sweep_write_leaves_only_whole_directories(tmp_path, s
     rng = random.Random(7)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-m", "bsprof", "model", "--tiles", "1000", "--sweep",
-                                 "kloop=-100:0:50", "--json", "-o", str(tmp_path)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bsprof",
+                "model",
+                "--tiles",
+                "1000",
+                "--sweep",
+                "kloop=-100:0:50",
+                "--json",
+                "-o",
+                str(tmp_path),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.4, 1.2))
         proc.send_signal(getattr(signal, signame))
         proc.wait(timeout=60)

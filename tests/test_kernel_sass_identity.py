@@ -37,8 +37,13 @@ BUILDS: dict[str, tuple[str, str, tuple, dict, str | None]] = {
     "fp8_rescaled": ("fp8_blockwise", "rescaled", FP8_MNKL, {}, None),
     "fp8_pingpong": ("fp8_blockwise", "pingpong", FP8_MNKL, {}, None),
     # the timing build test_fp8_sass.py compiles (recorder, injected delays in K-loop and epilogue)
-    "fp8_optimized_timing": ("fp8_blockwise", "optimized", FP8_MNKL,
-                             dict(timing=True, delay_kloop=300, delay_phase1=200), None),
+    "fp8_optimized_timing": (
+        "fp8_blockwise",
+        "optimized",
+        FP8_MNKL,
+        dict(timing=True, delay_kloop=300, delay_phase1=200),
+        None,
+    ),
     # select.py's picks: one consumer warpgroup (64 rows), and three (192 rows) in 2x1 clusters
     "fp8_optimized_64row": ("fp8_blockwise", "optimized", (128, 4096, 7168, 1), {}, "64x64"),
     "fp8_optimized_192row": ("fp8_blockwise", "optimized", (4096, 2112, 7168, 1), {}, "192x128"),
@@ -61,8 +66,7 @@ def normalized_sass(cubin: Path) -> str:
     (the name carries the kernel class's module path, which a file split may move)."""
     from bsprof.analyzers.sass.disasm import tool_path
 
-    text = subprocess.run([tool_path("nvdisasm"), "-c", str(cubin)], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run([tool_path("nvdisasm"), "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
     names = list(dict.fromkeys(re.findall(r"\.text\.([A-Za-z0-9_$.]+):", text)))
     for i, fn in enumerate(sorted(names, key=len, reverse=True)):
         text = text.replace(fn, f"FUNC{i}")
@@ -81,12 +85,10 @@ def reference(name: str) -> tuple[str, str]:
 
 def diff_summary(want: str, got: str, limit: int = 40) -> str:
     """How many instruction lines changed and the first hunks of the unified diff."""
-    diff = list(difflib.unified_diff(want.splitlines(), got.splitlines(), "recorded", "compiled", n=1,
-                                     lineterm=""))
+    diff = list(difflib.unified_diff(want.splitlines(), got.splitlines(), "recorded", "compiled", n=1, lineterm=""))
     changed = sum(1 for ln in diff if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
     head = "\n".join(diff[:limit])
-    return (f"{changed} lines differ ({len(want.splitlines())} recorded, {len(got.splitlines())} compiled)\n"
-            f"{head}")
+    return f"{changed} lines differ ({len(want.splitlines())} recorded, {len(got.splitlines())} compiled)\n{head}"
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +110,9 @@ def test_sass_identical_to_reference(name, out_dir):
     assert digest(want) == sha, f"{name}: the recorded SASS does not match its recorded sha256"
     got = normalized_sass(compile_build(name, out_dir))
     if got != want:
-        pytest.fail(f"{name}: SASS differs from tests/data/kernel_sass/{name}.sass.xz\n{diff_summary(want, got)}",
-                    pytrace=False)
+        pytest.fail(
+            f"{name}: SASS differs from tests/data/kernel_sass/{name}.sass.xz\n{diff_summary(want, got)}", pytrace=False
+        )
 
 
 def test_normalization_names_only_functions(data_dir):
@@ -130,8 +133,9 @@ def test_normalization_names_only_functions(data_dir):
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / cubins[0].name.removesuffix(".xz")
         cubin.write_bytes(lzma.decompress(cubins[0].read_bytes()))
-        raw = subprocess.run([tool_path("nvdisasm"), "-c", str(cubin)], capture_output=True, text=True,
-                             check=True).stdout
+        raw = subprocess.run(
+            [tool_path("nvdisasm"), "-c", str(cubin)], capture_output=True, text=True, check=True
+        ).stdout
         norm = normalized_sass(cubin)
     assert "FUNC0" in norm and ".text.FUNC0:" in norm
     ops = [ln.split("*/", 1)[1].strip() for ln in raw.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
@@ -150,8 +154,10 @@ def write_references(names: list[str]) -> None:
             text = normalized_sass(compile_build(name, Path(tmp)))
             (REFS / f"{name}.sass.xz").write_bytes(lzma.compress(text.encode(), preset=9 | lzma.PRESET_EXTREME))
             (REFS / f"{name}.sha256").write_text(f"{digest(text)}  {name}\n")
-            print(f"{name}: {len(text.splitlines())} lines, sha256 {digest(text)[:16]}, "
-                  f"{time.monotonic() - start:.0f} s", flush=True)
+            print(
+                f"{name}: {len(text.splitlines())} lines, sha256 {digest(text)[:16]}, {time.monotonic() - start:.0f} s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ from bsprof.errors import BsprofError
 
 @pytest.fixture(scope="module")
 def traces(data_dir):
-    return {name: load_trace(data_dir / f"h100_trace_{name}_4096.json.gz")
-            for name in ("deepgemm", "cublas_blockwise")}
+    return {name: load_trace(data_dir / f"h100_trace_{name}_4096.json.gz") for name in ("deepgemm", "cublas_blockwise")}
 
 
 def test_spans_are_the_kernels_in_start_order_with_the_gap_before_each(traces):
@@ -42,7 +41,7 @@ def test_summary_separates_kernel_time_from_the_launch_gap(traces):
         assert s["period_us"] == pytest.approx(s["kernel_us"] + s["gap_us"], abs=3.0)
     # what the recorded traces show: cuBLAS leaves the GPU idle longer between launches than DeepGEMM
     assert bw["gap_us"] > dg["gap_us"] + 1.0
-    assert 90.0 < dg["kernel_us"] < 150.0        # a 4096^3 FP8 GEMM at ~1 PFLOP/s
+    assert 90.0 < dg["kernel_us"] < 150.0  # a 4096^3 FP8 GEMM at ~1 PFLOP/s
 
 
 def test_a_window_keeps_the_last_kernels_and_their_gaps(traces):

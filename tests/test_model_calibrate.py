@@ -17,8 +17,9 @@ def _rows(out, cta, warp, role, tile, phase, start, end):
     out.append((0, cta, warp, role, tile, phase, int(round(start)), int(round(end))))
 
 
-def blackwell_table(tiles=300, ctas=2, S=2, h=100, ell=900, t0=850, k=4150, p1=4100, p2=900, sd=250,
-                    dk=0.0, dp1=0.0, seed=1):
+def blackwell_table(
+    tiles=300, ctas=2, S=2, h=100, ell=900, t0=850, k=4150, p1=4100, p2=900, sd=250, dk=0.0, dp1=0.0, seed=1
+):
     """MMA warp 4 and epilogue warps 0-3; the accumulator barrier fires when the last warp has
     finished Phase 1; per-warp Phase 1 is drawn per tile."""
     rng = np.random.default_rng(seed)
@@ -26,7 +27,7 @@ def blackwell_table(tiles=300, ctas=2, S=2, h=100, ell=900, t0=850, k=4150, p1=4
     for cta in range(ctas):
         base = 1_000_000 * (cta + 1)
         m_prev, e_prev = base, np.full(4, base - ell, float)
-        freed = [base - 10 ** 9] * S
+        freed = [base - 10**9] * S
         for i in range(tiles):
             start = m_prev
             acq = max(start, freed[i % S] + h)
@@ -136,10 +137,10 @@ def test_hopper_tables_pick_their_structure(mode, tmp_path):
     meas = measured_period(hopper_table(mode, dk=-400)) / lam
     j = project(p, {"kloop": -400}, tiles=20000).to_json()
     assert j["deterministic"]["wall_ratio"] == pytest.approx(meas, abs=0.015)
-    if mode == "coop":   # everything is serial: a K-loop cut pays 1:1
+    if mode == "coop":  # everything is serial: a K-loop cut pays 1:1
         assert j["deterministic"]["binding_before"] == "epilogue"
         assert j["deterministic"]["deficit"] == 0
-    else:                # K = 4,300 > epilogue 2,100: the shared tensor core binds
+    else:  # K = 4,300 > epilogue 2,100: the shared tensor core binds
         assert j["deterministic"]["binding_before"] == "producer"
 
 
@@ -150,10 +151,15 @@ def test_pingpong_acc_wait_is_the_tensor_core_idling_for_a_warpgroup():
 
     # tile 1's warpgroup got the turn 300 cycles after tile 0's K-loop ended (it was still storing);
     # tile 2's warpgroup was already waiting (its own acc_wait phase is long, the model's is 0)
-    rows = [(0, 0, 4, "mma", 0, "tma0", 0, 100), (0, 0, 4, "mma", 0, "kloop", 100, 5000),
-            (0, 0, 8, "mma", 1, "tma0", 5300, 5400), (0, 0, 8, "mma", 1, "kloop", 5400, 10000),
-            (0, 0, 4, "mma", 2, "acc_wait", 6000, 10050), (0, 0, 4, "mma", 2, "tma0", 10050, 10100),
-            (0, 0, 4, "mma", 2, "kloop", 10100, 15000)]
+    rows = [
+        (0, 0, 4, "mma", 0, "tma0", 0, 100),
+        (0, 0, 4, "mma", 0, "kloop", 100, 5000),
+        (0, 0, 8, "mma", 1, "tma0", 5300, 5400),
+        (0, 0, 8, "mma", 1, "kloop", 5400, 10000),
+        (0, 0, 4, "mma", 2, "acc_wait", 6000, 10050),
+        (0, 0, 4, "mma", 2, "tma0", 10050, 10100),
+        (0, 0, 4, "mma", 2, "kloop", 10100, 15000),
+    ]
     t = pd.DataFrame(rows, columns=["sm", "cta", "warp", "role", "tile", "phase", "start", "end"])
     keys = pd.MultiIndex.from_tuples([(0, 0), (0, 1), (0, 2)], names=["cta", "tile"])
     assert list(pingpong_acc_wait(t, keys)) == [0.0, 300.0, 50.0]

@@ -28,11 +28,16 @@ def run(*args):
 
 @pytest.fixture(scope="module")
 def sample_chain():
-    return VC.change_chain((str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")),
-                           (4096, 4096, 4096, 1), source=SAMPLE, tile_mn=(256, 128),
-                           sustained={"mhz": 1470.0, "watts": 715.0},
-                           limits={"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 124.5}, device="NVIDIA H200",
-                           wall_us=99.2)
+    return VC.change_chain(
+        (str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")),
+        (4096, 4096, 4096, 1),
+        source=SAMPLE,
+        tile_mn=(256, 128),
+        sustained={"mhz": 1470.0, "watts": 715.0},
+        limits={"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 124.5},
+        device="NVIDIA H200",
+        wall_us=99.2,
+    )
 
 
 def test_uniform_desc_adds_r2ur_to_the_kloop_and_is_priced_at_the_exposed_share(sample_chain):
@@ -42,7 +47,7 @@ def test_uniform_desc_adds_r2ur_to_the_kloop_and_is_priced_at_the_exposed_share(
     assert dict(kl.top_opcodes)["R2UR"] > 0
     a, b = est.counts["a"], est.counts["b"]
     assert 150 < a.kloop_per_kblock < b.kloop_per_kblock < 260
-    assert a.mma_per_kblock == b.mma_per_kblock == 8          # 256-row tile: two waves of 4 wgmma
+    assert a.mma_per_kblock == b.mma_per_kblock == 8  # 256-row tile: two waves of 4 wgmma
     # the K-loop's cost per instruction is its time above the tensor floor over its instructions
     cost = est.costs["kloop"]
     assert cost.floor_kblock == 1024
@@ -51,7 +56,7 @@ def test_uniform_desc_adds_r2ur_to_the_kloop_and_is_priced_at_the_exposed_share(
     # the model prices well under the count rule (instructions x the K-loop's whole CPI), inside its interval
     assert pr.wall_lo <= pr.wall_ratio <= pr.wall_hi
     assert 0 < pr.wall_pct < 100 * (pr.count_rule_ratio - 1) / 5
-    assert pr.binding_before == "epilogue" and pr.clock_ratio > 1.0    # power-capped: fewer watts a cycle
+    assert pr.binding_before == "epilogue" and pr.clock_ratio > 1.0  # power-capped: fewer watts a cycle
     assert not est.unpriced()
 
 
@@ -64,17 +69,44 @@ def test_phases_come_from_the_kernels_scopes(sample_chain):
 
 
 def test_cli_change_prints_the_chain_then_the_projection_within_80_columns():
-    r = CliRunner().invoke(cli, ["model", "--change", str(SAMPLE / "optimized.sm_90a.cubin.xz"),
-                                 str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz"), "--from", str(SAMPLE),
-                                 "--tiles", "2000"], env={"COLUMNS": "80"}, catch_exceptions=False)
+    r = CliRunner().invoke(
+        cli,
+        [
+            "model",
+            "--change",
+            str(SAMPLE / "optimized.sm_90a.cubin.xz"),
+            str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz"),
+            "--from",
+            str(SAMPLE),
+            "--tiles",
+            "2000",
+        ],
+        env={"COLUMNS": "80"},
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0, r.output
     out = r.output
     for s in ("K-loop", "R2UR", "instr a K block", "binding side", "wall time", "instruction-count rule"):
         assert s in out, s
     assert max(len(line) for line in out.splitlines()) <= 80
-    j = json.loads(CliRunner().invoke(cli, ["model", "--change", str(SAMPLE / "optimized.sm_90a.cubin.xz"),
-                                            str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz"), "--from",
-                                            str(SAMPLE), "--tiles", "2000", "--json"]).stdout)
+    j = json.loads(
+        CliRunner()
+        .invoke(
+            cli,
+            [
+                "model",
+                "--change",
+                str(SAMPLE / "optimized.sm_90a.cubin.xz"),
+                str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz"),
+                "--from",
+                str(SAMPLE),
+                "--tiles",
+                "2000",
+                "--json",
+            ],
+        )
+        .stdout
+    )
     ch = j["change"]
     assert ch["interval_pct"][0] <= ch["wall_pct"] <= ch["interval_pct"][1]
     assert {d["phase"] for d in ch["chain"]["deltas"]} >= {"kloop", "phase1", "tma0"}
@@ -83,9 +115,14 @@ def test_cli_change_prints_the_chain_then_the_projection_within_80_columns():
 
 def test_foreign_cutlass_pair_prices_its_kloop_and_names_the_rest():
     d = DATA / "sass"
-    res = VC.change_chain((str(d / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2.sm_90a.cubin.xz"),
-                           str(d / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz")),
-                          (4096, 4096, 4096, 1), tile_mn=(128, 128))
+    res = VC.change_chain(
+        (
+            str(d / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2.sm_90a.cubin.xz"),
+            str(d / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz"),
+        ),
+        (4096, 4096, 4096, 1),
+        tile_mn=(128, 128),
+    )
     k = res["kloop_only"]
     # the asserts NDEBUG drops come back into every K block
     assert k.per_kblock_b > k.per_kblock_a
@@ -94,14 +131,18 @@ def test_foreign_cutlass_pair_prices_its_kloop_and_names_the_rest():
 
 
 def test_bad_change_input_is_one_error_line():
-    for args, needle in ((["--change"], "one bundled spec"),
-                         ([str(SAMPLE / "optimized.sm_90a.cubin.xz")], "--change"),
-                         (["--change", str(SAMPLE / "optimized.sm_90a.cubin.xz")], "nothing to compare"),
-                         (["--change", "optimized:uniform_desc=0"], "--mnkl"),
-                         (["--change", "optimized:nosuch=1", "--mnkl", "4096,4096,4096"], "nosuch"),
-                         (["--change", "optimized:peek=0", "--mnkl", "2048,2048,2048", "--from", str(SAMPLE)],
-                          "not the problem the capture"),
-                         (["--changes"], "--validate")):
+    for args, needle in (
+        (["--change"], "one bundled spec"),
+        ([str(SAMPLE / "optimized.sm_90a.cubin.xz")], "--change"),
+        (["--change", str(SAMPLE / "optimized.sm_90a.cubin.xz")], "nothing to compare"),
+        (["--change", "optimized:uniform_desc=0"], "--mnkl"),
+        (["--change", "optimized:nosuch=1", "--mnkl", "4096,4096,4096"], "nosuch"),
+        (
+            ["--change", "optimized:peek=0", "--mnkl", "2048,2048,2048", "--from", str(SAMPLE)],
+            "not the problem the capture",
+        ),
+        (["--changes"], "--validate"),
+    ):
         r = CliRunner().invoke(cli, ["model", *args])
         assert r.exit_code == 2, (args, r.output)
         assert needle in r.output and "Traceback" not in r.output
@@ -147,13 +188,15 @@ def test_every_stored_delay_injection_run_is_scored():
 
 
 def test_cli_scores_stored_runs_without_a_gpu():
-    r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(DATA)], env={"COLUMNS": "80"},
-                           catch_exceptions=False)
+    r = CliRunner().invoke(
+        cli, ["model", "--validate", "--from", str(DATA)], env={"COLUMNS": "80"}, catch_exceptions=False
+    )
     assert r.exit_code == 0, r.output
     assert "10 of 20 runs meet" in r.output and "holds 260 of 307" in r.output
     assert max(len(line) for line in r.output.splitlines()) <= 80
-    r = CliRunner().invoke(cli, ["model", "--validate", "--changes", "--from", str(CHANGES)], env={"COLUMNS": "80"},
-                           catch_exceptions=False)
+    r = CliRunner().invoke(
+        cli, ["model", "--validate", "--changes", "--from", str(CHANGES)], env={"COLUMNS": "80"}, catch_exceptions=False
+    )
     assert r.exit_code == 0, r.output
     assert "epilogue=direct" in r.output and "intervals hold 27 of 33" in r.output
     assert max(len(line) for line in r.output.splitlines()) <= 80

@@ -23,8 +23,18 @@ def test_default_prints_calibrated_equilibrium_and_projection():
     r = run()
     assert r.exit_code == 0, r.output
     out = r.output
-    for s in ("embedded B200 default", "6,067", "1,056", "epilogue", "kloop -5%", "phase1 -5%", "Pays",
-              "Measured on this kernel", "K-loop -76", "0.536"):
+    for s in (
+        "embedded B200 default",
+        "6,067",
+        "1,056",
+        "epilogue",
+        "kloop -5%",
+        "phase1 -5%",
+        "Pays",
+        "Measured on this kernel",
+        "K-loop -76",
+        "0.536",
+    ):
         assert s in out, s
     j = json.loads(run("--json").stdout)
     kl, rw = j["observed_checks"]
@@ -61,14 +71,23 @@ def test_artifact_dir(tmp_path):
     doc = json.loads((d / "model.json").read_text())
     assert doc["bsprof"] == {"kind": "model", "version": 1}
     assert doc["deterministic"]["wall_ratio"] == pytest.approx(5988 / 6067)
-    r2 = run("-o", str(tmp_path), "--tiles", "5000")   # never reuses a results dir
+    r2 = run("-o", str(tmp_path), "--tiles", "5000")  # never reuses a results dir
     assert r2.exit_code == 0 and len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
 
 
 def test_sweep_html_csv_and_artifact(tmp_path):
     html = tmp_path / "sweep.html"
-    r = run("--sweep", "kloop=-600:0:300,phase1=-600:0:300", "--html", str(html), "--csv", "--tiles", "5000",
-            "-o", str(tmp_path / "res"))
+    r = run(
+        "--sweep",
+        "kloop=-600:0:300,phase1=-600:0:300",
+        "--html",
+        str(html),
+        "--csv",
+        "--tiles",
+        "5000",
+        "-o",
+        str(tmp_path / "res"),
+    )
     assert r.exit_code == 0
     rows = [ln.split(",") for ln in r.stdout.strip().splitlines()]
     assert rows[0][:2] == ["kloop", "phase1"] and len(rows) == 1 + 9
@@ -76,7 +95,11 @@ def test_sweep_html_csv_and_artifact(tmp_path):
     assert "plotly" in text.lower() and "Heatmap".lower() in text.lower()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sweep.html")]
     (d,) = list((tmp_path / "res").iterdir())
-    assert (d / "sweep.csv").is_file() and json.loads((d / "model.json").read_text())["axes"]["kloop"] == [-600, -300, 0]
+    assert (d / "sweep.csv").is_file() and json.loads((d / "model.json").read_text())["axes"]["kloop"] == [
+        -600,
+        -300,
+        0,
+    ]
 
 
 def test_from_timing_dir_and_file(tmp_path):
@@ -116,10 +139,12 @@ def test_bad_input_is_one_line_exit_2(args, msg):
 
 
 def test_model_does_not_import_heavy_modules():
-    code = ("import sys\nfrom bsprof.cli import cli\n"
-            "try:\n    cli.main(['model', '--kloop', '-76', '--tiles', '5000'], standalone_mode=False)\n"
-            "except SystemExit:\n    pass\n"
-            "bad = [m for m in ('torch', 'cutlass', 'plotly') if m in sys.modules]\nprint('HEAVY', bad)")
+    code = (
+        "import sys\nfrom bsprof.cli import cli\n"
+        "try:\n    cli.main(['model', '--kloop', '-76', '--tiles', '5000'], standalone_mode=False)\n"
+        "except SystemExit:\n    pass\n"
+        "bad = [m for m in ('torch', 'cutlass', 'plotly') if m in sys.modules]\nprint('HEAVY', bad)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in p.stdout, p.stdout + p.stderr
 
@@ -129,6 +154,7 @@ def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
 
     calls = {}
     fake = types.ModuleType("bsprof.profile.validate")
+
     def fake_run(target, **kw):
         calls.update(kw, target=target)
         return {"scored": [], "summary": {"n": 0}, "title": "t", "run_dir": str(tmp_path)}
@@ -136,9 +162,19 @@ def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
     fake.run = fake_run
     monkeypatch.setitem(sys.modules, "bsprof.profile.validate", fake)
     import bsprof.profile as prof
+
     monkeypatch.setattr(prof, "validate", fake, raising=False)
-    r = run("--validate", "--kernel", "baseline", "--family", "fp8-blockwise", "--mnkl", "4096,4096,4096",
-            "-o", str(tmp_path))
+    r = run(
+        "--validate",
+        "--kernel",
+        "baseline",
+        "--family",
+        "fp8-blockwise",
+        "--mnkl",
+        "4096,4096,4096",
+        "-o",
+        str(tmp_path),
+    )
     assert r.exit_code == 0
     # the kernel, family and problem arrive as one Target, resolved once by the verb
     assert calls["target"] == Target("fp8-blockwise", "baseline", (4096, 4096, 4096, 1))
@@ -149,5 +185,3 @@ def test_validate_forwards_to_the_timing_helper(monkeypatch, tmp_path):
 def test_validate_refuses_fewer_than_five_repeats():
     r = run("--validate", "--kernel", "optimized", "--family", "fp8-blockwise", "--repeats", "3")
     assert r.exit_code == 2 and "at least 5 repeats" in r.output
-
-

@@ -21,9 +21,9 @@ def test_capped_baseline_clocks_up_by_the_cube_root_until_the_top_clock():
     c = project_clock(1.25, 1750.0, 720.0, LIM)
     assert c.capped and c.limited_by == "power limit"
     assert c.ratio == pytest.approx(1.25 ** (1 / 3))
-    top = project_clock(2.0, 1750.0, 720.0, LIM)            # 2^(1/3) would pass the top clock
+    top = project_clock(2.0, 1750.0, 720.0, LIM)  # 2^(1/3) would pass the top clock
     assert top.ratio == pytest.approx(1980.0 / 1750.0) and top.limited_by == "top clock"
-    down = project_clock(0.8, 1750.0, 720.0, LIM)           # faster: the draw rises, the clock falls
+    down = project_clock(0.8, 1750.0, 720.0, LIM)  # faster: the draw rises, the clock falls
     assert down.ratio == pytest.approx(0.8 ** (1 / 3))
 
 
@@ -37,9 +37,9 @@ def test_uncapped_baseline_never_climbs_and_falls_only_past_the_limit():
 
 
 def test_nothing_known_gives_no_clock_term():
-    assert project_clock(1.3, None, None, LIM).ratio == 1.0            # no clock read
-    assert project_clock(1.3, 1750.0, 700.0, None).ratio == 1.0        # no device limits
-    assert project_clock(0.5, 1980.0, None, LIM).ratio == 1.0          # top clock, no power read
+    assert project_clock(1.3, None, None, LIM).ratio == 1.0  # no clock read
+    assert project_clock(1.3, 1750.0, 700.0, None).ratio == 1.0  # no device limits
+    assert project_clock(0.5, 1980.0, None, LIM).ratio == 1.0  # top clock, no power read
     assert limits_for("NVIDIA H100 80GB HBM3").max_mhz == 1980.0
     assert limits_for("SimGPU") is None
     rec = limits_for("SimGPU", {"max_mhz": 1500, "power_limit_w": 300, "floor_w": 50})
@@ -63,8 +63,8 @@ def test_clock_term_closes_the_8192_forward_misses():
         if p.knob == "kloop":
             implied = p.extra["cycles_meas"] / p.extra["cycles_base"] / p.measured_ratio
             assert p.clock_ratio == pytest.approx(implied, abs=0.015)
-            assert p.term_clock < -0.07                      # a 22-30% longer launch, 7-9% faster clock
-    assert all(p.clock_ratio >= 1.0 for p in fwd)            # every delayed build draws less
+            assert p.term_clock < -0.07  # a 22-30% longer launch, 7-9% faster clock
+    assert all(p.clock_ratio >= 1.0 for p in fwd)  # every delayed build draws less
 
 
 def test_old_interleaved_protocol_measured_the_capped_build_at_two_speeds():
@@ -85,8 +85,18 @@ def test_evaluate_applies_the_clock_from_the_calibration_builds_reading():
     from tests.test_timing_validation import serial_model, table
 
     cal, proj = serial_model()
-    p = V.Point("forward", "kloop", "plain", 10, 0, 1000.0, 0.0, base_us=100.0, meas_us=110.0,
-                extra={"mhz_base": 1750.0, "watts_base": 720.0})
+    p = V.Point(
+        "forward",
+        "kloop",
+        "plain",
+        10,
+        0,
+        1000.0,
+        0.0,
+        base_us=100.0,
+        meas_us=110.0,
+        extra={"mhz_base": 1750.0, "watts_base": 720.0},
+    )
     q = V.Point("forward", "kloop", "plain", 10, 0, 1000.0, 0.0, base_us=100.0, meas_us=110.0)
     V.evaluate([p, q], {"plain": table()}, calibrate=cal, project=proj, limits=LIM)
     assert p.projected_cycles_det == pytest.approx(6000 / 5000)
@@ -94,7 +104,7 @@ def test_evaluate_applies_the_clock_from_the_calibration_builds_reading():
     assert p.projected_wall_det == pytest.approx(1.2 / 1.2 ** (1 / 3))
     assert p.term_clock == pytest.approx(p.projected_wall_det - 1.2)
     assert q.clock_ratio == 1.0 and q.term_clock == 0.0 and q.projected_wall_det == pytest.approx(1.2)
-    p.extra.update(cycles_base=1000.0, cycles_meas=1200.0)     # the cycle check sees the cycles, not the clock
+    p.extra.update(cycles_base=1000.0, cycles_meas=1200.0)  # the cycle check sees the cycles, not the clock
     assert V.cycle_error_pct(p) == pytest.approx(0.0, abs=1e-9)
 
 
@@ -116,7 +126,7 @@ def test_pingpong_8192_meets_the_target_with_the_clock_term():
     assert abs(statistics.fmean(r) / statistics.fmean(f) - 1) < 0.02
     lim = doc["device_limits"]
     assert lim["max_mhz"] == 1980 and lim["power_limit_w"] == 700 and 100 < lim["floor_w"] < 200
-    assert doc["sustained_clocks"]["plain"]["mhz"] < 0.98 * lim["max_mhz"]      # power-capped baseline
+    assert doc["sustained_clocks"]["plain"]["mhz"] < 0.98 * lim["max_mhz"]  # power-capped baseline
     # re-scored from the CSV with the recorded limits: the same clock ratios
     again = V.reclock(frame, limits_for(doc["device"], lim))
     for p, row in zip(again, frame.to_dict("records")):
@@ -141,8 +151,9 @@ def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
     busy = V.busy_fraction(t, solve(calibrate(t)).period, doc["capture_wall_us"][key])
     assert 0.88 < busy < 0.95
     plain = tables["plain"]
-    assert V.busy_fraction(plain, solve(calibrate(plain)).period, doc["capture_wall_us"]["plain"]) == \
-        pytest.approx(doc["points"][1]["busy"], rel=1e-6)      # a sound capture wall is used as it is
+    assert V.busy_fraction(plain, solve(calibrate(plain)).period, doc["capture_wall_us"]["plain"]) == pytest.approx(
+        doc["points"][1]["busy"], rel=1e-6
+    )  # a sound capture wall is used as it is
     frame = pd.read_csv(run / "validation.csv")
     keep = frame["calib"].isin(tables)
     pts = V.from_frame(frame[keep])
@@ -150,7 +161,9 @@ def test_busy_share_ignores_a_capture_wall_the_kernel_did_not_run():
     assert abs(scored[("reverse", key)]) > 12.0
     for p in pts:
         p.busy = math.nan
-    V.evaluate(pts, tables, capture_wall_us=doc["capture_wall_us"], limits=limits_for(doc["device"], doc["device_limits"]))
+    V.evaluate(
+        pts, tables, capture_wall_us=doc["capture_wall_us"], limits=limits_for(doc["device"], doc["device_limits"])
+    )
     rev = next(p for p in pts if p.calib == key)
     assert abs(rev.err_det_pct) < 5.0
     assert abs(V.cycle_error_pct(rev)) < 3.0
@@ -165,8 +178,9 @@ def test_cli_projects_wall_time_at_the_sustained_clock():
     from bsprof.cli import cli
 
     table = str(H100 / "validation_pingpong" / "tables" / "plain.parquet")
-    res = CliRunner().invoke(cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1740@705",
-                                   "--tiles", "1000", "--json"])
+    res = CliRunner().invoke(
+        cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1740@705", "--tiles", "1000", "--json"]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     c, r = doc["clock"], doc["deterministic"]["wall_ratio"]
@@ -175,19 +189,23 @@ def test_cli_projects_wall_time_at_the_sustained_clock():
     assert c["wall_ratio"] == pytest.approx(r / r ** (1 / 3)) and c["term_clock"] < -0.08
     assert c["limits"]["max_mhz"] == 1980 and c["mhz_after"] == pytest.approx(1740 * r ** (1 / 3))
     # a top-clock baseline that does the same change does not clock up
-    res = CliRunner().invoke(cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1980@600",
-                                   "--tiles", "1000", "--json"])
+    res = CliRunner().invoke(
+        cli, ["model", "--from", table, "--kloop", "9567", "--clock", "1980@600", "--tiles", "1000", "--json"]
+    )
     assert json.loads(res.stdout)["clock"]["clock_ratio"] == 1.0
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--clock", "17x0"], "--clock '17x0' is not a list of positive numbers"),
-    (["--clock", "1700@5@6"], "give MHZ or MHZ@WATTS"),
-    (["--clock", "2100"], "above the top clock 1980"),
-    (["--gpu-limits", "1980,700"], "--gpu-limits needs --clock"),
-    (["--clock", "1700", "--gpu-limits", "1980"], "give TOP_MHZ,LIMIT_W[,FLOOR_W]"),
-    (["--clock", "1700", "--sweep", "kloop=-100:0:50"], "--clock applies to one projection"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--clock", "17x0"], "--clock '17x0' is not a list of positive numbers"),
+        (["--clock", "1700@5@6"], "give MHZ or MHZ@WATTS"),
+        (["--clock", "2100"], "above the top clock 1980"),
+        (["--gpu-limits", "1980,700"], "--gpu-limits needs --clock"),
+        (["--clock", "1700", "--gpu-limits", "1980"], "give TOP_MHZ,LIMIT_W[,FLOOR_W]"),
+        (["--clock", "1700", "--sweep", "kloop=-100:0:50"], "--clock applies to one projection"),
+    ],
+)
 def test_cli_clock_bad_input_is_one_line(args, words):
     from click.testing import CliRunner
 
@@ -206,7 +224,7 @@ def test_sustained_blocks_never_run_one_build_twice_in_a_row(n):
     from bsprof.profile.validate import block_order, rotated_order
 
     keys = [f"b{i}" for i in range(n)]
-    for order in (block_order, rotated_order):    # the shuffle, and the rotation older runs used
+    for order in (block_order, rotated_order):  # the shuffle, and the rotation older runs used
         seq = [k for r in range(8) for k in order(keys, r)]
         assert all(a != b for a, b in zip(seq, seq[1:]))
         assert all(sorted(order(keys, r)) == sorted(keys) for r in range(8))
@@ -218,12 +236,18 @@ def test_pooled_sustained_clock_is_the_time_average_over_every_block_of_the_code
     median."""
     from bsprof.analyzers.model.sustained import pooled_clocks
 
-    fwd = {"plain": [{"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
-                     {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20}],
-           "plain_b": [{"mhz": 1900.0, "watts": 690.0, "readings": 40}],
-           "fast": [{"mhz_mean": 1980.0, "watts_mean": 500.0, "readings": 10}]}
-    back = {"plain": [{"mhz_mean": 1850.0, "watts_mean": 705.0, "readings": 20}],
-            "fast": [{"mhz_mean": 1960.0, "watts_mean": 520.0, "readings": 30}, {"mhz": None, "readings": 0}]}
+    fwd = {
+        "plain": [
+            {"mhz_mean": 1700.0, "watts_mean": 710.0, "mhz": 1740.0, "readings": 20, "reasons": 4},
+            {"mhz_mean": 1800.0, "watts_mean": 700.0, "readings": 20},
+        ],
+        "plain_b": [{"mhz": 1900.0, "watts": 690.0, "readings": 40}],
+        "fast": [{"mhz_mean": 1980.0, "watts_mean": 500.0, "readings": 10}],
+    }
+    back = {
+        "plain": [{"mhz_mean": 1850.0, "watts_mean": 705.0, "readings": 20}],
+        "fast": [{"mhz_mean": 1960.0, "watts_mean": 520.0, "readings": 30}, {"mhz": None, "readings": 0}],
+    }
     out = pooled_clocks(fwd, back)
     assert set(out) == {"plain", "fast"}
     assert out["plain"]["mhz"] == pytest.approx((1700 * 20 + 1800 * 20 + 1900 * 40 + 1850 * 20) / 100)
@@ -247,15 +271,18 @@ def test_pingpong_4096_top_clock_points_missed_on_the_baseline_clock_not_the_cyc
     doc = json.loads((run / "validation.json").read_text())
     fw, rv = doc["sustained_clocks"], doc["sustained_clocks_reverse"]
     assert fw["plain"]["mhz"] == 1740 and fw["plain_b"]["mhz"] == 1845 and rv["plain"]["mhz"] == 1905
-    walls = [statistics.fmean(doc["wall_us_forward"]["plain"]), statistics.fmean(doc["wall_us_forward"]["plain_b"]),
-             statistics.fmean(doc["wall_us_reverse"]["plain"])]
+    walls = [
+        statistics.fmean(doc["wall_us_forward"]["plain"]),
+        statistics.fmean(doc["wall_us_forward"]["plain_b"]),
+        statistics.fmean(doc["wall_us_reverse"]["plain"]),
+    ]
     assert max(walls) / min(walls) < 1.02
     pool = pooled_clocks({k: [v] for k, v in fw.items()}, {k: [v] for k, v in rv.items()})
     assert pool["plain"]["mhz"] == pytest.approx(1830, abs=2)
     frame = pd.read_csv(run / "validation.csv")
     top = frame[(frame["direction"] == "forward") & (frame["delta_phase1"] > 60_000) & (frame["delta_kloop"] == 0)]
     assert len(top) == 2 and (top["err_det_pct"] < -4.0).all() and (top["clock_ratio"] > 1.13).all()
-    for row in top.itertuples():       # the equilibrium's cycles against the captures' makespans
+    for row in top.itertuples():  # the equilibrium's cycles against the captures' makespans
         assert row.projected_cycles_det == pytest.approx(row.x_cycles_meas / row.x_cycles_base, rel=0.01)
     again = top.copy()
     again["x_mhz_base"], again["x_watts_base"] = pool["plain"]["mhz"], pool["plain"]["watts"]
@@ -282,7 +309,7 @@ def test_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
     pool = pooled_clocks(blocks["forward"], blocks["reverse"])
     plain = doc["sustained_clocks_pooled"]["plain"]
     assert pool["plain"]["mhz"] == pytest.approx(plain["mhz"]) and plain["blocks"] == 15
-    assert plain["mhz_block_spread"][1] - plain["mhz_block_spread"][0] > 100    # the capped clock moves
+    assert plain["mhz_block_spread"][1] - plain["mhz_block_spread"][0] > 100  # the capped clock moves
     assert plain["mhz"] < 0.98 * doc["device_limits"]["max_mhz"]
     frame = pd.read_csv(run / "validation.csv")
     fwd = frame[frame["direction"] == "forward"]
@@ -290,12 +317,18 @@ def test_pingpong_4096_meets_the_target_with_the_pooled_baseline_clock():
     pts = V.from_frame(fwd)
     for p in pts:
         p.busy = math.nan
-    V.evaluate(pts, {"plain": read_table(run / "tables" / "plain.parquet")},
-               capture_wall_us=doc["capture_wall_us"], limits=limits_for(doc["device"], doc["device_limits"]))
+    V.evaluate(
+        pts,
+        {"plain": read_table(run / "tables" / "plain.parquet")},
+        capture_wall_us=doc["capture_wall_us"],
+        limits=limits_for(doc["device"], doc["device_limits"]),
+    )
     for p, stored in zip(pts, fwd["err_det_pct"]):
         assert p.err_det_pct == pytest.approx(stored, abs=1e-6)
     top = [p for p in pts if p.knob == "phase1" and p.delta_phase1 > 60_000]
-    assert len(top) == 2 and all(p.clock_ratio == pytest.approx(1980 / plain["mhz"]) and abs(p.err_det_pct) < 2 for p in top)
+    assert len(top) == 2 and all(
+        p.clock_ratio == pytest.approx(1980 / plain["mhz"]) and abs(p.err_det_pct) < 2 for p in top
+    )
 
 
 def test_coop_4096_control_clocks_up_like_pingpong():
@@ -311,7 +344,7 @@ def test_coop_4096_control_clocks_up_like_pingpong():
     frame = pd.read_csv(run / "validation.csv")
     kl = frame[(frame["direction"] == "forward") & (frame["knob"] == "kloop")]
     cycles = kl["x_cycles_meas"] / kl["x_cycles_base"]
-    assert (cycles - kl["measured_ratio"] > 0.08).all()                # walls well below the cycles
+    assert (cycles - kl["measured_ratio"] > 0.08).all()  # walls well below the cycles
     assert (kl["term_clock"] < -0.07).all() and (kl["err_det_pct"].abs() < 2.5).all()
 
 

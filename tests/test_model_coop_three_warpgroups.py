@@ -38,7 +38,9 @@ def test_a_k_loop_spin_grows_the_k_loop_by_six_tenths_of_its_cost_on_three_warpg
     a tile against the probe's nominal 33,528 (0.59x; on the one-warpgroup-at-a-time ping-pong at
     4096x7168x2048 it was 1.25x). Every point without a K-loop delay is within 2.7%."""
     doc, pts = run
-    grew = doc["measured_phase_means"]["kloop250_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
+    grew = (
+        doc["measured_phase_means"]["kloop250_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
+    )
     (fwd,) = [p for p in pts if p.direction == "forward" and p.delta_kloop and not p.delta_phase1]
     assert grew / fwd.delta_kloop == pytest.approx(0.59, abs=0.01)
     kloop = [p for p in pts if p.delta_kloop]

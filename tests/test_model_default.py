@@ -19,8 +19,8 @@ def test_calibration_reproduces_the_measured_equilibrium(p):
     eq = solve(p)
     assert eq.period == pytest.approx(B200["tile"])
     assert period_karp(p) == pytest.approx(B200["tile"])
-    assert eq.epi_wait == pytest.approx(B200["epi_wait"])          # 6067 - 857 - 4154
-    assert abs(eq.ml_wait - B200["ml_wait"]) <= 110                 # the averages do not close by 100
+    assert eq.epi_wait == pytest.approx(B200["epi_wait"])  # 6067 - 857 - 4154
+    assert abs(eq.ml_wait - B200["ml_wait"]) <= 110  # the averages do not close by 100
     assert eq.binding == "epilogue" and eq.critical == "epilogue-chain"
     sto = project(p, {}).sto
     assert sto["baseline_tile_cycles"] == pytest.approx(B200["tile"], rel=0.005)
@@ -54,7 +54,7 @@ def test_phase1_reduction_that_explains_0543_to_0536_is_plausible(p):
 def test_where_the_linear_rule_and_the_model_diverge(p):
     rows = linear_rule(p, [-600, -400, -200, -100, -50, 0, 50, 100, 200, 400, 600], knob="phase1")
     at0 = next(r for r in rows if r["delta"] == 0)
-    assert abs(at0["difference"]) < 10            # both fit the calibration point (257 x 4.1 = 1,054)
+    assert abs(at0["difference"]) < 10  # both fit the calibration point (257 x 4.1 = 1,054)
     big = [r for r in rows if abs(r["difference"]) > 200]
     assert big and min(abs(r["delta"]) for r in big) <= 200
     # the model's epi_wait moves 1:1 with Phase 1 (the epilogue loop binds), the rule 4.1:1
@@ -78,7 +78,7 @@ def test_percent_and_structural_deltas(p):
     a = project(p, {"phase1": "-5%"}, stochastic=False)
     b = project(p, {"phase1": -0.05 * (sum(p.epi.phase1) / 4)}, stochastic=False)
     assert a.wall_ratio == pytest.approx(b.wall_ratio, abs=0.002)
-    five = project(p, {"epi_warps": 5}).to_json()      # same tile over five warps: shorter per-warp Phase 1
+    five = project(p, {"epi_warps": 5}).to_json()  # same tile over five warps: shorter per-warp Phase 1
     assert five["deterministic"]["wall_ratio"] < 0.95
     one = project(p, {"acc_stages": 1}).to_json()
     assert one["deterministic"]["wall_ratio"] > 1.3 and one["deterministic"]["binding_after"] == "epilogue"

@@ -15,23 +15,43 @@ from bsprof.analyzers.model.params import EpilogueSide, Fitted, MmaSide, ModelPa
 from bsprof.analyzers.model.project import project
 
 
-def make(structure="blackwell", S=None, rho=None, h=100.0, t0=800.0, k=4000.0, p1=(4000.0,) * 4, p2=(900.0,) * 4,
-         ell=0.0, om=0.0, blocking=1.0):
+def make(
+    structure="blackwell",
+    S=None,
+    rho=None,
+    h=100.0,
+    t0=800.0,
+    k=4000.0,
+    p1=(4000.0,) * 4,
+    p2=(900.0,) * 4,
+    ell=0.0,
+    om=0.0,
+    blocking=1.0,
+):
     if structure != "blackwell":
         rho = None  # a Hopper consumer frees its registers after Phase 2
     st_ = Structure.named(structure, S, release_frac=rho, handoff=h, phase2_blocking=blocking)
-    return ModelParams(st_, MmaSide(t0, k, om), EpilogueSide(tuple(p1), tuple(p2), ell),
-                       fitted=Fitted(tuple(p1), tuple(p1), 0.0))
+    return ModelParams(
+        st_, MmaSide(t0, k, om), EpilogueSide(tuple(p1), tuple(p2), ell), fitted=Fitted(tuple(p1), tuple(p1), 0.0)
+    )
 
 
 dur = st.floats(0, 8000, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=120, deadline=None)
-@given(structure=st.sampled_from(["blackwell", "hopper-coop", "hopper-pingpong"]),
-       S=st.integers(1, 4), rho=st.floats(0, 1), h=st.floats(0, 800), t0=dur, k=dur,
-       p1=st.lists(dur, min_size=1, max_size=5), p2=st.floats(0, 3000), ell=st.floats(0, 2000),
-       om=st.floats(0, 500))
+@given(
+    structure=st.sampled_from(["blackwell", "hopper-coop", "hopper-pingpong"]),
+    S=st.integers(1, 4),
+    rho=st.floats(0, 1),
+    h=st.floats(0, 800),
+    t0=dur,
+    k=dur,
+    p1=st.lists(dur, min_size=1, max_size=5),
+    p2=st.floats(0, 3000),
+    ell=st.floats(0, 2000),
+    om=st.floats(0, 500),
+)
 def test_closed_form_is_the_maximum_cycle_mean(structure, S, rho, h, t0, k, p1, p2, ell, om):
     p = make(structure, S, rho, h, t0, k, p1, [p2] * len(p1), ell, om, blocking=rho)
     assert math.isclose(solve(p).period, period_karp(p), rel_tol=1e-9, abs_tol=1e-6)
@@ -71,8 +91,9 @@ def test_slack_is_where_the_binding_side_changes():
     assert over.period == pytest.approx(eq.period + 50) and over.binding == "producer"
 
 
-@pytest.mark.parametrize("structure,S", [("blackwell", 1), ("blackwell", 2), ("hopper-coop", 1),
-                                         ("hopper-pingpong", 2)])
+@pytest.mark.parametrize(
+    "structure,S", [("blackwell", 1), ("blackwell", 2), ("hopper-coop", 1), ("hopper-pingpong", 2)]
+)
 def test_monte_carlo_without_noise_is_the_deterministic_period(structure, S):
     p = make(structure, S, rho=0.5, h=50, ell=700)
     pj = project(p, {"kloop": -250}, tiles=5000)

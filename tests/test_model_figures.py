@@ -19,10 +19,10 @@ def test_two_axis_sweep_is_a_heatmap_of_percent_change(p, tmp_path):
     (hm,) = fig.data
     assert hm.type == "heatmap" and len(hm.z) == 13 and len(hm.z[0]) == 13
     # rows are K-loop, columns Phase 1: the K-loop has slack, Phase 1 pays 1:1
-    assert hm.z[0][-1] == pytest.approx(0.0, abs=0.1)            # kloop -600, phase1 0
+    assert hm.z[0][-1] == pytest.approx(0.0, abs=0.1)  # kloop -600, phase1 0
     assert hm.z[-1][0] == pytest.approx(-600 / 6067 * 100, abs=0.3)  # kloop 0, phase1 -600
     write_html(fig, tmp_path / "s.html")
-    assert (tmp_path / "s.html").stat().st_size > 100_000        # plotly.js inlined: opens offline
+    assert (tmp_path / "s.html").stat().st_size > 100_000  # plotly.js inlined: opens offline
 
 
 def test_one_axis_sweep_has_both_models_and_no_band(p):

@@ -18,8 +18,13 @@ from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import limits_for
 
 H100 = Path(__file__).parent / "data" / "h100_timing"
-RUNS = ("validation_pingpong_4096_pooled_clock", "validation_pingpong_8192_pooled_clock",
-        "validation_coop_4096_sustained_blocks", "validation_coop_8192x8192x1024_sustained_blocks", "validation_coop_8192_sustained_blocks")
+RUNS = (
+    "validation_pingpong_4096_pooled_clock",
+    "validation_pingpong_8192_pooled_clock",
+    "validation_coop_4096_sustained_blocks",
+    "validation_coop_8192x8192x1024_sustained_blocks",
+    "validation_coop_8192_sustained_blocks",
+)
 
 
 def _doc(run: str) -> tuple[dict, object]:
@@ -120,11 +125,15 @@ def test_pingpong_8192_without_its_held_blocks_scores_inside_the_target_post_hoc
     assert s["det"]["median_abs_pct"] < 2.0 and s["det"]["max_abs_pct"] < 5.0 and s["det"]["pass"]
     assert s["noise_floor_pct"] < 1.0
     fwd = [p for p in res["points"] if p.direction == "forward"]
-    assert all(p.extra["held_repeats"] >= 1 for p in fwd)          # the baseline's repeat 1 is gone
-    assert all(len(p.base_reps) >= 3 for p in fwd)                  # the twin build stood in for the rest
-    plain = SU.pooled_clocks(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"],
-                            skip=SU.held_blocks(doc["sustained_blocks"], lim), names=("forward", "reverse"))["plain"]
-    assert plain["blocks"] == 10 and 1700 < plain["mhz"] < 1760    # was 1,655 with the held blocks
+    assert all(p.extra["held_repeats"] >= 1 for p in fwd)  # the baseline's repeat 1 is gone
+    assert all(len(p.base_reps) >= 3 for p in fwd)  # the twin build stood in for the rest
+    plain = SU.pooled_clocks(
+        doc["sustained_blocks"]["forward"],
+        doc["sustained_blocks"]["reverse"],
+        skip=SU.held_blocks(doc["sustained_blocks"], lim),
+        names=("forward", "reverse"),
+    )["plain"]
+    assert plain["blocks"] == 10 and 1700 < plain["mhz"] < 1760  # was 1,655 with the held blocks
 
 
 def test_the_first_fresh_run_with_re_timed_repeats_scores_as_it_came_out():
@@ -178,9 +187,11 @@ def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
 
     def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S, stamps=None):
         calls.append((repeats, first, settle_s))
-        return ({k: [1.0] * repeats for k in keys},
-                {k: [{"mhz_mean": 1740.0, "watts_mean": 720.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
-                "graph")
+        return (
+            {k: [1.0] * repeats for k in keys},
+            {k: [{"mhz_mean": 1740.0, "watts_mean": 720.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
+            "graph",
+        )
 
     monkeypatch.setattr(validate, "sustained_walls", fake)
     extra = validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5, max_extra=3)
@@ -191,7 +202,7 @@ def test_retime_runs_whole_extra_repeats_for_held_blocks(monkeypatch):
     reads = {k: list(v) for k, v in doc["sustained_blocks"]["forward"].items()}
     assert validate.retime_held({}, list(reps), reps, reads, doc["device_limits"], 5) == validate.RETIME_MAX == 1
     assert validate.SETTLE_S == 0.6
-    calm = {k: v[:1] for k, v in doc["sustained_blocks"]["forward"].items()}   # repeat 0: nothing held
+    calm = {k: v[:1] for k, v in doc["sustained_blocks"]["forward"].items()}  # repeat 0: nothing held
     assert validate.retime_held({}, list(calm), {k: [0.0] for k in calm}, calm, doc["device_limits"], 1) == 0
 
 
@@ -206,9 +217,11 @@ def test_the_reverse_set_is_retimed_for_a_build_held_in_most_of_its_blocks(monke
     fwd = doc["sustained_blocks"]["forward"]
 
     def fake(launchers, keys, repeats, rounds=8, first=0, settle_s=validate.SETTLE_S, stamps=None):
-        return ({k: [1.0] * repeats for k in keys},
-                {k: [{"mhz_mean": 1900.0, "watts_mean": 700.0, "reasons": 4, "readings": 20}] * repeats
-                 for k in keys}, "graph")
+        return (
+            {k: [1.0] * repeats for k in keys},
+            {k: [{"mhz_mean": 1900.0, "watts_mean": 700.0, "reasons": 4, "readings": 20}] * repeats for k in keys},
+            "graph",
+        )
 
     monkeypatch.setattr(validate, "sustained_walls", fake)
 
@@ -218,11 +231,12 @@ def test_the_reverse_set_is_retimed_for_a_build_held_in_most_of_its_blocks(monke
         return validate.retime_held({}, list(reps), reps, back, doc["device_limits"], 5, earlier=earlier, max_extra=3)
 
     assert extra({"forward": fwd}) == 3
-    assert extra(None) == 1   # only both +120k r3: the build whose blocks were mostly held hides
-    calm = {k: [b[0]] for k, b in doc["sustained_blocks"]["reverse"].items()}   # repeat 0 of plain: unheld
-    n = validate.retime_held({}, ["plain"], {"plain": [1.0]}, {"plain": calm["plain"]}, doc["device_limits"], 1,
-                             earlier={"forward": fwd})
-    assert n == 0   # the plain build's held forward blocks are the forward set's, already re-timed
+    assert extra(None) == 1  # only both +120k r3: the build whose blocks were mostly held hides
+    calm = {k: [b[0]] for k, b in doc["sustained_blocks"]["reverse"].items()}  # repeat 0 of plain: unheld
+    n = validate.retime_held(
+        {}, ["plain"], {"plain": [1.0]}, {"plain": calm["plain"]}, doc["device_limits"], 1, earlier={"forward": fwd}
+    )
+    assert n == 0  # the plain build's held forward blocks are the forward set's, already re-timed
 
 
 def test_the_validation_output_shows_which_blocks_were_held_out():
@@ -262,7 +276,7 @@ def test_repeat_of_the_held_blocks_protocol_scores_as_it_came_out():
     s = V.summary(pts)["det"]
     assert s["median_abs_pct"] == pytest.approx(1.88, abs=0.01) and s["max_abs_pct"] == pytest.approx(5.17, abs=0.01)
     assert not s["pass"] and s["beats_trivial_on_flips"]
-    stored = doc["summary"]["det"]      # the device's own score: the CPU re-score agrees with it
+    stored = doc["summary"]["det"]  # the device's own score: the CPU re-score agrees with it
     assert (s["median_abs_pct"], s["max_abs_pct"]) == pytest.approx((stored["median_abs_pct"], stored["max_abs_pct"]))
     worst = max(pts, key=lambda p: abs(p.err_det_pct))
     assert (worst.direction, worst.knob, worst.delay_phase1 > 0) == ("forward", "both", True)

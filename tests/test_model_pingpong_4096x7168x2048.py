@@ -45,7 +45,9 @@ def test_the_wall_miss_is_the_clock_at_the_largest_epilogue_delay(run):
     worst = max(pts, key=lambda p: abs(p.err_det_pct))
     assert worst.direction == "forward" and not worst.delta_kloop and worst.delta_phase1 > 48_000
     assert worst.err_det_pct == pytest.approx(-8.64, abs=0.01) and abs(worst.err_oracle_pct) > 8.0
-    assert worst.projected_wall_det == pytest.approx(1.575, abs=0.001) and worst.measured_ratio == pytest.approx(1.724, abs=0.001)
+    assert worst.projected_wall_det == pytest.approx(1.575, abs=0.001) and worst.measured_ratio == pytest.approx(
+        1.724, abs=0.001
+    )
     assert abs(V.cycle_error_pct(worst)) < 3.5 and abs(V.sustained_cycle_error_pct(worst)) < 3.5
     assert max(abs(p.err_det_pct) for p in pts if p is not worst) < 4.6
 
@@ -62,7 +64,9 @@ def test_the_cycles_miss_at_the_k_loop_delays_is_the_nominal_change(run):
     kloop = [p for p in moved if p.delta_kloop and not p.delta_phase1]
     assert all(abs(V.cycle_error_pct(p)) > 5.5 for p in kloop)
     assert all(abs(p.err_oracle_pct) < 2.01 for p in kloop)
-    grew = doc["measured_phase_means"]["kloop290_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
+    grew = (
+        doc["measured_phase_means"]["kloop290_phase10"]["mma.kloop"] - doc["measured_phase_means"]["plain"]["mma.kloop"]
+    )
     (fwd,) = [p for p in kloop if p.direction == "forward" and p.delta_kloop > 5_000]
     assert grew / fwd.delta_kloop == pytest.approx(1.25, abs=0.01)
 

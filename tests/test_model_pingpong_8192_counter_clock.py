@@ -17,7 +17,7 @@ from bsprof.analyzers.model import validation as V
 from bsprof.analyzers.model.clock import DeviceLimits, limits_for, project_clock
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_counter_clock"
-TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
+TOP_PHASE1 = 249_000  # nominal Phase 1 change of the largest delayed build (cycles per tile)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,9 @@ def run() -> tuple[dict, pd.DataFrame]:
 
 
 def _key(r: dict) -> str:
-    return "plain" if not (r["delay_kloop"] or r["delay_phase1"]) else f"kloop{r['delay_kloop']}_phase1{r['delay_phase1']}"
+    return (
+        "plain" if not (r["delay_kloop"] or r["delay_phase1"]) else f"kloop{r['delay_kloop']}_phase1{r['delay_phase1']}"
+    )
 
 
 def _capture_cycles(frame: pd.DataFrame) -> dict[str, float]:
@@ -49,9 +51,10 @@ def test_as_scored_with_the_counter_clocks_it_misses_at_the_top_clock(run):
     s = V.summary(pts)
     assert s["det"]["median_abs_pct"] == pytest.approx(1.71, abs=0.01)
     assert s["det"]["max_abs_pct"] == pytest.approx(10.71, abs=0.01) and not s["det"]["pass"]
-    stored = doc["summary"]["det"]     # the device's own score: the CPU re-score agrees with it
+    stored = doc["summary"]["det"]  # the device's own score: the CPU re-score agrees with it
     assert (s["det"]["median_abs_pct"], s["det"]["max_abs_pct"]) == pytest.approx(
-        (stored["median_abs_pct"], stored["max_abs_pct"]))
+        (stored["median_abs_pct"], stored["max_abs_pct"])
+    )
     err = {(p.direction, round(abs(p.delta_phase1 or 0), -4), bool(p.delta_kloop)): p.err_det_pct for p in pts}
     assert err[("reverse", 250_000.0, False)] == pytest.approx(10.71, abs=0.01)
     assert err[("forward", 250_000.0, False)] == pytest.approx(-8.98, abs=0.01)
@@ -98,14 +101,15 @@ def test_the_counter_tracks_the_walls_and_nvml_does_not(run):
     assert doc["device_limits"]["top_counter_spins"] == pytest.approx([1980.0] * 3, abs=0.01)
     for k in ("kloop0_phase1170000", "kloop0_phase1250000"):
         blocks = [b for s in ("forward", "reverse") for b in doc["sustained_blocks"][s][k]]
-        assert all(b["mhz_mean"] == 1980.0 and b["reasons"] == 0 for b in blocks)        # not capped
+        assert all(b["mhz_mean"] == 1980.0 and b["reasons"] == 0 for b in blocks)  # not capped
         sustained = statistics.fmean(doc["wall_us_forward"][k] + doc["wall_us_reverse"][k])
         capture = doc["capture_wall_us"][k]
         assert sustained > capture
-        idle_at_nvml = 1.0 - cycles[k] / 1980.0 / sustained    # share of a launch with no cycles at 1,980
+        idle_at_nvml = 1.0 - cycles[k] / 1980.0 / sustained  # share of a launch with no cycles at 1,980
         assert 0.07 < idle_at_nvml < 0.10
-        assert capture * 1000 * next(r["x_ghz_meas"] for r in frame.to_dict("records") if _key(r) == k) \
-            == pytest.approx(cycles[k], rel=0.01)
+        assert capture * 1000 * next(
+            r["x_ghz_meas"] for r in frame.to_dict("records") if _key(r) == k
+        ) == pytest.approx(cycles[k], rel=0.01)
 
 
 def test_the_counter_term_projected_the_top_build_past_where_it_ran(run):
@@ -116,8 +120,12 @@ def test_the_counter_term_projected_the_top_build_past_where_it_ran(run):
     base, top = pooled["plain"], pooled["kloop0_phase1250000"]
     rec = doc["device_limits"]
     row = next(r for r in frame.to_dict("records") if r["direction"] == "forward" and r["delay_phase1"] == 250000)
-    pc = project_clock(row["projected_cycles_det"], base["mhz"], base["watts"],
-                       DeviceLimits(rec["top_counter_mhz"], rec["power_limit_w"], rec["floor_w"]))
+    pc = project_clock(
+        row["projected_cycles_det"],
+        base["mhz"],
+        base["watts"],
+        DeviceLimits(rec["top_counter_mhz"], rec["power_limit_w"], rec["floor_w"]),
+    )
     assert pc.ratio == pytest.approx(1.258, abs=0.001) and pc.limited_by == "top clock"
     assert top["mhz"] / base["mhz"] == pytest.approx(1.171, abs=0.001)
     nvml = doc["sustained_clocks_pooled_nvml"]
@@ -141,11 +149,19 @@ def test_rescore_takes_the_clock_terms_inputs_from_nvmls_block_readings(tmp_path
     nvml = {k: 1500.0 + 10 * i for i, k in enumerate(sorted(builds))}
 
     def block(k):
-        return {"mhz_mean": nvml[k], "watts_mean": 690.0, "readings": 20, "reasons": 4,
-                "counter_mhz": 0.9 * nvml[k], "counter_ns": 1e8}
+        return {
+            "mhz_mean": nvml[k],
+            "watts_mean": 690.0,
+            "readings": 20,
+            "reasons": 4,
+            "counter_mhz": 0.9 * nvml[k],
+            "counter_ns": 1e8,
+        }
 
-    doc["sustained_blocks"] = {"forward": {k: [block(k)] * 5 for k in builds},
-                               "reverse": {k: [block(k)] * 5 for k in builds}}
+    doc["sustained_blocks"] = {
+        "forward": {k: [block(k)] * 5 for k in builds},
+        "reverse": {k: [block(k)] * 5 for k in builds},
+    }
     doc["device_limits"] = {"max_mhz": 1980.0, "power_limit_w": 700.0, "floor_w": 123.0}
     (run_dir / "validation.json").write_text(json.dumps(doc))
     frame["x_mhz_base"] = frame["x_mhz_meas"] = 0.9 * 1500.0
@@ -171,7 +187,8 @@ def test_the_validation_output_shows_the_counter_as_a_diagnostic(run):
     res = SU.rescore_held(doc, lim)
     summ = res["summary"]
     summ["counter_vs_nvml"] = SU.counter_summary(
-        SU.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"]), doc["device_limits"])
+        SU.counter_vs_nvml(doc["sustained_blocks"]["forward"], doc["sustained_blocks"]["reverse"]), doc["device_limits"]
+    )
     buf = io.StringIO()
     render_validation(Console(file=buf, width=260), res["points"], summ, "ping-pong 8192")
     text = buf.getvalue()

@@ -13,7 +13,7 @@ import pytest
 from bsprof.analyzers.model import validation as V
 
 RUN = Path(__file__).parent / "data" / "h100_timing" / "validation_pingpong_8192_nvml_clock"
-TOP_PHASE1 = 249_000    # nominal Phase 1 change of the largest delayed build (cycles per tile)
+TOP_PHASE1 = 249_000  # nominal Phase 1 change of the largest delayed build (cycles per tile)
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,8 @@ def test_as_scored_it_meets_inside_the_written_intervals(run):
     assert s["pass"] and s["n"] == 17 and s["flip"]["n"] == 10
     assert 1.2 <= s["median_abs_pct"] <= 2.3 and s["median_abs_pct"] == pytest.approx(1.24, abs=0.01)
     assert 2.5 <= s["max_abs_pct"] <= 5.5 and s["max_abs_pct"] == pytest.approx(2.72, abs=0.01)
-    stored = doc["summary"]["det"]     # the device's own score: the CPU re-score agrees with it
-    assert (s["median_abs_pct"], s["max_abs_pct"]) == pytest.approx(
-        (stored["median_abs_pct"], stored["max_abs_pct"]))
+    stored = doc["summary"]["det"]  # the device's own score: the CPU re-score agrees with it
+    assert (s["median_abs_pct"], s["max_abs_pct"]) == pytest.approx((stored["median_abs_pct"], stored["max_abs_pct"]))
     # no block held, so the held-out score is the as-scored one
     assert doc["summary"]["held"]["blocks"] == []
     assert doc["retimed_repeats"] == {"forward": 0, "reverse": 0}

@@ -49,18 +49,23 @@ def test_more_epilogue_warps_stop_paying_at_the_shared_path():
     assert project(p, {"epi_warps": 24}, stochastic=False).extra["ceiling"]["extrapolated"]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--epi-warps", "3"], "at least 4 epilogue warps"),
-    (["--epi-warps", "31"], "CTA holds 32 warps"),
-    # every count below the structure's floor says why, with the same range as above it
-    (["--epi-warps", "0"], "at least 4 epilogue warps; use 4..30"),
-    (["--epi-warps", "99999999999"], "CTA holds 32 warps, 2 of them producer and MMA; use 4..30"),
-    (["--acc-stages", "9"], "out of range; use 1..8"),
-    (["--phase1", "-120%"], "makes it negative"),
-    (["--kloop", "-5000"], "makes it negative"),
-    (["--from", str(H100 / "validation_pingpong" / "tables" / "plain.parquet"), "--epi-warps", "8"],
-     "runs its own epilogue"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--epi-warps", "3"], "at least 4 epilogue warps"),
+        (["--epi-warps", "31"], "CTA holds 32 warps"),
+        # every count below the structure's floor says why, with the same range as above it
+        (["--epi-warps", "0"], "at least 4 epilogue warps; use 4..30"),
+        (["--epi-warps", "99999999999"], "CTA holds 32 warps, 2 of them producer and MMA; use 4..30"),
+        (["--acc-stages", "9"], "out of range; use 1..8"),
+        (["--phase1", "-120%"], "makes it negative"),
+        (["--kloop", "-5000"], "makes it negative"),
+        (
+            ["--from", str(H100 / "validation_pingpong" / "tables" / "plain.parquet"), "--epi-warps", "8"],
+            "runs its own epilogue",
+        ),
+    ],
+)
 def test_changes_the_structure_cannot_take_get_one_line(args, words):
     code, out, err = run_bsprof(["model", *args])
     assert out == "" and len(err.strip().splitlines()) == 1, err
@@ -88,14 +93,18 @@ def test_explain_walks_the_cycles_before_and_after_a_flip():
 
 
 def test_explain_flag_prints_both_walks():
-    r = subprocess.run([sys.executable, "-m", "bsprof", "model", "--phase1", "-300", "--explain", "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "bsprof", "model", "--phase1", "-300", "--explain", "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert {"before", "after", "period_before", "period_after"} <= set(doc["explain"])
     assert r.stderr.strip() == ""  # --json: the walks are in the JSON, nothing else is printed
-    r = subprocess.run([sys.executable, "-m", "bsprof", "model", "--phase1", "-300", "--explain"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "bsprof", "model", "--phase1", "-300", "--explain"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     assert "Critical cycle walk, before" in r.stdout and "Critical cycle walk, after" in r.stdout
 

@@ -17,8 +17,7 @@ DATA = Path(__file__).parent / "data"
 # run -> (stored directory, device, the as-scored median and max it came out at, the largest error of
 # a point that moves the K-loop)
 RUNS = {
-    "h100": (DATA / "h100_timing" / "validation_coop_4000x8192x6144", "NVIDIA H100 80GB HBM3",
-                     1.22, 2.84, 2.0),
+    "h100": (DATA / "h100_timing" / "validation_coop_4000x8192x6144", "NVIDIA H100 80GB HBM3", 1.22, 2.84, 2.0),
     "h200": (DATA / "h200_timing" / "validation_coop_4000x8192x6144", "NVIDIA H200", 1.72, 2.90, 3.0),
 }
 
@@ -53,8 +52,10 @@ def test_a_k_loop_spin_costs_about_its_nominal_cycles_on_two_warpgroups(run):
     cost in place belongs to the tile's structure, not to the part's memory."""
     doc, pts, (*_, kloop_max) = run
     means = doc["measured_phase_means"]
-    fwd = sorted((p for p in pts if p.direction == "forward" and p.delta_kloop and not p.delta_phase1),
-                 key=lambda p: p.delta_kloop)
+    fwd = sorted(
+        (p for p in pts if p.direction == "forward" and p.delta_kloop and not p.delta_phase1),
+        key=lambda p: p.delta_kloop,
+    )
     grew = [means[k]["mma.kloop"] - means["plain"]["mma.kloop"] for k in ("kloop250_phase10", "kloop290_phase10")]
     ratios = [g / p.delta_kloop for g, p in zip(grew, fwd)]
     assert len(fwd) == 2 and all(1.0 < r < 1.15 for r in ratios), ratios

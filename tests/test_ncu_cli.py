@@ -82,7 +82,7 @@ def test_report_with_output_dir(data_dir, tmp_path):
 def test_compare_reports_and_dirs(data_dir, tmp_path):
     res = run("--compare", data_dir / CUBLAS, data_dir / TINY)
     assert res.exit_code == 0, res.output
-    assert res.output.startswith("h100_cublas_fp8_4096 vs h100_cute_tiny")   # titled with its labels
+    assert res.output.startswith("h100_cublas_fp8_4096 vs h100_cute_tiny")  # titled with its labels
     assert "verdict h100_cublas_fp8_4096: compute-bound:tensor (near-peak)" in res.output
     assert "verdict h100_cute_tiny: launch-bound" in res.output
     labelled = run("--compare", data_dir / CUBLAS, data_dir / TINY, "--label", "cuBLAS", "tiny")
@@ -102,8 +102,11 @@ def test_compare_reports_and_dirs(data_dir, tmp_path):
 
 
 def test_filter_matching_nothing_lists_kernels(data_dir):
-    _one_line_error(run("--report", data_dir / CUBLAS, "--filter", "fp4_gemm"), "matches no kernel",
-                    "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT")
+    _one_line_error(
+        run("--report", data_dir / CUBLAS, "--filter", "fp4_gemm"),
+        "matches no kernel",
+        "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT",
+    )
 
 
 def test_bad_report_files(data_dir, tmp_path):

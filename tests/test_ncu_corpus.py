@@ -40,7 +40,9 @@ def test_corpus_size_and_classes():
 def test_verdict_matches_label(name):
     entry, lab = ENTRIES[name], LABELS[name]
     v = classify(entry["columns"], rules=entry["rules"])
-    assert v.label in [lab["class"], *lab.get("accept", [])], f"{name}: {v.label} ({v.detail}); label says {lab['evidence']}"
+    assert v.label in [lab["class"], *lab.get("accept", [])], (
+        f"{name}: {v.label} ({v.detail}); label says {lab['evidence']}"
+    )
     want_kind = "gemm" if lab["kind"] in ("gemm", "attention") else "other"
     assert v.kind == want_kind
     text = " ".join(v.candidates)
@@ -74,8 +76,17 @@ def test_held_out_accuracy_reported(capsys):
     assert hits[True][0] == hits[True][1]
 
 
-@pytest.mark.parametrize("blind_set, size", [("blind_mixed", 9), ("blind_precisions", 8), ("blind_gemm_flags", 10), ("blind_decode_moe_scan", 11),
-                                                     ("blind_fft_adamw_pipes", 9), ("blind_h200", 23)])
+@pytest.mark.parametrize(
+    "blind_set, size",
+    [
+        ("blind_mixed", 9),
+        ("blind_precisions", 8),
+        ("blind_gemm_flags", 10),
+        ("blind_decode_moe_scan", 11),
+        ("blind_fft_adamw_pipes", 9),
+        ("blind_h200", 23),
+    ],
+)
 def test_blind_set_reported(blind_set, size, capsys):
     """Each blind set (tests/data/corpus/blind_*.md; blind_h200 on an H200): labelled before the launches ran; every label the
     evidence supports is met, and the share of the pre-registered predictions is reported."""
@@ -99,7 +110,7 @@ def _verdicts():
 def test_advice_fits_the_mma_family():
     """wgmma knobs only where wgmma executes (mma.sync and DMMA kernels have none of them)."""
     for name, row, v in _verdicts():
-        ops = {k[len("inst_op_"):] for k, x in row.items() if k.startswith("inst_op_") and x}
+        ops = {k[len("inst_op_") :] for k, x in row.items() if k.startswith("inst_op_") and x}
         text = " ".join(v.candidates)
         if ops and not any(re.match(r"[HQIB]GMMA", o) for o in ops):
             assert "wgmma knobs" not in text and "wgmma N tile" not in text, name
@@ -141,11 +152,17 @@ def test_tied_pipes_and_atomics_are_named():
     assert "xu" in classify(ENTRIES["triton_exp32_sum_16M"]["columns"]).co_units
 
 
-@pytest.mark.parametrize("report, names", [
-    ("corpus_l2.ncu-rep.xz", ["add_fp32_1M_l2resident"]),
-    ("corpus_basic.ncu-rep.xz", ["cublas_bf16_4096x4096x4096__basic", "add_fp32_256M__basic"]),
-    ("corpus_blind_mixed_cute.ncu-rep.xz", ["cute_dense_gemm_fp16_8192x8192x8192", "cute_dense_gemm_fp16_256x1024x16384"]),
-])
+@pytest.mark.parametrize(
+    "report, names",
+    [
+        ("corpus_l2.ncu-rep.xz", ["add_fp32_1M_l2resident"]),
+        ("corpus_basic.ncu-rep.xz", ["cublas_bf16_4096x4096x4096__basic", "add_fp32_256M__basic"]),
+        (
+            "corpus_blind_mixed_cute.ncu-rep.xz",
+            ["cute_dense_gemm_fp16_8192x8192x8192", "cute_dense_gemm_fp16_256x1024x16384"],
+        ),
+    ],
+)
 def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
     """The stored columns are what bsprof extracts from the shipped full reports (read as .xz)."""
     from bsprof.analyzers.ncu.extract import extract
@@ -155,7 +172,13 @@ def test_stored_metrics_are_the_reports(report, names, tmp_path, monkeypatch):
     assert len(ex.table) == len(names)
     for (_, row), name in zip(ex.table.iterrows(), names):
         stored = ENTRIES[name]["columns"]
-        for col in ("duration_ns", "sm_active_cycles_avg", "dram_throughput_pct", "tensor_pipe_elapsed_pct", "grid_size"):
+        for col in (
+            "duration_ns",
+            "sm_active_cycles_avg",
+            "dram_throughput_pct",
+            "tensor_pipe_elapsed_pct",
+            "grid_size",
+        ):
             assert row[col] == pytest.approx(stored[col]), col
         assert classify(row.to_dict()).label == classify(stored).label
 
@@ -168,8 +191,9 @@ def test_an_mma_sync_gemm_on_sm90_is_told_wgmma_is_the_upgrade_whatever_limits_i
         assert v.mma == "mma.sync" and "mma-sync" in v.flags, name
         assert any("not wgmma" in c and "is the upgrade" in c for c in v.candidates), name
     for name, row, v in _verdicts():
-        assert ("mma-sync" in v.flags) == (v.mma == "mma.sync" and v.arch == "sm_90"
-                                           and v.cls not in ("launch-bound", "under-filled")), name
+        assert ("mma-sync" in v.flags) == (
+            v.mma == "mma.sync" and v.arch == "sm_90" and v.cls not in ("launch-bound", "under-filled")
+        ), name
 
 
 def test_register_path_loads_are_named_only_where_a_gemm_loads_through_registers():
@@ -181,8 +205,11 @@ def test_register_path_loads_are_named_only_where_a_gemm_loads_through_registers
 
     flagged = {name for name, _, v in _verdicts() if "register-loads" in v.flags}
     # blind_gemm_flags (held out from this rule) adds the fp16 twin; its tf32 twin loads by 4-byte cp.async
-    assert flagged == {"cublas_bf16_misaligned_4095x4097x4099", "cublas_fp16_misaligned_4096x4096x4095",
-                       "int4pack_mm_bf16_m32_16384x16384"}
+    assert flagged == {
+        "cublas_bf16_misaligned_4095x4097x4099",
+        "cublas_fp16_misaligned_4096x4096x4095",
+        "int4pack_mm_bf16_m32_16384x16384",
+    }
     row = ENTRIES["cublas_bf16_misaligned_4095x4097x4099"]["columns"]
     ldg, per_mma = register_loads(row)
     assert ldg == 35_152_128 and 0.50 < per_mma < 0.51
@@ -199,8 +226,10 @@ def test_a_small_tile_gemm_bound_by_l2_is_told_about_its_tile_not_coalescing():
     text = " ".join(v.candidates)
     assert "2.75 GB from L2 for 169 MB of operands (16.3x" in text and "larger CTA tile" in text
     assert "coalesce" not in text and "multicast" in text
-    dw = classify(ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["columns"],
-                  rules=ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["rules"])
+    dw = classify(
+        ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["columns"],
+        rules=ENTRIES["cudnn_depthwise_conv2d_fp16_nhwc_n32c512h56"]["rules"],
+    )
     assert dw.label == "memory-bound:l2" and dw.kind == "other" and "gemm-l2-reuse" not in dw.flags
     assert any("coalesce" in c for c in dw.candidates)
 
@@ -274,8 +303,11 @@ def test_round_6_flags_precision_and_mma_family():
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
         assert set(v.flags) & watched == set(LABELS[name]["flags"]), (name, v.flags)
-    for name in ("sdpa_causal_bf16_b1h16s16384d128", "cublas_bf16_shortk_16384x16384x64",
-                 "cudnn_conv1x1_bf16_nhwc_n64c256h56k256"):
+    for name in (
+        "sdpa_causal_bf16_b1h16s16384d128",
+        "cublas_bf16_shortk_16384x16384x64",
+        "cudnn_conv1x1_bf16_nhwc_n64c256h56k256",
+    ):
         row = ENTRIES[name]["columns"]
         v = classify(row, rules=ENTRIES[name]["rules"])
         assert v.kind == "gemm" and v.mma == "wgmma" and v.arch == "sm_90", name
@@ -295,10 +327,13 @@ def test_round_7_on_the_h200_flags_precision_and_mma_family():
     for name in names:
         v = classify(ENTRIES[name]["columns"], rules=ENTRIES[name]["rules"])
         assert set(v.flags) & watched == set(LABELS[name]["flags"]), (name, v.flags)
-    for name, mma in (("cublas_bf16_ridge_16384x16384x256", "wgmma"), ("grouped_mm_bf16_g8_2048x4096x7168__1", "wgmma"),
-                      ("sdpa_backward_cudnn_bf16_b2h16s4096d128__1", "wgmma"),
-                      ("int4pack_mm_bf16_m32_16384x16384", "mma.sync"),
-                      ("sdpa_backward_flash_bf16_b2h16s4096d128__3", "mma.sync")):
+    for name, mma in (
+        ("cublas_bf16_ridge_16384x16384x256", "wgmma"),
+        ("grouped_mm_bf16_g8_2048x4096x7168__1", "wgmma"),
+        ("sdpa_backward_cudnn_bf16_b2h16s4096d128__1", "wgmma"),
+        ("int4pack_mm_bf16_m32_16384x16384", "mma.sync"),
+        ("sdpa_backward_flash_bf16_b2h16s4096d128__3", "mma.sync"),
+    ):
         row = ENTRIES[name]["columns"]
         v = classify(row, rules=ENTRIES[name]["rules"])
         assert v.kind == "gemm" and v.mma == mma and v.arch == "sm_90" and row["precision"] == "bf16", name
@@ -325,8 +360,11 @@ def test_coalesce_is_said_only_for_wasteful_global_access():
     1 of every 32 bytes), on 441 excess sectors of 4.6M (CUB's histogram) and on a store stream using
     31.8 of 32 bytes a sector (FA-2's dO.O kernel): none of those is told to coalesce; a onesweep pass
     using 28 of 32 bytes on its scattered stores, and the tinygemm's 47% waste, are."""
-    for name in ("sdpa_backward_flash_bf16_b2h16s4096d128__3", "sort_fp32_32M__1",
-                 "sdpa_backward_flash_bf16_b2h16s4096d128__2"):
+    for name in (
+        "sdpa_backward_flash_bf16_b2h16s4096d128__3",
+        "sort_fp32_32M__1",
+        "sdpa_backward_flash_bf16_b2h16s4096d128__2",
+    ):
         _, text = _advice(name)
         assert "coalesce" not in text, (name, text)
     _, text = _advice("sort_fp32_32M__6")
@@ -346,7 +384,10 @@ def test_a_derived_sm_clock_above_the_parts_top_is_not_shown_as_a_clock():
 
     short, long_ = (ENTRIES[n]["columns"] for n in ("sort_fp32_32M__2", "sort_fp32_32M__3"))
     assert short["max_sm_clock_khz"] == 1_980_000 and short["sm_clock_hz"] > 2.1e9
-    assert clock_above_top(short) == "above the part's 1,980 MHz top: elapsed cycles over a 2.3 us launch, not a clock reading"
+    assert (
+        clock_above_top(short)
+        == "above the part's 1,980 MHz top: elapsed cycles over a 2.3 us launch, not a clock reading"
+    )
     assert clock_above_top(long_) is None and clock_above_top({"sm_clock_hz": 2.1e9}) is None
     console = Console(file=io.StringIO(), width=200)
     print_launch(console, {"columns": short, "kernel": short["kernel"]})
@@ -388,14 +429,17 @@ def test_a_compute_bound_attention_kernel_is_told_about_its_softmax_not_gemm_til
     """An advice defect blind_fft_adamw_pipes found (2): cuDNN's flash prefill and the corpus's cuDNN attention at
     compute-bound:tensor get the softmax overlap (ping-pong between warpgroups, exp2 of pre-scaled logits)
     with the XU/MUFU share, not the GEMM epilogue line or the wgmma tile knobs."""
-    for name, xu in (("sdpa_causal_bf16_b1h16s16384d128", "XU pipe 39% of active, MUFU 11.3%"),
-                     ("sdpa_cudnn_b4h32s4096d128", "XU pipe 39% of active, MUFU 11.1%")):
+    for name, xu in (
+        ("sdpa_causal_bf16_b1h16s16384d128", "XU pipe 39% of active, MUFU 11.3%"),
+        ("sdpa_cudnn_b4h32s4096d128", "XU pipe 39% of active, MUFU 11.1%"),
+    ):
         v, text = _advice(name)
         assert v.label == "compute-bound:tensor", name
         assert xu in text and "ping-pong between warpgroups" in text and "exp2 of logits pre-scaled" in text, text
         assert "prologue/epilogue" not in text and "wgmma knobs" not in text and "N tile" not in text, text
     # the instruction mix says attention without the name (XU >= 10%, MUFU >= 3% beside MMAs) ...
     from bsprof.analyzers.ncu.facts import is_attention
+
     row = dict(ENTRIES["sdpa_causal_bf16_b1h16s16384d128"]["columns"], kernel="k", kernel_demangled="k")
     assert is_attention(row)
     # ... and no GEMM of the corpus has that mix (cuBLASLt's bias+GELU: XU 1.5%, MUFU 1.4%); the kernel
@@ -403,9 +447,15 @@ def test_a_compute_bound_attention_kernel_is_told_about_its_softmax_not_gemm_til
     # five products of the tile (XU 6.5%, MUFU 3.2%)
     for name, lab in LABELS.items():
         row = dict(ENTRIES[name]["columns"], kernel="k", kernel_demangled="k")
-        assert is_attention(row) == (lab["kind"] == "attention" and name not in (
-            "sdpa_efficient_b4h32s4096d128_causal", "sdpa_decode_bf16_b8h32kv4096d128",
-            "sdpa_backward_flash_bf16_b2h16s4096d128__3")), name
+        assert is_attention(row) == (
+            lab["kind"] == "attention"
+            and name
+            not in (
+                "sdpa_efficient_b4h32s4096d128_causal",
+                "sdpa_decode_bf16_b8h32kv4096d128",
+                "sdpa_backward_flash_bf16_b2h16s4096d128__3",
+            )
+        ), name
 
 
 def test_xu_and_l2_lines_say_exp2_and_coalesce_only_where_the_launch_shows_the_need():

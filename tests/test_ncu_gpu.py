@@ -34,8 +34,25 @@ def _ncu_family() -> tuple[str, dict]:
 @pytest.mark.gpu
 def test_ncu_kernel_optimized_end_to_end(tmp_path):
     family, env = _ncu_family()
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized", "--set", "triage",
-                           "-o", str(tmp_path), "--json"], capture_output=True, text=True, env=env, timeout=540)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bsprof",
+            "ncu",
+            "--kernel",
+            "optimized",
+            "--set",
+            "triage",
+            "-o",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=540,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     js = json.loads(proc.stdout)
     assert js["bsprof"] == {"kind": "ncu", "version": 1}
@@ -57,9 +74,27 @@ def test_ncu_profiles_a_switched_build(tmp_path):
     family, env = _ncu_family()
     if family != "fp8-blockwise":
         pytest.skip("switch specs are an fp8-blockwise option")
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "ncu", "--kernel", "optimized:epi_split=0",
-                           "--mnkl", "1024,1024,1024", "--set", "triage", "-o", str(tmp_path), "--json"],
-                          capture_output=True, text=True, env=env, timeout=540)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bsprof",
+            "ncu",
+            "--kernel",
+            "optimized:epi_split=0",
+            "--mnkl",
+            "1024,1024,1024",
+            "--set",
+            "triage",
+            "-o",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=540,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (launch,) = json.loads(proc.stdout)["launches"]
     assert "Fp8BlockwiseGemm" in launch["kernel"] and launch["duration_ns"] > 0

@@ -153,7 +153,9 @@ def test_the_cli_shows_the_price_under_each_line(data_dir):
 
     from bsprof.cli import cli
 
-    res = CliRunner().invoke(cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "elementwise_kernel$"])
+    res = CliRunner().invoke(
+        cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "elementwise_kernel$"]
+    )
     assert res.exit_code == 0, res.output
     prices = [ln for ln in res.output.splitlines() if ln.lstrip().startswith("→ ")]
     assert prices and all(len(ln) <= 80 for ln in prices), prices
@@ -165,10 +167,11 @@ def test_the_json_carries_the_prices(data_dir, tmp_path):
 
     from bsprof.cli import cli
 
-    res = CliRunner().invoke(cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter",
-                                   "sgemm|xmma_gemm", "--json"])
+    res = CliRunner().invoke(
+        cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "sgemm|xmma_gemm", "--json"]
+    )
     assert res.exit_code == 0, res.output
-    text = res.output[res.output.index("{"):]
+    text = res.output[res.output.index("{") :]
     doc = json.loads(text)
     launches = doc.get("launches", doc)
     vd = launches[0]["verdict_detail"]

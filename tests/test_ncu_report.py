@@ -12,8 +12,9 @@ from bsprof.cli import cli
 
 def test_report_renders_an_ncu_rep_directly(data_dir, tmp_path):
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(cli, ["report", str(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"), "-o", str(out),
-                                    "--only", "verdict"])
+    res = CliRunner().invoke(
+        cli, ["report", str(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz"), "-o", str(out), "--only", "verdict"]
+    )
     assert res.exit_code == 0, res.output
     text = html.unescape(re.sub(r"<[^>]+>", " ", out.read_text()))
     assert "compute-bound:tensor" in text

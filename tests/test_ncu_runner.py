@@ -20,7 +20,7 @@ import pytest
 from bsprof.errors import BsprofError
 from bsprof.profile import ncu_runner as R
 
-FAKE_NCU = textwrap.dedent('''\
+FAKE_NCU = textwrap.dedent("""\
     #!{python}
     import json, os, shutil, sys
     args = sys.argv[1:]
@@ -51,7 +51,7 @@ FAKE_NCU = textwrap.dedent('''\
     sys.stdout.write('..50%....100% - 38 passes\\n')
     shutil.copy(os.environ["FAKE_NCU_REPORT"], out + ".ncu-rep")
     print("==PROF== Disconnected from process 4242", flush=True)
-''')
+""")
 
 
 @pytest.fixture()
@@ -67,8 +67,11 @@ def fake_ncu(tmp_path, monkeypatch, data_dir):
 
 
 def _req(set_name="triage"):
-    return R.NcuRequest(launcher_args=["--family", "fp8-blockwise", "--variant", "optimized", "--mnkl", "4096,4096,4096,1"],
-                        arch="sm_90", set_name=set_name)
+    return R.NcuRequest(
+        launcher_args=["--family", "fp8-blockwise", "--variant", "optimized", "--mnkl", "4096,4096,4096,1"],
+        arch="sm_90",
+        set_name=set_name,
+    )
 
 
 def test_command_triage_vs_full(tmp_path):
@@ -84,14 +87,22 @@ def test_command_triage_vs_full(tmp_path):
         assert cmd[cmd.index("--clock-control") + 1] == "none"
         assert cmd[cmd.index("-m") + 1] == "bsprof.profile.launch"
         assert "-f" not in cmd  # never let ncu overwrite
-    named = R.build_command("ncu", R.NcuRequest(launcher_args=[], arch="sm_90", kernel_regex="^gemm$", launch_skip=3),
-                            tmp_path / "p", tmp_path / "i.json")
+    named = R.build_command(
+        "ncu",
+        R.NcuRequest(launcher_args=[], arch="sm_90", kernel_regex="^gemm$", launch_skip=3),
+        tmp_path / "p",
+        tmp_path / "i.json",
+    )
     assert named[named.index("-k") + 1] == "regex:^gemm$" and named[named.index("--launch-skip") + 1] == "3"
     assert "--nvtx" not in named
-    api = R.build_command("ncu", R.NcuRequest(launcher_args=[], arch="sm_90", capture="profiler-api"), tmp_path / "p", tmp_path / "i")
+    api = R.build_command(
+        "ncu", R.NcuRequest(launcher_args=[], arch="sm_90", capture="profiler-api"), tmp_path / "p", tmp_path / "i"
+    )
     assert api[api.index("--profile-from-start") + 1] == "off" and "--nvtx" not in api
     with pytest.raises(BsprofError, match="--set 'fast'"):
-        R.build_command("ncu", R.NcuRequest(launcher_args=[], arch="sm_90", set_name="fast"), tmp_path / "p", tmp_path / "i")
+        R.build_command(
+            "ncu", R.NcuRequest(launcher_args=[], arch="sm_90", set_name="fast"), tmp_path / "p", tmp_path / "i"
+        )
 
 
 def test_progress_reports_pass_i_of_n_from_a_split_stream():
@@ -99,7 +110,7 @@ def test_progress_reports_pass_i_of_n_from_a_split_stream():
     p = R.Progress(38, seen.append)
     stream = '==PROF== Profiling "nvjet_sm90" - 0: 0%....50%....100% - 38 passes\n'
     for i in range(0, len(stream), 5):
-        p.feed(stream[i:i + 5])
+        p.feed(stream[i : i + 5])
     assert seen[0] == "ncu: replay pass ~4 of 38 (nvjet_sm90)"
     assert seen[9] == "ncu: replay pass ~38 of 38 (nvjet_sm90)"
     assert seen[-1] == "ncu: 38 replay passes done (nvjet_sm90)" and p.passes == 38
@@ -111,7 +122,9 @@ def test_progress_reports_pass_i_of_n_from_a_split_stream():
 def test_error_lines():
     assert "NVreg_RestrictProfilingToAdminUsers=0" in R.ncu_error("==ERROR== ERR_NVGPUCTRPERM - no permission", 1)
     assert "no kernel" in R.ncu_error("==WARNING== No kernels were profiled.", 0)
-    assert R.ncu_error("error: the launcher failed: RuntimeError: boom\n", 2) == "the launcher failed: RuntimeError: boom"
+    assert (
+        R.ncu_error("error: the launcher failed: RuntimeError: boom\n", 2) == "the launcher failed: RuntimeError: boom"
+    )
     assert "cannot collect sm__foo" in R.ncu_error("==ERROR== Failed to find metric sm__foo\n", 1)
     assert R.ncu_error('==PROF== Profiling "k" - 0: 0%....50%....100% - 9 passes\n', 0) is None
 
@@ -143,6 +156,7 @@ def test_results_dir_holds_report_parquet_json(fake_ncu, tmp_path):
     from click.testing import CliRunner
 
     from bsprof.cli import cli
+
     back = json.loads(CliRunner().invoke(cli, ["ncu", "--report", str(d), "--json"]).output)
     assert back["launches"][0]["derived"]["tflops"] == pytest.approx(launch["derived"]["tflops"])
     # nothing is overwritten: the same name again gets a fresh directory
@@ -151,12 +165,15 @@ def test_results_dir_holds_report_parquet_json(fake_ncu, tmp_path):
     assert not [p for p in (tmp_path / "res").iterdir() if p.name.startswith(".")]  # scratch removed
 
 
-@pytest.mark.parametrize("mode,match", [
-    ("perm", "ERR_NVGPUCTRPERM"),
-    ("nokernel", "profiled no kernel"),
-    ("launcher", "no bundled fp8-blockwise kernel"),
-    ("partial", "ncu exited with code 1"),
-])
+@pytest.mark.parametrize(
+    "mode,match",
+    [
+        ("perm", "ERR_NVGPUCTRPERM"),
+        ("nokernel", "profiled no kernel"),
+        ("launcher", "no bundled fp8-blockwise kernel"),
+        ("partial", "ncu exited with code 1"),
+    ],
+)
 def test_failures_leave_nothing_behind(fake_ncu, tmp_path, mode, match):
     fake_ncu.setenv("FAKE_NCU_MODE", mode)
     parent = tmp_path / "res"

@@ -54,7 +54,7 @@ def test_idle_share_boundary(cublas_row):
     idle = dict(cublas_row, l2_throughput_pct=40.0, sm_active_cycles_avg=el * (1 - THRESHOLDS["idle_share"]) - 1)
     v = classify(idle)
     assert v.cls == "under-filled" and v.evidence[0].threshold_name == "idle_share"
-    assert v.busy["class"] == "compute-bound"          # the busy SMs' limiter stays reported
+    assert v.busy["class"] == "compute-bound"  # the busy SMs' limiter stays reported
     busy = dict(idle, sm_active_cycles_avg=el * (1 - THRESHOLDS["idle_share"]) + 1)
     assert classify(busy).cls == "compute-bound"
     # a saturated DRAM limits whatever the grid: memory-bound, not under-filled
@@ -63,7 +63,7 @@ def test_idle_share_boundary(cublas_row):
 
 def test_memory_levels_and_operand_path(cublas_row):
     row = dict(cublas_row, pipe_tensor_pct=30.0, tensor_pipe_pct=30.0, l1_throughput_pct=95.0)
-    v = classify(row)   # QGMMA executed: L1 at 95% is the operand path, so L2 (67%) leads
+    v = classify(row)  # QGMMA executed: L1 at 95% is the operand path, so L2 (67%) leads
     assert v.label == "memory-bound:l2"
     # L2 barely above a saturated DRAM is the DRAM stream passing through
     assert classify(dict(row, dram_throughput_pct=62.0)).label == "memory-bound:dram"
@@ -142,8 +142,10 @@ def test_ncu_rules_with_speedups(data_dir):
 
 
 def test_clean_message_links():
-    assert clean_message("see the @section:WarpStateStats:Warp State Statistics@ and @url:Guide:https://x@") == \
-        "see the Warp State Statistics and Guide"
+    assert (
+        clean_message("see the @section:WarpStateStats:Warp State Statistics@ and @url:Guide:https://x@")
+        == "see the Warp State Statistics and Guide"
+    )
 
 
 def test_bundled_kernel_full_and_triage_agree(data_dir):
@@ -158,9 +160,18 @@ def test_bundled_kernel_full_and_triage_agree(data_dir):
 
 def test_occupancy_only_when_a_resource_caps_warps(cublas_row):
     low = {k: (0.0 if k.startswith("pipe_") else v) for k, v in cublas_row.items()}
-    low.update(tensor_pipe_pct=0.0, dram_throughput_pct=10.0, l2_throughput_pct=10.0, l1_throughput_pct=10.0,
-               issue_active_pct=20.0, grid_size=4096.0, occupancy_limit_shared_mem=2.0, occupancy_limit_registers=2.0,
-               achieved_occupancy_pct=10.0, theoretical_occupancy_pct=25.0)
+    low.update(
+        tensor_pipe_pct=0.0,
+        dram_throughput_pct=10.0,
+        l2_throughput_pct=10.0,
+        l1_throughput_pct=10.0,
+        issue_active_pct=20.0,
+        grid_size=4096.0,
+        occupancy_limit_shared_mem=2.0,
+        occupancy_limit_registers=2.0,
+        achieved_occupancy_pct=10.0,
+        theoretical_occupancy_pct=25.0,
+    )
     v = classify(low)
     assert v.cls == "latency-bound" and "low-occupancy" in v.flags
     assert any("registers and shared mem (2 CTA/SM)" in c for c in v.candidates)
@@ -173,8 +184,13 @@ def test_xu_bound_gets_transcendental_advice_not_gemm_advice(data_dir):
     import lzma
 
     entries = json.loads(lzma.decompress((data_dir / "corpus" / "launches.json.xz").read_bytes()))
-    row = dict(entries["softmax_fp32_4096x1024"]["columns"], pipe_xu_pct=85.0, sm_active_cycles_avg=1.0,
-               sm_elapsed_cycles_avg=1.0, l2_throughput_pct=40.0)
+    row = dict(
+        entries["softmax_fp32_4096x1024"]["columns"],
+        pipe_xu_pct=85.0,
+        sm_active_cycles_avg=1.0,
+        sm_elapsed_cycles_avg=1.0,
+        l2_throughput_pct=40.0,
+    )
     v = classify(row)
     assert v.label == "compute-bound:xu" and v.kind == "other"
     text = " ".join(v.candidates)
@@ -201,7 +217,7 @@ def test_tied_pipes_name_units_not_sub_pipes():
 def test_a_missing_section_says_how_to_collect_it(cublas_row):
     from bsprof.analyzers.ncu.verdict import missing_sections
 
-    assert missing_sections(cublas_row) == []           # the full set lacks nothing
+    assert missing_sections(cublas_row) == []  # the full set lacks nothing
     no_ops = {k: v for k, v in cublas_row.items() if not k.startswith("inst_op_")}
     no_warp = dict(no_ops, warp_cycles_per_issue=math.nan)
     lines = missing_sections(no_warp)
@@ -261,15 +277,17 @@ def test_tile_quantization_still_names_a_launch_whose_last_round_is_mostly_empty
 def fp8_8192_pair(data_dir):
     """Our FP8 kernel at 8192^3 on the H100 under ncu (triage), the previous pick (256x128, two consumer
     warpgroups) and the one the per-problem choice now makes (192x128, three), both in 1x2 clusters."""
-    return tuple(extract(data_dir / f"h100_bsprof_fp8_8192_{t}_triage.ncu-rep.xz").table.iloc[0].to_dict()
-                 for t in ("256x128", "192x128"))
+    return tuple(
+        extract(data_dir / f"h100_bsprof_fp8_8192_{t}_triage.ncu-rep.xz").table.iloc[0].to_dict()
+        for t in ("256x128", "192x128")
+    )
 
 
 def test_the_three_warpgroup_tile_keeps_the_tensor_pipe_busier_in_fewer_cycles(fp8_8192_pair):
     two, three = fp8_8192_pair
     vt, v3 = classify(two), classify(three)
     assert vt.label == v3.label == "compute-bound:tensor"
-    assert three["pipe_tensor_pct"] > two["pipe_tensor_pct"] + 4          # 95.6 against 90.7 of active
+    assert three["pipe_tensor_pct"] > two["pipe_tensor_pct"] + 4  # 95.6 against 90.7 of active
     assert three["sm_elapsed_cycles_avg"] < 0.95 * two["sm_elapsed_cycles_avg"]
     # the clock the power cap left it took most of that back: 2% shorter, not 7%
     assert 0.95 < three["duration_ns"] / two["duration_ns"] < 1.0

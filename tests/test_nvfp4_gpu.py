@@ -34,21 +34,27 @@ def test_bench_cli_exits_2_without_sm100():
             pytest.skip("this machine has an sm_100 GPU")
     except BsprofError:
         pass
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "nvfp4", "--mnkl", "256,256,256"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bsprof", "bench", "--family", "nvfp4", "--mnkl", "256,256,256"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error:") and "Traceback" not in proc.stderr
 
 
 @pytest.mark.sm100
-@pytest.mark.parametrize("variant,config", [
-    ("baseline", {}),
-    ("optimized", {}),
-    ("optimized", {"mma_tiler": (128, 128), "cluster": (2, 1)}),
-    ("optimized", {"mma_tiler": (256, 256), "cluster": (2, 1), "c_dtype": "Float32"}),
-    ("baseline", {"sf_vec": 32, "c_dtype": "BFloat16"}),
-    ("optimized", {"sf_vec": 32, "epilogue": "simt", "cache_hint": False, "acc_stage": 1}),
-])
+@pytest.mark.parametrize(
+    "variant,config",
+    [
+        ("baseline", {}),
+        ("optimized", {}),
+        ("optimized", {"mma_tiler": (128, 128), "cluster": (2, 1)}),
+        ("optimized", {"mma_tiler": (256, 256), "cluster": (2, 1), "c_dtype": "Float32"}),
+        ("baseline", {"sf_vec": 32, "c_dtype": "BFloat16"}),
+        ("optimized", {"sf_vec": 32, "epilogue": "simt", "cache_hint": False, "acc_stage": 1}),
+    ],
+)
 def test_matches_reference(variant, config):
     from bsprof.kernels.nvfp4 import prepare
 
@@ -66,15 +72,18 @@ def test_timing_table_has_every_role():
     p.launch()
     assert p.check() < 1e-2
     df = p.timing_table()
-    assert list(df.columns)[:len(COLUMNS)] == list(COLUMNS)
+    assert list(df.columns)[: len(COLUMNS)] == list(COLUMNS)
     assert set(df["role"]) == {"producer", "mma", "epilogue"}
     kl = df[df.phase == "kloop"]
-    assert ((kl.end - kl.start) >= 2000 * 4).all()   # 4 K-tiles of 256, each spinning 2000 cycles
+    assert ((kl.end - kl.start) >= 2000 * 4).all()  # 4 K-tiles of 256, each spinning 2000 cycles
 
 
 def test_bench_cli_shape_errors_come_first():
     """Bad shapes and options are reported on any machine, before the GPU check."""
-    proc = subprocess.run([sys.executable, "-m", "bsprof", "bench", "--family", "nvfp4", "--mnkl", "8192,8192,1000"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bsprof", "bench", "--family", "nvfp4", "--mnkl", "8192,8192,1000"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: K=1000 is not a multiple of the scale vector 16; pad K to a multiple of 16"

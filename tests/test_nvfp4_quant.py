@@ -45,7 +45,7 @@ def test_e2m1_round_matches_brute_force_including_ties():
 def test_pack_nibble_order_and_round_trip():
     codes = torch.tensor([[1, 2, 15, 8, 7, 0]], dtype=torch.uint8)
     packed = quant.pack_fp4(codes)
-    assert packed.tolist() == [[0x21, 0x8F, 0x07]]   # element 2i in the low nibble
+    assert packed.tolist() == [[0x21, 0x8F, 0x07]]  # element 2i in the low nibble
     g = torch.Generator().manual_seed(3)
     c = torch.randint(0, 16, (3, 5, 64), generator=g, dtype=torch.uint8)
     assert torch.equal(quant.unpack_fp4(quant.pack_fp4(c)), c)
@@ -59,7 +59,7 @@ def test_quantize_exact_inputs_round_trip(sf_dtype, sf_vec):
     g = torch.Generator().manual_seed(0)
     L, MN, K = 2, 40, 128
     codes = torch.randint(0, 16, (L, MN, K), generator=g, dtype=torch.uint8)
-    codes[..., ::sf_vec] = 7                                     # each block's amax is exactly 6
+    codes[..., ::sf_vec] = 7  # each block's amax is exactly 6
     exps = torch.randint(-6, 4, (L, MN, K // sf_vec), generator=g).float()
     x = quant.e2m1_decode(codes) * torch.exp2(exps).repeat_interleave(sf_vec, dim=-1)
     q = quant.quantize(x, sf_vec, sf_dtype)
@@ -80,7 +80,7 @@ def test_quantize_random_error_bounds():
         blocks = x.reshape(1, 64, 256 // vec, vec)
         err = (q.dequant() - x).reshape(blocks.shape).abs().amax(-1)
         assert bool((err <= q.scales * bound + 1e-6).all())
-        assert bool((err > q.scales * bound / 4).any())      # the bound is not vacuous
+        assert bool((err > q.scales * bound / 4).any())  # the bound is not vacuous
     # NVFP4: scale = amax/6 rounded to E4M3 (3 mantissa bits): within 1/16 relative
     amax = x.reshape(1, 64, 16, 16).abs().amax(-1)
     assert torch.allclose(nv.scales, amax / 6, rtol=1 / 16)
@@ -117,7 +117,7 @@ def test_sf_layout_matches_ptx_formula(L, mn, ks):
     want = torch.zeros_like(flat)
     for batches, m, kb in itertools.product(range(L), range(mn), range(ks)):
         want[_offset_from_ptx_formula(batches, m, kb, rb, kbk)] = sf[batches, m, kb]
-    assert torch.equal(flat, want)       # padding stays zero in both
+    assert torch.equal(flat, want)  # padding stays zero in both
     assert torch.equal(quant.sf_from_mma_layout(flat, L, mn, ks), sf)
 
 
@@ -142,15 +142,18 @@ def test_reference_gemm_matches_float64():
     assert torch.allclose(ref.double(), want, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("mnkl,kw,needle", [
-    ((256, 256, 1000, 1), {}, "multiple of the scale vector 16"),
-    ((256, 256, 1024 + 16, 1), {}, "multiple of the K tile 256"),
-    ((256, 250, 1024, 1), {"c_dtype": "Float16"}, "16-byte aligned"),
-    ((200, 256, 1024, 1), {}, "multiples of the CTA tile"),
-    ((256, 256, 1024, 1), {"c_dtype": "Float64"}, "--c-dtype Float64"),
-    ((256, 256, 1024, 1), {"sf_dtype": "Float8E4M3FN", "sf_vec": 32}, "--sf-vec 32"),
-    ((256, 256, 1024, 0), {}, "positive"),
-])
+@pytest.mark.parametrize(
+    "mnkl,kw,needle",
+    [
+        ((256, 256, 1000, 1), {}, "multiple of the scale vector 16"),
+        ((256, 256, 1024 + 16, 1), {}, "multiple of the K tile 256"),
+        ((256, 250, 1024, 1), {"c_dtype": "Float16"}, "16-byte aligned"),
+        ((200, 256, 1024, 1), {}, "multiples of the CTA tile"),
+        ((256, 256, 1024, 1), {"c_dtype": "Float64"}, "--c-dtype Float64"),
+        ((256, 256, 1024, 1), {"sf_dtype": "Float8E4M3FN", "sf_vec": 32}, "--sf-vec 32"),
+        ((256, 256, 1024, 0), {}, "positive"),
+    ],
+)
 def test_check_shape_one_line_errors(mnkl, kw, needle):
     with pytest.raises(BsprofError) as ei:
         quant.check_shape(mnkl, **kw)
@@ -165,11 +168,23 @@ def test_check_shape_accepts_good_problems():
 
 def test_config_variants_and_overrides():
     b = cfg.resolve("baseline", {}, (8192, 8192, 1024, 1))
-    assert (b["tile_m"], b["cluster_m"], b["epilogue"], b["ab_stage"], b["acc_stage"], b["cache_hint"]) == \
-        (128, 1, "simt", 4, 1, False)
+    assert (b["tile_m"], b["cluster_m"], b["epilogue"], b["ab_stage"], b["acc_stage"], b["cache_hint"]) == (
+        128,
+        1,
+        "simt",
+        4,
+        1,
+        False,
+    )
     o = cfg.resolve("optimized", {}, (8192, 8192, 1024, 1))
-    assert (o["tile_m"], o["cluster_m"], o["epilogue"], o["ab_stage"], o["acc_stage"], o["cache_hint"]) == \
-        (256, 2, "tma", 0, 0, True)
+    assert (o["tile_m"], o["cluster_m"], o["epilogue"], o["ab_stage"], o["acc_stage"], o["cache_hint"]) == (
+        256,
+        2,
+        "tma",
+        0,
+        0,
+        True,
+    )
     # config map: small M keeps 1-CTA tiles; an explicit --mma-tiler/--cluster wins over the map
     assert cfg.resolve("optimized", {}, (128, 4096, 1024, 1))["tile_m"] == 128
     assert cfg.resolve("optimized", {"config_map": False}, (128, 4096, 1024, 1))["tile_m"] == 256
@@ -182,13 +197,16 @@ def test_config_variants_and_overrides():
     assert (off["epilogue"], off["cache_hint"], off["ab_stage"], off["acc_stage"]) == ("simt", False, 4, 1)
 
 
-@pytest.mark.parametrize("over,needle", [
-    ({"mma_tiler": (64, 128)}, "tile M must be 128"),
-    ({"mma_tiler": (128, 96)}, "tile N must be 128 or 256"),
-    ({"mma_tiler": (256, 128), "cluster": (1, 1)}, "even cluster M"),
-    ({"cluster": (3, 1)}, "cluster M and N"),
-    ({"bogus": 1}, "unknown nvfp4 option"),
-])
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        ({"mma_tiler": (64, 128)}, "tile M must be 128"),
+        ({"mma_tiler": (128, 96)}, "tile N must be 128 or 256"),
+        ({"mma_tiler": (256, 128), "cluster": (1, 1)}, "even cluster M"),
+        ({"cluster": (3, 1)}, "cluster M and N"),
+        ({"bogus": 1}, "unknown nvfp4 option"),
+    ],
+)
 def test_config_errors(over, needle):
     with pytest.raises(BsprofError, match=needle):
         cfg.resolve("optimized", over, (8192, 8192, 1024, 1))
@@ -207,7 +225,7 @@ def test_grid_matches_static_persistent_scheduler():
     assert grid_ctas((512, 256, 1024, 1), kw, 74) == (8, 1)
     kw1 = cfg.resolve("baseline", {})
     assert grid_ctas((384, 384, 256, 3), kw1, 148) == (27, 1)
-    assert grid_ctas((4096, 4096, 256, 2), kw1, 148) == (148, 14)    # 2048 tiles / 148
+    assert grid_ctas((4096, 4096, 256, 2), kw1, 148) == (148, 14)  # 2048 tiles / 148
 
 
 def test_peak_table():

@@ -17,8 +17,9 @@ MNKL = (8192, 8192, 1024, 1)
 CONFIGS = {
     "128x128_c1x1": dict(mma_tiler=(128, 128), cluster=(1, 1)),
     "256x128_c2x1": dict(mma_tiler=(256, 128), cluster=(2, 1)),
-    "mxfp4_128x128_c2x1": dict(mma_tiler=(128, 128), cluster=(2, 1), sf_dtype="Float8E8M0FNU", sf_vec=32,
-                               c_dtype="BFloat16"),
+    "mxfp4_128x128_c2x1": dict(
+        mma_tiler=(128, 128), cluster=(2, 1), sf_dtype="Float8E8M0FNU", sf_vec=32, c_dtype="BFloat16"
+    ),
 }
 CASES = [(v, c) for v in ("baseline", "optimized") for c in CONFIGS]
 
@@ -42,9 +43,9 @@ def built(tmp_path_factory):
 @pytest.mark.parametrize("variant,name", CASES)
 def test_block_scaled_tcgen05_mma(built, variant, name):
     _, ev = built(variant, name)
-    assert ev["UTCOMMA"] == 4            # four K=64 FP4 MMAs per 256-wide K stage, unrolled
-    assert ev["UTCQMMA"] == 0            # FP4 operands: not the FP8 (kind::f8f6f4) form
-    assert ev["UTCCP"] > 0               # scale factors copied shared -> tensor memory
+    assert ev["UTCOMMA"] == 4  # four K=64 FP4 MMAs per 256-wide K stage, unrolled
+    assert ev["UTCQMMA"] == 0  # FP4 operands: not the FP8 (kind::f8f6f4) form
+    assert ev["UTCCP"] > 0  # scale factors copied shared -> tensor memory
     assert ev["features"]["block_scaled_mma"] and ev["features"]["tmem_copy"]
     # NVFP4 (16 per scale) moves twice the scale bytes of MXFP4 (32 per scale) per K stage
     assert ev["UTCCP"] == (4 if "mxfp4" in name else 8)
@@ -80,8 +81,8 @@ def test_multicast_only_in_2x1_clusters(built, variant, name):
 def test_cache_hints_and_stages(built, variant, name):
     _, ev = built(variant, name)
     if variant == "optimized":
-        assert ev["UTMALDG.cache_hint"] == 2          # A evict-first, B evict-last
-        assert ev["pipeline_stages"] > 4               # from the 228 KiB of shared memory
+        assert ev["UTMALDG.cache_hint"] == 2  # A evict-first, B evict-last
+        assert ev["pipeline_stages"] > 4  # from the 228 KiB of shared memory
     else:
         assert ev["UTMALDG.cache_hint"] == 0
         assert ev["pipeline_stages"] == 4
@@ -92,7 +93,7 @@ def test_cache_hints_and_stages(built, variant, name):
 def test_no_spills_registers_within_launch_bounds(built, variant, name):
     _, ev = built(variant, name)
     assert ev["LDL/STL"] == 0 and ev["local"] == 0 and ev["stack"] == 0
-    assert ev["threads"] == 192                        # 4 epilogue + 1 MMA + 1 TMA warp
+    assert ev["threads"] == 192  # 4 epilogue + 1 MMA + 1 TMA warp
     assert 0 < ev["registers"] <= ev["max_registers"]
 
 
@@ -124,13 +125,16 @@ def test_delay_knobs_add_clock_spins(built):
     from bsprof.analyzers.sass import analyze_cubin
 
     def clock_reads(cubin):
-        return sum(1 for i in analyze_cubin(cubin)[0].instructions
-                   if i.opcode.startswith("CS2R") and "SR_CLOCK" in (i.operands or ""))
+        return sum(
+            1
+            for i in analyze_cubin(cubin)[0].instructions
+            if i.opcode.startswith("CS2R") and "SR_CLOCK" in (i.operands or "")
+        )
 
     plain, _ = built("baseline", "128x128_c1x1")
     delayed, _ = built("baseline", "128x128_c1x1", delay_kloop=1000, delay_phase1=500)
     assert clock_reads(plain) == 0
-    assert clock_reads(delayed) >= 4                   # two spin loops, each reads the clock twice
+    assert clock_reads(delayed) >= 4  # two spin loops, each reads the clock twice
 
 
 def test_roles_attributed_from_scopes(built):
@@ -182,8 +186,13 @@ def test_tcgen05_stream_matches_nvidia_example(built, tmp_path, name, tile):
     shipped = Path(__file__).parent / "data" / "sass" / _SHIPPED.get(name, "-")
     if repo and (Path(repo) / _EXAMPLE).is_file():
         env = dict(os.environ, CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
-        subprocess.run([sys.executable, "-c", _REF_SCRIPT, str(Path(repo) / _EXAMPLE), *map(str, tile)], env=env,
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-c", _REF_SCRIPT, str(Path(repo) / _EXAMPLE), *map(str, tile)],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         ref_cubin = next(tmp_path.glob("*.cubin"))
     elif shipped.is_file():
         ref_cubin = shipped
@@ -193,7 +202,6 @@ def test_tcgen05_stream_matches_nvidia_example(built, tmp_path, name, tile):
 
     def mix(cubin):
         keep = ("UTC", "UTMA", "LDTM", "SYNCS.EXCH", "SYNCS.ARRIVE")
-        return collections.Counter(i.opcode for i in analyze_cubin(cubin)[0].instructions
-                                   if i.opcode.startswith(keep))
+        return collections.Counter(i.opcode for i in analyze_cubin(cubin)[0].instructions if i.opcode.startswith(keep))
 
     assert mix(ours) == mix(ref_cubin)

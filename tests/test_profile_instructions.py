@@ -65,14 +65,14 @@ def fresh_env(tmp_path_factory) -> dict[str, str]:
     session), no bsprof cache setting, output piped."""
     home = tmp_path_factory.mktemp("empty_home")
     env = {k: v for k, v in os.environ.items() if k not in ("BSPROF_CACHE", "XDG_CACHE_HOME", "COLUMNS")}
-    env.update(HOME=str(home), PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               NO_COLOR="1", TERM="dumb")
+    env.update(
+        HOME=str(home), PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), NO_COLOR="1", TERM="dumb"
+    )
     return env
 
 
 def _run_and_match(where: str, body: str, excerpt: str | None, workdir: Path, env: dict[str, str]) -> None:
-    res = subprocess.run(["bash", "-e", "-c", body], cwd=workdir, env=env, capture_output=True, text=True,
-                         timeout=900)
+    res = subprocess.run(["bash", "-e", "-c", body], cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
     out = res.stdout + res.stderr
     assert res.returncode == 0, f"{where} failed ({res.returncode}):\n{body}\n{out[-3000:]}"
     assert "Traceback" not in out, out[-3000:]
@@ -84,7 +84,8 @@ def _run_and_match(where: str, body: str, excerpt: str | None, workdir: Path, en
             if not want or want.startswith("..."):
                 continue
             assert want in printed, (
-                f"{where}: excerpt line not in the command's output: {want!r}\noutput:\n{out[-3000:]}")
+                f"{where}: excerpt line not in the command's output: {want!r}\noutput:\n{out[-3000:]}"
+            )
 
 
 def test_document_has_cpu_and_gpu_commands():

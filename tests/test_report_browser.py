@@ -18,9 +18,19 @@ import pytest
 from bsprof.reports.build import build, write
 from bsprof.reports.samples import RUN as SAMPLES
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 def _chromium() -> str:
@@ -31,8 +41,14 @@ def _chromium() -> str:
 
 
 def _browse(html_path: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [_chromium(), *FLAGS, f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=30000",
-           *extra, html_path.resolve().as_uri()]
+    cmd = [
+        _chromium(),
+        *FLAGS,
+        f"--user-data-dir={tmp / 'profile'}",
+        "--virtual-time-budget=30000",
+        *extra,
+        html_path.resolve().as_uri(),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -43,8 +59,9 @@ def _check_page(html_path: Path, tmp: Path, shot: Path) -> dict:
     assert body, "no <body> in the dumped DOM"
     attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', body.group(1)))
     total, rendered = int(attrs["figures-total"]), int(attrs["figures-rendered"])
-    console_errors = [line for line in dom.stderr.splitlines()
-                      if ":CONSOLE" in line and re.search(r"Uncaught|Error|error", line)]
+    console_errors = [
+        line for line in dom.stderr.splitlines() if ":CONSOLE" in line and re.search(r"Uncaught|Error|error", line)
+    ]
     assert not console_errors, "\n".join(console_errors)
     assert attrs["errors"] == "0", re.search(r'<pre id="bsprof-console">(.*?)</pre>', dom.stdout, re.S).group(1)
     assert total > 0 and rendered == total, f"{rendered} of {total} figures rendered"

@@ -14,8 +14,14 @@ from bsprof.reports.build import build
 from bsprof.reports.samples import RUN
 
 ARTIFACTS = sorted(p for p in RUN.rglob("*.json")) if RUN.is_dir() else []
-JUNK = st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=5),
-                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+JUNK = st.one_of(
+    st.none(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def _paths(obj, prefix=()):

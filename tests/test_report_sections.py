@@ -26,8 +26,10 @@ def _row_pattern(row: dict, cycles: float | None) -> str:
     """How the report's bench table prints ``row`` (our subject: 1.000x itself), as a regex."""
     star = " *" if "power cap" in (row.get("clock_limiters") or []) else ""
     spread = f"{round_spread(row):.1%}" + (f" ({cycles:.1%})" if cycles is not None else "")
-    cells = (f"{row['tflops']:,.1f} 1.000× {row['sm_mhz']:,.0f}{star} {row['watts']:.0f} "
-             f"{row['flop_per_sm_cycle']:,.0f} {spread} {row['rel_err']:.2e}")
+    cells = (
+        f"{row['tflops']:,.1f} 1.000× {row['sm_mhz']:,.0f}{star} {row['watts']:.0f} "
+        f"{row['flop_per_sm_cycle']:,.0f} {spread} {row['rel_err']:.2e}"
+    )
     return re.escape(row["name"]) + r" bsprof [\d.,]+ " + re.escape(cells)
 
 
@@ -39,8 +41,10 @@ def _sample(name: str) -> Path:
 
 
 def _figure_specs(html: str) -> list[dict]:
-    return [json.loads(m.replace("<\\/", "</")) for m in
-            re.findall(r'<script type="application/json" class="bsprof-fig"[^>]*>(.*?)</script>', html, re.S)]
+    return [
+        json.loads(m.replace("<\\/", "</"))
+        for m in re.findall(r'<script type="application/json" class="bsprof-fig"[^>]*>(.*?)</script>', html, re.S)
+    ]
 
 
 def test_samples_report_small_fast_and_complete():
@@ -53,8 +57,13 @@ def test_samples_report_small_fast_and_complete():
     # plotly.js is embedded exactly once, and no figure carries its own copy or a CDN link
     assert html.count("* plotly.js v") == 1 and not re.search(r"<script[^>]+src=", html)
     run = discover(SAMPLES)
-    expect = {"ncu": {"verdict", "sol", "stalls"}, "sass": {"sass-mix", "mma-gaps"}, "timing": {"timing", "timeline"},
-              "model": {"model"}, "validation": {"validation"}}
+    expect = {
+        "ncu": {"verdict", "sol", "stalls"},
+        "sass": {"sass-mix", "mma-gaps"},
+        "timing": {"timing", "timeline"},
+        "model": {"model"},
+        "validation": {"validation"},
+    }
     for kind, sections in expect.items():
         if run.of(kind):
             assert sections <= set(info.sections), (kind, info.sections)
@@ -188,9 +197,9 @@ def test_model_heatmap_marks_current_point_and_binding_flip():
 
         import numpy as np
 
-        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(z["shape"]
-                                                                                 if isinstance(z["shape"], list)
-                                                                                 else [int(x) for x in z["shape"].split(",")])
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(
+            z["shape"] if isinstance(z["shape"], list) else [int(x) for x in z["shape"].split(",")]
+        )
     i, j = axes["phase1"].index(-500.0), axes["kloop"].index(250.0)
     assert float(z[i][j]) == pytest.approx((sto[j][i] - 1) * 100)
     # both sides bind somewhere in the shipped sweep, so the boundary is inside the grid

@@ -72,7 +72,9 @@ def test_ncu_json_carries_executed(data_dir):
 
 
 def test_mnkl_derives_tiles(data_dir):
-    res = run(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
+    res = run(
+        data_dir / "h100_cublas_fp8_4096.ncu-rep.xz", "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128"
+    )
     assert json.loads(res.output)["functions"][0]["tiles"] == 1024
 
 
@@ -122,7 +124,7 @@ def test_compare_two_ncu_reports_executed_by_opcode(data_dir):
     ex = c["executed_opcodes"]
     # the same work in m64n128k32 QGMMA on both sides: 4096^3 x 2 / (2 x 64 x 128 x 32) x 4 warps
     assert ex["mma"] == {"a": 1048576, "b": 1048576}
-    assert "QGMMA" not in ex["opcodes"]           # only opcodes whose count changed
+    assert "QGMMA" not in ex["opcodes"]  # only opcodes whose count changed
     assert ex["per_mma"]["a"] == pytest.approx(c["executed"]["a"] / 1048576, abs=0.01)
     assert ex["per_mma"]["b"] == pytest.approx(c["executed"]["b"] / 1048576, abs=0.01)
     rows = ex["opcodes"]
@@ -134,11 +136,14 @@ def test_compare_two_ncu_reports_executed_by_opcode(data_dir):
     assert "executed instructions by opcode" in text and "per executed MMA" in text
 
 
-@pytest.mark.parametrize("make, expect", [
-    (lambda p: p.write_bytes(b"hello world\n"), "not an ELF/cubin"),
-    (lambda p: p.write_bytes(b""), "empty"),
-    (lambda p: p.write_bytes(b"\x7fELF" + b"\x00" * 60), "no CUDA cubin inside"),
-])
+@pytest.mark.parametrize(
+    "make, expect",
+    [
+        (lambda p: p.write_bytes(b"hello world\n"), "not an ELF/cubin"),
+        (lambda p: p.write_bytes(b""), "empty"),
+        (lambda p: p.write_bytes(b"\x7fELF" + b"\x00" * 60), "no CUDA cubin inside"),
+    ],
+)
 def test_bad_input_one_line_exit_2(tmp_path, make, expect):
     p = tmp_path / "in.bin"
     make(p)
@@ -249,13 +254,16 @@ def test_executed_by_opcode_compares_per_mma_when_the_mma_counts_differ(data_dir
 
     (a,) = analyze_ncu_report(data_dir / "h100_cublas_fp8_4096.ncu-rep.xz")
     b = copy.copy(a)
-    b.executed = [2 * n if ins.category == "mma" or ins.base == "SYNCS" else n
-                  for ins, n in zip(a.instructions, a.executed)]
+    b.executed = [
+        2 * n if ins.category == "mma" or ins.base == "SYNCS" else n for ins, n in zip(a.instructions, a.executed)
+    ]
     ex = executed_opcodes(a, b)
     assert ex["mma"]["b"] == 2 * ex["mma"]["a"] == 2 * 1048576
     rows = ex["opcodes"]
     assert "SYNCS" not in rows and "QGMMA" not in rows
-    assert rows["FFMA"]["delta"] == 0 and rows["FFMA"]["b_per_mma"] == pytest.approx(rows["FFMA"]["a_per_mma"] / 2, abs=1e-3)
+    assert rows["FFMA"]["delta"] == 0 and rows["FFMA"]["b_per_mma"] == pytest.approx(
+        rows["FFMA"]["a_per_mma"] / 2, abs=1e-3
+    )
     per = [abs(r["delta_per_mma"]) for r in rows.values()]
     assert per == sorted(per, reverse=True)
 
@@ -272,6 +280,6 @@ def test_a_cubin_with_helper_kernels_shows_its_gemm_first(tmp_path):
     assert code == 0, err
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert "GemmUniversal" in lines[0] and "8 MMA" in " ".join(lines[:2]) and lines[2].startswith("K-loop: loop 2")
-    tail = out[out.index("also in this input, without MMA instructions (3;"):]
+    tail = out[out.index("also in this input, without MMA instructions (3;") :]
     assert "BlockCompareEqual" in tail and "BlockForEach" in tail and "instruction mix" not in tail
     assert out.count("instruction mix by region") == 1

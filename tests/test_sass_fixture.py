@@ -31,8 +31,9 @@ def test_reference_numbers(fa):
     assert fa.count("R2UR", k.instructions) == 0
     assert k.mma == 4 and fa.mma_count == 4
     # the API the kernel tests use: prefix counts, regex counts, has()
-    assert fa.count(r"\.2CTA") == fa.count("UTCHMMA.2CTA") + fa.count("UTCBAR.2CTA") + fa.count("UTMALDG.3D.2CTA") \
-        + fa.count("UTCATOMSWS.2CTA")
+    assert fa.count(r"\.2CTA") == fa.count("UTCHMMA.2CTA") + fa.count("UTCBAR.2CTA") + fa.count(
+        "UTMALDG.3D.2CTA"
+    ) + fa.count("UTCATOMSWS.2CTA")
     assert fa.has("UTMASTG") and not fa.has("UTCCP") and not fa.has("LDL")
     assert fa.opcode_counts()["UTCHMMA.2CTA"] == 4
 
@@ -66,7 +67,9 @@ def test_features_with_evidence(fa):
     assert f["multi_stage_pipeline"].present
     # the K-loop's smem stage index wraps at 6 (A/B ring) and the accumulator's at 2
     assert f["multi_stage_pipeline"].value == 6
-    assert "wraps at 6" in f["multi_stage_pipeline"].evidence[0] and "wraps at 2" in f["multi_stage_pipeline"].evidence[1]
+    assert (
+        "wraps at 6" in f["multi_stage_pipeline"].evidence[0] and "wraps at 2" in f["multi_stage_pipeline"].evidence[1]
+    )
     assert f["persistent_tile_loop"].present
     # evidence carries the source line from the line info
     assert "[bdg.py:" in f["mma_2cta"].evidence[0]

@@ -60,7 +60,9 @@ def _check(fa, label: dict) -> None:
         assert got == label["promotion"], fa.kloop_summary()["text"]
     # the pipeline depth read from the stage-index ring, and whether the MMAs carry scale factors
     if "stages" in label:
-        assert fa.features["multi_stage_pipeline"].value == label["stages"], fa.features["multi_stage_pipeline"].evidence
+        assert fa.features["multi_stage_pipeline"].value == label["stages"], fa.features[
+            "multi_stage_pipeline"
+        ].evidence
     if "block_scaled" in label:
         assert fa.features["block_scaled_mma"].present is label["block_scaled"]
     if "spills" in label:
@@ -78,8 +80,10 @@ def _check(fa, label: dict) -> None:
 
 def _labels_with_misses() -> list:
     # a known miss stays in the labels with the right answer; strict, so that a fix has to say so
-    return [pytest.param(lb, marks=pytest.mark.xfail(strict=True, reason=lb["known_miss"])) if "known_miss" in lb else lb
-            for lb in LABELS["labels"]]
+    return [
+        pytest.param(lb, marks=pytest.mark.xfail(strict=True, reason=lb["known_miss"])) if "known_miss" in lb else lb
+        for lb in LABELS["labels"]
+    ]
 
 
 @pytest.mark.parametrize("label", _labels_with_misses(), ids=lambda lb: _label_id(lb))
@@ -101,10 +105,13 @@ def test_cublas_with_counts_kloop_is_the_busiest(cublas):
     _check(cublas, {**lab, "kloop": lab["kloop"]})
     k = cublas.kloop
     assert cublas.steady_state(k)["hot_instructions"] == lab["kloop"]["hot_instructions"]
-    assert {cublas.executed[i] for i in k.own_instructions if cublas.instructions[i].category == "mma"} \
-        == {lab["kloop"]["mma_executed_each"]}
+    assert {cublas.executed[i] for i in k.own_instructions if cublas.instructions[i].category == "mma"} == {
+        lab["kloop"]["mma_executed_each"]
+    }
     (second,) = [lp for lp in cublas.kloops if not lp.primary]
-    assert _header(cublas, second) == lab["second_kloop"]["header"] and second.size == lab["second_kloop"]["instructions"]
+    assert (
+        _header(cublas, second) == lab["second_kloop"]["header"] and second.size == lab["second_kloop"]["instructions"]
+    )
     assert "picked by executed MMAs" in cublas.kloop_summary()["text"]
 
 
@@ -208,15 +215,18 @@ def test_tile_of_our_report_from_the_problem_the_launch_recorded(data_dir, tmp_p
     assert two.exit_code == 2 and "expected one .ncu-rep" in two.output
 
 
-@pytest.mark.parametrize("cubin, mnkl, tiles", [
-    # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
-    ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin.xz", "4096,7168,2048", 32 * 32),
-    ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin.xz", "4096,2112,7168", 32 * 11),
-    # sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M=128, BLOCK_N=152, ...>: ceil(7168 / 152) = 48
-    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", "4096,7168,2048", 32 * 48),
-    # sm90_fp8_gemm_1d2d_impl<..., BLOCK_M=256, BLOCK_N=112, ...>
-    ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin.xz", "2048,7168,7168", 8 * 64),
-])
+@pytest.mark.parametrize(
+    "cubin, mnkl, tiles",
+    [
+        # sm100_fp8_fp4_gemm_1d1d_impl<MajorA, MajorB, GranKA, GranKB, KAlign, M, N, K, BLOCK_M=128, BLOCK_N=224, ...>
+        ("deepgemm_sm100_fp8_1d1d_4096x7168x2048_cpu.sm_100a.cubin.xz", "4096,7168,2048", 32 * 32),
+        ("deepgemm_sm100_fp8xfp4_1d1d_4096x2112x7168_cpu.sm_100a.cubin.xz", "4096,2112,7168", 32 * 11),
+        # sm90_fp8_gemm_1d1d_impl<M, N, K, groups, BLOCK_M=128, BLOCK_N=152, ...>: ceil(7168 / 152) = 48
+        ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", "4096,7168,2048", 32 * 48),
+        # sm90_fp8_gemm_1d2d_impl<..., BLOCK_M=256, BLOCK_N=112, ...>
+        ("deepgemm_sm90_fp8_1d2d_2048x7168x7168_cpu.sm_90a.cubin.xz", "2048,7168,7168", 8 * 64),
+    ],
+)
 def test_tile_read_from_every_deepgemm_gemm_template(data_dir, cubin, mnkl, tiles):
     res = _run(data_dir / "sass" / cubin, "--json", "--mnkl", mnkl)
     assert json.loads(res.stdout)["functions"][0]["tiles"] == tiles
@@ -231,7 +241,9 @@ def test_tile_mn_per_side_and_shared(data_dir):
     res = _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "128,128")
     assert "one --tile-mn for both inputs" in res.stderr
     # 'auto' for A: its nvjet name spells 128x128; B given
-    d = json.loads(_run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "auto", "--tile-mn", "256,256").stdout)
+    d = json.loads(
+        _run(rep, rep, "--json", "--mnkl", "4096,4096,4096", "--tile-mn", "auto", "--tile-mn", "256,256").stdout
+    )
     assert d["a"]["functions"][0]["tiles"] == 1024 and d["b"]["functions"][0]["tiles"] == 256
     res = CliRunner().invoke(cli, ["sass", str(rep), "--tiles", "8", "--mnkl", "4096,4096,4096"])
     assert res.exit_code == 2 and "pass one of them" in res.output
@@ -308,7 +320,9 @@ def _check_corpus_launch(label: dict, launch: dict) -> None:
     from bsprof.analyzers.sass.ncu_source import SourceCounters
     from bsprof.analyzers.sass.parse import function_from_pcs
 
-    fn = function_from_pcs(launch["name"], launch["arch"], [p + launch["pc_base"] for p in launch["pcs"]], launch["sass"])
+    fn = function_from_pcs(
+        launch["name"], launch["arch"], [p + launch["pc_base"] for p in launch["pcs"]], launch["sass"]
+    )
     fa = analyze_function(fn)
     attach_counts(fa, SourceCounters(0, launch["name"], fn, launch["executed"], [{} for _ in launch["executed"]]))
     assert fa.kloop_status == label["status"], fa.kloop_summary()["text"]
@@ -325,8 +339,11 @@ def _check_corpus_launch(label: dict, launch: dict) -> None:
         share = sum(fa.executed[i] for i in k.own_instructions if i in set(mma)) / sum(fa.executed[i] for i in mma)
         assert share == pytest.approx(label["kloop"]["share"], abs=0.001)
         # the busiest: no other loop's own MMAs execute more
-        assert all(sum(fa.executed[i] for i in lp.own_instructions if fa.instructions[i].category == "mma")
-                   <= share * sum(fa.executed[i] for i in mma) for lp in fa.loops)
+        assert all(
+            sum(fa.executed[i] for i in lp.own_instructions if fa.instructions[i].category == "mma")
+            <= share * sum(fa.executed[i] for i in mma)
+            for lp in fa.loops
+        )
     if label["tile"] is None:
         assert t is None
     else:
@@ -336,14 +353,20 @@ def _check_corpus_launch(label: dict, launch: dict) -> None:
 
 
 def _ring_listing(body: list[str], mma: str) -> str:
-    lines = ["\t.target\tsm_100a", "//--------------------- .text.k --------------------------",
-             "        /*0000*/                   MOV R2, RZ ;", ".L_x_0:",
-             f"        /*0010*/                   {mma} ;"]
+    lines = [
+        "\t.target\tsm_100a",
+        "//--------------------- .text.k --------------------------",
+        "        /*0000*/                   MOV R2, RZ ;",
+        ".L_x_0:",
+        f"        /*0010*/                   {mma} ;",
+    ]
     lines += [f"        /*{0x20 + 16 * i:04x}*/                   {t} ;" for i, t in enumerate(body)]
     n = 0x20 + 16 * len(body)
-    lines += [f"        /*{n:04x}*/                   ISETP.NE.AND P1, PT, R5, R6, PT ;",
-              f"        /*{n + 16:04x}*/              @P1  BRA `(.L_x_0) ;",
-              f"        /*{n + 32:04x}*/                   EXIT ;"]
+    lines += [
+        f"        /*{n:04x}*/                   ISETP.NE.AND P1, PT, R5, R6, PT ;",
+        f"        /*{n + 16:04x}*/              @P1  BRA `(.L_x_0) ;",
+        f"        /*{n + 32:04x}*/                   EXIT ;",
+    ]
     return "\n".join(lines)
 
 
@@ -353,46 +376,100 @@ PLAIN_QMMA = "UTCQMMA gdesc[UR12], gdesc[UR14], tmem[UR8], tmem[UR6], idesc[UR7]
 SCALED_QMMA = "UTCQMMA gdesc[UR12], gdesc[UR14], tmem[UR8], tmem[UR6], idesc[UR7], tmem[UR10], UP0"
 
 
-@pytest.mark.parametrize("body, stages", [
-    # CuTe DSL: increment, compare the incremented value, select it
-    (["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR5, 0x6, UPT", "USEL UR4, UR5, URZ, UP0"], 6),
-    # DeepGEMM: compare the index against kNumStages - 1, then increment and select
-    (["UISETP.NE.AND UP0, UPT, UR4, 0x5, UPT", "UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "USEL UR4, UR5, URZ, UP0"], 6),
-    # the same with the increment first, into another register
-    (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR4, 0x2, UPT", "USEL UR4, UR5, URZ, UP0"], 3),
-    # the increment overwrites the compared register: still the value before it
-    (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "USEL UR6, UR4, URZ, UP0"], 4),
-    # the compared register is rewritten by something else: no ring
-    (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UMOV UR4, UR9", "USEL UR6, UR4, URZ, UP0"], None),
-    # Triton: increment in place, keep while not greater than N - 1 (the select on the negated predicate)
-    (["UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, !UP0"], 4),
-    (["VIADD R10, R10, 0x1", "ISETP.GT.AND P1, PT, R10, 0x2, PT", "SEL R10, R10, RZ, !P1"], 3),
-    # keep while less than N
-    (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.LT.AND UP0, UPT, UR5, 0x5, UPT", "USEL UR4, UR5, URZ, UP0"], 5),
-    # an ordered compare of a value that is no increment is a clamp, not a ring
-    (["UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, !UP0"], None),
-    # keep while greater: no ring
-    (["UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, UP0"], None),
-])
+@pytest.mark.parametrize(
+    "body, stages",
+    [
+        # CuTe DSL: increment, compare the incremented value, select it
+        (
+            ["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR5, 0x6, UPT", "USEL UR4, UR5, URZ, UP0"],
+            6,
+        ),
+        # DeepGEMM: compare the index against kNumStages - 1, then increment and select
+        (
+            ["UISETP.NE.AND UP0, UPT, UR4, 0x5, UPT", "UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "USEL UR4, UR5, URZ, UP0"],
+            6,
+        ),
+        # the same with the increment first, into another register
+        (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR4, 0x2, UPT", "USEL UR4, UR5, URZ, UP0"], 3),
+        # the increment overwrites the compared register: still the value before it
+        (
+            ["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "USEL UR6, UR4, URZ, UP0"],
+            4,
+        ),
+        # the compared register is rewritten by something else: no ring
+        (["UISETP.NE.AND UP0, UPT, UR4, 0x3, UPT", "UMOV UR4, UR9", "USEL UR6, UR4, URZ, UP0"], None),
+        # Triton: increment in place, keep while not greater than N - 1 (the select on the negated predicate)
+        (
+            [
+                "UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ",
+                "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT",
+                "USEL UR4, UR4, URZ, !UP0",
+            ],
+            4,
+        ),
+        (["VIADD R10, R10, 0x1", "ISETP.GT.AND P1, PT, R10, 0x2, PT", "SEL R10, R10, RZ, !P1"], 3),
+        # keep while less than N
+        (["UIADD3 UR5, UR4, 0x1, URZ", "UISETP.LT.AND UP0, UPT, UR5, 0x5, UPT", "USEL UR4, UR5, URZ, UP0"], 5),
+        # an ordered compare of a value that is no increment is a clamp, not a ring
+        (["UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, !UP0"], None),
+        # keep while greater: no ring
+        (
+            ["UIADD3 UR4, UPT, UPT, UR4, 0x1, URZ", "UISETP.GT.AND UP0, UPT, UR4, 0x3, UPT", "USEL UR4, UR4, URZ, UP0"],
+            None,
+        ),
+    ],
+)
 def test_stage_ring_before_or_after_the_increment(body, stages):
     (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
     assert len(fa.kloops) == 1
     assert fa.features["multi_stage_pipeline"].value == stages
 
 
-@pytest.mark.parametrize("body, stages", [
-    # a power-of-two ring kept by a mask: DeepGEMM's sm_100 bf16 K-loop (two k-blocks a pass) keeps
-    # idx & 3 and steps it by XOR 2; the index addresses the full barrier it waits on
-    (["ULEA UR10, UR14, UR4, 0x3", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR10+0x38000], R5",
-      "ULOP3.LUT UR14, UR14, 0x3, URZ, 0xc0, !UPT", "ULOP3.LUT UR14, UR14, 0x2, URZ, 0x3c, !UPT"], 4),
-    # idx = (idx + 1) & 7, the barrier addressed through a shift into a vector register
-    (["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "ULOP3.LUT UR4, UR5, 0x7, URZ, 0xc0, !UPT", "USHF.L.U32 UR7, UR4, 0x3, URZ",
-      "IMAD.U32 R8, RZ, RZ, UR7", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+UR6+0x38000], R5"], 8),
-    # a stepped, masked counter that addresses no barrier the loop waits on: no ring
-    (["UIADD3 UR5, UR4, 0x1, URZ", "ULOP3.LUT UR4, UR5, 0x3, URZ, 0xc0, !UPT", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R5"], None),
-    # a mask of a value the loop does not step (bits of a lane id) feeding the wait: no ring
-    (["LOP3.LUT R4, R4, 0x1f, RZ, 0xc0, !PT", "LEA R8, R4, R9, 0x3", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+URZ], R5"], None),
-])
+@pytest.mark.parametrize(
+    "body, stages",
+    [
+        # a power-of-two ring kept by a mask: DeepGEMM's sm_100 bf16 K-loop (two k-blocks a pass) keeps
+        # idx & 3 and steps it by XOR 2; the index addresses the full barrier it waits on
+        (
+            [
+                "ULEA UR10, UR14, UR4, 0x3",
+                "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR10+0x38000], R5",
+                "ULOP3.LUT UR14, UR14, 0x3, URZ, 0xc0, !UPT",
+                "ULOP3.LUT UR14, UR14, 0x2, URZ, 0x3c, !UPT",
+            ],
+            4,
+        ),
+        # idx = (idx + 1) & 7, the barrier addressed through a shift into a vector register
+        (
+            [
+                "UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ",
+                "ULOP3.LUT UR4, UR5, 0x7, URZ, 0xc0, !UPT",
+                "USHF.L.U32 UR7, UR4, 0x3, URZ",
+                "IMAD.U32 R8, RZ, RZ, UR7",
+                "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+UR6+0x38000], R5",
+            ],
+            8,
+        ),
+        # a stepped, masked counter that addresses no barrier the loop waits on: no ring
+        (
+            [
+                "UIADD3 UR5, UR4, 0x1, URZ",
+                "ULOP3.LUT UR4, UR5, 0x3, URZ, 0xc0, !UPT",
+                "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R5",
+            ],
+            None,
+        ),
+        # a mask of a value the loop does not step (bits of a lane id) feeding the wait: no ring
+        (
+            [
+                "LOP3.LUT R4, R4, 0x1f, RZ, 0xc0, !PT",
+                "LEA R8, R4, R9, 0x3",
+                "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R8+URZ], R5",
+            ],
+            None,
+        ),
+    ],
+)
 def test_stage_ring_kept_by_a_mask(body, stages):
     (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
     assert len(fa.kloops) == 1
@@ -437,8 +514,20 @@ def _listing(body: list[str], arch: str = "sm_100a", pc: int = 0) -> str:
 def _flat_listing(store: str, around: bool) -> str:
     """One loop: an MMA every pass, then a store the pass branches around (``around``) or not."""
     skip = "@P2 BRA `(.L_x_1)" if around else "NOP"
-    return _listing(["MOV R2, RZ", ".L_x_0:", PLAIN_QMMA, "ISETP.NE.AND P2, PT, R7, R8, PT", skip, store,
-                     ".L_x_1:", "ISETP.NE.AND P1, PT, R5, R6, PT", "@P1  BRA `(.L_x_0)", "EXIT"])
+    return _listing(
+        [
+            "MOV R2, RZ",
+            ".L_x_0:",
+            PLAIN_QMMA,
+            "ISETP.NE.AND P2, PT, R7, R8, PT",
+            skip,
+            store,
+            ".L_x_1:",
+            "ISETP.NE.AND P1, PT, R5, R6, PT",
+            "@P1  BRA `(.L_x_0)",
+            "EXIT",
+        ]
+    )
 
 
 def test_flattened_tile_and_k_loop_is_a_kloop():
@@ -462,10 +551,22 @@ def _mma_warp_listing(peeled: str, inner: str) -> str:
     """An sm_100 MMA warp: a tile loop that stores nothing (the epilogue is other warps'), issues a
     peeled first k-block and runs the K-loop; ``peeled`` / ``inner`` are the MMAs' accumulate flags."""
     mma = "UTCOMMA.2CTA.4X gdesc[UR38], gdesc[UR36], tmem[UR15], tmem[UR58], idesc[UR59], tmem[UR10], {}"
-    body = ["SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9", mma.format(peeled), "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12",
-            ".L_x_1:", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9", mma.format(inner), mma.format("UPT"),
-            "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12", "UISETP.GT.U32.AND UP0, UPT, UR23, 0x1, UPT", "BRA.U UP0, `(.L_x_1)",
-            "UTCBAR.2CTA.MULTICAST [UR21], URZ, UR16", "ISETP.NE.AND P1, PT, R3, 0x2, PT", "@P1 BRA `(.L_x_0)", "EXIT"]
+    body = [
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9",
+        mma.format(peeled),
+        "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12",
+        ".L_x_1:",
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR22], R9",
+        mma.format(inner),
+        mma.format("UPT"),
+        "UTCBAR.2CTA.MULTICAST [UR22], URZ, UR12",
+        "UISETP.GT.U32.AND UP0, UPT, UR23, 0x1, UPT",
+        "BRA.U UP0, `(.L_x_1)",
+        "UTCBAR.2CTA.MULTICAST [UR21], URZ, UR16",
+        "ISETP.NE.AND P1, PT, R3, 0x2, PT",
+        "@P1 BRA `(.L_x_0)",
+        "EXIT",
+    ]
     return _listing(["MOV R2, RZ", ".L_x_0:", *body])
 
 
@@ -484,9 +585,18 @@ def test_store_free_loop_starting_the_accumulator_is_the_tile_loop():
 def _reducing_listing(first: str, store: str) -> str:
     """One loop of two warp MMAs into R4..R7 (``first`` is the first one's accumulator input) and a
     global reduction every pass."""
-    return _listing(["MOV R2, RZ", ".L_x_0:", f"HMMA.16816.F32.BF16 R4, R8, R12, {first}",
-                     "HMMA.16816.F32.BF16 R4, R16, R20, R4", store,
-                     "ISETP.NE.AND P1, PT, R30, R31, PT", "@P1  BRA `(.L_x_0)", "EXIT"])
+    return _listing(
+        [
+            "MOV R2, RZ",
+            ".L_x_0:",
+            f"HMMA.16816.F32.BF16 R4, R8, R12, {first}",
+            "HMMA.16816.F32.BF16 R4, R16, R20, R4",
+            store,
+            "ISETP.NE.AND P1, PT, R30, R31, PT",
+            "@P1  BRA `(.L_x_0)",
+            "EXIT",
+        ]
+    )
 
 
 def test_loop_carrying_its_sums_is_a_kloop_whatever_it_stores():
@@ -506,24 +616,44 @@ def test_loop_carrying_its_sums_is_a_kloop_whatever_it_stores():
 def test_stage_ring_of_the_kloop_before_the_tile_loops():
     # a tile loop around the K-loop steps a deeper ring of its own (a work-tile queue): the K-loop's wins
     mma = "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], R24, UP0"
-    ring = ["UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ", "UISETP.NE.AND UP0, UPT, UR5, 0x{:x}, UPT", "USEL UR4, UR5, URZ, UP0"]
-    body = ([t.replace("UR4", "UR8").replace("UR5", "UR9").format(8) for t in ring] + [".L_x_1:", mma]
-            + [t.format(6) for t in ring] + ["ISETP.NE.AND P1, PT, R5, R6, PT", "@P1 BRA `(.L_x_1)",
-                                             "UTMASTG.2D [UR4], [UR10]", "ISETP.NE.AND P2, PT, R7, R6, PT", "@P2 BRA `(.L_x_0)", "EXIT"])
-    (fa,) = analyze_sass_text(_listing(["MOV R2, RZ", ".L_x_0:", "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT",
-                                         *body], arch="sm_90a"))
+    ring = [
+        "UIADD3 UR5, UPT, UPT, UR4, 0x1, URZ",
+        "UISETP.NE.AND UP0, UPT, UR5, 0x{:x}, UPT",
+        "USEL UR4, UR5, URZ, UP0",
+    ]
+    body = (
+        [t.replace("UR4", "UR8").replace("UR5", "UR9").format(8) for t in ring]
+        + [".L_x_1:", mma]
+        + [t.format(6) for t in ring]
+        + [
+            "ISETP.NE.AND P1, PT, R5, R6, PT",
+            "@P1 BRA `(.L_x_1)",
+            "UTMASTG.2D [UR4], [UR10]",
+            "ISETP.NE.AND P2, PT, R7, R6, PT",
+            "@P2 BRA `(.L_x_0)",
+            "EXIT",
+        ]
+    )
+    (fa,) = analyze_sass_text(
+        _listing(
+            ["MOV R2, RZ", ".L_x_0:", "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT", *body], arch="sm_90a"
+        )
+    )
     assert fa.kloop is not None and fa.tile_loop is not None
     assert fa.features["multi_stage_pipeline"].value == 6
 
 
-@pytest.mark.parametrize("policy, hinted", [
-    # cute's CacheHintSm90::EVICT_NORMAL, as CUTLASS C++ and DeepGEMM pass it on every TMA: the default
-    (["UMOV UR12, 0x0", "UMOV UR13, 0x10000000"], False),
-    (["UMOV.64 UR12, 0x1000000000000000"], False),
-    # EVICT_FIRST, and a policy from a register: hints
-    (["UMOV UR12, 0x0", "UMOV UR13, 0x12f00000"], True),
-    (["UMOV UR12, 0x0", "R2UR UR13, R7"], True),
-])
+@pytest.mark.parametrize(
+    "policy, hinted",
+    [
+        # cute's CacheHintSm90::EVICT_NORMAL, as CUTLASS C++ and DeepGEMM pass it on every TMA: the default
+        (["UMOV UR12, 0x0", "UMOV UR13, 0x10000000"], False),
+        (["UMOV.64 UR12, 0x1000000000000000"], False),
+        # EVICT_FIRST, and a policy from a register: hints
+        (["UMOV UR12, 0x0", "UMOV UR13, 0x12f00000"], True),
+        (["UMOV UR12, 0x0", "R2UR UR13, R7"], True),
+    ],
+)
 def test_tma_policy_evict_normal_is_no_hint(policy, hinted):
     body = [*policy, "UTMALDG.2D [UR16], [UR4], desc[UR12]", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R2"]
     (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
@@ -531,17 +661,35 @@ def test_tma_policy_evict_normal_is_no_hint(policy, hinted):
     assert f.present is hinted and ("EVICT_NORMAL" in f.note) is (not hinted)
 
 
-@pytest.mark.parametrize("body, simt", [
-    # stream-K's fixup: the first contributor stores its partials, the others add into the same
-    # addresses; the tile goes out by TMA
-    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
-      "UTMASTG.3D [UR20], [UR26]"], False),
-    # a store to other addresses is still a SIMT store
-    (["STG.E desc[UR14][R30.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
-      "UTMASTG.3D [UR20], [UR26]"], True),
-    # no TMA store: the STG may be the output itself (a split-K epilogue adding into C)
-    (["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133"], True),
-])
+@pytest.mark.parametrize(
+    "body, simt",
+    [
+        # stream-K's fixup: the first contributor stores its partials, the others add into the same
+        # addresses; the tile goes out by TMA
+        (
+            [
+                "STG.E desc[UR14][R24.64], R133",
+                "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+                "UTMASTG.3D [UR20], [UR26]",
+            ],
+            False,
+        ),
+        # a store to other addresses is still a SIMT store
+        (
+            [
+                "STG.E desc[UR14][R30.64], R133",
+                "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133",
+                "UTMASTG.3D [UR20], [UR26]",
+            ],
+            True,
+        ),
+        # no TMA store: the STG may be the output itself (a split-K epilogue adding into C)
+        (
+            ["STG.E desc[UR14][R24.64], R133", "ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, desc[UR14][R24.64], R133"],
+            True,
+        ),
+    ],
+)
 def test_reduction_workspace_stores_are_no_simt_epilogue(body, simt):
     (fa,) = analyze_sass_text(_ring_listing(body, PLAIN_QMMA))
     f = fa.features["simt_global_stores"]
@@ -549,7 +697,9 @@ def test_reduction_workspace_stores_are_no_simt_epilogue(body, simt):
 
 
 def test_never_executed_pads_are_nops():
-    (fa,) = analyze_sass_text(_ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA))
+    (fa,) = analyze_sass_text(
+        _ring_listing(["@!PT LDS RZ, [RZ]", "@!UPT UIADD3 URZ, UPT, UPT, URZ, URZ, URZ", "LDS R4, [R2]"], PLAIN_QMMA)
+    )
     cats = [i.category for i in fa.instructions if i.base in ("LDS", "UIADD3")]
     assert cats == ["nop", "nop", "shared"]
 
@@ -568,12 +718,15 @@ def test_every_foreign_cubin_details_and_checks_without_error(data_dir, label):
             assert d["instructions"] < d["loop_instructions"] and d["mean_between"] < 30
 
 
-@pytest.mark.parametrize("name, stages", [
-    # the two the reader was written on, and one held out (compiled after it was written)
-    ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", 4),
-    ("deepgemm_sm90_fp8_1d2d_4096x4096x4096_b128x192_s4_c1.sm_90a.cubin.xz", 4),
-    ("deepgemm_sm90_fp8_1d2d_240x4096x16384_b64x128_s8_c1.sm_90a.cubin.xz", 8),
-])
+@pytest.mark.parametrize(
+    "name, stages",
+    [
+        # the two the reader was written on, and one held out (compiled after it was written)
+        ("deepgemm_sm90_fp8_1d1d_4096x7168x2048_cpu.sm_90a.cubin.xz", 4),
+        ("deepgemm_sm90_fp8_1d2d_4096x4096x4096_b128x192_s4_c1.sm_90a.cubin.xz", 4),
+        ("deepgemm_sm90_fp8_1d2d_240x4096x16384_b64x128_s8_c1.sm_90a.cubin.xz", 8),
+    ],
+)
 def test_a_k_loop_unrolled_over_its_ring_shows_its_stages_as_consecutive_barriers(data_dir, name, stages):
     # no stage index, so no wrap to read: each stage's full barrier is waited on at its own
     # address, one base plus 8 bytes a stage
@@ -594,7 +747,10 @@ def test_cutlass_examples_cubins_are_those_labelled(data_dir):
 
     from conftest import unxz_bytes
 
-    sums = dict(line.split()[::-1] for line in (data_dir / "sass" / "blind_cutlass_examples_cubins.sha256").read_text().splitlines())
+    sums = dict(
+        line.split()[::-1]
+        for line in (data_dir / "sass" / "blind_cutlass_examples_cubins.sha256").read_text().splitlines()
+    )
     preds = _cutlass_examples()["predictions"]
     assert {p["file"].removesuffix(".xz") for p in preds} == set(sums)
     for name, digest in sums.items():
@@ -612,7 +768,11 @@ def test_fmha_kv_loop_and_what_runs_beside_it(data_dir):
     k = fa.kloop
     assert (_header(fa, k), k.size, k.own_mma) == ("0x2ad0", 291, 32)
     assert fa.promotion_loops == []
-    ttm = [lp for lp in fa.loops if not lp.mma and {"LDTM", "STTM"} <= {fa.instructions[i].base for i in lp.own_instructions}]
+    ttm = [
+        lp
+        for lp in fa.loops
+        if not lp.mma and {"LDTM", "STTM"} <= {fa.instructions[i].base for i in lp.own_instructions}
+    ]
     assert {_header(fa, lp) for lp in ttm} >= {"0x9c40", "0xe220"}
     assert [(_header(fa, lp), lp.own_mma) for lp in fa.kloops if not lp.primary] == [("0x1230", 32)]
     assert fa.tile_loop is None

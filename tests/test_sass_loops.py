@@ -17,14 +17,27 @@ def listings(draw):
     for b in range(n):
         lines.append(f".L_x_{b}:")
         for _ in range(draw(st.integers(0, 2))):
-            op = draw(st.sampled_from(["IADD3 R1, R1, 0x1, RZ", "UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], idesc[UR9], UPT",
-                                       "SYNCS.ARRIVE.TRANS64 RZ, [UR4], RZ", "STG.E desc[UR4][R2.64], R4"]))
+            op = draw(
+                st.sampled_from(
+                    [
+                        "IADD3 R1, R1, 0x1, RZ",
+                        "UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], idesc[UR9], UPT",
+                        "SYNCS.ARRIVE.TRANS64 RZ, [UR4], RZ",
+                        "STG.E desc[UR4][R2.64], R4",
+                    ]
+                )
+            )
             lines.append(f"/*{pc:04x}*/ {op} ;")
             pc += 16
         kind = draw(st.sampled_from(["fall", "bra", "cond", "uniform", "exit"]))
         t = draw(st.integers(0, n - 1))
-        term = {"fall": "NOP", "bra": f"BRA `(.L_x_{t})", "cond": f"@!P0 BRA `(.L_x_{t})",
-                "uniform": f"BRA.U UP1, `(.L_x_{t})", "exit": "@P1 EXIT"}[kind]
+        term = {
+            "fall": "NOP",
+            "bra": f"BRA `(.L_x_{t})",
+            "cond": f"@!P0 BRA `(.L_x_{t})",
+            "uniform": f"BRA.U UP1, `(.L_x_{t})",
+            "exit": "@P1 EXIT",
+        }[kind]
         lines.append(f"/*{pc:04x}*/ {term} ;")
         pc += 16
     lines.append(f"/*{pc:04x}*/ EXIT ;")
@@ -90,8 +103,11 @@ def test_dominators_and_loops_match_the_definitions(text):
         assert lp.is_kloop == (lp.kind == "kloop")
         latches = [b for b in lp.blocks if lp.header in cfg.blocks[b].succs]
         store_blocks = {cfg.block_of[i] for i in lp.own_instructions if fa.instructions[i].base == "STG"}
-        flat = (lp.mma == lp.own_mma and bool(store_blocks)
-                and all(any(sb not in dom[t] for t in latches) for sb in store_blocks))
+        flat = (
+            lp.mma == lp.own_mma
+            and bool(store_blocks)
+            and all(any(sb not in dom[t] for t in latches) for sb in store_blocks)
+        )
         assert bool(lp.flattened) == (flat and lp.own_mma > 0)
         if lp.is_kloop:
             assert lp.own_mma > 0 and (own_stores == 0 or lp.flattened == own_stores)

@@ -37,7 +37,7 @@ def listing(tmp_path_factory) -> tuple[Path, list[str], list[tuple[dict, int]]]:
             if "function" in label:
                 (i,) = [i for i, n in enumerate(here) if re.search(label["function"], n)]
             else:
-                assert len(here) == 1, cubin.name   # one kernel per cubin
+                assert len(here) == 1, cubin.name  # one kernel per cubin
                 i = 0
             labelled.append((label, len(names) + i))
         texts += mine
@@ -68,7 +68,7 @@ def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, 
     assert max(len(ln) for ln in out.splitlines() if ln.startswith(("┃", "│"))) <= columns
     for label, at in labelled:
         name, cut = names[at], shown[at]
-        nth = shown[:at].count(cut)   # a repeated name: its rows in listing order
+        nth = shown[:at].count(cut)  # a repeated name: its rows in listing order
         row = _lines(out, f"│ {cut} ")[nth]
         function, instructions, mma, loops, kloop, per_mma = [c.strip() for c in row.split("│")[1:-1]]
         if label["status"] == "kloop":
@@ -85,7 +85,7 @@ def test_summary_table_names_every_function_and_its_kloop(listing, monkeypatch, 
         # tile per CTA
         assert ("tma_load" in features) is label.get("features", {}).get("tma_load", True)
         if label.get("features", {}).get("persistent_tile_loop", True):
-            assert "persistent_tile_loop" in out[out.index(features):]
+            assert "persistent_tile_loop" in out[out.index(features) :]
     assert "K-loop 'unrolled': K is fully unrolled" in out
     # --mma-detail still prints each function's K-loop stream under its heading
     assert out.count("after MMA 0") >= 5
@@ -103,7 +103,9 @@ def test_four_functions_keep_their_own_tables(listing, monkeypatch):
     monkeypatch.setenv("COLUMNS", "220")
     # four of the DeepGEMM kernels: the three 1d1d ones (sm_100 FP8, sm_100 FP8 x FP4, sm_90) and the
     # sm_90 1d2d one at N=2112 K=7168
-    code, out, err = run_bsprof(["sass", str(path), "--function", "1d1d.*ELj(7168|2112)E|ELj2112ELj7168E", "--features"])
+    code, out, err = run_bsprof(
+        ["sass", str(path), "--function", "1d1d.*ELj(7168|2112)E|ELj2112ELj7168E", "--features"]
+    )
     assert code == 0, err
     assert out.count("instruction mix by region") == 4 and out.count("feature checklist") == 4
     assert "functions (each one's" not in out
@@ -120,7 +122,9 @@ def test_distinct_names_cut_where_names_differ():
 
 def test_distinct_names_split_look_alike_cuts_of_two_templates():
     # each name differs from its template sibling at 'ELj128ELj1', so the plain cuts collide
-    sm100 = "_ZN9deep_gemm28sm100_fp8_fp4_gemm_1d1d_implILN4cute4UMMA5MajorE0ELS3_0ELj128ELj{}ELj128ELj0ELj7168ELj2048EEvPi"
+    sm100 = (
+        "_ZN9deep_gemm28sm100_fp8_fp4_gemm_1d1d_implILN4cute4UMMA5MajorE0ELS3_0ELj128ELj{}ELj128ELj0ELj7168ELj2048EEvPi"
+    )
     sm90 = "_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj8192ELj1024ELj1ELj{}ELj128ELj128EEvPfS5_"
     names = [sm100.format(128), sm100.format(32), sm90.format(128), sm90.format(256)]
     cuts = distinct_names(names, width=18)
@@ -139,8 +143,7 @@ def test_distinct_names_never_give_two_kernels_one_label():
     slot = st.sampled_from([1, 4, 128, 192, 4096, 7168])
 
     @settings(max_examples=300, deadline=None)
-    @given(st.lists(st.tuples(slot, slot, slot, slot, slot), min_size=2, max_size=12, unique=True),
-           st.integers(16, 40))
+    @given(st.lists(st.tuples(slot, slot, slot, slot, slot), min_size=2, max_size=12, unique=True), st.integers(16, 40))
     def check(fields, width):
         names = [tpl.format(*f) for f in fields]
         cuts = distinct_names(names, width=width)

@@ -44,8 +44,9 @@ def test_qgmma_kloops_hold_every_executed_mma(cublas):
     in_kloops = {i for lp in ks for i in lp.own_instructions if fa.instructions[i].category == "mma"}
     assert in_kloops == set(mma_idx)
     hot = max(ks, key=lambda lp: fa.executed[lp.own_instructions[0]])
-    assert hot.own_mma == 4 and all(fa.executed[i] == 219072 for i in hot.own_instructions
-                                    if fa.instructions[i].category == "mma")
+    assert hot.own_mma == 4 and all(
+        fa.executed[i] == 219072 for i in hot.own_instructions if fa.instructions[i].category == "mma"
+    )
     # the tile loop encloses the K-loops; grid 132 = SM count as well
     tile = [lp for lp in fa.loops if lp.depth == 1 and lp.mma == 8 and not lp.is_kloop]
     assert len(tile) == 1
@@ -169,7 +170,7 @@ def test_roles_come_from_the_source_the_report_embeds(data_dir, monkeypatch):
 
     (fa,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
     assert fa.roles_source == "scope" and "ConsumerWarpgroups/kloop" in fa.roles
-    monkeypatch.setattr(roles, "linemap_for", lambda path: None)      # no source file readable here
+    monkeypatch.setattr(roles, "linemap_for", lambda path: None)  # no source file readable here
     (fb,) = analyze_ncu_report(data_dir / "h100_bsprof_fp8_optimized.ncu-rep.xz")
     assert fb.roles == fa.roles and fb.roles_source == "scope"
 

@@ -42,19 +42,28 @@ def test_guard_and_uniform_predicate_operand():
 
 
 def test_non_instructions_are_skipped():
-    for line in ["", "  .section .text.foo,\"ax\",@progbits", ".L_x_3:", "//## File \"a.py\", line 3",
-                 "        /* 0x000fe40000000800 */", "\t.align 128", "Function : foo"]:
+    for line in [
+        "",
+        '  .section .text.foo,"ax",@progbits',
+        ".L_x_3:",
+        '//## File "a.py", line 3',
+        "        /* 0x000fe40000000800 */",
+        "\t.align 128",
+        "Function : foo",
+    ]:
         assert parse_instruction(line) is None, line
 
 
 def test_bra_u_with_uniform_predicate_is_conditional():
-    text = "\n".join([
-        "/*0000*/ UISETP.NE.U32.AND UP4, UPT, UR35, 0x5, UPT ;",
-        "/*0010*/ BRA.U UP4, `(.L_x_0) ;",
-        "/*0020*/ NOP ;",
-        ".L_x_0:",
-        "/*0030*/ EXIT ;",
-    ])
+    text = "\n".join(
+        [
+            "/*0000*/ UISETP.NE.U32.AND UP4, UPT, UR35, 0x5, UPT ;",
+            "/*0010*/ BRA.U UP4, `(.L_x_0) ;",
+            "/*0020*/ NOP ;",
+            ".L_x_0:",
+            "/*0030*/ EXIT ;",
+        ]
+    )
     fn = parse_sass(text)[0]
     cfg = build_cfg(fn)
     entry = cfg.blocks[cfg.block_of[1]]
@@ -64,8 +73,9 @@ def test_bra_u_with_uniform_predicate_is_conditional():
 
 def test_cuobjdump_dialect_matches_nvdisasm(data_dir, tmp_path):
     cubin = unxz_to(data_dir / f"{FIXTURE}.cubin.xz", tmp_path)
-    out = subprocess.run([tool_path("cuobjdump"), "--dump-sass", str(cubin)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [tool_path("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
     fns = parse_sass(out)
     assert len(fns) == 1 and fns[0].dialect == "cuobjdump"
     assert fns[0].arch.startswith("sm_100")
@@ -76,13 +86,14 @@ def test_cuobjdump_dialect_matches_nvdisasm(data_dir, tmp_path):
 
 
 def test_unknown_opcode_goes_to_other_and_is_listed():
-    fa = analyze_sass_text("/*0000*/ FROBNICATE.X R1, R2 ;\n/*0010*/ IADD3 R1, R1, 0x1, RZ ;\n/*0020*/ EXIT ;",
-                           arch="sm_100a")[0]
+    fa = analyze_sass_text(
+        "/*0000*/ FROBNICATE.X R1, R2 ;\n/*0010*/ IADD3 R1, R1, 0x1, RZ ;\n/*0020*/ EXIT ;", arch="sm_100a"
+    )[0]
     assert fa.unclassified == ["FROBNICATE"]
     assert fa.categories() == {"other": 1, "int": 1, "control": 1}
 
 
-_LINE = ("        /*01a0*/                   @!UP0 UIADD3 UR8, UP0, UPT, UR4, 0x40, URZ ;  /* 0x0000004004087890 */")
+_LINE = "        /*01a0*/                   @!UP0 UIADD3 UR8, UP0, UPT, UR4, 0x40, URZ ;  /* 0x0000004004087890 */"
 
 
 @settings(max_examples=300, deadline=None)
@@ -121,14 +132,24 @@ def test_listing_of_arbitrary_lines_never_crashes(lines):
             assert isinstance(exc, BsprofError), exc
 
 
-@pytest.mark.parametrize("fam, opcode, cat", [
-    ("sm_90a", "QGMMA.64x128x32.F32.E4M3.E4M3", "mma"), ("sm_90a", "WARPGROUP.DEPBAR.LE", "tc_control"),
-    ("sm_100a", "UTCQMMA.2CTA", "mma"), ("sm_100a", "UTCBAR.2CTA.MULTICAST", "tc_control"),
-    ("sm_100a", "LDTM.16", "tmem"), ("sm_100a", "UTCCP.T.S.4x32dp128bit", "tmem"),
-    ("sm_100a", "IMAD.MOV.U32", "move"), ("sm_100a", "IMAD.WIDE.U32", "int"),
-    ("sm_100a", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "sync"), ("sm_100a", "UTMALDG.3D.2CTA", "tma"),
-    ("sm_100a", "R2UR", "uniform"), ("sm_100a", "LDL.64", "local"), ("sm_90a", "UTCHMMA", "other"),
-])
+@pytest.mark.parametrize(
+    "fam, opcode, cat",
+    [
+        ("sm_90a", "QGMMA.64x128x32.F32.E4M3.E4M3", "mma"),
+        ("sm_90a", "WARPGROUP.DEPBAR.LE", "tc_control"),
+        ("sm_100a", "UTCQMMA.2CTA", "mma"),
+        ("sm_100a", "UTCBAR.2CTA.MULTICAST", "tc_control"),
+        ("sm_100a", "LDTM.16", "tmem"),
+        ("sm_100a", "UTCCP.T.S.4x32dp128bit", "tmem"),
+        ("sm_100a", "IMAD.MOV.U32", "move"),
+        ("sm_100a", "IMAD.WIDE.U32", "int"),
+        ("sm_100a", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "sync"),
+        ("sm_100a", "UTMALDG.3D.2CTA", "tma"),
+        ("sm_100a", "R2UR", "uniform"),
+        ("sm_100a", "LDL.64", "local"),
+        ("sm_90a", "UTCHMMA", "other"),
+    ],
+)
 def test_per_arch_tables(fam, opcode, cat):
     from bsprof.analyzers.sass.classify import classify_opcode
     from bsprof.analyzers.sass.opcodes import arch_family
@@ -138,12 +159,14 @@ def test_per_arch_tables(fam, opcode, cat):
 
 def test_nvdisasm_spill_note_is_not_an_operand():
     # nvdisasm writes `(*"SpillRefill"*)` before the `;` of a spill (DeepGEMM's sm90 1d1d kernel)
-    listing = "\n".join([
-        "\t.target\tsm_90a",
-        "//--------------------- .text.k --------------------------",
-        '        /*0070*/                   STL [R1], R3                                                (*"SpillRefill"*);',
-        '        /*04c0*/                   LDL R2, [R1]                                                (*"SpillRefill"*);',
-    ])
+    listing = "\n".join(
+        [
+            "\t.target\tsm_90a",
+            "//--------------------- .text.k --------------------------",
+            '        /*0070*/                   STL [R1], R3                                                (*"SpillRefill"*);',
+            '        /*04c0*/                   LDL R2, [R1]                                                (*"SpillRefill"*);',
+        ]
+    )
     (fn,) = parse_sass(listing)
     assert [(i.opcode, i.operands) for i in fn.instructions] == [("STL", "[R1], R3"), ("LDL", "R2, [R1]")]
     assert parse_instruction('/*04c0*/ LDL R2, [R1]  (*"SpillRefill"*) ;').operands == "R2, [R1]"

@@ -19,9 +19,14 @@ FIXTURE = Path(__file__).parent / "data" / "sass" / "nvidia_dense_fp16_persisten
 HEADER = "//--------------------- .text.k --------------------------"
 REAL = sorted({ln.strip() for ln in unxz_text(FIXTURE).splitlines() if ln.strip().startswith("/*")})
 # the dialects' other shapes: cuobjdump's encoding comment, guards, braces, no operands
-REAL += ["/*0020*/                   LDC R4, c[0x0][0x140] ;                                      /* 0x00005000ff047b82 */",
-         "/*0030*/ @!UP0 BRA.U UP4, `(.L_x_0) ;", "/*0040*/ { @P1 IADD3 R1, R2, R3 ; }", "/*0050*/ EXIT ;",
-         "/*0060*/ NOP;", "/*0070*/ @PT BAR.SYNC.DEFER_BLOCKING 0x0 ; /* 0x0 */ /* 0x1 */"]
+REAL += [
+    "/*0020*/                   LDC R4, c[0x0][0x140] ;                                      /* 0x00005000ff047b82 */",
+    "/*0030*/ @!UP0 BRA.U UP4, `(.L_x_0) ;",
+    "/*0040*/ { @P1 IADD3 R1, R2, R3 ; }",
+    "/*0050*/ EXIT ;",
+    "/*0060*/ NOP;",
+    "/*0070*/ @PT BAR.SYNC.DEFER_BLOCKING 0x0 ; /* 0x0 */ /* 0x1 */",
+]
 EDIT_CHARS = " ;*/@!.{}0x,[]URPTabcdef\t"
 
 
@@ -31,13 +36,23 @@ def _fields(ins) -> tuple:
 
 
 @settings(max_examples=600, derandomize=True, deadline=None)
-@given(st.sampled_from(REAL), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(EDIT_CHARS),
-                                                 st.sampled_from(["insert", "delete", "replace"])), max_size=4))
+@given(
+    st.sampled_from(REAL),
+    st.lists(
+        st.tuples(st.integers(0, 200), st.sampled_from(EDIT_CHARS), st.sampled_from(["insert", "delete", "replace"])),
+        max_size=4,
+    ),
+)
 def test_listing_reads_each_line_as_parse_instruction_does(line, edits):
     for pos, ch, how in edits:
         i = pos % (len(line) + 1)
-        line = (line[:i] + ch + line[i:] if how == "insert" else
-                line[:i] + line[i + 1:] if how == "delete" else line[:i] + ch + line[i + 1:])
+        line = (
+            line[:i] + ch + line[i:]
+            if how == "insert"
+            else line[:i] + line[i + 1 :]
+            if how == "delete"
+            else line[:i] + ch + line[i + 1 :]
+        )
     one = parse_instruction(line)
     fns = parse_sass(f"{HEADER}\n{line}\n")
     got = fns[0].instructions if fns else []
@@ -57,8 +72,14 @@ def test_real_listing_every_instruction_as_parse_instruction_reads_it():
 
 def test_one_match_pattern_is_linear_on_padded_lines():
     pad = " " * 5000
-    lines = [f"/*0a30*/ MOV R1, R2 {pad}x", f"/*0a30*/{pad}@P0{pad}x", f"/*0010*/ @!UP0 BRA.U UP4 {pad};{pad}/* 0x00 */{pad}x",
-             f"/*0010*/ MOV {pad};{pad}/* 0x000fe2 */ {pad}/", f"/*0010*/ MOV R1{pad}", f"/*0010*/ @P0 {pad}"]
+    lines = [
+        f"/*0a30*/ MOV R1, R2 {pad}x",
+        f"/*0a30*/{pad}@P0{pad}x",
+        f"/*0010*/ @!UP0 BRA.U UP4 {pad};{pad}/* 0x00 */{pad}x",
+        f"/*0010*/ MOV {pad};{pad}/* 0x000fe2 */ {pad}/",
+        f"/*0010*/ MOV R1{pad}",
+        f"/*0010*/ @P0 {pad}",
+    ]
     listing = "\n".join([HEADER] + lines * 40)
     t = time.perf_counter()
     parse_sass(listing)

@@ -7,7 +7,7 @@ import textwrap
 from bsprof.analyzers.sass import analyze_sass_text
 from bsprof.analyzers.sass.roles import LineMap, parse_source
 
-SRC = textwrap.dedent('''\
+SRC = textwrap.dedent("""\
     from cutlass.utils.profiling import Scope, WarpScope
 
     class K:
@@ -33,7 +33,7 @@ SRC = textwrap.dedent('''\
 
         def helper_everywhere(self):
             pass                                 # 25
-    ''')
+    """)
 
 
 def _lm() -> LineMap:
@@ -58,13 +58,13 @@ def test_helper_inherits_its_call_site_scope():
 
 
 def test_warp_if_without_scopes():
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         def kernel(warp_idx):
             if warp_idx == self.epilog_warp_id[0]:
                 store()
             elif warp_idx < self.mma_warp_id:
                 mma()
-        ''')
+        """)
     lm = LineMap(*parse_source(src))
     assert lm.label(3) == ("epilog_warp", "warp-if")
     # an ordering test (`<`) does not say which role runs: those lines fall back to the function
@@ -75,16 +75,25 @@ def test_warp_if_without_scopes():
 def test_listing_with_line_info_and_source(tmp_path):
     src = tmp_path / "k.py"
     src.write_text(SRC)
-    listing = "\n".join([
-        f'//## File "{src}", line 13', "/*0000*/ UTMALDG.2D [UR8], [UR4] ;",
-        f'//## File "{src}", line 5', "/*0010*/ UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], UPT ;",
-        f'//## File "{src}", line 20', "/*0020*/ LDTM.x32 R4, tmem[UR4] ;",
-        "/*0030*/ EXIT ;",
-    ])
+    listing = "\n".join(
+        [
+            f'//## File "{src}", line 13',
+            "/*0000*/ UTMALDG.2D [UR8], [UR4] ;",
+            f'//## File "{src}", line 5',
+            "/*0010*/ UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], tmem[UR9], idesc[UR10], UPT ;",
+            f'//## File "{src}", line 20',
+            "/*0020*/ LDTM.x32 R4, tmem[UR4] ;",
+            "/*0030*/ EXIT ;",
+        ]
+    )
     (fa,) = analyze_sass_text(listing, arch="sm_100a")
     assert fa.roles_source == "scope"
-    assert fa.roles == ["LoadWarp/tma_warp", "MmaWarp/mma_warp/mainloop", "EpilogueWarps/epilogue/tmem_load",
-                        "EpilogueWarps/epilogue/tmem_load"]
+    assert fa.roles == [
+        "LoadWarp/tma_warp",
+        "MmaWarp/mma_warp/mainloop",
+        "EpilogueWarps/epilogue/tmem_load",
+        "EpilogueWarps/epilogue/tmem_load",
+    ]
     # --source redirects a path recorded on another machine
     moved = listing.replace(str(src), "/elsewhere/k.py")
     (fb,) = analyze_sass_text(moved, arch="sm_100a", kernel_source=src)

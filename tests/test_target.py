@@ -15,8 +15,7 @@ from bsprof.kernels.api import Target
 
 
 def test_parse_resolves_spec_switches_config_and_problem():
-    t = Target.parse("fp8-blockwise", "optimized:epi_split=0,swizzle=8", "8192,8192,1024",
-                     {"mma_tiler": (128, 128)})
+    t = Target.parse("fp8-blockwise", "optimized:epi_split=0,swizzle=8", "8192,8192,1024", {"mma_tiler": (128, 128)})
     assert (t.family, t.variant, t.mnkl) == ("fp8-blockwise", "optimized", (8192, 8192, 1024, 1))
     assert t.switches == {"epi_split": 0, "swizzle": 8} and t.config == {"mma_tiler": (128, 128)}
     assert t.knobs == {"mma_tiler": (128, 128), "epi_split": 0, "swizzle": 8}
@@ -39,12 +38,15 @@ def test_round_trip_through_an_argument():
     assert Target.from_json(t.to_json()) == t
 
 
-@pytest.mark.parametrize("family,spec,mnkl,message", [
-    ("fp8-blockwise", "fastest", None, "unknown kernel 'fastest'"),
-    ("fp8-blockwise", "optimized:nope=1", None, "unknown fp8-blockwise option 'nope'"),
-    ("nvfp4", "optimized:swizzle=8", None, "switches after ':' are an fp8-blockwise option"),
-    ("fp8-blockwise", "optimized", "4096,0,4096", "not M,N,K[,L] with positive integers"),
-])
+@pytest.mark.parametrize(
+    "family,spec,mnkl,message",
+    [
+        ("fp8-blockwise", "fastest", None, "unknown kernel 'fastest'"),
+        ("fp8-blockwise", "optimized:nope=1", None, "unknown fp8-blockwise option 'nope'"),
+        ("nvfp4", "optimized:swizzle=8", None, "switches after ':' are an fp8-blockwise option"),
+        ("fp8-blockwise", "optimized", "4096,0,4096", "not M,N,K[,L] with positive integers"),
+    ],
+)
 def test_bad_targets_are_one_line_errors(family, spec, mnkl, message):
     with pytest.raises(BsprofError, match=re.escape(message)):
         Target.parse(family, spec, mnkl)
@@ -77,10 +79,14 @@ def test_the_launcher_takes_the_target_whole(monkeypatch, tmp_path):
     calls: list[str] = []
     monkeypatch.setattr(api, "parse_kernel_spec", lambda *a, **k: calls.append("parse") or ("x", {}))
     seen: dict = {}
-    monkeypatch.setattr(launch, "run", lambda target, warmup, torch_scaled_mm=False: seen.update(
-        target=target, warmup=warmup) or {"ok": True})
-    t = Target.from_json({"family": "fp8-blockwise", "variant": "optimized", "mnkl": [256, 256, 512, 1],
-                          "switches": {"epi_split": 0}})
+    monkeypatch.setattr(
+        launch,
+        "run",
+        lambda target, warmup, torch_scaled_mm=False: seen.update(target=target, warmup=warmup) or {"ok": True},
+    )
+    t = Target.from_json(
+        {"family": "fp8-blockwise", "variant": "optimized", "mnkl": [256, 256, 512, 1], "switches": {"epi_split": 0}}
+    )
     assert launch.main(["--target", t.to_arg(), "--warmup", "2", "--info", str(tmp_path / "i.json")]) == 0
     assert seen == {"target": t, "warmup": 2} and calls == []
     assert (tmp_path / "i.json").read_text().strip() == '{\n  "ok": true\n}'
@@ -91,8 +97,9 @@ def test_ncu_verb_passes_the_target_to_the_launcher(monkeypatch, tmp_path):
     from bsprof.profile import ncu_runner
 
     monkeypatch.setattr(ncu_runner, "find_ncu", lambda: "/usr/bin/ncu")
-    monkeypatch.setattr("bsprof.gpu.device_info",
-                        lambda: {"name": "NVIDIA H100", "capability": (9, 0), "sm_count": 132})
+    monkeypatch.setattr(
+        "bsprof.gpu.device_info", lambda: {"name": "NVIDIA H100", "capability": (9, 0), "sm_count": 132}
+    )
     got: dict = {}
 
     def fake_profile(req, out, name, **kw):
@@ -100,8 +107,20 @@ def test_ncu_verb_passes_the_target_to_the_launcher(monkeypatch, tmp_path):
         raise BsprofError("stop here")
 
     monkeypatch.setattr(ncu_runner, "profile_to_dir", fake_profile)
-    res = CliRunner().invoke(cli, ["ncu", "--kernel", "optimized:epi_split=0", "--family", "fp8-blockwise",
-                                   "--mnkl", "4096,4096,1024", "-o", str(tmp_path)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "ncu",
+            "--kernel",
+            "optimized:epi_split=0",
+            "--family",
+            "fp8-blockwise",
+            "--mnkl",
+            "4096,4096,1024",
+            "-o",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 2 and "stop here" in res.output
     args = got["args"]
     assert args[0] == "--target" and "--variant" not in args and "--family" not in args

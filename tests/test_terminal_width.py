@@ -78,8 +78,9 @@ def test_mma_detail_lists_the_k_loop_its_header_names(monkeypatch):
     assert len(out.splitlines()) < 1500
     every = cli(monkeypatch, "sass", DEEPGEMM, "--mma-detail", "--all-kloops")
     check_fits(every)
-    assert re.findall(r"^K-loop (\d+): ", every, re.M) == ["3", "1", "2"] or \
-        sorted(re.findall(r"^K-loop (\d+): ", every, re.M)) == ["1", "2", "3"]
+    assert re.findall(r"^K-loop (\d+): ", every, re.M) == ["3", "1", "2"] or sorted(
+        re.findall(r"^K-loop (\d+): ", every, re.M)
+    ) == ["1", "2", "3"]
     # a jump inside a gap's listing is marked, with where it goes
     assert re.search(r"⋮ (back to the loop head at|jumps to) 0x[0-9a-f]{4}", every)
 
@@ -113,12 +114,15 @@ def test_sass_roles(monkeypatch):
     whole(out, "2,982,024", "9,443")
 
 
-@pytest.mark.parametrize("args", [
-    ["model"],
-    ["model", "--kloop", "-300", "--phase1", "-200", "--explain"],
-    ["model", "--sweep", "kloop=-1000:1500:125,phase1=-1500:500:125"],
-    ["model", "--from", str(TIMING), "--kloop", "-5%"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["model"],
+        ["model", "--kloop", "-300", "--phase1", "-200", "--explain"],
+        ["model", "--sweep", "kloop=-1000:1500:125,phase1=-1500:500:125"],
+        ["model", "--from", str(TIMING), "--kloop", "-5%"],
+    ],
+)
 def test_model_views(monkeypatch, args):
     out = cli(monkeypatch, *args)
     check_fits(out)
@@ -189,7 +193,7 @@ def test_validation_view():
     assert "measured (95% CI)" in out and "left out at this width:" in out
     # three columns are headed "err" (the model's, the oracle's, the trivial predictor's): the note
     # names each dropped one so that it says which
-    note = " ".join(out[out.index("left out at this width:"):].split())
+    note = " ".join(out[out.index("left out at this width:") :].split())
     names = note.removeprefix("left out at this width: ").split(" (a wider terminal")[0].split(", ")
     assert len(names) == len(set(names)), names
     assert "oracle err" in names and "trivial err" in names and "err" not in names, names

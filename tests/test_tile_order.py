@@ -16,8 +16,13 @@ def _walk(order: TileOrder, tiles_mnl, clusters: int) -> list[list[list[tuple]]]
     """Each of ``clusters`` persistent clusters' entries in the order it runs them, an entry being its
     CTAs' tiles (m, n, l): what the kernels' loops over ``start`` and ``cta_tile`` visit."""
     cm, cn = order.cluster_mn
-    return [[[order.tile(i, tiles_mnl, (x, y)) for y in range(cn) for x in range(cm)]
-             for i in range(c, order.units(tiles_mnl), clusters)] for c in range(clusters)]
+    return [
+        [
+            [order.tile(i, tiles_mnl, (x, y)) for y in range(cn) for x in range(cm)]
+            for i in range(c, order.units(tiles_mnl), clusters)
+        ]
+        for c in range(clusters)
+    ]
 
 
 def _tiles_of(order: TileOrder, tiles_mnl, clusters: int) -> Counter:
@@ -25,8 +30,15 @@ def _tiles_of(order: TileOrder, tiles_mnl, clusters: int) -> Counter:
 
 
 @settings(max_examples=300, deadline=None)
-@given(tm=st.integers(1, 40), tn=st.integers(1, 40), tl=st.integers(1, 3), cm=st.sampled_from([1, 2]),
-       cn=st.sampled_from([1, 2]), group=st.integers(1, 9), max_clusters=st.integers(1, 80))
+@given(
+    tm=st.integers(1, 40),
+    tn=st.integers(1, 40),
+    tl=st.integers(1, 3),
+    cm=st.sampled_from([1, 2]),
+    cn=st.sampled_from([1, 2]),
+    group=st.integers(1, 9),
+    max_clusters=st.integers(1, 80),
+)
 def test_every_tile_runs_once_and_padding_only_past_the_problem(tm, tn, tl, cm, cn, group, max_clusters):
     order = TileOrder((cm, cn), group)
     tiles = (tm, tn, tl)
@@ -44,8 +56,14 @@ def test_every_tile_runs_once_and_padding_only_past_the_problem(tm, tn, tl, cm, 
 
 
 @settings(max_examples=100, deadline=None)
-@given(tm=st.integers(1, 30), tn=st.integers(1, 30), cm=st.sampled_from([1, 2]), cn=st.sampled_from([1, 2]),
-       group=st.integers(1, 8), clusters=st.integers(1, 70))
+@given(
+    tm=st.integers(1, 30),
+    tn=st.integers(1, 30),
+    cm=st.sampled_from([1, 2]),
+    cn=st.sampled_from([1, 2]),
+    group=st.integers(1, 8),
+    clusters=st.integers(1, 70),
+)
 def test_a_clusters_ctas_share_its_cluster_tile(tm, tn, cm, cn, group, clusters):
     """Multicast needs it: the CTAs of a 1x2 cluster share their M tile (A), of a 2x1 their N tile."""
     order = TileOrder((cm, cn), group)
@@ -69,15 +87,20 @@ def test_grouped_rounds_read_fewer_a_strips():
 
 
 @settings(max_examples=100, deadline=None)
-@given(tm=st.integers(1, 40), tn=st.integers(1, 40), tl=st.integers(1, 3), cm=st.sampled_from([1, 2]),
-       cn=st.sampled_from([1, 2]))
+@given(
+    tm=st.integers(1, 40),
+    tn=st.integers(1, 40),
+    tl=st.integers(1, 3),
+    cm=st.sampled_from([1, 2]),
+    cn=st.sampled_from([1, 2]),
+)
 def test_the_dividers_path_walks_the_same_order(tm, tn, tl, cm, cn):
     """A kernel built for run-time extents divides by the cluster counts with the DSL's fast
     dividers (two divmods); Python's divmod stands in for them here."""
     order = TileOrder((cm, cn))
     tiles = (tm, tn, tl)
     mc, nc, _ = order.clusters_mnl(tiles)
-    assert order.kernel_walk(tiles)[2] == ()     # constant extents: no dividers
+    assert order.kernel_walk(tiles)[2] == ()  # constant extents: no dividers
     for i in range(order.units(tiles)):
         assert order.cluster_tile(i, tiles, (mc, nc)) == order.cluster_tile(i, tiles)
 
@@ -94,21 +117,27 @@ def _deepgemm_order(block: int, m_blocks: int, n_blocks: int, group: int) -> tup
     return inner // width, first + inner % width
 
 
-@pytest.mark.parametrize("m_tiles,n_tiles,group", [
-    (16, 56, 16),     # 4096x7168 in DeepGEMM's 256x128 tiles: groups of 16 N tiles, the last 8 wide
-    (16, 32, 16),     # 4096x4096
-    (22, 64, 16),
-    (5, 9, 8),        # an odd last group
-])
+@pytest.mark.parametrize(
+    "m_tiles,n_tiles,group",
+    [
+        (16, 56, 16),  # 4096x7168 in DeepGEMM's 256x128 tiles: groups of 16 N tiles, the last 8 wide
+        (16, 32, 16),  # 4096x4096
+        (22, 64, 16),
+        (5, 9, 8),  # an odd last group
+    ],
+)
 def test_a_group_in_tiles_is_deepgemms_order(m_tiles, n_tiles, group):
     """With 1x2 clusters and A multicast, a group of g/2 cluster columns walks the tiles in
     DeepGEMM's order (block b of its persistent loop = CTA tile b of ours), the narrower last
     group included."""
     order = TileOrder((1, 2), group // 2)
-    ours = [t[:2] for i in range(order.units((m_tiles, n_tiles, 1)))
-            for t in (order.tile(i, (m_tiles, n_tiles, 1), (0, 0)), order.tile(i, (m_tiles, n_tiles, 1), (0, 1)))]
+    ours = [
+        t[:2]
+        for i in range(order.units((m_tiles, n_tiles, 1)))
+        for t in (order.tile(i, (m_tiles, n_tiles, 1), (0, 0)), order.tile(i, (m_tiles, n_tiles, 1), (0, 1)))
+    ]
     if n_tiles % 2:
-        ours = [t for t in ours if t[1] < n_tiles]     # our pair's CTA past N; DeepGEMM skips it
+        ours = [t for t in ours if t[1] < n_tiles]  # our pair's CTA past N; DeepGEMM skips it
     assert ours == [_deepgemm_order(b, m_tiles, n_tiles, group) for b in range(m_tiles * n_tiles)]
 
 
@@ -117,13 +146,16 @@ def test_group_below_one_is_refused():
         TileOrder((1, 1), 0)
 
 
-@pytest.mark.parametrize("tiles,cluster,group", [
-    ((5, 5, 2), (1, 2), 3),         # N rounded up to whole clusters, a batch
-    ((16, 56, 1), (1, 2), 7),       # 4096x7168 in 256x128 tiles, 1x2 clusters, the launcher's group
-    ((22, 64, 1), (1, 2), 8),       # 8192^2 in 192x128 tiles (the last M tile short)
-    ((9, 4, 3), (2, 1), 1),         # M-major, batched, 2x1 clusters (M rounded up to the cluster)
-    ((3, 15, 1), (2, 2), 4),
-])
+@pytest.mark.parametrize(
+    "tiles,cluster,group",
+    [
+        ((5, 5, 2), (1, 2), 3),  # N rounded up to whole clusters, a batch
+        ((16, 56, 1), (1, 2), 7),  # 4096x7168 in 256x128 tiles, 1x2 clusters, the launcher's group
+        ((22, 64, 1), (1, 2), 8),  # 8192^2 in 192x128 tiles (the last M tile short)
+        ((9, 4, 3), (2, 1), 1),  # M-major, batched, 2x1 clusters (M rounded up to the cluster)
+        ((3, 15, 1), (2, 2), 4),
+    ],
+)
 def test_the_same_order_as_the_cute_dsl_scheduler_it_replaces(tiles, cluster, group):
     """Entry for entry against the deprecated ``PersistentTileSchedulerParams`` layout, traced on
     the CPU with static extents: so swapping the wheel's scheduler for ours moved no tile where
@@ -132,20 +164,27 @@ def test_the_same_order_as_the_cute_dsl_scheduler_it_replaces(tiles, cluster, gr
     cute = pytest.importorskip("cutlass.cute")
     import cutlass
     import cutlass.utils as utils
+
     if not hasattr(utils, "PersistentTileSchedulerParams"):
         pytest.skip("this CuTe DSL wheel no longer has the scheduler this order was copied from")
     seen: list = []
 
     @cute.jit
-    def trace(tm: cutlass.Constexpr, tn: cutlass.Constexpr, tl: cutlass.Constexpr, cm: cutlass.Constexpr,
-              cn: cutlass.Constexpr, g: cutlass.Constexpr):
+    def trace(
+        tm: cutlass.Constexpr,
+        tn: cutlass.Constexpr,
+        tl: cutlass.Constexpr,
+        cm: cutlass.Constexpr,
+        cn: cutlass.Constexpr,
+        g: cutlass.Constexpr,
+    ):
         layout = utils.PersistentTileSchedulerParams((tm, tn, tl), (cm, cn, 1), g, True).problem_layout_ncluster_mnl
         seen.append(cute.size(layout))
         for i in cutlass.range_constexpr(cute.size(layout)):
             seen.append(tuple(cute.flatten(layout.get_flat_coord(i))))
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")      # the deprecation, and the long static loop
+        warnings.simplefilter("ignore")  # the deprecation, and the long static loop
         trace(*tiles, *cluster, group)
     order = TileOrder(cluster, group)
     assert seen[0] == order.units(tiles)

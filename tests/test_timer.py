@@ -9,9 +9,9 @@ def test_a_few_late_launches_are_not_a_dry_queue():
     times = [0.010] * 50
     gaps = [0.0002] * 49
     assert not ran_dry(times, gaps)
-    gaps[:4] = [0.2] * 4                   # 4 of 49: a stray stall
+    gaps[:4] = [0.2] * 4  # 4 of 49: a stray stall
     assert not ran_dry(times, gaps)
-    gaps[:6] = [0.2] * 6                   # 6 of 49: the host fell behind
+    gaps[:6] = [0.2] * 6  # 6 of 49: the host fell behind
     assert ran_dry(times, gaps)
 
 

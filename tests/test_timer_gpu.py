@@ -43,7 +43,7 @@ def test_a_long_kernel_times_the_same_either_way():
     from bsprof.profile.timer import launch_times_ms
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    fn = lambda: a @ a          # noqa: E731 - ~150-250 us: the host is far ahead of the GPU either way
+    fn = lambda: a @ a  # noqa: E731 - ~150-250 us: the host is far ahead of the GPU either way
     held = statistics.median(launch_times_ms(fn, 10, 50, 0.3, hold=True))
     paced = statistics.median(launch_times_ms(fn, 10, 50, 0.3, hold=False))
     assert held == pytest.approx(paced, rel=0.08)
@@ -58,6 +58,6 @@ def test_a_queue_that_ran_dry_is_told_from_one_that_held():
     for _ in range(20):
         op()
     torch.cuda.synchronize()
-    paced = timed_launches_and_gaps(op, 100, 0.0, None)      # no hold: the GPU waits on the host
-    held = timed_launches_and_gaps(op, 100, 0.05, None)      # 50 ms: far longer than 100 launches take
+    paced = timed_launches_and_gaps(op, 100, 0.0, None)  # no hold: the GPU waits on the host
+    held = timed_launches_and_gaps(op, 100, 0.05, None)  # 50 ms: far longer than 100 launches take
     assert ran_dry(*paced) and not ran_dry(*held), (sorted(paced[1])[50], sorted(held[1])[50])

@@ -138,8 +138,19 @@ def synth_hopper_buffer(num_ctas=2, tiles=5, consumers=range(4, 12), ghz=1.755):
         t = 5_000_000 * (cta + 1)
         for tile in range(tiles):
             for w, evs in [(0, [("tile_start", 0), ("load_end", 7000)])] + [
-                    (w, [("tile_start", 0), ("acc_acquired", 5), ("tma0_landed", 300), ("kloop_end", 8300 + w),
-                         ("phase1_end", 9800 + w), ("phase2_end", 9810 + w)]) for w in consumers]:
+                (
+                    w,
+                    [
+                        ("tile_start", 0),
+                        ("acc_acquired", 5),
+                        ("tma0_landed", 300),
+                        ("kloop_end", 8300 + w),
+                        ("phase1_end", 9800 + w),
+                        ("phase2_end", 9810 + w),
+                    ],
+                )
+                for w in consumers
+            ]:
                 for ev, dt in evs:
                     clk = t + dt
                     word1 = np.uint64((((2 * cta) % 256) << 56) | (NS0 + int(clk / ghz))).astype(np.int64)
@@ -153,7 +164,7 @@ def test_decode_hopper_consumer_runs_its_own_epilogue():
     t = decode_buffer(buf, plan)
     cons = t[t["warp"] == 6]
     assert set(cons["role"]) == {"mma", "epilogue"}
-    assert "ml_wait" not in set(t["phase"])           # its mainloop wait is the mainloop itself
+    assert "ml_wait" not in set(t["phase"])  # its mainloop wait is the mainloop itself
     p1 = cons[cons["phase"] == "phase1"].iloc[0]
     kl = cons[cons["phase"] == "kloop"].iloc[0]
     assert p1["start"] == kl["end"] and p1["end"] - p1["start"] == 1500

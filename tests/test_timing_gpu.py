@@ -41,8 +41,9 @@ def test_timing_cli_end_to_end_on_hopper(tmp_path):
 
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the bundled runnable kernels are Hopper's")
-    res = CliRunner().invoke(cli, ["timing", "--family", "fp8-blockwise", "--mnkl", "1024,1024,2048",
-                                   "-o", str(tmp_path), "--rounds", "5"])
+    res = CliRunner().invoke(
+        cli, ["timing", "--family", "fp8-blockwise", "--mnkl", "1024,1024,2048", "-o", str(tmp_path), "--rounds", "5"]
+    )
     assert res.exit_code == 0, res.output
     (run,) = list(tmp_path.iterdir())
     doc = json.loads((run / "timing.json").read_text())
@@ -62,8 +63,22 @@ def test_timing_cli_captures_a_switched_build(tmp_path):
 
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("switch specs are an fp8-blockwise option")
-    res = CliRunner().invoke(cli, ["timing", "--family", "fp8-blockwise", "--kernel", "optimized:epi_split=0",
-                                   "--mnkl", "1024,1024,2048", "-o", str(tmp_path), "--overhead", "none"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "timing",
+            "--family",
+            "fp8-blockwise",
+            "--kernel",
+            "optimized:epi_split=0",
+            "--mnkl",
+            "1024,1024,2048",
+            "-o",
+            str(tmp_path),
+            "--overhead",
+            "none",
+        ],
+    )
     assert res.exit_code == 0, res.output
     (run,) = list(tmp_path.iterdir())
     assert run.name.startswith("timing_fp8-blockwise_optimized_epi_split_0_1024x1024x2048_")
@@ -89,8 +104,20 @@ def test_timing_cli_captures_the_three_warpgroup_tile(tmp_path):
 
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the bundled runnable kernels are Hopper's")
-    res = CliRunner().invoke(cli, ["timing", "--kernel", "optimized:tile_m=192,tile_n=128,cluster_m=1,cluster_n=2",
-                                   "--mnkl", "1000,1000,1024", "-o", str(tmp_path), "--overhead", "none"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "timing",
+            "--kernel",
+            "optimized:tile_m=192,tile_n=128,cluster_m=1,cluster_n=2",
+            "--mnkl",
+            "1000,1000,1024",
+            "-o",
+            str(tmp_path),
+            "--overhead",
+            "none",
+        ],
+    )
     assert res.exit_code == 0, res.output
     (run,) = list(tmp_path.iterdir())
     assert json.loads((run / "timing.json").read_text())["config"]["tile_m"] == 192

@@ -111,7 +111,6 @@ def test_validation_arithmetic_on_the_shipped_run(cap):
     assert V.summary(again["points"])["n"] == len(scored)
 
 
-
 def test_kloop_cycles_a_k_block_against_the_tiles_mma_floor(cap, tmp_path):
     # the shipped capture ran 256x128 tiles (its README); its timing.json predates the recorded
     # tile, so --mma-tiler names it. A K block's cycles are the kloop phase's mean over K / 128,
@@ -129,7 +128,7 @@ def test_kloop_cycles_a_k_block_against_the_tiles_mma_floor(cap, tmp_path):
     per_block = (mma["end"] - mma["start"]).mean() / (4096 // 128)
     doc = summarize_file(cap)
     assert doc["family"] == "fp8-blockwise" and doc["mnkl"][:3] == [4096, 4096, 4096]
-    assert kblock_rate(doc) is None                      # no tile recorded, none given
+    assert kblock_rate(doc) is None  # no tile recorded, none given
     kb = kblock_rate(doc, (256, 128))
     assert kb.k_blocks == 32 and kb.floor == 2 * 256 * 128 * 128 / 8192
     assert kb.cycles == pytest.approx(per_block, rel=1e-9) and 0.5 < kb.share < 1.0

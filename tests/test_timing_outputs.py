@@ -97,9 +97,13 @@ def test_trace_cap_samples_whole_tiles_and_says_so(table):
 
 
 def test_write_timing_run_artifact(tmp_path, table):
-    doc = write_timing_run(tmp_path, table, meta={"family": "x", "kernel_name": "probe"},
-                           overhead=[{"mnkl": [1, 2, 3, 1], "plain_us": 100.0, "timing_us": 101.0,
-                                      "overhead_pct": 1.0}], raw=np.zeros(4, np.int64))
+    doc = write_timing_run(
+        tmp_path,
+        table,
+        meta={"family": "x", "kernel_name": "probe"},
+        overhead=[{"mnkl": [1, 2, 3, 1], "plain_us": 100.0, "timing_us": 101.0, "overhead_pct": 1.0}],
+        raw=np.zeros(4, np.int64),
+    )
     got = json.loads((tmp_path / "timing.json").read_text())
     assert got["bsprof"] == {"kind": "timing", "version": 1}
     assert got["stats"]["clock"]["cycles_per_ns"] == pytest.approx(1.755, rel=2e-3)

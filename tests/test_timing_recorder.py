@@ -17,8 +17,11 @@ RECORDS_IN_PROBE = 8  # tile_start + 1 producer + 3 mma + 3 epilogue record call
 def _sass(cubin) -> str:
     import nvidia.cu13
 
-    tool = next(os.path.join(b, "bin", "cuobjdump") for b in nvidia.cu13.__path__
-                if os.path.exists(os.path.join(b, "bin", "cuobjdump")))
+    tool = next(
+        os.path.join(b, "bin", "cuobjdump")
+        for b in nvidia.cu13.__path__
+        if os.path.exists(os.path.join(b, "bin", "cuobjdump"))
+    )
     return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
 
 

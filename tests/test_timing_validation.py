@@ -17,18 +17,27 @@ from bsprof.profile.validate import delay_for, plan_sweep
 def serial_model():
     """A deliberately simple model (tile = kloop + phase1 means) with the model's JSON contract, so the
     arithmetic around the model can be checked by hand."""
+
     def calibrate(table):
-        d = (table["end"] - table["start"])
+        d = table["end"] - table["start"]
         k = d[(table["role"] == "mma") & (table["phase"] == "kloop")].mean()
         p = d[(table["role"] == "epilogue") & (table["phase"] == "phase1")].mean()
         return {"tile": k + p}
 
     def project(params, deltas):
         new = params["tile"] + deltas.get("kloop", 0) + deltas.get("phase1", 0)
-        side = {"wall_ratio": new / params["tile"], "baseline_tile_cycles": params["tile"],
-                "projected_tile_cycles": new, "binding_before": "epilogue", "binding_after": "epilogue"}
-        return {"deterministic": side, "stochastic": dict(side, wall_ratio=new / params["tile"] * 1.001,
-                                                             wall_ratio_p05=0.99, wall_ratio_p95=1.01)}
+        side = {
+            "wall_ratio": new / params["tile"],
+            "baseline_tile_cycles": params["tile"],
+            "projected_tile_cycles": new,
+            "binding_before": "epilogue",
+            "binding_after": "epilogue",
+        }
+        return {
+            "deterministic": side,
+            "stochastic": dict(side, wall_ratio=new / params["tile"] * 1.001, wall_ratio_p05=0.99, wall_ratio_p95=1.01),
+        }
+
     return calibrate, project
 
 
@@ -45,29 +54,41 @@ def test_evaluate_scores_forward_and_reverse_points():
     cal, proj = serial_model()
     tables = {"plain": table(), "slow": table(kloop=4500)}
     pts = [
-        V.Point("forward", "kloop", "plain", 10, 0, 500.0, 0.0, base_us=100.0, meas_us=110.0,
-                base_reps=[100.0, 101.0, 99.0, 100.0, 100.0], meas_reps=[110.0, 111.1, 108.9, 110.0, 110.0],
-                oracle_kloop=550.0, oracle_phase1=0.0),
+        V.Point(
+            "forward",
+            "kloop",
+            "plain",
+            10,
+            0,
+            500.0,
+            0.0,
+            base_us=100.0,
+            meas_us=110.0,
+            base_reps=[100.0, 101.0, 99.0, 100.0, 100.0],
+            meas_reps=[110.0, 111.1, 108.9, 110.0, 110.0],
+            oracle_kloop=550.0,
+            oracle_phase1=0.0,
+        ),
         V.Point("reverse", "kloop", "slow", 0, 0, -500.0, 0.0, base_us=110.0, meas_us=100.0),
     ]
     V.evaluate(pts, tables, calibrate=cal, project=proj)
     f, r = pts
-    assert f.measured_ratio == pytest.approx(1.10)         # every repeat's ratio is 1.10
+    assert f.measured_ratio == pytest.approx(1.10)  # every repeat's ratio is 1.10
     assert f.ci_hi - f.ci_lo == pytest.approx(0.0, abs=1e-9)
     assert f.projected_det == pytest.approx(5500 / 5000)
     assert f.err_det_pct == pytest.approx(0.0, abs=1e-9)
-    assert f.projected_oracle == pytest.approx(5550 / 5000)   # the measured change, not the nominal
+    assert f.projected_oracle == pytest.approx(5550 / 5000)  # the measured change, not the nominal
     # the trivial rule moves wall time by the delta of a phase on the critical cycle (here: both)
     assert f.projected_trivial == pytest.approx(1.10)
     assert r.measured_ratio == pytest.approx(100 / 110)
     assert r.projected_det == pytest.approx(5000 / 5500)
-    assert math.isnan(r.ci_lo)                               # no repeats: no interval
+    assert math.isnan(r.ci_lo)  # no repeats: no interval
 
 
 def test_ratio_interval_widens_with_noise():
     m, lo, hi = V.ratio_stats([100.0] * 5, [101.0, 103.0, 102.0, 99.0, 105.0])
     assert m == pytest.approx(1.02) and lo < 1.02 < hi
-    assert hi - lo == pytest.approx(2 * 2.776 * 0.05 ** 0.5 / 5 ** 0.5 * 0.1, rel=1e-3)   # sd 2.236%
+    assert hi - lo == pytest.approx(2 * 2.776 * 0.05**0.5 / 5**0.5 * 0.1, rel=1e-3)  # sd 2.236%
 
 
 def test_summary_target_thresholds():
@@ -77,10 +98,10 @@ def test_summary_target_thresholds():
     s = V.summary(pts)
     assert s["n"] == 12 and s["n_flip"] == 0
     assert s["det"]["median_abs_pct"] == pytest.approx(abs(5100 / 5000 / 1.02 - 1) * 100)
-    assert s["det"]["pass"] and s["det"]["beats_trivial_on_flips"] is None   # no flip: cannot tell
+    assert s["det"]["pass"] and s["det"]["beats_trivial_on_flips"] is None  # no flip: cannot tell
     for p in pts[:6]:
         p.flip = True
-    assert V.summary(pts)["det"]["beats_trivial_on_flips"] is False   # equal errors do not beat it
+    assert V.summary(pts)["det"]["beats_trivial_on_flips"] is False  # equal errors do not beat it
 
 
 def test_frame_roundtrip_recomputes_the_same_errors(tmp_path):
@@ -138,8 +159,7 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
 
     cal, proj = serial_model()
     monkeypatch.setattr(V, "model_api", lambda: (cal, proj))
-    monkeypatch.setattr("bsprof.gpu.device_info",
-                        lambda: {"name": "SimGPU", "capability": (9, 0), "sm_count": 132})
+    monkeypatch.setattr("bsprof.gpu.device_info", lambda: {"name": "SimGPU", "capability": (9, 0), "sm_count": 132})
     spin = {"slope": 1.0, "intercept": 10.0, "samples": {}, "record_floor": 30.0}
 
     class Sim:
@@ -164,8 +184,9 @@ def test_validate_orchestration_with_a_simulated_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(Target, "prepare", prepare)
     monkeypatch.setattr(tc, "capture", lambda p: tc.Capture(table(p.k, p.p), None, None, "sim"))
     monkeypatch.setattr(tc, "raw_launcher", lambda p: p)
-    monkeypatch.setattr(tc, "median_us", lambda launchers, **kw: {k: 8 * (p.k + p.p) / 1755.0
-                                                                   for k, p in launchers.items()})
+    monkeypatch.setattr(
+        tc, "median_us", lambda launchers, **kw: {k: 8 * (p.k + p.p) / 1755.0 for k, p in launchers.items()}
+    )
     doc = validate.run(target, out_dir=tmp_path, spin=spin)
     assert doc["summary"]["n"] >= 12
     assert doc["summary"]["det"]["max_abs_pct"] < 1e-9  # the simulated kernel IS the serial model
@@ -189,9 +210,9 @@ def test_reference_averages_every_capture_that_leaves_the_phase_alone():
         "kloop10_phase1300": {"mma.kloop": 1530.0, "epilogue.phase1": 530.0},
     }
     ref = reference_phases(measured)
-    assert ref["mma.kloop"] == pytest.approx((1000 + 1040) / 2)      # plain + phase1-only
+    assert ref["mma.kloop"] == pytest.approx((1000 + 1040) / 2)  # plain + phase1-only
     assert ref["epilogue.phase1"] == pytest.approx((200 + 210) / 2)  # plain + kloop-only
-    assert ref["mma.tma0"] == 50.0                                    # the rest: plain
+    assert ref["mma.tma0"] == 50.0  # the rest: plain
 
 
 H100 = Path(__file__).parent / "data" / "h100_timing"
@@ -212,7 +233,7 @@ def test_shipped_h100_validation_rescores_to_its_own_summary():
     assert again["n_flip"] == 0 and again["det"]["beats_trivial_on_flips"] is None
     assert again["det"]["max_abs_pct"] == pytest.approx(again["trivial"]["max_abs_pct"])
     assert again["det"]["pass"]
-    assert not again["band"]["keep"]          # the Monte Carlo band missed most measured points
+    assert not again["band"]["keep"]  # the Monte Carlo band missed most measured points
 
 
 def test_shipped_runs_measure_each_point_five_times_and_the_reverse_fresh():
@@ -252,8 +273,8 @@ def test_pingpong_8192_misses_in_wall_time_but_not_in_cycles():
 def test_clocked_error_uses_both_builds_sustained_clocks():
     p = V.Point("forward", "phase1", "plain", 0, 10, 0.0, 10.0, 1.0, 1.0)
     p.projected_wall_det, p.measured_ratio = 1.20, 1.10
-    assert math.isnan(V.clocked_error_pct(p))                 # no clocks read: no diagnostic
-    p.extra.update(mhz_base=1650.0, mhz_meas=1800.0)          # the delayed build clocked up
+    assert math.isnan(V.clocked_error_pct(p))  # no clocks read: no diagnostic
+    p.extra.update(mhz_base=1650.0, mhz_meas=1800.0)  # the delayed build clocked up
     assert V.clocked_error_pct(p) == pytest.approx((1.20 * 1650 / 1800 / 1.10 - 1) * 100)
 
 
@@ -269,7 +290,9 @@ def test_second_8192_run_reads_clocks_and_they_explain_part_of_the_miss():
     assert s["clocked"]["median_abs_pct"] < s["det"]["median_abs_pct"]
     assert s["clocked"]["max_abs_pct"] > 5.0 and not s["det"]["pass"]
     points = V.from_frame(pd.read_csv(H100 / "validation_pingpong_8192_clocks" / "validation.csv"))
-    for p, r in zip(points, pd.read_csv(H100 / "validation_pingpong_8192_clocks" / "validation.csv").to_dict("records")):
+    for p, r in zip(
+        points, pd.read_csv(H100 / "validation_pingpong_8192_clocks" / "validation.csv").to_dict("records")
+    ):
         p.projected_wall_det, p.measured_ratio = r["projected_wall_det"], r["measured_ratio"]
     errs = [abs(V.clocked_error_pct(p)) for p in points if p.direction != "noise"]
     assert max(errs) == pytest.approx(s["clocked"]["max_abs_pct"])

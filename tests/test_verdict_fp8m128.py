@@ -30,7 +30,12 @@ def verdict(name: str):
 
 def test_round_is_stored_and_labelled():
     assert len(NAMES) == 24
-    assert {LABELS[n]["class"] for n in NAMES} >= {"under-filled", "launch-bound", "memory-bound:dram", "memory-bound:l2"}
+    assert {LABELS[n]["class"] for n in NAMES} >= {
+        "under-filled",
+        "launch-bound",
+        "memory-bound:dram",
+        "memory-bound:l2",
+    }
     # at least one label the old rules missed, kept as evidence of what changed
     assert any(LABELS[n]["old_verdict"] not in [LABELS[n]["class"], *LABELS[n].get("accept", [])] for n in NAMES)
 
@@ -42,7 +47,7 @@ def test_flags_and_cycles(name):
     # the duration comes with SM cycles, the SM clock and the busiest SM's active cycles
     text = " ".join(v.facts)
     assert re.search(r"\d+\.\d\d us = [\d,]+ SM cycles at [\d,]+ MHz, busiest SM active [\d,]+ cycles", text), text
-    assert "launch_fixed_share" in text   # the launch-bound margin is shown whatever the class
+    assert "launch_fixed_share" in text  # the launch-bound margin is shown whatever the class
 
 
 @pytest.mark.parametrize("when", ["before", "after", "warm"])
@@ -63,14 +68,17 @@ def test_launch_bound_rests_on_the_fixed_cost_not_a_cut_off():
     """9.82 us (DeepGEMM, warm) and 10.59 us (ours) straddled the old 10 us cut-off for the same work."""
     dg, ours = verdict("fp8m128_warm_dg_128x576x7168"), verdict("fp8m128_warm_128x576x7168_ours_64x16_1x1")
     assert dg.cls == ours.cls == "under-filled"
-    assert ENTRIES["fp8m128_warm_dg_128x576x7168"]["columns"]["duration_ns"] < 10_000 < \
-        ENTRIES["fp8m128_warm_128x576x7168_ours_64x16_1x1"]["columns"]["duration_ns"]
+    assert (
+        ENTRIES["fp8m128_warm_dg_128x576x7168"]["columns"]["duration_ns"]
+        < 10_000
+        < ENTRIES["fp8m128_warm_128x576x7168_ours_64x16_1x1"]["columns"]["duration_ns"]
+    )
     assert abs(dg.fill.launch_fixed_share - ours.fill.launch_fixed_share) < 0.05
     for name in ("fp8m128_after_dg_128x576x512", "fp8m128_after_128x576x512_ours_64x16_1x1"):
         v = verdict(name)
         assert v.cls == "launch-bound"
         assert [e.threshold_name for e in v.evidence] == ["launch_fixed_share"]
-        assert v.evidence[0].value >= THRESHOLDS["launch_fixed_share"] + 0.1   # a clear margin
+        assert v.evidence[0].value >= THRESHOLDS["launch_fixed_share"] + 0.1  # a clear margin
         assert re.search(r"no SM is active for 2\.\d us", v.candidates[0]), v.candidates[0]
 
 
@@ -106,15 +114,24 @@ def test_stored_columns_are_the_reports(tmp_path, monkeypatch):
     from bsprof.analyzers.ncu.extract import extract
 
     monkeypatch.setenv("BSPROF_CACHE", str(tmp_path))
-    for report, prefix in (("fp8m128_before", "fp8m128_before"), ("fp8m128_after", "fp8m128_after"),
-                           ("fp8m128_after_warm", "fp8m128_warm")):
+    for report, prefix in (
+        ("fp8m128_before", "fp8m128_before"),
+        ("fp8m128_after", "fp8m128_after"),
+        ("fp8m128_after_warm", "fp8m128_warm"),
+    ):
         ex = extract(REPORTS / f"{report}.ncu-rep.xz")
         names = {ENTRIES[n]["launch_in_report"]: n for n in NAMES if n.startswith(prefix + "_")}
         assert len(ex.table) == len(names)
         for i, row in ex.table.iterrows():
             stored = ENTRIES[names[i]]["columns"]
-            for col in ("duration_ns", "sm_active_cycles_max", "sm_active_cycles_min", "l2_read_sectors_sm",
-                        "dram_bytes_read", "grid_size"):
+            for col in (
+                "duration_ns",
+                "sm_active_cycles_max",
+                "sm_active_cycles_min",
+                "l2_read_sectors_sm",
+                "dram_bytes_read",
+                "grid_size",
+            ):
                 assert row[col] == pytest.approx(stored[col]), (names[i], col)
 
 
@@ -128,8 +145,16 @@ def _cli(*args):
 
 def test_compare_before_after_shows_cycles_and_clock(tmp_path, monkeypatch):
     monkeypatch.setenv("BSPROF_CACHE", str(tmp_path))
-    res = _cli("--compare", REPORTS / "fp8m128_before.ncu-rep.xz", REPORTS / "fp8m128_after.ncu-rep.xz",
-               "--filter", "probe_128x4096x7168_optimized_64x64_1x1$", "--label", "before", "after")
+    res = _cli(
+        "--compare",
+        REPORTS / "fp8m128_before.ncu-rep.xz",
+        REPORTS / "fp8m128_after.ncu-rep.xz",
+        "--filter",
+        "probe_128x4096x7168_optimized_64x64_1x1$",
+        "--label",
+        "before",
+        "after",
+    )
     assert res.exit_code == 0, res.output
     out = re.sub(r"\s+", " ", res.output)
     for metric in ("sm_clock_hz", "sm_active_cycles_max", "sm_elapsed_cycles_avg", "l2_to_sm_bytes"):
@@ -142,8 +167,18 @@ def test_compare_two_launches_of_one_report_warns_on_the_clock(tmp_path, monkeyp
     """DeepGEMM and ours from one report (--filter-b): their SM clocks differ by 3%."""
     monkeypatch.setenv("BSPROF_CACHE", str(tmp_path))
     warm = REPORTS / "fp8m128_after_warm.ncu-rep.xz"
-    res = _cli("--compare", warm, warm, "--filter", "probe_dg_128x576x7168", "--filter-b",
-               "probe_128x576x7168_optimized", "--label", "DeepGEMM", "ours")
+    res = _cli(
+        "--compare",
+        warm,
+        warm,
+        "--filter",
+        "probe_dg_128x576x7168",
+        "--filter-b",
+        "probe_128x576x7168_optimized",
+        "--label",
+        "DeepGEMM",
+        "ours",
+    )
     assert res.exit_code == 0, res.output
     out = re.sub(r"\s+", " ", res.output)
     assert "SM clock 1,876 -> 1,814 MHz (-3.3%)" in out
@@ -160,6 +195,8 @@ def test_report_with_mnkl_gives_the_operands_exactly(tmp_path, monkeypatch):
     assert "(7.0x; DRAM read: the distinct bytes when ncu flushed L2 first" in guess
     res = _cli(*args, "--mnkl", "128,4096,7168")
     assert res.exit_code == 0, res.output
-    assert "82.1 MB from L2 for 30.3 MB of operands (2.7x; A + B of 128x4096x7168 at fp8" in re.sub(r"\s+", " ", res.output)
+    assert "82.1 MB from L2 for 30.3 MB of operands (2.7x; A + B of 128x4096x7168 at fp8" in re.sub(
+        r"\s+", " ", res.output
+    )
     bad = _cli(*args, "--mnkl", "128x4096")
     assert bad.exit_code == 2 and "error: --mnkl" in bad.output

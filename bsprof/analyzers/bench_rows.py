@@ -42,8 +42,11 @@ def paired_speedups(row: dict, peer: dict) -> list[float]:
     ms, peer_ms = row.get("ms_rounds") or [], peer.get("ms_rounds") or []
     if len(ms) < 2 or len(ms) != len(peer_ms):
         return []
-    return [p / m for m, p in zip(ms, peer_ms)
-            if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0]
+    return [
+        p / m
+        for m, p in zip(ms, peer_ms)
+        if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0
+    ]
 
 
 def per_copy_speedups(row: dict, peer: dict) -> list[float]:
@@ -69,6 +72,7 @@ def spread_cell(row: dict) -> str:
 def clock_cells(row: dict, capped_mark: str = " *") -> list[str]:
     """A bench row's SM MHz (marked when the power cap held the clock), W and FLOP per SM-cycle as
     display strings, "—" where a reading is missing."""
+
     def cell(key: str) -> str:
         v = row.get(key)
         return f"{v:,.0f}" if isinstance(v, (int, float)) and v == v and v else "—"

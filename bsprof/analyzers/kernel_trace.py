@@ -23,20 +23,24 @@ def load_trace(path: str | os.PathLike) -> dict:
     cap = max_json_bytes()  # a JSON document, gzipped or not: read (and unpacked) no further than the JSON cap
     var = "BSPROF_MAX_JSON_BYTES"
     try:
-        with open_input(p, fix="export a trace with torch.profiler's prof.export_chrome_trace(path)",
-                        limit=cap, var=var) as fh:
+        with open_input(
+            p, fix="export a trace with torch.profiler's prof.export_chrome_trace(path)", limit=cap, var=var
+        ) as fh:
             raw = (gzip.GzipFile(fileobj=fh) if p.endswith(".gz") else fh).read(cap + 1)
         if len(raw) > cap:
             raise too_large(p, f"more than {human_bytes(cap)} of JSON", cap, var)
     except (OSError, ValueError, EOFError) as exc:
-        raise BsprofError(f"{p}: not a readable JSON trace ({type(exc).__name__}); export one with "
-                          "torch.profiler's prof.export_chrome_trace(path)") from None
+        raise BsprofError(
+            f"{p}: not a readable JSON trace ({type(exc).__name__}); export one with "
+            "torch.profiler's prof.export_chrome_trace(path)"
+        ) from None
     try:
         doc = parse_json(raw, p)
     except BsprofError as exc:
         why = str(exc).removeprefix(f"{p}: ").split(";")[0]
-        raise BsprofError(f"{p}: not a readable JSON trace ({why}); export one with "
-                          "torch.profiler's prof.export_chrome_trace(path)") from None
+        raise BsprofError(
+            f"{p}: not a readable JSON trace ({why}); export one with torch.profiler's prof.export_chrome_trace(path)"
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise BsprofError(f"{p}: no 'traceEvents' list: not a Chrome trace from torch.profiler")
     return doc
@@ -50,11 +54,17 @@ def kernel_spans(trace: dict, last: int | None = None):
 
     evs = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel" and e.get("ph") == "X"]
     if not evs:
-        raise BsprofError("the trace has no GPU kernel events: was the profiler run with "
-                          "ProfilerActivity.CUDA, and did the kernels finish inside it?")
-    df = pd.DataFrame({"name": [e.get("name", "?") for e in evs],
-                       "start_us": [float(e["ts"]) for e in evs],
-                       "dur_us": [float(e["dur"]) for e in evs]})
+        raise BsprofError(
+            "the trace has no GPU kernel events: was the profiler run with "
+            "ProfilerActivity.CUDA, and did the kernels finish inside it?"
+        )
+    df = pd.DataFrame(
+        {
+            "name": [e.get("name", "?") for e in evs],
+            "start_us": [float(e["ts"]) for e in evs],
+            "dur_us": [float(e["dur"]) for e in evs],
+        }
+    )
     df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
     df["end_us"] = df["start_us"] + df["dur_us"]
     df["gap_us"] = df["start_us"] - df["end_us"].shift(1)
@@ -71,7 +81,10 @@ def launch_summary(spans) -> dict:
     gaps = [g for g in spans["gap_us"].tolist() if g == g]
     n = len(durs)
     window = float(spans["end_us"].iloc[-1] - spans["start_us"].iloc[0])
-    return dict(kernels=n, kernel_us=statistics.median(durs),
-                gap_us=statistics.median(gaps) if gaps else None,
-                period_us=float(spans["start_us"].iloc[-1] - spans["start_us"].iloc[0]) / (n - 1) if n > 1 else None,
-                busy=sum(durs) / window if window > 0 else None)
+    return dict(
+        kernels=n,
+        kernel_us=statistics.median(durs),
+        gap_us=statistics.median(gaps) if gaps else None,
+        period_us=float(spans["start_us"].iloc[-1] - spans["start_us"].iloc[0]) / (n - 1) if n > 1 else None,
+        busy=sum(durs) / window if window > 0 else None,
+    )

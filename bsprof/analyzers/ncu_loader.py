@@ -62,7 +62,9 @@ def import_ncu_report() -> ModuleType:
             if os.path.isfile(os.path.join(path, "ncu_report.py")):
                 sys.path.insert(0, path)
                 return importlib.import_module("ncu_report")
-    raise BsprofError("the ncu_report module is missing; pip install ncu-report (or add <nsight-compute>/extras/python to PYTHONPATH)")
+    raise BsprofError(
+        "the ncu_report module is missing; pip install ncu-report (or add <nsight-compute>/extras/python to PYTHONPATH)"
+    )
 
 
 # a process that reads one report many times (report discovery, the test suite) loads it once, so
@@ -90,7 +92,9 @@ def load_report(path: str | os.PathLike):
         ctx = ncu_report.load_report(str(real))
     except Exception as exc:  # the SWIG layer raises plain RuntimeError/FileNotFoundError with long text
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BsprofError(f"{path}: ncu_report could not read it ({msg}); is it an .ncu-rep from a newer ncu? update ncu-report") from None
+        raise BsprofError(
+            f"{path}: ncu_report could not read it ({msg}); is it an .ncu-rep from a newer ncu? update ncu-report"
+        ) from None
     if ctx.num_ranges() == 0:
         raise BsprofError(
             f"{path}: not a readable Nsight Compute report (no ranges: truncated, corrupt, or written by a newer ncu); "

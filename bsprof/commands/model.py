@@ -14,66 +14,179 @@ STRUCTURE_CHOICES = ["auto", "blackwell", "hopper-coop", "hopper-pingpong"]
 
 
 def _delta_opt(name: str, what: str, note: str = ""):
-    return click.option(f"--{name}", type=Delta(), default=None, metavar="DELTA",
-                        help=f"change of {what} per tile: cycles (-300) or percent (-5%)" + (f"; {note}" if note else ""))
+    return click.option(
+        f"--{name}",
+        type=Delta(),
+        default=None,
+        metavar="DELTA",
+        help=f"change of {what} per tile: cycles (-300) or percent (-5%)" + (f"; {note}" if note else ""),
+    )
 
 
 @click.command(name="model")
 @click.argument("builds", nargs=-1, metavar="[BUILD...]")
-@click.option("--change", "change", is_flag=True,
-              help="price a code change from SASS: BUILD is a bundled spec (optimized:uniform_desc=0, against "
-                   "its base build) or two cubins / SASS listings / specs, A then B; with --from (a capture of "
-                   "A) every phase is projected, without it the K-loop alone")
-@click.option("--changes", "changes", is_flag=True,
-              help="with --validate: switch pairs of the bundled FP8 kernel priced from SASS, then timed")
-@click.option("--tile-mn", "tile_mn", default=None, metavar="M,N",
-              help="with --change: the output tile of two cubins whose names do not spell it")
-@click.option("--from", "source", default=None, type=click.Path(), metavar="TIMING",
-              help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
-                   "default: the embedded B200 measurement")
-@click.option("--structure", type=click.Choice(STRUCTURE_CHOICES), default="auto", show_default=True,
-              help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)")
-@_delta_opt("kloop", "the K-loop", "the phase as the timing build measures it: removing N cycles of K-loop "
-           "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, 'Warpgroups sharing the tensor pipe')")
+@click.option(
+    "--change",
+    "change",
+    is_flag=True,
+    help="price a code change from SASS: BUILD is a bundled spec (optimized:uniform_desc=0, against "
+    "its base build) or two cubins / SASS listings / specs, A then B; with --from (a capture of "
+    "A) every phase is projected, without it the K-loop alone",
+)
+@click.option(
+    "--changes",
+    "changes",
+    is_flag=True,
+    help="with --validate: switch pairs of the bundled FP8 kernel priced from SASS, then timed",
+)
+@click.option(
+    "--tile-mn",
+    "tile_mn",
+    default=None,
+    metavar="M,N",
+    help="with --change: the output tile of two cubins whose names do not spell it",
+)
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    type=click.Path(),
+    metavar="TIMING",
+    help="calibrate on a timing table (.parquet/.csv) or a `bsprof timing` results dir; "
+    "default: the embedded B200 measurement",
+)
+@click.option(
+    "--structure",
+    type=click.Choice(STRUCTURE_CHOICES),
+    default="auto",
+    show_default=True,
+    help="pipeline structure; auto = from the table's roles (Hopper: same warp under mma and epilogue)",
+)
+@_delta_opt(
+    "kloop",
+    "the K-loop",
+    "the phase as the timing build measures it: removing N cycles of K-loop "
+    "instructions moves it by less where warpgroups share the tensor pipe (docs/model.md, 'Warpgroups sharing the tensor pipe')",
+)
 @_delta_opt("phase1", "epilogue Phase 1 (every epilogue warp)")
 @_delta_opt("tma0", "the first-load (TMA0) wait")
 @_delta_opt("phase2", "epilogue Phase 2")
 @click.option("--acc-stages", type=int, default=None, help="project with N accumulator stages")
-@click.option("--epi-warps", type=int, default=None,
-              help="project with N epilogue warps (work split, limited by the measured shared-path ceiling)")
-@click.option("--release", "release_frac", type=FiniteFloat(0.0, 1.0), default=None,
-              help="calibration: fraction of Phase 1 done when the accumulator is freed (0..1)")
-@click.option("--handoff", type=FiniteFloat(min=0.0), default=None, help="calibration: barrier hand-off latency, cycles")
-@click.option("--sweep", "sweep_spec", type=SweepSpec(), default=None, metavar="SPEC",
-              help="grid of projections, e.g. kloop=-600:0:50,phase1=-600:0:50")
+@click.option(
+    "--epi-warps",
+    type=int,
+    default=None,
+    help="project with N epilogue warps (work split, limited by the measured shared-path ceiling)",
+)
+@click.option(
+    "--release",
+    "release_frac",
+    type=FiniteFloat(0.0, 1.0),
+    default=None,
+    help="calibration: fraction of Phase 1 done when the accumulator is freed (0..1)",
+)
+@click.option(
+    "--handoff", type=FiniteFloat(min=0.0), default=None, help="calibration: barrier hand-off latency, cycles"
+)
+@click.option(
+    "--sweep",
+    "sweep_spec",
+    type=SweepSpec(),
+    default=None,
+    metavar="SPEC",
+    help="grid of projections, e.g. kloop=-600:0:50,phase1=-600:0:50",
+)
 @click.option("--html", "html", default=None, type=click.Path(), help="write a plotly heatmap of the sweep")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON (stdout)")
 @click.option("--csv", "as_csv", is_flag=True, help="print the result as CSV (stdout)")
-@click.option("-o", "--output", "out", default=None, type=click.Path(),
-              help="also write model.json (+ sweep table) into a fresh directory under this one")
-@click.option("--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    default=None,
+    type=click.Path(),
+    help="also write model.json (+ sweep table) into a fresh directory under this one",
+)
+@click.option(
+    "--tiles", type=count(1000, 5_000_000), default=50_000, show_default=True, help="Monte Carlo tiles per projection"
+)
 @click.option("--seed", type=count(0), default=0, show_default=True, help="Monte Carlo seed")
-@click.option("--validate", is_flag=True, help="check projections against delay-injected builds on this GPU; "
-              "with --from DIR, score every stored run under DIR (no GPU)")
+@click.option(
+    "--validate",
+    is_flag=True,
+    help="check projections against delay-injected builds on this GPU; "
+    "with --from DIR, score every stored run under DIR (no GPU)",
+)
 @click.option("--kernel", default="optimized", show_default=True, help=f"with --validate: {KERNEL_HELP}")
-@click.option("--family", type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]), default="auto", show_default=True,
-              help="with --validate: kernel family")
-@click.option("--mnkl", default=None,
-              help="with --validate or --change: problem M,N,K[,L] (--validate --changes: several, 'A;B')")
-@click.option("--repeats", type=int, default=5, show_default=True,
-              help="with --validate: interleaved repeats per point (>= 5; the confidence interval)")
-@click.option("--explain", is_flag=True,
-              help="walk the equilibrium's cycles before and after the change, in cycles")
-@click.option("--clock", default=None, metavar="MHZ[@W]",
-              help="the baseline's sustained SM clock (and board power) under back-to-back launches: also "
-                   "project wall time at the clock the power limit allows after the change")
-@click.option("--gpu-limits", "gpu_limits", default=None, metavar="TOP_MHZ,LIMIT_W[,FLOOR_W]",
-              help="with --clock: the GPU's top SM clock, power limit and work-independent power (default: H100 SXM)")
-@click.option("--measure-ceiling", is_flag=True,
-              help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)")
-def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, tma0, phase2, acc_stages, epi_warps, release_frac, handoff,
-            sweep_spec, html, as_json, as_csv, out, tiles, seed, validate, kernel, family, mnkl, repeats,
-            explain, clock, gpu_limits, measure_ceiling) -> None:
+@click.option(
+    "--family",
+    type=click.Choice(["auto", "nvfp4", "fp8-blockwise"]),
+    default="auto",
+    show_default=True,
+    help="with --validate: kernel family",
+)
+@click.option(
+    "--mnkl", default=None, help="with --validate or --change: problem M,N,K[,L] (--validate --changes: several, 'A;B')"
+)
+@click.option(
+    "--repeats",
+    type=int,
+    default=5,
+    show_default=True,
+    help="with --validate: interleaved repeats per point (>= 5; the confidence interval)",
+)
+@click.option("--explain", is_flag=True, help="walk the equilibrium's cycles before and after the change, in cycles")
+@click.option(
+    "--clock",
+    default=None,
+    metavar="MHZ[@W]",
+    help="the baseline's sustained SM clock (and board power) under back-to-back launches: also "
+    "project wall time at the clock the power limit allows after the change",
+)
+@click.option(
+    "--gpu-limits",
+    "gpu_limits",
+    default=None,
+    metavar="TOP_MHZ,LIMIT_W[,FLOOR_W]",
+    help="with --clock: the GPU's top SM clock, power limit and work-independent power (default: H100 SXM)",
+)
+@click.option(
+    "--measure-ceiling",
+    is_flag=True,
+    help="measure per-warp epilogue time vs warps sharing an SM on this GPU (the --epi-warps ceiling)",
+)
+def command(
+    builds,
+    change,
+    changes,
+    tile_mn,
+    source,
+    structure,
+    kloop,
+    phase1,
+    tma0,
+    phase2,
+    acc_stages,
+    epi_warps,
+    release_frac,
+    handoff,
+    sweep_spec,
+    html,
+    as_json,
+    as_csv,
+    out,
+    tiles,
+    seed,
+    validate,
+    kernel,
+    family,
+    mnkl,
+    repeats,
+    explain,
+    clock,
+    gpu_limits,
+    measure_ceiling,
+) -> None:
     """Project what K-loop / epilogue changes do to wall time.
 
     \b
@@ -99,13 +212,26 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
         raise BsprofError("--json and --csv both print to stdout; choose one")
     ctx = click.get_current_context()
     if builds and not change:
-        raise BsprofError(f"{builds[0]}: builds are priced with --change (e.g. bsprof model --change "
-                          "optimized:uniform_desc=0 --mnkl 4096,4096,4096 --from RESULTS_DIR)")
+        raise BsprofError(
+            f"{builds[0]}: builds are priced with --change (e.g. bsprof model --change "
+            "optimized:uniform_desc=0 --mnkl 4096,4096,4096 --from RESULTS_DIR)"
+        )
     if change:
         from bsprof.commands.model_change import run_change
 
-        run_change(console, builds, source=source, mnkl=mnkl, tile_mn=tile_mn, clock=clock, gpu_limits=gpu_limits,
-                   as_json=as_json, out=out, tiles=tiles, seed=seed)
+        run_change(
+            console,
+            builds,
+            source=source,
+            mnkl=mnkl,
+            tile_mn=tile_mn,
+            clock=clock,
+            gpu_limits=gpu_limits,
+            as_json=as_json,
+            out=out,
+            tiles=tiles,
+            seed=seed,
+        )
         return
     if changes and not validate:
         raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
@@ -119,12 +245,17 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
 
         rescore_changes(console, source, as_json)
         return
-    given = [f"--{name}" for name in ("kernel", "family", "mnkl", "repeats")
-             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    given = [
+        f"--{name}"
+        for name in ("kernel", "family", "mnkl", "repeats")
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
     if given and not validate:
-        raise BsprofError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with --validate "
-                          "(the delay-injected builds it runs); add --validate or drop "
-                          f"{'it' if len(given) == 1 else 'them'}")
+        raise BsprofError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with --validate "
+            "(the delay-injected builds it runs); add --validate or drop "
+            f"{'it' if len(given) == 1 else 'them'}"
+        )
     # the output paths before any work: a refused path costs no minutes of Monte Carlo or GPU time
     if out is not None or measure_ceiling or validate:
         check_output_dir(out or "bsprof-results")
@@ -145,7 +276,7 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
         from bsprof.profile import validate as V
         from bsprof.reports.model_text import render_validation
 
-        if repeats < 5:   # before the spec: refusing it asks no GPU and compiles nothing
+        if repeats < 5:  # before the spec: refusing it asks no GPU and compiles nothing
             raise BsprofError(f"--repeats {repeats}: a point needs at least 5 repeats for its confidence interval")
         # the kernel, family and problem resolved once (a bad spec is refused before any GPU work);
         # every build of the validation is this Target's
@@ -160,10 +291,26 @@ def command(builds, change, changes, tile_mn, source, structure, kloop, phase1, 
     from bsprof.analyzers.model.run import ModelRequest, run_model
     from bsprof.reports import model_text
 
-    req = ModelRequest(source=source, structure=structure, release_frac=release_frac, handoff=handoff,
-                       sweep=sweep_spec, tiles=tiles, seed=seed, explain=explain, clock=clock, limits=gpu_limits,
-                       deltas={"kloop": kloop, "phase1": phase1, "tma0": tma0, "phase2": phase2,
-                               "acc_stages": acc_stages, "epi_warps": epi_warps})
+    req = ModelRequest(
+        source=source,
+        structure=structure,
+        release_frac=release_frac,
+        handoff=handoff,
+        sweep=sweep_spec,
+        tiles=tiles,
+        seed=seed,
+        explain=explain,
+        clock=clock,
+        limits=gpu_limits,
+        deltas={
+            "kloop": kloop,
+            "phase1": phase1,
+            "tma0": tma0,
+            "phase2": phase2,
+            "acc_stages": acc_stages,
+            "epi_warps": epi_warps,
+        },
+    )
     result = run_model(req)
     if html:
         from bsprof.reports.figures_model import sweep_figure, write_html

@@ -42,10 +42,12 @@ def _base_clock(source, clock: str | None, gpu_limits: str | None) -> tuple[dict
         meta = _capture(source)
         device = str(meta.get("device", ""))
         rec = meta.get("change_sample") or {}
-        if not isinstance(rec, dict) or not all(isinstance(rec.get(k), (dict, type(None))) for k in
-                                                ("sustained", "device_limits")):
-            raise BsprofError(f"{source}/timing.json: its change_sample is not what `bsprof timing` records; "
-                              "capture again")
+        if not isinstance(rec, dict) or not all(
+            isinstance(rec.get(k), (dict, type(None))) for k in ("sustained", "device_limits")
+        ):
+            raise BsprofError(
+                f"{source}/timing.json: its change_sample is not what `bsprof timing` records; capture again"
+            )
     if clock is not None:
         mhz, watts = parse_clock(clock)
         sustained = {"mhz": mhz, "watts": watts}
@@ -57,8 +59,9 @@ def _base_clock(source, clock: str | None, gpu_limits: str | None) -> tuple[dict
     return sustained, limits, device, rec
 
 
-def run_change(console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_json: bool, out, tiles: int,
-               seed: int) -> None:
+def run_change(
+    console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_json: bool, out, tiles: int, seed: int
+) -> None:
     import click
 
     from bsprof import artifacts
@@ -66,8 +69,10 @@ def run_change(console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_
     from bsprof.reports import change_text
 
     if not builds or len(builds) > 2:
-        raise BsprofError("--change takes one bundled spec (optimized:uniform_desc=0) or two builds, A then B "
-                          "(cubins, SASS listings or specs)")
+        raise BsprofError(
+            "--change takes one bundled spec (optimized:uniform_desc=0) or two builds, A then B "
+            "(cubins, SASS listings or specs)"
+        )
     tile = None
     if tile_mn:
         try:
@@ -83,17 +88,28 @@ def run_change(console, builds, *, source, mnkl, tile_mn, clock, gpu_limits, as_
     problem = _problem(mnkl, source)
     recorded = _problem(None, source) if source is not None else None
     if mnkl and recorded and tuple(problem[:3]) != tuple(recorded[:3]):
-        raise BsprofError(f"--mnkl {mnkl} is not the problem the capture in {source} ran "
-                          f"({','.join(map(str, recorded[:3]))}); the chain prices a change on the captured problem: "
-                          "drop --mnkl or capture this problem")
+        raise BsprofError(
+            f"--mnkl {mnkl} is not the problem the capture in {source} ran "
+            f"({','.join(map(str, recorded[:3]))}); the chain prices a change on the captured problem: "
+            "drop --mnkl or capture this problem"
+        )
     sustained, limits, device, rec = _base_clock(source, clock, gpu_limits)
     if tile is None and rec.get("tile"):
-        tile = tuple(rec["tile"]) if isinstance(rec["tile"], list) else ()   # the tile the capture's build recorded
+        tile = tuple(rec["tile"]) if isinstance(rec["tile"], list) else ()  # the tile the capture's build recorded
         if len(tile) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in tile):
-            raise BsprofError(f"{source}/timing.json: change_sample.tile is {rec['tile']!r}, not M,N; capture again "
-                              "or pass --tile-mn")
-    res = change_chain(tuple(builds), problem, source=source, tile_mn=tile, sustained=sustained, limits=limits,
-                       device=device, wall_us=rec.get("capture_wall_us"))
+            raise BsprofError(
+                f"{source}/timing.json: change_sample.tile is {rec['tile']!r}, not M,N; capture again or pass --tile-mn"
+            )
+    res = change_chain(
+        tuple(builds),
+        problem,
+        source=source,
+        tile_mn=tile,
+        sustained=sustained,
+        limits=limits,
+        device=device,
+        wall_us=rec.get("capture_wall_us"),
+    )
     model_result = None
     if "estimate" in res:
         from bsprof.analyzers.model.run import ModelRequest, run_model
@@ -123,7 +139,7 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
     from bsprof.reports import change_text
 
     problems = VC.PROBLEMS if not mnkl else tuple(parse_mnkl(p) for p in mnkl.split(";"))
-    device_info()       # no GPU: one error line before any directory is made
+    device_info()  # no GPU: one error line before any directory is made
     # the run lands whole when it ends (an interrupted one leaves nothing); inside it the projections
     # are written before any pair is timed
     with results_dir(out, "validation-changes") as staged:
@@ -133,8 +149,11 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
         proj = VC.project_pairs(bases, d / "bases", problems, console=console)
         write_text_atomic(d / "projections.json", dumps(proj))
         console.print("projections written (projections.json) before any pair is timed", markup=False)
-        measured = {"device": bases["device"], "device_limits": bases["device_limits"],
-                    "problems": VC.measure_pairs(problems, VC.PAIRS, repeats, console)}
+        measured = {
+            "device": bases["device"],
+            "device_limits": bases["device_limits"],
+            "problems": VC.measure_pairs(problems, VC.PAIRS, repeats, console),
+        }
         write_text_atomic(d / "measured.json", dumps(measured))
         from bsprof.analyzers.model.change import score_run
 
@@ -161,8 +180,10 @@ def rescore_changes(console, source, as_json: bool) -> None:
     d = Path(source)
     proj_path = d / "projections.json"
     if not os.path.lexists(proj_path):
-        raise BsprofError(f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
-                          "(projections.json with measured.json or measured.tar.xz)")
+        raise BsprofError(
+            f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
+            "(projections.json with measured.json or measured.tar.xz)"
+        )
     proj = read_json(proj_path)
     measured, where = None, d / "measured.json"
     if os.path.lexists(where):
@@ -183,14 +204,17 @@ def rescore_changes(console, source, as_json: bool) -> None:
         raise BsprofError(f"{d}: no measured.json (or measured.tar.xz holding one); the run's wall times are missing")
     for path, doc, key in ((proj_path, proj, "points"), (where, measured, "problems")):
         if not isinstance(doc, dict) or not isinstance(doc.get(key), (list if key == "points" else dict)):
-            raise BsprofError(f"{path}: not what `bsprof model --validate --changes` writes (no {key!r}); copy the "
-                              "run again")
+            raise BsprofError(
+                f"{path}: not what `bsprof model --validate --changes` writes (no {key!r}); copy the run again"
+            )
     try:
         scored = score_run(proj, measured)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # the files' inner records are read field by field: one that is not a run's record is named here
-        raise BsprofError(f"{d}: projections.json and measured.json do not hold a run's records "
-                          f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again") from None
+        raise BsprofError(
+            f"{d}: projections.json and measured.json do not hold a run's records "
+            f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again"
+        ) from None
     change_text.render_validation_changes(console, scored)
     if as_json:
         click.echo(dumps(scored))
@@ -209,8 +233,10 @@ def rescore_runs(console, source, as_json: bool) -> None:
     root = Path(source)
     dirs = sorted({p.parent for p in root.rglob("validation.csv")}) if root.is_dir() else []
     if not dirs:
-        raise BsprofError(f"{source}: no stored --validate run under it (a directory holding validation.csv); "
-                          "--validate --from takes stored runs to score, e.g. tests/data/h100_timing")
+        raise BsprofError(
+            f"{source}: no stored --validate run under it (a directory holding validation.csv); "
+            "--validate --from takes stored runs to score, e.g. tests/data/h100_timing"
+        )
     res = score_all(dirs)
     change_text.render_runs(console, res)
     if as_json:

@@ -9,10 +9,21 @@ import click
 
 @click.command(name="report")
 @click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out", type=click.Path(path_type=Path, dir_okay=False), default=Path("report.html"),
-              show_default=True, help="HTML file to write (new, empty, or a page bsprof wrote earlier; replaced atomically)")
-@click.option("--label", "labels", multiple=True,
-              help="column heading per DIR (default: the directory name; baseline/optimized for two)")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("report.html"),
+    show_default=True,
+    help="HTML file to write (new, empty, or a page bsprof wrote earlier; replaced atomically)",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    help="column heading per DIR (default: the directory name; baseline/optimized for two)",
+)
 @click.option("--title", default=None, help="page title")
 @click.option("--only", default=None, help="comma-separated section ids to render (e.g. summary,verdict,sol)")
 def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: str | None, only: str | None) -> None:
@@ -40,5 +51,7 @@ def command(dirs: tuple[Path, ...], out: Path, labels: tuple[str, ...], title: s
     width = shutil.get_terminal_size().columns  # $COLUMNS, the terminal's, or (piped) bsprof's width
     for line, to_stderr in info.console_lines(out):
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        click.echo(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
-                                 break_on_hyphens=False), err=to_stderr)
+        click.echo(
+            textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False),
+            err=to_stderr,
+        )

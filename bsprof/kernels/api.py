@@ -46,8 +46,10 @@ FAMILIES: dict[str, str] = {
 # only the Hopper family has
 VARIANTS: tuple[str, ...] = ("baseline", "optimized", "rescaled", "pingpong")
 # what --kernel means on every verb that runs or compiles a bundled kernel
-KERNEL_HELP = (f"bundled kernel: {' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches after ':', "
-               "e.g. optimized:epi_split=0,swizzle=8 (docs/kernels-fp8-blockwise.md lists them)")
+KERNEL_HELP = (
+    f"bundled kernel: {' | '.join(VARIANTS)}; on fp8-blockwise optionally with switches after ':', "
+    "e.g. optimized:epi_split=0,swizzle=8 (docs/kernels-fp8-blockwise.md lists them)"
+)
 # compute-capability major -> family that runs there
 FAMILY_BY_MAJOR: dict[int, str] = {10: "nvfp4", 9: "fp8-blockwise"}
 
@@ -102,14 +104,18 @@ def parse_kernel_spec(spec: str, family: str | None = None, config: dict | None 
     other overrides they must combine with), so a bad spec is refused before any GPU work."""
     name, sep, _ = spec.partition(":")
     if name not in VARIANTS:
-        raise BsprofError(f"--kernel {spec!r}: unknown kernel {name!r}; choose {', '.join(VARIANTS)} "
-                          "(fp8-blockwise switches go after ':', e.g. optimized:epi_split=0)")
+        raise BsprofError(
+            f"--kernel {spec!r}: unknown kernel {name!r}; choose {', '.join(VARIANTS)} "
+            "(fp8-blockwise switches go after ':', e.g. optimized:epi_split=0)"
+        )
     if not sep or family is None:
         return name, {}
     if family != "fp8-blockwise":
-        raise BsprofError(f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; drop them "
-                          f"for {family} (bench and timing configure it with --mma-tiler / --cluster / "
-                          "--sf-dtype / --sf-vec / --c-dtype)")
+        raise BsprofError(
+            f"--kernel {spec!r}: switches after ':' are an fp8-blockwise option; drop them "
+            f"for {family} (bench and timing configure it with --mma-tiler / --cluster / "
+            "--sf-dtype / --sf-vec / --c-dtype)"
+        )
     from bsprof.kernels.fp8_blockwise import config as cfg
 
     name, over = cfg.parse_spec(spec)
@@ -156,8 +162,14 @@ class Target:
             shape = tuple(family_module(family).DEFAULT_MNKL)
         elif shape is None:
             shape = tuple(int(v) for v in mnkl)
-        return cls(family=family, variant=name, mnkl=shape, switches=switches,  # type: ignore[arg-type]
-                   config=dict(config or {}), picked_from_gpu=picked)
+        return cls(
+            family=family,
+            variant=name,
+            mnkl=shape,
+            switches=switches,  # type: ignore[arg-type]
+            config=dict(config or {}),
+            picked_from_gpu=picked,
+        )
 
     def on_problem(self, mnkl) -> "Target":
         """This kernel on another problem (``(M, N, K, L)`` or ``"M,N,K[,L]"``); the spec is not
@@ -191,19 +203,25 @@ class Target:
         return f"{self.family} {self.spec} {self.shape}{extra}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "variant": self.variant, "mnkl": list(self.mnkl),
-                "switches": dict(self.switches),
-                "config": {k: list(v) if isinstance(v, tuple) else v for k, v in self.config.items()}}
+        return {
+            "family": self.family,
+            "variant": self.variant,
+            "mnkl": list(self.mnkl),
+            "switches": dict(self.switches),
+            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in self.config.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Target":
         """The Target :meth:`to_json` wrote; its spec is not parsed again (it was, once)."""
         try:
-            return cls(family=str(data["family"]), variant=str(data["variant"]),
-                       mnkl=tuple(int(v) for v in data["mnkl"]),  # type: ignore[arg-type]
-                       switches=dict(data.get("switches") or {}),
-                       config={k: tuple(v) if isinstance(v, list) else v
-                               for k, v in (data.get("config") or {}).items()})
+            return cls(
+                family=str(data["family"]),
+                variant=str(data["variant"]),
+                mnkl=tuple(int(v) for v in data["mnkl"]),  # type: ignore[arg-type]
+                switches=dict(data.get("switches") or {}),
+                config={k: tuple(v) if isinstance(v, list) else v for k, v in (data.get("config") or {}).items()},
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise BsprofError(f"not a kernel target: {data!r} ({type(exc).__name__}: {exc})") from None
 
@@ -260,12 +278,16 @@ def check_problem(mnkl: tuple[int, int, int, int], what: str = "--mnkl") -> None
     m, n, k, l_ = mnkl
     big = max(mnkl)
     if big > MAX_EXTENT:
-        raise BsprofError(f"{what}: an extent of {big:,} is over 2**31-1, the largest a GEMM launch takes; "
-                          "give the problem's real M,N,K[,L]")
+        raise BsprofError(
+            f"{what}: an extent of {big:,} is over 2**31-1, the largest a GEMM launch takes; "
+            "give the problem's real M,N,K[,L]"
+        )
     largest = max(m * k, n * k, m * n) * l_
     if largest > MAX_OPERAND_ELEMENTS:
-        raise BsprofError(f"{what}: an operand of {largest:.3g} elements (over 2**40, 1 TiB at one byte each) "
-                          "fits on no GPU; give the problem's real M,N,K[,L]")
+        raise BsprofError(
+            f"{what}: an operand of {largest:.3g} elements (over 2**40, 1 TiB at one byte each) "
+            "fits on no GPU; give the problem's real M,N,K[,L]"
+        )
 
 
 class PreparedMixin:

@@ -70,11 +70,17 @@ def compile_to_cubin(
         raise BsprofError(f"kernel module {module_name} not found; is bsprof installed with its kernels?")
     package_dir = Path(spec.origin).resolve().parent
     key_src = json.dumps(
-        {"entry": entry, "kwargs": kwargs, "arch": arch, "lineinfo": lineinfo,
-         "src": _sources_digest(package_dir), "dsl": _dsl_version(),
-         # line info records absolute source paths: a cubin built from another checkout (a test's
-         # temporary copy) would point `bsprof sass` at files that no longer exist
-         "where": str(package_dir) if lineinfo else ""},
+        {
+            "entry": entry,
+            "kwargs": kwargs,
+            "arch": arch,
+            "lineinfo": lineinfo,
+            "src": _sources_digest(package_dir),
+            "dsl": _dsl_version(),
+            # line info records absolute source paths: a cubin built from another checkout (a test's
+            # temporary copy) would point `bsprof sass` at files that no longer exist
+            "where": str(package_dir) if lineinfo else "",
+        },
         sort_keys=True,
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:24]
@@ -95,14 +101,26 @@ def _build(entry: str, kwargs: dict, arch: str, lineinfo: bool, dest: Path, time
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bsprof-cute-") as dump:
         env = dict(os.environ)
-        env.update(CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="cubin,ptx", CUTE_DSL_DUMP_DIR=dump,
-                   CUTE_DSL_LINEINFO="1" if lineinfo else "0")
+        env.update(
+            CUTE_DSL_ARCH=arch,
+            CUTE_DSL_KEEP="cubin,ptx",
+            CUTE_DSL_DUMP_DIR=dump,
+            CUTE_DSL_LINEINFO="1" if lineinfo else "0",
+        )
         mod, func = entry.split(":")
-        code = (f"import json, sys, importlib; m = importlib.import_module({mod!r}); "
-                f"getattr(m, {func!r})(**json.loads(sys.argv[1]))")
+        code = (
+            f"import json, sys, importlib; m = importlib.import_module({mod!r}); "
+            f"getattr(m, {func!r})(**json.loads(sys.argv[1]))"
+        )
         # `python -c` imports from its working directory first: run it where the kernel was found
-        proc = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], env=env, cwd=root,
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(kwargs)],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         if proc.returncode != 0:
             tail = _compile_error(proc.stderr)
             raise BsprofError(f"CuTe DSL compile of {entry} for {arch} failed: {tail}")
@@ -124,6 +142,6 @@ def _compile_error(stderr: str) -> str:
     lines = [ln for ln in lines if ln]
     for i, ln in enumerate(lines):
         if ln.startswith("error"):
-            where = next((x for x in lines[i + 1:i + 3] if x.startswith("-->")), "")
+            where = next((x for x in lines[i + 1 : i + 3] if x.startswith("-->")), "")
             return f"{ln} {where}".strip()
     return lines[-1] if lines else "(no output)"

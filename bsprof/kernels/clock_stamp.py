@@ -59,8 +59,14 @@ def build(blocks: int):
 
         bidx, _, _ = cute.arch.block_idx()
         ptr = buf.iterator.toint().ir_value()
-        llvm.inline_asm(None, [ptr, cutlass.Int32(bidx).ir_value(), cutlass.Int64(spin).ir_value()],
-                        _STAMP_ASM, "l,r,l,~{memory}", has_side_effects=True, asm_dialect=0)
+        llvm.inline_asm(
+            None,
+            [ptr, cutlass.Int32(bidx).ir_value(), cutlass.Int64(spin).ir_value()],
+            _STAMP_ASM,
+            "l,r,l,~{memory}",
+            has_side_effects=True,
+            asm_dialect=0,
+        )
 
     @cute.jit
     def stamp(buf: cute.Tensor, spin: cutlass.Int64, stream: drv.CUstream):
@@ -73,8 +79,11 @@ def fake_args(blocks: int):
     """Fake arguments for a CPU compile (SASS checks)."""
     from cutlass.cute.runtime import make_fake_compact_tensor
 
-    return (make_fake_compact_tensor(cutlass.Int64, (blocks * STAMP_WORDS,), assumed_align=16),
-            cutlass.Int64(0), drv.CUstream(0))
+    return (
+        make_fake_compact_tensor(cutlass.Int64, (blocks * STAMP_WORDS,), assumed_align=16),
+        cutlass.Int64(0),
+        drv.CUstream(0),
+    )
 
 
 def compile_stamp(blocks: int = 132) -> None:
@@ -95,8 +104,9 @@ class ClockStamps:
         self._torch = torch
         self._from_dlpack = from_dlpack
         buf = torch.zeros(self.blocks * STAMP_WORDS, dtype=torch.int64, device="cuda")
-        self._fn = cute.compile(build(self.blocks), from_dlpack(buf, assumed_align=16), cutlass.Int64(0),
-                                self._stream())
+        self._fn = cute.compile(
+            build(self.blocks), from_dlpack(buf, assumed_align=16), cutlass.Int64(0), self._stream()
+        )
 
     def _stream(self):
         return drv.CUstream(self._torch.cuda.current_stream().cuda_stream)

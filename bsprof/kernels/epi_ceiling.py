@@ -15,8 +15,8 @@ import cutlass.cute as cute
 import cutlass.memory
 
 MAX_WARPS = 32
-ROW_BYTES = 512          # one warp's 16-byte-per-lane store
-ROWS_PER_WARP = 4        # the warp cycles through this many rows (stays in its own region)
+ROW_BYTES = 512  # one warp's 16-byte-per-lane store
+ROWS_PER_WARP = 4  # the warp cycles through this many rows (stays in its own region)
 
 _LOOP_ASM = """{{
 \t.reg .pred p;
@@ -73,10 +73,16 @@ def build(warps: int, iters: int = 2048, alu: int = 2, num_ctas: int = 132, fake
         buf = smem.allocate_tensor(cutlass.Int8, cute.make_layout(region * warps), byte_alignment=128)
         base = buf.iterator.toint() + warp * region
         slot = bidx * warps + warp
-        cute.arch.barrier()   # every warp of the CTA starts together
+        cute.arch.barrier()  # every warp of the CTA starts together
         ptr = out.iterator.toint()
-        llvm.inline_asm(None, [ptr.ir_value(), cutlass.Int32(base).ir_value(), cutlass.Int32(slot).ir_value()],
-                        asm, "l,r,r,~{memory}", has_side_effects=True, asm_dialect=0)
+        llvm.inline_asm(
+            None,
+            [ptr.ir_value(), cutlass.Int32(base).ir_value(), cutlass.Int32(slot).ir_value()],
+            asm,
+            "l,r,r,~{memory}",
+            has_side_effects=True,
+            asm_dialect=0,
+        )
 
     @cute.jit
     def epi(out: cute.Tensor):
@@ -106,7 +112,7 @@ def run(warps: int, iters: int = 2048, alu: int = 2, repeats: int = 5):
     out = torch.zeros(ctas * warps, dtype=torch.int64, device="cuda")
     t = from_dlpack(out, assumed_align=16)
     compiled = cute.compile(fn, t)
-    compiled(t)   # warm-up
+    compiled(t)  # warm-up
     res = []
     for _ in range(repeats):
         compiled(t)

@@ -43,6 +43,7 @@ def _min(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
     import cutlass  # a run-time value in a kernel: the DSL's minimum
+
     return cutlass.min(a, b)
 
 
@@ -94,7 +95,7 @@ class TileOrder:
         first = (r // (g * mc)) * g
         j = r - first * mc
         if isinstance(nc, int) and nc % g == 0:
-            return j // g, first + j % g, batch          # every group full: divide by the constant
+            return j // g, first + j % g, batch  # every group full: divide by the constant
         width = _min(g, nc - first)
         return j // width, first + j % width, batch
 
@@ -125,9 +126,12 @@ class TileOrder:
             return tiles_mnl, self.units(tiles_mnl), ()
         import cutlass
         import cutlass.cute as cute
+
         tiles_mnl = tuple(cutlass.Int32(x) for x in tiles_mnl)
         mc, nc, _ = self.clusters_mnl(tiles_mnl)
-        divisors = () if self.group > 1 else (cute.fast_divmod_create_divisor_v2(mc), cute.fast_divmod_create_divisor_v2(nc))
+        divisors = (
+            () if self.group > 1 else (cute.fast_divmod_create_divisor_v2(mc), cute.fast_divmod_create_divisor_v2(nc))
+        )
         return tiles_mnl, self.units(tiles_mnl), divisors
 
     def kernel_side(self, tile_walk: tuple, tiles_mnl) -> tuple:
@@ -141,6 +145,7 @@ class TileOrder:
         the entries in all and the stride (the clusters in the grid). Loop ``while unit < units``."""
         import cutlass
         import cutlass.cute as cute
+
         _, _, first = cute.arch.block_idx()
         _, _, clusters = cute.arch.grid_dim()
         return cutlass.Int32(first), walk[1], clusters
@@ -149,7 +154,9 @@ class TileOrder:
         """This CTA's tile (m, n, l) of entry ``unit``, warp-uniform."""
         import cutlass
         import cutlass.cute as cute
+
         bidx, bidy, _ = cute.arch.block_idx()
         in_cluster = (bidx % self.cluster_mn[0], bidy % self.cluster_mn[1])
-        return tuple(cute.arch.make_warp_uniform(cutlass.Int32(x))
-                     for x in self.tile(unit, walk[0], in_cluster, walk[2]))
+        return tuple(
+            cute.arch.make_warp_uniform(cutlass.Int32(x)) for x in self.tile(unit, walk[0], in_cluster, walk[2])
+        )

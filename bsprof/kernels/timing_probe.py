@@ -16,8 +16,15 @@ PROBE_WARPS = 4
 PROBE_SPIN = 2000
 
 
-def build(num_ctas: int = 2, tiles: int = 3, sample_every: int = 1, spin_cycles: int = PROBE_SPIN,
-          enabled: bool = True, dynamic_slots: bool = False, fake: bool = True):
+def build(
+    num_ctas: int = 2,
+    tiles: int = 3,
+    sample_every: int = 1,
+    spin_cycles: int = PROBE_SPIN,
+    enabled: bool = True,
+    dynamic_slots: bool = False,
+    fake: bool = True,
+):
     """Return ``(jit_fn, args)``; with ``fake`` the args are fake tensors for a CPU compile."""
     plan = plan_buffer(num_ctas, PROBE_WARPS, tiles, max_bytes=(1 << 40))
     slots = -(-tiles // sample_every)

@@ -54,13 +54,13 @@ def record_asm(warps_per_cta: int, tile_slots, sample_every: int, events: tuple[
     $3 tile (u32) and, when ``tile_slots`` is not a Python int, $4 tile_slots (u32)."""
     slots = str(int(tile_slots)) if isinstance(tile_slots, int) else "$4"
     stores = "\n".join(f"\t@p st.global.v2.u64 [addr+{ev * _RECORD_BYTES}], {{clk, gt}};" for ev in events)
-    limit = (f"mul.lo.u32 lim, {slots}, {sample_every};" if sample_every > 1
-             else f"mov.u32 lim, {slots};")
+    limit = f"mul.lo.u32 lim, {slots}, {sample_every};" if sample_every > 1 else f"mov.u32 lim, {slots};"
     # sample_every is a power of two: mask and shift (ptxas does not strength-reduce div.u32 here)
     shift = sample_every.bit_length() - 1
     sample = (
         f"and.b32 r, $3, {sample_every - 1};\n\tsetp.eq.and.u32 p, r, 0, p;\n\tshr.u32 s, $3, {shift};"
-        if sample_every > 1 else "mov.u32 s, $3;"
+        if sample_every > 1
+        else "mov.u32 s, $3;"
     )
     asm = f"""{{
 \t.reg .pred p;
@@ -112,8 +112,9 @@ class TimingRecorder:
         self.warps_per_cta = int(warps_per_cta)
         self.tile_slots = tile_slots
         self.sample_every = int(sample_every)
-        if self.enabled and (self.warps_per_cta < 1 or self.sample_every < 1
-                             or self.sample_every & (self.sample_every - 1)):
+        if self.enabled and (
+            self.warps_per_cta < 1 or self.sample_every < 1 or self.sample_every & (self.sample_every - 1)
+        ):
             raise ValueError("TimingRecorder: warps_per_cta >= 1 and sample_every a power of two (plan_buffer's)")
 
     @classmethod
@@ -154,8 +155,12 @@ def _emit_record(buf, cta, warp, tile, tile_slots, warps_per_cta, sample_every, 
 
     asm, cons = record_asm(warps_per_cta, tile_slots, sample_every, events)
     ptr = buf.iterator if hasattr(buf, "iterator") else buf
-    operands = [ptr.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
-                _u32(cta, loc, ip), _u32(warp, loc, ip), _u32(tile, loc, ip)]
+    operands = [
+        ptr.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
+        _u32(cta, loc, ip),
+        _u32(warp, loc, ip),
+        _u32(tile, loc, ip),
+    ]
     if not isinstance(tile_slots, int):
         operands.append(_u32(tile_slots, loc, ip))
     llvm.inline_asm(None, operands, asm, cons, has_side_effects=True, asm_dialect=0, loc=loc, ip=ip)
@@ -169,4 +174,6 @@ def spin(cycles: int, backoff_ns: int = 0) -> None:
         return
     from cutlass._mlir.dialects import llvm
 
-    llvm.inline_asm(None, [], _SPIN_ASM.format(cycles=cycles, backoff=backoff), "~{memory}", has_side_effects=True, asm_dialect=0)
+    llvm.inline_asm(
+        None, [], _SPIN_ASM.format(cycles=cycles, backoff=backoff), "~{memory}", has_side_effects=True, asm_dialect=0
+    )

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.target:
             target = Target.from_arg(args.target)
-        elif args.torch_scaled_mm:   # cuBLAS, no bundled kernel: only the problem matters
+        elif args.torch_scaled_mm:  # cuBLAS, no bundled kernel: only the problem matters
             target = Target(family=args.family, variant=args.variant, mnkl=parse_mnkl(args.mnkl or "4096,4096,4096"))
         else:
             target = Target.parse(args.family, args.variant, args.mnkl)

@@ -8,7 +8,7 @@ import time
 from bsprof import artifacts
 
 WARP_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
-ALU_ROUNDS = (1, 4)   # store-heavy and compute-heavier chunks
+ALU_ROUNDS = (1, 4)  # store-heavy and compute-heavier chunks
 
 
 def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeats: int = 5) -> dict:
@@ -27,14 +27,24 @@ def measure(out_dir="bsprof-results", console=None, *, iters: int = 2048, repeat
         for n in WARP_COUNTS:
             cyc = K.run(n, iters=iters, alu=alu, repeats=repeats)
             per_n[n] = [float(x) for x in np.median(cyc.reshape(repeats, -1), axis=1)]
-        curves[f"alu{alu}"] = curve_from_samples(per_n, device=info["name"],
-                                                 what=f"{alu * 4} FMA + one 16-byte st.shared per lane per chunk, "
-                                                      f"{iters} chunks per warp, one CTA per SM").to_json()
+        curves[f"alu{alu}"] = curve_from_samples(
+            per_n,
+            device=info["name"],
+            what=f"{alu * 4} FMA + one 16-byte st.shared per lane per chunk, {iters} chunks per warp, one CTA per SM",
+        ).to_json()
         if console is not None:
             c = curves[f"alu{alu}"]
             console.print(f"alu{alu}: " + ", ".join(f"{n} warps {t:,.0f}" for n, t in zip(c["warps"], c["cycles"])))
-    doc = artifacts.document("epi_ceiling", {"device": info["name"], "date": time.strftime("%Y-%m-%d"),
-                                             "iters": iters, "repeats": repeats, "curves": curves})
+    doc = artifacts.document(
+        "epi_ceiling",
+        {
+            "device": info["name"],
+            "date": time.strftime("%Y-%m-%d"),
+            "iters": iters,
+            "repeats": repeats,
+            "curves": curves,
+        },
+    )
     with results_dir(out_dir, "epi_ceiling") as staged:
         artifacts.save(staged.path / "epi_ceiling.json", doc)
     d = staged.path

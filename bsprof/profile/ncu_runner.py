@@ -30,10 +30,12 @@ NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/u
 # Measured on H100 80GB HBM3, Nsight Compute 2025.3.1 (docs/perf.md); unknown pairs show percent only.
 EXPECTED_PASSES: dict[tuple[str, str], int] = {("full", "sm_90"): 38, ("triage", "sm_90"): 10}
 
-_PERM_HELP = ("GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM); run as root / with "
-              "CAP_SYS_ADMIN (containers: --cap-add SYS_ADMIN), or allow all users: put "
-              "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d/nvidia-prof.conf and reload "
-              "the driver (https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+_PERM_HELP = (
+    "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM); run as root / with "
+    "CAP_SYS_ADMIN (containers: --cap-add SYS_ADMIN), or allow all users: put "
+    "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d/nvidia-prof.conf and reload "
+    "the driver (https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
+)
 
 
 def find_ncu() -> str:
@@ -44,22 +46,24 @@ def find_ncu() -> str:
         hits = sorted(glob.glob(pattern), reverse=True)
         if hits:
             return hits[0]
-    raise BsprofError("ncu (Nsight Compute) is not installed or not on PATH; install Nsight Compute (CUDA toolkit) "
-                      "and add its directory to PATH, or analyze an existing report with --report FILE.ncu-rep")
+    raise BsprofError(
+        "ncu (Nsight Compute) is not installed or not on PATH; install Nsight Compute (CUDA toolkit) "
+        "and add its directory to PATH, or analyze an existing report with --report FILE.ncu-rep"
+    )
 
 
 @dataclass
 class NcuRequest:
-    launcher_args: list[str]               # arguments of ``python -m bsprof.profile.launch``
-    arch: str                              # "sm_90" | "sm_100": picks the triage metric names
+    launcher_args: list[str]  # arguments of ``python -m bsprof.profile.launch``
+    arch: str  # "sm_90" | "sm_100": picks the triage metric names
     set_name: str = "triage"
     clock_control: str = "none"
-    kernel_regex: str | None = None        # capture by name + launch-skip instead of the NVTX range
+    kernel_regex: str | None = None  # capture by name + launch-skip instead of the NVTX range
     launch_skip: int = 0
     # "nvtx" (default) or "profiler-api" (cudaProfilerStart/Stop); env BSPROF_NCU_CAPTURE overrides
     capture: str = field(default_factory=lambda: os.environ.get("BSPROF_NCU_CAPTURE", "nvtx"))
     extra_env: dict = field(default_factory=dict)
-    metrics_override: list[str] | None = None   # triage experiments (benchmarks/ncu.py): replace the list
+    metrics_override: list[str] | None = None  # triage experiments (benchmarks/ncu.py): replace the list
     sections_override: list[str] | None = None  # ... and the sections
 
 
@@ -76,7 +80,7 @@ def build_command(ncu: str, req: NcuRequest, out_base: str | os.PathLike, info_p
         cmd += ["--set", "full", "--import-source", "yes"]
     else:
         # only what the verdict reads: no sections, so no rules and no SASS-patching passes
-        for section in (TRIAGE_SECTIONS if req.sections_override is None else req.sections_override):
+        for section in TRIAGE_SECTIONS if req.sections_override is None else req.sections_override:
             cmd += ["--section", section]
         cmd += ["--metrics", ",".join(req.metrics_override or triage_metric_names(req.arch))]
     if req.kernel_regex:
@@ -106,7 +110,7 @@ class Progress:
         self.kernel: str | None = None
         self.passes: int | None = None
         self._log = ""
-        self._start = 0        # where the current "Profiling" line starts in the log
+        self._start = 0  # where the current "Profiling" line starts in the log
         self._steps = 0
 
     def feed(self, text: str) -> None:
@@ -117,19 +121,21 @@ class Progress:
                 return
             if m.group(1) != self.kernel or m.start() != getattr(self, "_at", None):
                 self.kernel, self._at, self._steps = m.group(1), m.start(), 0
-            rest = self._log[m.end():]
-            colon = rest.find(":")          # skip "- 0:" (the launch id) before the bar
+            rest = self._log[m.end() :]
+            colon = rest.find(":")  # skip "- 0:" (the launch id) before the bar
             if colon < 0:
                 return
-            line = rest[colon + 1:].split("\n", 1)[0]
+            line = rest[colon + 1 :].split("\n", 1)[0]
             done = _PASSES.search(line)
             bar = line[: done.start()] if done else line
-            steps = sum(1 for _ in _STEP.finditer(bar)) - 1   # "0%" starts; ten steps reach 100%
+            steps = sum(1 for _ in _STEP.finditer(bar)) - 1  # "0%" starts; ten steps reach 100%
             while self._steps < steps:
                 self._steps += 1
                 frac = min(self._steps, 10) / 10
                 if self.expected:
-                    self.emit(f"ncu: replay pass ~{max(1, round(frac * self.expected))} of {self.expected} ({self.kernel})")
+                    self.emit(
+                        f"ncu: replay pass ~{max(1, round(frac * self.expected))} of {self.expected} ({self.kernel})"
+                    )
                 else:
                     self.emit(f"ncu: replay {int(frac * 100)}% ({self.kernel})")
             if done:
@@ -146,15 +152,17 @@ def ncu_error(output: str, returncode: int) -> str | None:
     """The one-line cause of an ncu failure, read from its output; None when it looks fine."""
     if "ERR_NVGPUCTRPERM" in output:
         return _PERM_HELP
-    m = re.search(r"^error: (.+)$", output, re.M)          # the launcher's own one-line error
+    m = re.search(r"^error: (.+)$", output, re.M)  # the launcher's own one-line error
     if m:
         return m.group(1).strip()
     m = re.search(r"Failed to find metric[s]? (.+?)\s*$", output, re.M)
     if m:
         return f"ncu cannot collect {m.group(1).strip()} on this GPU; try --set full"
     if "No kernels were profiled" in output:
-        return ("ncu profiled no kernel: the measured launch was not captured (NVTX range or kernel filter matched "
-                "nothing); check the launcher with: python -m bsprof.profile.launch --help")
+        return (
+            "ncu profiled no kernel: the measured launch was not captured (NVTX range or kernel filter matched "
+            "nothing); check the launcher with: python -m bsprof.profile.launch --help"
+        )
     m = re.search(r"==ERROR== (.+)$", output, re.M)
     if m:
         return f"ncu failed: {m.group(1).strip()}"
@@ -179,7 +187,9 @@ def _missing_metric(log: str) -> str | None:
     return m.group(1).strip("'\"") if m else None
 
 
-def run_ncu(req: NcuRequest, scratch: Path, *, emit: Callable[[str], None] = print, timeout_s: float | None = None) -> NcuRun:
+def run_ncu(
+    req: NcuRequest, scratch: Path, *, emit: Callable[[str], None] = print, timeout_s: float | None = None
+) -> NcuRun:
     """Run ncu into ``scratch`` (a directory the caller removes on failure).
 
     A triage metric this ncu/GPU does not know is dropped and the run repeated (at most 3 times), so
@@ -256,8 +266,15 @@ def result_name(variant: str, family: str, mnkl, when: float | None = None) -> s
     return f"{variant}_{family}_{'x'.join(str(x) for x in mnkl)}_{stamp}"
 
 
-def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnkl=None,
-                   emit: Callable[[str], None] = print, timeout_s: float | None = None) -> tuple[Path, dict]:
+def profile_to_dir(
+    req: NcuRequest,
+    parent: str | os.PathLike,
+    name: str,
+    *,
+    mnkl=None,
+    emit: Callable[[str], None] = print,
+    timeout_s: float | None = None,
+) -> tuple[Path, dict]:
     """Profile, extract, and land ``<name>.ncu-rep``, ``summary.parquet``, ``summary.json`` in a fresh
     ``parent/name[-i]`` directory. Returns (directory, summary JSON)."""
     from bsprof.analyzers.ncu.extract import extract
@@ -276,9 +293,16 @@ def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnk
             rep = staged.path / f"{name}.ncu-rep"
             os.replace(run.report, rep)
             ex.report = rep.name  # beside summary.json, wherever the directory lands
-            payload = summary_json(ex, k=k, set=req.set_name, clock_control=req.clock_control,
-                                   replay_passes=run.passes, ncu_wall_s=round(run.wall_s, 2),
-                                   launch=run.info, command=run.command)
+            payload = summary_json(
+                ex,
+                k=k,
+                set=req.set_name,
+                clock_control=req.clock_control,
+                replay_passes=run.passes,
+                ncu_wall_s=round(run.wall_s, 2),
+                launch=run.info,
+                command=run.command,
+            )
             write_summary(ex, staged.path, "summary", payload)
         ex.report = str(staged.path / rep.name)
         return staged.path, payload
@@ -286,8 +310,17 @@ def profile_to_dir(req: NcuRequest, parent: str | os.PathLike, name: str, *, mnk
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def profile_bundled(variant: str, family: str, mnkl: str | None, set_name: str, clock_control: str,
-                    out: str | os.PathLike, warmup: int, *, emit: Callable[[str], None] = print) -> dict:
+def profile_bundled(
+    variant: str,
+    family: str,
+    mnkl: str | None,
+    set_name: str,
+    clock_control: str,
+    out: str | os.PathLike,
+    warmup: int,
+    *,
+    emit: Callable[[str], None] = print,
+) -> dict:
     """`bsprof ncu --kernel`: profile one bundled kernel (family ``auto``: picked from the GPU) into a
     fresh result directory; returns the summary JSON with ``output_dir``."""
     from bsprof.analyzers.ncu.metrics import arch_key
@@ -302,12 +335,17 @@ def profile_bundled(variant: str, family: str, mnkl: str | None, set_name: str, 
     find_ncu()
     target = target or Target.parse(family, variant, mnkl)
     if target.picked_from_gpu:
-        emit(f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})")
+        emit(
+            f"family: {target.family} (picked from the GPU: {info['name']}, sm_{info['capability'][0]}{info['capability'][1]})"
+        )
     req = NcuRequest(
         launcher_args=["--target", target.to_arg(), "--warmup", str(warmup)],
-        arch=arch_key(info["capability"][0]), set_name=set_name, clock_control=clock_control,
+        arch=arch_key(info["capability"][0]),
+        set_name=set_name,
+        clock_control=clock_control,
     )
-    directory, payload = profile_to_dir(req, out, result_name(spec_label(target.spec), target.family, target.mnkl),
-                                        mnkl=target.mnkl, emit=emit)
+    directory, payload = profile_to_dir(
+        req, out, result_name(spec_label(target.spec), target.family, target.mnkl), mnkl=target.mnkl, emit=emit
+    )
     payload["output_dir"] = str(directory)
     return payload

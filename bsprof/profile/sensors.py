@@ -20,19 +20,30 @@ NVML_TEMPERATURE_GPU = 0
 NVML_SUCCESS = 0
 NVML_FI_DEV_POWER_INSTANT = 186  # nvmlDeviceGetPowerUsage averages over ~1 s: too slow for one kernel
 # nvmlClocksEventReasons bits worth telling a kernel engineer about (idle/app-clock bits left out)
-CLOCK_LIMITERS = {0x4: "power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
-                  0x80: "power brake"}
+CLOCK_LIMITERS = {0x4: "power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal", 0x80: "power brake"}
 
 
 class _Value(ctypes.Union):
-    _fields_ = [("d", ctypes.c_double), ("ui", ctypes.c_uint), ("ul", ctypes.c_ulong),
-                ("ull", ctypes.c_ulonglong), ("sll", ctypes.c_longlong), ("si", ctypes.c_int)]
+    _fields_ = [
+        ("d", ctypes.c_double),
+        ("ui", ctypes.c_uint),
+        ("ul", ctypes.c_ulong),
+        ("ull", ctypes.c_ulonglong),
+        ("sll", ctypes.c_longlong),
+        ("si", ctypes.c_int),
+    ]
 
 
 class _FieldValue(ctypes.Structure):
-    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
-                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
-                ("value", _Value)]
+    _fields_ = [
+        ("fieldId", ctypes.c_uint),
+        ("scopeId", ctypes.c_uint),
+        ("timestamp", ctypes.c_longlong),
+        ("latencyUsec", ctypes.c_longlong),
+        ("valueType", ctypes.c_int),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", _Value),
+    ]
 
 
 class GpuSensors:
@@ -42,8 +53,9 @@ class GpuSensors:
         self._lib = lib
         self._handle = handle
         # renamed in driver 535; older drivers have only the throttle-reasons name
-        self._reasons_fn = (getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                            or getattr(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        self._reasons_fn = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
 
     def read(self) -> tuple[float, float, int]:
         """(SM clock in MHz, instantaneous board power in W, clock-event reason bits); NaN / 0 for
@@ -51,13 +63,18 @@ class GpuSensors:
         mhz = ctypes.c_uint(0)
         ok_clk = self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(mhz)) == NVML_SUCCESS
         fv = _FieldValue(fieldId=NVML_FI_DEV_POWER_INSTANT)
-        ok_pw = (self._lib.nvmlDeviceGetFieldValues(self._handle, 1, ctypes.byref(fv)) == NVML_SUCCESS
-                 and fv.nvmlReturn == NVML_SUCCESS)
+        ok_pw = (
+            self._lib.nvmlDeviceGetFieldValues(self._handle, 1, ctypes.byref(fv)) == NVML_SUCCESS
+            and fv.nvmlReturn == NVML_SUCCESS
+        )
         reasons = ctypes.c_ulonglong(0)
         if self._reasons_fn is None or self._reasons_fn(self._handle, ctypes.byref(reasons)) != NVML_SUCCESS:
             reasons.value = 0
-        return (float(mhz.value) if ok_clk else float("nan"),
-                fv.value.ui / 1000.0 if ok_pw else float("nan"), int(reasons.value))
+        return (
+            float(mhz.value) if ok_clk else float("nan"),
+            fv.value.ui / 1000.0 if ok_pw else float("nan"),
+            int(reasons.value),
+        )
 
     def temperature(self) -> float | None:
         """GPU die temperature in °C (None where refused): a warmer board leaks more of the same power
@@ -71,8 +88,7 @@ class GpuSensors:
         mhz, mw = ctypes.c_uint(0), ctypes.c_uint(0)
         ok_clk = self._lib.nvmlDeviceGetMaxClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(mhz)) == NVML_SUCCESS
         ok_pw = self._lib.nvmlDeviceGetEnforcedPowerLimit(self._handle, ctypes.byref(mw)) == NVML_SUCCESS
-        return {"max_mhz": float(mhz.value) if ok_clk else None,
-                "power_limit_w": mw.value / 1000.0 if ok_pw else None}
+        return {"max_mhz": float(mhz.value) if ok_clk else None, "power_limit_w": mw.value / 1000.0 if ok_pw else None}
 
 
 def open_sensors(pci_bus_id: str | None) -> GpuSensors | None:
@@ -90,8 +106,11 @@ def open_sensors(pci_bus_id: str | None) -> GpuSensors | None:
         ok = lib.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle)) == NVML_SUCCESS
     else:
         count = ctypes.c_uint(0)
-        ok = (lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == NVML_SUCCESS and count.value == 1
-              and lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) == NVML_SUCCESS)
+        ok = (
+            lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == NVML_SUCCESS
+            and count.value == 1
+            and lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) == NVML_SUCCESS
+        )
     return GpuSensors(lib, handle) if ok else None
 
 
@@ -101,8 +120,11 @@ def torch_device_sensors(device: int = 0) -> GpuSensors | None:
 
     props = torch.cuda.get_device_properties(device)
     bus = getattr(props, "pci_bus_id", None)
-    bus_id = (f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
-              if isinstance(bus, int) else None)
+    bus_id = (
+        f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+        if isinstance(bus, int)
+        else None
+    )
     return open_sensors(bus_id) or (open_sensors(None) if bus_id else None)
 
 
@@ -126,9 +148,12 @@ class SensorLog:
         mhz = [x for x in self.mhz if x == x]
         watts = [x for x in self.watts if x == x]
         limiters = [name for bit, name in CLOCK_LIMITERS.items() if self.reasons & bit]
-        return dict(sm_mhz=statistics.median(mhz) if mhz else None,
-                    watts=statistics.median(watts) if watts else None, samples=len(self.mhz),
-                    clock_limiters=limiters)
+        return dict(
+            sm_mhz=statistics.median(mhz) if mhz else None,
+            watts=statistics.median(watts) if watts else None,
+            samples=len(self.mhz),
+            clock_limiters=limiters,
+        )
 
 
 def flop_per_sm_cycle(flops: float, ms: float, sm_mhz: float | None, num_sms: int) -> float | None:

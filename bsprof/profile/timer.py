@@ -20,8 +20,14 @@ HOLD_ATTEMPTS = 3
 DRY_GAP_MS = 0.005
 
 
-def launch_times_ms(fn: Callable[[], object], warmup: int, iters: int, min_warmup_s: float = 0.3,
-                    while_running: Callable[[], None] | None = None, hold: bool = True) -> list[float]:
+def launch_times_ms(
+    fn: Callable[[], object],
+    warmup: int,
+    iters: int,
+    min_warmup_s: float = 0.3,
+    while_running: Callable[[], None] | None = None,
+    hold: bool = True,
+) -> list[float]:
     """Milliseconds of each of ``iters`` launches of ``fn``, after at least ``warmup`` untimed ones
     and at least ``min_warmup_s`` seconds of them (none at all with ``warmup=0``).
 
@@ -99,8 +105,9 @@ def ran_dry(times_ms: list[float], gaps_ms: list[float]) -> bool:
     return sum(g > limit for g in gaps_ms) > 0.1 * len(gaps_ms)
 
 
-def trace_launches(fn: Callable[[], object], launches: int = 30, warmup_s: float = 0.3,
-                   keep: str | os.PathLike | None = None):
+def trace_launches(
+    fn: Callable[[], object], launches: int = 30, warmup_s: float = 0.3, keep: str | os.PathLike | None = None
+):
     """``kernel_spans`` of the last ``launches`` calls of ``fn``, each between a pair of CUDA events
     as the bench times them. The warm-up runs inside the profiler: starting CUPTI idles the GPU,
     and a kernel traced right after that runs at clocks it would not sustain. ``keep`` saves the
@@ -130,5 +137,5 @@ def trace_launches(fn: Callable[[], object], launches: int = 30, warmup_s: float
         if not keep and os.path.exists(path):
             os.unlink(path)
     spans = kernel_spans(trace)
-    per_call = max(1, round(len(spans) / calls))   # a peer may launch more than one kernel per call
-    return spans.iloc[-launches * per_call:].reset_index(drop=True)
+    per_call = max(1, round(len(spans) / calls))  # a peer may launch more than one kernel per call
+    return spans.iloc[-launches * per_call :].reset_index(drop=True)

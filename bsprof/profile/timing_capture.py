@@ -16,18 +16,22 @@ from bsprof.errors import BsprofError
 from bsprof.kernels.api import Target
 
 # The three benchmark shapes of the Hopper family (its performance targets); overhead is reported on each.
-BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4096, 4096, 4096, 1), (8192, 8192, 8192, 1),
-                                                       (8192, 8192, 1024, 1))
+BENCH_SHAPES: tuple[tuple[int, int, int, int], ...] = (
+    (4096, 4096, 4096, 1),
+    (8192, 8192, 8192, 1),
+    (8192, 8192, 1024, 1),
+)
 
 
-def median_us(launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5,
-              prequeue: int = 2, batch: int = 1) -> dict[str, float]:
+def median_us(
+    launchers: dict, *, rounds: int = 30, inner: int = 10, warmup: int = 5, prequeue: int = 2, batch: int = 1
+) -> dict[str, float]:
     """Median per-launch time (µs) of each launcher; each round times ``inner`` back-to-back launches
     of every launcher in turn with CUDA events. ``prequeue`` launches are enqueued before the start
     event, so the GPU is already busy when it fires and an idle gap before the first launch stays
     out of the window. (When one launch costs the host more than the GPU, ~125 us for a CuTe DSL
     call, the loop is host-bound whatever is queued: see docs/perf.md; :func:`graph_launcher`
-    takes the host out.) ``batch``: kernel launches one launcher call makes (a graph replay).""" 
+    takes the host out.) ``batch``: kernel launches one launcher call makes (a graph replay)."""
     import torch
 
     if not launchers:
@@ -84,13 +88,14 @@ def graph_replay(launch_on, launches: int = 1, keep: object = None):
             for _ in range(launches):
                 launch_on(side)
         torch.cuda.synchronize()
-    except Exception:   # noqa: BLE001 - any capture failure falls back to eager launches
+    except Exception:  # noqa: BLE001 - any capture failure falls back to eager launches
         torch.cuda.synchronize()
         return None
     owner = launch_on if keep is None else keep
 
     def replay() -> None:
         graph.replay()
+
     replay.keep = (graph, owner)
     return replay
 
@@ -121,9 +126,9 @@ def median_us_graphs(preps: dict, *, rounds: int = 30, launches: int = 10) -> tu
 
 @dataclass
 class Capture:
-    table: object              # pandas DataFrame (analyzers.timing.schema)
-    raw: object | None         # the int64 event buffer as numpy, when the kernel exposes it
-    plan: object | None        # its BufferPlan
+    table: object  # pandas DataFrame (analyzers.timing.schema)
+    raw: object | None  # the int64 event buffer as numpy, when the kernel exposes it
+    plan: object | None  # its BufferPlan
     kernel_name: str
     wall_us: float = float("nan")  # median wall time of the captured launches (same clock state)
 
@@ -165,8 +170,13 @@ def overhead(target: Target, shapes, *, rounds: int = 30, inner: int = 10, log=N
         plain = on_shape.prepare(timing=False)
         timed = on_shape.prepare(timing=True)
         med, how = median_us_graphs({"plain": plain, "timing": timed}, rounds=rounds, launches=inner)
-        row = {"mnkl": list(mnkl), "plain_us": med["plain"], "timing_us": med["timing"],
-               "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0), "timed_with": how}
+        row = {
+            "mnkl": list(mnkl),
+            "plain_us": med["plain"],
+            "timing_us": med["timing"],
+            "overhead_pct": 100.0 * (med["timing"] / med["plain"] - 1.0),
+            "timed_with": how,
+        }
         out.append(row)
         if log:
             log(row)
@@ -174,8 +184,15 @@ def overhead(target: Target, shapes, *, rounds: int = 30, inner: int = 10, log=N
     return out
 
 
-def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "shape", rounds: int = 30,
-                max_trace_events: int = 200_000, log: Callable[[str], None] = lambda msg: None) -> tuple[dict, Path]:
+def capture_run(
+    target: Target,
+    out: str | os.PathLike,
+    *,
+    overhead_on: str = "shape",
+    rounds: int = 30,
+    max_trace_events: int = 200_000,
+    log: Callable[[str], None] = lambda msg: None,
+) -> tuple[dict, Path]:
     """`bsprof timing` on the GPU: capture ``target``'s timing build, measure what the timing build
     costs (``overhead_on``: "shape", "all" benchmark shapes or "none") and write the timing
     artifacts into a fresh directory under ``out``. Returns (timing.json dict, that directory)."""
@@ -190,8 +207,10 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
     want = getattr(target.module(), "ARCH", None)
     have = "sm_%d%d" % info["capability"]
     if want and not want.startswith(have[:5]):
-        raise BsprofError(f"the {target.family} kernels need {want}; this {info['name']} is {have} "
-                          f"(use --family {family_for_capability(info['capability'])})")
+        raise BsprofError(
+            f"the {target.family} kernels need {want}; this {info['name']} is {have} "
+            f"(use --family {family_for_capability(info['capability'])})"
+        )
     log(f"[dim]building {target.family} {target.spec} timing build for {target.shape}...[/]")
     timed = target.prepare(timing=True)
     cap = capture(timed)
@@ -206,10 +225,24 @@ def capture_run(target: Target, out: str | os.PathLike, *, overhead_on: str = "s
         del timed  # free its inputs before building the overhead pairs
         log(f"[dim]overhead: plain vs timing build on {len(shapes)} shape(s), {rounds} rounds each...[/]")
         ovh = overhead(target, shapes, rounds=rounds)
-    meta = {"family": target.family, "variant": target.spec, "mnkl": list(target.mnkl), "device": info["name"],
-            "capability": list(info["capability"]), "sm_count": info["sm_count"],
-            "kernel_name": cap.kernel_name, "config": cfg}
+    meta = {
+        "family": target.family,
+        "variant": target.spec,
+        "mnkl": list(target.mnkl),
+        "device": info["name"],
+        "capability": list(info["capability"]),
+        "sm_count": info["sm_count"],
+        "kernel_name": cap.kernel_name,
+        "config": cfg,
+    }
     with results_dir(out, f"timing_{target.label}_{time.strftime('%Y%m%d-%H%M%S')}") as staged:
-        doc = write_timing_run(staged.path, cap.table, meta=meta, overhead=ovh, raw=cap.raw, plan=cap.plan,
-                               max_trace_events=max_trace_events)
+        doc = write_timing_run(
+            staged.path,
+            cap.table,
+            meta=meta,
+            overhead=ovh,
+            raw=cap.raw,
+            plan=cap.plan,
+            max_trace_events=max_trace_events,
+        )
     return doc, staged.path

@@ -31,9 +31,9 @@ from bsprof import artifacts
 from bsprof.errors import BsprofError
 from bsprof.kernels.api import Target
 
-KLOOP_FRACTIONS = (0.15, 0.3)            # of the tile period, where the K-loop binds
-KLOOP_MIN_DELAY = 250                    # per K block: below ~250 the spin costs the K-loop more than
-                                         # its probe cost (it also holds back the next wgmma issue)
+KLOOP_FRACTIONS = (0.15, 0.3)  # of the tile period, where the K-loop binds
+KLOOP_MIN_DELAY = 250  # per K block: below ~250 the spin costs the K-loop more than
+# its probe cost (it also holds back the next wgmma issue)
 PHASE1_FRACTIONS = (0.01, 0.03, 0.06, 0.12, 0.25)
 DEFICIT_MULTIPLES = (0.3, 0.6, 0.9, 1.1, 1.4, 2.0, 3.0)
 BOTH_FRACTIONS = ((0.15, 0.03), (0.3, 0.06))
@@ -65,10 +65,11 @@ def spin_calibration(console=None) -> dict:
     base = per_d[0]
     cost = {d: v - base for d, v in per_d.items() if d > 0}
     slope, icpt = spin_cost_fit(cost)
-    _log(console, f"spin calibration: spin(d) costs {slope:.3f}*d + {icpt:.1f} cycles "
-                  f"(record-to-record floor {base:.0f})")
-    return {"samples": {str(k): v for k, v in per_d.items()}, "slope": slope, "intercept": icpt,
-            "record_floor": base}
+    _log(
+        console,
+        f"spin calibration: spin(d) costs {slope:.3f}*d + {icpt:.1f} cycles (record-to-record floor {base:.0f})",
+    )
+    return {"samples": {str(k): v for k, v in per_d.items()}, "slope": slope, "intercept": icpt, "record_floor": base}
 
 
 def delay_for(delta_per_unit: float, spin: dict) -> tuple[int, float]:
@@ -104,13 +105,13 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
     both = [(fk * tile, fp * tile) for fk, fp in BOTH_FRACTIONS]
     if deficit > 0 and binding:
         flip = [m * deficit for m in DEFICIT_MULTIPLES]
-        if binding == "epilogue":   # the MMA side has the slack: slow the K-loop past it
+        if binding == "epilogue":  # the MMA side has the slack: slow the K-loop past it
             k_targets = flip
         else:
             p_targets = flip
             both = [(KLOOP_FRACTIONS[0] * tile, 0.6 * deficit), (KLOOP_FRACTIONS[0] * tile, 1.4 * deficit)]
     out = []
-    kloop_on_slack = deficit > 0 and binding == "epilogue"   # multiples of the deficit: keep them small
+    kloop_on_slack = deficit > 0 and binding == "epilogue"  # multiples of the deficit: keep them small
 
     def kl(target: float) -> tuple[int, float]:
         d, cost = delay_for(target / k_blocks, spin)
@@ -135,8 +136,11 @@ def plan_sweep(tile: float, deficit: float, binding: str, k_blocks: int, spin: d
 def reverse_sources(variants: list[dict], deficit: float, binding: str) -> list[dict]:
     """Builds the reverse points start from: the largest of each knob, and every build whose
     change of the non-binding side passed the deficit (its reverse point flips back)."""
-    src = [max((v for v in variants if v["knob"] == k), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
-           for k in ("kloop", "phase1", "both") if any(v["knob"] == k for v in variants)]
+    src = [
+        max((v for v in variants if v["knob"] == k), key=lambda v: v["delta_kloop"] + v["delta_phase1"])
+        for k in ("kloop", "phase1", "both")
+        if any(v["knob"] == k for v in variants)
+    ]
     if deficit > 0 and binding:
         side = "delta_kloop" if binding == "epilogue" else "delta_phase1"
         src += [v for v in variants if v[side] > deficit and v not in src]
@@ -158,15 +162,21 @@ def phase_means(table) -> dict:
     return {f"{r}.{p}": float(v) for (r, p), v in g.items()}
 
 
-SETTLE_S = 0.6      # each build runs alone this long, untimed, before its block is timed
-BLOCK_S = 0.1       # the timed part of a block
+SETTLE_S = 0.6  # each build runs alone this long, untimed, before its block is timed
+BLOCK_S = 0.1  # the timed part of a block
 GRAPH_LAUNCHES = 10  # kernel launches per graph replay
-ORDER_SEED = 20261125   # the build order of repeat r: a shuffle seeded by ORDER_SEED + r (recorded, replayable)
+ORDER_SEED = 20261125  # the build order of repeat r: a shuffle seeded by ORDER_SEED + r (recorded, replayable)
 
 
-def sustained_walls(launchers: dict, keys: list[str], repeats: int,
-                    rounds: int = ROUNDS_PER_REPEAT, first: int = 0,
-                    settle_s: float = SETTLE_S, stamps=None) -> tuple[dict, dict, str]:
+def sustained_walls(
+    launchers: dict,
+    keys: list[str],
+    repeats: int,
+    rounds: int = ROUNDS_PER_REPEAT,
+    first: int = 0,
+    settle_s: float = SETTLE_S,
+    stamps=None,
+) -> tuple[dict, dict, str]:
     """``repeats`` sustained blocks per build: per repeat each build in turn (``block_order``: a seeded
     shuffle, no build twice in a row) runs back to back for ``settle_s`` untimed, then ``BLOCK_S``
     timed with its SM clock read two ways (NVML polled while it runs: the clock term's input; and, a
@@ -209,7 +219,7 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
 
     sensors = torch_device_sensors()
     span: dict[str, float] = {}
-    for k, g in graphs.items():      # seconds per replay, to size the blocks
+    for k, g in graphs.items():  # seconds per replay, to size the blocks
         g()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -244,26 +254,43 @@ def sustained_walls(launchers: dict, keys: list[str], repeats: int,
             reps[k].append(s.elapsed_time(e) * 1000.0 / (timed * GRAPH_LAUNCHES))
             cmhz, cns = counter_mhz(before.cpu().numpy(), after.cpu().numpy()) if stamps is not None else (None, None)
             good_m, good_w = [x for x in mhz if x == x], [x for x in watts if x == x]
-            reads[k].append({"mhz": statistics.median(good_m) if good_m else None,
-                             "watts": statistics.median(good_w) if good_w else None,
-                             "mhz_mean": statistics.fmean(good_m) if good_m else None,
-                             "watts_mean": statistics.fmean(good_w) if good_w else None,
-                             "mhz_min": min(good_m) if good_m else None, "mhz_max": max(good_m) if good_m else None,
-                             "reasons": why, "readings": len(good_m),
-                             "counter_mhz": cmhz, "counter_ns": cns,
-                             "temp_c": sensors.temperature() if sensors is not None else None,
-                             "repeat": r, "after": prev})
+            reads[k].append(
+                {
+                    "mhz": statistics.median(good_m) if good_m else None,
+                    "watts": statistics.median(good_w) if good_w else None,
+                    "mhz_mean": statistics.fmean(good_m) if good_m else None,
+                    "watts_mean": statistics.fmean(good_w) if good_w else None,
+                    "mhz_min": min(good_m) if good_m else None,
+                    "mhz_max": max(good_m) if good_m else None,
+                    "reasons": why,
+                    "readings": len(good_m),
+                    "counter_mhz": cmhz,
+                    "counter_ns": cns,
+                    "temp_c": sensors.temperature() if sensors is not None else None,
+                    "repeat": r,
+                    "after": prev,
+                }
+            )
             prev = k
     return reps, reads, "graph"
 
 
-RETIME_MAX = 1   # extra repeats a set may get to replace blocks held below the power limit: with every block
-                 # settled 0.6 s a held block is the exception, and each extra repeat costs a whole set
+RETIME_MAX = 1  # extra repeats a set may get to replace blocks held below the power limit: with every block
+# settled 0.6 s a held block is the exception, and each extra repeat costs a whole set
 
 
-def retime_held(launchers: dict, keys: list[str], reps: dict, reads: dict, limits, repeats: int,
-                rounds: int = ROUNDS_PER_REPEAT, earlier: dict | None = None, stamps=None,
-                max_extra: int = RETIME_MAX) -> int:
+def retime_held(
+    launchers: dict,
+    keys: list[str],
+    reps: dict,
+    reads: dict,
+    limits,
+    repeats: int,
+    rounds: int = ROUNDS_PER_REPEAT,
+    earlier: dict | None = None,
+    stamps=None,
+    max_extra: int = RETIME_MAX,
+) -> int:
     """Extra repeats of a whole repeat set for the blocks the power controller held below the limit
     (``analyzers.model.sustained.held_blocks``): one per held block of the most-held build, at most
     ``max_extra``, appended to ``reps`` / ``reads`` in place (the order continues the seeded shuffle).
@@ -325,12 +352,16 @@ def sustained_summary(reads: dict) -> dict[str, dict]:
         m = [b["mhz"] for b in blocks if b.get("mhz")]
         w = [b["watts"] for b in blocks if b.get("watts")]
         if m:
-            out[k] = {"mhz": statistics.median(m), "watts": statistics.median(w) if w else None,
-                      "readings": sum(b.get("readings", 0) for b in blocks), "blocks": len(blocks)}
+            out[k] = {
+                "mhz": statistics.median(m),
+                "watts": statistics.median(w) if w else None,
+                "readings": sum(b.get("readings", 0) for b in blocks),
+                "blocks": len(blocks),
+            }
     return out
 
 
-TOP_SPINS = 3         # stamp spins on every SM: the counter's rate at the top clock (a diagnostic)
+TOP_SPINS = 3  # stamp spins on every SM: the counter's rate at the top clock (a diagnostic)
 TOP_SPIN_S = 0.1
 
 
@@ -368,14 +399,14 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
     start, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(launches):
-        torch.cuda._sleep(per_launch)   # ~10 ms of spinning on the SM cycle counter per launch
+        torch.cuda._sleep(per_launch)  # ~10 ms of spinning on the SM cycle counter per launch
     done.record()
     # queued behind the floor spin, so the clock is still at the top when they start
     try:
         bufs = [stamps.stamp(int(TOP_SPIN_S * lim["max_mhz"] * 1e6)) for _ in range(TOP_SPINS)] if stamps else []
-    except Exception:   # noqa: BLE001 - the diagnostic is optional: the clock term reads NVML
+    except Exception:  # noqa: BLE001 - the diagnostic is optional: the clock term reads NVML
         bufs = []
-    _t.sleep(spin_s / 3)                            # let the clock and the power settle
+    _t.sleep(spin_s / 3)  # let the clock and the power settle
     mhz, watts = [], []
     while not done.query():
         m, w, _r = sensors.read()
@@ -392,16 +423,27 @@ def device_limits(spin_s: float = 0.5, stamps=None) -> dict | None:
     # clock NVML reports is the clock that turns a kernel's cycles into time
     spin_ms = start.elapsed_time(done)
     counted = per_launch * launches / (spin_ms * 1000.0) if spin_ms > 0 else None
-    return {**lim, "floor_w": floor, "floor_mhz": statistics.median(ok(mhz)) if ok(mhz) else None,
-            "floor_counter_mhz": counted,
-            "top_counter_mhz": statistics.median([t for t in top if t]) if any(top) else None,
-            "top_counter_spins": top,
-            "idle_w": statistics.median(ok(idle)) if ok(idle) else None,
-            "source": "NVML (floor: board power while one thread spins)"}
+    return {
+        **lim,
+        "floor_w": floor,
+        "floor_mhz": statistics.median(ok(mhz)) if ok(mhz) else None,
+        "floor_counter_mhz": counted,
+        "top_counter_mhz": statistics.median([t for t in top if t]) if any(top) else None,
+        "top_counter_spins": top,
+        "idle_w": statistics.median(ok(idle)) if ok(idle) else None,
+        "source": "NVML (floor: board power while one thread spins)",
+    }
 
 
-def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int = REPEATS,
-        rounds: int = ROUNDS_PER_REPEAT, spin: dict | None = None) -> dict:
+def run(
+    target: Target,
+    out_dir="bsprof-results",
+    console=None,
+    *,
+    repeats: int = REPEATS,
+    rounds: int = ROUNDS_PER_REPEAT,
+    spin: dict | None = None,
+) -> dict:
     """Measure, project, score ``target`` (the kernel and problem, resolved once by the caller: every
     build here is ``target.prepare`` with a timing or delay option, never the spec parsed again);
     returns the validation.json dict (also written under out_dir)."""
@@ -431,18 +473,21 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
 
             stamps = ClockStamps()
             stamps.check()
-        except Exception as exc:   # noqa: BLE001 - no stamp kernel: NVML's clock readings only
+        except Exception as exc:  # noqa: BLE001 - no stamp kernel: NVML's clock readings only
             stamps = None
             _log(console, f"[yellow]SM clock stamps unavailable ({exc}); sustained clocks from NVML[/]")
     try:
         limits = device_limits(stamps=stamps) if _has_gpu() else None
-    except Exception as exc:   # noqa: BLE001 - a driver without these NVML calls: no clock term
+    except Exception as exc:  # noqa: BLE001 - a driver without these NVML calls: no clock term
         _log(console, f"[yellow]device limits unreadable ({exc}); the clock term falls back to the data sheet[/]")
         limits = None
     if limits:
-        _log(console, f"device: top SM clock {limits['max_mhz']:.0f} MHz, power limit {limits['power_limit_w']:.0f} W, "
-                      f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W); "
-                      f"SM counter during a stamp spin {limits.get('top_counter_mhz') or 0:.0f} MHz (diagnostic)")
+        _log(
+            console,
+            f"device: top SM clock {limits['max_mhz']:.0f} MHz, power limit {limits['power_limit_w']:.0f} W, "
+            f"floor {limits['floor_w']:.0f} W at {limits['floor_mhz'] or 0:.0f} MHz (idle {limits['idle_w'] or 0:.0f} W); "
+            f"SM counter during a stamp spin {limits.get('top_counter_mhz') or 0:.0f} MHz (diagnostic)",
+        )
     if spin is None:
         spin = spin_calibration(console)
 
@@ -454,11 +499,14 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
     del cap
     params = calibrate(tables["plain"])
     tile, deficit, binding = _baseline_numbers(params, project)
-    _log(console, f"model: tile {tile:,.0f} cycles, binding {binding or '?'}, deficit {deficit:,.0f} cycles; "
-                  f"{k_blocks} K blocks per tile")
+    _log(
+        console,
+        f"model: tile {tile:,.0f} cycles, binding {binding or '?'}, deficit {deficit:,.0f} cycles; "
+        f"{k_blocks} K blocks per tile",
+    )
     variants, seen = [], set()
     for v in plan_sweep(tile, deficit, binding, k_blocks, spin):
-        if _key(v) not in seen:   # the spin's floor can map two small targets onto the same build
+        if _key(v) not in seen:  # the spin's floor can map two small targets onto the same build
             seen.add(_key(v))
             variants.append(v)
     rev = reverse_sources(variants, deficit, binding)
@@ -468,20 +516,25 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
     for v in variants:
         launchers[_key(v)] = target.prepare(delay_kloop=v["delay_kloop"], delay_phase1=v["delay_phase1"])
     fwd, fwd_reads, timed_with = sustained_walls(launchers, list(launchers), repeats, rounds, stamps=stamps)
-    retimed = {"forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds,
-                                      stamps=stamps)}
+    retimed = {
+        "forward": retime_held(launchers, list(launchers), fwd, fwd_reads, limits, repeats, rounds, stamps=stamps)
+    }
     # the reverse points' own measurements: fresh repeats of the source builds and the plain build
     back_keys = ["plain"] + [_key(v) for v in rev]
     back, back_reads, _ = sustained_walls(launchers, back_keys, repeats, rounds, stamps=stamps)
-    retimed["reverse"] = retime_held(launchers, back_keys, back, back_reads, limits, repeats, rounds,
-                                     earlier={"forward": fwd_reads}, stamps=stamps)
+    retimed["reverse"] = retime_held(
+        launchers, back_keys, back, back_reads, limits, repeats, rounds, earlier={"forward": fwd_reads}, stamps=stamps
+    )
     if any(retimed.values()):
-        _log(console, f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
-                      f"{retimed['reverse']} extra reverse repeat(s)")
+        _log(
+            console,
+            f"re-timed blocks held below the power limit: {retimed['forward']} extra forward and "
+            f"{retimed['reverse']} extra reverse repeat(s)",
+        )
     clocks_sustained = sustained_summary(fwd_reads)
     clocks_back = sustained_summary(back_reads)
     clocks_pooled = SU.pooled_clocks(fwd_reads, back_reads)
-    counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)   # a recorded diagnostic, not a model input
+    counter_ratio = SU.counter_vs_nvml(fwd_reads, back_reads)  # a recorded diagnostic, not a model input
     launchers.clear()
 
     measured_phases = {"plain": phase_means(tables["plain"])}
@@ -495,33 +548,83 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
 
     ref = reference_phases(measured_phases)
     mean = statistics.fmean
-    points = [V.Point("noise", "none", "plain", 0, 0, 0.0, 0.0, mean(fwd["plain"]), mean(fwd["plain_b"]),
-                      base_reps=fwd["plain"], meas_reps=fwd["plain_b"], oracle_kloop=0.0, oracle_phase1=0.0)]
+    points = [
+        V.Point(
+            "noise",
+            "none",
+            "plain",
+            0,
+            0,
+            0.0,
+            0.0,
+            mean(fwd["plain"]),
+            mean(fwd["plain_b"]),
+            base_reps=fwd["plain"],
+            meas_reps=fwd["plain_b"],
+            oracle_kloop=0.0,
+            oracle_phase1=0.0,
+        )
+    ]
     for v in variants:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
-        points.append(V.Point("forward", v["knob"], "plain", v["delay_kloop"], v["delay_phase1"],
-                              v["delta_kloop"], v["delta_phase1"], mean(fwd["plain"]), mean(fwd[k]),
-                              base_reps=fwd["plain"], meas_reps=fwd[k],
-                              oracle_kloop=landed.get("d_mma_kloop", math.nan),
-                              oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
-                              extra={**landed, **_clock_extras(clocks, "plain", k),
-                                     **_sustained(clocks_pooled, "plain", k),
-                                     **SU.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k],
-                                                          fwd_reads.get(k))}))
+        points.append(
+            V.Point(
+                "forward",
+                v["knob"],
+                "plain",
+                v["delay_kloop"],
+                v["delay_phase1"],
+                v["delta_kloop"],
+                v["delta_phase1"],
+                mean(fwd["plain"]),
+                mean(fwd[k]),
+                base_reps=fwd["plain"],
+                meas_reps=fwd[k],
+                oracle_kloop=landed.get("d_mma_kloop", math.nan),
+                oracle_phase1=landed.get("d_epilogue_phase1", math.nan),
+                extra={
+                    **landed,
+                    **_clock_extras(clocks, "plain", k),
+                    **_sustained(clocks_pooled, "plain", k),
+                    **SU.sustained_cycles(fwd["plain"], fwd_reads.get("plain"), fwd[k], fwd_reads.get(k)),
+                },
+            )
+        )
     for v in rev:
         k = _key(v)
         landed = _landed(ref, measured_phases[k])
-        points.append(V.Point("reverse", v["knob"], k, 0, 0, -v["delta_kloop"], -v["delta_phase1"],
-                              mean(back[k]), mean(back["plain"]), base_reps=back[k], meas_reps=back["plain"],
-                              oracle_kloop=-landed.get("d_mma_kloop", math.nan),
-                              oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
-                              extra={**{a: -b for a, b in landed.items()}, **_clock_extras(clocks, k, "plain"),
-                                     **_sustained(clocks_pooled, k, "plain"),
-                                     **SU.sustained_cycles(back[k], back_reads.get(k), back["plain"],
-                                                          back_reads.get("plain"))}))
-    V.evaluate(points, tables, calibrate=calibrate, project=project, capture_wall_us=cap_wall,
-               limits=limits_for(info["name"], limits))
+        points.append(
+            V.Point(
+                "reverse",
+                v["knob"],
+                k,
+                0,
+                0,
+                -v["delta_kloop"],
+                -v["delta_phase1"],
+                mean(back[k]),
+                mean(back["plain"]),
+                base_reps=back[k],
+                meas_reps=back["plain"],
+                oracle_kloop=-landed.get("d_mma_kloop", math.nan),
+                oracle_phase1=-landed.get("d_epilogue_phase1", math.nan),
+                extra={
+                    **{a: -b for a, b in landed.items()},
+                    **_clock_extras(clocks, k, "plain"),
+                    **_sustained(clocks_pooled, k, "plain"),
+                    **SU.sustained_cycles(back[k], back_reads.get(k), back["plain"], back_reads.get("plain")),
+                },
+            )
+        )
+    V.evaluate(
+        points,
+        tables,
+        calibrate=calibrate,
+        project=project,
+        capture_wall_us=cap_wall,
+        limits=limits_for(info["name"], limits),
+    )
     summ = V.summary(points)
 
     # every file lands in a hidden directory renamed into place whole: an interrupted run leaves none
@@ -535,19 +638,38 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
             write_table(tab, tdir, stem=key, csv=False)
         doc = {
             "bsprof": artifacts.tag("validation"),
-            "family": family, "variant": kernel, "mnkl": list(mnkl), "device": info["name"],
-            "capability": list(info["capability"]), "k_blocks": k_blocks,
+            "family": family,
+            "variant": kernel,
+            "mnkl": list(mnkl),
+            "device": info["name"],
+            "capability": list(info["capability"]),
+            "k_blocks": k_blocks,
             "model_baseline": {"tile_cycles": tile, "deficit": deficit, "binding": binding},
-            "spin": spin, "repeats": repeats, "rounds_per_repeat": rounds,
-            "wall_us_forward": fwd, "wall_us_reverse": back, "wall_timed_with": timed_with,
-            "capture_wall_us": cap_wall, "measured_phase_means": measured_phases,
-            "sustained_clocks": clocks_sustained, "sustained_clocks_reverse": clocks_back,
-            "sustained_clocks_pooled": clocks_pooled, "counter_vs_nvml": counter_ratio,
-            "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads}, "retimed_repeats": retimed,
-            "wall_protocol": {"settle_s": SETTLE_S, "block_s": BLOCK_S, "graph_launches": GRAPH_LAUNCHES,
-                              "order": "shuffled", "order_seed": ORDER_SEED, "retime_max": RETIME_MAX},
+            "spin": spin,
+            "repeats": repeats,
+            "rounds_per_repeat": rounds,
+            "wall_us_forward": fwd,
+            "wall_us_reverse": back,
+            "wall_timed_with": timed_with,
+            "capture_wall_us": cap_wall,
+            "measured_phase_means": measured_phases,
+            "sustained_clocks": clocks_sustained,
+            "sustained_clocks_reverse": clocks_back,
+            "sustained_clocks_pooled": clocks_pooled,
+            "counter_vs_nvml": counter_ratio,
+            "sustained_blocks": {"forward": fwd_reads, "reverse": back_reads},
+            "retimed_repeats": retimed,
+            "wall_protocol": {
+                "settle_s": SETTLE_S,
+                "block_s": BLOCK_S,
+                "graph_launches": GRAPH_LAUNCHES,
+                "order": "shuffled",
+                "order_seed": ORDER_SEED,
+                "retime_max": RETIME_MAX,
+            },
             "device_limits": limits,
-            "points": frame.to_dict("records"), "summary": summ,
+            "points": frame.to_dict("records"),
+            "summary": summ,
             "files": {"table": "validation.csv", "calibration_tables": {k: f"tables/{k}.parquet" for k in tables}},
             "elapsed_s": time.time() - t0,
         }
@@ -557,7 +679,7 @@ def run(target: Target, out_dir="bsprof-results", console=None, *, repeats: int 
         artifacts.save(run_dir / "validation.json", _clean(doc))
     run_dir = staged.path
     doc["run_dir"] = str(run_dir)
-    doc["scored"] = points          # the Point objects, for the verb to render
+    doc["scored"] = points  # the Point objects, for the verb to render
     doc["title"] = f"{kernel} {shape} on {info['name']}"
     return doc
 
@@ -596,7 +718,7 @@ def _undelayed(key: str, knob: str) -> bool:
     """Does build ``key`` ("plain" or "kloop{d}_phase1{d}") leave ``knob`` undelayed?"""
     if key == "plain":
         return True
-    dk, dp = key[len("kloop"):].split("_phase1")
+    dk, dp = key[len("kloop") :].split("_phase1")
     return int(dk) == 0 if knob == "kloop" else int(dp) == 0
 
 
@@ -642,12 +764,12 @@ def rescore(run_dir) -> dict:
         tables[key] = read_table(path)
     doc = _read_json(run_dir / "validation.json")
     walls = doc.get("capture_wall_us") or None
-    if walls:   # the capture walls are on record: the busy share is recomputed by this code
+    if walls:  # the capture walls are on record: the busy share is recomputed by this code
         for p in points:
             p.busy = math.nan
     lim = limits_for(doc.get("device"), doc.get("device_limits"))
     blocks = doc.get("sustained_blocks") or {}
-    if blocks:   # the clock term's inputs from the blocks: NVML's, whichever clock the run scored with
+    if blocks:  # the clock term's inputs from the blocks: NVML's, whichever clock the run scored with
         pooled = SU.pooled_clocks(blocks.get("forward"), blocks.get("reverse"))
         for p in points:
             _, base, meas = SU.point_builds(p)

@@ -26,8 +26,19 @@ from bsprof.kernels.api import Target
 FAMILY = "fp8-blockwise"
 # switch pairs that change the SASS of different phases (base -> this switch); the delay-injection
 # spins of `--validate` are not among them
-PAIRS = ("uniform_desc=0", "elect_release=0", "peek=0", "ring_unroll=0", "sfb_tma=0", "sfa_tma=0",
-         "epi_split=0", "epilogue=direct", "ab_stage=2", "ab_stage=3", "swizzle=8")
+PAIRS = (
+    "uniform_desc=0",
+    "elect_release=0",
+    "peek=0",
+    "ring_unroll=0",
+    "sfb_tma=0",
+    "sfa_tma=0",
+    "epi_split=0",
+    "epilogue=direct",
+    "ab_stage=2",
+    "ab_stage=3",
+    "swizzle=8",
+)
 # the problems of the shipped run: two the kernel was tuned on, one no fit has used
 PROBLEMS = ((4096, 4096, 4096, 1), (8192, 8192, 1024, 1), (6144, 5120, 2560, 1))
 BASE_CLOCK_REPEATS = 3
@@ -72,8 +83,12 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     out_dir.mkdir(parents=True, exist_ok=True)
     info = device_info()
     limits = device_limits()
-    doc: dict = {"device": info["name"], "capability": list(info["capability"]), "device_limits": limits,
-                 "problems": {}}
+    doc: dict = {
+        "device": info["name"],
+        "capability": list(info["capability"]),
+        "device_limits": limits,
+        "problems": {},
+    }
     for mnkl in problems:
         key, spec = shape_key(mnkl), base_spec(mnkl)
         t0 = time.time()
@@ -82,14 +97,26 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
         cyc, ghz = capture_clock(cap.table)
         launchers = {"base": Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=False)}
         walls, reads, how = sustained_walls(launchers, ["base"], repeats)
-        doc["problems"][key] = {"mnkl": list(mnkl), "base": spec, "capture_wall_us": cap.wall_us,
-                                "capture_cycles": cyc, "capture_ghz": ghz, "phase_means": phase_means(cap.table),
-                                "table": f"{key}.parquet", "base_wall_us": walls["base"], "wall_timed_with": how,
-                                "sustained": sustained_summary(reads).get("base"),
-                                "blocks": reads.get("base", []), "elapsed_s": time.time() - t0}
+        doc["problems"][key] = {
+            "mnkl": list(mnkl),
+            "base": spec,
+            "capture_wall_us": cap.wall_us,
+            "capture_cycles": cyc,
+            "capture_ghz": ghz,
+            "phase_means": phase_means(cap.table),
+            "table": f"{key}.parquet",
+            "base_wall_us": walls["base"],
+            "wall_timed_with": how,
+            "sustained": sustained_summary(reads).get("base"),
+            "blocks": reads.get("base", []),
+            "elapsed_s": time.time() - t0,
+        }
         if console is not None:
-            console.print(f"{key}: {spec} capture {cap.wall_us:.1f} us, sustained "
-                          f"{(doc['problems'][key]['sustained'] or {}).get('mhz')} MHz", markup=False)
+            console.print(
+                f"{key}: {spec} capture {cap.wall_us:.1f} us, sustained "
+                f"{(doc['problems'][key]['sustained'] or {}).get('mhz')} MHz",
+                markup=False,
+            )
         del cap, launchers
     return doc
 
@@ -110,13 +137,21 @@ def measure_pairs(problems, pairs, repeats: int = 5, console=None) -> dict:
         for sw in pairs:
             try:
                 launchers[sw] = Target.parse(FAMILY, pair_spec(base, sw), tuple(mnkl)).prepare(timing=False)
-            except Exception as exc:   # noqa: BLE001 - one build that does not combine: the rest still run
+            except Exception as exc:  # noqa: BLE001 - one build that does not combine: the rest still run
                 failed[sw] = f"{type(exc).__name__}: {exc}"[:300]
         built = time.time() - t0
         walls, reads, how = sustained_walls(launchers, list(launchers), repeats)
-        out[key] = {"mnkl": list(mnkl), "base": base, "walls_us": walls, "reads": reads, "timed_with": how,
-                    "sustained": sustained_summary(reads), "failed": failed, "build_s": built,
-                    "elapsed_s": time.time() - t0}
+        out[key] = {
+            "mnkl": list(mnkl),
+            "base": base,
+            "walls_us": walls,
+            "reads": reads,
+            "timed_with": how,
+            "sustained": sustained_summary(reads),
+            "failed": failed,
+            "build_s": built,
+            "elapsed_s": time.time() - t0,
+        }
         if console is not None:
             console.print(f"{key}: {len(launchers)} builds timed ({built:.0f} s to build)", markup=False)
         launchers.clear()
@@ -178,9 +213,15 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
         a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
         wgs = consumer_warpgroups(tm)
         tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
-        bm = C.base_measurement(params, table, info["capture_wall_us"], (info.get("sustained") or {}),
-                                bases.get("device_limits"), bases.get("device", ""),
-                                producer=info.get("phase_means", {}).get("producer.load"))
+        bm = C.base_measurement(
+            params,
+            table,
+            info["capture_wall_us"],
+            (info.get("sustained") or {}),
+            bases.get("device_limits"),
+            bases.get("device", ""),
+            producer=info.get("phase_means", {}).get("producer.load"),
+        )
         count = {"k_blocks": k_blocks, "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
         A = C.count_build(analyze_cubin(a_cubin)[0], base, **count)
         costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
@@ -191,14 +232,23 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
             B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
             knob = sw.split("=")[0]
             mech = (C.SWITCH_MECHANISMS[knob],) if knob in C.SWITCH_MECHANISMS else ()
-            est = C.estimate_change(A, B, costs, k_blocks, mechanisms=mech, tile_cycles=bm.tile_cycles,
-                                    stages=(sa, switch_stages(spec, mnkl)))
+            est = C.estimate_change(
+                A,
+                B,
+                costs,
+                k_blocks,
+                mechanisms=mech,
+                tile_cycles=bm.tile_cycles,
+                stages=(sa, switch_stages(spec, mnkl)),
+            )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
             if console is not None:
-                console.print(f"{key} {sw}: {pr.wall_pct:+.2f}% [{100 * (pr.wall_lo - 1):+.2f}, "
-                              f"{100 * (pr.wall_hi - 1):+.2f}] (count rule {100 * (pr.count_rule_ratio - 1):+.2f}%)",
-                              markup=False)
+                console.print(
+                    f"{key} {sw}: {pr.wall_pct:+.2f}% [{100 * (pr.wall_lo - 1):+.2f}, "
+                    f"{100 * (pr.wall_hi - 1):+.2f}] (count rule {100 * (pr.count_rule_ratio - 1):+.2f}%)",
+                    markup=False,
+                )
     return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
 
 
@@ -209,7 +259,7 @@ def _warm_one(spec: str, mnkl: tuple, timing: bool = False) -> str:
     try:
         Target.parse(FAMILY, spec, tuple(mnkl)).prepare(timing=timing)
         return f"{spec} {shape_key(mnkl)}{' timing' if timing else ''}: {time.time() - t0:.0f} s"
-    except Exception as exc:   # noqa: BLE001 - reported again by the timed run
+    except Exception as exc:  # noqa: BLE001 - reported again by the timed run
         return f"{spec} {shape_key(mnkl)}: failed ({type(exc).__name__})"
 
 
@@ -231,7 +281,7 @@ def warm_builds(problems, pairs=PAIRS, jobs: int = 12, timing: bool = False) -> 
 
 # --- `bsprof model --change`: the chain for one pair, on the CPU --------------------------------
 
-BORROWED = {"rate": None, "from": ""}   # filled from the shipped sample capture when a pair has none
+BORROWED = {"rate": None, "from": ""}  # filled from the shipped sample capture when a pair has none
 
 
 def _analyze_build(item: str, mnkl, keep_dir):
@@ -265,8 +315,18 @@ def _pick(fas, where: str):
     return max(mma, key=lambda fa: (fa.mma_count, len(fa.instructions)))
 
 
-def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, sustained=None, limits=None,
-                 device: str = "", wall_us: float | None = None, keep_dir=None) -> dict:
+def change_chain(
+    builds: tuple[str, ...],
+    mnkl,
+    *,
+    source=None,
+    tile_mn=None,
+    sustained=None,
+    limits=None,
+    device: str = "",
+    wall_us: float | None = None,
+    keep_dir=None,
+) -> dict:
     """The chain for one change: ``builds`` is (B,) a bundled spec priced against its variant's base
     build, or (A, B): two cubins / SASS listings / bundled specs. With ``source`` (a timing capture of
     A) every phase is priced and projected; without, the K-loop alone (``change.kloop_only``).
@@ -281,8 +341,10 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
     if len(builds) == 1:
         spec = builds[0]
         if Path(spec).exists():
-            raise BsprofError(f"--change {spec}: one cubin has nothing to compare with; give two (A then B), "
-                              "or a bundled spec such as optimized:uniform_desc=0")
+            raise BsprofError(
+                f"--change {spec}: one cubin has nothing to compare with; give two (A then B), "
+                "or a bundled spec such as optimized:uniform_desc=0"
+            )
         if mnkl is None:
             raise BsprofError("--change with a bundled spec needs the problem: add --mnkl M,N,K")
         variant, _, switches = spec.partition(":")
@@ -302,17 +364,34 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
         count["tiles_per_cta"] = tiles / SMS
     A = C.count_build(fa_a, name_a, **count)
     B = C.count_build(fa_b, name_b, **count)
-    out: dict = {"a": name_a, "b": name_b, "tile": [tm, tn], "mnkl": list(mnkl) if mnkl else None,
-                 "consumer_warpgroups": wgs}
+    out: dict = {
+        "a": name_a,
+        "b": name_b,
+        "tile": [tm, tn],
+        "mnkl": list(mnkl) if mnkl else None,
+        "consumer_warpgroups": wgs,
+    }
     floor = tm * tn * C.BLOCK_K / C.FMA_PER_CYCLE["fp8"]
     if source is None:
         rate, where = borrowed_rate()
         stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl)) if spec_a and spec_b else None
-        hint = (f"capture it with bsprof timing --kernel {spec_a} --mnkl {','.join(map(str, mnkl))} -o DIR "
-                "and pass --from DIR" if spec_a and mnkl else "")
-        out["kloop_only"] = C.kloop_only(A, B, consumer_warps=4 * wgs, borrowed_rate=rate, floor_kblock=floor,
-                                         k_blocks=k_blocks, capture_hint=hint, stages=stages,
-                                         mechanisms=_mechanisms(spec_a, spec_b))
+        hint = (
+            f"capture it with bsprof timing --kernel {spec_a} --mnkl {','.join(map(str, mnkl))} -o DIR "
+            "and pass --from DIR"
+            if spec_a and mnkl
+            else ""
+        )
+        out["kloop_only"] = C.kloop_only(
+            A,
+            B,
+            consumer_warps=4 * wgs,
+            borrowed_rate=rate,
+            floor_kblock=floor,
+            k_blocks=k_blocks,
+            capture_hint=hint,
+            stages=stages,
+            mechanisms=_mechanisms(spec_a, spec_b),
+        )
         out["borrowed_from"] = where
         return out
     if not k_blocks:
@@ -324,7 +403,9 @@ def change_chain(builds: tuple[str, ...], mnkl, *, source=None, tile_mn=None, su
     stages = None
     if spec_a and spec_b:
         stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl))
-    est = C.estimate_change(A, B, costs, k_blocks, mechanisms=_mechanisms(spec_a, spec_b), tile_cycles=bm.tile_cycles, stages=stages)
+    est = C.estimate_change(
+        A, B, costs, k_blocks, mechanisms=_mechanisms(spec_a, spec_b), tile_cycles=bm.tile_cycles, stages=stages
+    )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out
 

@@ -14,30 +14,39 @@ def render(console, doc: dict) -> None:
     results = doc["results"] if isinstance(doc.get("results"), list) else [doc]
     first = results[0] if results else {}
     iters, inputs = doc.get("iters", first.get("iters")), doc.get("inputs", first.get("inputs", "randn"))
-    over = rounds_phrase(doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1)
+    over = rounds_phrase(
+        doc.get("rounds", first.get("rounds")) or 1, doc.get("placements", first.get("placements")) or 1
+    )
     print_table(console, results, f"{doc.get('family', 'bench')} on {name} (median of {iters}{over}, {inputs} inputs)")
     if "close_calls" in doc and not doc["close_calls"]:
-        console.print("no close call at this problem: the tile choice models its pick more than 3% ahead of every "
-                      "other tile (or the spec fixes the tile)")
+        console.print(
+            "no close call at this problem: the tile choice models its pick more than 3% ahead of every "
+            "other tile (or the spec fixes the tile)"
+        )
 
 
 def rounds_phrase(rounds: int, copies: int) -> str:
     """What a table's medians are of beyond the launches: ", median round of R over C copies of the
     operands", each part only where there is more than one."""
     return (f", median round of {rounds}" if rounds > 1 else "") + (
-        f" over {copies} copies of the operands" if copies > 1 else "")
+        f" over {copies} copies of the operands" if copies > 1 else ""
+    )
 
 
 def _render_nvfp4(console, doc: dict) -> None:
     rows = doc.get("rows") or []
     row, cub = rows[0], next((r for r in rows[1:] if r.get("name") == "cublas"), None)
     err = row.get("rel_err")
-    console.print(f"nvfp4 {row['name']} on {doc['device']['name']} {tuple(doc['mnkl'])}: median {row['ms']:.4f} ms, "
-                  f"min {row['ms_min']:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of "
-                  f"{doc['peak_tflops']:,.0f}, {doc['peak_source']})" + (f", rel. err {err:.2e}" if err is not None else ""))
+    console.print(
+        f"nvfp4 {row['name']} on {doc['device']['name']} {tuple(doc['mnkl'])}: median {row['ms']:.4f} ms, "
+        f"min {row['ms_min']:.4f} ms, {row['tflops']:,.0f} TFLOP/s ({row['pct_peak']:.1f}% of "
+        f"{doc['peak_tflops']:,.0f}, {doc['peak_source']})" + (f", rel. err {err:.2e}" if err is not None else "")
+    )
     if cub:
-        console.print(f"cuBLAS (torch._scaled_mm): median {cub['ms']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
-                      f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x")
+        console.print(
+            f"cuBLAS (torch._scaled_mm): median {cub['ms']:.4f} ms, {cub['tflops']:,.0f} TFLOP/s; "
+            f"ours / cuBLAS speed: {row['vs_cublas']:.3f}x"
+        )
     else:
         console.print(f"cuBLAS peer skipped: {(doc.get('skipped') or {}).get('cublas')}")
 
@@ -80,8 +89,10 @@ def _grid(console, title: str, results: list[dict], columns: list[tuple[str, obj
         parts = shape.split(",")
         tr.add_column(",".join(parts[:2]) + ",\n" + ",".join(parts[2:]), justify="right", no_wrap=True)
     for name, cell in columns:
-        tr.add_row(" ".join(name.split()), *[cell(res, by).replace(" / ", "\n").replace(" (", "\n(")
-                                             for res, by in zip(results, bys)])
+        tr.add_row(
+            " ".join(name.split()),
+            *[cell(res, by).replace(" / ", "\n").replace(" (", "\n(") for res, by in zip(results, bys)],
+        )
     if needed_width(console, tr) <= console.width:
         console.print(tr)
         return
@@ -111,14 +122,18 @@ def print_table(console, results: list[dict], title: str) -> None:
         opt = by.get("optimized")
         return f"{opt['vs_cublas_blockwise']:.3f}x" if opt and opt["vs_cublas_blockwise"] else "—"
 
-    _grid(console, f"{title}: TFLOP/s", results,
-          [(nm, tflops(nm)) for nm in names] + [("optimized /\ncuBLAS bw", ratio)])
+    _grid(
+        console, f"{title}: TFLOP/s", results, [(nm, tflops(nm)) for nm in names] + [("optimized /\ncuBLAS bw", ratio)]
+    )
     if any(r.get("sm_mhz") for res in results for r in res["rows"]):
         print_clocks(console, results, names)
     if any(round_spread(r) is not None for res in results for r in res["rows"]):
         print_spread(console, results, names)
-        ours = [nm for nm in names if any(r.get("ours") for res in results
-                                          for label, r in _by_label(res).items() if label == nm)]
+        ours = [
+            nm
+            for nm in names
+            if any(r.get("ours") for res in results for label, r in _by_label(res).items() if label == nm)
+        ]
         if len(ours) > 1:
             print_paired(console, results, names, ours[0])
     if any(r.get("gap_us") is not None for res in results for r in res["rows"]):
@@ -133,8 +148,11 @@ def print_table(console, results: list[dict], title: str) -> None:
             if r.get("tile"):
                 why = f" (chosen: {r['choice']})" if r.get("choice") else ""
                 say(console, f"{tuple(res['mnkl'])} {r['name']}: {r['tile']}{why}", indent="  ", hang="    ")
-        errs = ", ".join(f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else
-                         f"{r['name']}={r['rel_err']}" for r in res["rows"] if r["rel_err"] is not None)
+        errs = ", ".join(
+            f"{r['name']}={r['rel_err']:.2e}" if isinstance(r["rel_err"], float) else f"{r['name']}={r['rel_err']}"
+            for r in res["rows"]
+            if r["rel_err"] is not None
+        )
         if errs:
             say(console, f"{tuple(res['mnkl'])} rel. Frobenius error vs float64: {errs}", indent="  ", hang="    ")
         for nm, why in res["skipped"].items():
@@ -151,9 +169,13 @@ def print_clocks(console, results: list[dict], names: list[str]) -> None:
     under the power limit a kernel can lose on either."""
     from bsprof.analyzers.bench_rows import clock_cells
 
-    _per_kernel_table(console, results, names,
-                      "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
-                      lambda r: " / ".join(clock_cells(r, capped_mark="*")))
+    _per_kernel_table(
+        console,
+        results,
+        names,
+        "while timed: SM MHz / board W / FLOP per SM-cycle (FP8 dense peak 8,192); * = power-capped",
+        lambda r: " / ".join(clock_cells(r, capped_mark="*")),
+    )
 
 
 def print_spread(console, results: list[dict], names: list[str]) -> None:
@@ -161,9 +183,14 @@ def print_spread(console, results: list[dict], names: list[str]) -> None:
     kernels smaller than this is not one a single run decides."""
     from bsprof.analyzers.bench_rows import spread_cell
 
-    _per_kernel_table(console, results, names,
-                      "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
-                      "(in brackets: of its cycles, time x SM clock of each round)", spread_cell)
+    _per_kernel_table(
+        console,
+        results,
+        names,
+        "round-to-round spread of each kernel's time, slowest / fastest round - 1 "
+        "(in brackets: of its cycles, time x SM clock of each round)",
+        spread_cell,
+    )
 
 
 def print_paired(console, results: list[dict], names: list[str], first: str) -> None:
@@ -176,21 +203,27 @@ def print_paired(console, results: list[dict], names: list[str], first: str) -> 
     def col(nm: str):
         return lambda res, by: paired_cell(by[nm], by[first]) if by.get(first) and nm in by else "—"
 
-    _grid(console, f"against {first}, round by round: its time / each kernel's (> 1: faster), "
-                   "median (rounds' range)", results, [(nm, col(nm)) for nm in others])
+    _grid(
+        console,
+        f"against {first}, round by round: its time / each kernel's (> 1: faster), median (rounds' range)",
+        results,
+        [(nm, col(nm)) for nm in others],
+    )
 
 
 def print_launch_gaps(console, results: list[dict], names: list[str]) -> None:
     """Per kernel: its GPU duration and the idle gap before it, from CUPTI (``--launch-gaps``):
     an event-timed launch is both, and only the first is the kernel's."""
+
     def cell(r: dict) -> str:
         if r.get("kernel_us") is None:
             return "—"
         gap = r.get("gap_us")
         return f"{r['kernel_us']:,.1f} / " + ("—" if gap is None else f"{gap:.1f}")
 
-    _per_kernel_table(console, results, names,
-                      "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell)
+    _per_kernel_table(
+        console, results, names, "CUPTI, 30 back-to-back launches: kernel us / gap before it us (median)", cell
+    )
 
 
 def _stages(asked, built) -> str:
@@ -208,14 +241,25 @@ def render_plan(console, doc: dict) -> None:
 
     shape = ",".join(str(x) for x in doc["mnkl"])
     split = f" split-K {doc['split_k']}" if doc.get("split_k", 1) > 1 else ""
-    console.print(f"[bold]{doc['family']} {escape(doc['kernel'])} at {shape}[/bold] ({doc['num_sms']} SMs): "
-                  f"tile {doc['tile']}, cluster {doc['cluster']}{split}")
-    console.print("  " + (f"chosen: {escape(doc['choice'])}" if doc.get("choice") else
-                          "fixed by the kernel spec or flags (no per-problem choice)"))
+    console.print(
+        f"[bold]{doc['family']} {escape(doc['kernel'])} at {shape}[/bold] ({doc['num_sms']} SMs): "
+        f"tile {doc['tile']}, cluster {doc['cluster']}{split}"
+    )
+    console.print(
+        "  "
+        + (
+            f"chosen: {escape(doc['choice'])}"
+            if doc.get("choice")
+            else "fixed by the kernel spec or flags (no per-problem choice)"
+        )
+    )
     if doc.get("close_calls"):
-        console.print(f"  close calls, too near to rank: {escape(', '.join(doc['close_calls']))}; time them beside "
-                      f"the pick with `bsprof bench --family {doc['family']} --kernel {escape(doc['kernel'])} "
-                      f"--mnkl {shape} --close-calls`")
+        console.print(
+            f"  close calls, too near to rank: {escape(', '.join(doc['close_calls']))}; time them beside "
+            f"the pick with `bsprof bench --family {doc['family']} --kernel {escape(doc['kernel'])} "
+            f"--mnkl {shape} --close-calls`"
+        )
+
     def shown(k, v) -> str:
         if k == "ab_stage":
             return _stages(v, doc.get("smem_stages"))
@@ -223,13 +267,20 @@ def render_plan(console, doc: dict) -> None:
             return f"{v} ({doc['swizzle_why']})"
         if k == "shift_last_m" and v:
             start = doc.get("shift_start", 0)
-            return (f"{v} (last M tile computes rows {start}-{start + int(doc['tile'].split('x')[0]) - 1}, "
-                    "its boxes inside M)" if start else f"{v} (no M tile to shift here)")
+            return (
+                f"{v} (last M tile computes rows {start}-{start + int(doc['tile'].split('x')[0]) - 1}, "
+                "its boxes inside M)"
+                if start
+                else f"{v} (no M tile to shift here)"
+            )
         if k == "a_rows":
             return f"{v} (A boxes stop at M: trim_a)"
         return str(v)
 
-    sw = ", ".join(f"{k}={shown(k, v)}"
-                   for k, v in doc["switches"].items() if k not in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k"))
+    sw = ", ".join(
+        f"{k}={shown(k, v)}"
+        for k, v in doc["switches"].items()
+        if k not in ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k")
+    )
     if sw:
         console.print(f"  switches: {escape(sw)}")

@@ -54,7 +54,9 @@ class ReportInfo:
         lines += [(f"  warning: {line}", True) for line in self.notes]
         lines += [(f"  warning: {key}: {line}", True) for key, line in self.failed.items()]
         lines += [(f"  skipped: {run.label}: {p}", True) for run in self.runs for p in run.problems]
-        lines.append((f"wrote {out} ({self.bytes / 1e6:.1f} MB, {plural(self.figures, 'figure')}, {self.seconds:.2f} s)", False))
+        lines.append(
+            (f"wrote {out} ({self.bytes / 1e6:.1f} MB, {plural(self.figures, 'figure')}, {self.seconds:.2f} s)", False)
+        )
         return lines
 
 
@@ -65,8 +67,12 @@ def _safe(fn: Callable[[Run], Section | None], run: Run, sid: str, title: str, i
     except Exception as exc:  # noqa: BLE001 - the page must survive any one producer's surprise
         line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         info.failed[f"{sid}/{run.label}"] = line
-        return Section(sid, title, [note(f"this section could not be rendered from {run.label}'s artifacts: "
-                                         f"{line}", "warning")], level="warning")
+        return Section(
+            sid,
+            title,
+            [note(f"this section could not be rendered from {run.label}'s artifacts: {line}", "warning")],
+            level="warning",
+        )
 
 
 def _problems_section(runs: list[Run]) -> Section | None:
@@ -91,7 +97,7 @@ def _first_problem(run) -> str:
         return f"{run.root}: no bsprof artifacts"
     problem = run.problems[0]
     if Path(run.root).is_file() and problem.startswith(Path(run.root).name + ":"):
-        problem = problem[len(Path(run.root).name) + 1:].lstrip()
+        problem = problem[len(Path(run.root).name) + 1 :].lstrip()
     return problem if problem.startswith(str(run.root)) else f"{run.root}: {problem}"
 
 
@@ -99,8 +105,9 @@ def section_ids() -> list[str]:
     return ["compare"] + [sid for sid, _, _ in _sections()]
 
 
-def build(paths: list[Path], labels: list[str] | None = None, title: str | None = None,
-          only: set[str] | None = None) -> tuple[str, ReportInfo]:
+def build(
+    paths: list[Path], labels: list[str] | None = None, title: str | None = None, only: set[str] | None = None
+) -> tuple[str, ReportInfo]:
     """Render the HTML for one run (or two: baseline, optimized). BsprofError when nothing can be rendered.
 
     ``only``: render just these section ids (see :func:`section_ids`)."""
@@ -110,7 +117,9 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
     if not paths:
         raise BsprofError("no input: give a results directory (bsprof report DIR) or none for the shipped samples")
     if len(paths) > 2:
-        raise BsprofError(f"{len(paths)} inputs given; give one run, or two to compare (bsprof report BASELINE OPTIMIZED)")
+        raise BsprofError(
+            f"{len(paths)} inputs given; give one run, or two to compare (bsprof report BASELINE OPTIMIZED)"
+        )
     for p in paths:
         if not p.exists():
             raise BsprofError(f"{p} does not exist; give a directory a bsprof verb wrote with -o DIR")
@@ -122,16 +131,22 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
     empty = [r for r in runs if not r.artifacts]
     if len(empty) == len(runs):
         detail = "; ".join(_first_problem(r) for r in runs)
-        raise BsprofError(f"nothing to render ({detail}); point bsprof report at a directory written by "
-                          "a bsprof verb with -o DIR (bsprof ncu/sass/model/timing/bench)")
+        raise BsprofError(
+            f"nothing to render ({detail}); point bsprof report at a directory written by "
+            "a bsprof verb with -o DIR (bsprof ncu/sass/model/timing/bench)"
+        )
 
     rows: list[Row] = []
     problems = _problems_section(runs)
     if problems:
         rows.append(Row(problems.id, problems.title, [("", problems)]))
     for r in empty:
-        msg = Section("empty", "", [note(f"{r.label} ({r.root}) holds no bsprof artifacts; only the other run is shown",
-                                         "warning")], level="warning")
+        msg = Section(
+            "empty",
+            "",
+            [note(f"{r.label} ({r.root}) holds no bsprof artifacts; only the other run is shown", "warning")],
+            level="warning",
+        )
         rows.append(Row(f"empty-{r.label}", f"{r.label}: no artifacts", [("", msg)]))
     if only:
         unknown = sorted(set(only) - set(section_ids()))
@@ -143,8 +158,10 @@ def build(paths: list[Path], labels: list[str] | None = None, title: str | None 
         except Exception:  # noqa: BLE001 - the comparison section itself reports what broke
             why = []
         if why:
-            info.notes.append(f"{runs[0].label} and {runs[1].label} are runs of different kernels, not compared "
-                              "cell by cell: " + "; ".join(why))
+            info.notes.append(
+                f"{runs[0].label} and {runs[1].label} are runs of different kernels, not compared "
+                "cell by cell: " + "; ".join(why)
+            )
     if len(runs) == 2 and not empty and (not only or "compare" in only):
         cmp = _safe(lambda _r: sec_compare.render(runs[0], runs[1]), runs[0], "compare", "Baseline vs optimized", info)
         if cmp is not None:

@@ -37,15 +37,15 @@ def render_change(console, res: dict, model_result=None) -> None:
         _render_kloop_only(console, res)
         return
     est, pr = res["estimate"], res["projection"]
-    t = Table(title="cycles per tile, by phase (SASS x the base capture's cost)", title_justify="left",
-              header_style="bold")
+    t = Table(
+        title="cycles per tile, by phase (SASS x the base capture's cost)", title_justify="left", header_style="bold"
+    )
     for col in ("phase", "Δ instr", "Δ cycles", "interval", "count rule"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for d in est.deltas:
         if not d.instructions and not d.unpriced:
             continue
-        t.add_row(SHORT[d.phase], f"{d.instructions:+,.1f}", _c(d.cycles), f"{_c(d.lo)}..{_c(d.hi)}",
-                  _c(d.count_rule))
+        t.add_row(SHORT[d.phase], f"{d.instructions:+,.1f}", _c(d.cycles), f"{_c(d.lo)}..{_c(d.hi)}", _c(d.count_rule))
     console.print(t)
     for d in est.deltas:
         if d.instructions or d.unpriced:
@@ -64,30 +64,50 @@ def render_change(console, res: dict, model_result=None) -> None:
         render_model(console, model_result)
     base = res["base"]
     lo, hi = 100 * (pr.wall_lo - 1), 100 * (pr.wall_hi - 1)
-    console.print(f"wall time {pr.wall_pct:+.2f}% (interval {lo:+.2f}..{hi:+.2f}%; a measurement adds "
-                  f"±{pr.noise_pp:.1f} pp)", markup=False)
-    clock = (f"clock x{pr.clock_ratio:.3f} from {base.mhz:,.0f} MHz ({base.limits['power_limit_w']:.0f} W cap)"
-             if base.mhz and base.limits else "no clock term (give --clock MHZ@W)")
+    console.print(
+        f"wall time {pr.wall_pct:+.2f}% (interval {lo:+.2f}..{hi:+.2f}%; a measurement adds ±{pr.noise_pp:.1f} pp)",
+        markup=False,
+    )
+    clock = (
+        f"clock x{pr.clock_ratio:.3f} from {base.mhz:,.0f} MHz ({base.limits['power_limit_w']:.0f} W cap)"
+        if base.mhz and base.limits
+        else "no clock term (give --clock MHZ@W)"
+    )
     console.print(f"  cycles {100 * (pr.cycles_ratio - 1):+.2f}% (busy {base.busy:.2f}), {clock}", markup=False)
-    console.print(f"  instruction-count rule: {100 * (pr.count_rule_ratio - 1):+.2f}% (instructions x the "
-                  "phase's CPI, 1:1)", markup=False)
+    console.print(
+        f"  instruction-count rule: {100 * (pr.count_rule_ratio - 1):+.2f}% (instructions x the phase's CPI, 1:1)",
+        markup=False,
+    )
 
 
 def _render_kloop_only(console, res: dict) -> None:
     k = res["kloop_only"]
-    console.print(f"K-loop, per K block (tile {res['tile'][0]}x{res['tile'][1]}, "
-                  f"{k.mma_per_kblock[0]:g} MMAs a K block per warp):", markup=False)
-    console.print(f"  instructions {k.per_kblock_a:,.1f} -> {k.per_kblock_b:,.1f} "
-                  f"({k.per_kblock_b - k.per_kblock_a:+,.1f})", markup=False)
-    console.print(f"  cycles {k.cycles_per_kblock:+,.1f} (interval {k.lo:+,.1f}..{k.hi:+,.1f}) of a "
-                  f"{k.floor_kblock:,.0f}-cycle tensor-core floor", markup=False)
+    console.print(
+        f"K-loop, per K block (tile {res['tile'][0]}x{res['tile'][1]}, "
+        f"{k.mma_per_kblock[0]:g} MMAs a K block per warp):",
+        markup=False,
+    )
+    console.print(
+        f"  instructions {k.per_kblock_a:,.1f} -> {k.per_kblock_b:,.1f} ({k.per_kblock_b - k.per_kblock_a:+,.1f})",
+        markup=False,
+    )
+    console.print(
+        f"  cycles {k.cycles_per_kblock:+,.1f} (interval {k.lo:+,.1f}..{k.hi:+,.1f}) of a "
+        f"{k.floor_kblock:,.0f}-cycle tensor-core floor",
+        markup=False,
+    )
     if k.k_blocks:
-        console.print(f"  per tile ({k.k_blocks} K blocks): {k.cycles_per_kblock * k.k_blocks:+,.0f} cycles "
-                      f"({k.lo * k.k_blocks:+,.0f}..{k.hi * k.k_blocks:+,.0f})", markup=False)
+        console.print(
+            f"  per tile ({k.k_blocks} K blocks): {k.cycles_per_kblock * k.k_blocks:+,.0f} cycles "
+            f"({k.lo * k.k_blocks:+,.0f}..{k.hi * k.k_blocks:+,.0f})",
+            markup=False,
+        )
     if k.top_opcodes:
         console.print("  opcodes a K block: " + ", ".join(f"{op} {v:+g}" for op, v in k.top_opcodes), markup=False)
-    console.print(f"  point: {k.borrowed_rate:.2f} cycles an instruction, borrowed from "
-                  f"{res.get('borrowed_from', '')}", markup=False)
+    console.print(
+        f"  point: {k.borrowed_rate:.2f} cycles an instruction, borrowed from {res.get('borrowed_from', '')}",
+        markup=False,
+    )
     for u in k.unpriced:
         console.print(f"  not priced: {u}", markup=False)
 
@@ -100,8 +120,12 @@ def render_validation_changes(console, scored: dict) -> None:
     """One row per (pair, problem): projection and interval, measured change, the three errors."""
     from rich.table import Table
 
-    t = Table(title=f"changes priced from SASS vs measured, % wall time ({scored.get('device') or '?'})",
-              title_justify="left", header_style="bold", padding=(0, 1))
+    t = Table(
+        title=f"changes priced from SASS vs measured, % wall time ({scored.get('device') or '?'})",
+        title_justify="left",
+        header_style="bold",
+        padding=(0, 1),
+    )
     for col in ("change", "model", "meas.", "err", "count", "err", "in"):
         t.add_column(col, justify="left" if col == "change" else "right", no_wrap=True)
     shown = None
@@ -111,19 +135,34 @@ def render_validation_changes(console, scored: dict) -> None:
                 t.add_section()
             t.add_row(f"[bold]{p['problem']}[/]", "", "", "", "", "", "")
             shown = p["problem"]
-        t.add_row(p["change"], _pp(p["projected_pct"]), _pp(p["measured_pct"]), _pp(p["err_model_pp"]),
-                  _pp(p["count_rule_pct"]), _pp(p["err_rule_pp"]), "yes" if p["covered"] else "no")
+        t.add_row(
+            p["change"],
+            _pp(p["projected_pct"]),
+            _pp(p["measured_pct"]),
+            _pp(p["err_model_pp"]),
+            _pp(p["count_rule_pct"]),
+            _pp(p["err_rule_pp"]),
+            "yes" if p["covered"] else "no",
+        )
     console.print(t)
     s = scored["summary"]
     if not s.get("points"):
         return
-    for key, name in (("model", "model"), ("no_change", "no change"), ("count_rule", "count rule"),
-                      ("model_priced", "model where SASS priced all"), ("model_unpriced", "model, the rest")):
+    for key, name in (
+        ("model", "model"),
+        ("no_change", "no change"),
+        ("count_rule", "count rule"),
+        ("model_priced", "model where SASS priced all"),
+        ("model_unpriced", "model, the rest"),
+    ):
         v = s.get(key)
         if v:
             console.print(f"  {name}: median {v['median']:.2f} pp, max {v['max']:.2f} pp", markup=False)
-    console.print(f"  intervals hold {s['covered']} of {s['points']}; sign wrong on {len(s['sign_wrong'])}; "
-                  f"{s['measured_ge_2pct']} points moved >= 2%", markup=False)
+    console.print(
+        f"  intervals hold {s['covered']} of {s['points']}; sign wrong on {len(s['sign_wrong'])}; "
+        f"{s['measured_ge_2pct']} points moved >= 2%",
+        markup=False,
+    )
     missed = [k for k, ok in s["targets"].items() if not ok]
     console.print("  targets: " + ("met" if not missed else "missed " + ", ".join(missed)), markup=False)
 
@@ -132,21 +171,42 @@ def render_runs(console, res: dict) -> None:
     """Every stored delay-injection run: its verdict, the band's and the interval's coverage."""
     from rich.table import Table
 
-    t = Table(title="stored --validate runs, |error| % of wall time", title_justify="left", header_style="bold",
-              padding=(0, 1))
+    t = Table(
+        title="stored --validate runs, |error| % of wall time",
+        title_justify="left",
+        header_style="bold",
+        padding=(0, 1),
+    )
     for col in ("run", "n", "median", "max", "met", "band", "±int", "held"):
         # a run's name folds onto a second line rather than being cut: two runs differ only at its end
-        t.add_column(col, justify="left" if col in ("run", "met") else "right", no_wrap=col != "run",
-                     overflow="fold" if col == "run" else "ellipsis")
+        t.add_column(
+            col,
+            justify="left" if col in ("run", "met") else "right",
+            no_wrap=col != "run",
+            overflow="fold" if col == "run" else "ellipsis",
+        )
     for r in res["runs"]:
-        t.add_row(r["run"], str(r["points"]), f"{r['median']:.2f}", f"{r['max']:.2f}",
-                  "yes" if r["meets"] else "no", f"{r['band_held']}/{r['band_points']}",
-                  f"{r['interval_pct']:.2f}", f"{r['interval_held']}/{r['points']}")
+        t.add_row(
+            r["run"],
+            str(r["points"]),
+            f"{r['median']:.2f}",
+            f"{r['max']:.2f}",
+            "yes" if r["meets"] else "no",
+            f"{r['band_held']}/{r['band_points']}",
+            f"{r['interval_pct']:.2f}",
+            f"{r['interval_held']}/{r['points']}",
+        )
     console.print(t)
     b, iv = res["band"], res["interval"]
     console.print(f"  {res['meets']} of {res['count']} runs meet median <= 2%, max <= 5%", markup=False)
-    console.print(f"  Monte Carlo band holds {b['held']} of {b['points']} points ({b['share']:.0%}), "
-                  f"overlaps their 95% CI in {b['overlap']}", markup=False)
-    console.print(f"  projection ± q{iv['quantile'] * 100:.0f} of other runs' errors: holds {iv['held']} "
-                  f"of {iv['points']} ({iv['share']:.0%})", markup=False)
+    console.print(
+        f"  Monte Carlo band holds {b['held']} of {b['points']} points ({b['share']:.0%}), "
+        f"overlaps their 95% CI in {b['overlap']}",
+        markup=False,
+    )
+    console.print(
+        f"  projection ± q{iv['quantile'] * 100:.0f} of other runs' errors: holds {iv['held']} "
+        f"of {iv['points']} ({iv['share']:.0%})",
+        markup=False,
+    )
     console.print(f"  for a new run: ±{iv['pooled_halfwidth_pct']:.2f}% (all stored runs)", markup=False)

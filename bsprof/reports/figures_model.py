@@ -33,13 +33,24 @@ def sweep_figure(sweep: dict, title: str = "Projected wall-time change"):
         zd = _pct(det["wall_ratio"])
         binding = det.get("binding") or [[""] * len(axes[knobs[1]]) for _ in axes[knobs[0]]]
         text = [[f"det {d:+.2f}%<br>{b}" for d, b in zip(rd, rb)] for rd, rb in zip(zd, binding)]
-        fig = go.Figure(go.Heatmap(
-            x=[str(v) for v in axes[knobs[1]]], y=[str(v) for v in axes[knobs[0]]], z=z, text=text,
-            colorscale="RdBu_r", zmid=0, colorbar={"title": "wall %"},
-            hovertemplate=(f"{_label(knobs[0])} %{{y}}<br>{_label(knobs[1])} %{{x}}<br>"
-                           "stochastic %{z:+.2f}%<br>%{text}<extra></extra>")))
-        fig.update_layout(xaxis_title=_label(knobs[1]) + " (cycles/tile)",
-                          yaxis_title=_label(knobs[0]) + " (cycles/tile)")
+        fig = go.Figure(
+            go.Heatmap(
+                x=[str(v) for v in axes[knobs[1]]],
+                y=[str(v) for v in axes[knobs[0]]],
+                z=z,
+                text=text,
+                colorscale="RdBu_r",
+                zmid=0,
+                colorbar={"title": "wall %"},
+                hovertemplate=(
+                    f"{_label(knobs[0])} %{{y}}<br>{_label(knobs[1])} %{{x}}<br>"
+                    "stochastic %{z:+.2f}%<br>%{text}<extra></extra>"
+                ),
+            )
+        )
+        fig.update_layout(
+            xaxis_title=_label(knobs[1]) + " (cycles/tile)", yaxis_title=_label(knobs[0]) + " (cycles/tile)"
+        )
     else:
         x = [str(v) for v in axes[knobs[0]]]
         fig = go.Figure()
@@ -73,13 +84,24 @@ def projection_figure(doc: dict, title: str = "Tile period: baseline vs projecte
 
     det, sto = doc.get("deterministic") or {}, doc.get("stochastic") or {}
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="baseline", x=["deterministic", "stochastic"],
-                         y=[det.get("baseline_tile_cycles"), sto.get("baseline_tile_cycles")]))
-    fig.add_trace(go.Bar(name="projected", x=["deterministic", "stochastic"],
-                         y=[det.get("projected_tile_cycles"), sto.get("projected_tile_cycles")]))
+    fig.add_trace(
+        go.Bar(
+            name="baseline",
+            x=["deterministic", "stochastic"],
+            y=[det.get("baseline_tile_cycles"), sto.get("baseline_tile_cycles")],
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="projected",
+            x=["deterministic", "stochastic"],
+            y=[det.get("projected_tile_cycles"), sto.get("projected_tile_cycles")],
+        )
+    )
     deltas = ", ".join(f"{k} {v}" for k, v in (doc.get("deltas") or {}).items()) or "no change"
-    fig.update_layout(title=f"{title} ({deltas})", barmode="group", yaxis_title="cycles per tile",
-                      template="plotly_white")
+    fig.update_layout(
+        title=f"{title} ({deltas})", barmode="group", yaxis_title="cycles per tile", template="plotly_white"
+    )
     return fig
 
 

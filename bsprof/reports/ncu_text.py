@@ -32,8 +32,11 @@ def _peak_text(c: dict) -> str:
     if c.get("peak_tflops") is None:
         return f"n/a: no {prec or '?'} peak for {c.get('device') or 'this device'} in bsprof's peak table"
     src = c.get("precision_source")
-    return (f"{fmt_metric(c.get('pct_of_peak'))} % of {fmt_metric(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
-            + (f", from {src}" if src else "") + ")")
+    return (
+        f"{fmt_metric(c.get('pct_of_peak'))} % of {fmt_metric(c.get('peak_tflops'))} ({c.get('precision') or '?'}"
+        + (f", from {src}" if src else "")
+        + ")"
+    )
 
 
 def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
@@ -46,20 +49,41 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
     share = _num(c.get("sm_active_cycles_avg")) / _num(c.get("sm_elapsed_cycles_avg"))
     rows = [
         ("duration", fmt_metric(_num(c.get("duration_ns")) / 1e3, "us")),
-        ("SM / DRAM clock", f"{fmt_metric(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt_metric(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
-         + (f" (SM {note})" if (note := clock_above_top(c)) else "")),
-        ("cycles: SM / busiest SM", f"{fmt_metric(c.get('sm_elapsed_cycles_avg'))} / {fmt_metric(c.get('sm_active_cycles_max'))}"),
+        (
+            "SM / DRAM clock",
+            f"{fmt_metric(_num(c.get('sm_clock_hz')) / 1e6)} / {fmt_metric(_num(c.get('dram_clock_hz')) / 1e6)} MHz"
+            + (f" (SM {note})" if (note := clock_above_top(c)) else ""),
+        ),
+        (
+            "cycles: SM / busiest SM",
+            f"{fmt_metric(c.get('sm_elapsed_cycles_avg'))} / {fmt_metric(c.get('sm_active_cycles_max'))}",
+        ),
         ("grid / block / cluster", f"{_dims(launch, 'grid')} / {_dims(launch, 'block')} / {_dims(launch, 'cluster')}"),
-        ("CTAs / SMs / waves", f"{fmt_metric(c.get('grid_size'))} / {fmt_metric(c.get('sm_count'))} / {fmt_metric(c.get('waves_per_sm'))}"),
+        (
+            "CTAs / SMs / waves",
+            f"{fmt_metric(c.get('grid_size'))} / {fmt_metric(c.get('sm_count'))} / {fmt_metric(c.get('waves_per_sm'))}",
+        ),
         ("SM active / elapsed", fmt_metric(100 * share, "%")),
         ("registers / thread", fmt_metric(c.get("registers_per_thread"))),
         ("shared mem / block", fmt_metric(c.get("smem_per_block_bytes"), "B")),
-        ("occupancy achieved / theor.", f"{fmt_metric(c.get('achieved_occupancy_pct'))} / {fmt_metric(c.get('theoretical_occupancy_pct'))} %"),
+        (
+            "occupancy achieved / theor.",
+            f"{fmt_metric(c.get('achieved_occupancy_pct'))} / {fmt_metric(c.get('theoretical_occupancy_pct'))} %",
+        ),
         ("issue slots busy", fmt_metric(c.get("issue_active_pct"), "%")),
         ("eligible warps / cycle", fmt_metric(c.get("eligible_warps_per_cycle"))),
-        ("SOL compute / memory (ncu)", f"{fmt_metric(c.get('sol_compute_pct'))} / {fmt_metric(c.get('sol_memory_pct'))} %"),
-        ("tensor pipe active / elapsed", f"{fmt_metric(c.get('tensor_pipe_pct'))} / {fmt_metric(c.get('tensor_pipe_elapsed_pct'))} %"),
-        ("DRAM / L2 / L1 throughput", f"{fmt_metric(c.get('dram_throughput_pct'))} / {fmt_metric(c.get('l2_throughput_pct'))} / {fmt_metric(c.get('l1_throughput_pct'))} %"),
+        (
+            "SOL compute / memory (ncu)",
+            f"{fmt_metric(c.get('sol_compute_pct'))} / {fmt_metric(c.get('sol_memory_pct'))} %",
+        ),
+        (
+            "tensor pipe active / elapsed",
+            f"{fmt_metric(c.get('tensor_pipe_pct'))} / {fmt_metric(c.get('tensor_pipe_elapsed_pct'))} %",
+        ),
+        (
+            "DRAM / L2 / L1 throughput",
+            f"{fmt_metric(c.get('dram_throughput_pct'))} / {fmt_metric(c.get('l2_throughput_pct'))} / {fmt_metric(c.get('l1_throughput_pct'))} %",
+        ),
         ("L2 / L1 hit rate", f"{fmt_metric(c.get('l2_hit_pct'))} / {fmt_metric(c.get('l1_hit_pct'))} %"),
         ("TFLOP/s", fmt_metric(c.get("tflops"))),
         ("% of peak", _peak_text(c)),
@@ -75,27 +99,41 @@ def print_launch(console, launch: dict, *, max_rules: int = 6) -> None:
         console.print(lit(warn, 4000))
     stalls = sorted(((k[6:], v) for k, v in c.items() if k.startswith("stall_") and v), key=lambda kv: -kv[1])[:6]
     if stalls:
-        console.print(pack(["stalls (cycles per issued instruction): " + f"{stalls[0][0]} {stalls[0][1]:.2f}"]
-                           + [f"{k} {v:.2f}" for k, v in stalls[1:]], console.width, sep=", ", indent="  "),
-                      markup=False, highlight=False)
+        console.print(
+            pack(
+                ["stalls (cycles per issued instruction): " + f"{stalls[0][0]} {stalls[0][1]:.2f}"]
+                + [f"{k} {v:.2f}" for k, v in stalls[1:]],
+                console.width,
+                sep=", ",
+                indent="  ",
+            ),
+            markup=False,
+            highlight=False,
+        )
     ops = list(launch.get("inst_executed_by_opcode", {}).items())[:8]
     if ops:
-        console.print(pack([f"executed instructions: {ops[0][0]} {int(ops[0][1]):,}"]
-                           + [f"{k} {int(v):,}" for k, v in ops[1:]], console.width, sep=", ", indent="  "),
-                      markup=False, highlight=False)
+        console.print(
+            pack(
+                [f"executed instructions: {ops[0][0]} {int(ops[0][1]):,}"] + [f"{k} {int(v):,}" for k, v in ops[1:]],
+                console.width,
+                sep=", ",
+                indent="  ",
+            ),
+            markup=False,
+            highlight=False,
+        )
     print_verdict(console, launch.get("verdict_detail") or {})
     rules = [r for r in launch.get("rules", []) if r["kind"] in ("optimization", "warning", "error")]
     if rules:
         console.print("ncu rules (estimated speedup, largest first):")
         for r in rules[:max_rules]:
             sp = f"{r['speedup_pct']:.1f}% {r['speedup_type']}" if r["speedup_pct"] is not None else "n/a"
-            say(console, f"{sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}", indent="  ",
-                hang=" " * 18)
+            say(console, f"{sp:>14}  {r['section']}/{r['rule']}: {r['title'] or r['name']}", indent="  ", hang=" " * 18)
             if r.get("message"):
                 say(console, r["message"], indent=" " * 18, hang=" " * 18)
     for note in launch.get("notes", []):
         if note.startswith("missing: "):  # the JSON keeps the ncu names; on screen the columns are enough
-            cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: "):])
+            cols = re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", note[len("missing: ") :])
             console.print(f"[dim]not in this report (NaN): {lit(cols, 4000)}[/dim]")
         else:
             console.print(f"[dim]note: {lit(note, 4000)}[/dim]")
@@ -107,7 +145,9 @@ def print_verdict(console, v: dict) -> None:
     known = ", ".join(str(v[k]) for k in ("kind", "arch") if v.get(k))
     from rich.markup import escape
 
-    console.print(f"[bold]verdict: {escape(head)}[/bold]" + (f"  [dim]kernel kind {escape(known)}[/dim]" if known else ""))
+    console.print(
+        f"[bold]verdict: {escape(head)}[/bold]" + (f"  [dim]kernel kind {escape(known)}[/dim]" if known else "")
+    )
     for fact in v.get("facts", []):
         say(console, fact, indent="  ", hang="    ")
     busy = v.get("busy") or {}
@@ -134,8 +174,11 @@ def print_compare(console, cmp) -> None:
 
     # a kernel name of hundreds of characters is cut to the line (the file below it says which launch)
     name_w = max(20, console.width - 3)
-    t = Table(title=f"{lit(cmp.title)}\nA: {lit(short_name(cmp.a_kernel, name_w))}\n   {lit(cmp.a_name)}\n"
-                    f"B: {lit(short_name(cmp.b_kernel, name_w))}\n   {lit(cmp.b_name)}", title_justify="left")
+    t = Table(
+        title=f"{lit(cmp.title)}\nA: {lit(short_name(cmp.a_kernel, name_w))}\n   {lit(cmp.a_name)}\n"
+        f"B: {lit(short_name(cmp.b_kernel, name_w))}\n   {lit(cmp.b_name)}",
+        title_justify="left",
+    )
     for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
         t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=col != "metric")
     for r in cmp.table.to_dict("records"):
@@ -150,7 +193,11 @@ def print_compare(console, cmp) -> None:
     for line in getattr(cmp, "notes", []):
         say(console, line, hang="  ")
     for tag, v in ((cmp.a_label, cmp.a_verdict), (cmp.b_label, cmp.b_verdict)):
-        say(console, f"verdict {tag}: {v.label}" + (f" ({v.detail})" if v.detail else "")
-            + (f" + {', '.join(v.flags)}" if v.flags else ""))
+        say(
+            console,
+            f"verdict {tag}: {v.label}"
+            + (f" ({v.detail})" if v.detail else "")
+            + (f" + {', '.join(v.flags)}" if v.flags else ""),
+        )
         for e in v.evidence:
             say(console, f"because {e}", indent="  ", hang="    ")

@@ -46,20 +46,33 @@ def note(text: str, level: str = "note") -> str:
     return f'<p class="{esc(level)}">{esc(text)}</p>'
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None,
-          classes: Sequence[str] | None = None, caption: str = "", numeric: Sequence[int] = ()) -> str:
+def table(
+    rows: Sequence[Sequence[Any]],
+    header: Sequence[str] | None = None,
+    classes: Sequence[str] | None = None,
+    caption: str = "",
+    numeric: Sequence[int] = (),
+) -> str:
     """An HTML table; cells are escaped unless given as ``Raw``; ``numeric`` columns align right."""
     out = ['<table class="kv">']
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
     if header:
-        out.append("<thead><tr>" + "".join(f'<th{_num(j, numeric)}>{esc(h)}</th>' for j, h in enumerate(header))
-                   + "</tr></thead>")
+        out.append(
+            "<thead><tr>"
+            + "".join(f"<th{_num(j, numeric)}>{esc(h)}</th>" for j, h in enumerate(header))
+            + "</tr></thead>"
+        )
     out.append("<tbody>")
     for i, row in enumerate(rows):
         cls = f' class="{esc(classes[i])}"' if classes and i < len(classes) and classes[i] else ""
-        out.append(f"<tr{cls}>" + "".join(f"<td{_num(j, numeric)}>{c.html if isinstance(c, Raw) else esc(c)}</td>"
-                                          for j, c in enumerate(row)) + "</tr>")
+        out.append(
+            f"<tr{cls}>"
+            + "".join(
+                f"<td{_num(j, numeric)}>{c.html if isinstance(c, Raw) else esc(c)}</td>" for j, c in enumerate(row)
+            )
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -149,8 +162,7 @@ def _figure_json(fig: Any) -> str:
 # switches it into escaped states where a later `<script>` keeps it open past its own end tag: no
 # `<` may reach the page from data, so every `<`, `>` and `&` of the JSON becomes its \u escape
 # (JSON.parse reads the same text).
-_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def script_json(obj: Any) -> str:
@@ -160,7 +172,8 @@ def script_json(obj: Any) -> str:
 
 _LAYOUT_DEFAULTS = {
     "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d2330"},
-    "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#ffffff",
     "margin": {"l": 60, "r": 20, "t": 44, "b": 48},
     "title": {"x": 0.01, "xanchor": "left"},
 }
@@ -195,8 +208,10 @@ def _render_blocks(blocks: Iterable[Any], counter: _Counter, scripts: list[str])
             out.append(f'<div class="fig plotly-target" id="{target}" style="height:{block.height}px"></div>')
             if block.caption:
                 out.append(f'<div class="caption">{esc(block.caption)}</div>')
-            scripts.append(f'<script type="application/json" class="bsprof-fig" data-target="{target}">'
-                           f"{_figure_json(fig)}</script>")
+            scripts.append(
+                f'<script type="application/json" class="bsprof-fig" data-target="{target}">'
+                f"{_figure_json(fig)}</script>"
+            )
         else:
             out.append(str(block))
     return "".join(out)
@@ -216,8 +231,9 @@ class Row:
         return "warning" if "warning" in levels else "ok"
 
 
-def render_page(title: str, subtitle: str, rows: list[Row], preamble: list[str] | None = None,
-                plotly_js: str | None = None) -> str:
+def render_page(
+    title: str, subtitle: str, rows: list[Row], preamble: list[str] | None = None, plotly_js: str | None = None
+) -> str:
     """The whole HTML document. ``plotly_js`` defaults to the installed plotly's bundle (embedded once)."""
     if plotly_js is None:
         from plotly.offline import get_plotlyjs
@@ -238,23 +254,29 @@ def render_page(title: str, subtitle: str, rows: list[Row], preamble: list[str] 
             body.append(f'<div class="cols" style="--ncols:{ncols}">')
             for heading, sec in row.columns:
                 body.append(f'<div class="col"><h3>{esc(heading)}</h3>')
-                body.append(_render_blocks(sec.blocks if sec else [note("no data for this section in this run")],
-                                           counter, scripts))
+                body.append(
+                    _render_blocks(
+                        sec.blocks if sec else [note("no data for this section in this run")], counter, scripts
+                    )
+                )
                 body.append("</div>")
             body.append("</div>")
         body.append("</section>")
     nav = " ".join(f'<a href="#{esc(r.id)}">{esc(r.title)}</a>' for r in rows)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return "".join([
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">", BSPROF_MARK,
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title><style>{_CSS}</style>",
-        f"<script>{plotly_js}</script></head>",
-        f'<body data-figures-total="{counter.n}" data-figures-rendered="0" data-errors="0">',
-        f'<header><h1>{esc(title)}</h1><div class="sub">{esc(subtitle)} · generated {now}</div></header>',
-        f"<nav>{nav}</nav><main><pre id=\"bsprof-console\"></pre>",
-        "".join(body),
-        "</main><footer>bsprof report · plotly.js embedded, opens offline</footer>",
-        "".join(scripts),
-        f"<script>{_LOADER}</script></body></html>",
-    ])
+    return "".join(
+        [
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+            BSPROF_MARK,
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{esc(title)}</title><style>{_CSS}</style>",
+            f"<script>{plotly_js}</script></head>",
+            f'<body data-figures-total="{counter.n}" data-figures-rendered="0" data-errors="0">',
+            f'<header><h1>{esc(title)}</h1><div class="sub">{esc(subtitle)} · generated {now}</div></header>',
+            f'<nav>{nav}</nav><main><pre id="bsprof-console"></pre>',
+            "".join(body),
+            "</main><footer>bsprof report · plotly.js embedded, opens offline</footer>",
+            "".join(scripts),
+            f"<script>{_LOADER}</script></body></html>",
+        ]
+    )

@@ -76,7 +76,7 @@ def _named(where: str, problem: str, full: str) -> str:
     """``problem`` led by the file it is about, once, as ``where`` (the analyzers' messages often
     name it already, by its ``full`` path)."""
     if problem.startswith(full + ":"):
-        problem = problem[len(full) + 1:].lstrip()
+        problem = problem[len(full) + 1 :].lstrip()
     return problem if problem.startswith(where + ":") else f"{where}: {problem}"
 
 
@@ -94,8 +94,10 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
     for path in _json_files(root):
         rel = _short(path, base)
         if path.name.endswith(".tmp"):
-            run.problems.append(f"{rel}: a temporary file a bsprof verb is still writing (or was killed while "
-                                "writing); re-run the verb or wait for it to finish")
+            run.problems.append(
+                f"{rel}: a temporary file a bsprof verb is still writing (or was killed while "
+                "writing); re-run the verb or wait for it to finish"
+            )
             continue
         try:
             raw = read_input_bytes(path, limit=max_json_bytes(), var="BSPROF_MAX_JSON_BYTES")
@@ -109,8 +111,11 @@ def discover(root: str | os.PathLike, label: str | None = None) -> Run:
             data = parse_json(raw, rel)
         except BsprofError as exc:
             if _TAG in raw[:4096] or not raw.strip():
-                why = str(exc) if "not valid JSON" not in str(exc) else (
-                    f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
+                why = (
+                    str(exc)
+                    if "not valid JSON" not in str(exc)
+                    else (f"{rel}: truncated or empty bsprof JSON (a half-written run?); re-run the verb")
+                )
                 run.problems.append(why)
             continue  # someone else's file that is not JSON: not ours to judge
         if not isinstance(data, dict) or not isinstance(data.get("bsprof"), dict):

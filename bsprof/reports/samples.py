@@ -19,8 +19,10 @@ def _check(path: Path) -> Path:
     from bsprof.errors import BsprofError
 
     if not path.is_dir() or not any(path.rglob("*.json")):
-        raise BsprofError(f"no shipped sample artifacts in {path}; regenerate them with scripts/make_samples.sh "
-                          "or give a results directory: bsprof report DIR")
+        raise BsprofError(
+            f"no shipped sample artifacts in {path}; regenerate them with scripts/make_samples.sh "
+            "or give a results directory: bsprof report DIR"
+        )
     return path
 
 

@@ -19,8 +19,27 @@ if TYPE_CHECKING:
 
 # more functions than this: one summary table across them instead of each one's tables
 MANY_FUNCTIONS = 4
-MAIN_CATS = ("mma", "uniform", "tc_control", "tmem", "sync", "tma", "shared", "global", "local", "int", "float",
-             "conversion", "predicate", "move", "control", "special", "constant", "nop", "other")
+MAIN_CATS = (
+    "mma",
+    "uniform",
+    "tc_control",
+    "tmem",
+    "sync",
+    "tma",
+    "shared",
+    "global",
+    "local",
+    "int",
+    "float",
+    "conversion",
+    "predicate",
+    "move",
+    "control",
+    "special",
+    "constant",
+    "nop",
+    "other",
+)
 
 
 def render_json(result: SassResult) -> str:
@@ -38,8 +57,15 @@ def render_csv(result: SassResult) -> str:
     return buf.getvalue()
 
 
-def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = False, show_features: bool = False,
-                    hot: bool = False, all_kloops: bool = False) -> None:
+def render_terminal(
+    console: Console,
+    result: SassResult,
+    *,
+    mma_detail: bool = False,
+    show_features: bool = False,
+    hot: bool = False,
+    all_kloops: bool = False,
+) -> None:
     from rich.markup import escape
 
     data = result.data
@@ -59,19 +85,30 @@ def render_terminal(console: Console, result: SassResult, *, mma_detail: bool = 
         # scale transpose): with full tables the functions that issue MMAs come first, the rest as
         # one line each, so the first screen is the GEMM's
         with_mma = [fn for fn in fns if fn["mma"]]
-        shown, helpers = ((with_mma, [fn for fn in fns if not fn["mma"]]) if tables and with_mma else (fns, []))
+        shown, helpers = (with_mma, [fn for fn in fns if not fn["mma"]]) if tables and with_mma else (fns, [])
         for fn in shown:
-            _print_function(console, fn, by=result.by, mma_detail=mma_detail, show_features=show_features,
-                            tables=tables, all_kloops=all_kloops)
+            _print_function(
+                console,
+                fn,
+                by=result.by,
+                mma_detail=mma_detail,
+                show_features=show_features,
+                tables=tables,
+                all_kloops=all_kloops,
+            )
         if not tables:
             _print_summary(console, fns, show_features=show_features)
         if helpers:
-            console.print(f"[dim]also in this input, without MMA instructions ({len(helpers)}; --function REGEX "
-                          "shows one):[/dim]")
+            console.print(
+                f"[dim]also in this input, without MMA instructions ({len(helpers)}; --function REGEX shows one):[/dim]"
+            )
             names = distinct_names([fn["name"] for fn in helpers], width=max(24, min(80, console.width - 36)))
             for fn, name in zip(helpers, names):
-                console.print(f"  {escape(name)}  {plural(fn['instructions'], 'instruction')}, "
-                              f"{plural(len(fn['loops']), 'loop')}", highlight=False)
+                console.print(
+                    f"  {escape(name)}  {plural(fn['instructions'], 'instruction')}, "
+                    f"{plural(len(fn['loops']), 'loop')}",
+                    highlight=False,
+                )
     for note in result.notes:
         if not result.is_compare or "not comparable" not in note:  # the compare table says it already
             console.print(f"[yellow]note:[/yellow] {escape(note)}")
@@ -89,8 +126,11 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
-                    "--function REGEX, or --json)", header_style="bold")
+    t = Table(
+        title=f"{len(fns)} functions (each one's instruction mix{' and feature checklist' if show_features else ''}: "
+        "--function REGEX, or --json)",
+        header_style="bold",
+    )
     t.add_column("function", no_wrap=True)
     for col in ("inst.", "MMA", "loops", "K-loop", "ovh/MMA"):
         t.add_column(col, justify="right" if col != "K-loop" else "left", no_wrap=True)
@@ -105,8 +145,14 @@ def _print_summary(console: Console, fns: list[dict], *, show_features: bool) ->
             kloop = f"unrolled (tile loop {summary.get('tile_loop')})"
         else:
             kloop = "—"
-        t.add_row(escape(name), fmt_count(fn["instructions"]), fmt_count(fn["mma"]), fmt_count(len(fn["loops"])), escape(kloop),
-                  fmt_count(prim["overhead_per_mma"]) if prim else "—")
+        t.add_row(
+            escape(name),
+            fmt_count(fn["instructions"]),
+            fmt_count(fn["mma"]),
+            fmt_count(len(fn["loops"])),
+            escape(kloop),
+            fmt_count(prim["overhead_per_mma"]) if prim else "—",
+        )
         present = [(f"[red]{_BAD[k]}[/red]" if k in _BAD else k) for k, v in (fn.get("features") or {}).items() if v]
         features.append(f"  {escape(name)}: {', '.join(present) or 'none'}")
     console.print(t)
@@ -133,15 +179,15 @@ def distinct_names(names: list[str], width: int = 40) -> list[str]:
             out.append(n)
             continue
         differs = min(pre, len(n))
-        if max(differs, len(n) - suf) < width:   # it differs within the first width - 1 characters
+        if max(differs, len(n) - suf) < width:  # it differs within the first width - 1 characters
             out.append(n[: width - 1] + "…")
             continue
         window = width - head - 2
-        start = max(head, differs - 3)   # a few characters of context before the difference
+        start = max(head, differs - 3)  # a few characters of context before the difference
         if start + window >= len(n):
-            out.append(n[:head] + "…" + n[len(n) - (width - head - 1):])
+            out.append(n[:head] + "…" + n[len(n) - (width - head - 1) :])
         else:
-            out.append(n[:head] + "…" + n[start:start + window] + "…")
+            out.append(n[:head] + "…" + n[start : start + window] + "…")
     return _split_collisions(names, out, width)
 
 
@@ -168,11 +214,11 @@ def _split_collisions(names: list[str], cuts: list[str], width: int) -> list[str
             n = names[i]
             # where it parts from the colliding name most like it: names less alike part earlier
             others = [len(os.path.commonprefix([n, names[j]])) for j in members if names[j] != n]
-            if not others:   # the same name twice (one kernel from two files): nothing tells them apart
+            if not others:  # the same name twice (one kernel from two files): nothing tells them apart
                 continue
             s1 = max(0, max(others) - 3)
             s2 = max(s1 + first, min(shared_head[i], len(n)) - 3)
-            out[i] = n[s1:s1 + first] + "…" + n[s2:s2 + second] + "…"
+            out[i] = n[s1 : s1 + first] + "…" + n[s2 : s2 + second] + "…"
     return _number_the_rest(names, out)
 
 
@@ -206,17 +252,32 @@ def _shared(names: list[str]) -> list[int]:
     return best
 
 
-def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, show_features: bool,
-                    tables: bool = True, all_kloops: bool = False) -> None:
+def _print_function(
+    console: Console,
+    fn: dict,
+    *,
+    by: str,
+    mma_detail: bool,
+    show_features: bool,
+    tables: bool = True,
+    all_kloops: bool = False,
+) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     kl = [lp for lp in fn["loops"] if lp["is_kloop"]]
-    parts = [fn["arch"] or "?", plural(fn["instructions"], "instruction"), f"{fn['mma']:,} MMA",
-             plural(len(fn["loops"]), "loop"), plural(len(kl), "K-loop")]
+    parts = [
+        fn["arch"] or "?",
+        plural(fn["instructions"], "instruction"),
+        f"{fn['mma']:,} MMA",
+        plural(len(fn["loops"]), "loop"),
+        plural(len(kl), "K-loop"),
+    ]
     if "executed" in fn:
         parts.append(f"{fn['executed']:,} warp-instructions executed")
-    head = f"[bold]{escape(short_name(fn['name'], min(90, console.width)))}[/bold]\n" + escape(pack(parts, console.width))
+    head = f"[bold]{escape(short_name(fn['name'], min(90, console.width)))}[/bold]\n" + escape(
+        pack(parts, console.width)
+    )
     if fn.get("kloop_summary"):
         style = "bold" if fn["kloop_summary"]["kind"] == "kloop" else "bold yellow"
         head += f"\n[{style}]{escape(fn['kloop_summary']['text'])}[/{style}]"
@@ -233,8 +294,11 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         rows = []
     rows = rows[:7] if tables else []
     cats = _cats_present(rows)
-    t = Table(title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
-                    "(static counts; ◀ = the K-loop)", header_style="bold")
+    t = Table(
+        title=f"instruction mix by {'warp role / phase' if key == 'role_regions' else 'region'} "
+        "(static counts; ◀ = the K-loop)",
+        header_style="bold",
+    )
     t.add_column("", no_wrap=True, min_width=14)
     for r in rows:
         t.add_column(_region_header(r), justify="right", no_wrap=True)
@@ -263,8 +327,10 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
             console.print(left_out_note(dropped, "--csv and --json have every region"))
     shown = [r for r in fn[key] if r.get("per_tile_breakdown") and (r["mma"] or r["region"] == "function")]
     if key == "role_regions":  # and the busiest roles
-        busy = sorted((r for r in fn[key] if r.get("per_tile_breakdown") and r not in shown),
-                      key=lambda r: -(r.get("executed") or 0))
+        busy = sorted(
+            (r for r in fn[key] if r.get("per_tile_breakdown") and r not in shown),
+            key=lambda r: -(r.get("executed") or 0),
+        )
         shown += busy[:3]
     for r in shown:
         say(console, f"{r['region']}: {r['per_tile_breakdown']}", indent="  ", hang="    ")
@@ -275,8 +341,12 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         st.add_column("top reasons", no_wrap=True)
         cats_shown = list(fn["stalls_by_category"].items())[:10]
         # the reasons are packed by hand, so a reason never parts from its count
-        room = console.width - 10 - max([8, *(len(c) for c, _ in cats_shown)]) \
+        room = (
+            console.width
+            - 10
+            - max([8, *(len(c) for c, _ in cats_shown)])
             - max([7, *(len(fmt_count(sum(r.values()))) for _, r in cats_shown)])
+        )
         for cat, reasons in cats_shown:
             top = pack((f"{k} {v:,}" for k, v in list(reasons.items())[:4]), max(20, room), sep=", ")
             st.add_row(cat, fmt_count(sum(reasons.values())), top)
@@ -287,9 +357,14 @@ def _print_function(console: Console, fn: dict, *, by: str, mma_detail: bool, sh
         print_hot(console, fn)
     if show_features and tables:
         _print_features(console, fn)
-    tail = [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(_listed(fn['unclassified']))}"] \
-        if fn.get("unclassified") else []
-    tail += [f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")]
+    tail = (
+        [f"[yellow]unclassified opcodes (counted as 'other'):[/yellow] {escape(_listed(fn['unclassified']))}"]
+        if fn.get("unclassified")
+        else []
+    )
+    tail += [
+        f"[dim]note: {escape(note)}[/dim]" for note in fn.get("notes", []) if not note.startswith("opcodes not in")
+    ]
     console.print("\n".join(tail + [""]))  # one print, ending in the blank line between functions
 
 
@@ -366,15 +441,35 @@ def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -
     left_out: set[str] = set()
     for d in details:
         what = "K-loop" if d.get("kind", "kloop") == "kloop" else "tile loop (K fully unrolled: no K-loop)"
-        scope = (f" (a pass: the blocks every pass runs and the MMA blocks, of the flattened loop's "
-                 f"{d['loop_instructions']}: the epilogue and retry paths left out)" if d.get("every_pass_only") else "")
-        first = pack([f"{what} {d['loop']}: {plural(d['instructions'], 'instruction')}{scope}", f"{d['mma']} MMA",
-                      f"{d['mean_between']} instructions between MMA issues on average"], width, sep=", ", indent="  ")
+        scope = (
+            f" (a pass: the blocks every pass runs and the MMA blocks, of the flattened loop's "
+            f"{d['loop_instructions']}: the epilogue and retry paths left out)"
+            if d.get("every_pass_only")
+            else ""
+        )
+        first = pack(
+            [
+                f"{what} {d['loop']}: {plural(d['instructions'], 'instruction')}{scope}",
+                f"{d['mma']} MMA",
+                f"{d['mean_between']} instructions between MMA issues on average",
+            ],
+            width,
+            sep=", ",
+            indent="  ",
+        )
         out.append(bold.render(first, color_system=colors))
-        out.append(_labelled("  per MMA:", [f"{k} {v}" for k, v in d["per_mma"].items()
-                                            if k not in ARCH_GROUPS or d["counts"].get(k)], width))
+        out.append(
+            _labelled(
+                "  per MMA:",
+                [f"{k} {v}" for k, v in d["per_mma"].items() if k not in ARCH_GROUPS or d["counts"].get(k)],
+                width,
+            )
+        )
         out.append(_labelled("  categories per MMA:", [f"{k} {v}" for k, v in d["categories_per_mma"].items()], width))
-        for key, label in (("stalls_between", "stall samples between MMAs:"), ("stalls_on_mma", "stall samples on the MMAs:")):
+        for key, label in (
+            ("stalls_between", "stall samples between MMAs:"),
+            ("stalls_on_mma", "stall samples on the MMAs:"),
+        ):
             if d.get(key):
                 out.append(_labelled(f"  {label}", [f"{k} {v:,}" for k, v in list(d[key].items())[:6]], width))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
@@ -384,20 +479,30 @@ def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -
         for g, gap in enumerate(d["gaps"]):
             if gap["between"] == 0:
                 continue
-            title = (f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {plural(gap['between'], 'instruction')}"
-                     if gap["mma_pc"] is not None else f"after MMA {g}: {plural(gap['between'], 'instruction')}")
+            title = (
+                f"after MMA {g} ({gap['mma']} @ {gap['mma_pc']:#06x}): {plural(gap['between'], 'instruction')}"
+                if gap["mma_pc"] is not None
+                else f"after MMA {g}: {plural(gap['between'], 'instruction')}"
+            )
             # plain aligned columns, not a rich Table: a big K-loop has tens of thousands of stream
             # rows and rich's per-cell measuring made this view take seconds
-            out += [italic.render(title, color_system=colors), _stream_text(gap["stream"], layout, after=gap.get("mma_index"))]
+            out += [
+                italic.render(title, color_system=colors),
+                _stream_text(gap["stream"], layout, after=gap.get("mma_index")),
+            ]
         left_out.update(layout[0][c] for c in range(len(layout[0])) if c not in layout[2])
     console.file.write("\n".join(out) + "\n")
     if left_out:
         names = [c for c in ("group", "category", "stalls") if c in left_out]
-        console.print(f"[dim]left out at this width: the {', '.join(names)} column{'s' if len(names) > 1 else ''} "
-                      "(a wider terminal or COLUMNS=N shows them; --json has every field)[/dim]")
+        console.print(
+            f"[dim]left out at this width: the {', '.join(names)} column{'s' if len(names) > 1 else ''} "
+            "(a wider terminal or COLUMNS=N shows them; --json has every field)[/dim]"
+        )
     if rest:
-        console.print(f"[dim]not shown: K-loop{'s' if len(rest) > 1 else ''} {', '.join(str(d['loop']) for d in rest)} "
-                      "(--all-kloops lists every K-loop; --json has every stream)[/dim]")
+        console.print(
+            f"[dim]not shown: K-loop{'s' if len(rest) > 1 else ''} {', '.join(str(d['loop']) for d in rest)} "
+            "(--all-kloops lists every K-loop; --json has every stream)[/dim]"
+        )
 
 
 def _labelled(label: str, items: list[str], width: int) -> str:
@@ -421,8 +526,12 @@ def _jump(prev: dict | None, nxt: dict, after: int | None) -> str | None:
 def _stream_rows(stream: list[dict], has_ex: bool) -> list[tuple[str, ...]]:
     rows = []
     for x in stream:
-        cells = (f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
-                 f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(), x["category"], x["group"] or "")
+        cells = (
+            f"{x['pc']:#06x}" if x["pc"] is not None else str(x["index"]),
+            f"{x.get('guard', '')} {x['opcode']} {x['operands']}".strip(),
+            x["category"],
+            x["group"] or "",
+        )
         if has_ex:
             cells += (fmt_count(x.get("executed")), ", ".join(f"{k} {v}" for k, v in (x.get("stalls") or {}).items()))
         rows.append(cells)
@@ -468,8 +577,9 @@ def _stream_layout(streams: list[list[dict]], width: int) -> tuple[list[str], li
     return names, widths, keep
 
 
-def _stream_text(stream: list[dict], layout: tuple[list[str], list[int], list[int]], *,
-                 after: int | None = None) -> str:
+def _stream_text(
+    stream: list[dict], layout: tuple[list[str], list[int], list[int]], *, after: int | None = None
+) -> str:
     """The stream as aligned columns by ``layout`` (:func:`_stream_layout`), with a marker line
     where the listing jumps (``after``: the MMA it follows)."""
     names, widths, keep = layout
@@ -483,13 +593,23 @@ def _stream_text(stream: list[dict], layout: tuple[list[str], list[int], list[in
             mark = _jump(stream[k - 2] if k > 1 else None, stream[k - 1], after)
             if mark:
                 lines.append(mark)
-        cols = {c: (_operand_lines(r[c], widths[c]) if c == 1 else
-                    pack(r[c].split(", "), widths[c], sep=", ").splitlines() or [""] if c == last and r[c] else [r[c]])
-                for c in keep}
+        cols = {
+            c: (
+                _operand_lines(r[c], widths[c])
+                if c == 1
+                else pack(r[c].split(", "), widths[c], sep=", ").splitlines() or [""]
+                if c == last and r[c]
+                else [r[c]]
+            )
+            for c in keep
+        }
         for n in range(max(len(v) for v in cols.values())):
             cells = [cols[c][n] if n < len(cols[c]) else "" for c in keep]
-            lines.append("  ".join(v.rjust(widths[c]) if c in right else v.ljust(widths[c])
-                                   for v, c in zip(cells, keep)).rstrip())
+            lines.append(
+                "  ".join(
+                    v.rjust(widths[c]) if c in right else v.ljust(widths[c]) for v, c in zip(cells, keep)
+                ).rstrip()
+            )
     return "\n".join(lines)
 
 
@@ -545,9 +665,16 @@ def print_compare(console: Console, result: dict) -> None:
         t.add_row("K-loop region", ka["region"], kb["region"], "" if kl["comparable"] else "not comparable")
         if kl["comparable"]:
             name = "K-loop" if ka["kind"] == "kloop" else "tile loop"
-            t.add_row(f"{name} instructions", fmt_count(ka["instructions"]), fmt_count(kb["instructions"]), f"{kl['instructions_delta']:+,}")
+            t.add_row(
+                f"{name} instructions",
+                fmt_count(ka["instructions"]),
+                fmt_count(kb["instructions"]),
+                f"{kl['instructions_delta']:+,}",
+            )
             t.add_row(f"{name} MMA", fmt_count(ka["mma"]), fmt_count(kb["mma"]), f"{kl['mma_delta']:+,}")
-            t.add_row(f"{name} overhead / MMA", fmt_count(ka["overhead_per_mma"]), fmt_count(kb["overhead_per_mma"]), "")
+            t.add_row(
+                f"{name} overhead / MMA", fmt_count(ka["overhead_per_mma"]), fmt_count(kb["overhead_per_mma"]), ""
+            )
         pr = cmp.get("promotion") or {}
         if pr.get("a") or pr.get("b"):
             t.add_row("promotion loop instructions", fmt_count(pr["a"]), fmt_count(pr["b"]), f"{pr['delta']:+,}")
@@ -568,13 +695,22 @@ def print_compare(console: Console, result: dict) -> None:
             console.print(f"[bold yellow]K-loop {escape(kl['mismatch'])}[/bold yellow]")
         changed = {k: v for k, v in cmp["features"].items() if v["a"] != v["b"]}
         if changed:
-            console.print(_labelled("features changed:", [f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}"
-                                                          for k, v in changed.items()], console.width),
-                          markup=False, highlight=False)
+            console.print(
+                _labelled(
+                    "features changed:",
+                    [f"{k} {'yes' if v['a'] else 'no'}→{'yes' if v['b'] else 'no'}" for k, v in changed.items()],
+                    console.width,
+                ),
+                markup=False,
+                highlight=False,
+            )
         top = list(cmp["opcodes"].items())[:12]
         if top:
-            console.print(_labelled("opcode deltas:", [f"{k} {v['delta']:+,}" for k, v in top], console.width),
-                          markup=False, highlight=False)
+            console.print(
+                _labelled("opcode deltas:", [f"{k} {v['delta']:+,}" for k, v in top], console.width),
+                markup=False,
+                highlight=False,
+            )
         if cmp.get("executed_opcodes"):
             _print_executed_opcodes(console, cmp["executed_opcodes"])
         console.print()
@@ -617,23 +753,48 @@ def print_hot(console: Console, fn: dict, label: str = "") -> None:
     from bsprof.reports.term import needed_width
 
     if not fn["hot"]:
-        console.print(f"[dim]{label}--hot: no stall samples in this launch of {escape(short_name(fn['name'], 60))}[/dim]")
+        console.print(
+            f"[dim]{label}--hot: no stall samples in this launch of {escape(short_name(fn['name'], 60))}[/dim]"
+        )
         return
     title = f"{label}hottest instructions by stall samples · {short_name(fn['name'], 60)}"
     rows = []
     for h in fn["hot"]:
-        rows.append({"pc": f"{h['pc']:#06x}" if h["pc"] is not None else "", "mark": "◀" if h["kloop"] else "",
-                     "instruction": f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}",
-                     "executed": fmt_count(h["executed"]), "samples": fmt_count(h["samples"]), "share": f"{h['share']:.1%}",
-                     "reasons": [f"{k} {v:,}" for k, v in h["reasons"].items()],
-                     "where": " · ".join(x for x in (h.get("role"), h.get("line")) if x)})
+        rows.append(
+            {
+                "pc": f"{h['pc']:#06x}" if h["pc"] is not None else "",
+                "mark": "◀" if h["kloop"] else "",
+                "instruction": f"{h['guard'] + ' ' if h['guard'] else ''}{h['opcode']} {h['operands']}",
+                "executed": fmt_count(h["executed"]),
+                "samples": fmt_count(h["samples"]),
+                "share": f"{h['share']:.1%}",
+                "reasons": [f"{k} {v:,}" for k, v in h["reasons"].items()],
+                "where": " · ".join(x for x in (h.get("role"), h.get("line")) if x),
+            }
+        )
     t = Table(title=escape(title), header_style="bold")
-    for col, just in (("pc", "left"), ("", "left"), ("instruction", "left"), ("executed", "right"),
-                      ("samples", "right"), ("share", "right"), ("top reasons", "left"), ("where", "left")):
+    for col, just in (
+        ("pc", "left"),
+        ("", "left"),
+        ("instruction", "left"),
+        ("executed", "right"),
+        ("samples", "right"),
+        ("share", "right"),
+        ("top reasons", "left"),
+        ("where", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=True)
     for r in rows:
-        t.add_row(r["pc"], r["mark"], escape(r["instruction"]), r["executed"], r["samples"], r["share"],
-                  ", ".join(r["reasons"]), escape(r["where"]))
+        t.add_row(
+            r["pc"],
+            r["mark"],
+            escape(r["instruction"]),
+            r["executed"],
+            r["samples"],
+            r["share"],
+            ", ".join(r["reasons"]),
+            escape(r["where"]),
+        )
     if needed_width(console, t) <= console.width:
         console.print(t)
         console.print("[dim]◀ = in the K-loop[/dim]")
@@ -653,9 +814,19 @@ def print_hot(console: Console, fn: dict, label: str = "") -> None:
         if k:
             r = rows[k - 1]
             indent = " " * (w[0] + 2)
-            out += pack(r["reasons"], width - len(indent), sep=", ").replace("\n", "\n" + indent).join([indent, ""]).splitlines()
+            out += (
+                pack(r["reasons"], width - len(indent), sep=", ")
+                .replace("\n", "\n" + indent)
+                .join([indent, ""])
+                .splitlines()
+            )
             if r["where"]:
-                out += pack(r["where"].split(" · "), width - len(indent)).replace("\n", "\n" + indent).join([indent, ""]).splitlines()
+                out += (
+                    pack(r["where"].split(" · "), width - len(indent))
+                    .replace("\n", "\n" + indent)
+                    .join([indent, ""])
+                    .splitlines()
+                )
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
     console.print("[dim]◀ = in the K-loop; below each instruction: its top stall reasons, where it is[/dim]")
 

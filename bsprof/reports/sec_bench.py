@@ -83,8 +83,11 @@ def headline(run: Run) -> dict[str, Any]:
     peak, prec = peak_for(out["device"], d.get("family"))
     if peak:
         out["peak_tflops"], out["precision"] = peak, prec
-    out["peer_ratios"] = {r["name"]: num(mine["ms"]) / num(r["ms"]) for r in d.get("rows") or []
-                          if isinstance(r, dict) and not r.get("ours") and num(r.get("ms"))}
+    out["peer_ratios"] = {
+        r["name"]: num(mine["ms"]) / num(r["ms"])
+        for r in d.get("rows") or []
+        if isinstance(r, dict) and not r.get("ours") and num(r.get("ms"))
+    }
     out["source"] = art.path.name
     return out
 
@@ -108,8 +111,13 @@ def peers_table(run: Run) -> Section | None:
     body = []
     for r, label in zip(rows, labels):
         err = r.get("rel_err")
-        line = [label, "bsprof" if r.get("ours") else "peer", f"{num(r['ms']) * 1e3:,.1f}",
-                fmt(r.get("tflops")), f"{ref / num(r['ms']):.3f}×" if ref else "—"]
+        line = [
+            label,
+            "bsprof" if r.get("ours") else "peer",
+            f"{num(r['ms']) * 1e3:,.1f}",
+            fmt(r.get("tflops")),
+            f"{ref / num(r['ms']):.3f}×" if ref else "—",
+        ]
         if clocks:
             line += clock_cells(r)
         if spreads:
@@ -128,42 +136,79 @@ def peers_table(run: Run) -> Section | None:
     head.append("rel. error vs float64")
     rounds = f", median round of {d['rounds']}" if (d.get("rounds") or 1) > 1 else ""
     sec = Section("peers", "")
-    sec.add(table(body, head, numeric=tuple(range(2, len(head) - 1)),
-                  caption=f"measured in one process on the same inputs: {d.get('warmup', '?')} warm-up, median of "
-                          f"{d.get('iters', '?')} launches{rounds} ({art.path.name})"))
+    sec.add(
+        table(
+            body,
+            head,
+            numeric=tuple(range(2, len(head) - 1)),
+            caption=f"measured in one process on the same inputs: {d.get('warmup', '?')} warm-up, median of "
+            f"{d.get('iters', '?')} launches{rounds} ({art.path.name})",
+        )
+    )
     if clocks:
-        sec.add(note("SM clock and power read from NVML while the timed launches ran (* = the driver named the "
-                     "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
-                     "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."))
+        sec.add(
+            note(
+                "SM clock and power read from NVML while the timed launches ran (* = the driver named the "
+                "power cap as the clock limiter). FLOP / SM-cycle is TFLOP/s with the clock divided out: "
+                "at the cap a kernel loses on cycles (scheduling) or on clock (energy per FLOP)."
+            )
+        )
     if spreads:
-        sec.add(note("round spread: slowest over fastest of the interleaved rounds, minus one (in brackets the "
-                     "same over each round's cycles, time × the SM clock it ran at, where the bench kept "
-                     "per-round clocks: small beside the time's spread, the rounds moved with the clock). A "
-                     "difference between two kernels smaller than their spreads is not one a single run decides."))
+        sec.add(
+            note(
+                "round spread: slowest over fastest of the interleaved rounds, minus one (in brackets the "
+                "same over each round's cycles, time × the SM clock it ran at, where the bench kept "
+                "per-round clocks: small beside the time's spread, the rounds moved with the clock). A "
+                "difference between two kernels smaller than their spreads is not one a single run decides."
+            )
+        )
     if gaps:
-        sec.add(note("kernel µs and gap µs: CUPTI (torch.profiler) over 30 back-to-back launches, the kernel's GPU "
-                     "duration and the idle time before it; the median µs column is both, timed with CUDA events."))
+        sec.add(
+            note(
+                "kernel µs and gap µs: CUPTI (torch.profiler) over 30 back-to-back launches, the kernel's GPU "
+                "duration and the idle time before it; the median µs column is both, timed with CUDA events."
+            )
+        )
     if mine is not None and mine.get("tile"):
         chosen = f" (chosen: {mine['choice']})" if mine.get("choice") else ""
         sec.add(note(f"{mine.get('name')} ran {mine['tile']}{chosen}"))
     close = [r for r in rows if r.get("close_call")]
     if close:
-        sec.add(note("close calls, the configurations the tile choice modelled too near its pick to rank, timed "
-                     "beside it: " + "; ".join(f"{r['name']} = {r['close_call']}" for r in close)))
+        sec.add(
+            note(
+                "close calls, the configurations the tile choice modelled too near its pick to rank, timed "
+                "beside it: " + "; ".join(f"{r['name']} = {r['close_call']}" for r in close)
+            )
+        )
     for name, why in (d.get("skipped") or {}).items():
         sec.add(note(f"peer {name} not measured: {why}"))
     peak, prec = peak_for(_device_name(d), d.get("family"))
     names = labels[::-1]
     vals = [num(r.get("tflops")) or 0 for r in rows][::-1]
-    fig = go.Figure(go.Bar(x=vals, y=names, orientation="h",
-                           marker_color=["#c0504d" if r.get("ours") else "#7f7f7f" for r in rows][::-1],
-                           text=[f"{v:,.0f}" for v in vals], textposition="outside",
-                           hovertemplate="%{y}: %{x:,.0f} TFLOP/s<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=vals,
+            y=names,
+            orientation="h",
+            marker_color=["#c0504d" if r.get("ours") else "#7f7f7f" for r in rows][::-1],
+            text=[f"{v:,.0f}" for v in vals],
+            textposition="outside",
+            hovertemplate="%{y}: %{x:,.0f} TFLOP/s<extra></extra>",
+        )
+    )
     if peak:
-        fig.add_vline(x=peak, line_dash="dash", line_color="#1d2330",
-                      annotation_text=f"dense {prec} peak {peak:,.0f}", annotation_position="top left")
-    fig.update_layout(xaxis=dict(title="TFLOP/s", range=[0, max(vals + [peak or 0]) * 1.15]), showlegend=False,
-                      title=dict(text="Throughput beside the peers (speed of light dashed)", font=dict(size=13)))
+        fig.add_vline(
+            x=peak,
+            line_dash="dash",
+            line_color="#1d2330",
+            annotation_text=f"dense {prec} peak {peak:,.0f}",
+            annotation_position="top left",
+        )
+    fig.update_layout(
+        xaxis=dict(title="TFLOP/s", range=[0, max(vals + [peak or 0]) * 1.15]),
+        showlegend=False,
+        title=dict(text="Throughput beside the peers (speed of light dashed)", font=dict(size=13)),
+    )
     sec.add(Figure(fig, height=110 + 30 * len(rows)))
     return sec
 

@@ -25,17 +25,33 @@ def curves(run: Run) -> Section | None:
             pairs = [(w, num(y)) for w, y in zip(warps, cycles) if num(y) is not None]
             if not pairs:
                 continue
-            fig.add_trace(go.Scatter(x=[w for w, _ in pairs], y=[y for _, y in pairs], mode="lines+markers",
-                                     name=name, hovertemplate="%{x} warps: %{y:,.0f} cycles<extra>" + name + "</extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[w for w, _ in pairs],
+                    y=[y for _, y in pairs],
+                    mode="lines+markers",
+                    name=name,
+                    hovertemplate="%{x} warps: %{y:,.0f} cycles<extra>" + name + "</extra>",
+                )
+            )
             rows.append([name, c.get("what", ""), c.get("saturates_at", "—")])
         if not rows:
             continue
-        fig.update_layout(xaxis_title="warps sharing one SM", yaxis_title="cycles per warp",
-                          title=dict(text="Epilogue shared-path ceiling", font=dict(size=13)))
+        fig.update_layout(
+            xaxis_title="warps sharing one SM",
+            yaxis_title="cycles per warp",
+            title=dict(text="Epilogue shared-path ceiling", font=dict(size=13)),
+        )
         sec = Section("ceiling", "Epilogue shared-path ceiling")
-        sec.add(Figure(fig, height=340, caption=f"{art.data.get('device', '?')}, {art.data.get('iters', '?')} "
-                                               f"chunks per warp, median of {art.data.get('repeats', '?')} repeats "
-                                               f"({art.path.parent.name}/{art.path.name})"))
+        sec.add(
+            Figure(
+                fig,
+                height=340,
+                caption=f"{art.data.get('device', '?')}, {art.data.get('iters', '?')} "
+                f"chunks per warp, median of {art.data.get('repeats', '?')} repeats "
+                f"({art.path.parent.name}/{art.path.name})",
+            )
+        )
         sec.add(table(rows, header=["mix", "work per chunk", "saturates at (warps)"]))
         return sec
     return None

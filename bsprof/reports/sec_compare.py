@@ -46,13 +46,16 @@ def _ncu_metrics(run: Run) -> Metrics:
     for col, label in SOL_BARS:
         if num(cols.get(col)) is not None:
             out[(f"{label} (%)", None)] = num(cols[col])
-    for col, label, better in (("registers_per_thread", "registers / thread", None),
-                               ("warp_cycles_per_issue", "warp cycles / issued instruction", "lower"),
-                               ("inst_executed", "executed warp instructions", "lower")):
+    for col, label, better in (
+        ("registers_per_thread", "registers / thread", None),
+        ("warp_cycles_per_issue", "warp cycles / issued instruction", "lower"),
+        ("inst_executed", "executed warp instructions", "lower"),
+    ):
         if num(cols.get(col)) is not None:
             out[(label, better)] = num(cols[col])
-    stalls = sorted(((k[6:], num(v)) for k, v in cols.items() if k.startswith("stall_") and num(v)),
-                    key=lambda kv: -kv[1])[:5]
+    stalls = sorted(
+        ((k[6:], num(v)) for k, v in cols.items() if k.startswith("stall_") and num(v)), key=lambda kv: -kv[1]
+    )[:5]
     for reason, v in stalls:
         out[(f"stall {reason} (cycles/inst)", "lower")] = v
     return out
@@ -73,8 +76,7 @@ def _timing_metrics(run: Run) -> Metrics:
     _, t = got
     from bsprof.analyzers.timing.stats import phase_stats
 
-    return {(f"{r['role']} {r['phase']} mean (cycles)", "lower"): r["mean"]
-            for r in phase_stats(t).to_dict("records")}
+    return {(f"{r['role']} {r['phase']} mean (cycles)", "lower"): r["mean"] for r in phase_stats(t).to_dict("records")}
 
 
 def _model_metrics(run: Run) -> Metrics:
@@ -84,8 +86,11 @@ def _model_metrics(run: Run) -> Metrics:
 
 
 GROUPS: tuple[tuple[str, Callable[[Run], Metrics]], ...] = (
-    ("summary", _summary_metrics), ("ncu", _ncu_metrics), ("sass", _sass_metrics),
-    ("timing", _timing_metrics), ("model", _model_metrics),
+    ("summary", _summary_metrics),
+    ("ncu", _ncu_metrics),
+    ("sass", _sass_metrics),
+    ("timing", _timing_metrics),
+    ("model", _model_metrics),
 )
 
 
@@ -111,8 +116,13 @@ def render(a: Run, b: Run) -> Section:
     why = mismatch(a, b)
     if why:
         sec.level = "warning"
-        sec.add(note(f"{a.label} and {b.label} are runs of different kernels or problems, so their numbers are not "
-                     "compared cell by cell; both are shown side by side below. " + "; ".join(why), "warning"))
+        sec.add(
+            note(
+                f"{a.label} and {b.label} are runs of different kernels or problems, so their numbers are not "
+                "compared cell by cell; both are shown side by side below. " + "; ".join(why),
+                "warning",
+            )
+        )
         return sec
     rows, classes = [], []
     for group, fn in GROUPS:
@@ -134,14 +144,22 @@ def render(a: Run, b: Run) -> Section:
                     diff, rel = f"only in {(b if va is None else a).label}", ""
                 else:
                     diff, rel = ("" if va == vb else "changed"), ""
-            rows.append([group, label, fmt(va) if va is not None else "—", fmt(vb) if vb is not None else "—",
-                         diff, rel])
+            rows.append(
+                [group, label, fmt(va) if va is not None else "—", fmt(vb) if vb is not None else "—", diff, rel]
+            )
             classes.append(cls)
     if not rows:
         sec.add(note("the two runs share no numbers to compare"))
         return sec
-    sec.add(table(rows, ["from", "metric", a.label, b.label, f"{b.label} − {a.label}", "change"], classes,
-                  numeric=(2, 3, 4, 5), caption="green: better, orange: worse (where a direction is known)"))
+    sec.add(
+        table(
+            rows,
+            ["from", "metric", a.label, b.label, f"{b.label} − {a.label}", "change"],
+            classes,
+            numeric=(2, 3, 4, 5),
+            caption="green: better, orange: worse (where a direction is known)",
+        )
+    )
     return sec
 
 

@@ -78,9 +78,15 @@ def _baseline_rows(art: Artifact) -> list[list[Any]]:
         if not isinstance(m, dict):
             continue
         ratio = num(m.get("wall_ratio"))
-        rows.append([model, fmt(m.get("baseline_tile_cycles")), fmt(m.get("projected_tile_cycles")),
-                     f"{ratio:.4f}" if ratio is not None else "—",
-                     f"{m.get('binding_before', '—')} → {m.get('binding_after', '—')}"])
+        rows.append(
+            [
+                model,
+                fmt(m.get("baseline_tile_cycles")),
+                fmt(m.get("projected_tile_cycles")),
+                f"{ratio:.4f}" if ratio is not None else "—",
+                f"{m.get('binding_before', '—')} → {m.get('binding_after', '—')}",
+            ]
+        )
     return rows
 
 
@@ -104,21 +110,46 @@ def _change(sec: Section, d: dict) -> None:
     chain = ch.get("chain") if isinstance(ch.get("chain"), dict) else None
     if chain is None and isinstance(ch.get("kloop_only"), dict):
         k = ch["kloop_only"]
-        sec.add(table([["K-loop (per K block)", fmt(num(k.get("per_kblock_b", 0)) - num(k.get("per_kblock_a", 0))),
-                        fmt(k.get("cycles_per_kblock")), f"{fmt(k.get('lo'))} .. {fmt(k.get('hi'))}"]],
-                      ["phase", "Δ instructions", "Δ cycles", "interval"], numeric=(1, 2),
-                      caption="; ".join(_esc(u) for u in k.get("unpriced") or [])))
+        sec.add(
+            table(
+                [
+                    [
+                        "K-loop (per K block)",
+                        fmt(num(k.get("per_kblock_b", 0)) - num(k.get("per_kblock_a", 0))),
+                        fmt(k.get("cycles_per_kblock")),
+                        f"{fmt(k.get('lo'))} .. {fmt(k.get('hi'))}",
+                    ]
+                ],
+                ["phase", "Δ instructions", "Δ cycles", "interval"],
+                numeric=(1, 2),
+                caption="; ".join(_esc(u) for u in k.get("unpriced") or []),
+            )
+        )
         return
     if chain is None:
         return
-    rows = [[dd.get("phase"), fmt(dd.get("instructions")), fmt(dd.get("cycles")),
-             f"{fmt(dd.get('lo'))} .. {fmt(dd.get('hi'))}", fmt(dd.get("count_rule")), _esc(str(dd.get("source", "")))]
-            for dd in chain.get("deltas") or [] if isinstance(dd, dict) and (dd.get("instructions") or dd.get("unpriced"))]
+    rows = [
+        [
+            dd.get("phase"),
+            fmt(dd.get("instructions")),
+            fmt(dd.get("cycles")),
+            f"{fmt(dd.get('lo'))} .. {fmt(dd.get('hi'))}",
+            fmt(dd.get("count_rule")),
+            _esc(str(dd.get("source", ""))),
+        ]
+        for dd in chain.get("deltas") or []
+        if isinstance(dd, dict) and (dd.get("instructions") or dd.get("unpriced"))
+    ]
     iv = ch.get("interval_pct") or [None, None]
-    sec.add(table(rows, ["phase", "Δ instructions / tile", "Δ cycles / tile", "interval", "count rule",
-                         "from"], numeric=(1, 2, 4),
-                  caption=f"projected wall time {fmt(num(ch.get('wall_pct')))} % (interval {fmt(num(iv[0]))} .. "
-                          f"{fmt(num(iv[1]))} %); the instruction-count rule {fmt(num(ch.get('count_rule_pct')))} %"))
+    sec.add(
+        table(
+            rows,
+            ["phase", "Δ instructions / tile", "Δ cycles / tile", "interval", "count rule", "from"],
+            numeric=(1, 2, 4),
+            caption=f"projected wall time {fmt(num(ch.get('wall_pct')))} % (interval {fmt(num(iv[0]))} .. "
+            f"{fmt(num(iv[1]))} %); the instruction-count rule {fmt(num(ch.get('count_rule_pct')))} %",
+        )
+    )
     for u in chain.get("unpriced") or []:
         sec.add(note(f"not priced: {_esc(str(u))}", "warning"))
 
@@ -134,22 +165,44 @@ def _one(sec: Section, art: Artifact) -> None:
         df = sweep_frame(art)
         fig = _heatmap(df) if df is not None and len(df) else None
     if fig is not None:
-        sec.add(Figure(fig, height=520, caption=f"{art.path.parent.name}/{art.path.name}: projected wall time ÷ "
-                                                "baseline wall time for each (K-loop Δ, Phase-1 Δ) cycles per tile; "
-                                                "the marker is the current kernel, the line where the binding side "
-                                                "flips"))
+        sec.add(
+            Figure(
+                fig,
+                height=520,
+                caption=f"{art.path.parent.name}/{art.path.name}: projected wall time ÷ "
+                "baseline wall time for each (K-loop Δ, Phase-1 Δ) cycles per tile; "
+                "the marker is the current kernel, the line where the binding side "
+                "flips",
+            )
+        )
     elif not any(isinstance(d.get(m), dict) for m in ("deterministic", "stochastic")):
-        sec.add(note(f"{art.path.name}: no projection or sweep in this model artifact (bsprof model --sweep ... -o DIR)",
-                     "warning"))
+        sec.add(
+            note(
+                f"{art.path.name}: no projection or sweep in this model artifact (bsprof model --sweep ... -o DIR)",
+                "warning",
+            )
+        )
         return
     rows = _baseline_rows(art)
     if rows and len(rows[0]) == 3:
-        sec.add(table(rows, ["model", "current tile period (cycles)", "binding side now"], numeric=(1,),
-                      caption=f"calibrated on: {d.get('source') or '?'}"))
+        sec.add(
+            table(
+                rows,
+                ["model", "current tile period (cycles)", "binding side now"],
+                numeric=(1,),
+                caption=f"calibrated on: {d.get('source') or '?'}",
+            )
+        )
     elif rows:
-        sec.add(table(rows, ["model", "baseline tile (cycles)", "projected tile", "wall ratio", "binding side"],
-                      numeric=(1, 2), caption=f"calibrated on: {d.get('source') or '?'}; deltas: "
-                                              f"{d.get('deltas') or d.get('fixed') or 'none'}"))
+        sec.add(
+            table(
+                rows,
+                ["model", "baseline tile (cycles)", "projected tile", "wall ratio", "binding side"],
+                numeric=(1, 2),
+                caption=f"calibrated on: {d.get('source') or '?'}; deltas: "
+                f"{d.get('deltas') or d.get('fixed') or 'none'}",
+            )
+        )
     _fitted(sec, d)
 
 
@@ -161,12 +214,28 @@ def _fitted(sec: Section, d: dict) -> None:
         for t in terms:
             frac = "fraction" in str(t.get("how", ""))
             size = num(t.get("size"))
-            share, wo, pc = num(t.get("share_of_period")), num(t.get("projected_change_without")), num(t.get("projected_change"))
-            rows.append([t.get("term", "?"), "—" if size is None else (f"{size:.2f}" if frac else f"{size:,.0f} cycles"),
-                         t.get("how", ""), "—" if share is None else f"{share:.1%}",
-                         "—" if pc is None else f"{pc * 100:+.2f} %", "—" if wo is None else f"{wo * 100:+.2f} %"])
-        sec.add(table(rows, ["term no table measured", "size", "how", "share of period", "projection",
-                             "projection without it"], caption="what the projection rests on"))
+            share, wo, pc = (
+                num(t.get("share_of_period")),
+                num(t.get("projected_change_without")),
+                num(t.get("projected_change")),
+            )
+            rows.append(
+                [
+                    t.get("term", "?"),
+                    "—" if size is None else (f"{size:.2f}" if frac else f"{size:,.0f} cycles"),
+                    t.get("how", ""),
+                    "—" if share is None else f"{share:.1%}",
+                    "—" if pc is None else f"{pc * 100:+.2f} %",
+                    "—" if wo is None else f"{wo * 100:+.2f} %",
+                ]
+            )
+        sec.add(
+            table(
+                rows,
+                ["term no table measured", "size", "how", "share of period", "projection", "projection without it"],
+                caption="what the projection rests on",
+            )
+        )
     prov = d.get("provenance")
     if isinstance(prov, dict):
         sec.add(note("; ".join(f"{k}: {v}" for k, v in prov.items())))  # note() escapes, once
@@ -216,31 +285,64 @@ def _sweep_json_figure(d: dict):
     z = (zsto if zsto is not None else zdet - 0) * 100 - 100
     bind = _grid(det["binding"], transpose) if isinstance(det.get("binding"), list) else None
     xs, ys = axes[xk], axes[yk]
-    text = [[f"deterministic {(zdet[i][j] - 1) * 100:+.2f}%" + (f", {bind[i][j]} binds" if bind is not None else "")
-             for j in range(len(xs))] for i in range(len(ys))]
+    text = [
+        [
+            f"deterministic {(zdet[i][j] - 1) * 100:+.2f}%" + (f", {bind[i][j]} binds" if bind is not None else "")
+            for j in range(len(xs))
+        ]
+        for i in range(len(ys))
+    ]
     lim = float(np.nanmax(np.abs(z))) or 1.0
-    fig = go.Figure(go.Heatmap(
-        x=xs, y=ys, z=z, text=text, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
-        colorbar=dict(title="wall %"),
-        hovertemplate=(f"{_name(xk)} Δ %{{x:+,.0f}}, {_name(yk)} Δ %{{y:+,.0f}} cycles/tile<br>"
-                       + ("stochastic" if zsto is not None else "deterministic")
-                       + " %{z:+.2f}%<br>%{text}<extra></extra>")))
+    fig = go.Figure(
+        go.Heatmap(
+            x=xs,
+            y=ys,
+            z=z,
+            text=text,
+            colorscale="RdBu_r",
+            zmid=0,
+            zmin=-lim,
+            zmax=lim,
+            colorbar=dict(title="wall %"),
+            hovertemplate=(
+                f"{_name(xk)} Δ %{{x:+,.0f}}, {_name(yk)} Δ %{{y:+,.0f}} cycles/tile<br>"
+                + ("stochastic" if zsto is not None else "deterministic")
+                + " %{z:+.2f}%<br>%{text}<extra></extra>"
+            ),
+        )
+    )
     if bind is not None:
         _boundary(fig, xs, ys, bind)
     if 0.0 in xs and 0.0 in ys or (min(xs) <= 0 <= max(xs) and min(ys) <= 0 <= max(ys)):
-        fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["current"], textposition="top right",
-                                 marker=dict(symbol="x", size=14, color="#000"), name="current kernel",
-                                 hovertemplate="current kernel (no change)<extra></extra>"))
-    fig.update_layout(xaxis_title=f"{_name(xk)} Δ, cycles per tile", yaxis_title=f"{_name(yk)} Δ, cycles per tile",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-                      title=dict(text="Projected wall-time change, %" + (" (stochastic model; hover for deterministic)"
-                                                                           if zsto is not None else ""),
-                                 font=dict(size=13)))
+        fig.add_trace(
+            go.Scatter(
+                x=[0],
+                y=[0],
+                mode="markers+text",
+                text=["current"],
+                textposition="top right",
+                marker=dict(symbol="x", size=14, color="#000"),
+                name="current kernel",
+                hovertemplate="current kernel (no change)<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        xaxis_title=f"{_name(xk)} Δ, cycles per tile",
+        yaxis_title=f"{_name(yk)} Δ, cycles per tile",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        title=dict(
+            text="Projected wall-time change, %"
+            + (" (stochastic model; hover for deterministic)" if zsto is not None else ""),
+            font=dict(size=13),
+        ),
+    )
     return fig
 
 
 def _name(knob: str) -> str:
-    return {"kloop": "K-loop", "tma0": "TMA0", "phase1": "epilogue Phase 1", "phase2": "epilogue Phase 2"}.get(knob, knob)
+    return {"kloop": "K-loop", "tma0": "TMA0", "phase1": "epilogue Phase 1", "phase2": "epilogue Phase 2"}.get(
+        knob, knob
+    )
 
 
 def _boundary(fig, xs, ys, bind) -> None:
@@ -260,15 +362,28 @@ def _boundary(fig, xs, ys, bind) -> None:
                 pts.add((xs[j], (ys[i] + ys[i + 1]) / 2))
     if pts:
         pts = sorted(pts)
-        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines",
-                                 line=dict(color="#1d2330", width=2.5), name="binding side flips",
-                                 hovertemplate="binding side flips here<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in pts],
+                y=[p[1] for p in pts],
+                mode="lines",
+                line=dict(color="#1d2330", width=2.5),
+                name="binding side flips",
+                hovertemplate="binding side flips here<extra></extra>",
+            )
+        )
     flat = [str(v) for v in np.ravel(bind) if v not in (None, "") and str(v) != "nan"]
     for side in sorted(set(flat)):
         ii, jj = np.where(bind == side)
         k = len(ii) // 2
-        fig.add_annotation(x=xs[jj[k]], y=ys[ii[k]], text=f"{side} binds", showarrow=False,
-                           font=dict(color="#1d2330", size=12), bgcolor="rgba(255,255,255,0.7)")
+        fig.add_annotation(
+            x=xs[jj[k]],
+            y=ys[ii[k]],
+            text=f"{side} binds",
+            showarrow=False,
+            font=dict(color="#1d2330", size=12),
+            bgcolor="rgba(255,255,255,0.7)",
+        )
 
 
 def _heatmap(df):
@@ -283,9 +398,17 @@ def _heatmap(df):
     bc = _pick(cols, B_COLS)
     piv = df.pivot_table(index=yc, columns=xc, values=zc, aggfunc="mean").sort_index().sort_index(axis=1)
     xs, ys, z = [float(v) for v in piv.columns], [float(v) for v in piv.index], piv.to_numpy()
-    fig = go.Figure(go.Heatmap(
-        x=xs, y=ys, z=z, colorscale="RdBu_r", zmid=1.0, colorbar=dict(title="wall ratio"),
-        hovertemplate="K-loop Δ %{x:+,.0f}, Phase 1 Δ %{y:+,.0f}: wall × %{z:.4f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            x=xs,
+            y=ys,
+            z=z,
+            colorscale="RdBu_r",
+            zmid=1.0,
+            colorbar=dict(title="wall ratio"),
+            hovertemplate="K-loop Δ %{x:+,.0f}, Phase 1 Δ %{y:+,.0f}: wall × %{z:.4f}<extra></extra>",
+        )
+    )
     if bc:
         bind = df.pivot_table(index=yc, columns=xc, values=bc, aggfunc="first").sort_index().sort_index(axis=1)
         b = bind.to_numpy()
@@ -299,21 +422,46 @@ def _heatmap(df):
                     by.append((ys[i] + ys[i + 1]) / 2)
                     break
         if bx:
-            fig.add_trace(go.Scatter(x=bx, y=by, mode="lines+markers", line=dict(color="#1d2330", width=2),
-                                     marker=dict(size=4), name="binding side flips",
-                                     hovertemplate="binding flips near Phase 1 Δ %{y:+,.0f}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=bx,
+                    y=by,
+                    mode="lines+markers",
+                    line=dict(color="#1d2330", width=2),
+                    marker=dict(size=4),
+                    name="binding side flips",
+                    hovertemplate="binding flips near Phase 1 Δ %{y:+,.0f}<extra></extra>",
+                )
+            )
         sides = sorted({str(v) for v in np.ravel(b) if v is not None and str(v) != "nan"})
         for side in sides:  # label each side's region at one of its cells
             ii, jj = np.where(b == side)
             if len(ii):
                 k = len(ii) // 2
-                fig.add_annotation(x=xs[jj[k]], y=ys[ii[k]], text=f"{side} binds", showarrow=False,
-                                   font=dict(color="#1d2330", size=12), bgcolor="rgba(255,255,255,0.6)")
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(symbol="x", size=14, color="#000"),
-                             name="current kernel", hovertemplate="current kernel (Δ 0, 0)<extra></extra>"))
-    fig.update_layout(xaxis_title="K-loop Δ, cycles per tile", yaxis_title="epilogue Phase 1 Δ, cycles per tile",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-                      title=dict(text="Projected wall time ÷ current (deterministic model)", font=dict(size=13)))
+                fig.add_annotation(
+                    x=xs[jj[k]],
+                    y=ys[ii[k]],
+                    text=f"{side} binds",
+                    showarrow=False,
+                    font=dict(color="#1d2330", size=12),
+                    bgcolor="rgba(255,255,255,0.6)",
+                )
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[0],
+            mode="markers",
+            marker=dict(symbol="x", size=14, color="#000"),
+            name="current kernel",
+            hovertemplate="current kernel (Δ 0, 0)<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        xaxis_title="K-loop Δ, cycles per tile",
+        yaxis_title="epilogue Phase 1 Δ, cycles per tile",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        title=dict(text="Projected wall time ÷ current (deterministic model)", font=dict(size=13)),
+    )
     return fig
 
 

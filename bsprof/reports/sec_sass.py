@@ -20,10 +20,25 @@ from bsprof.reports.page import Figure, Section, note, table
 
 # fixed colours so one category looks the same in every figure (and in both runs)
 CATEGORY_COLORS: dict[str, str] = {
-    "mma": "#c0504d", "tc_control": "#e07b53", "tmem": "#f2b880", "tma": "#8064a2", "sync": "#4f81bd",
-    "uniform": "#9bbb59", "shared": "#4bacc6", "global": "#1b9e77", "local": "#7f0000", "constant": "#b2abd2",
-    "conversion": "#b15928", "int": "#a6a6a6", "float": "#e6ab02", "predicate": "#e7298a", "move": "#cccccc",
-    "control": "#7570b3", "special": "#d95f02", "nop": "#eeeeee", "other": "#444444",
+    "mma": "#c0504d",
+    "tc_control": "#e07b53",
+    "tmem": "#f2b880",
+    "tma": "#8064a2",
+    "sync": "#4f81bd",
+    "uniform": "#9bbb59",
+    "shared": "#4bacc6",
+    "global": "#1b9e77",
+    "local": "#7f0000",
+    "constant": "#b2abd2",
+    "conversion": "#b15928",
+    "int": "#a6a6a6",
+    "float": "#e6ab02",
+    "predicate": "#e7298a",
+    "move": "#cccccc",
+    "control": "#7570b3",
+    "special": "#d95f02",
+    "nop": "#eeeeee",
+    "other": "#444444",
 }
 
 
@@ -98,8 +113,9 @@ def _regions(fn: dict) -> list[tuple[str, dict[str, float]]]:
         tag = LOOP_TAGS.get(lp.get("kind")) if lp.get("kind") != PLAIN else None
         kind = tag or ("K-loop" if lp.get("is_kloop") else f"loop depth {lp.get('depth')}")
         where = f" @{lp['start_pc']:#x}" if isinstance(lp.get("start_pc"), int) else ""
-        regions.append((f"{kind}{where} ({fmt(lp.get('instructions'))} inst, {fmt(lp.get('mma'))} MMA)",
-                        lp["categories"]))
+        regions.append(
+            (f"{kind}{where} ({fmt(lp.get('instructions'))} inst, {fmt(lp.get('mma'))} MMA)", lp["categories"])
+        )
     return regions
 
 
@@ -136,18 +152,33 @@ def _mix_one(sec: Section, art: Artifact, fn: dict) -> None:
     for cat in present:
         counts = [float(cats.get(cat) or 0) for _, cats in regions][::-1]
         totals = [float(sum(cats.values())) or 1.0 for _, cats in regions][::-1]
-        fig.add_trace(go.Bar(
-            y=labels, x=[100 * c / t for c, t in zip(counts, totals)], customdata=counts, orientation="h", name=cat,
-            marker_color=CATEGORY_COLORS.get(cat, "#888"),
-            hovertemplate=f"{cat}: %{{customdata:,}} inst (%{{x:.1f}}%)<extra>%{{y}}</extra>"))
-    fig.update_layout(barmode="stack", xaxis=dict(title="% of the region's instructions", range=[0, 100]),
-                      legend=dict(traceorder="normal"),
-                      title=dict(text=short_name(fn.get("name", "?"), 90), font=dict(size=12)))
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=[100 * c / t for c, t in zip(counts, totals)],
+                customdata=counts,
+                orientation="h",
+                name=cat,
+                marker_color=CATEGORY_COLORS.get(cat, "#888"),
+                hovertemplate=f"{cat}: %{{customdata:,}} inst (%{{x:.1f}}%)<extra>%{{y}}</extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        xaxis=dict(title="% of the region's instructions", range=[0, 100]),
+        legend=dict(traceorder="normal"),
+        title=dict(text=short_name(fn.get("name", "?"), 90), font=dict(size=12)),
+    )
     src = Path(str(art.data.get("source") or fn.get("source") or "")).name
     how = "regions by warp role (line info)" if _has_roles(fn) else "regions are loops (no warp-role line info)"
-    sec.add(Figure(fig, height=max(150 + 20 * len(present), 170 + 34 * len(regions)),
-                   caption=f"{fn.get('arch') or ''} · {src or art.path.name} ({art.path.parent.name}/{art.path.name}); "
-                           f"static instruction counts, hover for counts; {how}"))
+    sec.add(
+        Figure(
+            fig,
+            height=max(150 + 20 * len(present), 170 + 34 * len(regions)),
+            caption=f"{fn.get('arch') or ''} · {src or art.path.name} ({art.path.parent.name}/{art.path.name}); "
+            f"static instruction counts, hover for counts; {how}",
+        )
+    )
     summary = (fn.get("kloop_summary") or {}).get("text")
     if summary:
         sec.add(note(summary))
@@ -156,22 +187,37 @@ def _mix_one(sec: Section, art: Artifact, fn: dict) -> None:
         rows = []
         for lp in kl:
             cats = lp.get("categories") or {}
-            rows.append([f"@{lp['start_pc']:#x}" if isinstance(lp.get("start_pc"), int) else lp.get("id", ""),
-                         fmt(lp.get("instructions")), fmt(lp.get("mma")), fmt(lp.get("overhead_per_mma")),
-                         fmt(cats.get("sync", 0)), fmt(cats.get("tc_control", 0)), fmt(cats.get("uniform", 0)),
-                         fmt(lp.get("executed")) if lp.get("executed") is not None else "—"])
-        sec.add(table(rows, ["K-loop", "instructions", "MMA", "overhead / MMA", "sync", "tc_control", "uniform",
-                             "executed (ncu)"], numeric=range(1, 8)))
+            rows.append(
+                [
+                    f"@{lp['start_pc']:#x}" if isinstance(lp.get("start_pc"), int) else lp.get("id", ""),
+                    fmt(lp.get("instructions")),
+                    fmt(lp.get("mma")),
+                    fmt(lp.get("overhead_per_mma")),
+                    fmt(cats.get("sync", 0)),
+                    fmt(cats.get("tc_control", 0)),
+                    fmt(cats.get("uniform", 0)),
+                    fmt(lp.get("executed")) if lp.get("executed") is not None else "—",
+                ]
+            )
+        sec.add(
+            table(
+                rows,
+                ["K-loop", "instructions", "MMA", "overhead / MMA", "sync", "tc_control", "uniform", "executed (ncu)"],
+                numeric=range(1, 8),
+            )
+        )
     feats = fn.get("features")
     if isinstance(feats, dict) and feats:
         ev = fn.get("feature_evidence") or {}
         rows = []
         for name, present in feats.items():
             first = (dig(ev, name, "evidence") or [""])[:1]
-            rows.append([name.replace("_", " "), "yes" if present else "no",
-                         short_name(first[0] if first else "", 90)])
-        sec.add("<details><summary>feature checklist</summary>"
-                + table(rows, ["feature", "present", "first evidence line"]) + "</details>")
+            rows.append([name.replace("_", " "), "yes" if present else "no", short_name(first[0] if first else "", 90)])
+        sec.add(
+            "<details><summary>feature checklist</summary>"
+            + table(rows, ["feature", "present", "first evidence line"])
+            + "</details>"
+        )
 
 
 def _mma_detail(fn: dict) -> dict | None:
@@ -198,8 +244,12 @@ def mma_gaps(run: Run) -> Section | None:
         detail = _mma_detail(fn)
         if detail is None:
             if _kloops(fn):
-                sec.add(note(f"{art.path.parent.name}/{art.path.name}: no MMA detail; bsprof sass ... --mma-detail "
-                             "-o DIR adds the instruction stream between MMA issues"))
+                sec.add(
+                    note(
+                        f"{art.path.parent.name}/{art.path.name}: no MMA detail; bsprof sass ... --mma-detail "
+                        "-o DIR adds the instruction stream between MMA issues"
+                    )
+                )
             continue
         _gaps_one(sec, art, fn, detail)
     return sec if sec.blocks else None
@@ -216,30 +266,58 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
         xs = [f"{i}→{(i + 1) % len(gaps)}" if g.get("label") is None else str(g["label"]) for i, g in enumerate(gaps)]
         fig = go.Figure()
         for cat in cats:
-            fig.add_trace(go.Bar(x=xs, y=[(g.get("categories") or {}).get(cat, 0) for g in gaps], name=cat,
-                                 marker_color=CATEGORY_COLORS.get(cat, "#888"),
-                                 hovertemplate=f"{cat}: %{{y}}<extra>MMA %{{x}}</extra>"))
-        fig.update_layout(barmode="stack", xaxis_title="between MMA issue i and i+1 (in program order, wrapping "
-                                                       "around the loop)",
-                          yaxis_title="instructions", legend=dict(traceorder="normal"))
-        fig.update_layout(title=dict(text=f"{fn.get('arch') or ''} {short_name(fn.get('name', ''), 80)}",
-                                     font=dict(size=12)))
-        sec.add(Figure(fig, height=max(340, 120 + 20 * len(cats)),
-                       caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per "
-                               + ("tile-loop iteration (K fully unrolled: no K-loop); " if detail.get("kind") == "tile"
-                                  else "K-loop iteration; ")
-                               + "bar i→i+1 stacks the instructions issued between them by category"))
-        sizes = [num(g.get("instructions")) if num(g.get("instructions")) is not None
-                 else float(sum((g.get("categories") or {}).values())) for g in gaps]
+            fig.add_trace(
+                go.Bar(
+                    x=xs,
+                    y=[(g.get("categories") or {}).get(cat, 0) for g in gaps],
+                    name=cat,
+                    marker_color=CATEGORY_COLORS.get(cat, "#888"),
+                    hovertemplate=f"{cat}: %{{y}}<extra>MMA %{{x}}</extra>",
+                )
+            )
+        fig.update_layout(
+            barmode="stack",
+            xaxis_title="between MMA issue i and i+1 (in program order, wrapping around the loop)",
+            yaxis_title="instructions",
+            legend=dict(traceorder="normal"),
+        )
+        fig.update_layout(
+            title=dict(text=f"{fn.get('arch') or ''} {short_name(fn.get('name', ''), 80)}", font=dict(size=12))
+        )
+        sec.add(
+            Figure(
+                fig,
+                height=max(340, 120 + 20 * len(cats)),
+                caption=f"{art.path.parent.name}/{art.path.name}: {len(gaps)} MMA issues per "
+                + (
+                    "tile-loop iteration (K fully unrolled: no K-loop); "
+                    if detail.get("kind") == "tile"
+                    else "K-loop iteration; "
+                )
+                + "bar i→i+1 stacks the instructions issued between them by category",
+            )
+        )
+        sizes = [
+            num(g.get("instructions"))
+            if num(g.get("instructions")) is not None
+            else float(sum((g.get("categories") or {}).values()))
+            for g in gaps
+        ]
         if len(sizes) >= 8:  # a distribution only says something with enough gaps
             fig2 = go.Figure(go.Histogram(x=sizes, marker_color="#4f81bd", nbinsx=min(30, max(5, len(set(sizes))))))
-            fig2.update_layout(xaxis_title="instructions between consecutive MMA issues", yaxis_title="gaps",
-                               bargap=0.05, title=dict(text="distribution", font=dict(size=12)))
+            fig2.update_layout(
+                xaxis_title="instructions between consecutive MMA issues",
+                yaxis_title="gaps",
+                bargap=0.05,
+                title=dict(text="distribution", font=dict(size=12)),
+            )
             sec.add(Figure(fig2, height=260))
     summary = []
-    for key, label in (("mean_between", "mean instructions between MMA issues"),
-                       ("mean_instructions_between", "mean instructions between MMA issues"),
-                       ("mma", "MMA issues in the K-loop")):
+    for key, label in (
+        ("mean_between", "mean instructions between MMA issues"),
+        ("mean_instructions_between", "mean instructions between MMA issues"),
+        ("mma", "MMA issues in the K-loop"),
+    ):
         if num(detail.get(key)) is not None and label not in [r[0] for r in summary]:
             summary.append([label, fmt(detail[key])])
     per = detail.get("per_mma") or {}
@@ -252,8 +330,13 @@ def _gaps_one(sec: Section, art: Artifact, fn: dict, detail: dict) -> None:
         tables.append(table(summary, ["per K-loop", "value"], numeric=(1,)))
     if isinstance(stalls, dict) and stalls:
         rows = sorted(((k, v) for k, v in stalls.items() if num(v)), key=lambda kv: -num(kv[1]))[:8]
-        tables.append(table([[k, fmt(v), fmt(on_mma.get(k)) if isinstance(on_mma, dict) else "—"] for k, v in rows],
-                            ["stall reason (ncu samples)", "between MMAs", "on the MMAs"], numeric=(1, 2)))
+        tables.append(
+            table(
+                [[k, fmt(v), fmt(on_mma.get(k)) if isinstance(on_mma, dict) else "—"] for k, v in rows],
+                ["stall reason (ncu samples)", "between MMAs", "on the MMAs"],
+                numeric=(1, 2),
+            )
+        )
     if tables:
         sec.add('<div class="cols" style="--ncols:2">' + "".join(f"<div>{t}</div>" for t in tables) + "</div>")
 
@@ -285,11 +368,15 @@ def stall_samples_figure(run: Run) -> Figure | None:
     names = sorted(groups, key=lambda n: -sum((num(v) or 0) for v in (groups[n] or {}).values()))[:10][::-1]
     for r in top:
         fig.add_trace(go.Bar(y=names, x=[num((groups[n] or {}).get(r)) or 0 for n in names], name=r, orientation="h"))
-    fig.update_layout(barmode="stack", xaxis_title="stall samples",
-                      title=dict(text=f"Stall samples per {what}", font=dict(size=13)))
+    fig.update_layout(
+        barmode="stack", xaxis_title="stall samples", title=dict(text=f"Stall samples per {what}", font=dict(size=13))
+    )
     src = Path(str(art.data.get("source") or fn.get("source") or art.path.name)).name
-    return Figure(fig, height=160 + 30 * len(names),
-                  caption=f"{src}: ncu PC-sampling stall samples per instruction, summed per {what.split(' (')[0]}")
+    return Figure(
+        fig,
+        height=160 + 30 * len(names),
+        caption=f"{src}: ncu PC-sampling stall samples per instruction, summed per {what.split(' (')[0]}",
+    )
 
 
 def compare_metrics(run: Run) -> dict[tuple[str, str | None], Any]:
@@ -300,7 +387,9 @@ def compare_metrics(run: Run) -> dict[tuple[str, str | None], Any]:
     out: dict[tuple[str, str | None], Any] = {("SASS instructions (static)", "lower"): num(fn.get("instructions"))}
     kind = (fn.get("kloop_summary") or {}).get("kind")
     if kind:  # two runs whose regions differ in kind show it here instead of subtracting them
-        out[("K-loop region", None)] = {"kloop": "K-loop", "unrolled": "none (K fully unrolled)"}.get(kind, "none (no MMA)")
+        out[("K-loop region", None)] = {"kloop": "K-loop", "unrolled": "none (K fully unrolled)"}.get(
+            kind, "none (no MMA)"
+        )
     kl = _kloops(fn)
     if kl:
         lp = kl[0]

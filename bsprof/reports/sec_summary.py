@@ -69,11 +69,17 @@ def render(run: Run) -> Section | None:
     peak = num(f.get("peak_tflops"))
     if peak is not None and num(f.get("tflops")) is not None:
         p = num(f["tflops"]) / peak * 100
-        rows.append(["speed of light", f"{pct(p)} of the {fmt(peak)} TFLOP/s dense {f.get('precision') or ''} peak "
-                                       f"(gap: {100 - p:.1f} points, {peak / num(f['tflops']):.2f}× headroom)"])
+        rows.append(
+            [
+                "speed of light",
+                f"{pct(p)} of the {fmt(peak)} TFLOP/s dense {f.get('precision') or ''} peak "
+                f"(gap: {100 - p:.1f} points, {peak / num(f['tflops']):.2f}× headroom)",
+            ]
+        )
     if f.get("ncu_kernel"):
-        rows.append(["profiled launch", f"{num(f['ncu_duration_ns']) / 1e3:,.1f} µs under ncu "
-                                        f"({short_name(f['ncu_kernel'])})"])
+        rows.append(
+            ["profiled launch", f"{num(f['ncu_duration_ns']) / 1e3:,.1f} µs under ncu ({short_name(f['ncu_kernel'])})"]
+        )
     for peer, ratio in (f.get("peer_ratios") or {}).items():
         if num(ratio):
             rows.append([f"vs {peer}", f"{1 / num(ratio):.3f}× its speed (time ratio {num(ratio):.3f})"])
@@ -104,15 +110,33 @@ def _profiled_peers(run: Run, f: dict) -> list[str]:
     mine = num(f.get("duration_ns"))
     if not peers or mine is None:
         return []
-    rows = [[short_name(f.get("kernel", "this kernel")) + " (this run's subject)", f"{mine / 1e3:,.1f}",
-             fmt(f.get("tflops")), "1.000×"]]
+    rows = [
+        [
+            short_name(f.get("kernel", "this kernel")) + " (this run's subject)",
+            f"{mine / 1e3:,.1f}",
+            fmt(f.get("tflops")),
+            "1.000×",
+        ]
+    ]
     for p in peers:
         d = num(p.get("duration_ns"))
-        rows.append([short_name(p.get("kernel")), f"{d / 1e3:,.1f}" if d else "—", fmt(p.get("tflops")),
-                     f"{d / mine:.3f}×" if d else "—"])
-    return [table(rows, ["kernel", "µs (one profiled launch)", "TFLOP/s", "time ÷ subject's"], numeric=(1, 2, 3),
-                  caption="other kernels profiled in this run (ncu, one launch each, separate sessions; "
-                          "for same-process peer timing add a bench artifact: bsprof bench -o DIR)")]
+        rows.append(
+            [
+                short_name(p.get("kernel")),
+                f"{d / 1e3:,.1f}" if d else "—",
+                fmt(p.get("tflops")),
+                f"{d / mine:.3f}×" if d else "—",
+            ]
+        )
+    return [
+        table(
+            rows,
+            ["kernel", "µs (one profiled launch)", "TFLOP/s", "time ÷ subject's"],
+            numeric=(1, 2, 3),
+            caption="other kernels profiled in this run (ncu, one launch each, separate sessions; "
+            "for same-process peer timing add a bench artifact: bsprof bench -o DIR)",
+        )
+    ]
 
 
 def _subject(kind: str, d: dict) -> str:
@@ -127,15 +151,29 @@ def _subject(kind: str, d: dict) -> str:
     if kind == "ncu":
         ls = d.get("launches") or [{}]
         cols = ls[0].get("columns") or {}
-        return " · ".join(str(x) for x in (short_name(ls[0].get("kernel")), cols.get("device"),
-                                           f"{len(ls)} launch(es)" if len(ls) > 1 else "",
-                                           Path(str(d.get("report") or "")).name) if x)
+        return " · ".join(
+            str(x)
+            for x in (
+                short_name(ls[0].get("kernel")),
+                cols.get("device"),
+                f"{len(ls)} launch(es)" if len(ls) > 1 else "",
+                Path(str(d.get("report") or "")).name,
+            )
+            if x
+        )
     if kind == "sass":
         fns = d.get("functions") or [{}]
         f = max(fns, key=lambda fn: fn.get("mma") or 0) if fns else {}
         name = str(f.get("name") or "")
-        return " · ".join(x for x in ((name[:60] + "…") if len(name) > 60 else name, str(f.get("arch") or ""),
-                                      Path(str(d.get("source") or "")).name) if x)
+        return " · ".join(
+            x
+            for x in (
+                (name[:60] + "…") if len(name) > 60 else name,
+                str(f.get("arch") or ""),
+                Path(str(d.get("source") or "")).name,
+            )
+            if x
+        )
     if kind == "model":
         src = d.get("source") or d.get("calibration") or d.get("from")
         if isinstance(src, dict):

@@ -15,13 +15,15 @@ from bsprof.artifacts import Artifact, Run, TableError
 from bsprof.fmt import dig, fmt, num
 from bsprof.reports.page import Figure, Section, note, table
 
-TARGET_MEDIAN_PCT = 2.0   # the model's accuracy target: median |error| <= 2 %
-TARGET_MAX_PCT = 5.0      # ... and max <= 5 %
+TARGET_MEDIAN_PCT = 2.0  # the model's accuracy target: median |error| <= 2 %
+TARGET_MAX_PCT = 5.0  # ... and max <= 5 %
 KNOB_SYMBOL = {"kloop": "circle", "phase1": "square", "both": "diamond"}
 KNOB_COLOR = {"kloop": "#4f81bd", "phase1": "#c0504d", "both": "#8064a2", "none": "#777"}
 # (label, projection column, error column, filled marker); version-1 runs carried projected_det
-MODELS = (("model", "projected_wall_det", "err_det_pct", True),
-          ("trivial", "projected_trivial", "err_trivial_pct", False))
+MODELS = (
+    ("model", "projected_wall_det", "err_det_pct", True),
+    ("trivial", "projected_trivial", "err_trivial_pct", False),
+)
 SUMMARIES = (("det", "model"), ("oracle", "oracle (measured phase changes)"), ("trivial", "trivial predictor"))
 
 
@@ -50,8 +52,9 @@ def scatter(run: Run) -> Section | None:
     for art in arts[:2]:
         pts = [p for p in _points(art) if _usable(p)]
         if not pts:
-            sec.add(note(f"{art.path.name}: no scored points (half-written run? re-run bsprof model --validate)",
-                         "warning"))
+            sec.add(
+                note(f"{art.path.name}: no scored points (half-written run? re-run bsprof model --validate)", "warning")
+            )
             sec.level = "warning"
             continue
         meas = [num(p["measured_ratio"]) for p in pts]
@@ -61,43 +64,94 @@ def scatter(run: Run) -> Section | None:
         lo, hi = lo - pad, hi + pad
         fig = go.Figure()
         # the error band: projected within ±target of measured (ratios, so the band widens with x)
-        for pct_, shade, label in ((TARGET_MAX_PCT, "rgba(192,80,77,0.07)", f"±{TARGET_MAX_PCT:g}% (max target)"),
-                                   (TARGET_MEDIAN_PCT, "rgba(79,129,189,0.13)", f"±{TARGET_MEDIAN_PCT:g}% (median target)")):
+        for pct_, shade, label in (
+            (TARGET_MAX_PCT, "rgba(192,80,77,0.07)", f"±{TARGET_MAX_PCT:g}% (max target)"),
+            (TARGET_MEDIAN_PCT, "rgba(79,129,189,0.13)", f"±{TARGET_MEDIAN_PCT:g}% (median target)"),
+        ):
             f = pct_ / 100
-            fig.add_trace(go.Scatter(x=[lo, hi, hi, lo, lo], y=[lo * (1 - f), hi * (1 - f), hi * (1 + f), lo * (1 + f),
-                                                                lo * (1 - f)],
-                                     mode="lines", fill="toself", fillcolor=shade, line=dict(width=0), name=label,
-                                     hoverinfo="skip"))
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="#555", dash="dot", width=1),
-                                 name="projected = measured", hoverinfo="skip"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi, hi, lo, lo],
+                    y=[lo * (1 - f), hi * (1 - f), hi * (1 + f), lo * (1 + f), lo * (1 - f)],
+                    mode="lines",
+                    fill="toself",
+                    fillcolor=shade,
+                    line=dict(width=0),
+                    name=label,
+                    hoverinfo="skip",
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[lo, hi],
+                mode="lines",
+                line=dict(color="#555", dash="dot", width=1),
+                name="projected = measured",
+                hoverinfo="skip",
+            )
+        )
         for model, key, err_key, filled in MODELS:
             for knob in sorted({str(p.get("knob")) for p in pts}):
                 sel = [p for p in pts if str(p.get("knob")) == knob and num(p.get(key)) is not None]
                 if not sel:
                     continue
                 band = None
-                if filled and all(num(p.get("ci_hi")) is not None for p in sel):   # the measurement's 95% CI
-                    band = dict(type="data", symmetric=False,
-                                array=[num(p["ci_hi"]) - num(p["measured_ratio"]) for p in sel],
-                                arrayminus=[num(p["measured_ratio"]) - num(p["ci_lo"]) for p in sel],
-                                thickness=1, width=2, color="#999")
-                fig.add_trace(go.Scatter(
-                    x=[num(p["measured_ratio"]) for p in sel], y=[num(p[key]) for p in sel], mode="markers",
-                    name=f"{knob} · {model}", error_x=band,
-                    marker=dict(symbol=KNOB_SYMBOL.get(knob, "circle") + ("" if filled else "-open"), size=9,
-                                color=KNOB_COLOR.get(knob, "#444"), line=dict(width=1.5, color=KNOB_COLOR.get(knob, "#444"))),
-                    customdata=[[p.get("direction", ""), fmt(p.get("delta_kloop")), fmt(p.get("delta_phase1")),
-                                 fmt(p.get(err_key), 3), p.get("binding_after", "")] for p in sel],
-                    hovertemplate=("%{customdata[0]}: ΔK-loop %{customdata[1]}, ΔPhase1 %{customdata[2]} cycles<br>"
-                                   "measured %{x:.4f}, projected %{y:.4f} (error %{customdata[3]}%)<br>"
-                                   "binding after: %{customdata[4]}<extra>" + f"{knob} · {model}</extra>")))
-        fig.update_layout(xaxis=dict(title="measured wall-time ratio (build ÷ calibration build)", range=[lo, hi]),
-                          yaxis=dict(title="projected wall-time ratio", range=[lo, hi]),
-                          title=dict(text=_title(art), font=dict(size=12)))
-        sec.add(Figure(fig, height=520, caption=f"{art.path.parent.name}/{art.path.name}: {len(pts)} points; filled: "
-                                                "the model (from the calibration table and the nominal change), with the "
-                                                "measurement's 95% interval; open: the trivial predictor; forward points "
-                                                "slow the plain build down, reverse points project back to it"))
+                if filled and all(num(p.get("ci_hi")) is not None for p in sel):  # the measurement's 95% CI
+                    band = dict(
+                        type="data",
+                        symmetric=False,
+                        array=[num(p["ci_hi"]) - num(p["measured_ratio"]) for p in sel],
+                        arrayminus=[num(p["measured_ratio"]) - num(p["ci_lo"]) for p in sel],
+                        thickness=1,
+                        width=2,
+                        color="#999",
+                    )
+                fig.add_trace(
+                    go.Scatter(
+                        x=[num(p["measured_ratio"]) for p in sel],
+                        y=[num(p[key]) for p in sel],
+                        mode="markers",
+                        name=f"{knob} · {model}",
+                        error_x=band,
+                        marker=dict(
+                            symbol=KNOB_SYMBOL.get(knob, "circle") + ("" if filled else "-open"),
+                            size=9,
+                            color=KNOB_COLOR.get(knob, "#444"),
+                            line=dict(width=1.5, color=KNOB_COLOR.get(knob, "#444")),
+                        ),
+                        customdata=[
+                            [
+                                p.get("direction", ""),
+                                fmt(p.get("delta_kloop")),
+                                fmt(p.get("delta_phase1")),
+                                fmt(p.get(err_key), 3),
+                                p.get("binding_after", ""),
+                            ]
+                            for p in sel
+                        ],
+                        hovertemplate=(
+                            "%{customdata[0]}: ΔK-loop %{customdata[1]}, ΔPhase1 %{customdata[2]} cycles<br>"
+                            "measured %{x:.4f}, projected %{y:.4f} (error %{customdata[3]}%)<br>"
+                            "binding after: %{customdata[4]}<extra>" + f"{knob} · {model}</extra>"
+                        ),
+                    )
+                )
+        fig.update_layout(
+            xaxis=dict(title="measured wall-time ratio (build ÷ calibration build)", range=[lo, hi]),
+            yaxis=dict(title="projected wall-time ratio", range=[lo, hi]),
+            title=dict(text=_title(art), font=dict(size=12)),
+        )
+        sec.add(
+            Figure(
+                fig,
+                height=520,
+                caption=f"{art.path.parent.name}/{art.path.name}: {len(pts)} points; filled: "
+                "the model (from the calibration table and the nominal change), with the "
+                "measurement's 95% interval; open: the trivial predictor; forward points "
+                "slow the plain build down, reverse points project back to it",
+            )
+        )
         sec.add(_error_figure(pts))
         sec.add(_summary_table(art, pts))
     return sec
@@ -121,15 +175,26 @@ def _error_figure(pts: list[dict]) -> Figure:
             sel = [p for p in pts if str(p.get("knob")) == knob and num(p.get(key)) is not None]
             if not sel:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[delta(p) for p in sel], y=[num(p[key]) for p in sel], mode="markers", name=f"{knob} · {model}",
-                marker=dict(symbol=KNOB_SYMBOL.get(knob, "circle") + ("" if filled else "-open"), size=8,
-                            color=KNOB_COLOR.get(knob, "#444")),
-                hovertemplate="Δ %{x:,.0f} cycles/tile: error %{y:.2f}%<extra>" + f"{knob} · {model}</extra>"))
-    fig.update_layout(xaxis=dict(title="injected change per tile, cycles (negative: reverse projection)",
-                                 range=[lo - pad, hi + pad]),
-                      yaxis_title="projected ÷ measured − 1, %", showlegend=False,
-                      title=dict(text="Error against the size of the change (bands: ±2 %, ±5 %)", font=dict(size=12)))
+            fig.add_trace(
+                go.Scatter(
+                    x=[delta(p) for p in sel],
+                    y=[num(p[key]) for p in sel],
+                    mode="markers",
+                    name=f"{knob} · {model}",
+                    marker=dict(
+                        symbol=KNOB_SYMBOL.get(knob, "circle") + ("" if filled else "-open"),
+                        size=8,
+                        color=KNOB_COLOR.get(knob, "#444"),
+                    ),
+                    hovertemplate="Δ %{x:,.0f} cycles/tile: error %{y:.2f}%<extra>" + f"{knob} · {model}</extra>",
+                )
+            )
+    fig.update_layout(
+        xaxis=dict(title="injected change per tile, cycles (negative: reverse projection)", range=[lo - pad, hi + pad]),
+        yaxis_title="projected ÷ measured − 1, %",
+        showlegend=False,
+        title=dict(text="Error against the size of the change (bands: ±2 %, ±5 %)", font=dict(size=12)),
+    )
     return Figure(fig, height=300)
 
 
@@ -153,13 +218,32 @@ def _summary_table(art: Artifact, pts: list[dict]) -> str:
         fmed = num(flip.get("median_abs_pct"))
         ok = s.get("pass")
         verdict = "—" if ok is None else ("meets the target" if ok else "misses the target")
-        rows.append([label, str(s.get("n", "")), f"{med:.2f} %", f"{mx:.2f} %",
-                     f"{fmed:.2f} % ({flip.get('n')})" if fmed is not None else "—", verdict])
-    out = table(rows, ["projection", "points", "median |error|", "max |error|", "flip points: median (n)",
-                       f"target: median ≤ {TARGET_MEDIAN_PCT:g} %, max ≤ {TARGET_MAX_PCT:g} %, ≥ 12 points"],
-                numeric=(1, 2, 3))
+        rows.append(
+            [
+                label,
+                str(s.get("n", "")),
+                f"{med:.2f} %",
+                f"{mx:.2f} %",
+                f"{fmed:.2f} % ({flip.get('n')})" if fmed is not None else "—",
+                verdict,
+            ]
+        )
+    out = table(
+        rows,
+        [
+            "projection",
+            "points",
+            "median |error|",
+            "max |error|",
+            "flip points: median (n)",
+            f"target: median ≤ {TARGET_MEDIAN_PCT:g} %, max ≤ {TARGET_MAX_PCT:g} %, ≥ 12 points",
+        ],
+        numeric=(1, 2, 3),
+    )
     noise = num(summ.get("noise_floor_pct"))
     if noise is not None:
-        out += note(f"noise floor: a second plain build measured {noise:.2f} % off the first; "
-                    f"median 95% interval of a point's error ±{num(summ.get('median_ci_pct')) or 0:.2f} %")
+        out += note(
+            f"noise floor: a second plain build measured {noise:.2f} % off the first; "
+            f"median 95% interval of a point's error ±{num(summ.get('median_ci_pct')) or 0:.2f} %"
+        )
     return out

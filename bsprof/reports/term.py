@@ -31,8 +31,9 @@ def needed_width(console: Console, table: Table) -> int:
     return total
 
 
-def fit_table(console: Console, table: Table, drop: Sequence[int] = (),
-              names: Mapping[int, str] | None = None) -> list[str]:
+def fit_table(
+    console: Console, table: Table, drop: Sequence[int] = (), names: Mapping[int, str] | None = None
+) -> list[str]:
     """Remove columns of ``table`` (indexes as added, in the order given: least important first)
     until it fits ``console.width`` with every ``no_wrap`` cell whole. Returns the names of the
     columns left out, for a note that names them (:func:`left_out_note`): ``names[index]`` where
@@ -55,8 +56,10 @@ def left_out_note(dropped: Iterable[str], where: str = "--json has them") -> str
     names = [d for d in dropped if d]
     if not names:
         return ""
-    return (f"[dim]left out at this width: {', '.join(names)} (a wider terminal or COLUMNS=N shows "
-            f"{'them' if len(names) > 1 else 'it'}; {where})[/dim]")
+    return (
+        f"[dim]left out at this width: {', '.join(names)} (a wider terminal or COLUMNS=N shows "
+        f"{'them' if len(names) > 1 else 'it'}; {where})[/dim]"
+    )
 
 
 def pack(parts: Iterable[str], width: int, sep: str = " · ", indent: str = "") -> str:
@@ -85,6 +88,12 @@ def say(console: Console, text: str, *, indent: str = "", hang: str | None = Non
     import textwrap
 
     hang = indent + "  " if hang is None else hang
-    lines = textwrap.wrap(text, width=max(20, console.width), initial_indent=indent, subsequent_indent=hang,
-                          break_long_words=False, break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(
+        text,
+        width=max(20, console.width),
+        initial_indent=indent,
+        subsequent_indent=hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
     console.print("\n".join(lines), markup=False, highlight=False, style=style, soft_wrap=True)

@@ -29,8 +29,13 @@ def build_sm90(m: int = 64, n: int = 128) -> None:
     ab_dtype, acc_dtype = cutlass.Float8E4M3FN, cutlass.Float32
 
     @cute.kernel
-    def kernel(tmma: cute.TiledMma, c: cute.Tensor, k_iters: cutlass.Int32,
-               sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
+    def kernel(
+        tmma: cute.TiledMma,
+        c: cute.Tensor,
+        k_iters: cutlass.Int32,
+        sa_layout: cute.ComposedLayout,
+        sb_layout: cute.ComposedLayout,
+    ):
         tidx, _, _ = cute.arch.thread_idx()
         smem = cutlass.memory.SmemAllocator()
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
@@ -58,15 +63,17 @@ def build_sm90(m: int = 64, n: int = 128) -> None:
     @cute.jit
     def host(c: cute.Tensor, k_iters: cutlass.Int32):
         k_mode = cute.nvgpu.OperandMajorMode.K
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(ab_dtype, ab_dtype, k_mode, k_mode, acc_dtype, (1, 1, 1),
-                                                      tiler_mn=(m, n))
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            ab_dtype, ab_dtype, k_mode, k_mode, acc_dtype, (1, 1, 1), tiler_mn=(m, n)
+        )
         row = cutlass.tensor_utils.LayoutEnum.ROW_MAJOR
         a_atom = warpgroup.make_smem_layout_atom(sm90_utils.get_smem_layout_atom(row, ab_dtype, BLOCK_K), ab_dtype)
         b_atom = warpgroup.make_smem_layout_atom(sm90_utils.get_smem_layout_atom(row, ab_dtype, BLOCK_K), ab_dtype)
         sa_layout = cute.tile_to_shape(a_atom, (m, BLOCK_K), order=(0, 1))
         sb_layout = cute.tile_to_shape(b_atom, (n, BLOCK_K), order=(0, 1))
-        kernel(tiled_mma, c, k_iters, sa_layout, sb_layout).launch(grid=(1, 1, 1), block=(128, 1, 1),
-                                                                   smem=(m + n) * BLOCK_K + 4096)
+        kernel(tiled_mma, c, k_iters, sa_layout, sb_layout).launch(
+            grid=(1, 1, 1), block=(128, 1, 1), smem=(m + n) * BLOCK_K + 4096
+        )
 
     c = make_fake_compact_tensor(cutlass.Float32, (m, n), stride_order=(1, 0), assumed_align=16)
     cute.compile(host, c, cutlass.Int32(4))
@@ -84,15 +91,22 @@ def build_sm100(m: int = 128, n: int = 128) -> None:
         tmem_slot: cutlass.Int32
 
     @cute.kernel
-    def kernel(tmma: cute.TiledMma, c: cute.Tensor, k_iters: cutlass.Int32,
-               sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
+    def kernel(
+        tmma: cute.TiledMma,
+        c: cute.Tensor,
+        k_iters: cutlass.Int32,
+        sa_layout: cute.ComposedLayout,
+        sb_layout: cute.ComposedLayout,
+    ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(Storage)
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
         sB = smem.allocate_tensor(ab_dtype, sb_layout.outer, byte_alignment=1024, swizzle=sb_layout.inner)
-        tmem = cutlass.memory.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
+        tmem = cutlass.memory.TmemAllocator(
+            st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads)
+        )
         tmem.allocate(512)
         acc_prod, acc_cons = pipeline.PipelineUmmaAsync.create(
             num_stages=1,
@@ -120,7 +134,9 @@ def build_sm100(m: int = 128, n: int = 128) -> None:
         tmem.relinquish_alloc_permit()
         with Scope("epilogue"):
             ready = acc_cons.wait_and_advance()
-            ld = tcgen05.make_tmem_copy(cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition.x32), acc_dtype), tAcc)
+            ld = tcgen05.make_tmem_copy(
+                cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition.x32), acc_dtype), tAcc
+            )
             tld = ld.get_slice(tidx)
             src = tld.partition_S(tAcc)
             dst = tld.partition_D(tCgC)
@@ -134,8 +150,9 @@ def build_sm100(m: int = 128, n: int = 128) -> None:
     @cute.jit
     def host(c: cute.Tensor, k_iters: cutlass.Int32):
         k_mode = tcgen05.OperandMajorMode.K
-        op = tcgen05.MmaF16BF16Op(ab_dtype, acc_dtype, (m, n, 16), tcgen05.CtaGroup.ONE,
-                                  tcgen05.OperandSource.SMEM, k_mode, k_mode)
+        op = tcgen05.MmaF16BF16Op(
+            ab_dtype, acc_dtype, (m, n, 16), tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM, k_mode, k_mode
+        )
         tiled_mma = cute.make_tiled_mma(op)
         sa_layout = sm100_utils.make_smem_layout_a(tiled_mma, tiler, ab_dtype, 1)
         sb_layout = sm100_utils.make_smem_layout_b(tiled_mma, tiler, ab_dtype, 1)
@@ -162,18 +179,29 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
         tmem_slot: cutlass.Int32
 
     @cute.kernel
-    def kernel(tmma: cute.TiledMma, atom_a: cute.CopyAtom, tma_a: cute.Tensor, atom_b: cute.CopyAtom,
-               tma_b: cute.Tensor, c: cute.Tensor, sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
+    def kernel(
+        tmma: cute.TiledMma,
+        atom_a: cute.CopyAtom,
+        tma_a: cute.Tensor,
+        atom_b: cute.CopyAtom,
+        tma_b: cute.Tensor,
+        c: cute.Tensor,
+        sa_layout: cute.ComposedLayout,
+        sb_layout: cute.ComposedLayout,
+    ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(Storage)
         sA = smem.allocate_tensor(ab_dtype, sa_layout.outer, byte_alignment=1024, swizzle=sa_layout.inner)
         sB = smem.allocate_tensor(ab_dtype, sb_layout.outer, byte_alignment=1024, swizzle=sb_layout.inner)
-        tmem = cutlass.memory.TmemAllocator(st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads))
+        tmem = cutlass.memory.TmemAllocator(
+            st.tmem_slot.ptr, barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=threads)
+        )
         tmem.allocate(512)
         tx_bytes = cute.size_in_bytes(ab_dtype, cute.select(sa_layout, mode=[0, 1, 2])) + cute.size_in_bytes(
-            ab_dtype, cute.select(sb_layout, mode=[0, 1, 2]))
+            ab_dtype, cute.select(sb_layout, mode=[0, 1, 2])
+        )
         ab_prod, ab_cons = pipeline.PipelineTmaUmma.create(
             num_stages=stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
@@ -197,10 +225,12 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
         fa = tmma.make_fragment_A(sA)
         fb = tmma.make_fragment_B(sB)
         tAcc = tmma.make_fragment_C(tmma.partition_shape_C(tiler[:2]))
-        tAsA, tAgA = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 3),
-                                           cute.group_modes(tCgA, 0, 3))
-        tBsB, tBgB = cpasync.tma_partition(atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 3),
-                                           cute.group_modes(tCgB, 0, 3))
+        tAsA, tAgA = cpasync.tma_partition(
+            atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3)
+        )
+        tBsB, tBgB = cpasync.tma_partition(
+            atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3)
+        )
         tmem.wait_for_alloc()
         tAcc = cute.make_tensor(tmem.retrieve_ptr(acc_dtype), tAcc.layout)
         k_tiles = cute.size(gA, mode=[2])
@@ -210,10 +240,20 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
                 for _k in cutlass.range(k_tiles):
                     free = ab_prod.acquire_and_advance()
                     if cutlass.const_expr(cache_hint):
-                        cute.copy(atom_a, tAgA[(None, free.count)], tAsA[(None, free.index)], tma_bar_ptr=free.barrier,
-                                  cache_policy=cutlass.Int64(evict_first))
-                        cute.copy(atom_b, tBgB[(None, free.count)], tBsB[(None, free.index)], tma_bar_ptr=free.barrier,
-                                  cache_policy=cutlass.Int64(evict_first))
+                        cute.copy(
+                            atom_a,
+                            tAgA[(None, free.count)],
+                            tAsA[(None, free.index)],
+                            tma_bar_ptr=free.barrier,
+                            cache_policy=cutlass.Int64(evict_first),
+                        )
+                        cute.copy(
+                            atom_b,
+                            tBgB[(None, free.count)],
+                            tBsB[(None, free.index)],
+                            tma_bar_ptr=free.barrier,
+                            cache_policy=cutlass.Int64(evict_first),
+                        )
                     else:
                         cute.copy(atom_a, tAgA[(None, free.count)], tAsA[(None, free.index)], tma_bar_ptr=free.barrier)
                         cute.copy(atom_b, tBgB[(None, free.count)], tBsB[(None, free.index)], tma_bar_ptr=free.barrier)
@@ -226,7 +266,9 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
         tmem.relinquish_alloc_permit()
         with Scope("epilogue"):
             ready = acc_cons.wait_and_advance()
-            ld = tcgen05.make_tmem_copy(cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition.x32), acc_dtype), tAcc)
+            ld = tcgen05.make_tmem_copy(
+                cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition.x32), acc_dtype), tAcc
+            )
             tld = ld.get_slice(tidx)
             src = tld.partition_S(tAcc)
             dst = tld.partition_D(tCgC)
@@ -240,16 +282,22 @@ def build_sm100_tma(cache_hint: bool = False, stages: int = 3, m: int = 128, n: 
     @cute.jit
     def host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
         k_mode = tcgen05.OperandMajorMode.K
-        op = tcgen05.MmaF16BF16Op(ab_dtype, acc_dtype, (m, n, 16), tcgen05.CtaGroup.ONE,
-                                  tcgen05.OperandSource.SMEM, k_mode, k_mode)
+        op = tcgen05.MmaF16BF16Op(
+            ab_dtype, acc_dtype, (m, n, 16), tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM, k_mode, k_mode
+        )
         tiled_mma = cute.make_tiled_mma(op)
         sa_layout = sm100_utils.make_smem_layout_a(tiled_mma, tiler, ab_dtype, stages)
         sb_layout = sm100_utils.make_smem_layout_b(tiled_mma, tiler, ab_dtype, stages)
         g2s = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
-        atom_a, tma_a = cute.nvgpu.make_tiled_tma_atom_A(g2s, a, cute.select(sa_layout, mode=[0, 1, 2]), tiler, tiled_mma)
-        atom_b, tma_b = cute.nvgpu.make_tiled_tma_atom_B(g2s, b, cute.select(sb_layout, mode=[0, 1, 2]), tiler, tiled_mma)
+        atom_a, tma_a = cute.nvgpu.make_tiled_tma_atom_A(
+            g2s, a, cute.select(sa_layout, mode=[0, 1, 2]), tiler, tiled_mma
+        )
+        atom_b, tma_b = cute.nvgpu.make_tiled_tma_atom_B(
+            g2s, b, cute.select(sb_layout, mode=[0, 1, 2]), tiler, tiled_mma
+        )
         kernel(tiled_mma, atom_a, tma_a, atom_b, tma_b, c, sa_layout, sb_layout).launch(
-            grid=(1, 1, 1), block=(threads, 1, 1))
+            grid=(1, 1, 1), block=(threads, 1, 1)
+        )
 
     k = cute.sym_int(divisibility=64)
     a = make_fake_compact_tensor(ab_dtype, (m, k), stride_order=(1, 0), assumed_align=16)
@@ -264,7 +312,7 @@ def build_bad_branch() -> None:
     then several lines of suggestions: the build must surface the first, not the last."""
 
     def pick(x):
-        return 1 if x > 0 else 2   # x is a run-time Int32
+        return 1 if x > 0 else 2  # x is a run-time Int32
 
     @cute.kernel
     def kernel(c: cute.Tensor, n: cutlass.Int32):

@@ -14,5 +14,17 @@ from bsprof.analyzers.model.default import default_params
 from bsprof.analyzers.model.params import STRUCTURES, ModelParams, Structure
 from bsprof.analyzers.model.project import Projection, SweepResult, parse_deltas, parse_sweep, project, sweep
 
-__all__ = ["calibrate", "detect_structure", "default_params", "project", "sweep", "parse_deltas",
-           "parse_sweep", "Projection", "SweepResult", "ModelParams", "Structure", "STRUCTURES"]
+__all__ = [
+    "calibrate",
+    "detect_structure",
+    "default_params",
+    "project",
+    "sweep",
+    "parse_deltas",
+    "parse_sweep",
+    "Projection",
+    "SweepResult",
+    "ModelParams",
+    "Structure",
+    "STRUCTURES",
+]

@@ -52,8 +52,10 @@ def observed_period(table, stride: int = 1) -> float:
             if dt > 0:
                 slopes.append(float(g["start"].iloc[-1] - g["start"].iloc[0]) / dt)
     if not slopes:
-        raise BsprofError("timing table has fewer than two tiles per CTA; capture a problem with more tiles "
-                          "per CTA (a larger --mnkl) so the tile period can be measured")
+        raise BsprofError(
+            "timing table has fewer than two tiles per CTA; capture a problem with more tiles "
+            "per CTA (a larger --mnkl) so the tile period can be measured"
+        )
     return float(np.median(slopes))
 
 
@@ -80,10 +82,15 @@ def _per_tile(table):
 
     ml = epi[epi["phase"] == "ml_wait"]["dur"]
     return {
-        "tma0": col("tma0"), "kloop": col("kloop"), "acc_wait": col("acc_wait"),
+        "tma0": col("tma0"),
+        "kloop": col("kloop"),
+        "acc_wait": col("acc_wait"),
         "phase1": p1.loc[keys].to_numpy(dtype=float),
         "phase2": p2.to_numpy(dtype=float) if p2 is not None else np.zeros((len(keys), W)),
-        "ml_wait": float(ml.mean()) if len(ml) else None, "tiles": len(keys), "warps": W, "keys": keys,
+        "ml_wait": float(ml.mean()) if len(ml) else None,
+        "tiles": len(keys),
+        "warps": W,
+        "keys": keys,
     }
 
 
@@ -105,9 +112,15 @@ def pingpong_acc_wait(table, keys):
     return out
 
 
-def calibrate(table, structure: str | None = None, *, acc_stages: int | None = None,
-              release_frac: float | None = None, handoff: float | None = None,
-              stochastic: bool = True) -> ModelParams:
+def calibrate(
+    table,
+    structure: str | None = None,
+    *,
+    acc_stages: int | None = None,
+    release_frac: float | None = None,
+    handoff: float | None = None,
+    stochastic: bool = True,
+) -> ModelParams:
     """Model inputs from a (validated) timing table; ``structure`` defaults to what the roles say."""
     from bsprof.analyzers.timing.table import validate
 
@@ -122,17 +135,27 @@ def calibrate(table, structure: str | None = None, *, acc_stages: int | None = N
     p = ModelParams(
         structure=st,
         mma=MmaSide(float(d["tma0"].mean()), float(d["kloop"].mean())),
-        epi=EpilogueSide(tuple(float(x) for x in d["phase1"].mean(axis=0)),
-                         tuple(float(x) for x in d["phase2"].mean(axis=0))),
+        epi=EpilogueSide(
+            tuple(float(x) for x in d["phase1"].mean(axis=0)), tuple(float(x) for x in d["phase2"].mean(axis=0))
+        ),
         observed_tile=lam,
-        observed={"tile": lam, "epi_wait": epi_wait, "ml_wait": d["ml_wait"], "tiles": d["tiles"],
-                  "tma0": float(d["tma0"].mean()), "kloop": float(d["kloop"].mean()),
-                  "phase1": float(d["phase1"].mean()), "phase2": float(d["phase2"].mean()),
-                  "spread_avg": float((d["phase1"].max(1) - d["phase1"].min(1)).mean()) if d["warps"] > 1 else 0.0},
+        observed={
+            "tile": lam,
+            "epi_wait": epi_wait,
+            "ml_wait": d["ml_wait"],
+            "tiles": d["tiles"],
+            "tma0": float(d["tma0"].mean()),
+            "kloop": float(d["kloop"].mean()),
+            "phase1": float(d["phase1"].mean()),
+            "phase2": float(d["phase2"].mean()),
+            "spread_avg": float((d["phase1"].max(1) - d["phase1"].min(1)).mean()) if d["warps"] > 1 else 0.0,
+        },
         samples=Samples(d["tma0"], d["kloop"], d["phase1"], d["phase2"]),
         source="timing table",
-        notes=[f"structure {name} " + ("(given)" if structure else "(from the table's roles)"),
-               f"{d['tiles']:,} tiles x {d['warps']} epilogue warps calibrate the distributions"],
+        notes=[
+            f"structure {name} " + ("(given)" if structure else "(from the table's roles)"),
+            f"{d['tiles']:,} tiles x {d['warps']} epilogue warps calibrate the distributions",
+        ],
     )
     p = close_deterministic(p, mma_waits=epi_wait > 0.02 * lam)
     return close_stochastic(p) if stochastic else p
@@ -154,30 +177,41 @@ def close_deterministic(p: ModelParams, *, mma_waits: bool) -> ModelParams:
         over = -gap * st.acc_stages
         blocking = max(0.0, 1.0 - over / max(e.phase2))
         p.structure = replace(st, phase2_blocking=blocking)
-        p.notes.append(f"the next K-loop overlaps {100 * (1 - blocking):.0f}% of Phase 2 (stores in flight) "
-                       "to make the measured period")
+        p.notes.append(
+            f"the next K-loop overlaps {100 * (1 - blocking):.0f}% of Phase 2 (stores in flight) "
+            "to make the measured period"
+        )
         st = p.structure
         gap = lam - solve(p).period
     if gap <= 0:
         if gap < -0.02 * lam:
-            p.notes.append(f"the recorded phases add up to {eq.period:,.0f} cycles, more than the measured "
-                           f"{lam:,.0f}-cycle tile: phases overlap more than the structure allows")
+            p.notes.append(
+                f"the recorded phases add up to {eq.period:,.0f} cycles, more than the measured "
+                f"{lam:,.0f}-cycle tile: phases overlap more than the structure allows"
+            )
         return p
     if st.release_after_phase2:
         S = st.acc_stages
         acc = eq.cycles["accumulator_cycle"]
         if acc >= eq.cycles["mma_chain"]:
-            h = st.handoff + (lam * S - (mk + 2 * st.handoff + max(e.phase1[w] + e.phase2[w] for w in range(e.warps)))) / 2
+            h = (
+                st.handoff
+                + (lam * S - (mk + 2 * st.handoff + max(e.phase1[w] + e.phase2[w] for w in range(e.warps)))) / 2
+            )
             p.structure = replace(st, handoff=max(0.0, h))
-            p.notes.append(f"consumer-loop latency {2 * p.structure.handoff:,.0f} cycles/tile closes the measured period")
+            p.notes.append(
+                f"consumer-loop latency {2 * p.structure.handoff:,.0f} cycles/tile closes the measured period"
+            )
         else:
             p.mma = replace(m, overhead=lam - mk)
             p.notes.append(f"MMA-loop overhead {p.mma.overhead:,.0f} cycles/tile closes the measured period")
     elif mma_waits:
         ell = lam - max(e.phase1[w] + e.phase2[w] for w in range(e.warps))
         p.epi = replace(e, overhead=max(0.0, ell))
-        p.notes.append(f"the MMA warp waits for the accumulator, so an epilogue-side cycle binds; the epilogue "
-                       f"loop needs {p.epi.overhead:,.0f} cycles/tile outside Phase 1/2 to make the measured period")
+        p.notes.append(
+            f"the MMA warp waits for the accumulator, so an epilogue-side cycle binds; the epilogue "
+            f"loop needs {p.epi.overhead:,.0f} cycles/tile outside Phase 1/2 to make the measured period"
+        )
     else:
         p.mma = replace(m, overhead=lam - mk)
         p.notes.append(f"MMA-loop overhead {p.mma.overhead:,.0f} cycles/tile closes the measured period")
@@ -250,7 +284,7 @@ def fit_copula_corr(means, p95s, spread_avg: float, seed: int = 7) -> float:
     z = rng.standard_normal((20000, 1))
     y = rng.standard_normal((20000, W))
     sig = np.array([lognormal_sigma(m, q) for m, q in zip(means, p95s)])
-    mu = np.log(np.asarray(means, float)) - sig ** 2 / 2
+    mu = np.log(np.asarray(means, float)) - sig**2 / 2
 
     def spread(c):
         x = math.sqrt(c) * z + math.sqrt(1 - c) * y
@@ -269,16 +303,33 @@ def fit_copula_corr(means, p95s, spread_avg: float, seed: int = 7) -> float:
     return (lo + hi) / 2
 
 
-def fitted_params(structure: Structure, *, tma0: float, kloop: float, phase1_mean, phase1_p95, phase2,
-                  spread_avg: float, observed_tile: float | None, epi_wait: float | None,
-                  wall_ms: float | None = None, source: str = "", notes=None) -> ModelParams:
+def fitted_params(
+    structure: Structure,
+    *,
+    tma0: float,
+    kloop: float,
+    phase1_mean,
+    phase1_p95,
+    phase2,
+    spread_avg: float,
+    observed_tile: float | None,
+    epi_wait: float | None,
+    wall_ms: float | None = None,
+    source: str = "",
+    notes=None,
+) -> ModelParams:
     """Model inputs from summary statistics (avg/p95 per warp) rather than a table."""
     corr = fit_copula_corr(phase1_mean, phase1_p95, spread_avg)
-    p = ModelParams(structure=structure, mma=MmaSide(float(tma0), float(kloop)),
-                    epi=EpilogueSide(tuple(map(float, phase1_mean)), tuple(float(phase2) for _ in phase1_mean)),
-                    observed_tile=observed_tile, wall_ms=wall_ms,
-                    fitted=Fitted(tuple(map(float, phase1_mean)), tuple(map(float, phase1_p95)), corr),
-                    source=source, notes=list(notes or []))
+    p = ModelParams(
+        structure=structure,
+        mma=MmaSide(float(tma0), float(kloop)),
+        epi=EpilogueSide(tuple(map(float, phase1_mean)), tuple(float(phase2) for _ in phase1_mean)),
+        observed_tile=observed_tile,
+        wall_ms=wall_ms,
+        fitted=Fitted(tuple(map(float, phase1_mean)), tuple(map(float, phase1_p95)), corr),
+        source=source,
+        notes=list(notes or []),
+    )
     lam = observed_tile or 0.0
     p = close_deterministic(p, mma_waits=bool(epi_wait and epi_wait > 0.02 * lam))
     return close_stochastic(p)

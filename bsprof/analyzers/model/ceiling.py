@@ -23,9 +23,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class CeilingCurve:
-    warps: tuple[int, ...]      # warps sharing the SM's path
-    cycles: tuple[float, ...]   # median per-warp cycles of the fixed work at that count
-    spread: tuple[float, ...]   # max - min over repeats (the noise of each point)
+    warps: tuple[int, ...]  # warps sharing the SM's path
+    cycles: tuple[float, ...]  # median per-warp cycles of the fixed work at that count
+    spread: tuple[float, ...]  # max - min over repeats (the noise of each point)
     device: str
     what: str
 
@@ -54,25 +54,40 @@ class CeilingCurve:
         return None
 
     def to_json(self) -> dict:
-        return {"warps": list(self.warps), "cycles": list(self.cycles), "spread": list(self.spread),
-                "device": self.device, "what": self.what, "saturates_at": self.saturation()}
+        return {
+            "warps": list(self.warps),
+            "cycles": list(self.cycles),
+            "spread": list(self.spread),
+            "device": self.device,
+            "what": self.what,
+            "saturates_at": self.saturation(),
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> "CeilingCurve":
-        return cls(tuple(int(w) for w in d["warps"]), tuple(float(c) for c in d["cycles"]),
-                   tuple(float(s) for s in d.get("spread", [0.0] * len(d["warps"]))),
-                   str(d.get("device", "?")), str(d.get("what", "")))
+        return cls(
+            tuple(int(w) for w in d["warps"]),
+            tuple(float(c) for c in d["cycles"]),
+            tuple(float(s) for s in d.get("spread", [0.0] * len(d["warps"]))),
+            str(d.get("device", "?")),
+            str(d.get("what", "")),
+        )
 
 
 def curve_from_samples(per_n: dict[int, list[float]], *, device: str, what: str) -> CeilingCurve:
     """Curve from ``{warps: [per-repeat median per-warp cycles]}``."""
     ws = sorted(per_n)
-    return CeilingCurve(tuple(ws), tuple(statistics.median(per_n[w]) for w in ws),
-                        tuple(max(per_n[w]) - min(per_n[w]) for w in ws), device, what)
+    return CeilingCurve(
+        tuple(ws),
+        tuple(statistics.median(per_n[w]) for w in ws),
+        tuple(max(per_n[w]) - min(per_n[w]) for w in ws),
+        device,
+        what,
+    )
 
 
 SHIPPED = "epi_ceiling_h100.json"
-SHIPPED_CURVE = "alu1"   # the store-heavy mix: an epilogue's Phase 1 is mostly data movement
+SHIPPED_CURVE = "alu1"  # the store-heavy mix: an epilogue's Phase 1 is mostly data movement
 
 
 @lru_cache(maxsize=1)

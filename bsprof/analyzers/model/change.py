@@ -42,13 +42,18 @@ from dataclasses import asdict, dataclass, field
 from bsprof.errors import BsprofError
 
 PHASES = ("tma0", "kloop", "phase1", "producer", "prologue")
-PHASE_NAMES = {"tma0": "TMA0 (tile start)", "kloop": "K-loop", "phase1": "Phase 1 (epilogue)",
-               "producer": "producer", "prologue": "prologue (per CTA)"}
+PHASE_NAMES = {
+    "tma0": "TMA0 (tile start)",
+    "kloop": "K-loop",
+    "phase1": "Phase 1 (epilogue)",
+    "producer": "producer",
+    "prologue": "prologue (per CTA)",
+}
 # FP8 dense wgmma on sm_90: 4,096 multiply-adds per SM per cycle (1,979 TFLOP/s at 1,830 MHz on
 # 132 SMs), so a K block of a tm x tn tile needs tm*tn*128/4096 cycles of tensor-core time
 FMA_PER_CYCLE = {"fp8": 4096, "bf16": 2048, "fp16": 2048, "tf32": 1024}
 BLOCK_K = 128
-SUBPARTITIONS = 4               # warp schedulers per SM: one instruction per cycle each
+SUBPARTITIONS = 4  # warp schedulers per SM: one instruction per cycle each
 # interval widths where SASS cannot price a mechanism, as a share of the phase's measured cycles
 # per tile (choices, not fits): a moved wait can expose or hide a barrier read's latency per K
 # block, bounded by a quarter of the K block's tensor time; a changed stage count can only cost
@@ -57,7 +62,7 @@ MOVED_WAIT_SHARE = 0.25
 TRIP_SHARE = 0.25
 SPILL_SHARE = 0.25
 LOAD_SHARE = 0.25
-TILE_ORDER_SHARE = 0.03         # of the tile: an L2 hit rate moved by the tile order
+TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # half-width of the measurement's own noise (percentage points of wall time): a second build of the
 # same code measured 0.0-0.8% from the first in 7 of the 8 stored coop runs (1.8% in one), so a
 # projection's interval that is to hold a measurement must be this much wider
@@ -72,46 +77,48 @@ SWITCH_MECHANISMS = {"ab_stage": "stages", "swizzle": "tile_order", "tiles": "ti
 @dataclass
 class BuildCounts:
     """One build's instructions per phase, executed by one warp per output tile."""
+
     name: str
-    per_tile: dict[str, float]              # phase -> warp-instructions per tile
-    static: dict[str, int]                  # phase -> instructions in the listing
-    waits: dict[str, float]                 # phase -> barrier/wait instructions per tile
+    per_tile: dict[str, float]  # phase -> warp-instructions per tile
+    static: dict[str, int]  # phase -> instructions in the listing
+    waits: dict[str, float]  # phase -> barrier/wait instructions per tile
     mma_per_kblock: float
-    kloop_per_kblock: float                 # non-MMA K-loop instructions per K block
-    kblocks_per_pass: float                 # K blocks one pass of the K-loop body covers
+    kloop_per_kblock: float  # non-MMA K-loop instructions per K block
+    kblocks_per_pass: float  # K blocks one pass of the K-loop body covers
     spills: int
     stages: int | None
     unknown_loops: list[str] = field(default_factory=list)
-    roles: str = ""                         # how phases were found ("line info" / "loops only")
+    roles: str = ""  # how phases were found ("line info" / "loops only")
     # threads each named barrier (BAR.SYNC id, count) waits for, by phase: which warps a barrier ties
     barrier_threads: dict[str, list[int]] = field(default_factory=dict)
-    opcodes: dict[str, Counter] = field(default_factory=dict)   # phase -> opcode -> per tile
+    opcodes: dict[str, Counter] = field(default_factory=dict)  # phase -> opcode -> per tile
 
 
 @dataclass
 class PhaseCost:
     """What one more instruction of a phase costs on the base build (cycles per tile each)."""
+
     phase: str
-    measured_cycles: float                  # the phase's cycles per tile in the capture
-    instructions: float                     # its warp-instructions per tile (SASS)
-    cpi: float                              # measured_cycles / instructions: the count rule's rate
+    measured_cycles: float  # the phase's cycles per tile in the capture
+    instructions: float  # its warp-instructions per tile (SASS)
+    cpi: float  # measured_cycles / instructions: the count rule's rate
     point: float
     lo: float
     hi: float
     why: str
-    floor_kblock: float = 0.0               # K-loop: the tensor cores' cycles per K block
+    floor_kblock: float = 0.0  # K-loop: the tensor cores' cycles per K block
 
 
 @dataclass
 class PhaseDelta:
     phase: str
-    instructions: float                     # B - A, warp-instructions per tile
-    static: int                             # B - A in the listing
-    cycles: float                           # the projection's cycles per tile
+    instructions: float  # B - A, warp-instructions per tile
+    static: int  # B - A in the listing
+    cycles: float  # the projection's cycles per tile
     lo: float
     hi: float
-    count_rule: float                       # instructions x the phase's measured CPI
-    source: str                             # where the number came from (one line)
+    count_rule: float  # instructions x the phase's measured CPI
+    source: str  # where the number came from (one line)
     unpriced: list[str] = field(default_factory=list)
     top_opcodes: list[tuple[str, float]] = field(default_factory=list)
 
@@ -140,16 +147,23 @@ class ChangeEstimate:
         return [u for d in self.deltas for u in d.unpriced]
 
     def to_json(self) -> dict:
-        return {"a": self.a, "b": self.b, "k_blocks": self.k_blocks,
-                "deltas": [asdict(d) for d in self.deltas],
-                "costs": {k: asdict(v) for k, v in self.costs.items()},
-                "counts": {k: {**asdict(v), "opcodes": {p: dict(c) for p, c in v.opcodes.items()}}
-                           for k, v in self.counts.items()},
-                "cycle_deltas": {w: self.cycle_deltas(w) for w in ("point", "lo", "hi")},
-                "unpriced": self.unpriced(), "notes": list(self.notes)}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "k_blocks": self.k_blocks,
+            "deltas": [asdict(d) for d in self.deltas],
+            "costs": {k: asdict(v) for k, v in self.costs.items()},
+            "counts": {
+                k: {**asdict(v), "opcodes": {p: dict(c) for p, c in v.opcodes.items()}} for k, v in self.counts.items()
+            },
+            "cycle_deltas": {w: self.cycle_deltas(w) for w in ("point", "lo", "hi")},
+            "unpriced": self.unpriced(),
+            "notes": list(self.notes),
+        }
 
 
 # --- phases of instructions -------------------------------------------------------------------
+
 
 def _strong(label: str | None) -> str | None:
     """The phase a role label names outright, or None (a helper's own name: ``__call__()``)."""
@@ -181,8 +195,11 @@ def _loop_of(fa) -> list[int | None]:
 def _is_wait_loop(fa, lp) -> bool:
     """A barrier's retry loop (a few instructions around a try-wait): runs once when the data is
     there, so it counts once; its spinning is time the capture measures, not instructions."""
-    return lp.size <= 8 and lp.mma == 0 and any(
-        fa.instructions[i].opcode.startswith(("SYNCS", "BAR", "NANOSLEEP")) for i in lp.instructions)
+    return (
+        lp.size <= 8
+        and lp.mma == 0
+        and any(fa.instructions[i].opcode.startswith(("SYNCS", "BAR", "NANOSLEEP")) for i in lp.instructions)
+    )
 
 
 def _producer_loop(fa, lp) -> bool:
@@ -198,13 +215,13 @@ def phase_of(fa) -> list[str]:
     top: list[int | None] = [None] * len(fa.instructions)
     for lp in sorted(fa.loops, key=lambda lp: -lp.depth):
         for i in lp.instructions:
-            top[i] = lp.id            # outermost last: the depth-1 loop holding the instruction
+            top[i] = lp.id  # outermost last: the depth-1 loop holding the instruction
     prod: set[int] = set()
     for lp in fa.loops:
         if _producer_loop(fa, lp) and not kset.intersection(lp.instructions):
             prod.update(lp.instructions)
             par = lp.parent
-            while par is not None:     # the producer's own tile loop
+            while par is not None:  # the producer's own tile loop
                 if not any(fa.instructions[i].category == "mma" for i in fa.loops[par].instructions):
                     prod.update(fa.loops[par].instructions)
                 par = fa.loops[par].parent
@@ -232,8 +249,11 @@ def phase_of(fa) -> list[str]:
 def _stages_per_pass(fa, lp, fallback: float) -> float:
     """K blocks one pass of a producer's load loop fills: one expect-tx arrive (``SYNCS.ARRIVE.TRANS64``
     without a reduction) per stage it fills; without any, the consumers' K blocks per pass."""
-    n = sum(1 for i in lp.instructions if fa.instructions[i].opcode.startswith("SYNCS.ARRIVE.TRANS64")
-            and ".RED" not in fa.instructions[i].opcode)
+    n = sum(
+        1
+        for i in lp.instructions
+        if fa.instructions[i].opcode.startswith("SYNCS.ARRIVE.TRANS64") and ".RED" not in fa.instructions[i].opcode
+    )
     return float(n) if n else max(1e-9, fallback)
 
 
@@ -247,12 +267,21 @@ def _kloop_mma_per_kblock(fa, tile_m: int | None, consumer_wgs: int | None) -> f
     return 4.0 * waves
 
 
-def count_build(fa, name: str, k_blocks: int, *, tile_m: int | None = None, consumer_wgs: int | None = None,
-                tiles_per_cta: float = 1.0) -> BuildCounts:
+def count_build(
+    fa,
+    name: str,
+    k_blocks: int,
+    *,
+    tile_m: int | None = None,
+    consumer_wgs: int | None = None,
+    tiles_per_cta: float = 1.0,
+) -> BuildCounts:
     """Warp-instructions per output tile, per phase, of one build (``fa``: an analyzed function)."""
     if fa.kloop is None:
-        raise BsprofError(f"{name}: no K-loop found in the SASS (K fully unrolled or no MMA); the change "
-                          "chain prices a K-loop per K block and needs one")
+        raise BsprofError(
+            f"{name}: no K-loop found in the SASS (K fully unrolled or no MMA); the change "
+            "chain prices a K-loop per K block and needs one"
+        )
     phases = phase_of(fa)
     mma_kb = _kloop_mma_per_kblock(fa, tile_m, consumer_wgs)
     kl = fa.kloop
@@ -302,14 +331,21 @@ def count_build(fa, name: str, k_blocks: int, *, tile_m: int | None = None, cons
                 bars[phases[i]].append(n)
     spills = sum(1 for ins in fa.instructions if ins.base in SPILL_OPS)
     st = fa.features.get("multi_stage_pipeline") if fa.features else None
-    return BuildCounts(name=name, per_tile={p: float(per.get(p, 0.0)) for p in PHASES},
-                       static={p: int(static.get(p, 0)) for p in PHASES},
-                       waits={p: float(waits.get(p, 0.0)) for p in PHASES}, mma_per_kblock=mma_kb,
-                       kloop_per_kblock=kl_non_mma / max(1, k_blocks), kblocks_per_pass=kb_per_pass,
-                       spills=spills, stages=getattr(st, "value", None) if st is not None else None,
-                       unknown_loops=sorted(set(unknown)),
-                       roles="line info" if fa.roles is not None else "loops only", opcodes=dict(ops),
-                       barrier_threads={k: sorted(v) for k, v in bars.items()})
+    return BuildCounts(
+        name=name,
+        per_tile={p: float(per.get(p, 0.0)) for p in PHASES},
+        static={p: int(static.get(p, 0)) for p in PHASES},
+        waits={p: float(waits.get(p, 0.0)) for p in PHASES},
+        mma_per_kblock=mma_kb,
+        kloop_per_kblock=kl_non_mma / max(1, k_blocks),
+        kblocks_per_pass=kb_per_pass,
+        spills=spills,
+        stages=getattr(st, "value", None) if st is not None else None,
+        unknown_loops=sorted(set(unknown)),
+        roles="line info" if fa.roles is not None else "loops only",
+        opcodes=dict(ops),
+        barrier_threads={k: sorted(v) for k, v in bars.items()},
+    )
 
 
 def _bar_threads(operands: str) -> int | None:
@@ -326,8 +362,16 @@ def _bar_threads(operands: str) -> int | None:
 
 # --- what an instruction costs, from the base build's capture -----------------------------------
 
-def calibrate_costs(base: BuildCounts, measured: dict[str, float], k_blocks: int, *, tile_mn: tuple[int, int],
-                    consumer_warps: int, dtype: str = "fp8") -> dict[str, PhaseCost]:
+
+def calibrate_costs(
+    base: BuildCounts,
+    measured: dict[str, float],
+    k_blocks: int,
+    *,
+    tile_mn: tuple[int, int],
+    consumer_warps: int,
+    dtype: str = "fp8",
+) -> dict[str, PhaseCost]:
     """Cycles per tile that one more warp-instruction costs in each phase, from the base build's
     measured phase cycles per tile (``measured``: ``{"tma0", "kloop", "phase1", "producer"}``,
     cycles per tile as the timing capture records them) and its SASS counts."""
@@ -339,19 +383,36 @@ def calibrate_costs(base: BuildCounts, measured: dict[str, float], k_blocks: int
     exposed = max(0.0, c_kb - floor_kb)
     n_kb = max(1e-9, base.kloop_per_kblock)
     n_kl = base.per_tile["kloop"]
-    out["kloop"] = PhaseCost("kloop", kl, n_kl, kl / n_kl if n_kl else math.nan,
-                             point=exposed / n_kb, lo=0.0, hi=issue,
-                             why=f"{c_kb:,.0f} cycles a K block, {floor_kb:,.0f} of them tensor-core time: "
-                                 f"{exposed:,.0f} exposed over {n_kb:,.0f} instructions", floor_kblock=floor_kb)
+    out["kloop"] = PhaseCost(
+        "kloop",
+        kl,
+        n_kl,
+        kl / n_kl if n_kl else math.nan,
+        point=exposed / n_kb,
+        lo=0.0,
+        hi=issue,
+        why=f"{c_kb:,.0f} cycles a K block, {floor_kb:,.0f} of them tensor-core time: "
+        f"{exposed:,.0f} exposed over {n_kb:,.0f} instructions",
+        floor_kblock=floor_kb,
+    )
     for ph in ("tma0", "phase1"):
         cyc, n = float(measured.get(ph, 0.0)), base.per_tile[ph]
         cpi = cyc / n if n else math.nan
         pt = cpi if math.isfinite(cpi) else issue
-        out[ph] = PhaseCost(ph, cyc, n, cpi, point=pt, lo=min(issue, pt), hi=1.5 * pt,
-                            why=f"{cyc:,.0f} cycles / {n:,.0f} instr a tile")
+        out[ph] = PhaseCost(
+            ph, cyc, n, cpi, point=pt, lo=min(issue, pt), hi=1.5 * pt, why=f"{cyc:,.0f} cycles / {n:,.0f} instr a tile"
+        )
     cyc, n = float(measured.get("producer", 0.0)), base.per_tile["producer"]
-    out["producer"] = PhaseCost("producer", cyc, n, cyc / n if n else math.nan, 0.0, 0.0, 0.0,
-                                why="keeps the ring full off the consumers' cycle")
+    out["producer"] = PhaseCost(
+        "producer",
+        cyc,
+        n,
+        cyc / n if n else math.nan,
+        0.0,
+        0.0,
+        0.0,
+        why="keeps the ring full off the consumers' cycle",
+    )
     n = base.per_tile["prologue"]
     out["prologue"] = PhaseCost("prologue", 0.0, n, issue, issue, 0.0, issue, why="once per CTA, over its tiles")
     return out
@@ -359,15 +420,23 @@ def calibrate_costs(base: BuildCounts, measured: dict[str, float], k_blocks: int
 
 # --- the change -------------------------------------------------------------------------------
 
+
 def _top_ops(a: BuildCounts, b: BuildCounts, ph: str, n: int = 3) -> list[tuple[str, float]]:
     oa, ob = a.opcodes.get(ph, Counter()), b.opcodes.get(ph, Counter())
     d = {k: ob.get(k, 0.0) - oa.get(k, 0.0) for k in set(oa) | set(ob)}
     return [(k, round(v, 1)) for k, v in sorted(d.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:n] if abs(v) >= 0.5]
 
 
-def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost], k_blocks: int, *,
-                    mechanisms: tuple[str, ...] = (), tile_cycles: float | None = None,
-                    stages: tuple[int, int] | None = None) -> ChangeEstimate:
+def estimate_change(
+    a: BuildCounts,
+    b: BuildCounts,
+    costs: dict[str, PhaseCost],
+    k_blocks: int,
+    *,
+    mechanisms: tuple[str, ...] = (),
+    tile_cycles: float | None = None,
+    stages: tuple[int, int] | None = None,
+) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
     instructions (``stages``, ``tile_order``: from a bundled kernel's switches)."""
@@ -381,11 +450,19 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
         cyc, lo, hi = dn * c.point, dn * (c.lo if dn >= 0 else c.hi), dn * (c.hi if dn >= 0 else c.lo)
         cr = dn * (c.cpi if math.isfinite(c.cpi) else 0.0)
         if ph == "producer":
-            src = (f"{dn:+,.0f} producer instructions a tile, off the consumers' cycle (priced 0; "
-                   f"the count rule: {cr:+,.0f})") if dn or ds else ""
+            src = (
+                (
+                    f"{dn:+,.0f} producer instructions a tile, off the consumers' cycle (priced 0; "
+                    f"the count rule: {cr:+,.0f})"
+                )
+                if dn or ds
+                else ""
+            )
         elif ph == "kloop":
-            src = (f"{dn / max(1, k_blocks):+,.1f} instr a K block x {c.point:.2f} cycles "
-                   f"(0..{c.hi:.1f}) x {k_blocks} K blocks")
+            src = (
+                f"{dn / max(1, k_blocks):+,.1f} instr a K block x {c.point:.2f} cycles "
+                f"(0..{c.hi:.1f}) x {k_blocks} K blocks"
+            )
         else:
             src = f"{dn:+,.1f} instr a tile x {c.point:.2f} cycles ({c.why})"
         d = PhaseDelta(ph, dn, ds, cyc, min(lo, hi), max(lo, hi), cr, src, top_opcodes=_top_ops(a, b, ph))
@@ -395,13 +472,17 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
             # block's tensor time for each wait it moves, each time it runs
             width = MOVED_WAIT_SHARE * kl.floor_kblock * abs(dw)
             d.lo, d.hi = d.lo - width, d.hi + width
-            d.unpriced.append(f"{PHASE_NAMES[ph]}: {dw:+,.1f} waits/barriers a tile (a wait moved): its "
-                              f"latency is not in the SASS; interval ±{width:,.0f} cycles")
+            d.unpriced.append(
+                f"{PHASE_NAMES[ph]}: {dw:+,.1f} waits/barriers a tile (a wait moved): its "
+                f"latency is not in the SASS; interval ±{width:,.0f} cycles"
+            )
         if ph == "kloop" and abs(b.mma_per_kblock * k_blocks - a.mma_per_kblock * k_blocks) > 0.5:
             w = TRIP_SHARE * kl.measured_cycles
             d.lo, d.hi = d.lo - w, d.hi + w
-            d.unpriced.append(f"K-loop: the MMAs per K block change ({a.mma_per_kblock:g} -> {b.mma_per_kblock:g}): "
-                              f"a trip count SASS cannot price; interval ±{w:,.0f}")
+            d.unpriced.append(
+                f"K-loop: the MMAs per K block change ({a.mma_per_kblock:g} -> {b.mma_per_kblock:g}): "
+                f"a trip count SASS cannot price; interval ±{w:,.0f}"
+            )
         deltas.append(d)
     kd = next(d for d in deltas if d.phase == "kloop")
     # a bundled build's ring depth from its configuration, else what the SASS shows
@@ -409,8 +490,10 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
     if b.spills > a.spills:
         w = SPILL_SHARE * kl.measured_cycles
         kd.hi += w
-        kd.unpriced.append(f"spills appear ({a.spills} -> {b.spills} local loads/stores): their latency is "
-                           f"not priced; interval up to +{w:,.0f} cycles")
+        kd.unpriced.append(
+            f"spills appear ({a.spills} -> {b.spills} local loads/stores): their latency is "
+            f"not priced; interval up to +{w:,.0f} cycles"
+        )
     if sa is not None and sb is not None and sa != sb:
         exposed = max(0.0, kl.measured_cycles - kl.floor_kblock * k_blocks)
         if sb < sa:
@@ -420,8 +503,9 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
         else:
             kd.lo -= exposed
             msg = f"down to -{exposed:,.0f} cycles (at most the K-loop's time above the tensor floor)"
-        kd.unpriced.append(f"the stage count changes the pipeline ({sa} -> {sb} stages): "
-                           f"SASS prices its instructions only; {msg}")
+        kd.unpriced.append(
+            f"the stage count changes the pipeline ({sa} -> {sb} stages): SASS prices its instructions only; {msg}"
+        )
     ta = sorted(n for v in a.barrier_threads.values() for n in v)
     tb = sorted(n for v in b.barrier_threads.values() for n in v)
     if ta != tb and ta and tb:
@@ -432,17 +516,21 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
         pd = next(d for d in deltas if d.phase == "phase1")
         more = max(tb) > max(ta)
         pd.lo, pd.hi = (pd.lo, pd.hi + w) if more else (pd.lo - w, pd.hi)
-        pd.unpriced.append(f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta)} -> {max(tb)}): the "
-                           f"overlap it removes or allows is not in the SASS; interval "
-                           f"{'up to +' if more else 'down to -'}{w:,.0f} cycles")
+        pd.unpriced.append(
+            f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta)} -> {max(tb)}): the "
+            f"overlap it removes or allows is not in the SASS; interval "
+            f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
+        )
     loads = b.opcodes.get("kloop", Counter()).get("LDG", 0.0) - a.opcodes.get("kloop", Counter()).get("LDG", 0.0)
     if loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
         # one) can be hidden by the loads in flight or exposed once per K block
         w = LOAD_SHARE * costs["tma0"].measured_cycles * k_blocks
         kd.hi += w
-        kd.unpriced.append(f"K-loop: {loads / max(1, k_blocks):+,.1f} global loads a K block: their latency is "
-                           f"not in the SASS; interval up to +{w:,.0f} cycles")
+        kd.unpriced.append(
+            f"K-loop: {loads / max(1, k_blocks):+,.1f} global loads a K block: their latency is "
+            f"not in the SASS; interval up to +{w:,.0f} cycles"
+        )
     if "tile_order" in mechanisms and tile_cycles:
         w = TILE_ORDER_SHARE * tile_cycles
         td = next(d for d in deltas if d.phase == "tma0")
@@ -456,18 +544,19 @@ def estimate_change(a: BuildCounts, b: BuildCounts, costs: dict[str, PhaseCost],
     return ChangeEstimate(a.name, b.name, k_blocks, deltas, costs, {"a": a, "b": b}, notes)
 
 
-
 # --- the projection ---------------------------------------------------------------------------
+
 
 @dataclass
 class BaseMeasurement:
     """What the base build's capture measured, the projection's only measured input besides SASS."""
-    tile_cycles: float                      # the model's baseline tile period (calibrated)
-    busy: float                             # share of the wall time that scales with the period
-    phases: dict[str, float]                # measured cycles per tile: tma0, kloop, phase1, producer
-    mhz: float | None = None                # the base build's sustained SM clock, power
+
+    tile_cycles: float  # the model's baseline tile period (calibrated)
+    busy: float  # share of the wall time that scales with the period
+    phases: dict[str, float]  # measured cycles per tile: tma0, kloop, phase1, producer
+    mhz: float | None = None  # the base build's sustained SM clock, power
     watts: float | None = None
-    limits: dict | None = None              # device limits (model.clock.DeviceLimits as JSON)
+    limits: dict | None = None  # device limits (model.clock.DeviceLimits as JSON)
     device: str = ""
 
 
@@ -477,13 +566,13 @@ class ChangeProjection:
     tile_cycles: float
     binding_before: str
     binding_after: str
-    cycles_ratio: float                     # the equilibrium's period ratio x busy share (+ tail)
+    cycles_ratio: float  # the equilibrium's period ratio x busy share (+ tail)
     clock_ratio: float
-    wall_ratio: float                       # projected wall time after / before
-    wall_lo: float                          # the projection's interval (SASS bounds, unpriced widths)
+    wall_ratio: float  # projected wall time after / before
+    wall_lo: float  # the projection's interval (SASS bounds, unpriced widths)
     wall_hi: float
-    noise_pp: float                         # the measurement's own half-width added for coverage
-    count_rule_ratio: float                 # the instruction-count rule
+    noise_pp: float  # the measurement's own half-width added for coverage
+    count_rule_ratio: float  # the instruction-count rule
     no_change_ratio: float = 1.0
     sentence: str = ""
 
@@ -509,12 +598,17 @@ def measured_phases(params) -> dict[str, float]:
     """The capture's cycles per tile per phase, as the calibrated model holds them."""
     e = params.epi
     warps = max(1, e.warps)
-    return {"tma0": float(params.mma.tma0), "kloop": float(params.mma.kloop),
-            "phase1": float(sum(e.phase1[:warps]) / warps),
-            "phase2": float(sum(e.phase2[:warps]) / warps)}
+    return {
+        "tma0": float(params.mma.tma0),
+        "kloop": float(params.mma.kloop),
+        "phase1": float(sum(e.phase1[:warps]) / warps),
+        "phase2": float(sum(e.phase2[:warps]) / warps),
+    }
 
 
-def project_change(params, est: ChangeEstimate, base: BaseMeasurement, *, noise_pp: float = NOISE_PP) -> ChangeProjection:
+def project_change(
+    params, est: ChangeEstimate, base: BaseMeasurement, *, noise_pp: float = NOISE_PP
+) -> ChangeProjection:
     """The estimate's cycle deltas through the calibrated equilibrium (deterministic), the busy
     share and the clock term; the interval from the low and high deltas; the count rule beside."""
     from bsprof.analyzers.model.clock import limits_for, project_clock
@@ -534,9 +628,20 @@ def project_change(params, est: ChangeEstimate, base: BaseMeasurement, *, noise_
     hi = wall(est.cycle_deltas("hi"))[0]
     rule = sum(d.count_rule for d in est.deltas if d.phase != "prologue")
     j = pj.to_json()["deterministic"]
-    return ChangeProjection(est, base.tile_cycles, j["binding_before"], j["binding_after"], cyc, clk, w,
-                            min(lo, hi, w), max(lo, hi, w), noise_pp,
-                            count_rule_ratio=1.0 + rule / base.tile_cycles, sentence=pj.sentence)
+    return ChangeProjection(
+        est,
+        base.tile_cycles,
+        j["binding_before"],
+        j["binding_after"],
+        cyc,
+        clk,
+        w,
+        min(lo, hi, w),
+        max(lo, hi, w),
+        noise_pp,
+        count_rule_ratio=1.0 + rule / base.tile_cycles,
+        sentence=pj.sentence,
+    )
 
 
 def _clamped(params, deltas: dict) -> dict:
@@ -551,9 +656,11 @@ def _clamped(params, deltas: dict) -> dict:
 
 # --- scoring measured pairs -------------------------------------------------------------------
 
+
 @dataclass
 class ChangePoint:
     """One (change, problem) of a validation: projection written before, measurement after."""
+
     change: str
     problem: str
     projected_pct: float
@@ -562,10 +669,10 @@ class ChangePoint:
     noise_pp: float
     count_rule_pct: float
     binding: str
-    off_binding: bool                       # the change is mostly off the consumers' cycle
+    off_binding: bool  # the change is mostly off the consumers' cycle
     unpriced: int
     measured_pct: float = math.nan
-    ci_pct: float = math.nan                # the measurement's 95% half-width
+    ci_pct: float = math.nan  # the measurement's 95% half-width
     err_model_pp: float = math.nan
     err_none_pp: float = math.nan
     err_rule_pp: float = math.nan
@@ -607,32 +714,49 @@ def summarize(points: list[ChangePoint]) -> dict:
     on = [p for p in pts if not p.off_binding]
     big = sum(1 for p in pts if abs(p.measured_pct) >= 2.0)
     out = {
-        "points": len(pts), "measured_ge_2pct": big,
-        "model": stats("err_model_pp"), "no_change": stats("err_none_pp"), "count_rule": stats("err_rule_pp"),
-        "model_off_binding": stats("err_model_pp", off), "count_rule_off_binding": stats("err_rule_pp", off),
-        "model_on_binding": stats("err_model_pp", on), "count_rule_on_binding": stats("err_rule_pp", on),
+        "points": len(pts),
+        "measured_ge_2pct": big,
+        "model": stats("err_model_pp"),
+        "no_change": stats("err_none_pp"),
+        "count_rule": stats("err_rule_pp"),
+        "model_off_binding": stats("err_model_pp", off),
+        "count_rule_off_binding": stats("err_rule_pp", off),
+        "model_on_binding": stats("err_model_pp", on),
+        "count_rule_on_binding": stats("err_rule_pp", on),
         # where SASS priced the whole change (no unpriced line) and where it named what it could not
         "priced_points": sum(1 for p in pts if not p.unpriced),
         "model_priced": stats("err_model_pp", [p for p in pts if not p.unpriced]),
         "model_unpriced": stats("err_model_pp", [p for p in pts if p.unpriced]),
         "sign_wrong": [f"{p.change} @ {p.problem}" for p in pts if not p.sign_ok],
-        "covered": sum(p.covered for p in pts), "coverage": sum(p.covered for p in pts) / len(pts),
+        "covered": sum(p.covered for p in pts),
+        "coverage": sum(p.covered for p in pts) / len(pts),
     }
     m = out["model"]
     beats_off = (not off) or out["model_off_binding"]["median"] < out["count_rule_off_binding"]["median"]
     no_worse_on = (not on) or out["model_on_binding"]["median"] <= out["count_rule_on_binding"]["median"] + 0.1
     out["targets"] = {
-        "half_measured_ge_2pct": big * 2 >= len(pts), "points_ge_30": len(pts) >= 30,
-        "median_le_1pp": m["median"] <= 1.0, "max_le_3pp": m["max"] <= 3.0,
-        "sign_right_past_1pct": not out["sign_wrong"], "coverage_ge_80pct": out["coverage"] >= 0.8,
-        "beats_count_rule_off_binding": beats_off, "no_worse_on_binding": no_worse_on,
+        "half_measured_ge_2pct": big * 2 >= len(pts),
+        "points_ge_30": len(pts) >= 30,
+        "median_le_1pp": m["median"] <= 1.0,
+        "max_le_3pp": m["max"] <= 3.0,
+        "sign_right_past_1pct": not out["sign_wrong"],
+        "coverage_ge_80pct": out["coverage"] >= 0.8,
+        "beats_count_rule_off_binding": beats_off,
+        "no_worse_on_binding": no_worse_on,
     }
     out["meets"] = all(out["targets"].values())
     return out
 
 
-def base_measurement(params, table, wall_us: float, sustained: dict | None, limits: dict | None,
-                     device: str = "", producer: float | None = None) -> BaseMeasurement:
+def base_measurement(
+    params,
+    table,
+    wall_us: float,
+    sustained: dict | None,
+    limits: dict | None,
+    device: str = "",
+    producer: float | None = None,
+) -> BaseMeasurement:
     """The base build's measured inputs: the calibrated tile, the capture's busy share and phase
     cycles, its sustained clock and power (``sustained``: {"mhz", "watts"}) and the device limits."""
     from bsprof.analyzers.model.project import project
@@ -661,35 +785,69 @@ def off_binding(est: ChangeEstimate) -> bool:
 def point_record(change: str, problem: str, pr: ChangeProjection) -> dict:
     """One projection as committed before its measurement (the chain kept compact)."""
     est = pr.estimate
-    return {"change": change, "problem": problem, "projected_pct": pr.wall_pct,
-            "lo_pct": 100.0 * (pr.wall_lo - 1.0), "hi_pct": 100.0 * (pr.wall_hi - 1.0), "noise_pp": pr.noise_pp,
-            "count_rule_pct": 100.0 * (pr.count_rule_ratio - 1.0), "cycles_pct": 100.0 * (pr.cycles_ratio - 1.0),
-            "clock_ratio": pr.clock_ratio, "binding": pr.binding_before, "off_binding": off_binding(est),
-            "unpriced": est.unpriced(), "tile_cycles": pr.tile_cycles,
-            "phases": [{"phase": d.phase, "instructions": round(d.instructions, 1), "cycles": round(d.cycles, 1),
-                        "lo": round(d.lo, 1), "hi": round(d.hi, 1), "count_rule": round(d.count_rule, 1),
-                        "source": d.source} for d in est.deltas if d.instructions or d.unpriced]}
+    return {
+        "change": change,
+        "problem": problem,
+        "projected_pct": pr.wall_pct,
+        "lo_pct": 100.0 * (pr.wall_lo - 1.0),
+        "hi_pct": 100.0 * (pr.wall_hi - 1.0),
+        "noise_pp": pr.noise_pp,
+        "count_rule_pct": 100.0 * (pr.count_rule_ratio - 1.0),
+        "cycles_pct": 100.0 * (pr.cycles_ratio - 1.0),
+        "clock_ratio": pr.clock_ratio,
+        "binding": pr.binding_before,
+        "off_binding": off_binding(est),
+        "unpriced": est.unpriced(),
+        "tile_cycles": pr.tile_cycles,
+        "phases": [
+            {
+                "phase": d.phase,
+                "instructions": round(d.instructions, 1),
+                "cycles": round(d.cycles, 1),
+                "lo": round(d.lo, 1),
+                "hi": round(d.hi, 1),
+                "count_rule": round(d.count_rule, 1),
+                "source": d.source,
+            }
+            for d in est.deltas
+            if d.instructions or d.unpriced
+        ],
+    }
 
 
 def points_from_records(records: list[dict]) -> list[ChangePoint]:
-    return [ChangePoint(r["change"], r["problem"], r["projected_pct"], r["lo_pct"], r["hi_pct"], r["noise_pp"],
-                        r["count_rule_pct"], r.get("binding", ""), bool(r.get("off_binding")), len(r.get("unpriced", [])))
-            for r in records]
+    return [
+        ChangePoint(
+            r["change"],
+            r["problem"],
+            r["projected_pct"],
+            r["lo_pct"],
+            r["hi_pct"],
+            r["noise_pp"],
+            r["count_rule_pct"],
+            r.get("binding", ""),
+            bool(r.get("off_binding")),
+            len(r.get("unpriced", [])),
+        )
+        for r in records
+    ]
 
 
 # --- a pair with no capture of its own: the K-loop alone ----------------------------------------
+
 
 @dataclass
 class KloopOnly:
     """A pair priced without a timing capture of its kernel: the K-loop's change per K block, with
     the bounds that need no measurement (0 to the issue slot) and a point at a borrowed exposed
     share; every other phase named as not priced."""
+
     a: str
     b: str
-    per_kblock_a: float                     # non-MMA K-loop instructions per K block
+    per_kblock_a: float  # non-MMA K-loop instructions per K block
     per_kblock_b: float
     mma_per_kblock: tuple[float, float]
-    cycles_per_kblock: float                # point
+    cycles_per_kblock: float  # point
     lo: float
     hi: float
     borrowed_rate: float
@@ -702,25 +860,37 @@ class KloopOnly:
         return asdict(self)
 
 
-def kloop_only(a: BuildCounts, b: BuildCounts, *, consumer_warps: int, borrowed_rate: float, floor_kblock: float,
-               k_blocks: int | None = None, capture_hint: str = "", stages: tuple[int, int] | None = None,
-               mechanisms: tuple[str, ...] = ()) -> KloopOnly:
+def kloop_only(
+    a: BuildCounts,
+    b: BuildCounts,
+    *,
+    consumer_warps: int,
+    borrowed_rate: float,
+    floor_kblock: float,
+    k_blocks: int | None = None,
+    capture_hint: str = "",
+    stages: tuple[int, int] | None = None,
+    mechanisms: tuple[str, ...] = (),
+) -> KloopOnly:
     """The K-loop of a pair whose kernel has no capture: instructions per K block from the SASS,
     priced at ``borrowed_rate`` cycles each (the exposed share measured on another kernel's
     capture; the bounds 0 and the issue slot do not depend on it)."""
     issue = max(1.0, consumer_warps / SUBPARTITIONS)
     dn = b.kloop_per_kblock - a.kloop_per_kblock
     lo, hi = sorted((0.0, dn * issue))
-    unpriced = ["TMA0, Phase 1 and wall time: no timing capture of the base build; "
-                + (capture_hint or "bsprof timing records only the bundled kernels")]
+    unpriced = [
+        "TMA0, Phase 1 and wall time: no timing capture of the base build; "
+        + (capture_hint or "bsprof timing records only the bundled kernels")
+    ]
     if stages is not None and stages[0] != stages[1]:
-        unpriced.append(f"the stage count changes the pipeline ({stages[0]} -> {stages[1]} stages): "
-                        "not in the SASS")
+        unpriced.append(f"the stage count changes the pipeline ({stages[0]} -> {stages[1]} stages): not in the SASS")
     if "tile_order" in mechanisms:
         unpriced.append("the tile order changes what hits L2: not in the SASS")
     if abs(b.mma_per_kblock - a.mma_per_kblock) > 1e-6 or abs(b.kblocks_per_pass - a.kblocks_per_pass) > 1e-6:
-        unpriced.append(f"the K-loop body covers {a.kblocks_per_pass:g} -> {b.kblocks_per_pass:g} K blocks a pass: "
-                        "compared per K block")
+        unpriced.append(
+            f"the K-loop body covers {a.kblocks_per_pass:g} -> {b.kblocks_per_pass:g} K blocks a pass: "
+            "compared per K block"
+        )
     dw = (b.waits["kloop"] - a.waits["kloop"]) / max(1, k_blocks or 1)
     if abs(dw) >= 0.5:
         w = MOVED_WAIT_SHARE * floor_kblock * abs(dw)
@@ -728,9 +898,21 @@ def kloop_only(a: BuildCounts, b: BuildCounts, *, consumer_warps: int, borrowed_
         unpriced.append(f"K-loop: {dw:+.1f} waits a K block (a wait moved): latency not in the SASS; ±{w:,.0f}")
     if b.spills > a.spills:
         unpriced.append(f"spills appear ({a.spills} -> {b.spills} local loads/stores): not priced")
-    return KloopOnly(a.name, b.name, a.kloop_per_kblock, b.kloop_per_kblock, (a.mma_per_kblock, b.mma_per_kblock),
-                     dn * borrowed_rate, lo, hi, borrowed_rate, floor_kblock, k_blocks, unpriced,
-                     [(op, round(v / max(1, k_blocks or 1), 2)) for op, v in _top_ops(a, b, "kloop", 5)])
+    return KloopOnly(
+        a.name,
+        b.name,
+        a.kloop_per_kblock,
+        b.kloop_per_kblock,
+        (a.mma_per_kblock, b.mma_per_kblock),
+        dn * borrowed_rate,
+        lo,
+        hi,
+        borrowed_rate,
+        floor_kblock,
+        k_blocks,
+        unpriced,
+        [(op, round(v / max(1, k_blocks or 1), 2)) for op, v in _top_ops(a, b, "kloop", 5)],
+    )
 
 
 def score_run(projections: dict, measured: dict) -> dict:

@@ -30,15 +30,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-POWER_EXPONENT = 3.0    # P_dyn ∝ V²·f with V ∝ f over the DVFS range
-CAPPED_BELOW = 0.98     # sustained below 98% of the top clock: the power limit holds it there
+POWER_EXPONENT = 3.0  # P_dyn ∝ V²·f with V ∝ f over the DVFS range
+CAPPED_BELOW = 0.98  # sustained below 98% of the top clock: the power limit holds it there
 
 
 @dataclass(frozen=True)
 class DeviceLimits:
-    max_mhz: float              # top SM clock (NVML max clock)
-    power_limit_w: float        # enforced board power limit
-    floor_w: float = 0.0        # board power that does not scale with the kernel's work
+    max_mhz: float  # top SM clock (NVML max clock)
+    power_limit_w: float  # enforced board power limit
+    floor_w: float = 0.0  # board power that does not scale with the kernel's work
     source: str = ""
 
     def to_json(self) -> dict:
@@ -50,7 +50,9 @@ class DeviceLimits:
 # floor measured on each (board power while one thread spins at 1,980 MHz: on the H100 124 and 129 W
 # in two reads, on the H200 121.5 W in its validation run).
 KNOWN_LIMITS = {
-    "NVIDIA H100 80GB HBM3": DeviceLimits(1980.0, 700.0, 124.0, "H100 SXM5: NVML 1980 MHz / 700 W; floor measured 124 W"),
+    "NVIDIA H100 80GB HBM3": DeviceLimits(
+        1980.0, 700.0, 124.0, "H100 SXM5: NVML 1980 MHz / 700 W; floor measured 124 W"
+    ),
     "NVIDIA H200": DeviceLimits(1980.0, 700.0, 121.5, "H200 SXM: NVML 1980 MHz / 700 W; floor measured 121 W"),
 }
 
@@ -65,25 +67,34 @@ def limits_for(device: str | None, recorded: dict | None = None) -> DeviceLimits
     counter baseline against a spin's top projects a change reaching the top to gain ~7% too much
     (docs/model.md, "The clock term")."""
     if recorded and recorded.get("max_mhz") and recorded.get("power_limit_w"):
-        return DeviceLimits(float(recorded["max_mhz"]), float(recorded["power_limit_w"]),
-                            float(recorded.get("floor_w") or 0.0), str(recorded.get("source", "NVML")))
+        return DeviceLimits(
+            float(recorded["max_mhz"]),
+            float(recorded["power_limit_w"]),
+            float(recorded.get("floor_w") or 0.0),
+            str(recorded.get("source", "NVML")),
+        )
     return KNOWN_LIMITS.get(device or "")
 
 
 @dataclass(frozen=True)
 class ClockProjection:
-    ratio: float            # f_after / f_before (1.0 when nothing is known)
+    ratio: float  # f_after / f_before (1.0 when nothing is known)
     mhz_before: float
     mhz_after: float
-    capped: bool            # the baseline is power-capped
-    limited_by: str         # "power limit", "top clock", "baseline clock" or "unknown"
+    capped: bool  # the baseline is power-capped
+    limited_by: str  # "power limit", "top clock", "baseline clock" or "unknown"
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def project_clock(cycle_ratio: float, mhz: float | None, watts: float | None,
-                  limits: DeviceLimits | None, gamma: float = POWER_EXPONENT) -> ClockProjection:
+def project_clock(
+    cycle_ratio: float,
+    mhz: float | None,
+    watts: float | None,
+    limits: DeviceLimits | None,
+    gamma: float = POWER_EXPONENT,
+) -> ClockProjection:
     """The sustained clock after a change that multiplies a launch's cycles by ``cycle_ratio``
     (same tensor-core work), from the baseline's sustained ``mhz`` / ``watts``."""
     nothing = ClockProjection(1.0, mhz or math.nan, mhz or math.nan, False, "unknown")

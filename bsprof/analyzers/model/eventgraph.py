@@ -38,14 +38,14 @@ TIE = 1e-6
 @dataclass
 class Equilibrium:
     period: float
-    binding: str            # "producer" (MMA chain alone) or "epilogue" (a cycle through the epilogue)
-    critical: str           # "mma-chain", "epilogue-chain" or "accumulator-cycle"
-    deficit: float          # cycles/tile the non-binding side can grow before the binding side changes
-    kloop_slack: float      # cycles/tile the K-loop can grow before it costs wall time
-    phase1_slack: float     # cycles/tile Phase 1 (every warp) can grow before it costs wall time
-    epi_wait: float         # MMA warp waiting for a free accumulator, per tile
-    ml_wait: float          # epilogue warps' time between tiles (measured ml_wait: latency + idle)
-    cycles: dict            # mean of each elementary cycle family
+    binding: str  # "producer" (MMA chain alone) or "epilogue" (a cycle through the epilogue)
+    critical: str  # "mma-chain", "epilogue-chain" or "accumulator-cycle"
+    deficit: float  # cycles/tile the non-binding side can grow before the binding side changes
+    kloop_slack: float  # cycles/tile the K-loop can grow before it costs wall time
+    phase1_slack: float  # cycles/tile Phase 1 (every warp) can grow before it costs wall time
+    epi_wait: float  # MMA warp waiting for a free accumulator, per tile
+    ml_wait: float  # epilogue warps' time between tiles (measured ml_wait: latency + idle)
+    cycles: dict  # mean of each elementary cycle family
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -81,18 +81,31 @@ def solve(p: ModelParams) -> Equilibrium:
         # a Hopper consumer runs its own epilogue: that time is work, not waiting
         own = sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
         epi_wait = max(0.0, period - mma_chain - (own if s.name == "hopper-coop" else 0.0))
-        ml_wait = 0.0 if s.name == "hopper-coop" else period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
+        ml_wait = (
+            0.0
+            if s.name == "hopper-coop"
+            else period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
+        )
     else:
         epi_wait = period - mma_chain  # MMA idle per tile
         ml_wait = period - sum(e.phase1[w] + e.phase2[w] for w in range(e.warps)) / e.warps
-    return Equilibrium(period, binding, critical, max(0.0, deficit), max(0.0, kloop_slack),
-                       max(0.0, p1_slack), max(0.0, epi_wait), max(0.0, ml_wait),
-                       {"mma_chain": mma_chain, "epilogue_chain": epi_chain, "accumulator_cycle": acc_cycle})
+    return Equilibrium(
+        period,
+        binding,
+        critical,
+        max(0.0, deficit),
+        max(0.0, kloop_slack),
+        max(0.0, p1_slack),
+        max(0.0, epi_wait),
+        max(0.0, ml_wait),
+        {"mma_chain": mma_chain, "epilogue_chain": epi_chain, "accumulator_cycle": acc_cycle},
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # The general form: build the event graph and take its maximum cycle mean (Karp).
 # --------------------------------------------------------------------------------------------
+
 
 def build_graph(p: ModelParams) -> tuple[list[str], list[tuple[int, int, float, int]]]:
     """Nodes and arcs ``(src, dst, weight, tokens)`` of the timed event graph of ``p``."""
@@ -104,8 +117,12 @@ def build_graph(p: ModelParams) -> tuple[list[str], list[tuple[int, int, float, 
     E = [3 + W + w for w in range(W)]
     arcs = [(M, A, m.overhead, 1), (A, M, m.tma0 + m.kloop, 0), (R, A, s.handoff, max(1, int(s.acc_stages)))]
     for w in range(W):
-        arcs += [(M, U[w], s.handoff, 0), (U[w], R, release_cycles(p, w), 0),
-                 (U[w], E[w], e.phase1[w] + e.phase2[w], 0), (E[w], U[w], e.overhead, s.epilogue_tokens)]
+        arcs += [
+            (M, U[w], s.handoff, 0),
+            (U[w], R, release_cycles(p, w), 0),
+            (U[w], E[w], e.phase1[w] + e.phase2[w], 0),
+            (E[w], U[w], e.overhead, s.epilogue_tokens),
+        ]
     return names, arcs
 
 
@@ -176,9 +193,12 @@ def makespan(p: ModelParams, tiles: int) -> float:
     from bsprof.analyzers.model.params import PHASE_KNOBS
 
     n, e = int(tiles), p.epi
-    base = {"tma0": np.full((n, 1), p.mma.tma0), "kloop": np.full((n, 1), p.mma.kloop),
-            "phase1": np.tile(np.asarray(e.phase1, float), (n, 1, 1)),
-            "phase2": np.tile(np.asarray(e.phase2, float), (n, 1, 1))}
+    base = {
+        "tma0": np.full((n, 1), p.mma.tma0),
+        "kloop": np.full((n, 1), p.mma.kloop),
+        "phase1": np.tile(np.asarray(e.phase1, float), (n, 1, 1)),
+        "phase2": np.tile(np.asarray(e.phase2, float), (n, 1, 1)),
+    }
     same = mc.Knobs({k: [1.0] for k in PHASE_KNOBS}, {k: [0.0] for k in PHASE_KNOBS}, e.warps)
-    with np.errstate(divide="ignore", invalid="ignore"):   # one tile: no period slope to fit
+    with np.errstate(divide="ignore", invalid="ignore"):  # one tile: no period slope to fit
         return float(mc.simulate(base, p, same, warmup=max(0, n - 2))["done"][0, 0])

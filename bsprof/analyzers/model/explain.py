@@ -27,14 +27,30 @@ def cycle_walk(p: ModelParams) -> list[dict]:
     wmax_chain = max(range(e.warps), key=lambda w: e.phase1[w] + e.phase2[w])
     wmax_rel = max(range(e.warps), key=lambda w: release_cycles(p, w))
     out = [
-        {"cycle": "mma-chain", "tokens": 1,
-         "arcs": [("TMA0", m.tma0), ("K-loop", m.kloop), ("MMA-loop overhead", m.overhead)]},
-        {"cycle": "epilogue-chain", "tokens": s.epilogue_tokens,
-         "arcs": [(f"Phase 1 (slowest warp, {wmax_chain})", e.phase1[wmax_chain]),
-                  ("Phase 2", e.phase2[wmax_chain]), ("epilogue-loop overhead", e.overhead)]},
-        {"cycle": "accumulator-cycle", "tokens": S,
-         "arcs": [("TMA0", m.tma0), ("K-loop", m.kloop), ("barrier hand-off x2", 2 * s.handoff),
-                  (_release_name(p, wmax_rel), release_cycles(p, wmax_rel))]},
+        {
+            "cycle": "mma-chain",
+            "tokens": 1,
+            "arcs": [("TMA0", m.tma0), ("K-loop", m.kloop), ("MMA-loop overhead", m.overhead)],
+        },
+        {
+            "cycle": "epilogue-chain",
+            "tokens": s.epilogue_tokens,
+            "arcs": [
+                (f"Phase 1 (slowest warp, {wmax_chain})", e.phase1[wmax_chain]),
+                ("Phase 2", e.phase2[wmax_chain]),
+                ("epilogue-loop overhead", e.overhead),
+            ],
+        },
+        {
+            "cycle": "accumulator-cycle",
+            "tokens": S,
+            "arcs": [
+                ("TMA0", m.tma0),
+                ("K-loop", m.kloop),
+                ("barrier hand-off x2", 2 * s.handoff),
+                (_release_name(p, wmax_rel), release_cycles(p, wmax_rel)),
+            ],
+        },
     ]
     for c in out:
         c["sum"] = sum(v for _, v in c["arcs"])
@@ -61,26 +77,57 @@ def fitted_terms(p: ModelParams, deltas: dict | None = None) -> list[dict]:
     terms = []
     to = f"the measured {lam:,.0f}-cycle tile period" if lam else "nothing (no measured period)"
     if p.mma.overhead > 0:
-        terms.append(("MMA-loop overhead", p.mma.overhead, "fitted", to,
-                      lambda q: replace(q, mma=replace(q.mma, overhead=0.0))))
+        terms.append(
+            ("MMA-loop overhead", p.mma.overhead, "fitted", to, lambda q: replace(q, mma=replace(q.mma, overhead=0.0)))
+        )
     if p.epi.overhead > 0:
-        terms.append(("epilogue-loop overhead", p.epi.overhead, "fitted", to,
-                      lambda q: replace(q, epi=replace(q.epi, overhead=0.0))))
+        terms.append(
+            (
+                "epilogue-loop overhead",
+                p.epi.overhead,
+                "fitted",
+                to,
+                lambda q: replace(q, epi=replace(q.epi, overhead=0.0)),
+            )
+        )
     if st.release_after_phase2 and st.phase2_blocking < 1.0:
-        terms.append(("Phase 2 the next K-loop waits for", st.phase2_blocking, "fitted (fraction)", to,
-                      lambda q: replace(q, structure=replace(q.structure, phase2_blocking=1.0))))
+        terms.append(
+            (
+                "Phase 2 the next K-loop waits for",
+                st.phase2_blocking,
+                "fitted (fraction)",
+                to,
+                lambda q: replace(q, structure=replace(q.structure, phase2_blocking=1.0)),
+            )
+        )
     if st.handoff > 0:
-        how = "fitted" if st.release_after_phase2 else "assumed (not measured; any value up to the slack gives the same period)"
-        terms.append(("barrier hand-off", st.handoff, how, to if st.release_after_phase2 else "—",
-                      lambda q: replace(q, structure=replace(q.structure, handoff=0.0))))
+        how = (
+            "fitted"
+            if st.release_after_phase2
+            else "assumed (not measured; any value up to the slack gives the same period)"
+        )
+        terms.append(
+            (
+                "barrier hand-off",
+                st.handoff,
+                how,
+                to if st.release_after_phase2 else "—",
+                lambda q: replace(q, structure=replace(q.structure, handoff=0.0)),
+            )
+        )
     if not st.release_after_phase2:
         terms.append(("accumulator release point", st.release_frac, "assumed (fraction of Phase 1)", "—", None))
     out = []
     base_change = _change(p, d, apply)
     for name, size, how, fitted_to, zero in terms:
-        row = {"term": name, "size": size, "how": how, "fitted_to": fitted_to,
-               "share_of_period": (size / solve(p).period) if zero and "fraction" not in how else None,
-               "projected_change": base_change}
+        row = {
+            "term": name,
+            "size": size,
+            "how": how,
+            "fitted_to": fitted_to,
+            "share_of_period": (size / solve(p).period) if zero and "fraction" not in how else None,
+            "projected_change": base_change,
+        }
         if zero is not None:
             q = zero(p)
             try:

@@ -54,17 +54,19 @@ def draw(p: ModelParams, steps: int, replicas: int, epi_warps: int, seed: int = 
         idx = rng.integers(0, n, size=(T, R))
         cols = np.arange(N) % W
         # warps beyond the measured ones come from other tiles, so they are not copies
-        tile_of = np.where(np.arange(N)[None, None, :] < W, idx[:, :, None],
-                           rng.integers(0, n, size=(T, R, N)))
-        return {"tma0": s.tma0[idx].astype(float), "kloop": s.kloop[idx].astype(float),
-                "phase1": s.phase1[tile_of, cols[None, None, :]].astype(float),
-                "phase2": s.phase2[tile_of, cols[None, None, :]].astype(float)}
+        tile_of = np.where(np.arange(N)[None, None, :] < W, idx[:, :, None], rng.integers(0, n, size=(T, R, N)))
+        return {
+            "tma0": s.tma0[idx].astype(float),
+            "kloop": s.kloop[idx].astype(float),
+            "phase1": s.phase1[tile_of, cols[None, None, :]].astype(float),
+            "phase2": s.phase2[tile_of, cols[None, None, :]].astype(float),
+        }
     f = p.fitted
     W = p.epi.warps
     means = np.array([p.epi.phase1[w % W] for w in range(N)])
     sig = np.array([lognormal_sigma(f.phase1_mean[w % W], f.phase1_p95[w % W]) for w in range(N)])
     # the fitted shape (sigma) is kept; the mean is the model's current per-warp mean
-    mu = np.log(np.maximum(means, 1e-9)) - sig ** 2 / 2
+    mu = np.log(np.maximum(means, 1e-9)) - sig**2 / 2
     c = min(max(f.corr, 0.0), 1.0)
     x = math.sqrt(c) * rng.standard_normal((T, R, 1)) + math.sqrt(1 - c) * rng.standard_normal((T, R, N))
     out = {"phase1": np.exp(mu + sig * x)}
@@ -82,9 +84,18 @@ def draw(p: ModelParams, steps: int, replicas: int, epi_warps: int, seed: int = 
     return out
 
 
-def simulate(base: dict, p: ModelParams, knobs: Knobs, *, acc_stages: int | None = None,
-             epi_overhead: float | None = None, mma_overhead: float | None = None,
-             handoff: float | None = None, phase2_blocking: float | None = None, warmup: int = WARMUP) -> dict:
+def simulate(
+    base: dict,
+    p: ModelParams,
+    knobs: Knobs,
+    *,
+    acc_stages: int | None = None,
+    epi_overhead: float | None = None,
+    mma_overhead: float | None = None,
+    handoff: float | None = None,
+    phase2_blocking: float | None = None,
+    warmup: int = WARMUP,
+) -> dict:
     """Run the recurrence for every grid point; returns per (G, replicas) period and waits."""
     import numpy as np
 
@@ -108,7 +119,7 @@ def simulate(base: dict, p: ModelParams, knobs: Knobs, *, acc_stages: int | None
     N = base["phase1"].shape[2]
     m_prev = np.zeros((G, R))
     T_e = st.epilogue_tokens
-    e_hist = [np.full((G, R, N), -ell) for _ in range(T_e)]   # epilogue ends of the last T_e tiles
+    e_hist = [np.full((G, R, N), -ell) for _ in range(T_e)]  # epilogue ends of the last T_e tiles
     e_prev = e_hist[0]
     ring = [np.full((G, R), -BIG) for _ in range(S)]
     mma_wait = np.zeros((G, R))
@@ -121,7 +132,7 @@ def simulate(base: dict, p: ModelParams, knobs: Knobs, *, acc_stages: int | None
     sxx = sum((j - ibar) ** 2 for j in range(n_meas))
     sxy = np.zeros((G, R))
     for i in range(T):
-        mk = (np.maximum(base["tma0"][i] * s_t0 + a_t0, 0.0) + np.maximum(base["kloop"][i] * s_k + a_k, 0.0))
+        mk = np.maximum(base["tma0"][i] * s_t0 + a_t0, 0.0) + np.maximum(base["kloop"][i] * s_k + a_k, 0.0)
         p1 = np.maximum(base["phase1"][i] * s_p1 + a_p1, 0.0)
         p2 = np.maximum(base["phase2"][i] * s_p2 + a_p2, 0.0)
         ready = m_prev + om
@@ -141,6 +152,11 @@ def simulate(base: dict, p: ModelParams, knobs: Knobs, *, acc_stages: int | None
             # with T_e warpgroups storing in turn, tile-done times zig-zag around the line;
             # the mean over the last T_e tiles does not
             sxy += (i - warmup - ibar) * sum(h.max(axis=-1) for h in e_hist) / T_e
-    return {"period": sxy / sxx, "epi_wait": mma_wait / n_meas, "ml_wait": ml_wait / n_meas,
-            "gated": gated / n_meas, "tiles": n_meas * R,
-            "done": e.max(axis=-1)}   # the last tile's output stored: the run's makespan
+    return {
+        "period": sxy / sxx,
+        "epi_wait": mma_wait / n_meas,
+        "ml_wait": ml_wait / n_meas,
+        "gated": gated / n_meas,
+        "tiles": n_meas * R,
+        "done": e.max(axis=-1),
+    }  # the last tile's output stored: the run's makespan

@@ -31,9 +31,9 @@ PHASE_KNOBS: tuple[str, ...] = ("tma0", "kloop", "phase1", "phase2")
 class Structure:
     name: str = "blackwell"
     acc_stages: int = 2
-    release_frac: float = 1.0     # fraction of each warp's Phase 1 done when it releases the accumulator
+    release_frac: float = 1.0  # fraction of each warp's Phase 1 done when it releases the accumulator
     release_after_phase2: bool = False
-    handoff: float = 100.0        # cycles from a barrier's last arrival to the waiter running (each barrier)
+    handoff: float = 100.0  # cycles from a barrier's last arrival to the waiter running (each barrier)
     phase2_blocking: float = 1.0  # Hopper: fraction of Phase 2 the next K-loop waits for (stores in flight overlap)
 
     @property
@@ -58,9 +58,14 @@ class Structure:
         return replace(base, **{k: v for k, v in kw.items() if v is not None})
 
     def to_json(self) -> dict:
-        return {"name": self.name, "acc_stages": self.acc_stages, "release_frac": self.release_frac,
-                "release_after_phase2": self.release_after_phase2, "handoff": self.handoff,
-                "phase2_blocking": self.phase2_blocking}
+        return {
+            "name": self.name,
+            "acc_stages": self.acc_stages,
+            "release_frac": self.release_frac,
+            "release_after_phase2": self.release_after_phase2,
+            "handoff": self.handoff,
+            "phase2_blocking": self.phase2_blocking,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class MmaSide:
 
     tma0: float
     kloop: float
-    overhead: float = 0.0          # per-tile MMA-loop time outside acc_wait/tma0/kloop (calibrated)
+    overhead: float = 0.0  # per-tile MMA-loop time outside acc_wait/tma0/kloop (calibrated)
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class ModelParams:
     structure: Structure
     mma: MmaSide
     epi: EpilogueSide
-    observed_tile: float | None = None     # measured tile period, cycles
+    observed_tile: float | None = None  # measured tile period, cycles
     observed: dict = field(default_factory=dict)  # measured waits etc. (for the printout)
     wall_ms: float | None = None
     samples: Samples | None = None
@@ -129,11 +134,18 @@ class ModelParams:
         return {
             "source": self.source,
             "structure": self.structure.to_json(),
-            "tma0": self.mma.tma0, "kloop": self.mma.kloop, "mma_overhead": self.mma.overhead,
-            "phase1_per_warp": list(self.epi.phase1), "phase2_per_warp": list(self.epi.phase2),
-            "epi_overhead": self.epi.overhead, "epi_warps": self.epi.warps,
-            "sto_epi_overhead": self.sto_epi_overhead, "sto_mma_overhead": self.sto_mma_overhead,
-            "observed_tile": self.observed_tile, "observed": self.observed, "wall_ms": self.wall_ms,
+            "tma0": self.mma.tma0,
+            "kloop": self.mma.kloop,
+            "mma_overhead": self.mma.overhead,
+            "phase1_per_warp": list(self.epi.phase1),
+            "phase2_per_warp": list(self.epi.phase2),
+            "epi_overhead": self.epi.overhead,
+            "epi_warps": self.epi.warps,
+            "sto_epi_overhead": self.sto_epi_overhead,
+            "sto_mma_overhead": self.sto_mma_overhead,
+            "observed_tile": self.observed_tile,
+            "observed": self.observed,
+            "wall_ms": self.wall_ms,
             "distribution": "empirical" if self.samples is not None else "fitted",
             "notes": list(self.notes),
         }

@@ -32,6 +32,7 @@ STRUCT_KEYS = ("acc_stages", "epi_warps")
 # parsing
 # ---------------------------------------------------------------------------------------------
 
+
 def _one(knob: str, value) -> tuple[float, float]:
     """(scale, add) of a delta: ``-300`` adds cycles, ``"-5%"`` scales."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -51,8 +52,7 @@ def _one(knob: str, value) -> tuple[float, float]:
             raise ValueError
         return 1.0, v
     except ValueError:
-        raise BsprofError(f"--{knob} {value!r} is not a delta; give cycles (e.g. -300) or percent "
-                          "(e.g. -5%)") from None
+        raise BsprofError(f"--{knob} {value!r} is not a delta; give cycles (e.g. -300) or percent (e.g. -5%)") from None
 
 
 def parse_deltas(deltas: dict | None) -> dict:
@@ -118,14 +118,17 @@ def parse_sweep(spec: str) -> dict[str, list]:
 # applying deltas
 # ---------------------------------------------------------------------------------------------
 
+
 def _check(what: str, base: float, new: float, delta: tuple[float, float]) -> None:
     if new < 0:
         s, a = delta
         shown = f"{(s - 1) * 100:+g}%" if s != 1 else f"{a:+,.0f} cycles"
         # the bound in the unit the delta was given in: a percent cut cannot go below -100%
         bound = "-100%" if s != 1 else f"-{base:,.0f}"
-        raise BsprofError(f"{shown} on {NAMES.get(what, what)} makes it negative (baseline {base:,.0f} cycles/tile); "
-                          f"use a delta above {bound}")
+        raise BsprofError(
+            f"{shown} on {NAMES.get(what, what)} makes it negative (baseline {base:,.0f} cycles/tile); "
+            f"use a delta above {bound}"
+        )
 
 
 def apply(p: ModelParams, deltas: dict) -> ModelParams:
@@ -145,7 +148,7 @@ def apply(p: ModelParams, deltas: dict) -> ModelParams:
     W = p.epi.warps
     N = d.get("epi_warps", W)
     f1, _ = warp_scale(p, N)
-    f2 = f1    # Phase 2's stores share the SM's store path the same way
+    f2 = f1  # Phase 2's stores share the SM's store path the same way
     p1, p2 = [], []
     for j in range(N):
         for knob, src, dst, f in (("phase1", p.epi.phase1, p1, f1), ("phase2", p.epi.phase2, p2, f2)):
@@ -159,22 +162,27 @@ def apply(p: ModelParams, deltas: dict) -> ModelParams:
     return q
 
 
-MIN_TMEM_WARPS = 4     # a warp reads only its own 32-lane quarter of TMEM: 128 rows need 4 warps
-MAX_EPI_WARPS = 30     # 32 warps per CTA, less the producer and MMA warps
+MIN_TMEM_WARPS = 4  # a warp reads only its own 32-lane quarter of TMEM: 128 rows need 4 warps
+MAX_EPI_WARPS = 30  # 32 warps per CTA, less the producer and MMA warps
 
 
 def check_epi_warps(p: ModelParams, n: int) -> None:
     """One line for a warp count the structure cannot take."""
     name = p.structure.name
     if name.startswith("hopper"):
-        raise BsprofError(f"--epi-warps {n}: a {name} consumer warpgroup runs its own epilogue, so its warp count "
-                          "is the K-loop's too (4 per warpgroup); model ping-pong with --acc-stages 2 instead")
+        raise BsprofError(
+            f"--epi-warps {n}: a {name} consumer warpgroup runs its own epilogue, so its warp count "
+            "is the K-loop's too (4 per warpgroup); model ping-pong with --acc-stages 2 instead"
+        )
     if n < MIN_TMEM_WARPS:
-        raise BsprofError(f"--epi-warps {n}: each epilogue warp reads only its own 32 TMEM lanes, so a 128-row "
-                          f"accumulator needs at least {MIN_TMEM_WARPS} epilogue warps; use {MIN_TMEM_WARPS}..{MAX_EPI_WARPS}")
+        raise BsprofError(
+            f"--epi-warps {n}: each epilogue warp reads only its own 32 TMEM lanes, so a 128-row "
+            f"accumulator needs at least {MIN_TMEM_WARPS} epilogue warps; use {MIN_TMEM_WARPS}..{MAX_EPI_WARPS}"
+        )
     if n > MAX_EPI_WARPS:
-        raise BsprofError(f"--epi-warps {n}: a CTA holds 32 warps, 2 of them producer and MMA; use "
-                          f"{MIN_TMEM_WARPS}..{MAX_EPI_WARPS}")
+        raise BsprofError(
+            f"--epi-warps {n}: a CTA holds 32 warps, 2 of them producer and MMA; use {MIN_TMEM_WARPS}..{MAX_EPI_WARPS}"
+        )
 
 
 def warp_scale(p: ModelParams, n: int) -> tuple[float, dict]:
@@ -190,11 +198,18 @@ def warp_scale(p: ModelParams, n: int) -> tuple[float, dict]:
     if curve is None:
         return W / n, {"ceiling": "none shipped: W/N (no shared-path limit)"}
     f, extrapolated = curve.phase_scale(W, n)
-    return f, {"ceiling": {"curve": f"{curve.device}: {curve.what}", "warps_measured": list(curve.warps),
-                           "applies_to": "Phase 1 and Phase 2 per warp",
-                           "split": W / n, "shared_path_slowdown": f * n / W, "phase1_scale": f,
-                           "extrapolated": extrapolated,
-                           "stand_in": p.structure.name == "blackwell"}}
+    return f, {
+        "ceiling": {
+            "curve": f"{curve.device}: {curve.what}",
+            "warps_measured": list(curve.warps),
+            "applies_to": "Phase 1 and Phase 2 per warp",
+            "split": W / n,
+            "shared_path_slowdown": f * n / W,
+            "phase1_scale": f,
+            "extrapolated": extrapolated,
+            "stand_in": p.structure.name == "blackwell",
+        }
+    }
 
 
 def _knobs(deltas_list: list[dict], p: ModelParams) -> mc.Knobs:
@@ -211,8 +226,11 @@ def _knobs(deltas_list: list[dict], p: ModelParams) -> mc.Knobs:
                 s = s * warp_scale(p, N)[0]
             scale[k].append(s)
             add[k].append(a)
-    return mc.Knobs({k: np.array(v) for k, v in scale.items()}, {k: np.array(v) for k, v in add.items()},
-                    deltas_list[0].get("epi_warps", W))
+    return mc.Knobs(
+        {k: np.array(v) for k, v in scale.items()},
+        {k: np.array(v) for k, v in add.items()},
+        deltas_list[0].get("epi_warps", W),
+    )
 
 
 def _sto_kw(p: ModelParams) -> dict:
@@ -245,7 +263,7 @@ def _run_sto(p: ModelParams, deltas_list: list[dict], tiles: int, seed: int, chu
     for (S, N), idx in groups.items():
         b = dict(base, phase1=base["phase1"][:, :, :N], phase2=base["phase2"][:, :, :N])
         for c0 in range(0, len(idx), chunk):
-            sel = idx[c0:c0 + chunk]
+            sel = idx[c0 : c0 + chunk]
             r = mc.simulate(b, p, _knobs([deltas_list[i] for i in sel], p), acc_stages=S, **kw)
             for j, i in enumerate(sel):
                 out[i] = {k: (v[j] if isinstance(v, np.ndarray) else v) for k, v in r.items()}
@@ -255,6 +273,7 @@ def _run_sto(p: ModelParams, deltas_list: list[dict], tiles: int, seed: int, chu
 # ---------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------
+
 
 def _own(p: ModelParams, eq: Equilibrium) -> float:
     """A coop consumer's own epilogue time per tile (the MC counts it between K-loops)."""
@@ -282,24 +301,39 @@ class Projection:
     def to_json(self) -> dict:
         b, a = self.det_before, self.det_after
         det = {
-            "baseline_tile_cycles": b.period, "projected_tile_cycles": a.period,
+            "baseline_tile_cycles": b.period,
+            "projected_tile_cycles": a.period,
             "wall_ratio": a.period / b.period,
-            "binding_before": b.binding, "binding_after": a.binding,
-            "deficit": b.deficit, "deficit_after": a.deficit,
-            "critical_before": b.critical, "critical_after": a.critical,
-            "epi_wait_before": b.epi_wait, "epi_wait_after": a.epi_wait,
-            "ml_wait_before": b.ml_wait, "ml_wait_after": a.ml_wait,
-            "kloop_slack_before": b.kloop_slack, "kloop_slack_after": a.kloop_slack,
-            "phase1_slack_before": b.phase1_slack, "phase1_slack_after": a.phase1_slack,
-            "cycles_before": b.cycles, "cycles_after": a.cycles,
+            "binding_before": b.binding,
+            "binding_after": a.binding,
+            "deficit": b.deficit,
+            "deficit_after": a.deficit,
+            "critical_before": b.critical,
+            "critical_after": a.critical,
+            "epi_wait_before": b.epi_wait,
+            "epi_wait_after": a.epi_wait,
+            "ml_wait_before": b.ml_wait,
+            "ml_wait_after": a.ml_wait,
+            "kloop_slack_before": b.kloop_slack,
+            "kloop_slack_after": a.kloop_slack,
+            "phase1_slack_before": b.phase1_slack,
+            "phase1_slack_after": a.phase1_slack,
+            "cycles_before": b.cycles,
+            "cycles_after": a.cycles,
         }
-        doc = {"deterministic": det, "stochastic": self.sto,
-               "deltas": {k: (_show_delta(v) if isinstance(v, tuple) else v) for k, v in self.deltas.items()},
-               "structure": self.params.structure.to_json(), "sentence": self.sentence,
-               "params": self.params.to_json()}
+        doc = {
+            "deterministic": det,
+            "stochastic": self.sto,
+            "deltas": {k: (_show_delta(v) if isinstance(v, tuple) else v) for k, v in self.deltas.items()},
+            "structure": self.params.structure.to_json(),
+            "sentence": self.sentence,
+            "params": self.params.to_json(),
+        }
         if self.params.wall_ms:
-            doc["wall_ms"] = {"baseline": self.params.wall_ms,
-                              "projected_deterministic": self.params.wall_ms * det["wall_ratio"]}
+            doc["wall_ms"] = {
+                "baseline": self.params.wall_ms,
+                "projected_deterministic": self.params.wall_ms * det["wall_ratio"],
+            }
             if self.sto:
                 doc["wall_ms"]["projected_stochastic"] = self.params.wall_ms * self.sto["wall_ratio"]
         doc.update(self.extra)
@@ -320,15 +354,19 @@ def _sto_summary(base: dict, proj: dict, own_b: float = 0.0, own_a: float = 0.0,
     pb, pp = base["period"], proj["period"]
     ratio = pp / pb
     out = {
-        "baseline_tile_cycles": float(pb.mean()), "projected_tile_cycles": float(pp.mean()),
+        "baseline_tile_cycles": float(pb.mean()),
+        "projected_tile_cycles": float(pp.mean()),
         "wall_ratio": float(pp.mean() / pb.mean()),
         "binding_before": "epilogue" if float(base["gated"].mean()) > 0.5 else "producer",
         "binding_after": "epilogue" if float(proj["gated"].mean()) > 0.5 else "producer",
-        "epi_wait_before": float(base["epi_wait"].mean()) - own_b, "epi_wait_after": float(proj["epi_wait"].mean()) - own_a,
-        "ml_wait_before": float(base["ml_wait"].mean()), "ml_wait_after": float(proj["ml_wait"].mean()),
+        "epi_wait_before": float(base["epi_wait"].mean()) - own_b,
+        "epi_wait_after": float(proj["epi_wait"].mean()) - own_a,
+        "ml_wait_before": float(base["ml_wait"].mean()),
+        "ml_wait_after": float(proj["ml_wait"].mean()),
         "mma_gated_fraction_before": float(base["gated"].mean()),
         "mma_gated_fraction_after": float(proj["gated"].mean()),
-        "tiles": int(base["tiles"]), "replicas": int(len(pb)),
+        "tiles": int(base["tiles"]),
+        "replicas": int(len(pb)),
     }
     if band:
         out["wall_ratio_p05"] = float(np.percentile(ratio, 5))
@@ -336,8 +374,15 @@ def _sto_summary(base: dict, proj: dict, own_b: float = 0.0, own_a: float = 0.0,
     return out
 
 
-def project(params: ModelParams, deltas: dict | None = None, *, stochastic: bool = True,
-            tiles: int = DEFAULT_TILES, seed: int = 0, band: bool = False) -> Projection:
+def project(
+    params: ModelParams,
+    deltas: dict | None = None,
+    *,
+    stochastic: bool = True,
+    tiles: int = DEFAULT_TILES,
+    seed: int = 0,
+    band: bool = False,
+) -> Projection:
     """Baseline vs projected equilibrium for ``deltas`` (see ``parse_deltas``)."""
     d = parse_deltas(deltas)
     extra = {}
@@ -360,8 +405,8 @@ def project(params: ModelParams, deltas: dict | None = None, *, stochastic: bool
 
 @dataclass
 class SweepResult:
-    axes: dict                       # knob -> list of values (as given)
-    det_ratio: list                  # nested lists [i][j] (j only with two axes)
+    axes: dict  # knob -> list of values (as given)
+    det_ratio: list  # nested lists [i][j] (j only with two axes)
     sto_ratio: list
     det_binding: list
     baseline_det: float
@@ -369,9 +414,16 @@ class SweepResult:
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"axes": self.axes, "deterministic": {"baseline_tile_cycles": self.baseline_det,
-                                                      "wall_ratio": self.det_ratio, "binding": self.det_binding},
-                "stochastic": {"baseline_tile_cycles": self.baseline_sto, "wall_ratio": self.sto_ratio}, **self.extra}
+        return {
+            "axes": self.axes,
+            "deterministic": {
+                "baseline_tile_cycles": self.baseline_det,
+                "wall_ratio": self.det_ratio,
+                "binding": self.det_binding,
+            },
+            "stochastic": {"baseline_tile_cycles": self.baseline_sto, "wall_ratio": self.sto_ratio},
+            **self.extra,
+        }
 
     def rows(self) -> list[dict]:
         """Long form, one row per grid point (for --csv)."""
@@ -383,21 +435,31 @@ class SweepResult:
                 row = {knobs[0]: v0}
                 if len(knobs) == 2:
                     row[knobs[1]] = v1
-                row.update(det_wall_ratio=at(self.det_ratio), det_binding=at(self.det_binding),
-                           sto_wall_ratio=at(self.sto_ratio))
+                row.update(
+                    det_wall_ratio=at(self.det_ratio),
+                    det_binding=at(self.det_binding),
+                    sto_wall_ratio=at(self.sto_ratio),
+                )
                 out.append(row)
         return out
 
 
-def sweep(params: ModelParams, axes: dict, fixed: dict | None = None, *, tiles: int = DEFAULT_TILES,
-          seed: int = 0, stochastic: bool = True) -> SweepResult:
+def sweep(
+    params: ModelParams,
+    axes: dict,
+    fixed: dict | None = None,
+    *,
+    tiles: int = DEFAULT_TILES,
+    seed: int = 0,
+    stochastic: bool = True,
+) -> SweepResult:
     """Projections over a one- or two-axis grid (other deltas held at ``fixed``)."""
     fixed = parse_deltas(fixed)
     knobs = list(axes)
     grid = []
     for v0 in axes[knobs[0]]:
         row = []
-        for v1 in (axes[knobs[1]] if len(knobs) == 2 else [None]):
+        for v1 in axes[knobs[1]] if len(knobs) == 2 else [None]:
             raw = {knobs[0]: v0}
             if len(knobs) == 2:
                 raw[knobs[1]] = v1
@@ -418,7 +480,7 @@ def sweep(params: ModelParams, axes: dict, fixed: dict | None = None, *, tiles: 
     n1 = len(grid[0])
 
     def shape(vals):
-        rows = [vals[i * n1:(i + 1) * n1] for i in range(len(grid))]
+        rows = [vals[i * n1 : (i + 1) * n1] for i in range(len(grid))]
         return rows if len(knobs) == 2 else [r[0] for r in rows]
 
     return SweepResult(
@@ -435,18 +497,27 @@ def sweep(params: ModelParams, axes: dict, fixed: dict | None = None, *, tiles: 
 # the plain sentence, and the two analyses the embedded measurement is checked against
 # ---------------------------------------------------------------------------------------------
 
+
 def critical_label(structure: str, critical: str, short: bool = False) -> str:
     """Words for a critical cycle, in the structure's own terms."""
     table = {
-        ("hopper-coop", "accumulator-cycle"): ("consumer loop", "the consumer warpgroups' loop (K-loop, then their own epilogue)"),
-        ("hopper-pingpong", "accumulator-cycle"): ("warpgroup loop", "each consumer warpgroup's K-loop + epilogue (two tiles)"),
+        ("hopper-coop", "accumulator-cycle"): (
+            "consumer loop",
+            "the consumer warpgroups' loop (K-loop, then their own epilogue)",
+        ),
+        ("hopper-pingpong", "accumulator-cycle"): (
+            "warpgroup loop",
+            "each consumer warpgroup's K-loop + epilogue (two tiles)",
+        ),
         ("hopper-pingpong", "mma-chain"): ("tensor core", "the shared tensor core (K-loops back to back)"),
         ("hopper-pingpong", "epilogue-chain"): ("epilogue order", "the ordered epilogues"),
         ("hopper-coop", "mma-chain"): ("consumer loop", "the consumer warpgroups' loop"),
     }
-    generic = {"mma-chain": ("MMA loop", "the MMA warp's own loop"),
-               "epilogue-chain": ("epilogue loop", "the epilogue warps' own loop"),
-               "accumulator-cycle": ("acc hand-off", "the accumulator hand-off cycle (MMA -> epilogue -> MMA)")}
+    generic = {
+        "mma-chain": ("MMA loop", "the MMA warp's own loop"),
+        "epilogue-chain": ("epilogue loop", "the epilogue warps' own loop"),
+        "accumulator-cycle": ("acc hand-off", "the accumulator hand-off cycle (MMA -> epilogue -> MMA)"),
+    }
     pair = table.get((structure, critical), generic[critical])
     return pair[0] if short else pair[1]
 
@@ -470,15 +541,19 @@ def explain(pj: Projection) -> str:
     crit = {c: critical_label(name, c) for c in ("mma-chain", "epilogue-chain", "accumulator-cycle")}
     crit_after = {c: critical_label(name_after, c) for c in ("mma-chain", "epilogue-chain", "accumulator-cycle")}
     if not moved:
-        return (f"Baseline: {crit[b.critical]} sets the {b.period:,.0f}-cycle tile; the K-loop has "
-                f"{b.kloop_slack:,.0f} and Phase 1 {b.phase1_slack:,.0f} cycles/tile of slack before they cost time.")
+        return (
+            f"Baseline: {crit[b.critical]} sets the {b.period:,.0f}-cycle tile; the K-loop has "
+            f"{b.kloop_slack:,.0f} and Phase 1 {b.phase1_slack:,.0f} cycles/tile of slack before they cost time."
+        )
     if abs(saved) < 0.5:
         dw = a.epi_wait - b.epi_wait
         more = f"{abs(dw):,.0f} cycles/tile {'longer' if dw > 0 else 'less'}"
-        return (f"Does not pay: {crit[b.critical]} binds and the change ({what}) stays off it; "
-                f"the MMA warp just waits {more} for the accumulator."
-                if b.binding == "epilogue" else
-                f"Does not pay: {crit[b.critical]} binds and the change ({what}) stays within the epilogue's slack.")
+        return (
+            f"Does not pay: {crit[b.critical]} binds and the change ({what}) stays off it; "
+            f"the MMA warp just waits {more} for the accumulator."
+            if b.binding == "epilogue"
+            else f"Does not pay: {crit[b.critical]} binds and the change ({what}) stays within the epilogue's slack."
+        )
     if saved > 0:
         flip = ""
         if a.binding != b.binding or a.critical != b.critical:
@@ -486,13 +561,23 @@ def explain(pj: Projection) -> str:
             if not any(k in pj.deltas for k in STRUCT_KEYS):
                 flip += ", so further cuts on the same phase stop paying"
         return f"Pays {pct:.2f}% ({saved:,.0f} cycles/tile): the change ({what}) shortens {crit[b.critical]}{flip}."
-    return (f"Costs {-pct:.2f}% ({-saved:,.0f} cycles/tile): the change ({what}) lengthens {crit_after[a.critical]}, "
-            f"which {'now ' if a.critical != b.critical else ''}binds.")
+    return (
+        f"Costs {-pct:.2f}% ({-saved:,.0f} cycles/tile): the change ({what}) lengthens {crit_after[a.critical]}, "
+        f"which {'now ' if a.critical != b.critical else ''}binds."
+    )
 
 
-def required_delta(params: ModelParams, knob: str, target_ratio: float, *, stochastic: bool = False,
-                   lo: float = -4000.0, tiles: int = 20_000) -> float | None:
+def required_delta(
+    params: ModelParams,
+    knob: str,
+    target_ratio: float,
+    *,
+    stochastic: bool = False,
+    lo: float = -4000.0,
+    tiles: int = 20_000,
+) -> float | None:
     """Cycles of ``knob`` (negative = shorter) that make the projected wall ratio ``target_ratio``."""
+
     def ratio(x: float) -> float:
         if stochastic:
             return project(params, {knob: x}, tiles=tiles).sto["wall_ratio"]
@@ -515,7 +600,9 @@ def required_delta(params: ModelParams, knob: str, target_ratio: float, *, stoch
     return (lo + hi) / 2
 
 
-def linear_rule(params: ModelParams, perturbations: list[float], knob: str = "kloop", factor: float = 4.1) -> list[dict]:
+def linear_rule(
+    params: ModelParams, perturbations: list[float], knob: str = "kloop", factor: float = 4.1
+) -> list[dict]:
     """The old rule ``epi_wait ≈ deficit × 4.1`` (deficit = epilogue side ml_wait+Phase 1 minus MMA side
     TMA0+K-loop, as measured) against the model's epi_wait, for perturbations of one phase."""
     obs = params.observed
@@ -526,7 +613,13 @@ def linear_rule(params: ModelParams, perturbations: list[float], knob: str = "kl
         eq = solve(q)
         p1 = sum(q.epi.phase1) / q.epi.warps
         naive = (ml + p1) - (q.mma.tma0 + q.mma.kloop)
-        rows.append({"delta": x, "naive_deficit": naive, "rule_epi_wait": max(0.0, factor * naive),
-                     "model_epi_wait": eq.epi_wait,
-                     "difference": eq.epi_wait - max(0.0, factor * naive)})
+        rows.append(
+            {
+                "delta": x,
+                "naive_deficit": naive,
+                "rule_epi_wait": max(0.0, factor * naive),
+                "model_epi_wait": eq.epi_wait,
+                "difference": eq.epi_wait - max(0.0, factor * naive),
+            }
+        )
     return rows

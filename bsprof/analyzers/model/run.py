@@ -14,7 +14,7 @@ from bsprof.errors import BsprofError
 
 @dataclass
 class ModelRequest:
-    source: str | None = None          # timing table / results dir; None = the embedded B200 default
+    source: str | None = None  # timing table / results dir; None = the embedded B200 default
     structure: str = "auto"
     deltas: dict = field(default_factory=dict)
     release_frac: float | None = None
@@ -23,21 +23,21 @@ class ModelRequest:
     tiles: int = 50_000
     seed: int = 0
     explain: bool = False
-    clock: str | None = None            # "MHZ" or "MHZ@WATTS": the baseline's sustained clock (and power)
-    limits: str | None = None           # "TOP_MHZ,LIMIT_W[,FLOOR_W]"; default: the H100's
+    clock: str | None = None  # "MHZ" or "MHZ@WATTS": the baseline's sustained clock (and power)
+    limits: str | None = None  # "TOP_MHZ,LIMIT_W[,FLOOR_W]"; default: the H100's
 
 
 @dataclass
 class ModelResult:
     params: ModelParams
-    doc: dict                           # the JSON contract (--json / model.json)
-    rows: list                          # long-form rows (--csv)
-    projection: object | None = None    # project.Projection
-    sweep: object | None = None         # project.SweepResult
+    doc: dict  # the JSON contract (--json / model.json)
+    rows: list  # long-form rows (--csv)
+    projection: object | None = None  # project.Projection
+    sweep: object | None = None  # project.SweepResult
     what_if: list | None = None
     checks: list | None = None
-    walk: dict | None = None            # --explain: the cycles before and after
-    clock: dict | None = None           # --clock: the projection at the sustained clock
+    walk: dict | None = None  # --explain: the cycles before and after
+    clock: dict | None = None  # --clock: the projection at the sustained clock
     fitted: list = field(default_factory=list)
     provenance: dict | None = None
 
@@ -89,13 +89,24 @@ def clock_view(ratio_cycles: float, clock: str, limits: str | None) -> dict:
     mhz, watts = parse_clock(clock)
     lim = parse_limits(limits)
     if mhz > lim.max_mhz:
-        raise BsprofError(f"--clock {mhz:g} MHz is above the top clock {lim.max_mhz:g}; give the clock the baseline "
-                          "sustains, or --gpu-limits for another GPU")
+        raise BsprofError(
+            f"--clock {mhz:g} MHz is above the top clock {lim.max_mhz:g}; give the clock the baseline "
+            "sustains, or --gpu-limits for another GPU"
+        )
     c = project_clock(ratio_cycles, mhz, watts, lim)
-    return {"mhz_before": mhz, "watts_before": watts, "mhz_after": c.mhz_after, "clock_ratio": c.ratio,
-            "capped": c.capped, "limited_by": c.limited_by, "cycle_ratio": ratio_cycles,
-            "wall_ratio": ratio_cycles / c.ratio, "term_clock": ratio_cycles / c.ratio - ratio_cycles,
-            "limits": lim.to_json(), "power_exponent": POWER_EXPONENT}
+    return {
+        "mhz_before": mhz,
+        "watts_before": watts,
+        "mhz_after": c.mhz_after,
+        "clock_ratio": c.ratio,
+        "capped": c.capped,
+        "limited_by": c.limited_by,
+        "cycle_ratio": ratio_cycles,
+        "wall_ratio": ratio_cycles / c.ratio,
+        "term_clock": ratio_cycles / c.ratio - ratio_cycles,
+        "limits": lim.to_json(),
+        "power_exponent": POWER_EXPONENT,
+    }
 
 
 def load_params(source, structure: str = "auto", release_frac=None, handoff=None) -> ModelParams:
@@ -106,9 +117,13 @@ def load_params(source, structure: str = "auto", release_frac=None, handoff=None
     st = None if structure == "auto" else structure
     if source is None:
         if st not in (None, "blackwell"):
-            raise BsprofError(f"--structure {st} needs a Hopper timing table (--from); the embedded default is Blackwell")
-        return D.default_params(release_frac=D.RELEASE_FRAC if release_frac is None else release_frac,
-                                handoff=D.HANDOFF if handoff is None else handoff)
+            raise BsprofError(
+                f"--structure {st} needs a Hopper timing table (--from); the embedded default is Blackwell"
+            )
+        return D.default_params(
+            release_frac=D.RELEASE_FRAC if release_frac is None else release_frac,
+            handoff=D.HANDOFF if handoff is None else handoff,
+        )
     from bsprof.analyzers.timing.table import load, resolve
 
     p = calibrate(load(source), st, release_frac=release_frac, handoff=handoff)
@@ -146,9 +161,12 @@ def run_model(req: ModelRequest) -> ModelResult:
         doc["clock"] = out.clock
     if req.explain:
         # with no change there is no "after": a second copy of the same walk would read as a result
-        out.walk = {"before": cycle_walk(params),
-                    "after": cycle_walk(apply(params, parse_deltas(deltas))) if deltas else None,
-                    "period_before": pj.det_before.period, "period_after": pj.det_after.period}
+        out.walk = {
+            "before": cycle_walk(params),
+            "after": cycle_walk(apply(params, parse_deltas(deltas))) if deltas else None,
+            "period_before": pj.det_before.period,
+            "period_after": pj.det_after.period,
+        }
         doc["explain"] = out.walk
     if not deltas:
         out.what_if = what_if(params, req.tiles, req.seed)
@@ -172,12 +190,12 @@ def what_if(params: ModelParams, tiles: int, seed: int) -> list[dict]:
             continue
         pj = project(params, {knob: "-5%"}, tiles=tiles, seed=seed)
         j = pj.to_json()
-        rows.append({"change": f"{knob} -5%", "det": j["deterministic"], "sto": j["stochastic"],
-                     "sentence": pj.sentence})
+        rows.append(
+            {"change": f"{knob} -5%", "det": j["deterministic"], "sto": j["stochastic"], "sentence": pj.sentence}
+        )
     pj = project(params, {"acc_stages": params.structure.acc_stages + 1}, tiles=tiles, seed=seed)
     j = pj.to_json()
-    label = ("ping-pong" if params.structure.name == "hopper-coop"
-             else f"acc-stages {params.structure.acc_stages + 1}")
+    label = "ping-pong" if params.structure.name == "hopper-coop" else f"acc-stages {params.structure.acc_stages + 1}"
     rows.append({"change": label, "det": j["deterministic"], "sto": j["stochastic"], "sentence": pj.sentence})
     return rows
 
@@ -195,9 +213,15 @@ def observed_checks(params: ModelParams, tiles: int, seed: int) -> list[dict]:
             need = required_delta(params, ob["knob"], ob["after_ms"] / ob["before_ms"])
             deltas = {ob["knob"]: round(need)}
         j = project(params, deltas, tiles=tiles, seed=seed).to_json()
-        rows.append({"change": ob["change"], "deltas": deltas, "observed_ms": ob["after_ms"],
-                     "det_ms": ob["before_ms"] * j["deterministic"]["wall_ratio"],
-                     "sto_ms": ob["before_ms"] * j["stochastic"]["wall_ratio"]})
+        rows.append(
+            {
+                "change": ob["change"],
+                "deltas": deltas,
+                "observed_ms": ob["after_ms"],
+                "det_ms": ob["before_ms"] * j["deterministic"]["wall_ratio"],
+                "sto_ms": ob["before_ms"] * j["stochastic"]["wall_ratio"],
+            }
+        )
     return rows
 
 
@@ -205,7 +229,14 @@ def projection_rows(doc: dict) -> list[dict]:
     rows = []
     for model in ("deterministic", "stochastic"):
         d = doc.get(model) or {}
-        rows.append({"model": model, "baseline_tile_cycles": d.get("baseline_tile_cycles"),
-                     "projected_tile_cycles": d.get("projected_tile_cycles"), "wall_ratio": d.get("wall_ratio"),
-                     "binding_before": d.get("binding_before"), "binding_after": d.get("binding_after")})
+        rows.append(
+            {
+                "model": model,
+                "baseline_tile_cycles": d.get("baseline_tile_cycles"),
+                "projected_tile_cycles": d.get("projected_tile_cycles"),
+                "wall_ratio": d.get("wall_ratio"),
+                "binding_before": d.get("binding_before"),
+                "binding_after": d.get("binding_after"),
+            }
+        )
     return rows

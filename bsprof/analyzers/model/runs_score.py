@@ -35,10 +35,10 @@ class RunScore:
     median: float
     max: float
     meets: bool
-    band_held: int                  # measured ratio inside the Monte Carlo band [band_lo, band_hi]
+    band_held: int  # measured ratio inside the Monte Carlo band [band_lo, band_hi]
     band_points: int
-    band_overlap: int = 0           # the band overlaps the measurement's 95% interval (the older reading)
-    errors: list[float] = field(default_factory=list)   # |error| of every scored point, %
+    band_overlap: int = 0  # the band overlaps the measurement's 95% interval (the older reading)
+    errors: list[float] = field(default_factory=list)  # |error| of every scored point, %
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -50,8 +50,9 @@ def score_frame(name: str, frame) -> RunScore:
     errs = [abs(float(e)) for e in pts["err_det_pct"] if math.isfinite(float(e))]
     held = n = overlap = 0
     for _, r in pts.iterrows():
-        lo, hi, m, clo, chi = (float(r.get(k, math.nan)) for k in ("band_lo", "band_hi", "measured_ratio",
-                                                                    "ci_lo", "ci_hi"))
+        lo, hi, m, clo, chi = (
+            float(r.get(k, math.nan)) for k in ("band_lo", "band_hi", "measured_ratio", "ci_lo", "ci_hi")
+        )
         if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(m):
             n += 1
             held += lo <= m <= hi
@@ -106,8 +107,10 @@ def score_all(run_dirs) -> dict:
                 runs.append(score_frame(f"{device}/{d.name.removeprefix('validation_')}", pd.read_csv(csv)))
             except (ValueError, KeyError, TypeError, AttributeError, pd.errors.ParserError) as exc:
                 # the table is read column by column: one that is not a run's table is named, once
-                raise BsprofError(f"{csv}: not a validation table `bsprof model --validate` writes "
-                                  f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again") from None
+                raise BsprofError(
+                    f"{csv}: not a validation table `bsprof model --validate` writes "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again"
+                ) from None
     widths = empirical_interval(runs)
     cov = coverage(runs, widths)
     band_held = sum(r.band_held for r in runs)
@@ -115,10 +118,18 @@ def score_all(run_dirs) -> dict:
     pooled = [e for r in runs for e in r.errors]
     return {
         "runs": [r.to_json() | {"interval_pct": widths[r.run], "interval_held": cov["per_run"][r.run]} for r in runs],
-        "meets": sum(r.meets for r in runs), "count": len(runs),
-        "band": {"held": band_held, "points": band_n, "share": band_held / band_n if band_n else math.nan,
-                 "overlap": sum(r.band_overlap for r in runs),
-                 "per_run_share": {r.run: (r.band_held / r.band_points if r.band_points else math.nan) for r in runs}},
-        "interval": {"quantile": INTERVAL_QUANTILE, "pooled_halfwidth_pct": _quantile(pooled, INTERVAL_QUANTILE),
-                     **cov},
+        "meets": sum(r.meets for r in runs),
+        "count": len(runs),
+        "band": {
+            "held": band_held,
+            "points": band_n,
+            "share": band_held / band_n if band_n else math.nan,
+            "overlap": sum(r.band_overlap for r in runs),
+            "per_run_share": {r.run: (r.band_held / r.band_points if r.band_points else math.nan) for r in runs},
+        },
+        "interval": {
+            "quantile": INTERVAL_QUANTILE,
+            "pooled_halfwidth_pct": _quantile(pooled, INTERVAL_QUANTILE),
+            **cov,
+        },
     }

@@ -27,10 +27,10 @@ from bsprof.analyzers.model.validation import Point, base_clock_ratio, from_fram
 # blocks (the reported clock under-reads the rate the kernel ran at; the draw agrees with the wall
 # time, not with the reading), so the block is left out of the point's pairs instead.
 
-POWER_CAP_BIT = 0x4          # NVML clock-event reason: software power cap
-HELD_CLOCK_DROP = 0.05       # block mean clock this share below the median block of its code ...
-HELD_POWER_MARGIN = 0.05     # ... and its draw this share of (limit - floor) under the limit
-SAME_CODE = {"plain_b": "plain"}   # a second build of the baseline's code: its blocks are the baseline's too
+POWER_CAP_BIT = 0x4  # NVML clock-event reason: software power cap
+HELD_CLOCK_DROP = 0.05  # block mean clock this share below the median block of its code ...
+HELD_POWER_MARGIN = 0.05  # ... and its draw this share of (limit - floor) under the limit
+SAME_CODE = {"plain_b": "plain"}  # a second build of the baseline's code: its blocks are the baseline's too
 
 
 def _block_mhz(b: dict) -> float | None:
@@ -86,8 +86,11 @@ def spin_counter_mhz(stamp) -> float | None:
     """The SM clock during one stamp kernel that spun: median over its blocks of the cycles spun
     over the nanoseconds they took (every SM busy spinning, far under the power limit: the top clock
     in the counter's units)."""
-    r = [(int(c1) - int(c0)) / (int(t1) - int(t0)) * 1000.0 for c0, t0, c1, t1, _s, _p in _stamps(stamp)
-         if t1 > t0 and c1 > c0]
+    r = [
+        (int(c1) - int(c0)) / (int(t1) - int(t0)) * 1000.0
+        for c0, t0, c1, t1, _s, _p in _stamps(stamp)
+        if t1 > t0 and c1 > c0
+    ]
     return statistics.median(r) if r else None
 
 
@@ -126,9 +129,13 @@ def held_blocks(blocks: dict, limits, same_code: dict | None = None) -> dict[tup
     return out
 
 
-def pooled_clocks(*sets: dict, same_code: dict | None = None,
-                  skip: dict[tuple[str, str], list[int]] | None = None,
-                  names: tuple[str, ...] = (), clock: str = "nvml") -> dict[str, dict]:
+def pooled_clocks(
+    *sets: dict,
+    same_code: dict | None = None,
+    skip: dict[tuple[str, str], list[int]] | None = None,
+    names: tuple[str, ...] = (),
+    clock: str = "nvml",
+) -> dict[str, dict]:
     """Per build: its time-averaged SM clock and board power over every block of its code, in every
     repeat set given (a second plain build counts as the plain build), leaving out the blocks in
     ``skip`` (``{(set name, build): [repeat, ...]}``, ``names[i]`` naming ``sets[i]``).
@@ -169,13 +176,18 @@ def pooled_clocks(*sets: dict, same_code: dict | None = None,
             continue
         wm = [(w, n) for w, n in zip(a["w"], a["n"]) if w]
         if clock == "counter" and all(t > 0 for t in a["ns"]):
-            mhz = sum(m * t for m, t in zip(a["m"], a["ns"])) / sum(a["ns"])   # total cycles / total time
+            mhz = sum(m * t for m, t in zip(a["m"], a["ns"])) / sum(a["ns"])  # total cycles / total time
         else:
             mhz = sum(m * n for m, n in zip(a["m"], a["n"])) / sum(a["n"])
-        out[k] = {"mhz": mhz, "clock": clock,
-                  "watts": sum(w * n for w, n in wm) / sum(n for _, n in wm) if wm else None,
-                  "mhz_block_spread": [min(a["m"]), max(a["m"])],
-                  "readings": sum(a["n"]), "blocks": a["blocks"], "reasons": a["reasons"]}
+        out[k] = {
+            "mhz": mhz,
+            "clock": clock,
+            "watts": sum(w * n for w, n in wm) / sum(n for _, n in wm) if wm else None,
+            "mhz_block_spread": [min(a["m"]), max(a["m"])],
+            "readings": sum(a["n"]),
+            "blocks": a["blocks"],
+            "reasons": a["reasons"],
+        }
     return out
 
 
@@ -198,7 +210,7 @@ def held_pairs(p: Point, walls: dict, held: dict, same_code: dict | None = None)
     if base not in w or meas not in w:
         return list(p.base_reps), list(p.meas_reps), 0
     twins = [k for k, c in same_code.items() if c == base and k != meas and k in w]
-    bad = lambda k, i: i in held.get((name, k), ())   # noqa: E731
+    bad = lambda k, i: i in held.get((name, k), ())  # noqa: E731
     b_out, m_out, dropped = [], [], 0
     for i, (b, m) in enumerate(zip(w[base], w[meas])):
         if bad(base, i):
@@ -293,10 +305,21 @@ def held_summary(doc: dict, limits) -> dict | None:
     if res["blocks"] is None:
         return None
     s = res["summary"]
-    return {"rule": {"clock_drop": HELD_CLOCK_DROP, "power_margin": HELD_POWER_MARGIN,
-                     "power_cap_bit": POWER_CAP_BIT},
-            "blocks": res["blocks"], "det": s["det"], "noise_floor_pct": s.get("noise_floor_pct"),
-            "per_point": [{"direction": p.direction, "knob": p.knob, "held_repeats": p.extra.get("held_repeats", 0),
-                           "repeats_left": len(p.base_reps), "measured_ratio": p.measured_ratio,
-                           "clock_ratio": p.clock_ratio, "err_det_pct": p.err_det_pct}
-                          for p in res["points"]]}
+    return {
+        "rule": {"clock_drop": HELD_CLOCK_DROP, "power_margin": HELD_POWER_MARGIN, "power_cap_bit": POWER_CAP_BIT},
+        "blocks": res["blocks"],
+        "det": s["det"],
+        "noise_floor_pct": s.get("noise_floor_pct"),
+        "per_point": [
+            {
+                "direction": p.direction,
+                "knob": p.knob,
+                "held_repeats": p.extra.get("held_repeats", 0),
+                "repeats_left": len(p.base_reps),
+                "measured_ratio": p.measured_ratio,
+                "clock_ratio": p.clock_ratio,
+                "err_det_pct": p.err_det_pct,
+            }
+            for p in res["points"]
+        ],
+    }

@@ -38,38 +38,38 @@ from bsprof.errors import BsprofError
 
 @dataclass
 class Point:
-    direction: str          # "forward", "reverse" (fresh repeats) or "noise" (plain vs a second plain build)
-    knob: str               # "kloop", "phase1", "both" or "none"
-    calib: str              # key of the timing table the model is calibrated on
-    delay_kloop: int        # the device knobs of the target build (cycles per K block / per tile)
+    direction: str  # "forward", "reverse" (fresh repeats) or "noise" (plain vs a second plain build)
+    knob: str  # "kloop", "phase1", "both" or "none"
+    calib: str  # key of the timing table the model is calibrated on
+    delay_kloop: int  # the device knobs of the target build (cycles per K block / per tile)
     delay_phase1: int
-    delta_kloop: float      # nominal change, cycles per tile on the K-loop (the injected cost)
-    delta_phase1: float     # nominal change, cycles per tile on epilogue Phase 1
-    base_us: float          # mean over repeats of the calibration build's wall time
-    meas_us: float          # mean over repeats of the target build's wall time
-    base_reps: list = field(default_factory=list)   # per-repeat median wall time, µs
+    delta_kloop: float  # nominal change, cycles per tile on the K-loop (the injected cost)
+    delta_phase1: float  # nominal change, cycles per tile on epilogue Phase 1
+    base_us: float  # mean over repeats of the calibration build's wall time
+    meas_us: float  # mean over repeats of the target build's wall time
+    base_reps: list = field(default_factory=list)  # per-repeat median wall time, µs
     meas_reps: list = field(default_factory=list)
-    oracle_kloop: float = float("nan")   # the target build's measured phase changes
+    oracle_kloop: float = float("nan")  # the target build's measured phase changes
     oracle_phase1: float = float("nan")
     # filled by evaluate()
     measured_ratio: float = float("nan")
     ci_lo: float = float("nan")
     ci_hi: float = float("nan")
-    projected_det: float = float("nan")      # bare period ratio of the equilibrium
+    projected_det: float = float("nan")  # bare period ratio of the equilibrium
     projected_wall_det: float = float("nan")  # the model's projection: cycles / clock ratio
     projected_cycles_det: float = float("nan")  # its cycles: 1 + term_period + term_tail
     term_period: float = float("nan")
     term_tail: float = float("nan")
-    term_clock: float = float("nan")          # projected_wall_det - projected_cycles_det
-    clock_ratio: float = float("nan")         # projected sustained clock after / before
+    term_clock: float = float("nan")  # projected_wall_det - projected_cycles_det
+    clock_ratio: float = float("nan")  # projected sustained clock after / before
     projected_oracle: float = float("nan")
     projected_trivial: float = float("nan")
-    band_lo: float = float("nan")            # Monte Carlo 5th / 95th percentile, wall-mapped
+    band_lo: float = float("nan")  # Monte Carlo 5th / 95th percentile, wall-mapped
     band_hi: float = float("nan")
     err_det_pct: float = float("nan")
     err_oracle_pct: float = float("nan")
     err_trivial_pct: float = float("nan")
-    err_ci_pct: float = float("nan")          # half-width of the error's 95% interval (measurement noise)
+    err_ci_pct: float = float("nan")  # half-width of the error's 95% interval (measurement noise)
     binding_before: str = ""
     binding_after: str = ""
     critical_before: str = ""
@@ -79,8 +79,22 @@ class Point:
 
 
 # Student t, two-sided 95%, by degrees of freedom (n - 1)
-_T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+_T95 = {
+    1: 12.71,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
 def t95(dof: int) -> float:
@@ -107,8 +121,9 @@ def model_api():
     try:
         from bsprof.analyzers.model import calibrate, project
     except ImportError as exc:
-        raise BsprofError(f"the model (bsprof.analyzers.model) is not available in this build ({exc}); "
-                          "update bsprof") from None
+        raise BsprofError(
+            f"the model (bsprof.analyzers.model) is not available in this build ({exc}); update bsprof"
+        ) from None
     import functools
 
     # the Monte Carlo band is computed here only, to check its coverage
@@ -163,7 +178,7 @@ def busiest_tiles(table) -> int:
     return int(ref.groupby("cta")["tile"].nunique().max()) * every
 
 
-WALL_SPAN_SLACK = 1.10   # a capture's wall beyond its busiest CTA's span by more than this held a launch gap
+WALL_SPAN_SLACK = 1.10  # a capture's wall beyond its busiest CTA's span by more than this held a launch gap
 
 
 def busy_fraction(table, tile_cycles: float, wall_us: float) -> float:
@@ -213,8 +228,9 @@ def _deltas(kloop: float, phase1: float) -> dict:
     return d
 
 
-def evaluate(points: list[Point], tables: dict, *, calibrate=None, project=None,
-             capture_wall_us: dict | None = None, limits=None) -> list[Point]:
+def evaluate(
+    points: list[Point], tables: dict, *, calibrate=None, project=None, capture_wall_us: dict | None = None, limits=None
+) -> list[Point]:
     """Calibrate once per table, project every point three ways, fill in ratios and errors (in place).
 
     ``capture_wall_us[calib]``: wall time of the calibration capture's own launches, so the busy
@@ -327,8 +343,9 @@ def rescore_stored(run_dir) -> tuple[dict, list[Point]]:
     return doc, reclock(frame, limits_for(doc.get("device"), doc.get("device_limits")))
 
 
-def _wall(params, deltas: dict, period_ratio: float, n: int, wall_cycles: float, tile: float,
-          busy: float) -> tuple[float, float, float]:
+def _wall(
+    params, deltas: dict, period_ratio: float, n: int, wall_cycles: float, tile: float, busy: float
+) -> tuple[float, float, float]:
     """(cycle ratio, period term, tail term) of a projection (tail 0 for a model without bsprof's graph)."""
     term_period = busy * (period_ratio - 1.0)
     term_tail = 0.0
@@ -344,6 +361,7 @@ def _det_only(project):
             return project(params, deltas, stochastic=False)
         except TypeError:  # a project() without the keyword
             return project(params, deltas)
+
     return fn
 
 
@@ -395,8 +413,12 @@ def clocked_error_pct(p: Point) -> float:
 
 def clock_spread(points: list[Point]) -> tuple[float, float]:
     """(lowest, highest) GHz any scored build's capture ran at (NaN, NaN without clock extras)."""
-    ghz = [float(p.extra[k]) for p in points for k in ("ghz_base", "ghz_meas")
-           if k in p.extra and not math.isnan(float(p.extra[k]))]
+    ghz = [
+        float(p.extra[k])
+        for p in points
+        for k in ("ghz_base", "ghz_meas")
+        if k in p.extra and not math.isnan(float(p.extra[k]))
+    ]
     return (min(ghz), max(ghz)) if ghz else (math.nan, math.nan)
 
 
@@ -434,17 +456,28 @@ def summary(points: list[Point]) -> dict:
     cov = [p for p in scored if math.isfinite(p.band_lo) and math.isfinite(p.ci_lo)]
     if cov:
         inside = sum(1 for p in cov if p.band_lo <= p.ci_hi and p.ci_lo <= p.band_hi)
-        out["band"] = {"covered": inside, "n": len(cov), "coverage": inside / len(cov),
-                       "keep": inside / len(cov) >= BAND_MIN_COVERAGE}
+        out["band"] = {
+            "covered": inside,
+            "n": len(cov),
+            "coverage": inside / len(cov),
+            "keep": inside / len(cov) >= BAND_MIN_COVERAGE,
+        }
     d, t = out["det"], out["trivial"]["flip"]
-    beats = (not flips) or (d["flip"]["median_abs_pct"] is not None and t["median_abs_pct"] is not None
-                            and d["flip"]["median_abs_pct"] < t["median_abs_pct"])
+    beats = (not flips) or (
+        d["flip"]["median_abs_pct"] is not None
+        and t["median_abs_pct"] is not None
+        and d["flip"]["median_abs_pct"] < t["median_abs_pct"]
+    )
     # None: no point in this run flips the binding side (the model and the trivial rule agree by
     # construction; the run cannot tell them apart, and says so)
     out["det"]["beats_trivial_on_flips"] = beats if flips else None
-    out["det"]["pass"] = bool(d["n"] >= MIN_POINTS and d["median_abs_pct"] is not None
-                              and d["median_abs_pct"] <= TARGET_MEDIAN_PCT and d["max_abs_pct"] <= TARGET_MAX_PCT
-                              and beats)
+    out["det"]["pass"] = bool(
+        d["n"] >= MIN_POINTS
+        and d["median_abs_pct"] is not None
+        and d["median_abs_pct"] <= TARGET_MEDIAN_PCT
+        and d["max_abs_pct"] <= TARGET_MAX_PCT
+        and beats
+    )
     clk = [abs(e) for e in (clocked_error_pct(p) for p in scored) if not math.isnan(e)]
     if clk:
         out["clocked"] = {"median_abs_pct": statistics.median(clk), "max_abs_pct": max(clk), "n": len(clk)}
@@ -454,8 +487,13 @@ def summary(points: list[Point]) -> dict:
     cyc = [abs(e) for e in (cycle_error_pct(p) for p in scored) if not math.isnan(e)]
     if cyc:
         lo, hi = clock_spread(scored)
-        out["cycles"] = {"median_abs_pct": statistics.median(cyc), "max_abs_pct": max(cyc), "n": len(cyc),
-                         "ghz_min": lo, "ghz_max": hi}
+        out["cycles"] = {
+            "median_abs_pct": statistics.median(cyc),
+            "max_abs_pct": max(cyc),
+            "n": len(cyc),
+            "ghz_min": lo,
+            "ghz_max": hi,
+        }
     return out
 
 
@@ -481,23 +519,45 @@ def _reps(v) -> list:
 
 def from_frame(df) -> list[Point]:
     """Points back from a validation.csv (the measured columns; evaluate() recomputes the rest)."""
-    need = ("direction", "knob", "calib", "delay_kloop", "delay_phase1", "delta_kloop", "delta_phase1",
-            "base_us", "meas_us")
+    need = (
+        "direction",
+        "knob",
+        "calib",
+        "delay_kloop",
+        "delay_phase1",
+        "delta_kloop",
+        "delta_phase1",
+        "base_us",
+        "meas_us",
+    )
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise BsprofError(f"validation table lacks columns {', '.join(missing)}; give a validation.csv "
-                          "written by `bsprof model --validate`")
+        raise BsprofError(
+            f"validation table lacks columns {', '.join(missing)}; give a validation.csv "
+            "written by `bsprof model --validate`"
+        )
     pts = []
     for r in df.to_dict("records"):
         extra = {k[2:]: v for k, v in r.items() if k.startswith("x_")}
-        pts.append(Point(direction=str(r["direction"]), knob=str(r["knob"]), calib=str(r["calib"]),
-                         delay_kloop=int(r["delay_kloop"]), delay_phase1=int(r["delay_phase1"]),
-                         delta_kloop=float(r["delta_kloop"]), delta_phase1=float(r["delta_phase1"]),
-                         base_us=float(r["base_us"]), meas_us=float(r["meas_us"]),
-                         base_reps=_reps(r.get("base_reps")), meas_reps=_reps(r.get("meas_reps")),
-                         oracle_kloop=float(r.get("oracle_kloop", math.nan)),
-                         oracle_phase1=float(r.get("oracle_phase1", math.nan)), extra=extra,
-                         busy=float(r.get("busy", math.nan))))
+        pts.append(
+            Point(
+                direction=str(r["direction"]),
+                knob=str(r["knob"]),
+                calib=str(r["calib"]),
+                delay_kloop=int(r["delay_kloop"]),
+                delay_phase1=int(r["delay_phase1"]),
+                delta_kloop=float(r["delta_kloop"]),
+                delta_phase1=float(r["delta_phase1"]),
+                base_us=float(r["base_us"]),
+                meas_us=float(r["meas_us"]),
+                base_reps=_reps(r.get("base_reps")),
+                meas_reps=_reps(r.get("meas_reps")),
+                oracle_kloop=float(r.get("oracle_kloop", math.nan)),
+                oracle_phase1=float(r.get("oracle_phase1", math.nan)),
+                extra=extra,
+                busy=float(r.get("busy", math.nan)),
+            )
+        )
     return pts
 
 
@@ -524,4 +584,3 @@ def sustained_cycle_error_pct(p: Point) -> float:
     if not (ratio > 0) or math.isnan(cyc):
         return math.nan
     return (cyc / ratio - 1.0) * 100.0
-

@@ -43,167 +43,374 @@ ANY = "*"
 
 ADVICE: tuple[tuple[str, str, str, str, str], ...] = (
     # 1. the GPU is not filled
-    ("launch-bound", ANY, ANY, ANY,
-     "fuse this launch into its neighbour, batch several into one, or capture the sequence in a CUDA graph: "
-     "{dur_us} us of which no SM is active for {fixed_us} us ({fixed_pct}%) and the SMs are active {active_pct}% "
-     "on average is mostly fixed launch cost"),
-    ("under-filled", "launch", ANY, ANY,
-     "the idle SM-time is mostly the launch's own: no SM active for {fixed_us} us ({fixed_pct}%) of {dur_us} us, "
-     "so more or smaller tiles would not shorten it; capture the sequence in a CUDA graph, fuse this launch "
-     "with its neighbour, or give it more work per launch (batch)"),
-    ("under-filled", ANY, "gemm", ANY,
-     "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
-     "(SM-time idle {idle_pct}%)"),
-    ("under-filled", ANY, "wgmma", "sm_90",
-     "on sm_90, pick the wgmma N tile so that the tile count divides into waves of {sms} CTAs "
-     "({ctas} CTAs, busiest SM active {max_active_pct}% vs average {active_pct}%)"),
-    ("under-filled", ANY, "other", ANY,
-     "more CTAs: {ctas} CTA(s) for {sms} SMs leave the SM-time {idle_pct}% idle; split the loop across CTAs "
-     "(grid-stride or a two-pass reduction)"),
+    (
+        "launch-bound",
+        ANY,
+        ANY,
+        ANY,
+        "fuse this launch into its neighbour, batch several into one, or capture the sequence in a CUDA graph: "
+        "{dur_us} us of which no SM is active for {fixed_us} us ({fixed_pct}%) and the SMs are active {active_pct}% "
+        "on average is mostly fixed launch cost",
+    ),
+    (
+        "under-filled",
+        "launch",
+        ANY,
+        ANY,
+        "the idle SM-time is mostly the launch's own: no SM active for {fixed_us} us ({fixed_pct}%) of {dur_us} us, "
+        "so more or smaller tiles would not shorten it; capture the sequence in a CUDA graph, fuse this launch "
+        "with its neighbour, or give it more work per launch (batch)",
+    ),
+    (
+        "under-filled",
+        ANY,
+        "gemm",
+        ANY,
+        "more tiles for the SMs: a smaller tile (N or M) or split-K/stream-K so {sms} SMs share the work evenly "
+        "(SM-time idle {idle_pct}%)",
+    ),
+    (
+        "under-filled",
+        ANY,
+        "wgmma",
+        "sm_90",
+        "on sm_90, pick the wgmma N tile so that the tile count divides into waves of {sms} CTAs "
+        "({ctas} CTAs, busiest SM active {max_active_pct}% vs average {active_pct}%)",
+    ),
+    (
+        "under-filled",
+        ANY,
+        "other",
+        ANY,
+        "more CTAs: {ctas} CTA(s) for {sms} SMs leave the SM-time {idle_pct}% idle; split the loop across CTAs "
+        "(grid-stride or a two-pass reduction)",
+    ),
     # 2. what limits the busy SMs
-    ("compute-bound", "tensor", "gemm", ANY,
-     "the tensor pipe is the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): remaining time is in "
-     "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here"),
-    ("compute-bound", "tensor", "wgmma", "sm_90",
-     "wgmma knobs on sm_90 this launch does not use yet: {wgmma_knobs}"),
-    ("compute-bound", "tensor", "attention", ANY,
-     "an attention kernel with the tensor pipe the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): "
-     "the time outside its two matrix products is the softmax between them (XU pipe {xu_pct}% of active, MUFU "
-     "{mufu_pct}% of executed instructions, {mufu_per_mma} per MMA instruction); overlap one warpgroup's softmax "
-     "with the other warpgroup's MMAs (ping-pong between warpgroups, and within one the softmax of a block under "
-     "the next block's MMAs, as FlashAttention-3 does), and take exp2 of logits pre-scaled by log2(e)/sqrt(d) "
-     "(one FFMA before each MUFU.EX2)"),
-    ("compute-bound", "tensor", "tcgen05", "sm_100",
-     "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
-     "epilogue overlaps the next tile's MMAs"),
-    ("compute-bound", "tensor", "dmma", ANY,
-     "fp64 runs as DMMA ({mma_count} instructions; wgmma has no fp64): at {unit_pct}% of active the fp64 tensor "
-     "pipe is this GPU's fp64 ceiling; only a lower precision (TF32/BF16 with error-compensated splitting) is faster"),
-    ("compute-bound", "fma", ANY, ANY,
-     "the FMA pipe is the limit ({unit_pct}% of active): fewer FP32 instructions per result; for a matrix "
-     "product move it to the tensor cores (TF32/BF16 MMA)"),
-    ("compute-bound", "xu", ANY, ANY,
-     "the XU pipe (transcendentals, conversions) is the limit ({unit_pct}% of active; MUFU {mufu_pct}% of "
-     "executed instructions): fewer transcendentals per result (reuse one, or a cheaper function), fast-math "
-     "intrinsics instead of accurate library calls"),
-    ("compute-bound", "xu", "exp-range-reduced", ANY,
-     "the MUFU instructions come with {fp32_per_mufu} FP32 instructions (FFMA/FMUL) each, the range reduction "
-     "of an accurate exp: exp2 with the scale folded into one FMA instead of exp"),
-    ("compute-bound", "alu", ANY, ANY,
-     "the ALU pipe is the limit ({unit_pct}% of active): fewer integer/compare/select instructions (index "
-     "math hoisted out of loops, predication instead of selects)"),
-    ("compute-bound", "lsu", ANY, ANY,
-     "the LSU pipe is the limit ({unit_pct}% of active): wider (16-byte) loads and stores, fewer shared-memory "
-     "instructions per byte"),
-    ("compute-bound", "issue", ANY, ANY,
-     "instruction issue is the limit ({issue_pct}% of issue slots, no single pipe above {unit_bound}%): "
-     "fewer instructions per element (vectorized loads, less index math, more work per thread)"),
-    ("compute-bound", "fp64", ANY, ANY,
-     "the FP64 pipe is the limit ({unit_pct}% of active): fewer fp64 operations per result, fp32 where the "
-     "accuracy allows (twice the fp64 rate on an H100, far more on GPUs with few FP64 units), and matrix "
-     "products on the fp64 tensor pipe (DMMA)"),
-    ("compute-bound", ANY, ANY, ANY,
-     "the {unit} pipe is the limit ({unit_pct}% of active cycles): fewer instructions on that pipe"),
-    ("memory-bound", "dram", ANY, ANY,
-     "DRAM is the limit ({unit_pct}% of peak{dram_bytes}): move fewer bytes (fuse with the producer "
-     "or consumer, lower-precision storage); no in-kernel change beats this bandwidth"),
-    ("memory-bound", "dram", "gemm", ANY,
-     "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth ({dram_read} read, {dram_write} written): "
-     "the floor is bytes / bandwidth; fewer operand bytes: reuse each operand read for more of the output "
-     "(more rows or columns per launch, a larger tile along the dimension that is re-read), or store the "
-     "operands in fewer bits{weight_bits}"),
-    ("memory-bound", "dram", "weight-reads", ANY,
-     "a GEMM at DRAM {dram_pct}% streams its weights at bandwidth (B, {n} x {k}, is {b_share}% of the operand "
-     "bytes at M = {m}; {dram_read} read): the floor is bytes / bandwidth; batch more rows (M) per weight read, "
-     "or store the weights in fewer bits{weight_bits}"),
-    ("memory-bound", "dram", "output-writes", ANY,
-     "a GEMM at DRAM {dram_pct}% whose bytes are its output ({dram_write} written, {write_pct}% of the "
-     "{dram_moved} moved; {dram_read} read): the floor is output bytes / bandwidth; write fewer output bytes: "
-     "a narrower output dtype, the consumer fused into the epilogue so the output is not written and read "
-     "back, a larger K per output written (concatenate the products that sum into it; no split-K partials)"),
-    ("memory-bound", "dram", "attention", ANY,
-     "an attention kernel at DRAM {dram_pct}% streams the K/V cache at bandwidth: the floor is bytes / bandwidth; "
-     "read each K/V block for more query rows at once (the query heads that share a K/V head, several decode "
-     "tokens a step), or store the cache in fewer bits{weight_bits}"),
-    ("memory-bound", "l2", ANY, ANY,
-     "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): reuse data in shared memory/registers, or "
-     "order CTAs for locality"),
-    ("memory-bound", "l2", "uncoalesced", ANY,
-     "coalesce the global accesses: {uncoalesced}"),
-    ("memory-bound", "l1", ANY, ANY,
-     "L1/shared is the limit ({unit_pct}% of peak): fewer or wider shared/L1 accesses, avoid bank conflicts"),
-    ("memory-bound", "l1", "uncoalesced", ANY,
-     "coalesce the global accesses (L1 carries every global load's sectors): {uncoalesced}"),
-    ("latency-bound", ANY, ANY, ANY,
-     "latency: issue slots {issue_pct}% busy, {eligible} eligible warps per cycle, top stall {stall} "
-     "({stall_pct}% of cycles between issues): more independent work in flight per warp"),
-    ("latency-bound", "long_scoreboard", ANY, ANY,
-     "waiting on global/local memory (long_scoreboard, {stall_pct}% of the cycles between issues): more loads "
-     "in flight before first use, prefetch, or more warps"),
-    ("latency-bound", "barrier", ANY, ANY,
-     "warps wait at CTA barriers ({stall_pct}% of the cycles between issues): rebalance the work between "
-     "barriers or split roles (producer/consumer)"),
-    ("latency-bound", "gmma", "gemm", "sm_90",
-     "warps wait on wgmma results ({stall_pct}% of the cycles between issues): deeper pipelining between the "
-     "MMA and its consumers"),
-    ("latency-bound", ANY, "gemm", ANY,
-     "for this MMA kernel (tensor pipe {tensor_pct}% of active): deeper shared-memory pipeline (more stages) "
-     "and more MMA work per load"),
+    (
+        "compute-bound",
+        "tensor",
+        "gemm",
+        ANY,
+        "the tensor pipe is the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): remaining time is in "
+        "the prologue/epilogue and tail; fuse the epilogue work (bias, activation, output quantization) here",
+    ),
+    ("compute-bound", "tensor", "wgmma", "sm_90", "wgmma knobs on sm_90 this launch does not use yet: {wgmma_knobs}"),
+    (
+        "compute-bound",
+        "tensor",
+        "attention",
+        ANY,
+        "an attention kernel with the tensor pipe the limit ({unit_pct}% of active, {unit_elapsed}% of elapsed): "
+        "the time outside its two matrix products is the softmax between them (XU pipe {xu_pct}% of active, MUFU "
+        "{mufu_pct}% of executed instructions, {mufu_per_mma} per MMA instruction); overlap one warpgroup's softmax "
+        "with the other warpgroup's MMAs (ping-pong between warpgroups, and within one the softmax of a block under "
+        "the next block's MMAs, as FlashAttention-3 does), and take exp2 of logits pre-scaled by log2(e)/sqrt(d) "
+        "(one FFMA before each MUFU.EX2)",
+    ),
+    (
+        "compute-bound",
+        "tensor",
+        "tcgen05",
+        "sm_100",
+        "tcgen05 knobs on sm_100: 2-CTA MMA (cta_group::2) and a double-buffered TMEM accumulator so the "
+        "epilogue overlaps the next tile's MMAs",
+    ),
+    (
+        "compute-bound",
+        "tensor",
+        "dmma",
+        ANY,
+        "fp64 runs as DMMA ({mma_count} instructions; wgmma has no fp64): at {unit_pct}% of active the fp64 tensor "
+        "pipe is this GPU's fp64 ceiling; only a lower precision (TF32/BF16 with error-compensated splitting) is faster",
+    ),
+    (
+        "compute-bound",
+        "fma",
+        ANY,
+        ANY,
+        "the FMA pipe is the limit ({unit_pct}% of active): fewer FP32 instructions per result; for a matrix "
+        "product move it to the tensor cores (TF32/BF16 MMA)",
+    ),
+    (
+        "compute-bound",
+        "xu",
+        ANY,
+        ANY,
+        "the XU pipe (transcendentals, conversions) is the limit ({unit_pct}% of active; MUFU {mufu_pct}% of "
+        "executed instructions): fewer transcendentals per result (reuse one, or a cheaper function), fast-math "
+        "intrinsics instead of accurate library calls",
+    ),
+    (
+        "compute-bound",
+        "xu",
+        "exp-range-reduced",
+        ANY,
+        "the MUFU instructions come with {fp32_per_mufu} FP32 instructions (FFMA/FMUL) each, the range reduction "
+        "of an accurate exp: exp2 with the scale folded into one FMA instead of exp",
+    ),
+    (
+        "compute-bound",
+        "alu",
+        ANY,
+        ANY,
+        "the ALU pipe is the limit ({unit_pct}% of active): fewer integer/compare/select instructions (index "
+        "math hoisted out of loops, predication instead of selects)",
+    ),
+    (
+        "compute-bound",
+        "lsu",
+        ANY,
+        ANY,
+        "the LSU pipe is the limit ({unit_pct}% of active): wider (16-byte) loads and stores, fewer shared-memory "
+        "instructions per byte",
+    ),
+    (
+        "compute-bound",
+        "issue",
+        ANY,
+        ANY,
+        "instruction issue is the limit ({issue_pct}% of issue slots, no single pipe above {unit_bound}%): "
+        "fewer instructions per element (vectorized loads, less index math, more work per thread)",
+    ),
+    (
+        "compute-bound",
+        "fp64",
+        ANY,
+        ANY,
+        "the FP64 pipe is the limit ({unit_pct}% of active): fewer fp64 operations per result, fp32 where the "
+        "accuracy allows (twice the fp64 rate on an H100, far more on GPUs with few FP64 units), and matrix "
+        "products on the fp64 tensor pipe (DMMA)",
+    ),
+    (
+        "compute-bound",
+        ANY,
+        ANY,
+        ANY,
+        "the {unit} pipe is the limit ({unit_pct}% of active cycles): fewer instructions on that pipe",
+    ),
+    (
+        "memory-bound",
+        "dram",
+        ANY,
+        ANY,
+        "DRAM is the limit ({unit_pct}% of peak{dram_bytes}): move fewer bytes (fuse with the producer "
+        "or consumer, lower-precision storage); no in-kernel change beats this bandwidth",
+    ),
+    (
+        "memory-bound",
+        "dram",
+        "gemm",
+        ANY,
+        "a GEMM at DRAM {dram_pct}% streams its operands at bandwidth ({dram_read} read, {dram_write} written): "
+        "the floor is bytes / bandwidth; fewer operand bytes: reuse each operand read for more of the output "
+        "(more rows or columns per launch, a larger tile along the dimension that is re-read), or store the "
+        "operands in fewer bits{weight_bits}",
+    ),
+    (
+        "memory-bound",
+        "dram",
+        "weight-reads",
+        ANY,
+        "a GEMM at DRAM {dram_pct}% streams its weights at bandwidth (B, {n} x {k}, is {b_share}% of the operand "
+        "bytes at M = {m}; {dram_read} read): the floor is bytes / bandwidth; batch more rows (M) per weight read, "
+        "or store the weights in fewer bits{weight_bits}",
+    ),
+    (
+        "memory-bound",
+        "dram",
+        "output-writes",
+        ANY,
+        "a GEMM at DRAM {dram_pct}% whose bytes are its output ({dram_write} written, {write_pct}% of the "
+        "{dram_moved} moved; {dram_read} read): the floor is output bytes / bandwidth; write fewer output bytes: "
+        "a narrower output dtype, the consumer fused into the epilogue so the output is not written and read "
+        "back, a larger K per output written (concatenate the products that sum into it; no split-K partials)",
+    ),
+    (
+        "memory-bound",
+        "dram",
+        "attention",
+        ANY,
+        "an attention kernel at DRAM {dram_pct}% streams the K/V cache at bandwidth: the floor is bytes / bandwidth; "
+        "read each K/V block for more query rows at once (the query heads that share a K/V head, several decode "
+        "tokens a step), or store the cache in fewer bits{weight_bits}",
+    ),
+    (
+        "memory-bound",
+        "l2",
+        ANY,
+        ANY,
+        "L2 is the limit ({unit_pct}% of peak vs DRAM {dram_pct}%): reuse data in shared memory/registers, or "
+        "order CTAs for locality",
+    ),
+    ("memory-bound", "l2", "uncoalesced", ANY, "coalesce the global accesses: {uncoalesced}"),
+    (
+        "memory-bound",
+        "l1",
+        ANY,
+        ANY,
+        "L1/shared is the limit ({unit_pct}% of peak): fewer or wider shared/L1 accesses, avoid bank conflicts",
+    ),
+    (
+        "memory-bound",
+        "l1",
+        "uncoalesced",
+        ANY,
+        "coalesce the global accesses (L1 carries every global load's sectors): {uncoalesced}",
+    ),
+    (
+        "latency-bound",
+        ANY,
+        ANY,
+        ANY,
+        "latency: issue slots {issue_pct}% busy, {eligible} eligible warps per cycle, top stall {stall} "
+        "({stall_pct}% of cycles between issues): more independent work in flight per warp",
+    ),
+    (
+        "latency-bound",
+        "long_scoreboard",
+        ANY,
+        ANY,
+        "waiting on global/local memory (long_scoreboard, {stall_pct}% of the cycles between issues): more loads "
+        "in flight before first use, prefetch, or more warps",
+    ),
+    (
+        "latency-bound",
+        "barrier",
+        ANY,
+        ANY,
+        "warps wait at CTA barriers ({stall_pct}% of the cycles between issues): rebalance the work between "
+        "barriers or split roles (producer/consumer)",
+    ),
+    (
+        "latency-bound",
+        "gmma",
+        "gemm",
+        "sm_90",
+        "warps wait on wgmma results ({stall_pct}% of the cycles between issues): deeper pipelining between the "
+        "MMA and its consumers",
+    ),
+    (
+        "latency-bound",
+        ANY,
+        "gemm",
+        ANY,
+        "for this MMA kernel (tensor pipe {tensor_pct}% of active): deeper shared-memory pipeline (more stages) "
+        "and more MMA work per load",
+    ),
     # flags
-    ("spill-traffic", ANY, ANY, ANY,
-     "register spills are most of the traffic: {local_bytes} of local memory through L1/L2 ({spill_share}% of the "
-     "{l2_bytes} through L2, L1 hit {l1_hit}%) from {spills} spill instructions; remove them first (fewer live "
-     "values per thread: a smaller block per warp or more warps per row), then re-measure the bandwidth"),
-    ("l2-refetch", ANY, ANY, ANY,
-     "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}): the loads "
-     "are TMA, so coalescing and shared-memory reuse are done already; the same tiles are fetched from L2 once per "
-     "CTA instead of once for the CTAs that share them (L2 misses {l2_miss_bytes} against {dram_read} read from "
-     "DRAM). Check how those CTAs are placed and launched: tile order (CTAs sharing an A or B tile running at the "
-     "same time), the launch geometry (a cluster launch places CTAs by cluster, not as a plain grid), or a cluster "
-     "with TMA multicast that fetches a shared tile once"),
-    ("global-atomics", ANY, ANY, ANY,
-     "{atomics} global atomics ({atomic_pct}% of global memory instructions) with warps waiting on {stall} "
-     "({stall_pct}% of the cycles between issues): atomics to few addresses serialize in a few L2 slices; "
-     "privatize (accumulate per CTA in shared memory, or sort by destination and reduce segments), then one "
-     "global atomic per destination per CTA"),
-    ("mma-sync", ANY, "mma.sync", "sm_90",
-     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
-     "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
-     "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {tensor_pct}% busy)"),
-    ("mma-sync", "dram", "mma.sync", "sm_90",
-     "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma, but at DRAM {dram_pct}% the "
-     "bytes set its time, not the MMA family (tensor pipe {tensor_pct}% busy): a wgmma kernel would stream the "
-     "same bytes at the same bandwidth, so the bytes are the lever"),
-    ("register-loads", ANY, "fragment-loads", ANY,
-     "the operands go from global memory straight into the MMA's registers: {ldg} global loads (LDG, "
-     "{ldg_per_mma} per MMA instruction) against {sts} shared-memory stores, {smem_block} of shared memory a "
-     "CTA, so no operand tile is staged and data that several warps of a CTA use is loaded once per warp, "
-     "through L1 ({l1_pct}% of peak). That is how this kernel is built, not the fall-back for unaligned rows, "
-     "and padding will not change it; a kernel that stages operand tiles in shared memory (TMA or cp.async: "
-     "each tile loaded once per CTA and read by all its warps) is the change"),
-    ("register-loads", ANY, "staged-loads", ANY,
-     "the operands reach shared memory through registers: {ldg} global loads (LDG, {ldg_per_mma} per MMA "
-     "instruction) and no TMA or cp.async, the path GEMM libraries fall back to when a row or base address is "
-     "not 16-byte aligned (TMA and cp.async need it); pad each operand's leading dimension to a multiple of 16 "
-     "bytes (8 fp16/bf16, 4 fp32 or 16 fp8 elements) so the library can pick its TMA kernel"),
-    ("gemm-l2-reuse", ANY, ANY, ANY,
-     "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}) with the "
-     "tensor pipe at {tensor_pct}%: a BM x BN tile reads A once for each tile along N and B once for each along M, "
-     "so a small tile re-reads both many times; a larger CTA tile is more MMA work per byte loaded"),
-    ("gemm-l2-reuse", ANY, "wgmma", "sm_90",
-     "on sm_90 the levers this launch leaves open: {wgmma_knobs}; and operands by TMA (it loads them "
-     "another way), which multicast needs"),
-    ("grid-limited", ANY, ANY, ANY,
-     "the grid limits the warps: {ctas} CTAs of {warps_per_cta} warp(s) are {waves} waves, ~{warps_per_sm} warps "
-     "per SM ({occ_pct}% of warp slots in use) while resources allow {ctas_per_sm} CTAs per SM; split the work "
-     "over more CTAs or more warps per CTA to put more loads in flight"),
-    ("low-occupancy", ANY, ANY, ANY,
-     "raise occupancy ({occ_pct}% achieved of {theo_pct}% theoretical; CTAs per SM limited by {limiter}): "
-     "fewer registers or shared memory per CTA, or more CTAs"),
-    ("smem-bank-conflicts", ANY, ANY, ANY,
-     "shared-memory bank conflicts ({conflict_pct}% of wavefronts): swizzle or pad the conflicting buffer"),
-    ("register-spills", ANY, ANY, ANY,
-     "register spills ({spills} spill instructions): fewer live values per thread"),
+    (
+        "spill-traffic",
+        ANY,
+        ANY,
+        ANY,
+        "register spills are most of the traffic: {local_bytes} of local memory through L1/L2 ({spill_share}% of the "
+        "{l2_bytes} through L2, L1 hit {l1_hit}%) from {spills} spill instructions; remove them first (fewer live "
+        "values per thread: a smaller block per warp or more warps per row), then re-measure the bandwidth",
+    ),
+    (
+        "l2-refetch",
+        ANY,
+        ANY,
+        ANY,
+        "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}): the loads "
+        "are TMA, so coalescing and shared-memory reuse are done already; the same tiles are fetched from L2 once per "
+        "CTA instead of once for the CTAs that share them (L2 misses {l2_miss_bytes} against {dram_read} read from "
+        "DRAM). Check how those CTAs are placed and launched: tile order (CTAs sharing an A or B tile running at the "
+        "same time), the launch geometry (a cluster launch places CTAs by cluster, not as a plain grid), or a cluster "
+        "with TMA multicast that fetches a shared tile once",
+    ),
+    (
+        "global-atomics",
+        ANY,
+        ANY,
+        ANY,
+        "{atomics} global atomics ({atomic_pct}% of global memory instructions) with warps waiting on {stall} "
+        "({stall_pct}% of the cycles between issues): atomics to few addresses serialize in a few L2 slices; "
+        "privatize (accumulate per CTA in shared memory, or sort by destination and reduce segments), then one "
+        "global atomic per destination per CTA",
+    ),
+    (
+        "mma-sync",
+        ANY,
+        "mma.sync",
+        "sm_90",
+        "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma: on sm_90 only wgmma "
+        "(HGMMA/QGMMA/IGMMA) reaches the tensor peak; a wgmma kernel for this precision (an sm_90 build of the "
+        "library, CUTLASS sm90 or CuTe DSL) is the upgrade, not tuning this one (tensor pipe {tensor_pct}% busy)",
+    ),
+    (
+        "mma-sync",
+        "dram",
+        "mma.sync",
+        "sm_90",
+        "this kernel issues mma.sync ({mma_op}, {mma_count} instructions), not wgmma, but at DRAM {dram_pct}% the "
+        "bytes set its time, not the MMA family (tensor pipe {tensor_pct}% busy): a wgmma kernel would stream the "
+        "same bytes at the same bandwidth, so the bytes are the lever",
+    ),
+    (
+        "register-loads",
+        ANY,
+        "fragment-loads",
+        ANY,
+        "the operands go from global memory straight into the MMA's registers: {ldg} global loads (LDG, "
+        "{ldg_per_mma} per MMA instruction) against {sts} shared-memory stores, {smem_block} of shared memory a "
+        "CTA, so no operand tile is staged and data that several warps of a CTA use is loaded once per warp, "
+        "through L1 ({l1_pct}% of peak). That is how this kernel is built, not the fall-back for unaligned rows, "
+        "and padding will not change it; a kernel that stages operand tiles in shared memory (TMA or cp.async: "
+        "each tile loaded once per CTA and read by all its warps) is the change",
+    ),
+    (
+        "register-loads",
+        ANY,
+        "staged-loads",
+        ANY,
+        "the operands reach shared memory through registers: {ldg} global loads (LDG, {ldg_per_mma} per MMA "
+        "instruction) and no TMA or cp.async, the path GEMM libraries fall back to when a row or base address is "
+        "not 16-byte aligned (TMA and cp.async need it); pad each operand's leading dimension to a multiple of 16 "
+        "bytes (8 fp16/bf16, 4 fp32 or 16 fp8 elements) so the library can pick its TMA kernel",
+    ),
+    (
+        "gemm-l2-reuse",
+        ANY,
+        ANY,
+        ANY,
+        "the SMs read {l2_sm_bytes} from L2 for {operand_bytes} of operands ({refetch}x; {operand_source}) with the "
+        "tensor pipe at {tensor_pct}%: a BM x BN tile reads A once for each tile along N and B once for each along M, "
+        "so a small tile re-reads both many times; a larger CTA tile is more MMA work per byte loaded",
+    ),
+    (
+        "gemm-l2-reuse",
+        ANY,
+        "wgmma",
+        "sm_90",
+        "on sm_90 the levers this launch leaves open: {wgmma_knobs}; and operands by TMA (it loads them "
+        "another way), which multicast needs",
+    ),
+    (
+        "grid-limited",
+        ANY,
+        ANY,
+        ANY,
+        "the grid limits the warps: {ctas} CTAs of {warps_per_cta} warp(s) are {waves} waves, ~{warps_per_sm} warps "
+        "per SM ({occ_pct}% of warp slots in use) while resources allow {ctas_per_sm} CTAs per SM; split the work "
+        "over more CTAs or more warps per CTA to put more loads in flight",
+    ),
+    (
+        "low-occupancy",
+        ANY,
+        ANY,
+        ANY,
+        "raise occupancy ({occ_pct}% achieved of {theo_pct}% theoretical; CTAs per SM limited by {limiter}): "
+        "fewer registers or shared memory per CTA, or more CTAs",
+    ),
+    (
+        "smem-bank-conflicts",
+        ANY,
+        ANY,
+        ANY,
+        "shared-memory bank conflicts ({conflict_pct}% of wavefronts): swizzle or pad the conflicting buffer",
+    ),
+    ("register-spills", ANY, ANY, ANY, "register spills ({spills} spill instructions): fewer live values per thread"),
 )
 
 SPLIT_K = ("split-K", "when K is large (K = {k} > {large_k}) and the tile grid is small")
@@ -265,8 +472,10 @@ def uncoalesced_text(rules: list[dict] | None) -> str | None:
                 continue
             if m := re.search(r"(\d+) excessive sectors \((\d+)% of the total (\d+) sectors\)", msg):
                 if int(m.group(1)) >= UNCOALESCED_MIN_WASTE * int(m.group(3)):
-                    return (f"ncu counts {int(m.group(1)):,} sectors beyond what the requests need, {m.group(2)}% "
-                            f"of the {int(m.group(3)):,} they moved ({name})")
+                    return (
+                        f"ncu counts {int(m.group(1)):,} sectors beyond what the requests need, {m.group(2)}% "
+                        f"of the {int(m.group(3)):,} they moved ({name})"
+                    )
             elif m := re.search(r"only ([\d.]+) of the 32 bytes transmitted per sector are utilized", msg):
                 if float(m.group(1)) <= 32 * (1 - UNCOALESCED_MIN_WASTE):
                     return f"only {m.group(1)} of the 32 bytes of each sector moved are used ({name}: {title})"
@@ -313,45 +522,84 @@ def _numbers(v, row, k: int | None, rules: list[dict] | None = None) -> dict:
     unit_pct = v.busy.get("value", math.nan)
     share = f.active_share if not math.isnan(f.active_share) else 1.0
     conf, wav = metric(row, "smem_bank_conflicts"), metric(row, "smem_wavefronts")
-    mma_ops = {op: n for op, n in opcodes(row).items()
-               if any(rx.match(op) and fam == v.mma for rx, fam in MMA_FAMILIES)}
+    mma_ops = {
+        op: n for op, n in opcodes(row).items() if any(rx.match(op) and fam == v.mma for rx, fam in MMA_FAMILIES)
+    }
     mma_op = max(mma_ops, key=mma_ops.get) if mma_ops else "n/a"
     local, spill_share = spill_traffic(row)
     atomics, atomic_share = global_atomics(row)
     l2_sm, refetch, _ = l2_refetch(row)
     ldg, ldg_per_mma = register_loads(row)
     ops, ops_src = operand_bytes(row)
-    warps_per_cta = math.ceil(metric(row, "block_x") * metric(row, "block_y") * metric(row, "block_z") / 32) \
-        if all(not math.isnan(metric(row, f"block_{a}")) for a in "xyz") else math.nan
+    warps_per_cta = (
+        math.ceil(metric(row, "block_x") * metric(row, "block_y") * metric(row, "block_z") / 32)
+        if all(not math.isnan(metric(row, f"block_{a}")) for a in "xyz")
+        else math.nan
+    )
     return {
-        "dur_us": _n(metric(row, "duration_ns") / 1e3, 1), "active_pct": _n(100 * f.active_share),
-        "fixed_us": _n(f.launch_fixed_us, 1), "fixed_pct": _n(100 * f.launch_fixed_share),
-        "sms": f.sms or "?", "ctas": f.ctas or "?", "fill": f.text or "n/a",
-        "idle_pct": _n(100 * (1 - f.active_share)), "max_active_pct": _n(100 * f.max_active_share),
-        "tensor_pct": _n(metric(row, "pipe_tensor_pct")), "theo_pct": _n(metric(row, "theoretical_occupancy_pct")),
+        "dur_us": _n(metric(row, "duration_ns") / 1e3, 1),
+        "active_pct": _n(100 * f.active_share),
+        "fixed_us": _n(f.launch_fixed_us, 1),
+        "fixed_pct": _n(100 * f.launch_fixed_share),
+        "sms": f.sms or "?",
+        "ctas": f.ctas or "?",
+        "fill": f.text or "n/a",
+        "idle_pct": _n(100 * (1 - f.active_share)),
+        "max_active_pct": _n(100 * f.max_active_share),
+        "tensor_pct": _n(metric(row, "pipe_tensor_pct")),
+        "theo_pct": _n(metric(row, "theoretical_occupancy_pct")),
         "limiter": occupancy_limiter(row),
-        "unit": v.busy.get("unit", v.unit), "unit_pct": _n(unit_pct), "unit_elapsed": _n(unit_pct * share),
-        "l2_pct": _n(metric(row, "l2_throughput_pct")), "dram_pct": _n(metric(row, "dram_throughput_pct")),
-        "dram_bytes": "" if math.isnan(level_bytes(row, "dram")) else f", {fmt_bytes(level_bytes(row, 'dram'))} moved", "issue_pct": _n(metric(row, "issue_active_pct")),
-        "eligible": _n(metric(row, "eligible_warps_per_cycle"), 2), "stall": stall,
-        "stall_pct": _n(100 * shares.get(stall, math.nan)), "occ_pct": _n(metric(row, "achieved_occupancy_pct")),
-        "conflict_pct": _n(100 * conf / wav if wav else math.nan), "spills": _n(metric(row, "spill_instructions")),
-        "unit_bound": _n(THRESHOLDS["unit_bound_pct"]), "k": k, "large_k": _n(THRESHOLDS["large_k"]),
-        "mma_op": mma_op, "mma_count": f"{sum(mma_ops.values()):,.0f}" if mma_ops else "n/a",
-        "local_bytes": fmt_bytes(local), "spill_share": _n(100 * spill_share),
-        "l2_bytes": fmt_bytes(level_bytes(row, "l2")), "l1_hit": _n(metric(row, "l1_hit_pct")),
-        "atomics": _n(atomics), "atomic_pct": _n(100 * atomic_share),
-        "l2_sm_bytes": fmt_bytes(l2_sm), "refetch": _n(refetch, 1), "operand_bytes": fmt_bytes(ops), "operand_source": ops_src,
-        "l2_miss_bytes": fmt_bytes(32.0 * metric(row, "l2_read_miss_sectors_sm")), "dram_read": fmt_bytes(dram_r),
-        "warps_per_cta": _n(warps_per_cta), "waves": _n(f.waves, 2), "ctas_per_sm": f.ctas_per_sm or "?",
-        "wgmma_knobs": wgmma_knobs(row), "weight_bits": _weight_bits(row), "ldg": f"{ldg:,.0f}", "ldg_per_mma": _n(ldg_per_mma, 2),
-        "sts": f"{ops_all.get('STS', 0.0):,.0f}", "smem_block": fmt_bytes(metric(row, "smem_per_block_bytes")),
+        "unit": v.busy.get("unit", v.unit),
+        "unit_pct": _n(unit_pct),
+        "unit_elapsed": _n(unit_pct * share),
+        "l2_pct": _n(metric(row, "l2_throughput_pct")),
+        "dram_pct": _n(metric(row, "dram_throughput_pct")),
+        "dram_bytes": "" if math.isnan(level_bytes(row, "dram")) else f", {fmt_bytes(level_bytes(row, 'dram'))} moved",
+        "issue_pct": _n(metric(row, "issue_active_pct")),
+        "eligible": _n(metric(row, "eligible_warps_per_cycle"), 2),
+        "stall": stall,
+        "stall_pct": _n(100 * shares.get(stall, math.nan)),
+        "occ_pct": _n(metric(row, "achieved_occupancy_pct")),
+        "conflict_pct": _n(100 * conf / wav if wav else math.nan),
+        "spills": _n(metric(row, "spill_instructions")),
+        "unit_bound": _n(THRESHOLDS["unit_bound_pct"]),
+        "k": k,
+        "large_k": _n(THRESHOLDS["large_k"]),
+        "mma_op": mma_op,
+        "mma_count": f"{sum(mma_ops.values()):,.0f}" if mma_ops else "n/a",
+        "local_bytes": fmt_bytes(local),
+        "spill_share": _n(100 * spill_share),
+        "l2_bytes": fmt_bytes(level_bytes(row, "l2")),
+        "l1_hit": _n(metric(row, "l1_hit_pct")),
+        "atomics": _n(atomics),
+        "atomic_pct": _n(100 * atomic_share),
+        "l2_sm_bytes": fmt_bytes(l2_sm),
+        "refetch": _n(refetch, 1),
+        "operand_bytes": fmt_bytes(ops),
+        "operand_source": ops_src,
+        "l2_miss_bytes": fmt_bytes(32.0 * metric(row, "l2_read_miss_sectors_sm")),
+        "dram_read": fmt_bytes(dram_r),
+        "warps_per_cta": _n(warps_per_cta),
+        "waves": _n(f.waves, 2),
+        "ctas_per_sm": f.ctas_per_sm or "?",
+        "wgmma_knobs": wgmma_knobs(row),
+        "weight_bits": _weight_bits(row),
+        "ldg": f"{ldg:,.0f}",
+        "ldg_per_mma": _n(ldg_per_mma, 2),
+        "sts": f"{ops_all.get('STS', 0.0):,.0f}",
+        "smem_block": fmt_bytes(metric(row, "smem_per_block_bytes")),
         "l1_pct": _n(metric(row, "l1_throughput_pct")),
         "warps_per_sm": _n(f.ctas / f.sms * warps_per_cta, 1) if f.ctas and f.sms else "n/a",
-        "dram_write": fmt_bytes(dram_w), "dram_moved": fmt_bytes(dram_r + dram_w), "write_pct": _n(100 * wshare),
-        "m": mnkl[0], "n": mnkl[1], "b_share": _n(100 * _b_share(row)),
-        "xu_pct": _n(metric(row, "pipe_xu_pct")), "mufu_pct": _n(100 * mufu / total, 1) if total else "n/a",
-        "mufu_per_mma": _n(mufu / mma_all, 1) if mma_all else "n/a", "fp32_per_mufu": _n(_fp32_per_mufu(row), 1),
+        "dram_write": fmt_bytes(dram_w),
+        "dram_moved": fmt_bytes(dram_r + dram_w),
+        "write_pct": _n(100 * wshare),
+        "m": mnkl[0],
+        "n": mnkl[1],
+        "b_share": _n(100 * _b_share(row)),
+        "xu_pct": _n(metric(row, "pipe_xu_pct")),
+        "mufu_pct": _n(100 * mufu / total, 1) if total else "n/a",
+        "mufu_per_mma": _n(mufu / mma_all, 1) if mma_all else "n/a",
+        "fp32_per_mufu": _n(_fp32_per_mufu(row), 1),
         "uncoalesced": uncoalesced_text(rules) or "n/a",
     }
 
@@ -369,8 +617,10 @@ def wgmma_knobs(row) -> str:
     threads = metric(row, "block_x") * metric(row, "block_y") * metric(row, "block_z")
     warps = math.ceil(threads / 32) if not math.isnan(threads) else math.nan
     if math.isnan(warps) or warps < MORE_WARPGROUPS_BELOW:
-        knobs.append("another consumer warpgroup, so each one's wgmma wait lies under the others' MMAs"
-                     + ("" if math.isnan(warps) else f" ({warps} warps a CTA now)"))
+        knobs.append(
+            "another consumer warpgroup, so each one's wgmma wait lies under the others' MMAs"
+            + ("" if math.isnan(warps) else f" ({warps} warps a CTA now)")
+        )
     cluster = metric(row, "cluster_size")
     l2 = _n(metric(row, "l2_throughput_pct"))
     if math.isnan(cluster) or cluster <= 1:
@@ -427,8 +677,11 @@ def advise_entries(v, row, *, k: int | None = None, rules: list[dict] | None = N
         for e in picked:
             if e[2] == trait:
                 best.setdefault(e[:2], trait)
-    picked = [e for e in picked if not (e[:2] in best and (e[2] in ("gemm", v.mma) or
-                                                           (e[2] in REPLACING and e[2] != best[e[:2]])))]
+    picked = [
+        e
+        for e in picked
+        if not (e[:2] in best and (e[2] in ("gemm", v.mma) or (e[2] in REPLACING and e[2] != best[e[:2]])))
+    ]
     # a flag's line for the verdict's unit replaces the flag's generic one
     unit_flags = {e[0] for e in picked if e[0] in v.flags and e[0] != v.cls and e[1] != ANY}
     picked = [e for e in picked if not (e[0] in unit_flags and e[1] == ANY)]
@@ -448,8 +701,13 @@ def advise_entries(v, row, *, k: int | None = None, rules: list[dict] | None = N
     out = [(entry_id(e), e[4].format(**nums)) for e in picked]
     # split-K only where the tile grid may be small: not where the tiles are known to fill two rounds or more
     rounds = (v.fill.tiles or {}).get("tiles_per_cta_max", 0)
-    if v.kind == "gemm" and v.cls in ("under-filled", "compute-bound") and k is not None and k > nums_large_k() \
-            and rounds < 2:
+    if (
+        v.kind == "gemm"
+        and v.cls in ("under-filled", "compute-bound")
+        and k is not None
+        and k > nums_large_k()
+        and rounds < 2
+    ):
         out.append(("split-K", f"{SPLIT_K[0]} {SPLIT_K[1].format(**nums)}"))
     return out
 

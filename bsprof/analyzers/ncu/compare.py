@@ -17,10 +17,31 @@ from bsprof.analyzers.ncu_loader import report_stem, resolve_report
 from bsprof.errors import BsprofError
 
 KEY_COLUMNS: tuple[str, ...] = (
-    "duration_ns", "sm_clock_hz", "sm_elapsed_cycles_avg", "sm_active_cycles_max", "sm_active_cycles_avg", "tflops", "pct_of_peak", "sol_compute_pct", "sol_memory_pct", "tensor_pipe_pct",
-    "dram_throughput_pct", "l2_throughput_pct", "smem_pipe_pct", "l2_hit_pct", "l1_hit_pct", "achieved_occupancy_pct",
-    "issue_active_pct", "eligible_warps_per_cycle", "warp_cycles_per_issue", "registers_per_thread",
-    "smem_per_block_bytes", "inst_executed", "replay_passes", "l2_to_sm_bytes", "dram_bytes_read",
+    "duration_ns",
+    "sm_clock_hz",
+    "sm_elapsed_cycles_avg",
+    "sm_active_cycles_max",
+    "sm_active_cycles_avg",
+    "tflops",
+    "pct_of_peak",
+    "sol_compute_pct",
+    "sol_memory_pct",
+    "tensor_pipe_pct",
+    "dram_throughput_pct",
+    "l2_throughput_pct",
+    "smem_pipe_pct",
+    "l2_hit_pct",
+    "l1_hit_pct",
+    "achieved_occupancy_pct",
+    "issue_active_pct",
+    "eligible_warps_per_cycle",
+    "warp_cycles_per_issue",
+    "registers_per_thread",
+    "smem_per_block_bytes",
+    "inst_executed",
+    "replay_passes",
+    "l2_to_sm_bytes",
+    "dram_bytes_read",
 )
 # bytes from sector counts, for the table
 SECTOR_COLUMNS = {"l2_to_sm_bytes": "l2_read_sectors_sm"}
@@ -28,7 +49,7 @@ SECTOR_COLUMNS = {"l2_to_sm_bytes": "l2_read_sectors_sm"}
 
 @dataclass
 class Comparison:
-    table: object        # DataFrame: metric, a, b, delta, delta_pct
+    table: object  # DataFrame: metric, a, b, delta, delta_pct
     a_name: str
     b_name: str
     a_kernel: str
@@ -37,7 +58,7 @@ class Comparison:
     b_verdict: Verdict
     a_label: str = "A"
     b_label: str = "B"
-    notes: list[str] = field(default_factory=list)   # clock and cycles: what µs alone would mislead on
+    notes: list[str] = field(default_factory=list)  # clock and cycles: what µs alone would mislead on
 
     @property
     def title(self) -> str:
@@ -56,8 +77,10 @@ def recorded_flops(path: str | Path) -> float | None:
     if flops is None:
         return None
     if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops < 0:
-        raise BsprofError(f"{summary}: launch.flops is {flops!r}, not a FLOP count; re-run bsprof ncu, or pass --flops "
-                          "(which this file then does not override)")
+        raise BsprofError(
+            f"{summary}: launch.flops is {flops!r}, not a FLOP count; re-run bsprof ncu, or pass --flops "
+            "(which this file then does not override)"
+        )
     return float(flops) or None
 
 
@@ -72,8 +95,15 @@ def report_label(path: str | Path) -> str:
     return p.name if p.is_dir() else report_stem(p)
 
 
-def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: float | None = None,
-            labels: tuple[str, str] | None = None, filter_b: str | None = None) -> Comparison:
+def compare(
+    a: str | Path,
+    b: str | Path,
+    *,
+    filter: str | None = None,
+    flops: float | None = None,
+    labels: tuple[str, str] | None = None,
+    filter_b: str | None = None,
+) -> Comparison:
     """Compare the first launch (matching ``filter``; on B ``filter_b`` where given, so two launches of
     one report compare too) of each report. ``flops`` (or the FLOPs a result directory recorded) gives
     TFLOP/s and % of peak."""
@@ -82,8 +112,10 @@ def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: f
     pa, pb = resolve_report(a), resolve_report(b)
     ra, _ = _pick(pa, filter, recorded_flops(a) or flops)
     rb, _ = _pick(pb, filter_b or filter, recorded_flops(b) or flops)
-    stalls = sorted({c for c in list(ra.index) + list(rb.index) if c.startswith("stall_")},
-                    key=lambda c: -max(_f(ra.get(c)), _f(rb.get(c))))[:5]
+    stalls = sorted(
+        {c for c in list(ra.index) + list(rb.index) if c.startswith("stall_")},
+        key=lambda c: -max(_f(ra.get(c)), _f(rb.get(c))),
+    )[:5]
     rows = []
     for col in list(KEY_COLUMNS) + stalls:
         if col in SECTOR_COLUMNS:
@@ -96,8 +128,18 @@ def compare(a: str | Path, b: str | Path, *, filter: str | None = None, flops: f
     la, lb = labels or (report_label(a), report_label(b))
     if la == lb:
         la, lb = f"A: {la}", f"B: {lb}"
-    return Comparison(pd.DataFrame(rows), str(pa), str(pb), ra["kernel"], rb["kernel"], classify(ra), classify(rb), la, lb,
-                      notes=clock_notes(ra, rb))
+    return Comparison(
+        pd.DataFrame(rows),
+        str(pa),
+        str(pb),
+        ra["kernel"],
+        rb["kernel"],
+        classify(ra),
+        classify(rb),
+        la,
+        lb,
+        notes=clock_notes(ra, rb),
+    )
 
 
 def _change(a: float, b: float) -> str:
@@ -113,12 +155,16 @@ def clock_notes(ra, rb) -> list[str]:
     if any(math.isnan(x) or x <= 0 for x in (da, db, ea, eb)):
         return []
     ca, cb = ea / da, eb / db
-    out = [f"duration {da:.2f} -> {db:.2f} us ({_change(da, db)}); SM clock {ca:,.0f} -> {cb:,.0f} MHz ({_change(ca, cb)}); "
-           f"elapsed SM cycles {ea:,.0f} -> {eb:,.0f} ({_change(ea, eb)})"
-           + (f"; busiest SM active {ma:,.0f} -> {mb:,.0f} cycles ({_change(ma, mb)})" if not math.isnan(ma + mb) else "")]
+    out = [
+        f"duration {da:.2f} -> {db:.2f} us ({_change(da, db)}); SM clock {ca:,.0f} -> {cb:,.0f} MHz ({_change(ca, cb)}); "
+        f"elapsed SM cycles {ea:,.0f} -> {eb:,.0f} ({_change(ea, eb)})"
+        + (f"; busiest SM active {ma:,.0f} -> {mb:,.0f} cycles ({_change(ma, mb)})" if not math.isnan(ma + mb) else "")
+    ]
     if abs(cb - ca) >= THRESHOLDS["clock_change_pct"] / 100 * ca:
-        out.append(f"the SM clocks differ by {_change(ca, cb)} (>= {THRESHOLDS['clock_change_pct']:.0f}%, clock_change_pct): "
-                   "compare the cycles; the microseconds include the clock change")
+        out.append(
+            f"the SM clocks differ by {_change(ca, cb)} (>= {THRESHOLDS['clock_change_pct']:.0f}%, clock_change_pct): "
+            "compare the cycles; the microseconds include the clock change"
+        )
     return out
 
 

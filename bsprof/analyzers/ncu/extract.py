@@ -29,9 +29,9 @@ _STALL_RE = re.compile(re.escape(M.STALL_PREFIX) + r"(\w+?)" + re.escape(M.STALL
 class Extraction:
     """Everything read from one report: the table plus per-launch raw metrics and ncu rule results."""
 
-    table: Any                                   # pandas.DataFrame, one row per launch
-    raw_metrics: list[dict[str, float]] = field(default_factory=list)   # ncu name -> value, per row
-    rules: list[list[dict]] = field(default_factory=list)               # per row, see rules.py
+    table: Any  # pandas.DataFrame, one row per launch
+    raw_metrics: list[dict[str, float]] = field(default_factory=list)  # ncu name -> value, per row
+    rules: list[list[dict]] = field(default_factory=list)  # per row, see rules.py
     report: str = ""
 
 
@@ -64,8 +64,12 @@ def stall_reasons(names) -> list[str]:
 
 # what a launch's NVTX ranges may carry: bsprof's launcher names its range
 # "bsprof_measured/bsprof mnkl=MxNxKxL flops=F precision=P", so a report read back keeps % of peak
-_NVTX_KEYS = {"flops": re.compile(r"\bflops=([0-9.eE+]+)"), "precision": re.compile(r"\bprecision=([a-z0-9]+)"),
-              "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"), "tile": re.compile(r"\btile=([0-9]+x[0-9]+)")}
+_NVTX_KEYS = {
+    "flops": re.compile(r"\bflops=([0-9.eE+]+)"),
+    "precision": re.compile(r"\bprecision=([a-z0-9]+)"),
+    "mnkl": re.compile(r"\bmnkl=([0-9x,]+)"),
+    "tile": re.compile(r"\btile=([0-9]+x[0-9]+)"),
+}
 
 
 def _mma_sass(action, opcode: str) -> dict[str, float]:
@@ -128,6 +132,7 @@ def _kernel_names(action) -> tuple[str, str]:
 
 def list_kernels(ctx) -> list[str]:
     from bsprof.analyzers.ncu_loader import iter_actions
+
     return [_kernel_names(a)[0] for a in iter_actions(ctx)]
 
 
@@ -196,7 +201,7 @@ def launch_row(action, index: int, flops: float | None, precision: str | None) -
         prec = precision_from_sass(mma_top, op_prec)
         source = f"executed {op_name}" + ("" if prec == op_prec else f" .{prec.upper()}")
     elif ops:
-        prec, source = None, None   # no MMA and no FFMA executed: no arithmetic peak applies
+        prec, source = None, None  # no MMA and no FFMA executed: no arithmetic peak applies
     else:
         prec = ARCH_PRECISION.get(int(cc_major)) if cc_major is not None else None
         source = "architecture default (no opcode table in the report)" if prec else None
@@ -227,8 +232,14 @@ def rates(flops: float | None, duration_ns: float, peak: float | None) -> tuple[
     return tflops, (100.0 * tflops / peak if peak and not math.isnan(peak) and not math.isnan(tflops) else math.nan)
 
 
-def extract(report, *, filter: str | None = None, flops: float | None = None,
-            precision: str | None = None, with_rules: bool = True) -> Extraction:
+def extract(
+    report,
+    *,
+    filter: str | None = None,
+    flops: float | None = None,
+    precision: str | None = None,
+    with_rules: bool = True,
+) -> Extraction:
     """Read ``report`` (a path or an already loaded ncu_report context) into an :class:`Extraction`.
 
     ``filter`` is a regular expression searched in the function and demangled kernel names and the
@@ -258,19 +269,24 @@ def extract(report, *, filter: str | None = None, flops: float | None = None,
         func, demangled = _kernel_names(action)
         if func is None or not action.metric_names():
             # ncu_report reads a cut-off file up to the cut: the launch is there, its data is not
-            raise BsprofError(f"{path or 'report'}: launch {index} has no data (the report is truncated or corrupt); "
-                              "re-profile and let ncu finish writing it")
+            raise BsprofError(
+                f"{path or 'report'}: launch {index} has no data (the report is truncated or corrupt); "
+                "re-profile and let ncu finish writing it"
+            )
         all_names.append(func)
-        if pattern and not (pattern.search(func) or pattern.search(demangled)
-                            or pattern.search(" / ".join(nvtx_ranges(action)))):
+        if pattern and not (
+            pattern.search(func) or pattern.search(demangled) or pattern.search(" / ".join(nvtx_ranges(action)))
+        ):
             continue
         row, raw, _ = launch_row(action, index, flops, precision)
         rows.append(row)
         raws.append(raw)
         rules.append(R.rule_results(action) if with_rules else [])
     if not all_names:
-        raise BsprofError(f"{path or 'report'}: the report holds no profiled launches (ncu matched no kernel); "
-                          "re-profile with a filter that matches a kernel")
+        raise BsprofError(
+            f"{path or 'report'}: the report holds no profiled launches (ncu matched no kernel); "
+            "re-profile with a filter that matches a kernel"
+        )
     if not rows:
         shown = ", ".join(sorted(set(all_names))[:20])
         raise BsprofError(f"--filter {filter!r} matches no kernel in {path or 'the report'}; its kernels: {shown}")
@@ -288,5 +304,5 @@ def opcode_counts(row) -> dict[str, float]:
     out = {}
     for key, val in row.items():
         if key.startswith("inst_op_") and isinstance(val, float) and not math.isnan(val):
-            out[key[len("inst_op_"):]] = val
+            out[key[len("inst_op_") :]] = val
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))

@@ -11,25 +11,25 @@ import re
 
 THRESHOLDS: dict[str, float] = {
     "launch_fixed_share": 0.30,  # no SM active for at least this share of the duration: the launch's fixed cost dominates
-    "tiny_duration_us": 10.0,    # only without the busiest SM's cycles: a launch this short ...
-    "tiny_active_share": 0.70,   # ... with SM active cycles below this share of elapsed is launch-bound
-    "idle_share": 0.20,          # SM-time idle at or above this share: the GPU is not filled
-    "idle_sms_share": 0.25,      # fewer CTAs than SMs leaving at least this share of SMs idle
-    "no_work_sm_share": 0.10,    # an SM active below this share of the busiest SM's cycles did no real work
-    "unit_bound_pct": 60.0,      # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
-    "issue_bound_pct": 70.0,     # issue slots busy at >= this %: instruction-issue bound
-    "balanced_margin": 5.0,      # compute and memory within this many points: "balanced"
-    "l2_over_dram_pts": 10.0,    # DRAM traffic passes L2: L2 is the limit only this far above DRAM
-    "near_peak_pct": 80.0,       # tensor pipe busy (of elapsed) at which a GEMM is near its peak
-    "low_occupancy_pct": 25.0,   # achieved occupancy below this is worth raising (when the limiter allows)
-    "min_eligible_warps": 0.5,   # eligible warps per scheduler cycle below this: schedulers starve
-    "smem_conflict_pct": 10.0,   # bank conflicts as % of shared wavefronts
-    "large_k": 4096.0,           # split-K is a candidate above this K
+    "tiny_duration_us": 10.0,  # only without the busiest SM's cycles: a launch this short ...
+    "tiny_active_share": 0.70,  # ... with SM active cycles below this share of elapsed is launch-bound
+    "idle_share": 0.20,  # SM-time idle at or above this share: the GPU is not filled
+    "idle_sms_share": 0.25,  # fewer CTAs than SMs leaving at least this share of SMs idle
+    "no_work_sm_share": 0.10,  # an SM active below this share of the busiest SM's cycles did no real work
+    "unit_bound_pct": 60.0,  # a pipe or memory level at >= this % of peak bounds the kernel (ncu's SOL line)
+    "issue_bound_pct": 70.0,  # issue slots busy at >= this %: instruction-issue bound
+    "balanced_margin": 5.0,  # compute and memory within this many points: "balanced"
+    "l2_over_dram_pts": 10.0,  # DRAM traffic passes L2: L2 is the limit only this far above DRAM
+    "near_peak_pct": 80.0,  # tensor pipe busy (of elapsed) at which a GEMM is near its peak
+    "low_occupancy_pct": 25.0,  # achieved occupancy below this is worth raising (when the limiter allows)
+    "min_eligible_warps": 0.5,  # eligible warps per scheduler cycle below this: schedulers starve
+    "smem_conflict_pct": 10.0,  # bank conflicts as % of shared wavefronts
+    "large_k": 4096.0,  # split-K is a candidate above this K
     "spill_traffic_share": 0.25,  # local (spill) bytes at >= this share of L2's bytes: the spills fill the bandwidth
-    "atomic_share": 0.10,        # global atomics at >= this share of global memory instructions: name them
-    "l2_refetch_ratio": 2.0,     # an L2-bound TMA kernel or GEMM reading >= this many times its operands' bytes from L2
+    "atomic_share": 0.10,  # global atomics at >= this share of global memory instructions: name them
+    "l2_refetch_ratio": 2.0,  # an L2-bound TMA kernel or GEMM reading >= this many times its operands' bytes from L2
     "register_load_per_mma": 0.25,  # a GEMM issuing >= this many register-path global loads (LDG) per MMA instruction
-    "clock_change_pct": 1.0,     # two launches' SM clocks this far apart: compare cycles, not microseconds
+    "clock_change_pct": 1.0,  # two launches' SM clocks this far apart: compare cycles, not microseconds
 }
 
 # pipes that execute MMAs; their presence makes a kernel a "gemm" for advice
@@ -37,8 +37,12 @@ MMA_OPCODE = re.compile(r"^(UTC\w*MMA|[HQI]GMMA|HMMA|IMMA|DMMA|BMMA)")
 WGMMA_OPCODE = re.compile(r"^([HQIB]GMMA|UTC\w*MMA)")
 # which MMA instruction family a GEMM issues: the knobs that exist differ (wgmma's N tile and
 # consumer warpgroups, tcgen05's 2-CTA MMA and TMEM; mma.sync and DMMA have neither)
-MMA_FAMILIES = ((re.compile(r"^[HQIB]GMMA"), "wgmma"), (re.compile(r"^UTC\w*MMA"), "tcgen05"),
-                (re.compile(r"^DMMA"), "dmma"), (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"))
+MMA_FAMILIES = (
+    (re.compile(r"^[HQIB]GMMA"), "wgmma"),
+    (re.compile(r"^UTC\w*MMA"), "tcgen05"),
+    (re.compile(r"^DMMA"), "dmma"),
+    (re.compile(r"^(HMMA|IMMA|BMMA)"), "mma.sync"),
+)
 # global atomics (RED: no return value, ATOM: with one); ATOMS is shared memory, not global
 # TMA loads (cp.async.bulk.tensor / cp.async.bulk): coalescing and shared-memory reuse are already done
 TMA_LOAD_OPCODE = re.compile(r"^(UTMALDG|UBLKCP)")
@@ -66,7 +70,7 @@ def known(x: float) -> bool:
 
 def opcodes(row) -> dict[str, float]:
     keys = row.keys() if hasattr(row, "keys") else []
-    return {k[len("inst_op_"):]: v for k in keys if k.startswith("inst_op_") and known(v := metric(row, k)) and v > 0}
+    return {k[len("inst_op_") :]: v for k in keys if k.startswith("inst_op_") and known(v := metric(row, k)) and v > 0}
 
 
 def global_atomics(row) -> tuple[float, float]:
@@ -100,7 +104,7 @@ def level_bytes(row, lvl: str) -> float:
 def stall_shares(row) -> dict[str, float]:
     """stall reason -> share of the warp cycles per issued instruction (NaN-free, largest first)."""
     keys = row.keys() if hasattr(row, "keys") else []
-    stalls = {k[len("stall_"):]: metric(row, k) for k in keys if k.startswith("stall_")}
+    stalls = {k[len("stall_") :]: metric(row, k) for k in keys if k.startswith("stall_")}
     stalls = {k: v for k, v in stalls.items() if known(v) and k != "selected"}
     total = metric(row, "warp_cycles_per_issue")
     if not known(total) or total <= 0:
@@ -146,8 +150,10 @@ def clock_above_top(row) -> str | None:
     mhz, top = metric(row, "sm_clock_hz") / 1e6, metric(row, "max_sm_clock_khz") / 1e3
     if not (known(mhz) and known(top)) or top <= 0 or mhz <= CLOCK_ABOVE_TOP * top:
         return None
-    return (f"above the part's {top:,.0f} MHz top: elapsed cycles over a "
-            f"{metric(row, 'duration_ns') / 1e3:,.1f} us launch, not a clock reading")
+    return (
+        f"above the part's {top:,.0f} MHz top: elapsed cycles over a "
+        f"{metric(row, 'duration_ns') / 1e3:,.1f} us launch, not a clock reading"
+    )
 
 
 def register_loads(row) -> tuple[float, float]:
@@ -205,8 +211,10 @@ def is_attention(row) -> bool:
     total = sum(ops.values())
     if not total or not any(MMA_OPCODE.match(o) for o in ops):
         return False
-    return (metric(row, "pipe_xu_pct") >= ATTENTION_MIX["xu_pct"]
-            and ops.get("MUFU", 0.0) / total >= ATTENTION_MIX["mufu_share"])
+    return (
+        metric(row, "pipe_xu_pct") >= ATTENTION_MIX["xu_pct"]
+        and ops.get("MUFU", 0.0) / total >= ATTENTION_MIX["mufu_share"]
+    )
 
 
 def dram_split(row) -> tuple[float, float, float]:

@@ -59,8 +59,15 @@ _ALIAS = {"bf16": "fp16", "int8": "fp8"}
 # f8f6f4 at the fp8 rate, UTCOMMA block-scaled mxf4/nvf4 at the fp4 rate, UTCIMMA int8). Most
 # specific (lowest) first.
 OPCODE_PRECISION: tuple[tuple[str, str], ...] = (
-    ("UTCOMMA", "fp4"), ("UTCQMMA", "fp8"), ("UTCIMMA", "int8"), ("UTCHMMA", "fp16"),
-    ("QGMMA", "fp8"), ("IGMMA", "int8"), ("HGMMA", "fp16"), ("IMMA", "int8"), ("HMMA", "fp16"),
+    ("UTCOMMA", "fp4"),
+    ("UTCQMMA", "fp8"),
+    ("UTCIMMA", "int8"),
+    ("UTCHMMA", "fp16"),
+    ("QGMMA", "fp8"),
+    ("IGMMA", "int8"),
+    ("HGMMA", "fp16"),
+    ("IMMA", "int8"),
+    ("HMMA", "fp16"),
     ("DMMA", "fp64"),
 )
 
@@ -116,8 +123,15 @@ def peak_tflops(device_name: str | None, precision: str) -> float | None:
 # wgmma (HGMMA/QGMMA/IGMMA.64xNxK) is issued by the 4 warps of a warpgroup, each counted, so a warp's
 # share is 2*64*N*K / 4 (cuBLAS FP8 at 4096^3: 1,048,576 QGMMA.64x128x32 x 131,072 = 2*4096^3);
 # mma.sync names its shape as digits (HMMA.16816 = 16x8x16, IMMA.16832 = 16x8x32, DMMA.884 = 8x8x4)
-_MMA_SYNC_SHAPES = {"16816": (16, 8, 16), "1688": (16, 8, 8), "16832": (16, 8, 32), "8816": (8, 8, 16),
-                    "884": (8, 8, 4), "16864": (16, 8, 64), "8832": (8, 8, 32)}
+_MMA_SYNC_SHAPES = {
+    "16816": (16, 8, 16),
+    "1688": (16, 8, 8),
+    "16832": (16, 8, 32),
+    "8816": (8, 8, 16),
+    "884": (8, 8, 4),
+    "16864": (16, 8, 64),
+    "8832": (8, 8, 32),
+}
 
 
 def mma_flops_per_instruction(sass: str) -> float | None:

@@ -79,7 +79,7 @@ NCU_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-NO_RULES = "(no rule results)"   # a --set triage report runs no rules
+NO_RULES = "(no rule results)"  # a --set triage report runs no rules
 
 
 @dataclass
@@ -87,17 +87,18 @@ class Price:
     """What following one advice line buys: the projected duration (us) and the speedup, each an
     interval (low, high); the limiter relieved and the one that binds then. ``bounded`` False: the
     report cannot bound it, ``why`` says what it lacks."""
+
     advice: str
     bounded: bool
-    low: float = math.nan                 # speedup at the slow end
+    low: float = math.nan  # speedup at the slow end
     high: float = math.nan
-    t_low_us: float = math.nan            # projected duration, fast end
+    t_low_us: float = math.nan  # projected duration, fast end
     t_high_us: float = math.nan
     relieves: str = ""
     binds: str = ""
     why: str = ""
     ncu_rule: str = ""
-    ncu_pct: float = math.nan             # ncu's estimated speedup: the share of the duration removed (%)
+    ncu_pct: float = math.nan  # ncu's estimated speedup: the share of the duration removed (%)
 
     @property
     def mid(self) -> float:
@@ -108,8 +109,13 @@ class Price:
         return 1.0 / (1.0 - min(self.ncu_pct, 99.9) / 100.0) if known(self.ncu_pct) else math.nan
 
     def text(self) -> str:
-        ncu = (f"; ncu {self.ncu_pct:.0f}% → {_x(self.ncu_speedup)}x" if known(self.ncu_pct)
-               else "; ncu: no rules run" if self.ncu_rule == NO_RULES else "; ncu: none")
+        ncu = (
+            f"; ncu {self.ncu_pct:.0f}% → {_x(self.ncu_speedup)}x"
+            if known(self.ncu_pct)
+            else "; ncu: no rules run"
+            if self.ncu_rule == NO_RULES
+            else "; ncu: none"
+        )
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
         rng = _x(self.low) if _x(self.low) == _x(self.high) else f"{_x(self.low)}-{_x(self.high)}"
@@ -132,6 +138,7 @@ def _x(s: float) -> str:
 
 
 # --- the launch's units ---------------------------------------------------------------------------
+
 
 def duration_us(row) -> float:
     return metric(row, "duration_ns") / 1e3
@@ -165,11 +172,16 @@ def unit_times(row) -> dict[str, float]:
         if known(v := metric(row, col)):
             out[unit] = t * v / 100.0
     if any(WGMMA_OPCODE.match(op) for op in opcodes(row)):
-        out.pop("l1", None)   # wgmma reads its operands from shared memory: not a limit (verdict.busiest_memory)
+        out.pop("l1", None)  # wgmma reads its operands from shared memory: not a limit (verdict.busiest_memory)
     keys = row.keys() if hasattr(row, "keys") else []
     for k in keys:
-        if k.startswith("pipe_") and k.endswith("_pct") and k not in ("pipe_fmaheavy_pct",) and known(v := metric(row, k)):
-            out[k[len("pipe_"):-len("_pct")]] = t * s * v / 100.0
+        if (
+            k.startswith("pipe_")
+            and k.endswith("_pct")
+            and k not in ("pipe_fmaheavy_pct",)
+            and known(v := metric(row, k))
+        ):
+            out[k[len("pipe_") : -len("_pct")]] = t * s * v / 100.0
     if known(v := metric(row, "issue_active_pct")):
         out["issue"] = t * s * v / 100.0
     return out
@@ -182,11 +194,18 @@ def _eff(unit: str) -> tuple[float, float]:
 
 
 def _label(unit: str) -> str:
-    return {"dram": "DRAM", "l2": "L2", "l1": "L1", "issue": "issue"}.get(unit, unit.upper() if len(unit) <= 3 else unit)
+    return {"dram": "DRAM", "l2": "L2", "l1": "L1", "issue": "issue"}.get(
+        unit, unit.upper() if len(unit) <= 3 else unit
+    )
 
 
-def project(row, times: dict[str, float], fixed: tuple[float, float],
-            floor: tuple[float, float] | None = None, floor_name: str = "latency") -> tuple[float, float, str]:
+def project(
+    row,
+    times: dict[str, float],
+    fixed: tuple[float, float],
+    floor: tuple[float, float] | None = None,
+    floor_name: str = "latency",
+) -> tuple[float, float, str]:
     """(fast, slow) projected duration (us) and what binds: the fixed cost plus the largest unit time
     at its efficiency; ``floor``: a time the launch's own structure needs whatever the units (fast, slow)."""
     fast = max((v / _eff(u)[1] for u, v in times.items()), default=0.0)
@@ -200,8 +219,17 @@ def project(row, times: dict[str, float], fixed: tuple[float, float],
     return fixed[0] + fast, fixed[1] + slow, text
 
 
-def _priced(pid: str, row, times: dict[str, float], relieves: str, *, floor=None, floor_name="latency",
-            note: str = "", fixed=None) -> Price:
+def _priced(
+    pid: str,
+    row,
+    times: dict[str, float],
+    relieves: str,
+    *,
+    floor=None,
+    floor_name="latency",
+    note: str = "",
+    fixed=None,
+) -> Price:
     t = duration_us(row)
     fast, slow, binds = project(row, times, fixed or fixed_range(row), floor, floor_name)
     if note:
@@ -219,6 +247,7 @@ def _pct(row, col: str) -> str:
 
 
 # --- what each advice line changes ----------------------------------------------------------------
+
 
 def uncoalesced_waste(rules: list[dict] | None) -> tuple[float, float]:
     """(sectors beyond what the requests need, sectors moved) from ncu's UncoalescedGlobalAccess finding
@@ -249,15 +278,22 @@ def _coalesce(pid, row, rules, times):
     if "l2" in new:
         new["l2"] *= min(1.0, need / l2) if known(l2) and l2 > 0 else keep
     unit = "l2" if "/l2/" in pid else "l1"
-    return _priced(pid, row, new, f"{_label(unit)} {_pct(row, f'{unit}_throughput_pct')}",
-                   note=f"at {fmt_bytes(min(dram, need) if known(dram) else need)}")
+    return _priced(
+        pid,
+        row,
+        new,
+        f"{_label(unit)} {_pct(row, f'{unit}_throughput_pct')}",
+        note=f"at {fmt_bytes(min(dram, need) if known(dram) else need)}",
+    )
 
 
 def _relieve(pid, row, times, unit, *, to: float = 0.0, note=""):
     new = dict(times)
     if unit in new:
         new[unit] = to
-    rel = f"{_label(unit)} {_pct(row, f'{unit}_throughput_pct' if unit in ('dram', 'l2', 'l1') else f'pipe_{unit}_pct')}"
+    rel = (
+        f"{_label(unit)} {_pct(row, f'{unit}_throughput_pct' if unit in ('dram', 'l2', 'l1') else f'pipe_{unit}_pct')}"
+    )
     if unit == "issue":
         rel = f"issue {_pct(row, 'issue_active_pct')}"
     return _priced(pid, row, new, rel, note=note)
@@ -279,6 +315,7 @@ def flops_fp32(row) -> float:
 
 def _peak(row, precision: str) -> float:
     from bsprof.analyzers.ncu.peaks import peak_tflops
+
     dev = row.get("device") if hasattr(row, "get") else None
     return peak_tflops(dev, precision) if isinstance(dev, str) else None
 
@@ -367,8 +404,14 @@ def _under_filled(pid, row, times):
     occ, theo = metric(row, "achieved_occupancy_pct"), metric(row, "theoretical_occupancy_pct")
     if known(occ) and known(theo) and theo > 0:
         spread *= min(1.0, occ / theo)
-    return _priced(pid, row, times, f"SM-time idle {100 * (1 - active_share(row)):.0f}%",
-                   floor=(0.0, spread), floor_name="per-SM pace")
+    return _priced(
+        pid,
+        row,
+        times,
+        f"SM-time idle {100 * (1 - active_share(row)):.0f}%",
+        floor=(0.0, spread),
+        floor_name="per-SM pace",
+    )
 
 
 def _atomics(pid, row, times):
@@ -414,7 +457,9 @@ def _staged_loads(pid, row, rules, times):
     """Padding lets the library take its TMA + wgmma kernel: the tensor pipe at the precision's wgmma peak,
     the register-path loads (L1) gone, L2 carrying the sectors the requests need."""
     prec = row.get("precision") if hasattr(row, "get") else None
-    return _tensor_at_peak(pid, row, times, metric(row, "mma_flops"), prec or "?", f"L1 {_pct(row, 'l1_throughput_pct')}")
+    return _tensor_at_peak(
+        pid, row, times, metric(row, "mma_flops"), prec or "?", f"L1 {_pct(row, 'l1_throughput_pct')}"
+    )
 
 
 def _mma_sync(pid, row, times):
@@ -443,7 +488,9 @@ def _refetch(pid, row, times):
 def _tensor_near_peak(pid, row, times):
     if pid.startswith("compute-bound/tensor/gemm") or pid.endswith("/dmma"):
         return _cannot(pid, "the MMAs set the time")
-    return _priced(pid, row, {u: v for u, v in times.items() if u == "tensor"}, f"tensor {_pct(row, 'tensor_pipe_pct')}")
+    return _priced(
+        pid, row, {u: v for u, v in times.items() if u == "tensor"}, f"tensor {_pct(row, 'tensor_pipe_pct')}"
+    )
 
 
 # why a line has no price in one launch's report (kept short: it is shown under the line)
@@ -466,8 +513,11 @@ def price_line(pid: str, v, row, rules: list[dict] | None = None) -> Price:
     elif cls == "memory-bound":
         p = _cannot(pid, FUSION_WHY)
     elif cls == "compute-bound" and unit == "fma":
-        p = _transcendentals(pid, row, times, remove_mufu=False) if kind == "exp-range-reduced" \
+        p = (
+            _transcendentals(pid, row, times, remove_mufu=False)
+            if kind == "exp-range-reduced"
             else _fma_line(pid, row, rules, times)
+        )
     elif cls == "compute-bound" and unit == "xu":
         p = _transcendentals(pid, row, times, remove_mufu=kind != "exp-range-reduced")
     elif cls == "compute-bound" and unit == "tensor":
@@ -527,10 +577,13 @@ def price_all(v, row, ids: list[str], rules: list[dict] | None = None) -> list[P
 def order_by_price(prices: list[Price]) -> list[int]:
     """Indices of the lines, the largest priced speedup first (interval midpoint), unbounded lines last
     in their own order."""
-    return sorted(range(len(prices)), key=lambda i: (not prices[i].bounded, -(prices[i].mid if prices[i].bounded else 0)))
+    return sorted(
+        range(len(prices)), key=lambda i: (not prices[i].bounded, -(prices[i].mid if prices[i].bounded else 0))
+    )
 
 
 # --- a sequence of launches: fusion and batching -------------------------------------------------
+
 
 def price_sequence(rows: list) -> dict[str, Price]:
     """Prices of fusing a sequence of launches (one report, in launch order) into one launch:
@@ -545,26 +598,41 @@ def price_sequence(rows: list) -> dict[str, Price]:
     total = sum(duration_us(r) for r in rows)
     fixed = fixed_range(rows[0])
     out = {}
-    rates = [(metric(r, "dram_bytes_read") + metric(r, "dram_bytes_write")) / (duration_us(r) * metric(r, "dram_throughput_pct") / 100)
-             for r in rows if metric(r, "dram_throughput_pct") > 1.0]
+    rates = [
+        (metric(r, "dram_bytes_read") + metric(r, "dram_bytes_write"))
+        / (duration_us(r) * metric(r, "dram_throughput_pct") / 100)
+        for r in rows
+        if metric(r, "dram_throughput_pct") > 1.0
+    ]
     rates = [x for x in rates if known(x) and x > 0]
     # what the first launch reads from DRAM and the last writes to it (a short stream's last writes stay in
     # L2 when it ends, in the fused launch as in the last one)
     first_read, last_write = metric(rows[0], "dram_bytes_read"), metric(rows[-1], "dram_bytes_write")
     if rates and known(first_read) and known(last_write):
-        rate = sorted(rates)[len(rates) // 2]                 # bytes per us at the DRAM peak
+        rate = sorted(rates)[len(rates) // 2]  # bytes per us at the DRAM peak
         nbytes = first_read + last_write
         times = {"dram": nbytes / rate}
         for unit in ("fma", "xu", "alu"):
             times[unit] = sum(unit_times(r).get(unit, 0.0) for r in rows)
         fast, slow, binds = _project_plain(times, fixed)
-        out["memory-bound/dram/*"] = Price("memory-bound/dram/*", True, low=total / slow, high=total / fast,
-                                           t_low_us=fast, t_high_us=slow, relieves=f"{len(rows)} launches",
-                                           binds=f"{binds} at {fmt_bytes(nbytes)}")
+        out["memory-bound/dram/*"] = Price(
+            "memory-bound/dram/*",
+            True,
+            low=total / slow,
+            high=total / fast,
+            t_low_us=fast,
+            t_high_us=slow,
+            relieves=f"{len(rows)} launches",
+            binds=f"{binds} at {fmt_bytes(nbytes)}",
+        )
     busy_max, sm_time = 0.0, 0.0
     for r in rows:
         f = fixed_us(r)
-        mx, el, act = metric(r, "sm_active_cycles_max"), metric(r, "sm_elapsed_cycles_avg"), metric(r, "sm_active_cycles_avg")
+        mx, el, act = (
+            metric(r, "sm_active_cycles_max"),
+            metric(r, "sm_elapsed_cycles_avg"),
+            metric(r, "sm_active_cycles_avg"),
+        )
         if not (known(f) and known(mx) and known(el) and el > 0):
             break
         busy_max = max(busy_max, duration_us(r) * mx / el)
@@ -572,9 +640,16 @@ def price_sequence(rows: list) -> dict[str, Price]:
     else:
         busy = max(busy_max, sm_time)
         fast, slow = fixed[0] + busy, fixed[1] + busy
-        out["launch-bound/*/*"] = Price("launch-bound/*/*", True, low=total / slow, high=total / fast, t_low_us=fast,
-                                        t_high_us=slow, relieves=f"{len(rows)} fixed costs",
-                                        binds=f"one launch, {busy:.1f} us of SM work")
+        out["launch-bound/*/*"] = Price(
+            "launch-bound/*/*",
+            True,
+            low=total / slow,
+            high=total / fast,
+            t_low_us=fast,
+            t_high_us=slow,
+            relieves=f"{len(rows)} fixed costs",
+            binds=f"one launch, {busy:.1f} us of SM work",
+        )
     return out
 
 

@@ -43,8 +43,14 @@ def project_pairs(before: dict[str, list[dict]], labels: dict, pairs: dict[str, 
     for pair, lab in labels["pairs"].items():
         op = pairs[pair][0]
         if op not in before:
-            out[pair] = {"follows": lab["follows"], "advice": None, "before": op, "before_us": None, "lines": [],
-                         "price": Price("", False, why="no report of the before launch").as_dict()}
+            out[pair] = {
+                "follows": lab["follows"],
+                "advice": None,
+                "before": op,
+                "before_us": None,
+                "lines": [],
+                "price": Price("", False, why="no report of the before launch").as_dict(),
+            }
             continue
         out[pair] = project_pair(before[op], lab["follows"])
         out[pair]["before"] = op
@@ -57,8 +63,9 @@ def duration_ratio(before: dict[str, list[dict]], after: dict[str, list[dict]], 
     out = {}
     for pair, (b, a) in pairs.items():
         if before.get(b) and after.get(a):
-            out[pair] = (sum(e["columns"]["duration_ns"] for e in before[b])
-                         / sum(e["columns"]["duration_ns"] for e in after[a]))
+            out[pair] = sum(e["columns"]["duration_ns"] for e in before[b]) / sum(
+                e["columns"]["duration_ns"] for e in after[a]
+            )
     return out
 
 
@@ -79,16 +86,22 @@ def project_pair(launches: list[dict], follows: list[str]) -> dict:
     for pid, p in seq.items():
         if len(launches) > 1:
             p.ncu_rule, p.ncu_pct = _best_ncu(lines, pid)
-        lines.insert(0, {"launch": "all", "verdict": "sequence", "advice": pid, "text": "fuse the sequence",
-                         "price": p.as_dict()})
-    chosen = next((ln for ln in lines if _matches(ln["advice"], follows)
-                   and (len(launches) == 1 or ln["launch"] == "all")), None)
+        lines.insert(
+            0,
+            {"launch": "all", "verdict": "sequence", "advice": pid, "text": "fuse the sequence", "price": p.as_dict()},
+        )
+    chosen = next(
+        (ln for ln in lines if _matches(ln["advice"], follows) and (len(launches) == 1 or ln["launch"] == "all")), None
+    )
     if chosen is None:
         chosen = next((ln for ln in lines if _matches(ln["advice"], follows)), None)
-    return {"follows": follows, "advice": chosen["advice"] if chosen else None,
-            "price": chosen["price"] if chosen else Price("", False, why="bsprof gives no such advice line").as_dict(),
-            "before_us": sum(e["columns"].get("duration_ns", math.nan) for e in launches) / 1e3,
-            "lines": lines}
+    return {
+        "follows": follows,
+        "advice": chosen["advice"] if chosen else None,
+        "price": chosen["price"] if chosen else Price("", False, why="bsprof gives no such advice line").as_dict(),
+        "before_us": sum(e["columns"].get("duration_ns", math.nan) for e in launches) / 1e3,
+        "lines": lines,
+    }
 
 
 def _best_ncu(lines: list[dict], pid: str) -> tuple[str, float]:
@@ -120,11 +133,24 @@ def score(projections: dict, measured: dict, two_lines: dict) -> dict:
         inside = bounded and m is not None and lo <= m <= hi
         miss = (not bounded and m is not None and m > TARGETS["miss_above"]) or (bounded and not inside)
         ncu = _speedup(p.get("ncu_pct"))
-        rows.append({"pair": pair, "advice": proj["advice"], "measured": m, "low": lo, "high": hi,
-                     "width": hi / lo if bounded else math.nan, "mid": p.get("mid") if bounded else math.nan,
-                     "ratio": (p["mid"] / m) if bounded and m else math.nan, "inside": inside, "miss": miss,
-                     "ncu_rule": p.get("ncu_rule"), "ncu_speedup": ncu,
-                     "ncu_ratio": ncu / m if m and not math.isnan(ncu) else math.nan, "binds": p.get("binds", "")})
+        rows.append(
+            {
+                "pair": pair,
+                "advice": proj["advice"],
+                "measured": m,
+                "low": lo,
+                "high": hi,
+                "width": hi / lo if bounded else math.nan,
+                "mid": p.get("mid") if bounded else math.nan,
+                "ratio": (p["mid"] / m) if bounded and m else math.nan,
+                "inside": inside,
+                "miss": miss,
+                "ncu_rule": p.get("ncu_rule"),
+                "ncu_speedup": ncu,
+                "ncu_ratio": ncu / m if m and not math.isnan(ncu) else math.nan,
+                "binds": p.get("binds", ""),
+            }
+        )
     n = len(rows)
     hits = sum(r["inside"] for r in rows)
     counted = [r for r in rows if r["inside"] or r["miss"]]
@@ -139,18 +165,29 @@ def score(projections: dict, measured: dict, two_lines: dict) -> dict:
         if None in meas:
             continue
         pred = None if None in mids or mids[0] == mids[1] else mids[0] > mids[1]
-        order[before] = {"pairs": pairs, "projected_mid": mids, "measured": meas,
-                         "match": pred is not None and pred == (meas[0] > meas[1])}
+        order[before] = {
+            "pairs": pairs,
+            "projected_mid": mids,
+            "measured": meas,
+            "match": pred is not None and pred == (meas[0] > meas[1]),
+        }
     return {
-        "pairs": rows, "n": n, "inside": hits, "inside_share": hits / n if n else math.nan,
+        "pairs": rows,
+        "n": n,
+        "inside": hits,
+        "inside_share": hits / n if n else math.nan,
         "counted": len(counted),
         "median_width": statistics.median(widths) if widths else math.nan,
         "median_ratio": statistics.median(ratios) if ratios else math.nan,
-        "spread": log_spread(ratios), "ncu_median_ratio": statistics.median(ncu_ratios) if ncu_ratios else math.nan,
-        "ncu_spread": log_spread(ncu_ratios), "ncu_n": len(ncu_ratios),
+        "spread": log_spread(ratios),
+        "ncu_median_ratio": statistics.median(ncu_ratios) if ncu_ratios else math.nan,
+        "ncu_spread": log_spread(ncu_ratios),
+        "ncu_n": len(ncu_ratios),
         "spread_same_pairs": log_spread([r["ratio"] for r in both]),
-        "ncu_spread_same_pairs": log_spread([r["ncu_ratio"] for r in both]), "same_pairs": len(both),
-        "order": order, "targets": TARGETS,
+        "ncu_spread_same_pairs": log_spread([r["ncu_ratio"] for r in both]),
+        "same_pairs": len(both),
+        "order": order,
+        "targets": TARGETS,
     }
 
 

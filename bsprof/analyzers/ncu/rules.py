@@ -39,16 +39,18 @@ def rule_results(action) -> list[dict]:
     for r in raw:
         msg = r.get("rule_message") or {}
         est = r.get("speedup_estimation") or {}
-        out.append({
-            "section": r.get("section_identifier", ""),
-            "rule": r.get("rule_identifier", ""),
-            "name": r.get("name", ""),
-            "title": msg.get("title", ""),
-            "kind": _KIND.get(int(msg.get("type", 0) or 0), str(msg.get("type"))),
-            "message": clean_message(msg.get("message", "")),
-            "speedup_pct": float(est["speedup"]) if "speedup" in est else None,
-            "speedup_type": _SPEEDUP.get(int(est.get("type", 0) or 0), "unknown") if est else None,
-            "focus_metrics": [{"name": f.get("name"), "value": f.get("value")} for f in r.get("focus_metrics", [])],
-        })
+        out.append(
+            {
+                "section": r.get("section_identifier", ""),
+                "rule": r.get("rule_identifier", ""),
+                "name": r.get("name", ""),
+                "title": msg.get("title", ""),
+                "kind": _KIND.get(int(msg.get("type", 0) or 0), str(msg.get("type"))),
+                "message": clean_message(msg.get("message", "")),
+                "speedup_pct": float(est["speedup"]) if "speedup" in est else None,
+                "speedup_type": _SPEEDUP.get(int(est.get("type", 0) or 0), "unknown") if est else None,
+                "focus_metrics": [{"name": f.get("name"), "value": f.get("value")} for f in r.get("focus_metrics", [])],
+            }
+        )
     out.sort(key=lambda d: -(d["speedup_pct"] or -1.0))
     return out

@@ -40,25 +40,41 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
     for i, (_, row) in enumerate(ex.table.iterrows()):
         verdict = classify(row, k=k, rules=ex.rules[i] if i < len(ex.rules) else None)
         cols = {c: _clean(v) for c, v in row.items() if not c.startswith("inst_op_")}
-        launches.append({
-            "kernel": row["kernel"],
-            "duration_ns": _clean(row.get("duration_ns")),
-            "registers_per_thread": _clean(row.get("registers_per_thread")),
-            "grid": _dims(row, "grid"),
-            "block": _dims(row, "block"),
-            "cluster": _dims(row, "cluster"),
-            "verdict": verdict.cls,
-            "label": verdict.label,
-            "verdict_detail": verdict.as_dict(),
-            "metrics": {n: _clean(v) for n, v in ex.raw_metrics[i].items()},
-            "derived": {**{key: cols.get(key) for key in ("flops", "flops_source", "mma_flops", "tflops", "precision",
-                                                          "precision_source", "peak_tflops", "pct_of_peak", "mnkl")},
-                        "flops_check": flops_check(cols)},
-            "columns": cols,
-            "inst_executed_by_opcode": opcode_counts(row),
-            "rules": ex.rules[i] if i < len(ex.rules) else [],
-            "notes": [n for n in (row.get("notes") or "").split("; ") if n],
-        })
+        launches.append(
+            {
+                "kernel": row["kernel"],
+                "duration_ns": _clean(row.get("duration_ns")),
+                "registers_per_thread": _clean(row.get("registers_per_thread")),
+                "grid": _dims(row, "grid"),
+                "block": _dims(row, "block"),
+                "cluster": _dims(row, "cluster"),
+                "verdict": verdict.cls,
+                "label": verdict.label,
+                "verdict_detail": verdict.as_dict(),
+                "metrics": {n: _clean(v) for n, v in ex.raw_metrics[i].items()},
+                "derived": {
+                    **{
+                        key: cols.get(key)
+                        for key in (
+                            "flops",
+                            "flops_source",
+                            "mma_flops",
+                            "tflops",
+                            "precision",
+                            "precision_source",
+                            "peak_tflops",
+                            "pct_of_peak",
+                            "mnkl",
+                        )
+                    },
+                    "flops_check": flops_check(cols),
+                },
+                "columns": cols,
+                "inst_executed_by_opcode": opcode_counts(row),
+                "rules": ex.rules[i] if i < len(ex.rules) else [],
+                "notes": [n for n in (row.get("notes") or "").split("; ") if n],
+            }
+        )
     return launches
 
 
@@ -66,8 +82,14 @@ def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
     return {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launch_dicts(ex, k=k)}
 
 
-def analyze_report(report: str | Path, *, filter: str | None = None, flops: float | None = None,
-                   precision: str | None = None, mnkl: str | None = None) -> tuple[Extraction, dict]:
+def analyze_report(
+    report: str | Path,
+    *,
+    filter: str | None = None,
+    flops: float | None = None,
+    precision: str | None = None,
+    mnkl: str | None = None,
+) -> tuple[Extraction, dict]:
     """An existing .ncu-rep (or a bsprof result directory holding one) -> (extraction, summary JSON):
     per launch the metric columns, the verdict with its evidence and advice, and ncu's own rules.
     FLOPs come from ``flops``, else the result directory's summary.json, else the launch's NVTX range.
@@ -82,8 +104,10 @@ def analyze_report(report: str | Path, *, filter: str | None = None, flops: floa
     path = str(resolve_report(report))
     ex = extract(path, filter=filter, flops=flops, precision=precision)
     t = ex.table
-    t["flops_source"] = ["--flops" if given else ("result directory" if flops else
-                                                  ("NVTX range" if f == f else None)) for f in t["flops"]]
+    t["flops_source"] = [
+        "--flops" if given else ("result directory" if flops else ("NVTX range" if f == f else None))
+        for f in t["flops"]
+    ]
     if mnkl:
         t["mnkl"] = [m if isinstance(m, str) and m else mnkl for m in t["mnkl"]]
         # --mnkl names the problem, so it names its FLOPs too where nothing else did: 2*M*N*K*L
@@ -110,11 +134,15 @@ def flops_check(cols: dict) -> str | None:
         return None
     src = cols.get("flops_source") or "given"
     if mma and f > FLOPS_OVER_MMA_RATIO * mma:
-        return (f"warning: {f:.3g} FLOP ({src}) is {f / mma:.1f}x the {mma:.3g} FLOP the executed MMA instructions "
-                f"account for ({cols.get('mma_sass') or cols.get('mma_opcode')} x count); TFLOP/s and % of peak rest on it")
+        return (
+            f"warning: {f:.3g} FLOP ({src}) is {f / mma:.1f}x the {mma:.3g} FLOP the executed MMA instructions "
+            f"account for ({cols.get('mma_sass') or cols.get('mma_opcode')} x count); TFLOP/s and % of peak rest on it"
+        )
     if pct is not None and pct > 100.0:
-        return (f"warning: {f:.3g} FLOP ({src}) gives {pct:.0f}% of the {cols.get('precision')} peak, more than the "
-                "GPU can do; the FLOP count is not this launch's")
+        return (
+            f"warning: {f:.3g} FLOP ({src}) gives {pct:.0f}% of the {cols.get('precision')} peak, more than the "
+            "GPU can do; the FLOP count is not this launch's"
+        )
     return None
 
 
@@ -126,6 +154,7 @@ def write_summary(ex: Extraction, out_dir: Path, stem: str, payload: dict) -> li
     out_dir = Path(out_dir)
     try:
         import pyarrow  # noqa: F401
+
         table = out_dir / f"{stem}.parquet"
         with atomic_path(table) as tmp:
             ex.table.to_parquet(tmp, index=False)

@@ -65,8 +65,11 @@ from bsprof.analyzers.ncu.price import order_by_price, price_all
 from bsprof.fmt import fmt_bytes, fmt_short
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
-MEMORY_LEVELS = (("dram", "dram_throughput_pct", "dram"), ("l2", "l2_throughput_pct", "l2_sectors"),
-                 ("l1", "l1_throughput_pct", None))
+MEMORY_LEVELS = (
+    ("dram", "dram_throughput_pct", "dram"),
+    ("l2", "l2_throughput_pct", "l2_sectors"),
+    ("l1", "l1_throughput_pct", None),
+)
 
 
 @dataclass
@@ -84,41 +87,42 @@ class Evidence:
 @dataclass
 class Fill:
     """How the launch fills the GPU."""
+
     sms: int | None = None
     ctas: int | None = None
-    ctas_per_sm: int | None = None            # the occupancy limit
-    active_share: float = math.nan            # sm__cycles_active.avg / elapsed
-    max_active_share: float = math.nan        # the busiest SM's active / elapsed
-    min_active_share: float = math.nan        # the least busy SM's active / elapsed
-    idle_sms: int | None = None               # SMs that never got a CTA
-    no_work_sms: int | None = None            # SMs with (almost) no work although they got a CTA (estimate)
-    busy_sms: float = math.nan                # the work in SMs at the busiest SM's pace (estimate)
-    sm_mhz: float = math.nan                  # SM clock: elapsed SM cycles / duration
-    launch_fixed_share: float = math.nan      # share of the duration no SM is active (launch, dispatch, teardown)
+    ctas_per_sm: int | None = None  # the occupancy limit
+    active_share: float = math.nan  # sm__cycles_active.avg / elapsed
+    max_active_share: float = math.nan  # the busiest SM's active / elapsed
+    min_active_share: float = math.nan  # the least busy SM's active / elapsed
+    idle_sms: int | None = None  # SMs that never got a CTA
+    no_work_sms: int | None = None  # SMs with (almost) no work although they got a CTA (estimate)
+    busy_sms: float = math.nan  # the work in SMs at the busiest SM's pace (estimate)
+    sm_mhz: float = math.nan  # SM clock: elapsed SM cycles / duration
+    launch_fixed_share: float = math.nan  # share of the duration no SM is active (launch, dispatch, teardown)
     launch_fixed_us: float = math.nan
     waves: float = math.nan
-    tiles: dict | None = None                 # exact tile accounting, when the tile grid is known
+    tiles: dict | None = None  # exact tile accounting, when the tile grid is known
     text: str = ""
 
 
 @dataclass
 class Verdict:
     cls: str
-    unit: str = ""                             # pipe / memory level / stall reason
+    unit: str = ""  # pipe / memory level / stall reason
     detail: str = ""
     flags: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
-    facts: list[str] = field(default_factory=list)   # the numbers in words ("97% of active, 93% of elapsed")
+    facts: list[str] = field(default_factory=list)  # the numbers in words ("97% of active, 93% of elapsed")
     candidates: list[str] = field(default_factory=list)
-    busy: dict = field(default_factory=dict)   # what limits the busy SMs (class, unit, facts)
+    busy: dict = field(default_factory=dict)  # what limits the busy SMs (class, unit, facts)
     fill: Fill = field(default_factory=Fill)
-    kind: str = "other"                        # gemm | other
-    mma: str = ""                              # wgmma | tcgen05 | mma.sync | dmma (gemm only)
+    kind: str = "other"  # gemm | other
+    mma: str = ""  # wgmma | tcgen05 | mma.sync | dmma (gemm only)
     co_units: list[str] = field(default_factory=list)  # pipes tied with the limiting one
     arch: str = "other"
-    ncu: list[str] = field(default_factory=list)      # agreement with ncu's own rules
-    advice_ids: list[str] = field(default_factory=list)   # each candidate's advice line (advice.entry_id)
-    prices: list = field(default_factory=list)        # each candidate's price (price.Price), same order
+    ncu: list[str] = field(default_factory=list)  # agreement with ncu's own rules
+    advice_ids: list[str] = field(default_factory=list)  # each candidate's advice line (advice.entry_id)
+    prices: list = field(default_factory=list)  # each candidate's price (price.Price), same order
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
 
     @property
@@ -126,16 +130,27 @@ class Verdict:
         return f"{self.cls}:{self.unit}" if self.cls in ("compute-bound", "memory-bound") and self.unit else self.cls
 
     def as_dict(self) -> dict:
-        return {"class": self.cls, "label": self.label, "unit": self.unit, "detail": self.detail,
-                "flags": self.flags, "evidence": [str(e) for e in self.evidence], "facts": self.facts,
-                "candidates": self.candidates,
-                "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
-                "fill": {k: v for k, v in vars(self.fill).items()
-                                                                          if not (isinstance(v, float) and math.isnan(v))},
-                "kind": self.kind, "mma": self.mma, "co_units": self.co_units, "arch": self.arch,
-                "ncu": self.ncu, "missing": self.missing,
-                "advice_ids": self.advice_ids, "prices": [p.as_dict() for p in self.prices],
-                "thresholds": dict(THRESHOLDS)}
+        return {
+            "class": self.cls,
+            "label": self.label,
+            "unit": self.unit,
+            "detail": self.detail,
+            "flags": self.flags,
+            "evidence": [str(e) for e in self.evidence],
+            "facts": self.facts,
+            "candidates": self.candidates,
+            "busy": {k: ([str(e) for e in val] if k == "evidence" else val) for k, val in self.busy.items()},
+            "fill": {k: v for k, v in vars(self.fill).items() if not (isinstance(v, float) and math.isnan(v))},
+            "kind": self.kind,
+            "mma": self.mma,
+            "co_units": self.co_units,
+            "arch": self.arch,
+            "ncu": self.ncu,
+            "missing": self.missing,
+            "advice_ids": self.advice_ids,
+            "prices": [p.as_dict() for p in self.prices],
+            "thresholds": dict(THRESHOLDS),
+        }
 
 
 def kernel_kind(row) -> str:
@@ -171,10 +186,13 @@ def wgmma_operands_from_smem(row) -> bool:
     ops = opcodes(row)
     if ops:
         return any(WGMMA_OPCODE.match(o) for o in ops)
-    return metric(row, "gmma_issue_pct") > 0 or (row.get("arch") in ("sm_90", "sm_100") and metric(row, "tensor_pipe_pct") >= 20)
+    return metric(row, "gmma_issue_pct") > 0 or (
+        row.get("arch") in ("sm_90", "sm_100") and metric(row, "tensor_pipe_pct") >= 20
+    )
 
 
 # --- 1. is the GPU filled -------------------------------------------------------------------------
+
 
 def fill_facts(row, tiles: dict | None = None) -> Fill:
     f = Fill(tiles=tiles)
@@ -187,7 +205,11 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
     limits = [metric(row, f"occupancy_limit_{k}") for k in ("blocks", "registers", "shared_mem", "warps", "barriers")]
     limits = [x for x in limits if known(x) and x > 0]
     f.ctas_per_sm = int(min(limits)) if limits else None
-    act, mx, el = metric(row, "sm_active_cycles_avg"), metric(row, "sm_active_cycles_max"), metric(row, "sm_elapsed_cycles_avg")
+    act, mx, el = (
+        metric(row, "sm_active_cycles_avg"),
+        metric(row, "sm_active_cycles_max"),
+        metric(row, "sm_elapsed_cycles_avg"),
+    )
     if known(act) and known(el) and el > 0:
         f.active_share = min(1.0, act / el)
         f.max_active_share = min(1.0, mx / el) if known(mx) else math.nan
@@ -215,20 +237,29 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
         if f.idle_sms:
             parts.append(f"{f.idle_sms} of {f.sms} SMs get no CTA ({f.ctas} CTAs)")
         elif f.no_work_sms:
-            parts.append(f"~{f.no_work_sms} of {f.sms} SMs do no real work although {f.ctas} CTAs launched (the least "
-                         f"busy SM is active {100 * f.min_active_share:.0f}% of elapsed: CTAs that find no work and exit)")
-        parts.append(f"SM-time idle {100 * idle:.0f}% (sm__cycles_active avg {100 * f.active_share:.0f}% "
-                     f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)" if known(f.max_active_share)
-                     else f"SM-time idle {100 * idle:.0f}%")
+            parts.append(
+                f"~{f.no_work_sms} of {f.sms} SMs do no real work although {f.ctas} CTAs launched (the least "
+                f"busy SM is active {100 * f.min_active_share:.0f}% of elapsed: CTAs that find no work and exit)"
+            )
+        parts.append(
+            f"SM-time idle {100 * idle:.0f}% (sm__cycles_active avg {100 * f.active_share:.0f}% "
+            f"of elapsed, busiest SM {100 * f.max_active_share:.0f}%)"
+            if known(f.max_active_share)
+            else f"SM-time idle {100 * idle:.0f}%"
+        )
         if known(f.busy_sms) and (f.idle_sms or f.no_work_sms):
             parts.append(f"the work of ~{f.busy_sms:.0f} SMs at the busiest SM's pace")
     # cycles beside microseconds: with unlocked clocks the SM clock moves a few % between launches
     if known(f.sm_mhz) and known(mx):
-        parts.append(f"{dur:.2f} us = {el:,.0f} SM cycles at {f.sm_mhz:,.0f} MHz, busiest SM active {mx:,.0f} cycles "
-                     f"({mx / f.sm_mhz:.2f} us)")
+        parts.append(
+            f"{dur:.2f} us = {el:,.0f} SM cycles at {f.sm_mhz:,.0f} MHz, busiest SM active {mx:,.0f} cycles "
+            f"({mx / f.sm_mhz:.2f} us)"
+        )
     if known(f.launch_fixed_us):
-        parts.append(f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
-                     f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)")
+        parts.append(
+            f"no SM active for {f.launch_fixed_us:.1f} us ({100 * f.launch_fixed_share:.0f}% of the launch; "
+            f"launch-bound at >= {100 * THRESHOLDS['launch_fixed_share']:.0f}%, launch_fixed_share)"
+        )
     if known(f.waves):
         parts.append(f"{f.waves:.2f} waves of {f.ctas_per_sm or '?'} CTA{'' if f.ctas_per_sm == 1 else 's'} per SM")
         whole, frac = int(f.waves), f.waves - int(f.waves)
@@ -237,8 +268,10 @@ def fill_facts(row, tiles: dict | None = None) -> Fill:
             per = f.ctas_per_sm or 1
             what = "SMs" if per == 1 else f"CTA slots ({per} per SM)"
             slots = f.sms * per
-            parts.append(f"the last wave is {100 * frac:.0f}% full: ~{round(slots * (1 - frac))} of {slots} {what} "
-                         f"idle for ~{100 / (whole + 1):.0f}% of the time")
+            parts.append(
+                f"the last wave is {100 * frac:.0f}% full: ~{round(slots * (1 - frac))} of {slots} {what} "
+                f"idle for ~{100 / (whole + 1):.0f}% of the time"
+            )
     cl = metric(row, "cluster_size")
     if known(cl) and cl > 1 and f.ctas:
         parts.append(f"{f.ctas // int(cl)} clusters of {int(cl)} CTAs")
@@ -263,12 +296,13 @@ def idle_parts(f: "Fill", tiles: dict | None) -> dict[str, float]:
 
 def tile_text(t: dict) -> str:
     idle = t["ctas"] - round(t["last_round_fill"] * t["ctas"])
-    text = (f"{t['tiles']} tiles of {t['tile_m']}x{t['tile_n']} on {t['ctas']} persistent CTAs: "
-            f"{t['tiles_per_cta_max']} rounds, the last {100 * t['last_round_fill']:.0f}% full "
-            f"({100 * t['idle_share']:.0f}% of CTA-rounds idle)")
+    text = (
+        f"{t['tiles']} tiles of {t['tile_m']}x{t['tile_n']} on {t['ctas']} persistent CTAs: "
+        f"{t['tiles_per_cta_max']} rounds, the last {100 * t['last_round_fill']:.0f}% full "
+        f"({100 * t['idle_share']:.0f}% of CTA-rounds idle)"
+    )
     if idle:
-        text += (f": {idle} of {t['ctas']} SMs idle for the last round, ~{100 / t['tiles_per_cta_max']:.0f}% "
-                 "of the time")
+        text += f": {idle} of {t['ctas']} SMs idle for the last round, ~{100 / t['tiles_per_cta_max']:.0f}% of the time"
     return text
 
 
@@ -282,8 +316,16 @@ def tile_quantization(mnkl, tile_mn, ctas: int, cluster_mn=(1, 1)) -> dict:
     rounds = math.ceil(tiles / ctas)
     last = tiles - (rounds - 1) * ctas
     useful = (m * n * batches) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * batches)
-    return {"tiles": tiles, "tile_m": tm, "tile_n": tn, "ctas": ctas, "tiles_per_cta_max": rounds,
-            "last_round_fill": last / ctas, "idle_share": 1 - tiles / (rounds * ctas), "tile_useful_share": useful}
+    return {
+        "tiles": tiles,
+        "tile_m": tm,
+        "tile_n": tn,
+        "ctas": ctas,
+        "tiles_per_cta_max": rounds,
+        "last_round_fill": last / ctas,
+        "idle_share": 1 - tiles / (rounds * ctas),
+        "tile_useful_share": useful,
+    }
 
 
 def tiles_from_row(row) -> dict | None:
@@ -294,8 +336,12 @@ def tiles_from_row(row) -> dict | None:
     if not mnkl or not isinstance(tile, str) or not known(ctas) or (known(sms) and ctas > sms):
         return None
     tm, tn = (int(x) for x in tile.split("x"))
-    cluster = tuple(int(metric(row, f"cluster_{a}")) if known(metric(row, f"cluster_{a}")) and metric(row, f"cluster_{a}") > 0
-                    else 1 for a in "xy")
+    cluster = tuple(
+        int(metric(row, f"cluster_{a}"))
+        if known(metric(row, f"cluster_{a}")) and metric(row, f"cluster_{a}") > 0
+        else 1
+        for a in "xy"
+    )
     # the launch's cluster dims are (x, y) = (M, N) for CuTe DSL persistent GEMMs
     return tile_quantization(mnkl, (tm, tn), int(ctas), cluster)
 
@@ -308,8 +354,15 @@ def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
     if known(f.launch_fixed_share):
         if f.launch_fixed_share < THRESHOLDS["launch_fixed_share"]:
             return None
-        return [Evidence(f"share of the duration no SM is active ({f.launch_fixed_us:.1f} us)", f.launch_fixed_share,
-                         ">=", THRESHOLDS["launch_fixed_share"], "launch_fixed_share")]
+        return [
+            Evidence(
+                f"share of the duration no SM is active ({f.launch_fixed_us:.1f} us)",
+                f.launch_fixed_share,
+                ">=",
+                THRESHOLDS["launch_fixed_share"],
+                "launch_fixed_share",
+            )
+        ]
     # without the busiest SM's cycles: a short launch whose SMs are mostly idle
     dur = metric(row, "duration_ns") / 1e3
     if not known(dur) or dur >= THRESHOLDS["tiny_duration_us"]:
@@ -318,7 +371,9 @@ def rule_launch_bound(row, f: Fill) -> list[Evidence] | None:
         return None
     ev = [Evidence("duration_us", dur, "<", THRESHOLDS["tiny_duration_us"], "tiny_duration_us")]
     if known(f.active_share):
-        ev.append(Evidence("sm_active_share", f.active_share, "<", THRESHOLDS["tiny_active_share"], "tiny_active_share"))
+        ev.append(
+            Evidence("sm_active_share", f.active_share, "<", THRESHOLDS["tiny_active_share"], "tiny_active_share")
+        )
     return ev
 
 
@@ -334,8 +389,15 @@ def rule_under_filled(row, f: Fill) -> list[Evidence] | None:
     if f.idle_sms and f.sms and f.idle_sms / f.sms >= THRESHOLDS["idle_sms_share"]:
         ev.append(Evidence("idle_sms", f.idle_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms, "idle_sms_share x SMs"))
     elif f.no_work_sms and f.sms and f.no_work_sms >= THRESHOLDS["idle_sms_share"] * f.sms:
-        ev.append(Evidence("SMs without real work (est.)", f.no_work_sms, ">=", THRESHOLDS["idle_sms_share"] * f.sms,
-                           "idle_sms_share x SMs"))
+        ev.append(
+            Evidence(
+                "SMs without real work (est.)",
+                f.no_work_sms,
+                ">=",
+                THRESHOLDS["idle_sms_share"] * f.sms,
+                "idle_sms_share x SMs",
+            )
+        )
     if not ev:
         return None
     # a saturated global memory level is the limit whatever the grid: more CTAs would queue on it
@@ -364,22 +426,29 @@ def rule_register_loads(row, v: "Verdict") -> list[Evidence] | None:
     ldg, per_mma = register_loads(row)
     if not known(per_mma) or per_mma < THRESHOLDS["register_load_per_mma"] or async_loads(row) >= ldg:
         return None
-    return [Evidence("LDG per MMA instruction", per_mma, ">=", THRESHOLDS["register_load_per_mma"],
-                     "register_load_per_mma")]
+    return [
+        Evidence("LDG per MMA instruction", per_mma, ">=", THRESHOLDS["register_load_per_mma"], "register_load_per_mma")
+    ]
 
 
 def saturated_global_memory(row) -> tuple[str, float] | None:
-    best = max(((lvl, metric(row, col)) for lvl, col, _ in MEMORY_LEVELS[:2] if known(metric(row, col))),
-               key=lambda kv: kv[1], default=None)
+    best = max(
+        ((lvl, metric(row, col)) for lvl, col, _ in MEMORY_LEVELS[:2] if known(metric(row, col))),
+        key=lambda kv: kv[1],
+        default=None,
+    )
     return best if best and best[1] >= THRESHOLDS["unit_bound_pct"] else None
 
 
 # --- 2. what limits the busy SMs ------------------------------------------------------------------
 
+
 def pipe_values(row) -> list[tuple[str, float]]:
     """(pipe, % of peak over active cycles) for every pipe the report has."""
     keys = row.keys() if hasattr(row, "keys") else []
-    pipes = [(k[len("pipe_"):-len("_pct")], metric(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")]
+    pipes = [
+        (k[len("pipe_") : -len("_pct")], metric(row, k)) for k in keys if k.startswith("pipe_") and k.endswith("_pct")
+    ]
     return [(p, v) for p, v in pipes if known(v)]
 
 
@@ -406,8 +475,13 @@ def busiest_memory(row) -> tuple[str, float, bool] | None:
         return None
     lvl, v = max(ranked.items(), key=lambda kv: kv[1])
     dram = ranked.get("dram", math.nan)
-    if lvl == "l2" and known(dram) and dram >= THRESHOLDS["unit_bound_pct"] and v - dram < THRESHOLDS["l2_over_dram_pts"]:
-        lvl, v = "dram", dram   # the L2 load is the DRAM stream passing through
+    if (
+        lvl == "l2"
+        and known(dram)
+        and dram >= THRESHOLDS["unit_bound_pct"]
+        and v - dram < THRESHOLDS["l2_over_dram_pts"]
+    ):
+        lvl, v = "dram", dram  # the L2 load is the DRAM stream passing through
     return lvl, v, operand
 
 
@@ -421,9 +495,13 @@ def busy_limit(row, f: Fill) -> dict:
     co: list[str] = []
     comp_unit, comp = None, math.nan
     if pipe:
-        only = not any(k.startswith("pipe_") and known(metric(row, k)) for k in (row.keys() if hasattr(row, "keys") else []))
-        facts.append(f"{'tensor pipe (the only pipe this report has)' if only else 'hottest pipe ' + pipe[0]}: "
-                     f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed")
+        only = not any(
+            k.startswith("pipe_") and known(metric(row, k)) for k in (row.keys() if hasattr(row, "keys") else [])
+        )
+        facts.append(
+            f"{'tensor pipe (the only pipe this report has)' if only else 'hottest pipe ' + pipe[0]}: "
+            f"{pipe[1]:.0f}% of active cycles, {pipe[1] * share:.0f}% of elapsed"
+        )
         if pipe[1] >= THRESHOLDS["unit_bound_pct"]:
             comp_unit, comp = pipe
             # pipes tied with the hottest one limit it together: name each (XU beside FMA when a
@@ -433,26 +511,46 @@ def busy_limit(row, f: Fill) -> dict:
                 same = p.startswith(pipe[0]) or pipe[0].startswith(p)
                 if not same and val >= THRESHOLDS["unit_bound_pct"] and pipe[1] - val < THRESHOLDS["balanced_margin"]:
                     co.append(p)
-                    facts.append(f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
-                                 f"of {pipe[0]}: both limit")
+                    facts.append(
+                        f"{p} pipe {val:.0f}% of active, within {THRESHOLDS['balanced_margin']:.0f} points "
+                        f"of {pipe[0]}: both limit"
+                    )
     if comp_unit is None and known(issue) and issue >= THRESHOLDS["issue_bound_pct"]:
         comp_unit, comp = "issue", issue
     if known(issue):
         facts.append(f"issue slots busy {issue:.0f}%")
     mem_unit, memv = None, math.nan
     if mem:
-        by = ", ".join(f"{lvl.upper()} {metric(row, col):.0f}%" + (f" ({fmt_bytes(level_bytes(row, lvl))})" if known(level_bytes(row, lvl)) else "")
-                       for lvl, col, _ in MEMORY_LEVELS if known(metric(row, col)))
-        facts.append("memory: " + by + (" — L1/shared is the wgmma operand path (SMEM feeds the MMA), not a memory limit"
-                                         if mem[2] and known(metric(row, "l1_throughput_pct")) else ""))
+        by = ", ".join(
+            f"{lvl.upper()} {metric(row, col):.0f}%"
+            + (f" ({fmt_bytes(level_bytes(row, lvl))})" if known(level_bytes(row, lvl)) else "")
+            for lvl, col, _ in MEMORY_LEVELS
+            if known(metric(row, col))
+        )
+        facts.append(
+            "memory: "
+            + by
+            + (
+                " — L1/shared is the wgmma operand path (SMEM feeds the MMA), not a memory limit"
+                if mem[2] and known(metric(row, "l1_throughput_pct"))
+                else ""
+            )
+        )
         if mem[1] >= THRESHOLDS["unit_bound_pct"]:
             mem_unit, memv = mem[0], mem[1]
     ev: list[Evidence] = []
     if comp_unit is None and mem_unit is None:
         out = {"class": "latency-bound", "unit": top_stall(row) or "", "facts": facts}
-        best = max([x for x in (pipe[1] if pipe else math.nan, issue, mem[1] if mem else math.nan) if known(x)], default=math.nan)
+        best = max(
+            [x for x in (pipe[1] if pipe else math.nan, issue, mem[1] if mem else math.nan) if known(x)],
+            default=math.nan,
+        )
         if known(best):
-            ev.append(Evidence("busiest unit (pipe, issue or memory) %", best, "<", THRESHOLDS["unit_bound_pct"], "unit_bound_pct"))
+            ev.append(
+                Evidence(
+                    "busiest unit (pipe, issue or memory) %", best, "<", THRESHOLDS["unit_bound_pct"], "unit_bound_pct"
+                )
+            )
         out["evidence"] = ev
         return out
     if mem_unit is not None and (comp_unit is None or memv >= comp):
@@ -460,12 +558,22 @@ def busy_limit(row, f: Fill) -> dict:
     else:
         cls, unit, val, other = "compute-bound", comp_unit, comp, memv
     thr = "issue_bound_pct" if unit == "issue" else "unit_bound_pct"
-    col = {"issue": "issue_active_pct"}.get(unit) or (f"{unit}_throughput_pct" if cls == "memory-bound" else f"pipe_{unit}_pct")
+    col = {"issue": "issue_active_pct"}.get(unit) or (
+        f"{unit}_throughput_pct" if cls == "memory-bound" else f"pipe_{unit}_pct"
+    )
     ev.append(Evidence(col, val, ">=", THRESHOLDS[thr], thr))
-    out = {"class": cls, "unit": unit, "value": val, "facts": facts, "evidence": ev,
-           "co_units": co if cls == "compute-bound" else []}
+    out = {
+        "class": cls,
+        "unit": unit,
+        "value": val,
+        "facts": facts,
+        "evidence": ev,
+        "co_units": co if cls == "compute-bound" else [],
+    }
     if known(other) and abs(val - other) < THRESHOLDS["balanced_margin"]:
-        out["balanced"] = f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
+        out["balanced"] = (
+            f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
+        )
     return out
 
 
@@ -474,6 +582,7 @@ def top_stall(row) -> str | None:
 
 
 # --- 3. occupancy, flags ----------------------------------------------------------------------------
+
 
 def one_cta_per_sm_by_design(row, f: Fill) -> bool:
     """Persistent kernels (a grid of about one CTA per SM) and kernels whose shared memory allows one CTA."""
@@ -496,7 +605,9 @@ def rule_occupancy(row, f: Fill) -> list[Evidence] | None:
     ev = [Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
     elig = metric(row, "eligible_warps_per_cycle")
     if known(elig) and elig < THRESHOLDS["min_eligible_warps"]:
-        ev.append(Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps"))
+        ev.append(
+            Evidence("eligible_warps_per_cycle", elig, "<", THRESHOLDS["min_eligible_warps"], "min_eligible_warps")
+        )
     return ev
 
 
@@ -511,24 +622,40 @@ def rule_grid_limited(row, f: Fill) -> list[Evidence] | None:
     ach = metric(row, "achieved_occupancy_pct")
     if not grid_limits_warps(row, f) or not known(ach) or ach >= THRESHOLDS["low_occupancy_pct"]:
         return None
-    return [Evidence("waves_per_sm", f.waves, "<", 1.0, "one wave"),
-            Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct")]
+    return [
+        Evidence("waves_per_sm", f.waves, "<", 1.0, "one wave"),
+        Evidence("achieved_occupancy_pct", ach, "<", THRESHOLDS["low_occupancy_pct"], "low_occupancy_pct"),
+    ]
 
 
 def rule_global_atomics(row) -> list[Evidence] | None:
     n, share = global_atomics(row)
     if n <= 0 or share < THRESHOLDS["atomic_share"]:
         return None
-    return [Evidence("global atomics share of global memory instructions", share, ">=", THRESHOLDS["atomic_share"],
-                     "atomic_share")]
+    return [
+        Evidence(
+            "global atomics share of global memory instructions",
+            share,
+            ">=",
+            THRESHOLDS["atomic_share"],
+            "atomic_share",
+        )
+    ]
 
 
 def rule_spill_traffic(row) -> list[Evidence] | None:
     local, share = spill_traffic(row)
     if not known(share) or local <= 0 or share < THRESHOLDS["spill_traffic_share"]:
         return None
-    return [Evidence("local (spill) bytes share of L2 bytes", share, ">=", THRESHOLDS["spill_traffic_share"],
-                     "spill_traffic_share")]
+    return [
+        Evidence(
+            "local (spill) bytes share of L2 bytes",
+            share,
+            ">=",
+            THRESHOLDS["spill_traffic_share"],
+            "spill_traffic_share",
+        )
+    ]
 
 
 def rule_smem_conflicts(row) -> list[Evidence] | None:
@@ -575,6 +702,7 @@ def missing_sections(row) -> list[str]:
 
 # --- the tree ------------------------------------------------------------------------------------------
 
+
 def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: list[dict] | None = None) -> Verdict:
     """Verdict for one extracted row (a dict or a pandas Series). ``k``: the GEMM's K when known;
     ``tiles``: exact tile accounting (:func:`tile_quantization`) for a bundled persistent kernel;
@@ -586,8 +714,9 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     f = fill_facts(row, tiles)
     busy = busy_limit(row, f)
     kind = kernel_kind(row)
-    v = Verdict("latency-bound", kind=kind, mma=mma_family(row, kind), arch=str(row.get("arch") or "other"),
-                fill=f, busy=busy)
+    v = Verdict(
+        "latency-bound", kind=kind, mma=mma_family(row, kind), arch=str(row.get("arch") or "other"), fill=f, busy=busy
+    )
     if ev := rule_launch_bound(row, f):
         v.cls, v.evidence = "launch-bound", ev
         # the fill text carries the duration with its cycles where the report has them
@@ -598,17 +727,24 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
         parts = idle_parts(f, tiles)
         largest = max(parts, key=parts.get) if parts else None
         if largest == "quantization":
-            v.detail = (f"tile quantization: the last round of tiles leaves CTAs idle "
-                        f"({100 * parts['quantization']:.0f}% of SM-time)")
+            v.detail = (
+                f"tile quantization: the last round of tiles leaves CTAs idle "
+                f"({100 * parts['quantization']:.0f}% of SM-time)"
+            )
         elif largest == "launch" and not (f.idle_sms or f.no_work_sms):
-            v.unit = "launch"         # the advice for a launch's fixed cost, not for more tiles
-            v.detail = (f"launch and ramp: no SM active for {100 * parts['launch']:.0f}% of the launch "
-                        f"({f.launch_fixed_us:.1f} us), the largest share of the {100 * (1 - f.active_share):.0f}% "
-                        "SM-time idle" + (f"; tile quantization {100 * parts['quantization']:.0f}%"
-                                         if parts.get("quantization") else ""))
+            v.unit = "launch"  # the advice for a launch's fixed cost, not for more tiles
+            v.detail = (
+                f"launch and ramp: no SM active for {100 * parts['launch']:.0f}% of the launch "
+                f"({f.launch_fixed_us:.1f} us), the largest share of the {100 * (1 - f.active_share):.0f}% "
+                "SM-time idle"
+                + (f"; tile quantization {100 * parts['quantization']:.0f}%" if parts.get("quantization") else "")
+            )
         elif f.idle_sms or f.no_work_sms:
-            how = (f"{f.idle_sms} get no CTA" if f.idle_sms else
-                   f"~{f.no_work_sms} do no real work: {f.ctas} CTAs, some exit at once")
+            how = (
+                f"{f.idle_sms} get no CTA"
+                if f.idle_sms
+                else f"~{f.no_work_sms} do no real work: {f.ctas} CTAs, some exit at once"
+            )
             work = f", the work of ~{f.busy_sms:.0f} SMs" if known(f.busy_sms) else ""
             idle = f"SM-time idle {100 * (1 - f.active_share):.0f}%{work}; " if known(f.active_share) else ""
             v.detail = f"{idle}of {f.sms} SMs {how}"
@@ -625,8 +761,10 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
             sync = sum(shares.get(r, 0.0) for r in SYNC_REASONS)
             v.detail = "sync" if sync >= 0.35 else (f"latency ({top})" if top else "latency")
             if top:
-                v.facts.append(f"dominant stall {top}: {100 * shares[top]:.0f}% of "
-                               f"{metric(row, 'warp_cycles_per_issue'):.3g} cycles between issues")
+                v.facts.append(
+                    f"dominant stall {top}: {100 * shares[top]:.0f}% of "
+                    f"{metric(row, 'warp_cycles_per_issue'):.3g} cycles between issues"
+                )
             if ev := rule_occupancy(row, f):
                 v.flags.append("low-occupancy")
                 v.evidence += ev
@@ -638,7 +776,11 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
                 v.evidence += ev
         elif busy.get("balanced"):
             v.detail = busy["balanced"]
-        elif v.cls == "compute-bound" and v.unit == "tensor" and metric(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]:
+        elif (
+            v.cls == "compute-bound"
+            and v.unit == "tensor"
+            and metric(row, "tensor_pipe_elapsed_pct") >= THRESHOLDS["near_peak_pct"]
+        ):
             v.detail = "near-peak"
         v.co_units = list(busy.get("co_units", []))
         if v.co_units and not v.detail:
@@ -682,9 +824,14 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
 
 # --- ncu's own rules beside ours ---------------------------------------------------------------------
 
-_SOL = (("grid is too small", "under-filled"), ("greater than 80.0%", "high-throughput"),
-        ("Compute is more heavily utilized", "compute-bound"), ("Memory is more heavily utilized", "memory-bound"),
-        ("well-balanced", "balanced"), ("low compute throughput and memory bandwidth", "latency-bound"))
+_SOL = (
+    ("grid is too small", "under-filled"),
+    ("greater than 80.0%", "high-throughput"),
+    ("Compute is more heavily utilized", "compute-bound"),
+    ("Memory is more heavily utilized", "memory-bound"),
+    ("well-balanced", "balanced"),
+    ("low compute throughput and memory bandwidth", "latency-bound"),
+)
 
 
 def ncu_sol_class(rules: list[dict]) -> tuple[str | None, str]:
@@ -699,7 +846,7 @@ def ncu_sol_class(rules: list[dict]) -> tuple[str | None, str]:
 
 
 def hottest_pipe_text(v: Verdict) -> str | None:
-    return next((f[len("hottest pipe "):].split(",")[0] for f in v.facts if f.startswith("hottest pipe ")), None)
+    return next((f[len("hottest pipe ") :].split(",")[0] for f in v.facts if f.startswith("hottest pipe ")), None)
 
 
 def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
@@ -711,18 +858,30 @@ def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
             out.append(f"ncu SOLBottleneck agrees ({cls}).")
         elif cls == "high-throughput":
             agree = v.cls in ("compute-bound", "memory-bound")
-            out.append(f"ncu SOLBottleneck: a unit is above 80% of peak — {'agrees' if agree else 'bsprof differs'}; "
-                       f"bsprof names the unit: {v.label}.")
+            out.append(
+                f"ncu SOLBottleneck: a unit is above 80% of peak — {'agrees' if agree else 'bsprof differs'}; "
+                f"bsprof names the unit: {v.label}."
+            )
         elif cls == "balanced":
-            out.append(f"ncu SOLBottleneck: compute and memory well-balanced; bsprof: {v.label}"
-                       + (f" ({v.detail})" if v.detail else "") + ".")
+            out.append(
+                f"ncu SOLBottleneck: compute and memory well-balanced; bsprof: {v.label}"
+                + (f" ({v.detail})" if v.detail else "")
+                + "."
+            )
         else:
-            why = {"under-filled": f"SM-time idle {100 * (1 - v.fill.active_share):.0f}%" if known(v.fill.active_share) else "",
-                   "latency-bound": (f"every SM has work (SM-time idle {100 * (1 - v.fill.active_share):.0f}%); few waves "
-                                     "mean few warps per SM, which is the latency story" if cls == "under-filled"
-                                     and known(v.fill.active_share) else ""),
-                   "memory-bound": "a saturated DRAM/L2 limits whatever the grid",
-                   "compute-bound": ""}.get(v.cls, "")
+            why = {
+                "under-filled": f"SM-time idle {100 * (1 - v.fill.active_share):.0f}%"
+                if known(v.fill.active_share)
+                else "",
+                "latency-bound": (
+                    f"every SM has work (SM-time idle {100 * (1 - v.fill.active_share):.0f}%); few waves "
+                    "mean few warps per SM, which is the latency story"
+                    if cls == "under-filled" and known(v.fill.active_share)
+                    else ""
+                ),
+                "memory-bound": "a saturated DRAM/L2 limits whatever the grid",
+                "compute-bound": "",
+            }.get(v.cls, "")
             if v.cls == "compute-bound" and cls == "memory-bound" and v.kind == "gemm":
                 why = "ncu's memory SOL counts L1/shared, which here is the wgmma operand path"
             out.append(f"ncu SOLBottleneck says {cls}; bsprof says {v.label}" + (f" ({why})" if why else "") + ".")
@@ -732,10 +891,15 @@ def ncu_view(v: Verdict, rules: list[dict], top: int = 0) -> list[str]:
             pipe = m.group(1)
             ours = v.busy.get("unit") if v.busy.get("class") == "compute-bound" else None
             note = " (ncu's Shared pipe is the logical sum of the FP64 and tensor pipes)" if pipe == "Shared" else ""
-            out.append(f"ncu HighPipeUtilization: {pipe} {m.group(2)}% of elapsed{note}; bsprof's hottest pipe: "
-                       + (f"{ours}" if ours else (hottest_pipe_text(v) or "n/a")) + ".")
+            out.append(
+                f"ncu HighPipeUtilization: {pipe} {m.group(2)}% of elapsed{note}; bsprof's hottest pipe: "
+                + (f"{ours}" if ours else (hottest_pipe_text(v) or "n/a"))
+                + "."
+            )
     ranked = [r for r in rules if r.get("speedup_pct") and r.get("kind") in ("optimization", "warning")]
     for r in ranked[:top]:
-        out.append(f"ncu {r['section']}/{r['rule']}: est. {r['speedup_pct']:.0f}% {r.get('speedup_type') or ''} — "
-                   f"{r.get('title') or r.get('name') or ''}".rstrip(" —"))
+        out.append(
+            f"ncu {r['section']}/{r['rule']}: est. {r['speedup_pct']:.0f}% {r.get('speedup_type') or ''} — "
+            f"{r.get('title') or r.get('name') or ''}".rstrip(" —")
+        )
     return out

@@ -49,16 +49,32 @@ from bsprof.analyzers.sass.parse import Function, Instruction, parse_sass
 from bsprof.errors import BsprofError
 
 __all__ = [
-    "Feature", "Function", "FunctionAnalysis", "Instruction", "analyze_cubin", "analyze_ncu_report",
-    "analyze_path", "analyze_sass_text", "features", "list_functions",
+    "Feature",
+    "Function",
+    "FunctionAnalysis",
+    "Instruction",
+    "analyze_cubin",
+    "analyze_ncu_report",
+    "analyze_path",
+    "analyze_sass_text",
+    "features",
+    "list_functions",
 ]
 
 
-def analyze_sass_text(text: str, function: str | None = None, *, arch: str | None = None,
-                      where: str = "the listing", kernel_source: str | os.PathLike | None = None) -> list[FunctionAnalysis]:
+def analyze_sass_text(
+    text: str,
+    function: str | None = None,
+    *,
+    arch: str | None = None,
+    where: str = "the listing",
+    kernel_source: str | os.PathLike | None = None,
+) -> list[FunctionAnalysis]:
     """Analyze SASS text (nvdisasm, cuobjdump --dump-sass, or one instruction per line)."""
     if not text.strip():
-        raise BsprofError(f"{where}: empty SASS listing; disassemble with nvdisasm -c -gi <cubin> or pass the cubin itself")
+        raise BsprofError(
+            f"{where}: empty SASS listing; disassemble with nvdisasm -c -gi <cubin> or pass the cubin itself"
+        )
     parsed = parse_sass(text, default_arch=arch)
     if parsed:
         require_sass(parsed, where)
@@ -68,8 +84,9 @@ def analyze_sass_text(text: str, function: str | None = None, *, arch: str | Non
     return out
 
 
-def analyze_cubin(path: str | os.PathLike, function: str | None = None, *,
-                  kernel_source: str | os.PathLike | None = None) -> list[FunctionAnalysis]:
+def analyze_cubin(
+    path: str | os.PathLike, function: str | None = None, *, kernel_source: str | os.PathLike | None = None
+) -> list[FunctionAnalysis]:
     """Disassemble a cubin / fatbin / executable (``nvdisasm -c -gi``) and analyze each kernel."""
     from bsprof.analyzers.sass.disasm import disassemble
 
@@ -82,9 +99,14 @@ def analyze_cubin(path: str | os.PathLike, function: str | None = None, *,
     return out
 
 
-def analyze_ncu_report(path: str | os.PathLike, kernel: str | None = None, *,
-                       launch: int | None = None, cubin: str | os.PathLike | None = None,
-                       kernel_source: str | os.PathLike | None = None) -> list[FunctionAnalysis]:
+def analyze_ncu_report(
+    path: str | os.PathLike,
+    kernel: str | None = None,
+    *,
+    launch: int | None = None,
+    cubin: str | os.PathLike | None = None,
+    kernel_source: str | os.PathLike | None = None,
+) -> list[FunctionAnalysis]:
     """Analyze the SASS stored in an .ncu-rep's SourceCounters, with per-PC executed counts and
     stall samples attached (``fa.executed``, ``fa.stalls``). ``kernel`` is a regex on the launch name."""
     from bsprof.analyzers.sass.budget import attach_counts
@@ -119,7 +141,9 @@ def analyze_path(path: str | os.PathLike, function: str | None = None, **kw) -> 
     try:
         text = read_input_bytes(real).decode("utf-8")
     except UnicodeDecodeError:
-        raise BsprofError(f"{p}: not an ELF/cubin, fatbin or SASS text; pass a .cubin, a .sass listing or an .ncu-rep") from None
+        raise BsprofError(
+            f"{p}: not an ELF/cubin, fatbin or SASS text; pass a .cubin, a .sass listing or an .ncu-rep"
+        ) from None
     return analyze_sass_text(text, function, where=str(p), **kw)
 
 

@@ -93,14 +93,29 @@ class FunctionAnalysis:
         d: dict = {"kind": self.kloop_status, "kloop": k.id if k else None, "tile_loop": t.id if t else None}
         if k is not None:
             hot = self.steady_state(k).get("hot_instructions") if self.executed is not None else None
-            d["text"] = (f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA"
-                         + (f"; {hot} on its hot path" if hot and hot < k.size else "") + ")"
-                         + (f", flattened with the tile loop (the epilogue's {k.flattened} output store(s) run on a "
-                            "tile's last k-block, in blocks other passes go around)" if k.flattened else "")
-                         + (f" inside tile loop {t.id}" + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
-                            if t is not None else "")
-                         + (f"; it carries its sums from pass to pass, so its {k.pass_stores} store(s) a pass are "
-                            "another result's partial sums, not its epilogue" if k.pass_stores else ""))
+            d["text"] = (
+                f"K-loop: loop {k.id} ({k.size} instructions, {k.own_mma} MMA"
+                + (f"; {hot} on its hot path" if hot and hot < k.size else "")
+                + ")"
+                + (
+                    f", flattened with the tile loop (the epilogue's {k.flattened} output store(s) run on a "
+                    "tile's last k-block, in blocks other passes go around)"
+                    if k.flattened
+                    else ""
+                )
+                + (
+                    f" inside tile loop {t.id}"
+                    + (f", which issues a peeled k-block of {t.own_mma} MMA" if t.own_mma else "")
+                    if t is not None
+                    else ""
+                )
+                + (
+                    f"; it carries its sums from pass to pass, so its {k.pass_stores} store(s) a pass are "
+                    "another result's partial sums, not its epilogue"
+                    if k.pass_stores
+                    else ""
+                )
+            )
             if self.executed is not None:
                 d["text"] += "; picked by executed MMAs (ncu)"
             else:
@@ -109,16 +124,21 @@ class FunctionAnalysis:
                     # a template may compile its K-loop several times behind a run-time branch
                     # (DeepGEMM at BLOCK_N 192: three); the SASS alone cannot say which one runs
                     d["kloop_copies"] = [lp.id for lp in copies]
-                    d["text"] += (f"; one of {len(copies)} K-loops of {k.own_mma} MMA side by side there "
-                                  "(copies a run-time branch picks between; shown: the smallest; an .ncu-rep "
-                                  "with counts picks the one that ran)")
+                    d["text"] += (
+                        f"; one of {len(copies)} K-loops of {k.own_mma} MMA side by side there "
+                        "(copies a run-time branch picks between; shown: the smallest; an .ncu-rep "
+                        "with counts picks the one that ran)"
+                    )
             promote = self.promotion_loops
             if promote:
                 d["promotion_loops"] = [lp.id for lp in promote]
                 d["text"] += "; " + "; ".join(self._promotion_text(lp, k) for lp in promote)
         elif self.kloop_status == UNROLLED:
-            d["text"] = (f"K fully unrolled: no K-loop; tile loop {t.id} issues all {t.mma} MMA of a tile"
-                         if t is not None else f"K fully unrolled: the {self.mma_count} MMA sit in no loop")
+            d["text"] = (
+                f"K fully unrolled: no K-loop; tile loop {t.id} issues all {t.mma} MMA of a tile"
+                if t is not None
+                else f"K fully unrolled: the {self.mma_count} MMA sit in no loop"
+            )
         else:
             d["text"] = "no MMA instructions: no K-loop"
         return d
@@ -130,8 +150,10 @@ class FunctionAnalysis:
         k = self.kloop
         if k is None:
             return []
-        return sorted((lp for lp in self.kloops if lp.parent == k.parent and lp.own_mma == k.own_mma
-                       and lp.depth == k.depth), key=lambda lp: lp.header_start or 0)
+        return sorted(
+            (lp for lp in self.kloops if lp.parent == k.parent and lp.own_mma == k.own_mma and lp.depth == k.depth),
+            key=lambda lp: lp.header_start or 0,
+        )
 
     @property
     def promotion_loops(self) -> list[Loop]:
@@ -141,8 +163,10 @@ class FunctionAnalysis:
     def _promotion_text(self, lp: Loop, k: Loop) -> str:
         ops = self.opcode_counts(lp.instructions, with_modifiers=False)
         parts = ", ".join(f"{ops[o]} {o}" for o in ("LDTM", "FFMA", "FFMA2", "FADD", "FADD2") if ops.get(o))
-        return (f"promotion loop {lp.id} in other warps ({lp.size} instructions a pass: {parts}) reads the "
-                f"partial sums from tensor memory beside the K-loop's {k.size}")
+        return (
+            f"promotion loop {lp.id} in other warps ({lp.size} instructions a pass: {parts}) reads the "
+            f"partial sums from tensor memory beside the K-loop's {k.size}"
+        )
 
     def categories(self, indices: Iterable[int] | None = None) -> dict[str, int]:
         ins = self.instructions if indices is None else [self.instructions[i] for i in indices]
@@ -176,7 +200,7 @@ class FunctionAnalysis:
         if self.executed is None:
             return {}
         out: Counter = Counter()
-        for i in (range(len(self.instructions)) if indices is None else indices):
+        for i in range(len(self.instructions)) if indices is None else indices:
             out[self.instructions[i].base] += int(self.executed[i])
         return dict(out)
 
@@ -197,8 +221,11 @@ class FunctionAnalysis:
         if peak == 0:
             return {"executed_per_mma": None, "hot_instructions": 0}
         hot = [i for i in own if self.executed[i] >= 0.5 * peak]
-        return {"executed_per_mma": round(sum(self.executed[i] for i in own) / sum(mma_ex), 2),
-                "hot_instructions": len(hot), "hot_categories": self.categories(hot)}
+        return {
+            "executed_per_mma": round(sum(self.executed[i] for i in own) / sum(mma_ex), 2),
+            "hot_instructions": len(hot),
+            "hot_categories": self.categories(hot),
+        }
 
     def loop_dict(self, lp: Loop) -> dict:
         cats = self.categories(lp.instructions)
@@ -269,8 +296,9 @@ def analyze_function(fn: Function, source: str = "") -> FunctionAnalysis:
     unknown = classify(fn.instructions, fn.arch)
     cfg = build_cfg(fn)
     loops = find_loops(fn, cfg)
-    fa = FunctionAnalysis(function=fn, cfg=cfg, loops=loops, unclassified=unknown,
-                          features=detect_features(fn, loops), source=source)
+    fa = FunctionAnalysis(
+        function=fn, cfg=cfg, loops=loops, unclassified=unknown, features=detect_features(fn, loops), source=source
+    )
     fa.reclassify()
     if cfg.unresolved:
         fa.notes.append(f"{len(cfg.unresolved)} branch(es) with unresolved targets (indirect or outside the listing)")
@@ -298,14 +326,18 @@ def require_sass(functions: list[Function], where: str) -> None:
             if classify_opcode(ins.opcode, family) != OTHER:
                 return
             seen += 1
-    raise BsprofError(f"{where}: not a SASS listing ({seen} instruction-like line(s), none a SASS opcode bsprof "
-                      "knows); pass a .cubin, nvdisasm -c / cuobjdump --dump-sass output or an .ncu-rep")
+    raise BsprofError(
+        f"{where}: not a SASS listing ({seen} instruction-like line(s), none a SASS opcode bsprof "
+        "knows); pass a .cubin, nvdisasm -c / cuobjdump --dump-sass output or an .ncu-rep"
+    )
 
 
 def select_functions(functions: list[Function], pattern: str | None, where: str) -> list[Function]:
     if not functions:
-        raise BsprofError(f"{where}: not an ELF/cubin, fatbin or SASS listing (no instructions found); "
-                          "pass a .cubin, nvdisasm/cuobjdump --dump-sass output or an .ncu-rep")
+        raise BsprofError(
+            f"{where}: not an ELF/cubin, fatbin or SASS listing (no instructions found); "
+            "pass a .cubin, nvdisasm/cuobjdump --dump-sass output or an .ncu-rep"
+        )
     if pattern is None:
         return functions
     try:
@@ -316,7 +348,9 @@ def select_functions(functions: list[Function], pattern: str | None, where: str)
     if not picked:
         names = ", ".join(_short(fn.name) for fn in functions[:20])
         more = f" (+{len(functions) - 20} more)" if len(functions) > 20 else ""
-        raise BsprofError(f"--function {pattern!r} matches none of the {len(functions)} function(s) in {where}: {names}{more}")
+        raise BsprofError(
+            f"--function {pattern!r} matches none of the {len(functions)} function(s) in {where}: {names}{more}"
+        )
     return picked
 
 

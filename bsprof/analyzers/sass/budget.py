@@ -24,8 +24,28 @@ DETAIL_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("UTCBAR", ("UTCBAR",)),
     ("WARPGROUP", ("WARPGROUP",)),
     ("SETP+PLOP3", ("ISETP", "UISETP", "FSETP", "PSETP", "PLOP3", "UPLOP3")),
-    ("address arithmetic", ("IADD3", "UIADD3", "LEA", "ULEA", "IMAD", "UIMAD", "SHF", "USHF", "LOP3", "ULOP3",
-                            "VIADD", "UIMNMX", "SEL", "USEL", "UMOV", "MOV", "IMAD.MOV")),
+    (
+        "address arithmetic",
+        (
+            "IADD3",
+            "UIADD3",
+            "LEA",
+            "ULEA",
+            "IMAD",
+            "UIMAD",
+            "SHF",
+            "USHF",
+            "LOP3",
+            "ULOP3",
+            "VIADD",
+            "UIMNMX",
+            "SEL",
+            "USEL",
+            "UMOV",
+            "MOV",
+            "IMAD.MOV",
+        ),
+    ),
 )
 
 
@@ -38,8 +58,10 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
     """Attach a SourceCounters' executed counts and stalls; matched by index (same function) or by
     PC offset from the function start (a cubin analysis + the ncu report of the same build)."""
     n = len(fa.instructions)
-    if fa.function is sc.function or (len(sc.executed) == n and all(
-            a.pc == b.pc and a.base == b.base for a, b in zip(fa.instructions, sc.function.instructions))):
+    if fa.function is sc.function or (
+        len(sc.executed) == n
+        and all(a.pc == b.pc and a.base == b.base for a, b in zip(fa.instructions, sc.function.instructions))
+    ):
         fa.executed, fa.stalls = list(sc.executed), list(sc.stalls)
     else:
         base = sc.function.instructions[0].pc if sc.function.instructions else 0
@@ -52,8 +74,10 @@ def attach_counts(fa: FunctionAnalysis, sc) -> None:
             if k is not None:
                 other = sc.function.instructions[k]
                 if other.base != ins.base:
-                    raise BsprofError(f"the ncu report's SASS does not match {fa.name} at offset {ins.pc:#x} "
-                                      f"({other.opcode} vs {ins.opcode}); profile the same build as the cubin")
+                    raise BsprofError(
+                        f"the ncu report's SASS does not match {fa.name} at offset {ins.pc:#x} "
+                        f"({other.opcode} vs {ins.opcode}); profile the same build as the cubin"
+                    )
                 fa.executed[ins.index] = sc.executed[k]
                 fa.stalls[ins.index] = sc.stalls[k]
                 hit += 1
@@ -80,7 +104,10 @@ _NAMED_TILES = (
     ("cuBLAS nvjet", re.compile(r"^nvjet_sm\d+\w*?_(\d+)x(\d+)_\d+x\d+_\d+x\d+_")),
     ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d2d_implI\w*?MajorE\d+E(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
     ("DeepGEMM template", re.compile(r"sm90_fp8_gemm_1d1d_implI(?:Lj\d+E){4}Lj(\d+)ELj(\d+)E")),
-    ("DeepGEMM template", re.compile(r"sm100_fp8_fp4_gemm_1d1d_implI\w*?MajorE\d+ELS\w*?_\d+E(?:Lj\d+E){6}Lj(\d+)ELj(\d+)E")),
+    (
+        "DeepGEMM template",
+        re.compile(r"sm100_fp8_fp4_gemm_1d1d_implI\w*?MajorE\d+ELS\w*?_\d+E(?:Lj\d+E){6}Lj(\d+)ELj(\d+)E"),
+    ),
 )
 
 
@@ -120,11 +147,16 @@ def regions(fa: FunctionAnalysis, by: str = "loops") -> list[Region]:
         extra = fa.steady_state(lp)
         head = fa.instructions[lp.header_start if lp.header_start is not None else lp.instructions[0]]
         where = f"{head.pc:#06x}" if head.pc is not None else f"#{head.index}"
-        out.append(Region(f"{LOOP_TAGS[lp.kind]} {lp.id} @{where}", lp.instructions, lp.is_kloop, lp.depth,
-                          dict(extra, kind=lp.kind, primary=lp.primary)))
+        out.append(
+            Region(
+                f"{LOOP_TAGS[lp.kind]} {lp.id} @{where}",
+                lp.instructions,
+                lp.is_kloop,
+                lp.depth,
+                dict(extra, kind=lp.kind, primary=lp.primary),
+            )
+        )
     return out
-
-
 
 
 def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = None) -> list[dict]:
@@ -136,11 +168,17 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
         cats = Counter(i.category for i in ins)
         mma = cats.get("mma", 0)
         row: dict = {
-            "region": reg.name, "depth": reg.depth, "is_kloop": reg.is_kloop, "instructions": len(ins),
-            "mma": mma, "categories": dict(cats),
+            "region": reg.name,
+            "depth": reg.depth,
+            "is_kloop": reg.is_kloop,
+            "instructions": len(ins),
+            "mma": mma,
+            "categories": dict(cats),
             "overhead_per_mma": round((len(ins) - mma) / mma, 2) if mma else None,
         }
-        row.update({k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions", "kind", "primary")})
+        row.update(
+            {k: v for k, v in reg.extra.items() if k in ("executed_per_mma", "hot_instructions", "kind", "primary")}
+        )
         if fa.executed is not None:
             ex = [fa.executed[i] for i in reg.indices]
             ex_cats: Counter = Counter()
@@ -166,8 +204,11 @@ def region_rows(fa: FunctionAnalysis, by: str = "loops", tiles: int | None = Non
 def per_tile_text(ex_cats: Counter, fa: FunctionAnalysis, indices: list[int], tiles: int) -> str:
     """'411 instructions per tile, 24 UTCQMMA (5.8%), 7 SYNCS, 7 UTCBAR, 373 other'."""
     total = sum(ex_cats.values()) / tiles
-    shown = [i for i in indices if fa.instructions[i].category == "mma"
-             or fa.instructions[i].base in ("SYNCS", "UTCBAR", "R2UR")]
+    shown = [
+        i
+        for i in indices
+        if fa.instructions[i].category == "mma" or fa.instructions[i].base in ("SYNCS", "UTCBAR", "R2UR")
+    ]
     ops = Counter(fa.executed_by_opcode(shown))
     parts = [f"{total:.0f} warp-instructions per tile"]
     rest = total
@@ -185,7 +226,7 @@ def stalls_by_category(fa: FunctionAnalysis, indices: list[int] | None = None) -
     if fa.stalls is None:
         return {}
     out: dict[str, Counter] = defaultdict(Counter)
-    for i in (range(len(fa.instructions)) if indices is None else indices):
+    for i in range(len(fa.instructions)) if indices is None else indices:
         if fa.stalls[i]:
             out[fa.instructions[i].category].update(fa.stalls[i])
     return {k: dict(v.most_common()) for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1].values()))}
@@ -196,25 +237,35 @@ def hot_instructions(fa: FunctionAnalysis, n: int = 20) -> list[dict]:
     launch waited, site by site (two kernels side by side show which sites one pays and the other
     does not). Needs ncu SourceCounters."""
     if fa.stalls is None:
-        raise BsprofError(f"{fa.name[:60]}: no stall samples; --hot needs an .ncu-rep with SourceCounters "
-                          "(ncu --set full --import-source yes), or --ncu REPORT beside a cubin")
+        raise BsprofError(
+            f"{fa.name[:60]}: no stall samples; --hot needs an .ncu-rep with SourceCounters "
+            "(ncu --set full --import-source yes), or --ncu REPORT beside a cubin"
+        )
     per = [sum(s.values()) for s in fa.stalls]
     total = sum(per) or 1
     kloop = {i for lp in fa.kloops for i in lp.instructions}
     ranked = sorted(range(len(fa.instructions)), key=lambda i: (-per[i], i))
     out = []
-    for i in ranked[:max(0, n)]:
+    for i in ranked[: max(0, n)]:
         samples = per[i]
         if not samples:
             break
         ins = fa.instructions[i]
-        out.append(dict(
-            pc=ins.pc, opcode=ins.opcode, operands=ins.operands, guard=ins.guard,
-            executed=fa.executed[i] if fa.executed is not None else None,
-            samples=samples, share=samples / total,
-            reasons=dict(Counter(fa.stalls[i]).most_common(3)),
-            kloop=i in kloop, role=fa.roles[i] if fa.roles is not None else None,
-            line=f"{ins.file.rsplit('/', 1)[-1]}:{ins.line}" if ins.file and ins.line else None))
+        out.append(
+            dict(
+                pc=ins.pc,
+                opcode=ins.opcode,
+                operands=ins.operands,
+                guard=ins.guard,
+                executed=fa.executed[i] if fa.executed is not None else None,
+                samples=samples,
+                share=samples / total,
+                reasons=dict(Counter(fa.stalls[i]).most_common(3)),
+                kloop=i in kloop,
+                role=fa.roles[i] if fa.roles is not None else None,
+                line=f"{ins.file.rsplit('/', 1)[-1]}:{ins.line}" if ins.file and ins.line else None,
+            )
+        )
     return out
 
 
@@ -254,12 +305,18 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
         gaps = []
         for g, k in enumerate(mpos):
             nxt = mpos[(g + 1) % len(mpos)]
-            seq = body[k + 1:nxt] if nxt > k else body[k + 1:] + body[:nxt]
+            seq = body[k + 1 : nxt] if nxt > k else body[k + 1 :] + body[:nxt]
             stream = []
             for i in seq:
                 ins = fa.instructions[i]
-                item = {"index": i, "pc": ins.pc, "opcode": ins.opcode, "operands": ins.operands,
-                        "category": ins.category, "group": _group(ins.opcode)}
+                item = {
+                    "index": i,
+                    "pc": ins.pc,
+                    "opcode": ins.opcode,
+                    "operands": ins.operands,
+                    "category": ins.category,
+                    "group": _group(ins.opcode),
+                }
                 if ins.guard:
                     item["guard"] = ins.guard
                 if fa.executed is not None:
@@ -268,14 +325,26 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
                     item["stalls"] = dict(fa.stalls[i])
                 stream.append(item)
             mi = fa.instructions[body[k]]
-            gaps.append({"mma_index": body[k], "mma_pc": mi.pc, "mma": mi.opcode, "between": len(seq),
-                         "instructions": len(seq), "categories": dict(Counter(x["category"] for x in stream)),
-                         "stream": stream})
+            gaps.append(
+                {
+                    "mma_index": body[k],
+                    "mma_pc": mi.pc,
+                    "mma": mi.opcode,
+                    "between": len(seq),
+                    "instructions": len(seq),
+                    "categories": dict(Counter(x["category"] for x in stream)),
+                    "stream": stream,
+                }
+            )
         n_mma = len(mpos)
         groups = Counter(_group(fa.instructions[i].opcode) for i in body if fa.instructions[i].category != "mma")
         cats = Counter(fa.instructions[i].category for i in body if fa.instructions[i].category != "mma")
         d = {
-            "loop": lp.id, "kind": lp.kind, "instructions": len(body), "loop_instructions": lp.size, "mma": n_mma,
+            "loop": lp.id,
+            "kind": lp.kind,
+            "instructions": len(body),
+            "loop_instructions": lp.size,
+            "mma": n_mma,
             "every_pass_only": bool(lp.flattened and lp.every_pass),
             "mean_between_mma": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,
             "mean_between": round((len(body) - n_mma) / n_mma, 2) if n_mma else None,

@@ -24,10 +24,17 @@ def _region(fa: FunctionAnalysis) -> tuple[str, list[int], object]:
 def _kloop_summary(fa: FunctionAnalysis) -> dict:
     kind, idx, lp = _region(fa)
     mma = sum(1 for i in idx if fa.instructions[i].category == "mma")
-    d = {"kind": kind, "region": REGION_NAMES[kind], "loop": lp.id if lp is not None else None,
-         "text": fa.kloop_summary()["text"], "kloops": len(fa.kloops), "instructions": len(idx), "mma": mma,
-         "overhead_per_mma": round((len(idx) - mma) / mma, 2) if mma else None,
-         "categories": fa.categories(idx)}
+    d = {
+        "kind": kind,
+        "region": REGION_NAMES[kind],
+        "loop": lp.id if lp is not None else None,
+        "text": fa.kloop_summary()["text"],
+        "kloops": len(fa.kloops),
+        "instructions": len(idx),
+        "mma": mma,
+        "overhead_per_mma": round((len(idx) - mma) / mma, 2) if mma else None,
+        "categories": fa.categories(idx),
+    }
     if fa.executed is not None and idx:
         d["executed"] = fa.executed_in(idx)
     return d
@@ -38,10 +45,15 @@ def _mismatch(ka: dict, kb: dict, per_tile: bool = False) -> str | None:
     both sides' output tiles are known, so the executed instructions per tile stand in for them."""
     if ka["kind"] == kb["kind"]:
         return None
-    instead = ("the executed instructions per output tile compare instead" if per_tile else
-               "Compare whole kernels, or per tile with ncu reports (--tiles, or --mnkl with --tile-mn)")
-    return (f"not comparable: A's is a {ka['region']}, B's a {kb['region']} (A: {ka['text']}; B: {kb['text']}); "
-            f"subtracting them would compare unlike regions. {instead}")
+    instead = (
+        "the executed instructions per output tile compare instead"
+        if per_tile
+        else "Compare whole kernels, or per tile with ncu reports (--tiles, or --mnkl with --tile-mn)"
+    )
+    return (
+        f"not comparable: A's is a {ka['region']}, B's a {kb['region']} (A: {ka['text']}; B: {kb['text']}); "
+        f"subtracting them would compare unlike regions. {instead}"
+    )
 
 
 def compare(a: FunctionAnalysis, b: FunctionAnalysis, tiles: tuple[int | None, int | None] = (None, None)) -> dict:
@@ -52,26 +64,40 @@ def compare(a: FunctionAnalysis, b: FunctionAnalysis, tiles: tuple[int | None, i
     out = {
         "a": {"name": a.name, "arch": a.arch, "source": a.source},
         "b": {"name": b.name, "arch": b.arch, "source": b.source},
-        "instructions": {"a": len(a.instructions), "b": len(b.instructions), "delta": len(b.instructions) - len(a.instructions)},
+        "instructions": {
+            "a": len(a.instructions),
+            "b": len(b.instructions),
+            "delta": len(b.instructions) - len(a.instructions),
+        },
         "categories": _delta_map(a.categories(), b.categories()),
-        "opcodes": {k: v for k, v in _delta_map(a.opcode_counts(with_modifiers=False),
-                                                   b.opcode_counts(with_modifiers=False)).items() if v["delta"]},
+        "opcodes": {
+            k: v
+            for k, v in _delta_map(a.opcode_counts(with_modifiers=False), b.opcode_counts(with_modifiers=False)).items()
+            if v["delta"]
+        },
         "kloop": _kloop_delta(ka, kb, per_tile),
-        "features": {k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
-                     for k in a.features if k in b.features},
+        "features": {
+            k: {"a": bool(a.features[k].present), "b": bool(b.features[k].present)}
+            for k in a.features
+            if k in b.features
+        },
         "loops": {"a": len(a.loops), "b": len(b.loops)},
         # per-K-block work in other warps (sm_100 blockwise promotion): a change can move it alone
         "promotion": _promotion_delta(a, b),
     }
     if a.executed is not None and b.executed is not None:
-        out["executed"] = {"a": int(sum(a.executed)), "b": int(sum(b.executed)),
-                           "delta": int(sum(b.executed)) - int(sum(a.executed))}
+        out["executed"] = {
+            "a": int(sum(a.executed)),
+            "b": int(sum(b.executed)),
+            "delta": int(sum(b.executed)) - int(sum(a.executed)),
+        }
         out["executed_opcodes"] = executed_opcodes(a, b)
     if per_tile:
         ea, eb = out["executed"]["a"] / tiles[0], out["executed"]["b"] / tiles[1]
         out["executed_per_tile"] = {"a": round(ea, 1), "b": round(eb, 1), "delta": round(eb - ea, 1)}
     if a.roles is not None and b.roles is not None:
         from collections import Counter
+
         out["roles"] = _delta_map(dict(Counter(a.roles)), dict(Counter(b.roles)))
     return out
 
@@ -89,16 +115,18 @@ def executed_opcodes(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
         va, vb = ea.get(op, 0), eb.get(op, 0)
         r = {"a": va, "b": vb, "delta": vb - va}
         if ma and mb:
-            r.update(a_per_mma=round(va / ma, 3), b_per_mma=round(vb / mb, 3),
-                     delta_per_mma=round(vb / mb - va / ma, 3))
+            r.update(
+                a_per_mma=round(va / ma, 3), b_per_mma=round(vb / mb, 3), delta_per_mma=round(vb / mb - va / ma, 3)
+            )
         # per MMA where both ran MMAs: the same count over twice the MMAs is a change, twice the
         # count over twice the MMAs is none
         if (va * mb == vb * ma) if ma and mb else va == vb:
             continue
         rows[op] = r
     # ties (by name) keep the order, and so the rows shown, the same from run to run
-    key = ((lambda kv: (-abs(kv[1]["delta_per_mma"]), kv[0])) if ma and mb
-           else (lambda kv: (-abs(kv[1]["delta"]), kv[0])))
+    key = (
+        (lambda kv: (-abs(kv[1]["delta_per_mma"]), kv[0])) if ma and mb else (lambda kv: (-abs(kv[1]["delta"]), kv[0]))
+    )
     per_mma = None
     if ma and mb:
         per_mma = {"a": round(sum(ea.values()) / ma, 2), "b": round(sum(eb.values()) / mb, 2)}
@@ -113,14 +141,29 @@ def _promotion_delta(a: FunctionAnalysis, b: FunctionAnalysis) -> dict:
 def _kloop_delta(ka: dict, kb: dict, per_tile: bool = False) -> dict:
     why = _mismatch(ka, kb, per_tile)
     if why is not None or ka["kind"] == "no_mma":
-        return {"a": ka, "b": kb, "comparable": False, "mismatch": why, "instructions_delta": None,
-                "mma_delta": None, "categories": {}}
-    return {"a": ka, "b": kb, "comparable": True, "mismatch": None,
-            "instructions_delta": kb["instructions"] - ka["instructions"], "mma_delta": kb["mma"] - ka["mma"],
-            "categories": _delta_map(ka["categories"], kb["categories"])}
+        return {
+            "a": ka,
+            "b": kb,
+            "comparable": False,
+            "mismatch": why,
+            "instructions_delta": None,
+            "mma_delta": None,
+            "categories": {},
+        }
+    return {
+        "a": ka,
+        "b": kb,
+        "comparable": True,
+        "mismatch": None,
+        "instructions_delta": kb["instructions"] - ka["instructions"],
+        "mma_delta": kb["mma"] - ka["mma"],
+        "categories": _delta_map(ka["categories"], kb["categories"]),
+    }
 
 
-def pair_functions(aa: list[FunctionAnalysis], bb: list[FunctionAnalysis]) -> list[tuple[FunctionAnalysis, FunctionAnalysis]]:
+def pair_functions(
+    aa: list[FunctionAnalysis], bb: list[FunctionAnalysis]
+) -> list[tuple[FunctionAnalysis, FunctionAnalysis]]:
     """Pair by name when both sides share names, else by the most MMA-heavy kernel of each side."""
     names_b = {fa.name: fa for fa in bb}
     pairs = [(fa, names_b[fa.name]) for fa in aa if fa.name in names_b]

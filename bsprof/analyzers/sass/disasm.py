@@ -59,12 +59,21 @@ def sniff(path: Path) -> str:
 # names carry "sm_100a": match on the message with the path cut out, on whole phrases, never on a
 # bare "sm" or "arch" (which sent every broken file to "update nvdisasm").
 _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("cannot decode architecture", "unsupported architecture", "unknown architecture", "unsupported gpu",
-      "architecture not supported"),
-     "it is built for a GPU architecture this nvdisasm does not know; pip install -U nvidia-cuda-nvdisasm"),
-    (("invalid elf", "not a supported elf", "invalid string table", "section", "truncated", "unexpected end"),
-     "the file is damaged or not a CUDA cubin (truncated copy?); copy it again, or extract it with "
-     "cuobjdump -xelf all <executable>"),
+    (
+        (
+            "cannot decode architecture",
+            "unsupported architecture",
+            "unknown architecture",
+            "unsupported gpu",
+            "architecture not supported",
+        ),
+        "it is built for a GPU architecture this nvdisasm does not know; pip install -U nvidia-cuda-nvdisasm",
+    ),
+    (
+        ("invalid elf", "not a supported elf", "invalid string table", "section", "truncated", "unexpected end"),
+        "the file is damaged or not a CUDA cubin (truncated copy?); copy it again, or extract it with "
+        "cuobjdump -xelf all <executable>",
+    ),
 )
 _DEFAULT_HINT = "is it a complete CUDA cubin? extract one with cuobjdump -xelf all <executable>"
 
@@ -83,7 +92,9 @@ def _run(cmd: list[str], what: Path, real: Path | None = None) -> str:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     except subprocess.TimeoutExpired:
-        raise BsprofError(f"{what}: {Path(cmd[0]).name} took over 10 minutes; pass --function to pick one kernel") from None
+        raise BsprofError(
+            f"{what}: {Path(cmd[0]).name} took over 10 minutes; pass --function to pick one kernel"
+        ) from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         msg = lines[-1] if lines else f"exit code {proc.returncode}"
@@ -121,18 +132,28 @@ def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:
     if kind == "cubin":
         return [(str(path), disassemble_cubin(real, what=path))]
     if kind == "text":
-        raise BsprofError(f"{path}: not an ELF/cubin or fatbin; pass a .cubin, a fatbin, an executable, SASS text (.sass) or an .ncu-rep")
+        raise BsprofError(
+            f"{path}: not an ELF/cubin or fatbin; pass a .cubin, a fatbin, an executable, SASS text (.sass) or an .ncu-rep"
+        )
     with tempfile.TemporaryDirectory(prefix="bsprof-xelf-") as tmp:
-        proc = subprocess.run([tool_path("cuobjdump"), "-xelf", "all", os.path.abspath(real)],
-                              capture_output=True, text=True, errors="replace", cwd=tmp, timeout=600)
+        proc = subprocess.run(
+            [tool_path("cuobjdump"), "-xelf", "all", os.path.abspath(real)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            cwd=tmp,
+            timeout=600,
+        )
         cubins = sorted(Path(tmp).glob("*.cubin"))
         if not cubins:
             why = (proc.stderr or proc.stdout).strip().splitlines()
             last = why[-1] if why else "cuobjdump found no ELF"
             # a binary with no device code at all is the wrong file; one with only PTX was built
             # without an sm_XX target
-            fix = ("pass the executable or library that holds the kernels (or the .cubin itself)"
-                   if "does not contain device code" in last else
-                   "was it compiled with -gencode for an sm_XX target (not PTX only)?")
+            fix = (
+                "pass the executable or library that holds the kernels (or the .cubin itself)"
+                if "does not contain device code" in last
+                else "was it compiled with -gencode for an sm_XX target (not PTX only)?"
+            )
             raise BsprofError(f"{path}: no CUDA cubin inside ({last}); {fix}")
         return [(f"{path}:{c.name}", disassemble_cubin(c)) for c in cubins]

@@ -21,9 +21,19 @@ _POLICY_RE = re.compile(r"desc\[UR(?!Z)\w+")
 _DIVMOD_MUL = ("UIMAD.WIDE.U32", "IMAD.WIDE.U32", "IMAD.HI.U32", "UIMAD.HI.U32")
 
 FEATURE_ORDER = (
-    "tma_load", "tma_multicast", "tma_store_epilogue", "simt_global_stores", "mma_2cta",
-    "block_scaled_mma", "tmem_copy", "multi_stage_pipeline", "tma_cache_hint", "persistent_tile_loop",
-    "register_spills", "wgmma_serialized", "mma_drained",
+    "tma_load",
+    "tma_multicast",
+    "tma_store_epilogue",
+    "simt_global_stores",
+    "mma_2cta",
+    "block_scaled_mma",
+    "tmem_copy",
+    "multi_stage_pipeline",
+    "tma_cache_hint",
+    "persistent_tile_loop",
+    "register_spills",
+    "wgmma_serialized",
+    "mma_drained",
 )
 
 DESCRIPTIONS = {
@@ -64,8 +74,11 @@ def _block_scale_rules() -> tuple[frozenset[str], frozenset[str], re.Pattern | N
     raw = json.loads(resources.files("bsprof").joinpath("data/sass_opcodes.json").read_text())
     rules = raw.get("block_scaled_mma", {})
     pattern = rules.get("operand_pattern")
-    return (frozenset(rules.get("opcodes", ())), frozenset(rules.get("modifiers", ())),
-            re.compile(pattern) if pattern else None)
+    return (
+        frozenset(rules.get("opcodes", ())),
+        frozenset(rules.get("modifiers", ())),
+        re.compile(pattern) if pattern else None,
+    )
 
 
 def evidence_line(ins: Instruction) -> str:
@@ -75,8 +88,23 @@ def evidence_line(ins: Instruction) -> str:
     return f"{where}: {guard}{ins.opcode} {ins.operands}".rstrip() + src
 
 
-_PICKED_BASES = frozenset({"UTMALDG", "UBLKCP", "UTMASTG", "UTMAREDG", "UBLKST", "STG", "ST", "ATOMG", "UTCCP", "SYNCS", "UTMAPF",
-                           "LDL", "STL"})
+_PICKED_BASES = frozenset(
+    {
+        "UTMALDG",
+        "UBLKCP",
+        "UTMASTG",
+        "UTMAREDG",
+        "UBLKST",
+        "STG",
+        "ST",
+        "ATOMG",
+        "UTCCP",
+        "SYNCS",
+        "UTMAPF",
+        "LDL",
+        "STL",
+    }
+)
 
 
 def _pick(fn: Function, pred) -> list[Instruction]:
@@ -89,8 +117,12 @@ def _pick(fn: Function, pred) -> list[Instruction]:
 
 
 def _feature(name: str, hits: list[Instruction], note: str = "") -> Feature:
-    return Feature(name, bool(hits), [evidence_line(i) for i in hits[:MAX_EVIDENCE]],
-                   note or (f"{len(hits)} instruction{'' if len(hits) == 1 else 's'}" if hits else ""))
+    return Feature(
+        name,
+        bool(hits),
+        [evidence_line(i) for i in hits[:MAX_EVIDENCE]],
+        note or (f"{len(hits)} instruction{'' if len(hits) == 1 else 's'}" if hits else ""),
+    )
 
 
 def is_block_scaled(ins: Instruction) -> bool:
@@ -100,8 +132,11 @@ def is_block_scaled(ins: Instruction) -> bool:
     if ins.category != "mma":
         return False
     ops, mods, operand_re = _block_scale_rules()
-    return (ins.base in ops or any(m in mods for m in ins.modifiers)
-            or (operand_re is not None and operand_re.search(ins.operands) is not None))
+    return (
+        ins.base in ops
+        or any(m in mods for m in ins.modifiers)
+        or (operand_re is not None and operand_re.search(ins.operands) is not None)
+    )
 
 
 def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
@@ -110,7 +145,12 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     out["tma_load"] = _feature("tma_load", tma_loads)
     out["tma_multicast"] = _feature("tma_multicast", [i for i in tma_loads if "MULTICAST" in i.modifiers])
     # UTMAREDG is the TMA reduce-store (cp.reduce.async.bulk.tensor): an epilogue that adds into C
-    out["tma_store_epilogue"] = _feature("tma_store_epilogue", _pick(fn, lambda i: i.base in ("UTMASTG", "UTMAREDG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)))
+    out["tma_store_epilogue"] = _feature(
+        "tma_store_epilogue",
+        _pick(
+            fn, lambda i: i.base in ("UTMASTG", "UTMAREDG", "UBLKST") or (i.base == "UBLKCP" and "S2G" in i.modifiers)
+        ),
+    )
     out["simt_global_stores"] = _simt_stores(fn, out["tma_store_epilogue"].present)
     mmas = _pick(fn, lambda i: i.category == "mma")
     out["mma_2cta"] = _feature("mma_2cta", [i for i in mmas if "2CTA" in i.modifiers])
@@ -123,7 +163,9 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     # shared memory, and its epilogue steps a store ring, beside a K-loop ring of 6 or 4
     kloops = [lp for lp in loops if lp.own_mma]
     proper = [lp for lp in kloops if lp.is_kloop]
-    rings = (ring_sizes(fn, proper) + masked_ring_sizes(fn, proper)) or (ring_sizes(fn, kloops) + masked_ring_sizes(fn, kloops))
+    rings = (ring_sizes(fn, proper) + masked_ring_sizes(fn, proper)) or (
+        ring_sizes(fn, kloops) + masked_ring_sizes(fn, kloops)
+    )
     unrolled = False
     if not rings:
         rings = unrolled_ring_sizes(fn, [lp for lp in kloops if lp.is_kloop]) or unrolled_ring_sizes(fn, kloops)
@@ -134,25 +176,35 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     waits = _pick(fn, lambda i: i.opcode.startswith("SYNCS.PHASECHK"))
     if rings:
         stages = max(n for n, _ in rings)
-        how = ("(first of {n} stage barriers waited at consecutive addresses: the K-loop is unrolled over its ring)"
-               if unrolled else "(stage index wraps at {n})")
+        how = (
+            "(first of {n} stage barriers waited at consecutive addresses: the K-loop is unrolled over its ring)"
+            if unrolled
+            else "(stage index wraps at {n})"
+        )
         out["multi_stage_pipeline"] = Feature(
-            "multi_stage_pipeline", stages >= 2, [f"{evidence_line(i)}  {how.format(n=n)}" for n, i in rings[:MAX_EVIDENCE]],
+            "multi_stage_pipeline",
+            stages >= 2,
+            [f"{evidence_line(i)}  {how.format(n=n)}" for n, i in rings[:MAX_EVIDENCE]],
             f"K-loop stage ring(s) of {', '.join(str(n) for n, _ in rings)} stages; "
             f"{len(inits)} static mbarrier inits, {len(waits)} phase waits",
         )
         out["multi_stage_pipeline"].value = stages
     elif inits:
         out["multi_stage_pipeline"] = Feature(
-            "multi_stage_pipeline", len(inits) >= 4, [evidence_line(i) for i in inits[:MAX_EVIDENCE]],
+            "multi_stage_pipeline",
+            len(inits) >= 4,
+            [evidence_line(i) for i in inits[:MAX_EVIDENCE]],
             f"{len(inits)} static mbarrier inits (SYNCS.EXCH.64; a loop of inits counts once), "
             f"{len(waits)} phase waits; stages are inferred, not read",
         )
     else:
         out["multi_stage_pipeline"] = Feature("multi_stage_pipeline", None, [], "no mbarrier init in this function")
 
-    with_policy = [i for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
-                   if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)]
+    with_policy = [
+        i
+        for i in _pick(fn, lambda i: i.base in ("UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF"))
+        if _POLICY_RE.search(i.operands) or any(m.startswith(("L2", "EF", "EL", "EVICT", "HINT")) for m in i.modifiers)
+    ]
     # CUTLASS C++ and DeepGEMM pass a policy operand on every TMA, mostly the L2 policy EVICT_NORMAL
     # (cute's CacheHintSm90 default, materialized as UMOV URn, 0x0 + UMOV URn+1, 0x10000000, or one
     # UMOV.64 on sm_120): the default behaviour, no hint. Only a policy that is not that constant
@@ -161,12 +213,15 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
     hinted = [i for i in with_policy if i not in normal]
     if normal and not hinted:
         out["tma_cache_hint"] = Feature(
-            "tma_cache_hint", False, [evidence_line(i) for i in normal[:MAX_EVIDENCE]],
-            f"{len(normal)} TMA instruction{'' if len(normal) == 1 else 's'} pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint")
+            "tma_cache_hint",
+            False,
+            [evidence_line(i) for i in normal[:MAX_EVIDENCE]],
+            f"{len(normal)} TMA instruction{'' if len(normal) == 1 else 's'} pass the L2 policy {_EVICT_NORMAL:#x} (EVICT_NORMAL, the default): no hint",
+        )
     else:
         out["tma_cache_hint"] = _feature(
-            "tma_cache_hint", hinted,
-            "" if hinted else ("TMA present, no policy operand" if tma_loads else ""))
+            "tma_cache_hint", hinted, "" if hinted else ("TMA present, no policy operand" if tma_loads else "")
+        )
         if hinted and normal:
             out["tma_cache_hint"].note += f"; {len(normal)} more pass EVICT_NORMAL (the default)"
 
@@ -184,8 +239,10 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
         # epilogue it branches into on a tile's last k-block is the tile loop's
         for lp in flat[:MAX_EVIDENCE]:
             outer.append(lp)
-            ev.append(f"K-loop at {evidence_line(fn.instructions[header_index(lp)])} is flattened with the tile "
-                      f"loop: {lp.flattened} output store(s) in blocks a pass goes around (the epilogue of a tile's last k-block)")
+            ev.append(
+                f"K-loop at {evidence_line(fn.instructions[header_index(lp)])} is flattened with the tile "
+                f"loop: {lp.flattened} output store(s) in blocks a pass goes around (the epilogue of a tile's last k-block)"
+            )
         note = "the K-loop and the tile loop are one loop"
     elif kloops and not outer:
         # A K-loop with a compile-time trip count is unrolled into the tile loop, which then is the
@@ -196,8 +253,10 @@ def detect_features(fn: Function, loops: list[Loop]) -> dict[str, Feature]:
             shifts = [i for i in body if i.base in ("SHF", "USHF") and ".R." in f".{'.'.join(i.modifiers)}."]
             if muls and shifts:
                 outer.append(lp)
-                ev.append(f"MMA loop at {evidence_line(body[0])} recomputes tile coordinates "
-                          f"(fast divmod: {evidence_line(muls[0])})")
+                ev.append(
+                    f"MMA loop at {evidence_line(body[0])} recomputes tile coordinates "
+                    f"(fast divmod: {evidence_line(muls[0])})"
+                )
                 note = "inferred: the tile scheduler's divmod runs inside the MMA loop"
     out["persistent_tile_loop"] = Feature("persistent_tile_loop", bool(outer) if kloops else None, ev, note)
     out["register_spills"] = _feature("register_spills", _pick(fn, lambda i: i.category == "local"))
@@ -293,8 +352,14 @@ def _drained(fn: Function, loops: list[Loop]) -> Feature:
                 if a is not None and a in committed:
                     hits += [committed.pop(a), ins]
             regs.write(ins)
-    note = (f"{len(hits) // 2} commit(s) waited on in the pass that issued them: the next K block's MMAs "
-            "wait for this block's to finish") if hits else ""
+    note = (
+        (
+            f"{len(hits) // 2} commit(s) waited on in the pass that issued them: the next K block's MMAs "
+            "wait for this block's to finish"
+        )
+        if hits
+        else ""
+    )
     return _feature("mma_drained", hits, note)
 
 
@@ -316,11 +381,17 @@ def _serialized(fn: Function, loops: list[Loop]) -> Feature:
             continue
         body = [fn.instructions[i] for i in lp.own_instructions]
         at = [k for k, ins in enumerate(body) if ins.category == "mma"]
-        waits = [next((w for w in body[a + 1:b] if _is_full_wait(w)), None) for a, b in zip(at, at[1:])]
+        waits = [next((w for w in body[a + 1 : b] if _is_full_wait(w)), None) for a, b in zip(at, at[1:])]
         if all(w is not None for w in waits):
             hits.extend(w for w in waits if w is not None)
-    note = (f"{len(hits)} full waits, one between every two MMAs (ptxas C7510: a call or accumulator access "
-            "among the wgmmas; e.g. asserts left in by a build without -DNDEBUG)") if hits else ""
+    note = (
+        (
+            f"{len(hits)} full waits, one between every two MMAs (ptxas C7510: a call or accumulator access "
+            "among the wgmmas; e.g. asserts left in by a build without -DNDEBUG)"
+        )
+        if hits
+        else ""
+    )
     return _feature("wgmma_serialized", hits, note)
 
 
@@ -333,7 +404,9 @@ _GLOBAL_ADDR_RE = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+[^\]]*)?\]")
 
 def _address_base(ins: Instruction) -> str | None:
     """The register a global access is addressed by (``desc[UR14][R24.64+0x1000]`` -> ``R24``)."""
-    hits = _GLOBAL_ADDR_RE.findall(ins.operands.split("desc[", 1)[-1].split("]", 1)[-1] if "desc[" in ins.operands else ins.operands)
+    hits = _GLOBAL_ADDR_RE.findall(
+        ins.operands.split("desc[", 1)[-1].split("]", 1)[-1] if "desc[" in ins.operands else ins.operands
+    )
     return hits[0] if hits else None
 
 
@@ -352,8 +425,10 @@ def _simt_stores(fn: Function, tma_epilogue: bool) -> Feature:
     rest = [i for i in stores if _address_base(i) not in bases]
     if not workspace:
         return _feature("simt_global_stores", stores)
-    note = (f"{len(workspace)} STG write partial sums to a reduction workspace (the addresses of "
-            f"{len(adds)} ATOMG.E.ADD.F32: a stream-K / split-K fixup); the output goes out by TMA")
+    note = (
+        f"{len(workspace)} STG write partial sums to a reduction workspace (the addresses of "
+        f"{len(adds)} ATOMG.E.ADD.F32: a stream-K / split-K fixup); the output goes out by TMA"
+    )
     if rest:
         f = _feature("simt_global_stores", rest)
         f.note += f"; {note}"
@@ -383,7 +458,7 @@ def _policy_value(fn: Function, ins: Instruction, window: int = 256) -> int | No
         ops = _operands(w)
         imm = _immediate(ops[1]) if len(ops) == 2 and ops[1][:2].lower() == "0x" and len(ops[1]) <= 18 else None
         wide = w.opcode == "UMOV.64"
-        for r in ((d, d + 1) if wide else (d,)):
+        for r in (d, d + 1) if wide else (d,):
             if r in (n, n + 1) and r not in halves:
                 if w.base != "UMOV" or imm is None:
                     halves[r] = None
@@ -411,8 +486,12 @@ _ZERO_REGS = ("RZ", "URZ")
 # (compare, select on the negated predicate) -> the first value the select does not keep, from the
 # immediate: ``p = v != N`` keeps v while p, so N; ``p = v > N`` keeps v while !p, so N + 1
 _KEEP_BOUND = {
-    ("NE", False): lambda n: n, ("LT", False): lambda n: n, ("LE", False): lambda n: n + 1,
-    ("GT", True): lambda n: n + 1, ("GE", True): lambda n: n, ("EQ", True): lambda n: n,
+    ("NE", False): lambda n: n,
+    ("LT", False): lambda n: n,
+    ("LE", False): lambda n: n + 1,
+    ("GT", True): lambda n: n + 1,
+    ("GE", True): lambda n: n,
+    ("EQ", True): lambda n: n,
 }
 _CMPS = frozenset(c for c, _ in _KEEP_BOUND)
 

@@ -233,8 +233,9 @@ def irreducible_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
             body = set(comp)
             if len(comp) == 1 and comp[0] not in succs(comp[0]):
                 continue
-            entries = sorted((b for b in body if any(p not in body for p in cfg.blocks[b].preds)),
-                             key=lambda b: cfg.blocks[b].start)
+            entries = sorted(
+                (b for b in body if any(p not in body for p in cfg.blocks[b].preds)), key=lambda b: cfg.blocks[b].start
+            )
             if len(entries) > 1:
                 out.append((entries[0], frozenset(body)))
             heads = entries or [min(body, key=lambda b: cfg.blocks[b].start)]
@@ -356,7 +357,7 @@ def is_promotion_loop(fn: Function, lp: Loop) -> bool:
             seen["wait"] = True
         elif ins.base == "LDTM":
             seen["ldtm"] = True
-        elif ins.base.startswith(("FFMA", "FADD")):    # FFMA2 / FADD2: sm_100's packed pairs
+        elif ins.base.startswith(("FFMA", "FADD")):  # FFMA2 / FADD2: sm_100's packed pairs
             seen["fp"] = True
     return all(seen.values())
 
@@ -391,8 +392,9 @@ def _body(fn: Function, lp: Loop, executed: list[int] | None, loops: list[Loop] 
     peak = max((executed[i] for i in own if fn.instructions[i].category == "mma"), default=0)
     if peak and loops is not None:
         mine = _mma_runs(fn, lp, executed)
-        inner = max((_mma_runs(fn, c, executed) for c in loops if lp.id in {a.id for a in _ancestors(loops, c)}),
-                    default=0)
+        inner = max(
+            (_mma_runs(fn, c, executed) for c in loops if lp.id in {a.id for a in _ancestors(loops, c)}), default=0
+        )
         if inner >= PEELED_MMA_RATIO * mine:
             return own
     return own if peak == 0 else [i for i in own if executed[i] >= 0.5 * peak]
@@ -483,14 +485,17 @@ def _starts_tiles(fn: Function, lp: Loop, loops: list[Loop]) -> bool:
     Where the inner loop also starts sums every pass (cuBLAS's FP8 kernels promote each k-block's
     partial sums, ``QGMMA ... R24, !UPT`` in the K-loop and in the copy of its body around it), the
     flag tells nothing and the outer loop stays a K-loop."""
+
     def fresh(x: Loop) -> bool:
-        return any(fn.instructions[i].category == "mma" and starts_accumulator(fn.instructions[i])
-                   for i in x.own_instructions)
+        return any(
+            fn.instructions[i].category == "mma" and starts_accumulator(fn.instructions[i]) for i in x.own_instructions
+        )
 
     if not fresh(lp):
         return False
-    return any(c.own_mma and not c.stores and not fresh(c) and lp.id in {a.id for a in _ancestors(loops, c)}
-               for c in loops)
+    return any(
+        c.own_mma and not c.stores and not fresh(c) and lp.id in {a.id for a in _ancestors(loops, c)} for c in loops
+    )
 
 
 def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None = None) -> str:
@@ -511,8 +516,11 @@ def classify_loops(fn: Function, loops: list[Loop], executed: list[int] | None =
         lp.stores = len(stores)
     cands = [lp for lp in loops if lp.own_mma and not lp.stores]
     cands = [lp for lp in cands if not _starts_tiles(fn, lp, loops)]
-    ran = (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma")) \
-        if executed is not None else (lambda lp: 0)
+    ran = (
+        (lambda lp: sum(executed[i] for i in lp.own_instructions if fn.instructions[i].category == "mma"))
+        if executed is not None
+        else (lambda lp: 0)
+    )
     primary = None
     if cands and executed is not None and any(ran(lp) for lp in cands):
         primary = max(cands, key=lambda lp: (ran(lp), lp.depth, lp.own_mma))

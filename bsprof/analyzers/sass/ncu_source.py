@@ -15,8 +15,9 @@ from bsprof.analyzers.sass.parse import Function, function_from_pcs
 from bsprof.errors import BsprofError
 
 STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
-MISSING_HINT = ("re-profile with `ncu --section SourceCounters --import-source yes` "
-                "(or `--set full --import-source yes`)")
+MISSING_HINT = (
+    "re-profile with `ncu --section SourceCounters --import-source yes` (or `--set full --import-source yes`)"
+)
 
 
 @dataclass
@@ -54,7 +55,10 @@ def _instanced(metric) -> list[tuple[int, int]]:
 
 
 def _arch(action) -> str | None:
-    maj, mnr = _metric(action, "device__attribute_compute_capability_major"), _metric(action, "device__attribute_compute_capability_minor")
+    maj, mnr = (
+        _metric(action, "device__attribute_compute_capability_major"),
+        _metric(action, "device__attribute_compute_capability_minor"),
+    )
     try:
         return f"sm_{int(maj.value())}{int(mnr.value())}" if maj is not None and mnr is not None else None
     except Exception:  # noqa: BLE001
@@ -86,8 +90,16 @@ def _source_loc(action, pc) -> tuple[str, int] | None:
         return None
 
 
-_LAUNCH_METRICS = ("launch__grid_size", "launch__block_size", "launch__cluster_dim_x", "launch__cluster_dim_y",
-                   "launch__sm_count", "launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
+_LAUNCH_METRICS = (
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__cluster_dim_x",
+    "launch__cluster_dim_y",
+    "launch__sm_count",
+    "launch__grid_dim_x",
+    "launch__grid_dim_y",
+    "launch__grid_dim_z",
+)
 
 
 def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
@@ -96,7 +108,9 @@ def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
     ie = _metric(action, "inst_executed")
     pairs = _instanced(ie) if ie is not None else []
     if not pairs:
-        raise BsprofError(f"{where}: launch {launch} ({name}) has no SourceCounters (per-PC inst_executed); {MISSING_HINT}")
+        raise BsprofError(
+            f"{where}: launch {launch} ({name}) has no SourceCounters (per-PC inst_executed); {MISSING_HINT}"
+        )
     pairs.sort()
     pcs = [p for p, _ in pairs]
     executed = [int(v) for _, v in pairs]
@@ -109,7 +123,7 @@ def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
     for mname in action.metric_names():
         if not mname.startswith(STALL_PREFIX) or mname.endswith("_not_issued"):
             continue
-        reason = mname[len(STALL_PREFIX):]
+        reason = mname[len(STALL_PREFIX) :]
         m = _metric(action, mname)
         if m is None:
             continue
@@ -129,9 +143,18 @@ def extract(action, launch: int = 0, where: str = "report") -> SourceCounters:
                 info[k] = float(m.value())
             except Exception:  # noqa: BLE001
                 pass
-    return SourceCounters(launch=launch, name=name, function=fn, executed=executed, stalls=stalls,
-                          reasons=sorted(reasons), launch_info=info, sources=_embedded_sources(action),
-                          aliases=_aliases(action, name), recorded=_recorded(action))
+    return SourceCounters(
+        launch=launch,
+        name=name,
+        function=fn,
+        executed=executed,
+        stalls=stalls,
+        reasons=sorted(reasons),
+        launch_info=info,
+        sources=_embedded_sources(action),
+        aliases=_aliases(action, name),
+        recorded=_recorded(action),
+    )
 
 
 def _aliases(action, name: str) -> tuple[str, ...]:
@@ -161,8 +184,9 @@ def _embedded_sources(action) -> dict[str, str]:
         return {}
 
 
-def read_source_counters(path: str | os.PathLike, kernel: str | None = None,
-                         launch: int | None = None) -> list[SourceCounters]:
+def read_source_counters(
+    path: str | os.PathLike, kernel: str | None = None, launch: int | None = None
+) -> list[SourceCounters]:
     """Every launch in the report (or those whose name matches ``kernel``, or the ``launch``-th)."""
     from bsprof.analyzers.ncu_loader import iter_actions, load_report
 
@@ -177,10 +201,14 @@ def read_source_counters(path: str | os.PathLike, kernel: str | None = None,
             raise BsprofError(f"--function {kernel!r} is not a valid regular expression ({exc})") from None
         picked = [i for i in picked if rx.search(names[i])]
         if not picked:
-            raise BsprofError(f"--function {kernel!r} matches none of the {len(names)} launch(es) in {path}: "
-                              + ", ".join(sorted(set(names))[:20]))
+            raise BsprofError(
+                f"--function {kernel!r} matches none of the {len(names)} launch(es) in {path}: "
+                + ", ".join(sorted(set(names))[:20])
+            )
     if launch is not None:
         if not 0 <= launch < len(actions):
-            raise BsprofError(f"--launch {launch} is out of range; {path} has {len(actions)} launch(es) (0..{len(actions) - 1})")
+            raise BsprofError(
+                f"--launch {launch} is out of range; {path} has {len(actions)} launch(es) (0..{len(actions) - 1})"
+            )
         picked = [launch]
     return [extract(actions[i], i, str(path)) for i in picked]

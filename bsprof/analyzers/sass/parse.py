@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 # next cannot begin, so a failed match never retries a split; the tail (operands, `;`, comments)
 # is cut with str methods. One regex over the whole line had adjacent whitespace/operand
 # quantifiers that backtracked polynomially on padded lines (seconds per line).
-_HEAD_RE = re.compile(r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-7]|T))\s+)?"
-                      r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+_HEAD_RE = re.compile(
+    r"(?:/\*([0-9a-fA-F]+)\*/)?\s*(?:[{}]\s*)?(?:(@!?U?P(?:[0-7]|T))\s+)?"
+    r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
+)
 # The common whole line, address to `;` and at most one encoding comment (nvdisasm's, cuobjdump's),
 # read in one match (parse_sass spent half its time cutting these lines apart with str methods).
 # Its parts cannot overlap either (one space before the operands, `[^;]*` up to the first `;`);
 # a line it refuses goes through parse_instruction, which reads the lines it takes the same way.
-_FAST_RE = re.compile(r"/\*([0-9a-fA-F]+)\*/ *(?:(@!?U?P(?:[0-7]|T)) +)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
-                      r"(?: ([^;]*))?;(?: +/\* 0x[0-9a-fA-F]+ \*/)?$")
+_FAST_RE = re.compile(
+    r"/\*([0-9a-fA-F]+)\*/ *(?:(@!?U?P(?:[0-7]|T)) +)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
+    r"(?: ([^;]*))?;(?: +/\* 0x[0-9a-fA-F]+ \*/)?$"
+)
 # nvdisasm marks some instructions with a quoted note before the `;`: `STL [R1], R3  (*"SpillRefill"*)`
 # the longest opcode with its modifiers in any nvdisasm listing is ~40 characters; a longer word is
 # no instruction (and would otherwise reach every table and note as an "unknown opcode")
@@ -100,9 +104,9 @@ def _strip_comments(tail: str) -> str | None:
         t = t[1:].lstrip()
     while t.startswith("/*"):
         star = t.find("*", 2)
-        if star < 0 or t[star + 1:star + 2] != "/":
+        if star < 0 or t[star + 1 : star + 2] != "/":
             return None
-        t = t[star + 2:].lstrip()
+        t = t[star + 2 :].lstrip()
     return t
 
 
@@ -111,7 +115,7 @@ def _rstrip_comments(text: str) -> str:
     t = text.rstrip()
     while t.endswith("*/"):
         start = t.rfind("/*", 0, len(t) - 2)
-        if start < 0 or "*" in t[start + 2:-2]:
+        if start < 0 or "*" in t[start + 2 : -2]:
             break
         t = t[:start].rstrip()
     if t[-1:] in ("{", "}"):
@@ -128,13 +132,16 @@ def parse_instruction(line: str, index: int = 0) -> Instruction | None:
     addr, guard, op = m.group(1, 2, 3)
     if len(op) > MAX_OPCODE_CHARS:
         return None
-    rest = s[m.end():]
+    rest = s[m.end() :]
     semi = rest.find(";")
     if semi >= 0:
-        tail = rest[semi + 1:].strip()
+        tail = rest[semi + 1 :].strip()
         # the usual tails: nothing, or one `/* 0x... */` encoding comment
-        if tail and not (tail[:2] == "/*" and tail.find("*", 2) == len(tail) - 2 and tail[-1] == "/") \
-                and _strip_comments(tail) != "":
+        if (
+            tail
+            and not (tail[:2] == "/*" and tail.find("*", 2) == len(tail) - 2 and tail[-1] == "/")
+            and _strip_comments(tail) != ""
+        ):
             return None
         rest = rest[:semi]
     else:
@@ -169,8 +176,11 @@ def _line_info(s: str) -> tuple[str, int, tuple[tuple[str, int], ...]] | None:
     lm = _LINE_RE.search(s)
     if lm is None or len(lm.group("line")) > _MAX_LINE_DIGITS:
         return None
-    chain = tuple((im.group("file"), int(im.group("line"))) for im in _INLINED_RE.finditer(lm.group("rest"))
-                  if len(im.group("line")) <= _MAX_LINE_DIGITS)
+    chain = tuple(
+        (im.group("file"), int(im.group("line")))
+        for im in _INLINED_RE.finditer(lm.group("rest"))
+        if len(im.group("line")) <= _MAX_LINE_DIGITS
+    )
     return lm.group("file"), int(lm.group("line")), chain
 
 
@@ -217,8 +227,21 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
                 addr, guard, op, ops = fast.groups()
                 instrs = current.instructions
                 file, line, chain = pending_loc or no_loc
-                instrs.append(Instruction(len(instrs), op, _operands(ops) if ops else "", guard, int(addr, 16), file, line,
-                                          chain, "other", s, op.partition(".")[0]))
+                instrs.append(
+                    Instruction(
+                        len(instrs),
+                        op,
+                        _operands(ops) if ops else "",
+                        guard,
+                        int(addr, 16),
+                        file,
+                        line,
+                        chain,
+                        "other",
+                        s,
+                        op.partition(".")[0],
+                    )
+                )
                 if pending_labels:
                     for lab_name in pending_labels:
                         current.labels[lab_name] = len(instrs) - 1
@@ -309,7 +332,9 @@ def function_from_pcs(name: str, arch: str | None, pcs: list[int], texts: list[s
         ins = parse_instruction(text)
         if ins is None:
             # keep the PC so per-PC counts stay aligned; an unparsable line is an unknown opcode
-            ins = Instruction(index=0, opcode=(text.strip().split() or ["?"])[0].upper() or "?", operands="", text=text.strip())
+            ins = Instruction(
+                index=0, opcode=(text.strip().split() or ["?"])[0].upper() or "?", operands="", text=text.strip()
+            )
         ins.index = len(fn.instructions)
         ins.pc = pc - fn.pc_base
         fn.instructions.append(ins)

@@ -18,8 +18,20 @@ from bsprof.analyzers.ncu_loader import is_report, resolve_report
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
 from bsprof.errors import BsprofError
 
-CSV_FIXED = ["function", "region", "kind", "depth", "is_kloop", "instructions", "mma", "overhead_per_mma",
-             "executed", "executed_per_tile", "mma_executed", "stall_samples"]
+CSV_FIXED = [
+    "function",
+    "region",
+    "kind",
+    "depth",
+    "is_kloop",
+    "instructions",
+    "mma",
+    "overhead_per_mma",
+    "executed",
+    "executed_per_tile",
+    "mma_executed",
+    "stall_samples",
+]
 
 
 @dataclass
@@ -33,13 +45,21 @@ class SassResult:
         return "compare" in self.data
 
 
-def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None = None,
-                   source: str | os.PathLike | None = None, ncu: str | os.PathLike | None = None,
-                   launch: int | None = None, tiles: Sequence[int | None] = (),
-                   mnkl: tuple[int, int, int, int] | None = None,
-                   tile_mn: Sequence[tuple[int, int] | str] = (),
-                   bundled_tiles: dict[int, tuple[tuple[int, int], str]] | None = None,
-                   by: str = "loops", mma_detail: bool = False, hot: int | None = None) -> SassResult:
+def analyze_inputs(
+    paths: Sequence[str | os.PathLike],
+    *,
+    function: str | None = None,
+    source: str | os.PathLike | None = None,
+    ncu: str | os.PathLike | None = None,
+    launch: int | None = None,
+    tiles: Sequence[int | None] = (),
+    mnkl: tuple[int, int, int, int] | None = None,
+    tile_mn: Sequence[tuple[int, int] | str] = (),
+    bundled_tiles: dict[int, tuple[tuple[int, int], str]] | None = None,
+    by: str = "loops",
+    mma_detail: bool = False,
+    hot: int | None = None,
+) -> SassResult:
     """Analyze one input, or two (A then B) compared. Per-tile budgets: ``tiles[i]`` is side i's
     output-tile count; else, with the problem ``mnkl``, the tile from ``tile_mn`` (given once for
     every side or once per side; ``"auto"`` leaves a side to what follows), the tile of a bundled
@@ -54,25 +74,40 @@ def analyze_inputs(paths: Sequence[str | os.PathLike], *, function: str | None =
     paths = [resolve_report(p) for p in paths]
     if launch is not None and ncu is None and not any(is_report(p) for p in paths):
         # a cubin or listing has no launches: the index would be silently dropped
-        raise BsprofError(f"--launch picks a launch of an .ncu-rep (an input or --ncu REPORT); "
-                          f"{' and '.join(Path(p).name for p in paths)} {'holds' if len(paths) == 1 else 'hold'} no launches: "
-                          "drop --launch")
+        raise BsprofError(
+            f"--launch picks a launch of an .ncu-rep (an input or --ncu REPORT); "
+            f"{' and '.join(Path(p).name for p in paths)} {'holds' if len(paths) == 1 else 'hold'} no launches: "
+            "drop --launch"
+        )
     analyses = [_analyze(Path(p), function, source, ncu, launch) for p in paths]
-    per_side = [_side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
-                for i, (p, fas) in enumerate(zip(paths, analyses))]
+    per_side = [
+        _side_tiles(i, len(paths), fas, Path(p), list(tiles), mnkl, list(tile_mn), notes)
+        for i, (p, fas) in enumerate(zip(paths, analyses))
+    ]
     if by == "roles":
         notes += roles_notes([fa for fas in analyses for fa in fas])
-    sides = [{"source": str(p), "functions": [_function_json(fa, mma_detail, t, hot) for fa in fas]}
-             for p, fas, t in zip(paths, analyses, per_side)]
+    sides = [
+        {"source": str(p), "functions": [_function_json(fa, mma_detail, t, hot) for fa in fas]}
+        for p, fas, t in zip(paths, analyses, per_side)
+    ]
     if len(analyses) == 2:
         from bsprof.analyzers.sass.compare import compare, pair_functions
 
         cmps = [compare(a, b, (per_side[0], per_side[1])) for a, b in pair_functions(analyses[0], analyses[1])]
-        notes += [f"{c['a']['name'][:40]} vs {c['b']['name'][:40]}: K-loop {c['kloop']['mismatch']}"
-                  for c in cmps if c["kloop"]["mismatch"]]
+        notes += [
+            f"{c['a']['name'][:40]} vs {c['b']['name'][:40]}: K-loop {c['kloop']['mismatch']}"
+            for c in cmps
+            if c["kloop"]["mismatch"]
+        ]
         # the contract's top-level functions are the optimized side's
-        data = {"bsprof": artifacts.tag("sass"), "mode": "compare", "compare": cmps, "a": sides[0], "b": sides[1],
-                "functions": sides[1]["functions"]}
+        data = {
+            "bsprof": artifacts.tag("sass"),
+            "mode": "compare",
+            "compare": cmps,
+            "a": sides[0],
+            "b": sides[1],
+            "functions": sides[1]["functions"],
+        }
     else:
         data = {"bsprof": artifacts.tag("sass"), "source": sides[0]["source"], "functions": sides[0]["functions"]}
     if notes:
@@ -89,7 +124,9 @@ def given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], s
             raise BsprofError("--tile-mn needs --mnkl M,N,K[,L] (the problem the launch computed)")
         return [None] * n, []
     if len(given) > n:
-        raise BsprofError(f"--tile-mn given {len(given)} times for {n} input(s); give it once, or once per input (A then B)")
+        raise BsprofError(
+            f"--tile-mn given {len(given)} times for {n} input(s); give it once, or once per input (A then B)"
+        )
     given = [None if t == "auto" else tuple(t) for t in given]
     out, notes = [], []
     for i in range(n):
@@ -97,8 +134,10 @@ def given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], s
         tmn = (given[i] if len(given) == n else given[0]) if given else None
         if tmn is not None:
             if n == 2 and len(given) == 1 and i == 0:
-                notes.append(f"tile {tmn[0]}x{tmn[1]} for A and B from the one --tile-mn for both inputs (give it twice, "
-                             "A then B, if their tiles differ)")
+                notes.append(
+                    f"tile {tmn[0]}x{tmn[1]} for A and B from the one --tile-mn for both inputs (give it twice, "
+                    "A then B, if their tiles differ)"
+                )
         elif i in bundled:
             tmn, spec = bundled[i]
             notes.append(f"{side}tile {tmn[0]}x{tmn[1]} from the bundled {spec} kernel's build for this problem")
@@ -106,8 +145,9 @@ def given_tiles(n: int, given: list, bundled: dict[int, tuple[tuple[int, int], s
     return out, notes
 
 
-def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: list, mnkl, tile_mn: list,
-                notes: list[str]) -> int | None:
+def _side_tiles(
+    i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: list, mnkl, tile_mn: list, notes: list[str]
+) -> int | None:
     from bsprof.analyzers.ncu.facts import problem_of
     from bsprof.analyzers.sass.budget import tile_from_name, tiles_from_problem
 
@@ -119,8 +159,10 @@ def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: 
     main = max(fas, key=lambda fa: (fa.mma_count, len(fa.instructions)))
     ran = main.recorded.get("mnkl")
     if problem_of(ran) not in (None, list(mnkl)):
-        raise BsprofError(f"--mnkl {','.join(map(str, mnkl))}: {path.name} recorded the launch's problem as "
-                          f"{ran.replace('x', ',')}; pass that (or --tiles N)")
+        raise BsprofError(
+            f"--mnkl {','.join(map(str, mnkl))}: {path.name} recorded the launch's problem as "
+            f"{ran.replace('x', ',')}; pass that (or --tiles N)"
+        )
     if tmn is None:
         side = f"{'AB'[i]}: " if n == 2 else ""
         named = next(filter(None, (tile_from_name(x) for x in (main.name, *main.aliases))), None)
@@ -131,8 +173,10 @@ def _side_tiles(i: int, n: int, fas: list[FunctionAnalysis], path: Path, tiles: 
             tmn = tuple(int(v) for v in main.recorded["tile"].split("x"))
             notes.append(f"{side}tile {tmn[0]}x{tmn[1]} recorded in the report by the launch (bsprof's NVTX range)")
         else:
-            raise BsprofError(f"--mnkl: the output tile of {path.name} ({main.name[:50]}) is unknown; pass --tile-mn M,N "
-                              "(once per input to compare) or --tiles N")
+            raise BsprofError(
+                f"--mnkl: the output tile of {path.name} ({main.name[:50]}) is unknown; pass --tile-mn M,N "
+                "(once per input to compare) or --tiles N"
+            )
     return tiles_from_problem(mnkl, tmn)
 
 
@@ -190,8 +234,11 @@ def unattributed(fa: FunctionAnalysis) -> dict:
     from bsprof.analyzers.sass.roles import OUTSIDE
 
     idx = [i for i, r in enumerate(fa.roles or []) if r == OUTSIDE]
-    out = {"instructions": len(idx), "of": len(fa.instructions),
-           "mma": sum(1 for i in idx if fa.instructions[i].category == "mma")}
+    out = {
+        "instructions": len(idx),
+        "of": len(fa.instructions),
+        "mma": sum(1 for i in idx if fa.instructions[i].category == "mma"),
+    }
     if fa.executed is not None:
         out["executed"] = fa.executed_in(idx)
     return out
@@ -204,14 +251,18 @@ def roles_notes(fas: list[FunctionAnalysis]) -> list[str]:
         name = fa.name if len(fa.name) <= 60 else fa.name[:59] + "…"
         if fa.roles is None or fa.roles_source == "loops":
             why = fa.roles_missing or "no role attribution"
-            notes.append(f"--by roles: none of the {len(fa.instructions):,} instructions of {name} can be attributed "
-                         f"to a warp role ({why}); the table is by loops")
+            notes.append(
+                f"--by roles: none of the {len(fa.instructions):,} instructions of {name} can be attributed "
+                f"to a warp role ({why}); the table is by loops"
+            )
             continue
         u = unattributed(fa)
         if u["instructions"]:
-            notes.append(f"--by roles: {u['instructions']:,} of {u['of']:,} instructions of {name} ({u['mma']} MMA) have "
-                         "line info outside every scope, warp-dispatch if and function of the source: "
-                         "shown as '(outside scopes)'")
+            notes.append(
+                f"--by roles: {u['instructions']:,} of {u['of']:,} instructions of {name} ({u['mma']} MMA) have "
+                "line info outside every scope, warp-dispatch if and function of the source: "
+                "shown as '(outside scopes)'"
+            )
     return notes
 
 

@@ -126,10 +126,18 @@ def _flat_scopes(fn: ast.AST) -> list[Interval]:
     """`s = WarpScope("A")` ... `s.switch("B")` ... `s.close()` inside one function."""
     events: list[tuple[int, str, str | None]] = []  # (line, var, label or None for close)
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and _call_name(node.value) in SCOPE_CLASSES and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and _call_name(node.value) in SCOPE_CLASSES
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             events.append((node.lineno, node.targets[0].id, _scope_label(node.value)))  # type: ignore[arg-type]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
             if node.func.attr == "switch":
                 events.append((node.lineno, node.func.value.id, _scope_label(node) or "?"))
             elif node.func.attr == "close":

@@ -58,8 +58,9 @@ class BufferPlan(NamedTuple):
         return cls(tuple(int(x) for x in obj["shape"]), int(obj["sample_every"]))  # type: ignore[arg-type]
 
 
-def plan_buffer(num_ctas: int, warps_per_cta: int, tiles_per_cta: int,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> BufferPlan:
+def plan_buffer(
+    num_ctas: int, warps_per_cta: int, tiles_per_cta: int, max_bytes: int = DEFAULT_MAX_BYTES
+) -> BufferPlan:
     """Smallest power-of-two whole-tile sampling step whose fixed-slot buffer fits in ``max_bytes``.
 
     ``tiles_per_cta`` is the most tiles any CTA runs (ceil(tiles / grid) for a static persistent
@@ -89,8 +90,9 @@ def _as_array(buffer):
     return np.asarray(buffer)
 
 
-def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, variant: str | None = None,
-                  strict: bool = True):
+def decode_buffer(
+    buffer, plan: BufferPlan, *, kernel: str | None = None, variant: str | None = None, strict: bool = True
+):
     """Event buffer → timing table (:data:`.schema.COLUMNS` + ``start_ns``/``end_ns``).
 
     With ``strict`` (the default) a buffer that cannot describe a run faithfully raises a one-line
@@ -152,18 +154,22 @@ def decode_buffer(buffer, plan: BufferPlan, *, kernel: str | None = None, varian
         se = se[has_start]
         start = clock[sel + (se,)]
         end = clock[sel + (e1,)]
-        frames.append(pd.DataFrame({
-            "sm": smid[sel + (e1,)],
-            "cta": sel[0].astype(np.int64),
-            "warp": sel[1].astype(np.int64),
-            "role": role,
-            "tile": sel[2].astype(np.int64) * plan.sample_every,
-            "phase": phase,
-            "start": start,
-            "end": end,
-            "start_ns": ns[sel + (se,)],
-            "end_ns": ns[sel + (e1,)],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sm": smid[sel + (e1,)],
+                    "cta": sel[0].astype(np.int64),
+                    "warp": sel[1].astype(np.int64),
+                    "role": role,
+                    "tile": sel[2].astype(np.int64) * plan.sample_every,
+                    "phase": phase,
+                    "start": start,
+                    "end": end,
+                    "start_ns": ns[sel + (se,)],
+                    "end_ns": ns[sel + (e1,)],
+                }
+            )
+        )
     if not frames:
         raise BsprofError("timing buffer has events but no complete phase; the kernel's recorder calls are unbalanced")
     table = pd.concat(frames, ignore_index=True)

@@ -42,8 +42,9 @@ def check_labels(t, name: str = "timing table") -> None:
         empty = t[col].isna() | (t[col].astype(str).str.strip() == "")
         i = _first(empty)
         if i is not None:
-            raise BsprofError(f"{name}: row {i} has an empty {col}; every row needs a role and a phase "
-                              f"({CAPTURE_AGAIN})")
+            raise BsprofError(
+                f"{name}: row {i} has an empty {col}; every row needs a role and a phase ({CAPTURE_AGAIN})"
+            )
 
 
 def check_values(t, name: str = "timing table") -> None:
@@ -60,37 +61,55 @@ def check_values(t, name: str = "timing table") -> None:
         raise BsprofError(f"{name}: {_row(t, i)} ends before it starts (negative duration); {CAPTURE_AGAIN}")
     i = _first(dur > MAX_DURATION_CYCLES)
     if i is not None:
-        raise BsprofError(f"{name}: {_row(t, i)} lasts {int(dur.iloc[i]):,} cycles (minutes); "
-                          f"a stamp is corrupt, {CAPTURE_AGAIN}")
+        raise BsprofError(
+            f"{name}: {_row(t, i)} lasts {int(dur.iloc[i]):,} cycles (minutes); a stamp is corrupt, {CAPTURE_AGAIN}"
+        )
     role, phase = t["role"].astype(str), t["phase"].astype(str)
     nonzero = pd.Series(False, index=t.index)
     for r, phases in NONZERO_PHASES.items():
         nonzero |= (role == r) & phase.isin(phases)
     i = _first(nonzero & (dur == 0))
     if i is not None:
-        raise BsprofError(f"{name}: {_row(t, i)} takes zero cycles, which a {t['phase'].iloc[i]} cannot; "
-                          f"{CAPTURE_AGAIN}")
+        raise BsprofError(
+            f"{name}: {_row(t, i)} takes zero cycles, which a {t['phase'].iloc[i]} cannot; {CAPTURE_AGAIN}"
+        )
 
     # order within a warp: sort each (cta, warp, role) by tile, then by the schema's phase order
     rank = {(r, p): k for r, ps in PHASES.items() for k, p in enumerate(ps)}
     order = np.fromiter((rank.get(k, 0) for k in zip(role, phase)), dtype=np.int64, count=len(t))
-    keyed = pd.DataFrame({"cta": t["cta"].to_numpy(), "warp": t["warp"].to_numpy(), "role": role.to_numpy(),
-                          "tile": t["tile"].to_numpy(), "order": order, "start": t["start"].to_numpy(),
-                          "end": t["end"].to_numpy(), "pos": np.arange(len(t))})
+    keyed = pd.DataFrame(
+        {
+            "cta": t["cta"].to_numpy(),
+            "warp": t["warp"].to_numpy(),
+            "role": role.to_numpy(),
+            "tile": t["tile"].to_numpy(),
+            "order": order,
+            "start": t["start"].to_numpy(),
+            "end": t["end"].to_numpy(),
+            "pos": np.arange(len(t)),
+        }
+    )
     keyed = keyed.sort_values(["cta", "warp", "role", "tile", "order"], kind="stable")
-    same = ((keyed["cta"] == keyed["cta"].shift()) & (keyed["warp"] == keyed["warp"].shift())
-            & (keyed["role"] == keyed["role"].shift()))
+    same = (
+        (keyed["cta"] == keyed["cta"].shift())
+        & (keyed["warp"] == keyed["warp"].shift())
+        & (keyed["role"] == keyed["role"].shift())
+    )
     dup = same & (keyed["tile"] == keyed["tile"].shift()) & (keyed["order"] == keyed["order"].shift())
     j = _first(dup)
     if j is not None:
-        raise BsprofError(f"{name}: {_row(t, int(keyed['pos'].iloc[j]))} appears twice; "
-                          "drop the duplicate rows (one row per warp, tile and phase)")
+        raise BsprofError(
+            f"{name}: {_row(t, int(keyed['pos'].iloc[j]))} appears twice; "
+            "drop the duplicate rows (one row per warp, tile and phase)"
+        )
     early = same & (keyed["start"] < keyed["end"].shift())
     j = _first(early)
     if j is not None:
         prev = int(keyed["pos"].iloc[j - 1])
-        raise BsprofError(f"{name}: {_row(t, int(keyed['pos'].iloc[j]))} starts before {_row(t, prev)} "
-                          f"ended: stamps out of order within the warp; {CAPTURE_AGAIN}")
+        raise BsprofError(
+            f"{name}: {_row(t, int(keyed['pos'].iloc[j]))} starts before {_row(t, prev)} "
+            f"ended: stamps out of order within the warp; {CAPTURE_AGAIN}"
+        )
 
     # every tile of a role has the role's required phases, and mma and epilogue saw the same tiles
     tiles: dict[str, set] = {}
@@ -102,8 +121,10 @@ def check_values(t, name: str = "timing table") -> None:
             lack = keys - set(zip(got["cta"], got["warp"], got["tile"]))
             if lack:
                 cta, warp, tile = min(lack)
-                raise BsprofError(f"{name}: {r} warp {warp} of CTA {cta} has tile {tile} without a {ph} row; "
-                                  f"a tile needs every required phase ({CAPTURE_AGAIN})")
+                raise BsprofError(
+                    f"{name}: {r} warp {warp} of CTA {cta} has tile {tile} without a {ph} row; "
+                    f"a tile needs every required phase ({CAPTURE_AGAIN})"
+                )
         tiles[r] = set(zip(sub["cta"], sub["tile"]))
     ref = "mma" if "mma" in tiles else min(tiles)
     for r in sorted(tiles):
@@ -111,5 +132,7 @@ def check_values(t, name: str = "timing table") -> None:
         if diff:
             cta, tile = min(diff)
             have, lack = (ref, r) if (cta, tile) in tiles[ref] else (r, ref)
-            raise BsprofError(f"{name}: CTA {cta} tile {tile} has {have} rows but no {lack} rows (missing tiles); "
-                              "every role records the same tiles, capture again")
+            raise BsprofError(
+                f"{name}: CTA {cta} tile {tile} has {have} rows but no {lack} rows (missing tiles); "
+                "every role records the same tiles, capture again"
+            )

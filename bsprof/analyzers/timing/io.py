@@ -64,8 +64,13 @@ def _resummary(path: str | os.PathLike):
     return doc, table
 
 
-def resummarize_to(path: str | os.PathLike, out: str | os.PathLike, *, tile: tuple[int, int] | None = None,
-                   max_trace_events: int | None = None) -> tuple[dict, Path]:
+def resummarize_to(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    tile: tuple[int, int] | None = None,
+    max_trace_events: int | None = None,
+) -> tuple[dict, Path]:
     """`bsprof timing --from X -o DIR`: an earlier capture summarized again and written as a fresh
     results directory under ``out``, as a capture writes one (timing.parquet / .csv, trace.json,
     timing.json; no raw buffer, no overhead: neither can be had without the GPU). ``tile`` is the
@@ -93,8 +98,10 @@ def capture_meta(path: Path) -> dict:
 
     data = read_json(path)
     if not isinstance(data, dict):
-        raise BsprofError(f"{path}: not a JSON object (a timing.json is one); re-capture, or remove it to "
-                          "re-summarize the table alone")
+        raise BsprofError(
+            f"{path}: not a JSON object (a timing.json is one); re-capture, or remove it to "
+            "re-summarize the table alone"
+        )
     if "bsprof" in data:
         kind, why = check_tag(data)
         if why is None and kind != "timing":
@@ -112,8 +119,16 @@ def capture_meta(path: Path) -> dict:
 _CAPTURE_FIELDS = ("family", "variant", "mnkl", "device", "sm_count", "kernel_name", "config")
 
 
-def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead: list[dict] | None = None,
-                     raw=None, plan=None, max_trace_events: int | None = None) -> dict:
+def write_timing_run(
+    out_dir: str | os.PathLike,
+    table,
+    *,
+    meta: dict,
+    overhead: list[dict] | None = None,
+    raw=None,
+    plan=None,
+    max_trace_events: int | None = None,
+) -> dict:
     """Everything `bsprof timing` leaves in a results dir: timing.parquet / .csv, trace.json, the
     raw buffer (buffer.npy, when given) and timing.json (kind "timing"). Returns the JSON dict."""
     from bsprof.analyzers.timing.stats import summarize
@@ -123,9 +138,12 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
     out_dir = Path(out_dir)
     paths = write_table(table, out_dir)
     summary = summarize(table)
-    trace_meta = write_trace(table, out_dir / "trace.json",
-                             max_events=max_trace_events or DEFAULT_MAX_EVENTS,
-                             title=f"bsprof timing {meta.get('kernel_name', '')}".strip())
+    trace_meta = write_trace(
+        table,
+        out_dir / "trace.json",
+        max_events=max_trace_events or DEFAULT_MAX_EVENTS,
+        title=f"bsprof timing {meta.get('kernel_name', '')}".strip(),
+    )
     files = {"table": paths["parquet"].name, "csv": paths["csv"].name, "trace": "trace.json"}
     if raw is not None:
         import numpy as np
@@ -134,15 +152,17 @@ def write_timing_run(out_dir: str | os.PathLike, table, *, meta: dict, overhead:
             with open(tmp, "wb") as fh:
                 np.save(fh, np.asarray(raw))
         files["buffer"] = "buffer.npy"
-    doc = document("timing", {
-        **meta,
-        "files": files,
-        "sample_every": int(table.attrs.get("sample_every", 1)),
-        "buffer_plan": plan.to_json() if plan is not None and hasattr(plan, "to_json") else None,
-        "stats": summary.to_json(),
-        "overhead": overhead or [],
-        "trace": trace_meta,
-    })
+    doc = document(
+        "timing",
+        {
+            **meta,
+            "files": files,
+            "sample_every": int(table.attrs.get("sample_every", 1)),
+            "buffer_plan": plan.to_json() if plan is not None and hasattr(plan, "to_json") else None,
+            "stats": summary.to_json(),
+            "overhead": overhead or [],
+            "trace": trace_meta,
+        },
+    )
     save(out_dir / "timing.json", doc)
     return doc
-

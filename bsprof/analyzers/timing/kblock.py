@@ -19,17 +19,19 @@ MMA_RATE: dict[str, tuple[int, int]] = {"fp8-blockwise": (8192, 128)}
 class KBlockRate:
     tile_m: int
     tile_n: int
-    k_blocks: int          # K blocks of one tile (of one work unit under split-K)
-    cycles: float          # mean kloop cycles a K block
-    floor: float           # the tile's MMA for one K block at the dense rate
+    k_blocks: int  # K blocks of one tile (of one work unit under split-K)
+    cycles: float  # mean kloop cycles a K block
+    floor: float  # the tile's MMA for one K block at the dense rate
 
     @property
     def share(self) -> float:
         return self.floor / self.cycles
 
     def describe(self) -> str:
-        return (f"K-loop: {self.cycles:,.0f} cycles a K block ({self.k_blocks} a tile); a {self.tile_m}x{self.tile_n} "
-                f"tile's MMA needs {self.floor:,.0f} at the tensor pipe's dense rate: {self.share:.0%} of it")
+        return (
+            f"K-loop: {self.cycles:,.0f} cycles a K block ({self.k_blocks} a tile); a {self.tile_m}x{self.tile_n} "
+            f"tile's MMA needs {self.floor:,.0f} at the tensor pipe's dense rate: {self.share:.0%} of it"
+        )
 
 
 def kblock_rate(doc: dict, tile: tuple[int, int] | None = None) -> KBlockRate | None:
@@ -47,5 +49,6 @@ def kblock_rate(doc: dict, tile: tuple[int, int] | None = None) -> KBlockRate | 
     split = max(int(cfg.get("split_k", 1)), 1)
     blocks = -(-int(doc["mnkl"][2]) // block_k)
     k_blocks = -(-blocks // split)
-    return KBlockRate(tile[0], tile[1], k_blocks, kloop[0]["mean"] / k_blocks,
-                      2.0 * tile[0] * tile[1] * block_k / flop_per_cycle)
+    return KBlockRate(
+        tile[0], tile[1], k_blocks, kloop[0]["mean"] / k_blocks, 2.0 * tile[0] * tile[1] * block_k / flop_per_cycle
+    )

@@ -58,14 +58,14 @@ REQUIRED_PHASES: dict[str, tuple[str, ...]] = {
 # ---------------------------------------------------------------------------------------------
 
 EVENTS: tuple[str, ...] = (
-    "tile_start",      # 0  role's tile loop iteration begins
-    "acc_acquired",    # 1  mma: accumulator buffer free (after acc_wait)
-    "tma0_landed",     # 2  mma: first A/B stage of the tile is full
-    "kloop_end",       # 3  mma: last MMA of the tile issued/committed
-    "ml_done",         # 4  epilogue: mainloop-done barrier passed
-    "phase1_end",      # 5  epilogue: accumulator consumed (buffer released)
-    "phase2_end",      # 6  epilogue: tile's output stored
-    "load_end",        # 7  producer: last TMA load of the tile issued
+    "tile_start",  # 0  role's tile loop iteration begins
+    "acc_acquired",  # 1  mma: accumulator buffer free (after acc_wait)
+    "tma0_landed",  # 2  mma: first A/B stage of the tile is full
+    "kloop_end",  # 3  mma: last MMA of the tile issued/committed
+    "ml_done",  # 4  epilogue: mainloop-done barrier passed
+    "phase1_end",  # 5  epilogue: accumulator consumed (buffer released)
+    "phase2_end",  # 6  epilogue: tile's output stored
+    "load_end",  # 7  producer: last TMA load of the tile issued
 )
 EVENT_ID: dict[str, int] = {name: i for i, name in enumerate(EVENTS)}
 NUM_EVENTS = len(EVENTS)

@@ -13,10 +13,10 @@ class ClockFit:
     """SM clock measured during the run: a least-squares fit of clock64 against %globaltimer with
     one intercept per SM (clock64 is per SM and not synchronized; the slope is shared)."""
 
-    cycles_per_ns: float            # 0.0 when the globaltimer did not advance (too short a run)
+    cycles_per_ns: float  # 0.0 when the globaltimer did not advance (too short a run)
     pairs: int
-    span_ns: int                    # longest per-SM span the fit saw
-    residual_ns_p95: float          # how far single stamps sit from the fit (timer granularity)
+    span_ns: int  # longest per-SM span the fit saw
+    residual_ns_p95: float  # how far single stamps sit from the fit (timer granularity)
     offsets: dict[int, float] = field(default_factory=dict)  # sm -> ns at clock 0 (for traces)
 
     @property
@@ -35,8 +35,10 @@ def fit_clock(table) -> ClockFit:
     import numpy as np
 
     if "start_ns" not in table.columns or "end_ns" not in table.columns:
-        raise BsprofError("timing table has no start_ns/end_ns columns; the clock rate cannot be measured "
-                          "(capture with `bsprof timing`, which records %globaltimer)")
+        raise BsprofError(
+            "timing table has no start_ns/end_ns columns; the clock rate cannot be measured "
+            "(capture with `bsprof timing`, which records %globaltimer)"
+        )
     sm = np.concatenate([table["sm"].to_numpy(), table["sm"].to_numpy()]).astype(np.int64)
     clk = np.concatenate([table["start"].to_numpy(), table["end"].to_numpy()]).astype(np.float64)
     ns = np.concatenate([table["start_ns"].to_numpy(), table["end_ns"].to_numpy()]).astype(np.float64)
@@ -73,13 +75,15 @@ def phase_stats(table):
 
     dur = (table["end"] - table["start"]).astype("int64")
     g = dur.groupby([table["role"], table["phase"]])
-    out = pd.DataFrame({
-        "n": g.size(),
-        "mean": g.mean(),
-        "p50": g.quantile(0.5),
-        "p95": g.quantile(0.95),
-        "max": g.max(),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "n": g.size(),
+            "mean": g.mean(),
+            "p50": g.quantile(0.5),
+            "p95": g.quantile(0.95),
+            "max": g.max(),
+        }
+    ).reset_index()
     order = {(r, p): i for i, (r, p) in enumerate((r, p) for r in ROLES for p in PHASES[r])}
     out["_o"] = [order.get((r, p), 99) for r, p in zip(out["role"], out["phase"])]
     return out.sort_values("_o").drop(columns="_o").reset_index(drop=True)
@@ -103,15 +107,25 @@ def epilogue_spread(table, phase: str = "phase1") -> dict:
     dur = (sel["end"] - sel["start"]).astype("int64")
     g = dur.groupby([sel["cta"], sel["tile"]])
     spread = g.max() - g.min()
-    return {"phase": phase, "tiles": int(len(spread)), "mean": float(spread.mean()),
-            "p95": float(spread.quantile(0.95)), "warps_per_tile": int(g.size().median())}
+    return {
+        "phase": phase,
+        "tiles": int(len(spread)),
+        "mean": float(spread.mean()),
+        "p95": float(spread.quantile(0.95)),
+        "warps_per_tile": int(g.size().median()),
+    }
 
 
 def tiles_per_sm(table, sample_every: int = 1) -> dict:
     ref = table[table["role"] == "mma"] if (table["role"] == "mma").any() else table
     per = ref.groupby("sm")[["cta", "tile"]].apply(lambda d: len(d.drop_duplicates())) * sample_every
-    return {"sms": int(len(per)), "mean": float(per.mean()), "min": int(per.min()), "max": int(per.max()),
-            "sample_every": int(sample_every)}
+    return {
+        "sms": int(len(per)),
+        "mean": float(per.mean()),
+        "min": int(per.min()),
+        "max": int(per.max()),
+        "sample_every": int(sample_every),
+    }
 
 
 @dataclass
@@ -136,8 +150,13 @@ def summarize(table, sample_every: int | None = None) -> TimingSummary:
         warps=warp_stats(table).to_dict("records"),
         spread=epilogue_spread(table),
         tiles=tiles_per_sm(table, sample_every),
-        clock={"cycles_per_ns": fit.cycles_per_ns, "ghz": fit.cycles_per_ns, "pairs": fit.pairs,
-               "span_ns": fit.span_ns, "residual_ns_p95": fit.residual_ns_p95},
+        clock={
+            "cycles_per_ns": fit.cycles_per_ns,
+            "ghz": fit.cycles_per_ns,
+            "pairs": fit.pairs,
+            "span_ns": fit.span_ns,
+            "residual_ns_p95": fit.residual_ns_p95,
+        },
         rows=int(len(table)),
     )
 

@@ -21,10 +21,14 @@ def resolve(path: str | os.PathLike) -> Path:
 
                 check_input(p / name)  # a FIFO or device by that name is refused by name, unread
                 return p / name
-        raise BsprofError(f"{p} holds no timing.parquet or timing.csv; give a timing table or a directory "
-                          "written by `bsprof timing -o DIR`")
+        raise BsprofError(
+            f"{p} holds no timing.parquet or timing.csv; give a timing table or a directory "
+            "written by `bsprof timing -o DIR`"
+        )
     if not os.path.lexists(p):
-        raise BsprofError(f"timing table {p} does not exist; give a .parquet/.csv file or a `bsprof timing` results dir")
+        raise BsprofError(
+            f"timing table {p} does not exist; give a .parquet/.csv file or a `bsprof timing` results dir"
+        )
     from bsprof.io import check_input
 
     check_input(p, fix="give a .parquet/.csv file or a `bsprof timing` results dir")  # a FIFO is refused, unread
@@ -44,8 +48,9 @@ def load(path: str | os.PathLike, needed_by: str = "the model"):
     except pd.errors.EmptyDataError:
         raise BsprofError(f"timing table {p} is empty; capture again with `bsprof timing`") from None
     except Exception as exc:
-        raise BsprofError(f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing "
-                          f"file? {SCHEMA_HINT}") from None
+        raise BsprofError(
+            f"cannot read timing table {p} ({type(exc).__name__}); is it a bsprof timing file? {SCHEMA_HINT}"
+        ) from None
     return validate(t, name=str(p), needed_by=needed_by)
 
 
@@ -57,8 +62,9 @@ def validate(table, name: str = "timing table", needed_by: str = "the model"):
 
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
-        raise BsprofError(f"{name} lacks column(s) {', '.join(missing)}; a timing table needs "
-                          f"{', '.join(COLUMNS)} ({SCHEMA_HINT})")
+        raise BsprofError(
+            f"{name} lacks column(s) {', '.join(missing)}; a timing table needs {', '.join(COLUMNS)} ({SCHEMA_HINT})"
+        )
     if len(table) == 0:
         raise BsprofError(f"{name} has no rows; capture again with `bsprof timing`")
     from bsprof.analyzers.timing.checks import check_labels, check_values
@@ -74,8 +80,10 @@ def validate(table, name: str = "timing table", needed_by: str = "the model"):
                 i = int(bad.to_numpy().nonzero()[0][0])
                 val = t[c].iloc[i]
                 val = val.item() if hasattr(val, "item") else val  # numpy's repr would say np.float64(nan)
-                raise BsprofError(f"{name}: column {c!r} row {i} is {val!r}, not an integer cycle count; "
-                                  "fix or drop that row (times are integer cycles)")
+                raise BsprofError(
+                    f"{name}: column {c!r} row {i} is {val!r}, not an integer cycle count; "
+                    "fix or drop that row (times are integer cycles)"
+                )
             if t is table:
                 t = table.copy()
             t[c] = num.astype("int64")
@@ -85,17 +93,22 @@ def validate(table, name: str = "timing table", needed_by: str = "the model"):
         raise BsprofError(f"{name}: unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
     for role in REQUIRED_PHASES:
         if role not in roles:
-            raise BsprofError(f"{name} has no {role!r} rows; {needed_by} needs both the mma and the epilogue "
-                              "role (was the recorder enabled for every warp role?)")
+            raise BsprofError(
+                f"{name} has no {role!r} rows; {needed_by} needs both the mma and the epilogue "
+                "role (was the recorder enabled for every warp role?)"
+            )
     for role in roles:
         have = set(t.loc[t["role"] == role, "phase"].astype(str).unique())
         odd = sorted(have - set(PHASES[role]))
         if odd:
-            raise BsprofError(f"{name}: role {role!r} has unknown phase(s) {', '.join(odd)}; "
-                              f"its phases are {', '.join(PHASES[role])}")
+            raise BsprofError(
+                f"{name}: role {role!r} has unknown phase(s) {', '.join(odd)}; its phases are {', '.join(PHASES[role])}"
+            )
         lack = [ph for ph in REQUIRED_PHASES.get(role, ()) if ph not in have]
         if lack:
-            raise BsprofError(f"{name} has no {role} {'/'.join(lack)} rows; {needed_by} needs them "
-                              f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})")
+            raise BsprofError(
+                f"{name} has no {role} {'/'.join(lack)} rows; {needed_by} needs them "
+                f"(required phases: {', '.join(f'{r}.{p}' for r, ps in REQUIRED_PHASES.items() for p in ps)})"
+            )
     check_values(t, name)
     return t

@@ -18,12 +18,26 @@ from bsprof.io import write_text_atomic
 
 DEFAULT_MAX_EVENTS = 200_000
 # chrome://tracing reserved colour names, cycled by tile so neighbouring tiles differ.
-_TILE_COLOURS = ("thread_state_running", "rail_response", "rail_animation", "cq_build_passed",
-                 "good", "thread_state_iowait", "rail_load", "yellow")
+_TILE_COLOURS = (
+    "thread_state_running",
+    "rail_response",
+    "rail_animation",
+    "cq_build_passed",
+    "good",
+    "thread_state_iowait",
+    "rail_load",
+    "yellow",
+)
 
 
-def build_trace(table, *, max_events: int = DEFAULT_MAX_EVENTS, flows: bool = True,
-                title: str = "bsprof timing", sample_every: int | None = None) -> dict:
+def build_trace(
+    table,
+    *,
+    max_events: int = DEFAULT_MAX_EVENTS,
+    flows: bool = True,
+    title: str = "bsprof timing",
+    sample_every: int | None = None,
+) -> dict:
     """The trace as a dict (``traceEvents`` + ``otherData``). Whole tiles are dropped (every k-th
     tile kept, the same tiles on every warp) until the slices fit in ``max_events``."""
     import numpy as np
@@ -71,12 +85,19 @@ def build_trace(table, *, max_events: int = DEFAULT_MAX_EVENTS, flows: bool = Tr
         if (sm, tid) not in threads:
             rs = "+".join(sorted(roles_of[(sm, cta, warp)]))
             threads[(sm, tid)] = f"cta {cta} warp {warp} {rs}"
-        events.append({
-            "name": f"t{tile} {phase}", "cat": role, "ph": "X", "pid": sm, "tid": tid,
-            "ts": round(float(ts[i]), 4), "dur": round(max(float(te[i] - ts[i]), 0.0), 4),
-            "cname": _TILE_COLOURS[tile_rank[tile] % len(_TILE_COLOURS)],
-            "args": {"cta": cta, "warp": warp, "tile": tile, "cycles": int(c1 - c0)},
-        })
+        events.append(
+            {
+                "name": f"t{tile} {phase}",
+                "cat": role,
+                "ph": "X",
+                "pid": sm,
+                "tid": tid,
+                "ts": round(float(ts[i]), 4),
+                "dur": round(max(float(te[i] - ts[i]), 0.0), 4),
+                "cname": _TILE_COLOURS[tile_rank[tile] % len(_TILE_COLOURS)],
+                "args": {"cta": cta, "warp": warp, "tile": tile, "cycles": int(c1 - c0)},
+            }
+        )
 
     n_flows = 0
     if flows:
@@ -91,17 +112,27 @@ def build_trace(table, *, max_events: int = DEFAULT_MAX_EVENTS, flows: bool = Tr
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": sm, "tid": tid, "args": {"sort_index": tid}})
 
     tile_step = keep_every * sample_every
-    note = ("all tiles" if tile_step == 1 else
-            f"sampled: every {tile_step}th tile of each CTA is shown (device sampling {sample_every}, "
-            f"trace cap {keep_every}); the same tiles on every warp")
+    note = (
+        "all tiles"
+        if tile_step == 1
+        else f"sampled: every {tile_step}th tile of each CTA is shown (device sampling {sample_every}, "
+        f"trace cap {keep_every}); the same tiles on every warp"
+    )
     return {
         "traceEvents": meta + events,
         "displayTimeUnit": "ns",
         "otherData": {
-            "title": title, "generator": "bsprof timing", "tile_sampling": note,
-            "device_sample_every": sample_every, "trace_keep_every": keep_every,
-            "max_events": max_events, "slices": len(events) - 2 * n_flows, "flows": n_flows,
-            "clock": clock_note, "cycles_per_ns": fit.cycles_per_ns, "per_tile_events": per_tile,
+            "title": title,
+            "generator": "bsprof timing",
+            "tile_sampling": note,
+            "device_sample_every": sample_every,
+            "trace_keep_every": keep_every,
+            "max_events": max_events,
+            "slices": len(events) - 2 * n_flows,
+            "flows": n_flows,
+            "clock": clock_note,
+            "cycles_per_ns": fit.cycles_per_ns,
+            "per_tile_events": per_tile,
         },
     }
 
@@ -134,10 +165,21 @@ def _add_flows(events: list[dict], table, ts, te, cta_slot) -> int:
     def arrow(name, i, t_i, j, t_j):
         nonlocal n
         n += 1
-        events.append({"name": name, "cat": "handoff", "ph": "s", "id": n, "pid": int(sm[i]), "tid": tid(i),
-                       "ts": round(t_i, 4)})
-        events.append({"name": name, "cat": "handoff", "ph": "f", "bp": "e", "id": n, "pid": int(sm[j]),
-                       "tid": tid(j), "ts": round(t_j, 4)})
+        events.append(
+            {"name": name, "cat": "handoff", "ph": "s", "id": n, "pid": int(sm[i]), "tid": tid(i), "ts": round(t_i, 4)}
+        )
+        events.append(
+            {
+                "name": name,
+                "cat": "handoff",
+                "ph": "f",
+                "bp": "e",
+                "id": n,
+                "pid": int(sm[j]),
+                "tid": tid(j),
+                "ts": round(t_j, 4),
+            }
+        )
 
     for key, ks in kloops.items():
         for i in loads.get(key, [])[:1]:

@@ -14,8 +14,17 @@ from bsprof.kernels.fp8_blockwise.quant import SFA_ALIGN
 VARIANTS: dict[str, dict] = {
     # the plain design: 128x128 tile, 4-stage ring, direct SIMT epilogue, one compile
     # for every shape (layout-dynamic tensors)
-    "baseline": dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=4, epilogue="direct",
-                     promote="serial", swizzle=1, static_shapes=False),
+    "baseline": dict(
+        tile_m=128,
+        tile_n=128,
+        cluster_m=1,
+        cluster_n=1,
+        ab_stage=4,
+        epilogue="direct",
+        promote="serial",
+        swizzle=1,
+        static_shapes=False,
+    ),
     # kept after measurement (docs/optimizations.md): 256x128 tile in two 128-row waves (halves
     # the L2->SMEM bytes per FLOP for B), stages from the smem budget (4), TMA-store epilogue,
     # shape-specialized compile (static layouts: no runtime index math in the K-loop), B scales
@@ -31,16 +40,45 @@ VARIANTS: dict[str, dict] = {
     # large share of a tile): +1-4% FLOP per SM-cycle at 4096^3 and 8192^2x1024 in two runs
     # Tile and cluster per problem (tiles="auto", select.py): 256x128 in 1x2 clusters where that
     # fills the GPU evenly, narrower or 128-row tiles where its last wave would run nearly empty
-    "optimized": dict(tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, ab_stage=0, epilogue="tma",
-                      promote="serial", swizzle=0, sfb_smem=True, static_shapes=True, sfa_tma=True,
-                      uniform_desc=True, elect_release=True, peek=True, sfb_tma=True, epi_split="auto",
-                      tiles="auto", shift_last_m=True, trim_a=True, ring_unroll=True),
+    "optimized": dict(
+        tile_m=256,
+        tile_n=128,
+        cluster_m=1,
+        cluster_n=2,
+        ab_stage=0,
+        epilogue="tma",
+        promote="serial",
+        swizzle=0,
+        sfb_smem=True,
+        static_shapes=True,
+        sfa_tma=True,
+        uniform_desc=True,
+        elect_release=True,
+        peek=True,
+        sfb_tma=True,
+        epi_split="auto",
+        tiles="auto",
+        shift_last_m=True,
+        trim_a=True,
+        ring_unroll=True,
+    ),
     # the ping-pong schedule (docs/optimizations.md): each consumer
     # warpgroup owns whole 128x128 tiles and its epilogue runs under the other's K-loop. Its
     # K-loop and epilogue are on different cycles, so the model's binding side can flip
     # (bsprof model --validate --kernel pingpong)
-    "pingpong": dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1, ab_stage=0, epilogue="tma",
-                     promote="serial", swizzle=1, sfb_smem=False, static_shapes=True, schedule="pingpong"),
+    "pingpong": dict(
+        tile_m=128,
+        tile_n=128,
+        cluster_m=1,
+        cluster_n=1,
+        ab_stage=0,
+        epilogue="tma",
+        promote="serial",
+        swizzle=1,
+        sfb_smem=False,
+        static_shapes=True,
+        schedule="pingpong",
+    ),
 }
 
 # optimized with rescaled accumulation (promote="rescale", docs/optimizations.md): no
@@ -54,24 +92,47 @@ VARIANTS: dict[str, dict] = {
 VARIANTS["rescaled"] = dict(VARIANTS["optimized"], promote="rescale", peek=False, tiles=False, ring_unroll=False)
 
 # knobs a user may override per run (bsprof bench --mma-tiler / --cluster map onto these)
-KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "promote", "consumer_regs",
-         "producer_regs", "swizzle", "sfb_smem", "static_shapes", "schedule", "uniform_desc", "sfa_tma",
-         "elect_release", "peek", "sfb_tma", "epi_split", "tiles", "launch_cluster", "split_k", "shift_last_m",
-         "trim_a", "ring_unroll")
+KNOBS = (
+    "tile_m",
+    "tile_n",
+    "cluster_m",
+    "cluster_n",
+    "ab_stage",
+    "epilogue",
+    "promote",
+    "consumer_regs",
+    "producer_regs",
+    "swizzle",
+    "sfb_smem",
+    "static_shapes",
+    "schedule",
+    "uniform_desc",
+    "sfa_tma",
+    "elect_release",
+    "peek",
+    "sfb_tma",
+    "epi_split",
+    "tiles",
+    "launch_cluster",
+    "split_k",
+    "shift_last_m",
+    "trim_a",
+    "ring_unroll",
+)
 # a fixed tile or cluster turns the per-problem choice off
 TILE_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "mma_tiler", "cluster")
 # split-K (``split_k`` > 1): each output tile's K blocks are shared by this many work units, whose
 # fp32 partials the last to finish sums in split order (kernel.py); the launcher keeps the workspace
 MAX_SPLIT_K = 8
-SMEM_CAPACITY = 232448   # sm_90 dynamic shared memory per CTA (227 KiB)
-SFB_SMEM_KB = 128        # K blocks whose B scales the smem stash holds (K <= 16384)
+SMEM_CAPACITY = 232448  # sm_90 dynamic shared memory per CTA (227 KiB)
+SFB_SMEM_KB = 128  # K blocks whose B scales the smem stash holds (K <= 16384)
 # a shape-specialized build with longer K sizes its stash to its K blocks, up to this many (8 KB):
 # without the stash the K-loop reads each B scale from global memory (an LDG whose R2UR move
 # stalls), which ran 16% fewer FLOP per SM cycle than DeepGEMM's same 128x96 tile at K = 18944
 SFB_STASH_MAX_KB = 1024
-SFB_TMA_SLOT = 32        # floats per stage slot of the B-scale TMA (128 bytes: a TMA destination's alignment)
+SFB_TMA_SLOT = 32  # floats per stage slot of the B-scale TMA (128 bytes: a TMA destination's alignment)
 
-BLOCK_K = 128            # the scale block along K and N
+BLOCK_K = 128  # the scale block along K and N
 # one consumer warpgroup's 64 rows, or one or two 128-row waves of two consumer warpgroups
 TILE_MS = (64, 128, 256)
 # a 192-row tile is one wave of three consumer warpgroups: select.py ranks it at one width
@@ -83,8 +144,15 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 # in the unpruned kernel (docs/optimizations.md) and compiles with no local memory since; it
 # is DeepGEMM's tile where N tiles unevenly by 128 (4096x2112x7168); 256x128 (192) does not spill.
 # A 64-row tile's one warpgroup holds what each of a 128-row tile's two holds
-MAX_TILE_N = {("serial", 64): 192, ("serial", 128): 192, ("serial", 256): 128, ("serial", 192): 128,
-              ("rescale", 64): 256, ("rescale", 128): 256, ("rescale", 256): 128}
+MAX_TILE_N = {
+    ("serial", 64): 192,
+    ("serial", 128): 192,
+    ("serial", 256): 128,
+    ("serial", 192): 128,
+    ("rescale", 64): 256,
+    ("rescale", 128): 256,
+    ("rescale", 256): 128,
+}
 
 
 def two_scale_blocks(tile_n: int) -> bool:
@@ -101,8 +169,11 @@ def tile_n_fits_scales(tile_n: int) -> bool:
 def tile_ns(tile_m: int = 128, promote: str = "serial") -> tuple[int, ...]:
     """Every tile width the kernel takes for this tile height and promotion."""
     top = MAX_TILE_N[(promote, tile_m)]
-    return tuple(n for n in range(16, top + 1, 16) if tile_n_fits_scales(n)
-                 and (promote != "rescale" or n % BLOCK_K == 0 or not two_scale_blocks(n)))
+    return tuple(
+        n
+        for n in range(16, top + 1, 16)
+        if tile_n_fits_scales(n) and (promote != "rescale" or n % BLOCK_K == 0 or not two_scale_blocks(n))
+    )
 
 
 def can_implement(kw: dict) -> str | None:
@@ -112,8 +183,10 @@ def can_implement(kw: dict) -> str | None:
     cm, cn = kw.get("cluster_m", 1), kw.get("cluster_n", 1)
     promote, schedule, epilogue = kw.get("promote", "serial"), kw.get("schedule", "coop"), kw.get("epilogue", "direct")
     if tm not in TILE_MS_ASKED:
-        return (f"tile_m={tm}: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves of two or "
-                "one 192-row wave of three; use 64, 128, 192 or 256")
+        return (
+            f"tile_m={tm}: the tile is one consumer warpgroup's 64 rows, one or two 128-row waves of two or "
+            "one 192-row wave of three; use 64, 128, 192 or 256"
+        )
     if tm == 192 and (promote != "serial" or schedule != "coop"):
         return "tile_m=192 (three consumer warpgroups) takes the coop schedule with the serial promotion"
     if promote not in ("serial", "rescale"):
@@ -128,21 +201,26 @@ def can_implement(kw: dict) -> str | None:
     if not isinstance(split, int) or not 1 <= split <= MAX_SPLIT_K:
         return f"split_k={split!r}: use 1 (no split) .. {MAX_SPLIT_K} work units per output tile"
     if split > 1 and (schedule != "coop" or promote != "serial"):
-        return (f"split_k={split} with schedule={schedule!r}, promote={promote!r}: split-K takes the coop "
-                "schedule with the serial promotion (the optimized variant); use split_k=1 there")
+        return (
+            f"split_k={split} with schedule={schedule!r}, promote={promote!r}: split-K takes the coop "
+            "schedule with the serial promotion (the optimized variant); use split_k=1 there"
+        )
     if int(kw.get("swizzle", 1)) < 0:
         return f"swizzle={kw.get('swizzle')}: use 0 (from the problem size) or a group of >= 1 N tiles"
     if tn % 16 or not 16 <= tn <= 256 or not tile_n_fits_scales(tn):
         near = min((n for n in range(16, 257, 16) if tile_n_fits_scales(n)), key=lambda n: abs(n - tn))
-        return (f"tile_n={tn}: a tile is a multiple of 16 up to 256 whose columns touch at most two 128-wide "
-                f"B-scale blocks; nearest: {near}")
+        return (
+            f"tile_n={tn}: a tile is a multiple of 16 up to 256 whose columns touch at most two 128-wide "
+            f"B-scale blocks; nearest: {near}"
+        )
     if schedule == "pingpong":
         if tm != 128 or promote != "serial" or cm * cn > 1 or kw.get("sfb_smem") or tn > 128:
-            return ("schedule='pingpong' takes tile_m=128, tile_n <= 128, promote='serial', cluster 1x1 "
-                    "and sfb_smem=0")
+            return "schedule='pingpong' takes tile_m=128, tile_n <= 128, promote='serial', cluster 1x1 and sfb_smem=0"
     elif tn > MAX_TILE_N[(promote, tm)]:
-        return (f"tile {tm}x{tn} with promote={promote!r}: the accumulators do not fit the registers; "
-                f"widest: {tm}x{MAX_TILE_N[(promote, tm)]}")
+        return (
+            f"tile {tm}x{tn} with promote={promote!r}: the accumulators do not fit the registers; "
+            f"widest: {tm}x{MAX_TILE_N[(promote, tm)]}"
+        )
     if promote == "rescale" and schedule == "coop" and two_scale_blocks(tn) and tn % BLOCK_K:
         return f"promote='rescale' with tile_n={tn}: the rescale takes tile widths that divide 128, or 256"
     for knob, conflict in KNOB_CONFLICTS:
@@ -188,8 +266,12 @@ def peek_conflict(kw: dict) -> str | None:
 
 # switches and what they cannot combine with: a variant's default gives way to an override it does
 # not combine with; asked for explicitly, the kernel refuses the combination. Checked in this order
-KNOB_CONFLICTS = (("sfa_tma", sfa_tma_conflict), ("sfb_tma", sfb_tma_conflict), ("peek", peek_conflict),
-                  ("epi_split", epi_split_conflict))
+KNOB_CONFLICTS = (
+    ("sfa_tma", sfa_tma_conflict),
+    ("sfb_tma", sfb_tma_conflict),
+    ("peek", peek_conflict),
+    ("epi_split", epi_split_conflict),
+)
 
 
 def resolve(variant: str, config: dict | None = None) -> dict:
@@ -225,10 +307,30 @@ def resolve(variant: str, config: dict | None = None) -> dict:
 
 # the values a switch takes (the rest are checked by can_implement or name a choice): on/off
 # switches 0 or 1, sizes whole numbers, and the two that the launcher resolves per problem
-BOOL_KNOBS = ("sfb_smem", "static_shapes", "uniform_desc", "sfa_tma", "elect_release", "peek", "sfb_tma",
-              "launch_cluster", "shift_last_m", "trim_a", "ring_unroll")
-INT_KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "consumer_regs", "producer_regs", "swizzle",
-             "split_k")
+BOOL_KNOBS = (
+    "sfb_smem",
+    "static_shapes",
+    "uniform_desc",
+    "sfa_tma",
+    "elect_release",
+    "peek",
+    "sfb_tma",
+    "launch_cluster",
+    "shift_last_m",
+    "trim_a",
+    "ring_unroll",
+)
+INT_KNOBS = (
+    "tile_m",
+    "tile_n",
+    "cluster_m",
+    "cluster_n",
+    "ab_stage",
+    "consumer_regs",
+    "producer_regs",
+    "swizzle",
+    "split_k",
+)
 AUTO_KNOBS = {"epi_split": (0, 1, "auto"), "tiles": (0, "auto")}
 
 
@@ -238,8 +340,9 @@ def _check_value(key: str, val) -> None:
     if key in INT_KNOBS and not isinstance(val, int):
         raise BsprofError(f"fp8-blockwise switch {key}={val!r}: takes a whole number")
     if key in AUTO_KNOBS and val not in AUTO_KNOBS[key]:
-        raise BsprofError(f"fp8-blockwise switch {key}={val!r}: takes one of "
-                          + ", ".join(repr(v) for v in AUTO_KNOBS[key]))
+        raise BsprofError(
+            f"fp8-blockwise switch {key}={val!r}: takes one of " + ", ".join(repr(v) for v in AUTO_KNOBS[key])
+        )
 
 
 def give_way(kw: dict, config: dict | None = None) -> None:
@@ -261,8 +364,7 @@ def shifted_start(m: int, tile_m: int, cluster_m: int = 1, schedule: str = "coop
     SFA_ALIGN - 1 rows past M, which costs nothing measurable. Only for 128- and 256-row tiles
     without an M cluster (whose multicast pairs tiles by row), the cooperative schedule and the
     TMA epilogue, the paths the GPU tests check."""
-    if tile_m < 128 or m <= tile_m or m % tile_m == 0 or cluster_m != 1 or schedule == "pingpong" \
-            or epilogue != "tma":
+    if tile_m < 128 or m <= tile_m or m % tile_m == 0 or cluster_m != 1 or schedule == "pingpong" or epilogue != "tma":
         return 0
     start = -(-(m - tile_m) // SFA_ALIGN) * SFA_ALIGN
     return start if start < (m - 1) // tile_m * tile_m else 0
@@ -334,13 +436,23 @@ def warps_per_cta(tile_m: int) -> int:
     return 4 * (1 + consumer_wgs(tile_m))
 
 
-def max_smem_stages(tile_m: int, tile_n: int, *, wave_m: int, epi_per_wg: bool, sfa_tma: bool, sfb_tma: bool,
-                    sfb_smem: bool, epilogue: str, sfb_kb: int = SFB_SMEM_KB) -> int:
+def max_smem_stages(
+    tile_m: int,
+    tile_n: int,
+    *,
+    wave_m: int,
+    epi_per_wg: bool,
+    sfa_tma: bool,
+    sfb_tma: bool,
+    sfb_smem: bool,
+    epilogue: str,
+    sfb_kb: int = SFB_SMEM_KB,
+) -> int:
     """How many A/B stages (with their scale slots) fit the shared memory the epilogue buffers and
     the B-scale stash leave: the ring depth of a build with ``ab_stage=0``. Plain arithmetic, shared
     by the kernel's setup and ``bench --plan``."""
-    ab_bytes = (tile_m + tile_n) * BLOCK_K           # fp8: one byte per element
-    ab_bytes += tile_m * 4 if sfa_tma else 0         # float32 A scale per row
+    ab_bytes = (tile_m + tile_n) * BLOCK_K  # fp8: one byte per element
+    ab_bytes += tile_m * 4 if sfa_tma else 0  # float32 A scale per row
     ab_bytes += SFB_TMA_SLOT * 4 if sfb_tma else 0
     epi_rows = 64 if epi_per_wg else wave_m
     # a ring of epilogue buffers per warpgroup where each stores its own rows
@@ -355,9 +467,16 @@ def smem_stages(kw: dict) -> int:
     budget, or the budget itself when ``ab_stage`` is 0."""
     tile_m = kw.get("tile_m", 128)
     pingpong = kw.get("schedule") == "pingpong"
-    most = max_smem_stages(tile_m, kw["tile_n"], wave_m=wave_rows(tile_m, pingpong), epi_per_wg=pingpong or bool(kw.get("epi_split")),
-                           sfa_tma=bool(kw.get("sfa_tma")), sfb_tma=bool(kw.get("sfb_tma")),
-                           sfb_smem=bool(kw.get("sfb_smem")), epilogue=kw.get("epilogue", "direct"),
-                           sfb_kb=int(kw.get("sfb_kb", SFB_SMEM_KB)))
+    most = max_smem_stages(
+        tile_m,
+        kw["tile_n"],
+        wave_m=wave_rows(tile_m, pingpong),
+        epi_per_wg=pingpong or bool(kw.get("epi_split")),
+        sfa_tma=bool(kw.get("sfa_tma")),
+        sfb_tma=bool(kw.get("sfb_tma")),
+        sfb_smem=bool(kw.get("sfb_smem")),
+        epilogue=kw.get("epilogue", "direct"),
+        sfb_kb=int(kw.get("sfb_kb", SFB_SMEM_KB)),
+    )
     asked = int(kw.get("ab_stage", 0) or 0)
     return most if asked <= 0 else min(asked, most)

@@ -28,43 +28,52 @@ class ConsumerTile(NamedTuple):
     """What one consumer thread carries from tile to tile (built once, before its tile loop)."""
 
     tiled_mma: Any
-    mmas: tuple                 # (first wgmma of a K block: ACCUMULATE off, the rest: on)
-    tCrA: Any                   # A's smem descriptors: (mma, mma_m, k, stages * waves)
-    tCrB: Any                   # B's smem descriptors: (mma, mma_n, k, stages)
-    num_k_blocks: int           # wgmma k-steps per 128-wide K block (4 of k32)
-    acc_blk: Any                # the serial promotion's block accumulator, one wave's fragment
-    acc_totals: list            # a float32 total per wave, each the wave's fragment
-    tCcC: Any                   # (wave_m, tile_n) coordinates of the fragment's elements
-    r_lo: Any                   # the fragment's two rows in the wave (r_lo + 8 = r_hi)
+    mmas: tuple  # (first wgmma of a K block: ACCUMULATE off, the rest: on)
+    tCrA: Any  # A's smem descriptors: (mma, mma_m, k, stages * waves)
+    tCrB: Any  # B's smem descriptors: (mma, mma_n, k, stages)
+    num_k_blocks: int  # wgmma k-steps per 128-wide K block (4 of k32)
+    acc_blk: Any  # the serial promotion's block accumulator, one wave's fragment
+    acc_totals: list  # a float32 total per wave, each the wave's fragment
+    tCcC: Any  # (wave_m, tile_n) coordinates of the fragment's elements
+    r_lo: Any  # the fragment's two rows in the wave (r_lo + 8 = r_hi)
     r_hi: Any
-    m_limit: Any                # last row of A's scales, last N block of B's: reads clamp to them
+    m_limit: Any  # last row of A's scales, last N block of B's: reads clamp to them
     nb_limit: Any
     mainloop_pipeline: Any
-    k_tile_cnt: Any             # K blocks of the problem
-    mSFA: Any                   # (M, K/128, L) f32, M-major
-    mSFB: Any                   # (ceil(N/128), K/128, L) f32
-    sSFB: Any                   # the per-tile B-scale stash, (2 * sfb_kb,) f32 (sfb_smem)
-    sfb_src: Any                # where B scales are read: the stash or mSFB
-    mC_mnl: Any                 # (M, N, L) bf16, N-major
-    tCgC_all: Any               # the direct epilogue's partition of D by (wave_m, tile_n) tiles
-    c_mtiles: Any               # wave-row tiles of D along M
-    epi: Any                    # the TMA epilogue's partitions (Epilogue.partitions)
-    sC: Any                     # the TMA epilogue's smem ring
+    k_tile_cnt: Any  # K blocks of the problem
+    mSFA: Any  # (M, K/128, L) f32, M-major
+    mSFB: Any  # (ceil(N/128), K/128, L) f32
+    sSFB: Any  # the per-tile B-scale stash, (2 * sfb_kb,) f32 (sfb_smem)
+    sfb_src: Any  # where B scales are read: the stash or mSFB
+    mC_mnl: Any  # (M, N, L) bf16, N-major
+    tCgC_all: Any  # the direct epilogue's partition of D by (wave_m, tile_n) tiles
+    c_mtiles: Any  # wave-row tiles of D along M
+    epi: Any  # the TMA epilogue's partitions (Epilogue.partitions)
+    sC: Any  # the TMA epilogue's smem ring
     tma_atom_c: Any
     tma_store_pipeline: Any
-    mma_tidx: Any               # the thread's index among the threads that share a tile
+    mma_tidx: Any  # the thread's index among the threads that share a tile
     warp_idx: Any
     cta_linear: Any
     tbuf: Any
-    sSFA: Any                   # the stages' A scales, (wave_m, 1, stages * waves) f32 (sfa_tma)
-    sSFBT: Any                  # the stages' B-scale boxes, (1, 4, stages) f32 (sfb_tma)
+    sSFA: Any  # the stages' A scales, (wave_m, 1, stages * waves) f32 (sfa_tma)
+    sSFBT: Any  # the stages' B-scale boxes, (1, 4, stages) f32 (sfb_tma)
 
 
 class Consumer:
     """One consumer warpgroup's work: its fragments, then its tiles in schedule order."""
 
-    def __init__(self, config: GemmConfig, ab_stage: int, operands: tuple, atom_layout_mnk: tuple,
-                 mainloop: MainLoop, epilogue: Epilogue, work: WorkUnits, sync_barrier: pipeline.NamedBarrier):
+    def __init__(
+        self,
+        config: GemmConfig,
+        ab_stage: int,
+        operands: tuple,
+        atom_layout_mnk: tuple,
+        mainloop: MainLoop,
+        epilogue: Epilogue,
+        work: WorkUnits,
+        sync_barrier: pipeline.NamedBarrier,
+    ):
         self.a_dtype, self.b_dtype, self.c_dtype, self.a_layout, self.b_layout, self.c_layout = operands
         self.acc_dtype = cutlass.Float32
         self.atom_layout_mnk = atom_layout_mnk
@@ -100,9 +109,27 @@ class Consumer:
 
     @cute.jit
     def run(
-        self, tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-        sSF, mSFA, mSFB, mC_mnl, mainloop_pipeline, k_tile_cnt,
-        tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws, tile_walk,
+        self,
+        tiled_mma,
+        sA,
+        sB,
+        storage,
+        epi_smem_layout_staged,
+        tma_atom_c,
+        mC_tma,
+        sSF,
+        mSFA,
+        mSFB,
+        mC_mnl,
+        mainloop_pipeline,
+        k_tile_cnt,
+        tidx,
+        warp_idx,
+        warp_group_idx,
+        cta_linear,
+        tbuf,
+        split_ws,
+        tile_walk,
     ):
         """Every tile this warpgroup computes. ``sSF``: the stages' A-scale and B-scale slots."""
         sSFA, sSFBT = sSF
@@ -124,17 +151,47 @@ class Consumer:
         read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
 
         sC, tma_store_pipeline, tCgC_all, c_mtiles, epi = self.epilogue.partitions(
-            tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged, mC_mnl, mC_tma)
+            tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged, mC_mnl, mC_tma
+        )
 
         sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * self.sfb_kb if self.sfb_smem else 4))
         sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
         wg = warp_group_idx - 1
         self.epilogue.bind_warpgroup(wg, warp_group_idx)
-        tile = ConsumerTile(tiled_mma, mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, tCcC, r_lo, r_hi,
-                            m_limit, nb_limit, mainloop_pipeline, k_tile_cnt, mSFA, mSFB, sSFB, sfb_src, mC_mnl,
-                            tCgC_all, c_mtiles, epi, sC, tma_atom_c, tma_store_pipeline, mma_tidx, warp_idx,
-                            cta_linear, tbuf, sSFA, sSFBT)
+        tile = ConsumerTile(
+            tiled_mma,
+            mmas,
+            tCrA,
+            tCrB,
+            num_k_blocks,
+            acc_blk,
+            acc_totals,
+            tCcC,
+            r_lo,
+            r_hi,
+            m_limit,
+            nb_limit,
+            mainloop_pipeline,
+            k_tile_cnt,
+            mSFA,
+            mSFB,
+            sSFB,
+            sfb_src,
+            mC_mnl,
+            tCgC_all,
+            c_mtiles,
+            epi,
+            sC,
+            tma_atom_c,
+            tma_store_pipeline,
+            mma_tidx,
+            warp_idx,
+            cta_linear,
+            tbuf,
+            sSFA,
+            sSFBT,
+        )
 
         walk = self.tile_order.kernel_side(tile_walk, self.work.work_tiles(mC_mnl))
         self.schedule.run(tile, walk, read_state, wg, split_ws, storage)
@@ -153,9 +210,14 @@ class Consumer:
         # Two MMA objects with the ACCUMULATE field fixed once, outside every loop: calling
         # tiled_mma.set() inside staged loops makes values escape their region.
         mma_first = sm90_utils.make_trivial_tiled_mma(
-            self.a_dtype, self.b_dtype,
-            self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n))
+            self.a_dtype,
+            self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(),
+            self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype,
+            self.atom_layout_mnk,
+            tiler_mn=(64, self.tile_n),
+        )
         mma_first.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         mmas = (mma_first, tiled_mma)
@@ -185,8 +247,17 @@ class Consumer:
         return m0
 
     @cute.jit
-    def consume_tile(self, tile, tile_coord_mnl, tiles_done, read_state, tile_count,
-                     handover: cutlass.Constexpr, has_next, krange=None):
+    def consume_tile(
+        self,
+        tile,
+        tile_coord_mnl,
+        tiles_done,
+        read_state,
+        tile_count,
+        handover: cutlass.Constexpr,
+        has_next,
+        krange=None,
+    ):
         """One tile of one consumer: scales, K-loop, epilogue. ``handover`` (ping-pong): arrive on
         the next tile's turn barrier when the K-loop is done, if there is a next tile. ``krange``
         (split-K): the unit's (first K block, K blocks); its epilogue is the caller's, after the
@@ -220,8 +291,9 @@ class Consumer:
             else:
                 sfb_view = cute.domain_offset((0, kb0, 0), sfb_view)
         with Scope("kloop"):
-            read_state = self._kloop(tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split,
-                                     tile_count)
+            read_state = self._kloop(
+                tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split, tile_count
+            )
         if cutlass.const_expr(handover):
             # every wgmma of this tile has completed (the last wave waited for them): the next
             # tile's owner may take the tensor cores
@@ -238,7 +310,7 @@ class Consumer:
         per-tile stash, filled here from B blocks ``nb0`` and ``nb1`` (``sfb_smem``), or mSFB."""
         sfb_view = tile.sfb_src
         if cutlass.const_expr(self.sfb_tma):
-            sfb_view = tile.sSFBT   # the stage brings its B scale: nothing to stage per tile
+            sfb_view = tile.sSFBT  # the stage brings its B scale: nothing to stage per tile
         elif cutlass.const_expr(self.sfb_smem):
             mSFB, sSFB = tile.mSFB, tile.sSFB
             # previous tile's readers are done before the stash is rewritten
@@ -260,18 +332,73 @@ class Consumer:
         mainloop_pipeline, sSFA = tile.mainloop_pipeline, tile.sSFA
         warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
         if cutlass.const_expr(self.promote == "rescale"):
-            read_state = self.mainloop.kloop_rescale(mmas, tCrA, tCrB, num_k_blocks, acc_totals,
-                                                     mainloop_pipeline, read_state, k_tile_cnt, (sSFA, mSFA),
-                                                     sfb_view, rows, r_lo, r_hi, nb0, nb1, l_idx,
-                                                     tbuf, cta_linear, warp_idx, tile_count)
+            read_state = self.mainloop.kloop_rescale(
+                mmas,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                k_tile_cnt,
+                (sSFA, mSFA),
+                sfb_view,
+                rows,
+                r_lo,
+                r_hi,
+                nb0,
+                nb1,
+                l_idx,
+                tbuf,
+                cta_linear,
+                warp_idx,
+                tile_count,
+            )
         elif cutlass.const_expr(self.sfa_tma and self.promote == "serial"):
-            read_state = self.mainloop.kloop_staged(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                    mainloop_pipeline, read_state, k_tile_cnt, sSFA, sfb_view,
-                                                    r_lo, r_hi, nb0, nb1, l_idx, split,
-                                                    tbuf, cta_linear, warp_idx, tile_count)
+            read_state = self.mainloop.kloop_staged(
+                mmas,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                k_tile_cnt,
+                sSFA,
+                sfb_view,
+                r_lo,
+                r_hi,
+                nb0,
+                nb1,
+                l_idx,
+                split,
+                tbuf,
+                cta_linear,
+                warp_idx,
+                tile_count,
+            )
         else:
-            read_state = self.mainloop.kloop_serial(mmas, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                    mainloop_pipeline, read_state, k_tile_cnt, mSFA, sfb_view,
-                                                    rows, nb0, nb1, l_idx, split,
-                                                    tbuf, cta_linear, warp_idx, tile_count)
+            read_state = self.mainloop.kloop_serial(
+                mmas,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                k_tile_cnt,
+                mSFA,
+                sfb_view,
+                rows,
+                nb0,
+                nb1,
+                l_idx,
+                split,
+                tbuf,
+                cta_linear,
+                warp_idx,
+                tile_count,
+            )
         return read_state

@@ -27,8 +27,10 @@ def example_file(path: str | Path) -> Path:
     if p.is_dir():
         p = p / EXAMPLE_IN_CHECKOUT
     if not p.is_file():
-        raise BsprofError(f"--cute-example {path}: no such file; pass dense_gemm_persistent.py or a CUTLASS "
-                          f"checkout (v4.5 or later) that has {EXAMPLE_IN_CHECKOUT}")
+        raise BsprofError(
+            f"--cute-example {path}: no such file; pass dense_gemm_persistent.py or a CUTLASS "
+            f"checkout (v4.5 or later) that has {EXAMPLE_IN_CHECKOUT}"
+        )
     return p
 
 
@@ -40,12 +42,14 @@ def load_kernel_class(path: str | Path):
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - any import failure is the example's, reported in one line
-        raise BsprofError(f"--cute-example {src}: importing it failed ({one_line(exc)}); "
-                          "it needs nvidia-cutlass-dsl") from None
+        raise BsprofError(
+            f"--cute-example {src}: importing it failed ({one_line(exc)}); it needs nvidia-cutlass-dsl"
+        ) from None
     cls = getattr(module, KERNEL_CLASS, None)
     if cls is None:
-        raise BsprofError(f"--cute-example {src} defines no {KERNEL_CLASS}; pass CUTLASS's "
-                          "Hopper dense_gemm_persistent.py")
+        raise BsprofError(
+            f"--cute-example {src} defines no {KERNEL_CLASS}; pass CUTLASS's Hopper dense_gemm_persistent.py"
+        )
     return cls
 
 

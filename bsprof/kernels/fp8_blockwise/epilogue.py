@@ -54,8 +54,7 @@ class Epilogue:
         self.m_last = 0
 
     @cute.jit
-    def partitions(self, tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged,
-                   mC_mnl, mC_tma):
+    def partitions(self, tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged, mC_mnl, mC_tma):
         """Everything the stores need, built once per consumer before its tile loop (before any
         tiled_mma.set() inside the K-loop: values staged inside a loop must not escape it).
         Returns (sC, the TMA-store pipeline, the direct path's (wave, tile_n) partitions of D and
@@ -68,7 +67,8 @@ class Epilogue:
             sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
             tma_store_pipeline = pipeline.PipelineTmaStore.create(
                 num_stages=self.epi_stage,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads))
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
+            )
 
         gC_mnl = cute.local_tile(mC_mnl, (self.wave_m, self.tile_n), (None, None, None))
         tCgC_all = thr_mma.partition_C(gC_mnl)
@@ -76,18 +76,25 @@ class Epilogue:
         epi = None
         if cutlass.const_expr(self.kind != "direct"):
             copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
-                self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype)
+                self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype
+            )
             copy_atom_C = cute.make_copy_atom(
-                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype)
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype
+            )
             copy_mma = tiled_mma
             copy_tidx = mma_tidx
             if cutlass.const_expr(self.epi_split):
                 # one warpgroup's 64 rows: its accumulator fragment is the same registers as a
                 # 64-row MMA's, so the copy is laid out for one warpgroup
                 copy_mma = sm90_utils.make_trivial_tiled_mma(
-                    self.a_dtype, self.b_dtype,
-                    self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-                    self.acc_dtype, (1, 1, 1), tiler_mn=(64, self.tile_n))
+                    self.a_dtype,
+                    self.b_dtype,
+                    self.a_layout.sm90_mma_major_mode(),
+                    self.b_layout.sm90_mma_major_mode(),
+                    self.acc_dtype,
+                    (1, 1, 1),
+                    tiler_mn=(64, self.tile_n),
+                )
                 copy_tidx = mma_tidx % self.threads_per_wg
             tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, copy_mma)
             tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
@@ -99,8 +106,9 @@ class Epilogue:
             epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
             self.epi_shifted = epi
             if cutlass.const_expr(self.m_shift > 0):
-                gC_tma_s = cute.local_tile(cute.domain_offset((self.m_shift, 0, 0), mC_tma),
-                                           (self.epi_rows, self.tile_n), (None, None, None))
+                gC_tma_s = cute.local_tile(
+                    cute.domain_offset((self.m_shift, 0, 0), mC_tma), (self.epi_rows, self.tile_n), (None, None, None)
+                )
                 self.epi_shifted = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma_s)
         return sC, tma_store_pipeline, tCgC_all, c_mtiles, epi
 
@@ -120,8 +128,13 @@ class Epilogue:
     @cute.jit
     def store_tile(self, tile, tile_coord_mnl, tiles_done, tile_count):
         """The epilogue of one output tile: every wave's totals to D (bf16)."""
-        acc_totals, tCcC, mC_mnl, tCgC_all, c_mtiles = (tile.acc_totals, tile.tCcC, tile.mC_mnl, tile.tCgC_all,
-                                                        tile.c_mtiles)
+        acc_totals, tCcC, mC_mnl, tCgC_all, c_mtiles = (
+            tile.acc_totals,
+            tile.tCcC,
+            tile.mC_mnl,
+            tile.tCgC_all,
+            tile.c_mtiles,
+        )
         warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
         # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
         c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
@@ -139,14 +152,29 @@ class Epilogue:
                 if cutlass.const_expr(self.epi_split):
                     # this warpgroup's share of the wave is 64-row C tile (wave tile x warpgroups) + warpgroup
                     wg = warp_idx // 4 - 1
-                    c_coord = ((tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
-                               tile_coord_mnl[1], tile_coord_mnl[2])
+                    c_coord = (
+                        (tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
+                        tile_coord_mnl[1],
+                        tile_coord_mnl[2],
+                    )
                     if cutlass.const_expr(w < self.waves - 1):
                         last_wave = c_coord[0] + self.num_mma_warp_groups >= c_mtiles64
                 if cutlass.const_expr(self.kind == "direct"):
                     if c_coord[0] < c_mtiles:
-                        self.direct(tCgC_all, tCcC, acc_totals[w], mC_mnl, m0 + w * self.wave_m, n0,
-                                             c_coord, tbuf, cta_linear, warp_idx, tile_count, last_wave)
+                        self.direct(
+                            tCgC_all,
+                            tCcC,
+                            acc_totals[w],
+                            mC_mnl,
+                            m0 + w * self.wave_m,
+                            n0,
+                            c_coord,
+                            tbuf,
+                            cta_linear,
+                            warp_idx,
+                            tile_count,
+                            last_wave,
+                        )
                 else:
                     epi_base = tiles_done * self.waves + w
                     # a wave wholly past M stores nothing (uniform across the CTA; across the
@@ -158,18 +186,33 @@ class Epilogue:
                             # of the view that starts at its first row
                             c_s = (w, tile_coord_mnl[1], tile_coord_mnl[2])
                             if cutlass.const_expr(self.epi_split):
-                                c_s = (w * self.num_mma_warp_groups + warp_idx // 4 - 1, tile_coord_mnl[1],
-                                       tile_coord_mnl[2])
+                                c_s = (
+                                    w * self.num_mma_warp_groups + warp_idx // 4 - 1,
+                                    tile_coord_mnl[1],
+                                    tile_coord_mnl[2],
+                                )
                             self.tma(tile, self.epi_shifted, w, c_s, epi_base, tile_count, w == self.waves - 1)
                         elif c_coord[0] < c_limit:
                             self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
                     elif c_coord[0] < c_limit:
                         self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
 
-
     @cute.jit
-    def direct(self, tCgC_all, tCcC, acc_total, mC_mnl, m0, n0, tile_coord_mnl,
-                        tbuf, cta_linear, warp_idx, tile_count, last_wave):
+    def direct(
+        self,
+        tCgC_all,
+        tCcC,
+        acc_total,
+        mC_mnl,
+        m0,
+        n0,
+        tile_coord_mnl,
+        tbuf,
+        cta_linear,
+        warp_idx,
+        tile_count,
+        last_wave,
+    ):
         # phase 1: accumulator -> bf16 registers (frees nothing on Hopper, but it is the
         # register-side work the model calls phase 1)
         rD = cute.make_rmem_tensor(acc_total.shape, self.c_dtype)
@@ -205,7 +248,8 @@ class Epilogue:
         gC_tile = gC_tma[(None, None, *tile_coord_mnl)]
         tCgC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
         bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
-            tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi)
+            tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), tCgC_epi
+        )
         epi_tile_num = cute.size(tCgC_epi, mode=[1])
         epi_tile_shape = tCgC_epi.shape[1]
         epi_tile_layout = cute.make_layout(epi_tile_shape, stride=(epi_tile_shape[1], 1))

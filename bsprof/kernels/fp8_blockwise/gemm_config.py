@@ -117,8 +117,14 @@ class ProbeConfig:
     sample_every: int = 1
 
 
-GROUPS = (("tile", TileConfig), ("pipeline", PipelineConfig), ("scales", ScaleConfig), ("epi", EpilogueConfig),
-          ("schedule", ScheduleConfig), ("probe", ProbeConfig))
+GROUPS = (
+    ("tile", TileConfig),
+    ("pipeline", PipelineConfig),
+    ("scales", ScaleConfig),
+    ("epi", EpilogueConfig),
+    ("schedule", ScheduleConfig),
+    ("probe", ProbeConfig),
+)
 
 
 @dataclass(frozen=True)
@@ -173,16 +179,23 @@ class GemmConfig:
         """Why this configuration cannot be built (one line naming the combination and what to
         change), or None. The Constraints above, checked in :func:`can_implement` and here."""
         if self.epi.epi_split == "auto" or int(self.schedule.swizzle) < 1:
-            return ("epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
-                    "pass epi_split 0 or 1 and swizzle >= 1")
+            return (
+                "epi_split='auto' and swizzle=0 are resolved per problem by the launcher; "
+                "pass epi_split 0 or 1 and swizzle >= 1"
+            )
         why = can_implement(self.switches())
         if why:
             return why
         rows = int(self.tile.a_rows)
-        if rows and rows != self.wave_m and (self.waves != 1 or self.tile.cluster_n != 1 or rows % 8
-                                             or not 8 <= rows < self.wave_m):
-            return (f"a_rows={rows} needs a tile loaded in one box a stage (64 rows, or 128 in the coop schedule) "
-                    "without A multicast (cluster_n=1), and a multiple of 8 below its rows")
+        if (
+            rows
+            and rows != self.wave_m
+            and (self.waves != 1 or self.tile.cluster_n != 1 or rows % 8 or not 8 <= rows < self.wave_m)
+        ):
+            return (
+                f"a_rows={rows} needs a tile loaded in one box a stage (64 rows, or 128 in the coop schedule) "
+                "without A multicast (cluster_n=1), and a multiple of 8 below its rows"
+            )
         return None
 
     # --- the geometry the switches imply -------------------------------------------------------
@@ -241,10 +254,17 @@ class GemmConfig:
 
     def max_stages(self) -> int:
         """The ring depth shared memory holds beside the epilogue buffers and the B-scale stash."""
-        return max_smem_stages(self.tile.tile_m, self.tile.tile_n, wave_m=self.wave_m, epi_per_wg=self.epi_per_wg,
-                               sfa_tma=self.scales.sfa_tma, sfb_tma=self.scales.sfb_tma,
-                               sfb_smem=self.scales.sfb_smem, epilogue=self.epi.epilogue,
-                               sfb_kb=self.scales.sfb_kb)
+        return max_smem_stages(
+            self.tile.tile_m,
+            self.tile.tile_n,
+            wave_m=self.wave_m,
+            epi_per_wg=self.epi_per_wg,
+            sfa_tma=self.scales.sfa_tma,
+            sfb_tma=self.scales.sfb_tma,
+            sfb_smem=self.scales.sfb_smem,
+            epilogue=self.epi.epilogue,
+            sfb_kb=self.scales.sfb_kb,
+        )
 
     def ab_stages(self) -> int:
         """The ring depth this build gets: ``ab_stage`` capped by the budget, or the budget."""
@@ -257,5 +277,4 @@ class GemmConfig:
         :func:`shifted_start`). ``m_total`` is an int only in a shape-specialized build."""
         if not (self.tile.shift_last_m and isinstance(m_total, int)):
             return 0
-        return shifted_start(m_total, self.tile.tile_m, self.tile.cluster_m, self.schedule.schedule,
-                             self.epi.epilogue)
+        return shifted_start(m_total, self.tile.tile_m, self.tile.cluster_m, self.schedule.schedule, self.epi.epilogue)

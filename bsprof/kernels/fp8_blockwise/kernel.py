@@ -20,7 +20,6 @@ This module holds the host side (shared-memory layouts, TMA atoms, the launch) a
 prologue (barriers, pipeline, partitions) that every warp runs before its role.
 """
 
-
 from __future__ import annotations
 
 import cutlass
@@ -42,7 +41,7 @@ from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
 from bsprof.kernels.tile_order import TileOrder
 from bsprof.kernels.timing_recorder import TimingRecorder
 
-BLOCK_K = 128           # scale block along K == CTA tile K
+BLOCK_K = 128  # scale block along K == CTA tile K
 
 
 class Fp8BlockwiseGemm:
@@ -99,9 +98,13 @@ class Fp8BlockwiseGemm:
     # ----------------------------------------------------------------------------------------
     def _setup(self):
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            self.a_dtype, self.b_dtype,
-            self.a_layout.sm90_mma_major_mode(), self.b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, self.atom_layout_mnk, tiler_mn=(64, self.tile_n),
+            self.a_dtype,
+            self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(),
+            self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype,
+            self.atom_layout_mnk,
+            tiler_mn=(64, self.tile_n),
         )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_shape_mn, 1))
         self.epi_tile = (self.epi_rows, epi_tile_cols(self.tile_n))
@@ -112,43 +115,54 @@ class Fp8BlockwiseGemm:
             raise ValueError(f"tile {self.tile_m}x{self.tile_n} leaves room for {self.ab_stage} smem stages; need >= 2")
 
         a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype)
+            sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, BLOCK_K), self.a_dtype
+        )
         self.a_smem_layout_staged = cute.tile_to_shape(
-            a_atom, (self.wave_m, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2))
+            a_atom, (self.wave_m, BLOCK_K, self.ab_stage * self.waves), order=(0, 1, 2)
+        )
         # one TMA box of A: the first a_rows rows of a wave's buffer (the same swizzled rows)
         self.a_box_layout = cute.tile_to_shape(a_atom, (self.a_rows, BLOCK_K), order=(0, 1))
         b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype)
-        self.b_smem_layout_staged = cute.tile_to_shape(
-            b_atom, (self.tile_n, BLOCK_K, self.ab_stage), order=(0, 1, 2))
+            sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, BLOCK_K), self.b_dtype
+        )
+        self.b_smem_layout_staged = cute.tile_to_shape(b_atom, (self.tile_n, BLOCK_K, self.ab_stage), order=(0, 1, 2))
         c_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(self.c_layout, self.c_dtype, self.epi_tile[1]), self.c_dtype)
-        self.epi_smem_layout_staged = cute.tile_to_shape(
-            c_atom, (*self.epi_tile, self.epi_buffers), order=(0, 1, 2))
+            sm90_utils.get_smem_layout_atom(self.c_layout, self.c_dtype, self.epi_tile[1]), self.c_dtype
+        )
+        self.epi_smem_layout_staged = cute.tile_to_shape(c_atom, (*self.epi_tile, self.epi_buffers), order=(0, 1, 2))
         # one column of wave_m A scales per (stage, wave), indexed like the A buffers
         self.sfa_smem_layout_staged = cute.make_layout((self.wave_m, 1, self.ab_stage * self.waves))
         # one 4-float box of B scales per stage (N block, K blocks 4j..4j+3), K contiguous
         self.sfb_smem_layout_staged = cute.make_layout(
-            (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT))
+            (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT)
+        )
 
         operands = (self.a_dtype, self.b_dtype, self.c_dtype, self.a_layout, self.b_layout, self.c_layout)
         self.mainloop = MainLoop(self.config, self.ab_stage)
         self.producer = Producer(self.config, self.ab_stage, self.work)
         self.epilogue = Epilogue(self.config, operands, self.epi_tile, self.epilog_sync_barrier)
-        self.consumer = Consumer(self.config, self.ab_stage, operands, self.atom_layout_mnk, self.mainloop,
-                                 self.epilogue, self.work, self.epilog_sync_barrier)
+        self.consumer = Consumer(
+            self.config,
+            self.ab_stage,
+            operands,
+            self.atom_layout_mnk,
+            self.mainloop,
+            self.epilogue,
+            self.work,
+            self.epilog_sync_barrier,
+        )
 
     @cute.jit
     def __call__(
         self,
-        a: cute.Tensor,      # (M, K, L) fp8, K-major
-        b: cute.Tensor,      # (N, K, L) fp8, K-major
-        sfa: cute.Tensor,    # (M, K/128, L) f32, M-major
-        sfb: cute.Tensor,    # (ceil(N/128), K/128, L) f32
-        c: cute.Tensor,      # (M, N, L) bf16, N-major
-        tbuf: cute.Tensor,   # timing event buffer (int64); unused in plain builds
-        ws: cute.Tensor,     # split-K fp32 partials (flat); unused when split_k == 1
-        cnt: cute.Tensor,    # split-K arrivals per output tile (int32, zero between launches)
+        a: cute.Tensor,  # (M, K, L) fp8, K-major
+        b: cute.Tensor,  # (N, K, L) fp8, K-major
+        sfa: cute.Tensor,  # (M, K/128, L) f32, M-major
+        sfb: cute.Tensor,  # (ceil(N/128), K/128, L) f32
+        c: cute.Tensor,  # (M, N, L) bf16, N-major
+        tbuf: cute.Tensor,  # timing event buffer (int64); unused in plain builds
+        ws: cute.Tensor,  # split-K fp32 partials (flat); unused when split_k == 1
+        cnt: cute.Tensor,  # split-K arrivals per output tile (int32, zero between launches)
         tile_slots: cutlass.Int32,
         max_active_clusters: cutlass.Constexpr,
         stream,
@@ -180,11 +194,11 @@ class Fp8BlockwiseGemm:
             # ping-pong: the tensor-core turn of even / odd tiles (one mbarrier each)
             turn_mbar: cute.struct.MemRange[cutlass.Int64, 2]
             sA: cute.struct.Align[
-                cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged)],
-                self.buffer_align_bytes]
+                cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged)], self.buffer_align_bytes
+            ]
             sB: cute.struct.Align[
-                cute.struct.MemRange[self.b_dtype, cute.cosize(self.b_smem_layout_staged)],
-                self.buffer_align_bytes]
+                cute.struct.MemRange[self.b_dtype, cute.cosize(self.b_smem_layout_staged)], self.buffer_align_bytes
+            ]
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, epi_cosize], self.buffer_align_bytes]
             sSFB: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfb_words], 16]
             sSFA: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, sfa_words], 128]
@@ -195,9 +209,19 @@ class Fp8BlockwiseGemm:
         self.shared_storage = SharedStorage
 
         self.kernel(
-            *tma, sfa, sfb, c, tbuf, (ws, cnt), tile_slots,
-            self.tiled_mma, self.cta_layout_mnk,
-            self.a_smem_layout_staged, self.b_smem_layout_staged, self.epi_smem_layout_staged, tile_walk,
+            *tma,
+            sfa,
+            sfb,
+            c,
+            tbuf,
+            (ws, cnt),
+            tile_slots,
+            self.tiled_mma,
+            self.cta_layout_mnk,
+            self.a_smem_layout_staged,
+            self.b_smem_layout_staged,
+            self.epi_smem_layout_staged,
+            tile_walk,
         ).launch(
             grid=grid,
             block=[self.threads_per_cta, 1, 1],
@@ -211,29 +235,51 @@ class Fp8BlockwiseGemm:
         switch, the A and B scales (A's atom and tensor in their places when a switch is off), in
         the kernel's argument order: (atom, tensor) of A, B, D, A scales, B scales."""
         b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, 0))
-        a_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_a > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+        a_op = (
+            cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+            if self.num_mcast_ctas_a > 1
+            else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+        )
         tma_atom_a, tma_tensor_a = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a)
-        b_op = (cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.num_mcast_ctas_b > 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp())
+            a_op, a, self.a_box_layout, (self.a_rows, BLOCK_K), num_multicast=self.num_mcast_ctas_a
+        )
+        b_op = (
+            cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+            if self.num_mcast_ctas_b > 1
+            else cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+        )
         tma_atom_b, tma_tensor_b = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b)
-        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a   # placeholders when unused
+            b_op, b, b_smem_layout, (self.tile_n, BLOCK_K), num_multicast=self.num_mcast_ctas_b
+        )
+        tma_atom_sfa, tma_tensor_sfa = tma_atom_a, tma_tensor_a  # placeholders when unused
         if self.sfa_tma:
             tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa,
-                cute.make_layout((self.a_rows, 1)), (self.a_rows, 1))
-        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a   # placeholders when unused
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfa, cute.make_layout((self.a_rows, 1)), (self.a_rows, 1)
+            )
+        tma_atom_sfb, tma_tensor_sfb = tma_atom_a, tma_tensor_a  # placeholders when unused
         if self.sfb_tma:
             tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), sfb,
-                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)), (1, SFB_TMA_GROUP))
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(),
+                sfb,
+                cute.slice_(self.sfb_smem_layout_staged, (None, None, 0)),
+                (1, SFB_TMA_GROUP),
+            )
         epi_smem_layout = cute.slice_(self.epi_smem_layout_staged, (None, None, 0))
         tma_atom_c, tma_tensor_c = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile)
-        return (tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c,
-                tma_atom_sfa, tma_tensor_sfa, tma_atom_sfb, tma_tensor_sfb)
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem_layout, self.epi_tile
+        )
+        return (
+            tma_atom_a,
+            tma_tensor_a,
+            tma_atom_b,
+            tma_tensor_b,
+            tma_atom_c,
+            tma_tensor_c,
+            tma_atom_sfa,
+            tma_tensor_sfa,
+            tma_atom_sfb,
+            tma_tensor_sfb,
+        )
 
     # ----------------------------------------------------------------------------------------
     # device kernel
@@ -242,31 +288,32 @@ class Fp8BlockwiseGemm:
     def kernel(
         self,
         tma_atom_a: cute.CopyAtom,
-        mA_mkl: cute.Tensor,                # (M, K, L) e4m3, K-major: A's TMA view
+        mA_mkl: cute.Tensor,  # (M, K, L) e4m3, K-major: A's TMA view
         tma_atom_b: cute.CopyAtom,
-        mB_nkl: cute.Tensor,                # (N, K, L) e4m3, K-major: B's TMA view
+        mB_nkl: cute.Tensor,  # (N, K, L) e4m3, K-major: B's TMA view
         tma_atom_c: cute.CopyAtom,
-        mC_tma: cute.Tensor,                # (M, N, L) bf16, N-major: D's TMA-store view
+        mC_tma: cute.Tensor,  # (M, N, L) bf16, N-major: D's TMA-store view
         tma_atom_sfa: cute.CopyAtom,
-        mSFA_tma: cute.Tensor,              # (M, K/128, L) f32, M-major: A scales' TMA view (sfa_tma)
+        mSFA_tma: cute.Tensor,  # (M, K/128, L) f32, M-major: A scales' TMA view (sfa_tma)
         tma_atom_sfb: cute.CopyAtom,
-        mSFB_tma: cute.Tensor,              # (ceil(N/128), K/128, L) f32: B scales' TMA view (sfb_tma)
-        mSFA: cute.Tensor,                  # (M, K/128, L) f32, M-major
-        mSFB: cute.Tensor,                  # (ceil(N/128), K/128, L) f32, K-major
-        mC_mnl: cute.Tensor,                # (M, N, L) bf16, N-major
-        tbuf: cute.Tensor,                  # (words,) int64 timing events; unused in plain builds
-        split_ws: tuple,                    # split-K: (fp32 partials (flat), int32 arrivals per tile)
+        mSFB_tma: cute.Tensor,  # (ceil(N/128), K/128, L) f32: B scales' TMA view (sfb_tma)
+        mSFA: cute.Tensor,  # (M, K/128, L) f32, M-major
+        mSFB: cute.Tensor,  # (ceil(N/128), K/128, L) f32, K-major
+        mC_mnl: cute.Tensor,  # (M, N, L) bf16, N-major
+        tbuf: cute.Tensor,  # (words,) int64 timing events; unused in plain builds
+        split_ws: tuple,  # split-K: (fp32 partials (flat), int32 arrivals per tile)
         tile_slots: cutlass.Int32,
         tiled_mma: cute.TiledMma,
         cta_layout_mnk: cute.Layout,
-        a_smem_layout_staged: cute.ComposedLayout,      # (wave_m, 128, stages * waves) e4m3
-        b_smem_layout_staged: cute.ComposedLayout,      # (tile_n, 128, stages) e4m3
-        epi_smem_layout_staged: cute.ComposedLayout,    # (epi_rows, epi_cols, epi buffers) bf16
+        a_smem_layout_staged: cute.ComposedLayout,  # (wave_m, 128, stages * waves) e4m3
+        b_smem_layout_staged: cute.ComposedLayout,  # (tile_n, 128, stages) e4m3
+        epi_smem_layout_staged: cute.ComposedLayout,  # (epi_rows, epi_cols, epi buffers) bf16
         tile_walk: tuple,
     ):
         # on self, not a local: the DSL would try to carry a Python object through runtime `if`s
-        self.rec = TimingRecorder(self.config.probe.timing, self.threads_per_cta // 32, tile_slots,
-                                  self.config.probe.sample_every)
+        self.rec = TimingRecorder(
+            self.config.probe.timing, self.threads_per_cta // 32, tile_slots, self.config.probe.sample_every
+        )
         self._bind(rec=self.rec)
         tidx, warp_idx, cta_linear = self._thread_ids()
 
@@ -278,9 +325,11 @@ class Fp8BlockwiseGemm:
         sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
         sB = storage.sB.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
         gA_mkl, a_cta_layout, tAsA, tAgA, tBsB, tBgB = self._partition_ab(
-            tma_atom_a, mA_mkl, tma_atom_b, mB_nkl, sA, sB, cta_layout_mnk, cluster_coord_mnk)
+            tma_atom_a, mA_mkl, tma_atom_b, mB_nkl, sA, sB, cta_layout_mnk, cluster_coord_mnk
+        )
         sSFA, tFsF, tFgF, sSFBT, tGsG, tGgG = self._partition_scales(
-            storage, tma_atom_sfa, mSFA_tma, tma_atom_sfb, mSFB_tma)
+            storage, tma_atom_sfa, mSFA_tma, tma_atom_sfb, mSFB_tma
+        )
 
         warp_group_idx = cute.arch.make_warp_uniform(tidx // self.threads_per_wg)
         k_tile_cnt = cute.size(gA_mkl, mode=[3])
@@ -288,8 +337,9 @@ class Fp8BlockwiseGemm:
         # re-loads the last real A tile (never stored) instead of indexing past the tensor,
         # which static layouts do not tolerate
         a_mtiles = cute.size(gA_mkl, mode=[2])
-        tAgA_s, tFgF_s = self._partition_shifted(mA_mkl, tma_atom_a, tAgA, sA, a_cta_layout, cluster_coord_mnk,
-                                                 tma_atom_sfa, mSFA_tma, tFgF, sSFA)
+        tAgA_s, tFgF_s = self._partition_shifted(
+            mA_mkl, tma_atom_a, tAgA, sA, a_cta_layout, cluster_coord_mnk, tma_atom_sfa, mSFA_tma, tFgF, sSFA
+        )
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
 
@@ -297,18 +347,44 @@ class Fp8BlockwiseGemm:
         if warp_group_idx == 0:
             cute.arch.setmaxregister_decrease(self.config.pipeline.producer_regs)
         if warp_idx == self.load_warp_id:
-            self.producer.run((tma_atom_a, tAgA, tAsA, tAgA_s, a_mcast_mask, a_mtiles),
-                              (tma_atom_sfa, tFgF, tFsF, tFgF_s), (tma_atom_b, tBgB, tBsB, b_mcast_mask),
-                              (tma_atom_sfb, tGgG, tGsG), mainloop_pipeline, k_tile_cnt, mC_mnl,
-                              tbuf, cta_linear, warp_idx, tile_walk)
+            self.producer.run(
+                (tma_atom_a, tAgA, tAsA, tAgA_s, a_mcast_mask, a_mtiles),
+                (tma_atom_sfa, tFgF, tFsF, tFgF_s),
+                (tma_atom_b, tBgB, tBsB, b_mcast_mask),
+                (tma_atom_sfb, tGgG, tGsG),
+                mainloop_pipeline,
+                k_tile_cnt,
+                mC_mnl,
+                tbuf,
+                cta_linear,
+                warp_idx,
+                tile_walk,
+            )
 
         scope.switch("ConsumerWarpgroups", warp_start=4, warp_end=12)
         if warp_group_idx > 0:
             cute.arch.setmaxregister_increase(self.config.consumer_regs)
             self.consumer.run(
-                tiled_mma, sA, sB, storage, epi_smem_layout_staged, tma_atom_c, mC_tma,
-                (sSFA, sSFBT), mSFA, mSFB, mC_mnl, mainloop_pipeline, k_tile_cnt,
-                tidx, warp_idx, warp_group_idx, cta_linear, tbuf, split_ws, tile_walk,
+                tiled_mma,
+                sA,
+                sB,
+                storage,
+                epi_smem_layout_staged,
+                tma_atom_c,
+                mC_tma,
+                (sSFA, sSFBT),
+                mSFA,
+                mSFB,
+                mC_mnl,
+                mainloop_pipeline,
+                k_tile_cnt,
+                tidx,
+                warp_idx,
+                warp_group_idx,
+                cta_linear,
+                tbuf,
+                split_ws,
+                tile_walk,
             )
         scope.close()
 
@@ -403,12 +479,16 @@ class Fp8BlockwiseGemm:
         if cutlass.const_expr(self.a_rows != self.wave_m):
             sA_box = cute.local_tile(sA, (self.a_rows, BLOCK_K), (0, 0, None))
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
-            tma_atom_a, cluster_coord_mnk[1], a_cta_layout,
-            cute.group_modes(sA_box, 0, 2), cute.group_modes(gA_mkl, 0, 2))
+            tma_atom_a,
+            cluster_coord_mnk[1],
+            a_cta_layout,
+            cute.group_modes(sA_box, 0, 2),
+            cute.group_modes(gA_mkl, 0, 2),
+        )
         b_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape)
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
-            tma_atom_b, cluster_coord_mnk[0], b_cta_layout,
-            cute.group_modes(sB, 0, 2), cute.group_modes(gB_nkl, 0, 2))
+            tma_atom_b, cluster_coord_mnk[0], b_cta_layout, cute.group_modes(sB, 0, 2), cute.group_modes(gB_nkl, 0, 2)
+        )
         return gA_mkl, a_cta_layout, tAsA, tAgA, tBsB, tBgB
 
     @cute.jit
@@ -424,22 +504,24 @@ class Fp8BlockwiseGemm:
             if cutlass.const_expr(self.a_rows != self.wave_m):
                 sSFA_box = cute.local_tile(sSFA, (self.a_rows, 1), (0, 0, None))
             tFsF, tFgF = cute.nvgpu.cpasync.tma_partition(
-                tma_atom_sfa, 0, cute.make_layout(1),
-                cute.group_modes(sSFA_box, 0, 2), cute.group_modes(gSFA, 0, 2))
-        sSFBT = storage.sSFBT.get_tensor(cute.make_layout(
-            (1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT)))
+                tma_atom_sfa, 0, cute.make_layout(1), cute.group_modes(sSFA_box, 0, 2), cute.group_modes(gSFA, 0, 2)
+            )
+        sSFBT = storage.sSFBT.get_tensor(
+            cute.make_layout((1, SFB_TMA_GROUP, self.ab_stage), stride=(SFB_TMA_GROUP, 1, SFB_TMA_SLOT))
+        )
         tGsG, tGgG = None, None
         if cutlass.const_expr(self.sfb_tma):
             # (box, N block, group of 4 K blocks, L)
             gSFB = cute.local_tile(mSFB_tma, (1, SFB_TMA_GROUP), (None, None, None))
             tGsG, tGgG = cute.nvgpu.cpasync.tma_partition(
-                tma_atom_sfb, 0, cute.make_layout(1),
-                cute.group_modes(sSFBT, 0, 2), cute.group_modes(gSFB, 0, 2))
+                tma_atom_sfb, 0, cute.make_layout(1), cute.group_modes(sSFBT, 0, 2), cute.group_modes(gSFB, 0, 2)
+            )
         return sSFA, tFsF, tFgF, sSFBT, tGsG, tGgG
 
     @cute.jit
-    def _partition_shifted(self, mA_mkl, tma_atom_a, tAgA, sA, a_cta_layout, cluster_coord_mnk,
-                           tma_atom_sfa, mSFA_tma, tFgF, sSFA):
+    def _partition_shifted(
+        self, mA_mkl, tma_atom_a, tAgA, sA, a_cta_layout, cluster_coord_mnk, tma_atom_sfa, mSFA_tma, tFgF, sSFA
+    ):
         """Where ``shift_last_m`` moves the last M tile up to end at M (config.shifted_start): the
         row it starts at, bound on the units that index by it, and the A (and A-scale) partitions
         of a view that starts there. Returns those partitions (the plain ones without a shift)."""
@@ -449,15 +531,17 @@ class Fp8BlockwiseGemm:
         tAgA_s, tFgF_s = tAgA, tFgF
         if cutlass.const_expr(m_shift > 0):
             # the shifted last tile's wave w is wave-row tile w of a view that starts at its first row
-            gA_s = cute.local_tile(cute.domain_offset((m_shift, 0, 0), mA_mkl), (self.wave_m, BLOCK_K),
-                                   (None, None, None))
+            gA_s = cute.local_tile(
+                cute.domain_offset((m_shift, 0, 0), mA_mkl), (self.wave_m, BLOCK_K), (None, None, None)
+            )
             _, tAgA_s = cute.nvgpu.cpasync.tma_partition(
-                tma_atom_a, cluster_coord_mnk[1], a_cta_layout,
-                cute.group_modes(sA, 0, 2), cute.group_modes(gA_s, 0, 2))
+                tma_atom_a, cluster_coord_mnk[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA_s, 0, 2)
+            )
             if cutlass.const_expr(self.sfa_tma):
-                gSFA_s = cute.local_tile(cute.domain_offset((m_shift, 0, 0), mSFA_tma), (self.wave_m, 1),
-                                         (None, None, None))
+                gSFA_s = cute.local_tile(
+                    cute.domain_offset((m_shift, 0, 0), mSFA_tma), (self.wave_m, 1), (None, None, None)
+                )
                 _, tFgF_s = cute.nvgpu.cpasync.tma_partition(
-                    tma_atom_sfa, 0, cute.make_layout(1),
-                    cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA_s, 0, 2))
+                    tma_atom_sfa, 0, cute.make_layout(1), cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA_s, 0, 2)
+                )
         return tAgA_s, tFgF_s

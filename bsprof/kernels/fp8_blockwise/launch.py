@@ -16,12 +16,12 @@ from bsprof.kernels.tile_order import TileOrder, tile_counts
 ARCH = "sm_90a"
 DEFAULT_MNKL = (4096, 4096, 4096, 1)
 H100_SMS = 132
-KERNEL_NAME_HINT = "Fp8BlockwiseGemm"   # substring of the mangled kernel name (ncu -k regex:...)
+KERNEL_NAME_HINT = "Fp8BlockwiseGemm"  # substring of the mangled kernel name (ncu -k regex:...)
 
 
 def kernel_kwargs(variant: str, config: dict, timing: bool, delay_kloop: int, delay_phase1: int) -> dict:
     kw = cfg.resolve(variant, config)
-    kw.pop("static_shapes", None)   # a launch option (how tensors are bound), not a kernel knob
+    kw.pop("static_shapes", None)  # a launch option (how tensors are bound), not a kernel knob
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
@@ -77,8 +77,15 @@ def compile_entry(mnkl=None, **kw) -> None:
     _compile(kw, max_active, mnkl)
 
 
-def resolve_build(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, timing: bool = False,
-             delay_kloop: int = 0, delay_phase1: int = 0) -> tuple[dict, bool, str | None, tuple[str, ...]]:
+def resolve_build(
+    variant: str,
+    config: dict,
+    mnkl,
+    num_sms: int = H100_SMS,
+    timing: bool = False,
+    delay_kloop: int = 0,
+    delay_phase1: int = 0,
+) -> tuple[dict, bool, str | None, tuple[str, ...]]:
     """The kernel's switches for this problem on ``num_sms`` SMs, whether the build is
     shape-specialized, why the tile and cluster are what they are (None when they were fixed) and
     the close calls' knobs (select.close_calls: other tiles worth timing beside the pick)."""
@@ -90,11 +97,13 @@ def resolve_build(variant: str, config: dict, mnkl, num_sms: int = H100_SMS, tim
     return kw, static, why, close
 
 
-def build_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
-                  delay_phase1: int = 0) -> tuple[dict, bool]:
+def build_kwargs(
+    variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0
+) -> tuple[dict, bool]:
     """The kernel's switches for this problem, and whether the build is shape-specialized."""
-    kw, static, _, _ = resolve_build(variant, config, mnkl, timing=timing, delay_kloop=delay_kloop,
-                                delay_phase1=delay_phase1)
+    kw, static, _, _ = resolve_build(
+        variant, config, mnkl, timing=timing, delay_kloop=delay_kloop, delay_phase1=delay_phase1
+    )
     return kw, static
 
 
@@ -108,20 +117,55 @@ def plan(variant: str, mnkl, *, num_sms: int = H100_SMS, **config) -> dict:
     kw, static, why, close = resolve_build(variant, config, mnkl, num_sms)
     swizzle_why = None
     if cfg.resolve(variant, config).get("swizzle", 1) == 0:
-        swizzle_why = swizzle_choice(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
-                                     kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)[1]
-    shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "split_k", "ab_stage", "schedule", "promote",
-             "epilogue", "swizzle", "epi_split", "sfa_tma", "sfb_tma", "sfb_smem", "shift_last_m", "a_rows")
+        swizzle_why = swizzle_choice(
+            mnkl,
+            kw.get("tile_n", 128),
+            kw.get("cluster_n", 1),
+            kw.get("tile_m", 128),
+            kw.get("cluster_m", 1),
+            kw.get("split_k", 1),
+            num_sms,
+        )[1]
+    shown = (
+        "tile_m",
+        "tile_n",
+        "cluster_m",
+        "cluster_n",
+        "split_k",
+        "ab_stage",
+        "schedule",
+        "promote",
+        "epilogue",
+        "swizzle",
+        "epi_split",
+        "sfa_tma",
+        "sfb_tma",
+        "sfb_smem",
+        "shift_last_m",
+        "a_rows",
+    )
     # the row the last M tile starts at when the build shifts it (the kernel applies the same rule)
     shift_start = 0
     if kw.get("shift_last_m") and static:
-        shift_start = cfg.shifted_start(mnkl[0], kw["tile_m"], kw.get("cluster_m", 1), kw.get("schedule", "coop"),
-                                        kw.get("epilogue", "direct"))
-    return dict(family="fp8-blockwise", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
-                tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
-                split_k=int(kw.get("split_k", 1)), static_shapes=static, choice=why, close_calls=list(close),
-                smem_stages=cfg.smem_stages(kw), swizzle_why=swizzle_why, shift_start=shift_start,
-                switches={k: kw[k] for k in shown if k in kw})
+        shift_start = cfg.shifted_start(
+            mnkl[0], kw["tile_m"], kw.get("cluster_m", 1), kw.get("schedule", "coop"), kw.get("epilogue", "direct")
+        )
+    return dict(
+        family="fp8-blockwise",
+        variant=variant,
+        mnkl=list(mnkl),
+        num_sms=num_sms,
+        tile=f"{kw['tile_m']}x{kw['tile_n']}",
+        cluster=f"{kw.get('cluster_m', 1)}x{kw.get('cluster_n', 1)}",
+        split_k=int(kw.get("split_k", 1)),
+        static_shapes=static,
+        choice=why,
+        close_calls=list(close),
+        smem_stages=cfg.smem_stages(kw),
+        swizzle_why=swizzle_why,
+        shift_start=shift_start,
+        switches={k: kw[k] for k in shown if k in kw},
+    )
 
 
 def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
@@ -130,8 +174,17 @@ def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
     return int(kw["tile_m"]), int(kw["tile_n"])
 
 
-def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
-                  delay_kloop: int = 0, delay_phase1: int = 0, **config) -> Path:
+def compile_cubin(
+    variant: str,
+    out_dir,
+    *,
+    mnkl=DEFAULT_MNKL,
+    timing: bool = False,
+    lineinfo: bool = True,
+    delay_kloop: int = 0,
+    delay_phase1: int = 0,
+    **config,
+) -> Path:
     """CPU-only compile for sm_90a; returns the kept cubin (cached by sources + knobs).
 
     The kernel is shape-generic (M, N, K, L are runtime), so ``mnkl`` only validates the problem."""
@@ -140,7 +193,7 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
     mnkl = tuple(int(x) for x in mnkl)
     kw, static = build_kwargs(variant, config, mnkl, timing, delay_kloop, delay_phase1)
     if static:
-        kw["mnkl"] = list(mnkl)   # shape-specialized, like the GPU build of this variant
+        kw["mnkl"] = list(mnkl)  # shape-specialized, like the GPU build of this variant
     suffix = "-timing" if timing else ""
     out = Path(out_dir) / f"fp8_blockwise_{variant}{suffix}.{ARCH}.cubin"
     return compile_to_cubin("bsprof.kernels.fp8_blockwise.launch:compile_entry", kw, ARCH, out, lineinfo=lineinfo)
@@ -214,9 +267,11 @@ def sfa_view(sfa, static: bool):
         if size == 1:
             strides[d] = compact
     if static and (strides[0] != 1 or strides[1] % SFA_ALIGN or strides[2] % SFA_ALIGN):
-        raise BsprofError(f"the A scales' strides {tuple(sfa.stride())} do not keep each K block's row of M "
-                          f"scales on a 16-byte boundary, which a shape-specialized build reads by TMA; lay them "
-                          f"out with quant.aligned_scales")
+        raise BsprofError(
+            f"the A scales' strides {tuple(sfa.stride())} do not keep each K block's row of M "
+            f"scales on a 16-byte boundary, which a shape-specialized build reads by TMA; lay them "
+            f"out with quant.aligned_scales"
+        )
     return v if strides == list(v.stride()) else v.as_strided(v.shape, strides)
 
 
@@ -245,7 +300,7 @@ class Prepared(PreparedMixin):
     flops: float
     ops: object
     config: dict
-    choice: str | None = None       # why this tile and cluster (None: fixed by the variant or the user)
+    choice: str | None = None  # why this tile and cluster (None: fixed by the variant or the user)
     _fn: object = None
     _args: tuple = ()
     _tail: tuple = ()
@@ -253,7 +308,7 @@ class Prepared(PreparedMixin):
     _tbuf: object = None
     _ref: object = field(default=None, repr=False)
     _static: bool = False
-    _split_ws: tuple = field(default=(), repr=False)     # keeps the split-K workspace alive
+    _split_ws: tuple = field(default=(), repr=False)  # keeps the split-K workspace alive
 
     def reference(self):
         from bsprof.kernels.fp8_blockwise.quant import reference
@@ -284,14 +339,28 @@ EPI_SPLIT_MAX_K = 4096
 RESCALE_MAX_K = 16384
 
 
-def auto_swizzle(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
-                 split_k: int = 1, num_sms: int = H100_SMS) -> int:
+def auto_swizzle(
+    mnkl,
+    tile_n: int = 128,
+    cluster_n: int = 1,
+    tile_m: int = 128,
+    cluster_m: int = 1,
+    split_k: int = 1,
+    num_sms: int = H100_SMS,
+) -> int:
     """``swizzle=0`` resolved: the group (:func:`swizzle_choice`)."""
     return swizzle_choice(mnkl, tile_n, cluster_n, tile_m, cluster_m, split_k, num_sms)[0]
 
 
-def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 128, cluster_m: int = 1,
-                   split_k: int = 1, num_sms: int = H100_SMS) -> tuple[int, str]:
+def swizzle_choice(
+    mnkl,
+    tile_n: int = 128,
+    cluster_n: int = 1,
+    tile_m: int = 128,
+    cluster_m: int = 1,
+    split_k: int = 1,
+    num_sms: int = H100_SMS,
+) -> tuple[int, str]:
     """``swizzle=0``: group tiles when A and B (FP8, one byte each) do not fit in L2 together,
     except on a plain grid whose work units all run in its first round. Grouped, a wave in M-major
     order does not stream all of A from DRAM again for every few N columns, and under the power cap
@@ -313,13 +382,18 @@ def swizzle_choice(mnkl, tile_n: int = 128, cluster_n: int = 1, tile_m: int = 12
     if (m + n) * k * batches <= L2_BYTES:
         return 1, "A and B fit in L2"
     size = cluster_m * cluster_n
-    one_round = grid_ctas(mnkl, dict(tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n,
-                                     split_k=split_k), num_sms // size)[1] == 1
+    one_round = (
+        grid_ctas(
+            mnkl,
+            dict(tile_m=tile_m, tile_n=tile_n, cluster_m=cluster_m, cluster_n=cluster_n, split_k=split_k),
+            num_sms // size,
+        )[1]
+        == 1
+    )
     if one_round and size == 1:
         return 1, "every work unit runs in the first round"
     cols = -(-(-(-n // tile_n)) // cluster_n)
-    group = min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0),
-                key=lambda g: (abs(g - AUTO_SWIZZLE), g))
+    group = min((g for g in range(1, 2 * AUTO_SWIZZLE + 1) if cols % g == 0), key=lambda g: (abs(g - AUTO_SWIZZLE), g))
     why = "A and B overflow L2" + (" (one round, but clustered grids keep the group)" if one_round else "")
     if group == 1:
         return 1, why + f": no group near {AUTO_SWIZZLE} divides the {cols} cluster columns"
@@ -332,8 +406,9 @@ def auto_epi_split(mnkl) -> bool:
     return mnkl[2] <= EPI_SPLIT_MAX_K
 
 
-def check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
-                     explicit: dict | None = None) -> tuple[str | None, tuple[str, ...]]:
+def check_knobs_fit(
+    kw: dict, mnkl, static: bool, num_sms: int = H100_SMS, explicit: dict | None = None
+) -> tuple[str | None, tuple[str, ...]]:
     """Knobs that depend on the problem: ``tiles="auto"`` picks tile and cluster (select.py), the
     smem B-scale stash holds SFB_SMEM_KB K blocks (a shape-specialized build's, its own K blocks up to
     SFB_STASH_MAX_KB), the A-scale TMA a shape-specialized build, and
@@ -346,12 +421,15 @@ def check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
     from bsprof.kernels.fp8_blockwise.select import choose, knob_string
 
     if kw.get("promote") == "rescale" and mnkl[2] > RESCALE_MAX_K:
-        raise BsprofError(f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
-                          f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
-                          "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block")
+        raise BsprofError(
+            f"promote='rescale' (the rescaled variant) accumulates all of K={mnkl[2]} in the tensor "
+            f"cores' FP8 accumulator and is limited to K <= {RESCALE_MAX_K} (its error vs float64 "
+            "passes 1e-2 near K=65536); use optimized, which promotes every 128-wide K block"
+        )
 
     why, close = None, ()
     if kw.pop("tiles", None) == "auto" and static:
+
         def fits(c) -> bool:
             # a switch the user asked for stays (split_k too); the variant's defaults give way as they would
             if "split_k" in (explicit or {}) and c.split_k != kw.get("split_k", 1):
@@ -365,32 +443,49 @@ def check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         kw.update(pick.kwargs())
         cfg.give_way(kw, explicit)
     if kw.get("swizzle", 1) == 0:
-        kw["swizzle"] = auto_swizzle(mnkl, kw.get("tile_n", 128), kw.get("cluster_n", 1), kw.get("tile_m", 128),
-                                     kw.get("cluster_m", 1), kw.get("split_k", 1), num_sms)
+        kw["swizzle"] = auto_swizzle(
+            mnkl,
+            kw.get("tile_n", 128),
+            kw.get("cluster_n", 1),
+            kw.get("tile_m", 128),
+            kw.get("cluster_m", 1),
+            kw.get("split_k", 1),
+            num_sms,
+        )
     if kw.get("epi_split") == "auto":
         kw["epi_split"] = auto_epi_split(mnkl) and kw.get("split_k", 1) == 1
     split = kw.get("split_k", 1)
     if split > mnkl[2] // BLOCK:
-        raise BsprofError(f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
-                          f"K blocks of {BLOCK}; use split_k <= {mnkl[2] // BLOCK}")
+        raise BsprofError(
+            f"split_k={split} splits K={mnkl[2]} into more units than its {mnkl[2] // BLOCK} "
+            f"K blocks of {BLOCK}; use split_k <= {mnkl[2] // BLOCK}"
+        )
     if kw.get("sfa_tma") and not static:
         # the scales' box is baked into the TMA descriptor of a shape-specialized build; any M
         # works since the operands keep each K block's scale row 16-byte aligned (quant.aligned_scales)
         drop = "sfa_tma=0,sfb_tma=0" if kw.get("sfb_tma") else "sfa_tma=0"
-        raise BsprofError("sfa_tma loads the A scales by TMA and needs a shape-specialized build "
-                          f"(static_shapes=1); run with {drop}")
+        raise BsprofError(
+            f"sfa_tma loads the A scales by TMA and needs a shape-specialized build (static_shapes=1); run with {drop}"
+        )
     if kw.get("sfb_tma") and (mnkl[2] % (4 * BLOCK) or not kw.get("sfa_tma")):
         # the 16-byte box of 4 K blocks' B scales needs the scale rows' stride (K/128 floats) to
         # be a multiple of 16 bytes; it rides the A-scale TMA's path in the K-loop
         if static:
             kw["sfb_tma"] = False
         else:
-            raise BsprofError("sfb_tma loads the B scales by TMA and needs a shape-specialized build "
-                              "with K a multiple of 512 and sfa_tma=1; run with sfb_tma=0")
+            raise BsprofError(
+                "sfb_tma loads the B scales by TMA and needs a shape-specialized build "
+                "with K a multiple of 512 and sfa_tma=1; run with sfb_tma=0"
+            )
     k_blocks = mnkl[2] // BLOCK
     stash_kb = cfg.sfb_stash_kb(k_blocks) if static else (SFB_SMEM_KB if k_blocks <= SFB_SMEM_KB else 0)
-    if (kw.get("tile_m") == 64 and kw.get("sfb_tma") and kw.get("sfb_smem") and "sfb_tma" not in (explicit or {})
-            and k_blocks <= SFB_SMEM_KB):
+    if (
+        kw.get("tile_m") == 64
+        and kw.get("sfb_tma")
+        and kw.get("sfb_smem")
+        and "sfb_tma" not in (explicit or {})
+        and k_blocks <= SFB_SMEM_KB
+    ):
         # a one-warpgroup tile's K block is short enough for its producer's per-stage work to
         # count: three TMA copies a stage (A, its scales, B: DeepGEMM's count) with the B scales
         # stashed per tile measured 1.4-2.3% faster than four (docs/optimizations.md; K <= 16384,
@@ -402,13 +497,15 @@ def check_knobs_fit(kw: dict, mnkl, static: bool, num_sms: int = H100_SMS,
         if rows:
             kw["a_rows"] = rows
     if kw.get("sfb_smem") and not kw.get("sfb_tma") and stash_kb > SFB_SMEM_KB:
-        kw["sfb_kb"] = stash_kb         # a longer K's B scales in a stash of its own size
+        kw["sfb_kb"] = stash_kb  # a longer K's B scales in a stash of its own size
     elif kw.get("sfb_smem") and not stash_kb:
         if static:
             kw["sfb_smem"] = False
         else:
-            raise BsprofError(f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
-                              "run with sfb_smem=0 (or static_shapes=1)")
+            raise BsprofError(
+                f"K={mnkl[2]} has more than {SFB_SMEM_KB} scale blocks, the smem B-scale stash; "
+                "run with sfb_smem=0 (or static_shapes=1)"
+            )
     return why, close
 
 
@@ -446,14 +543,28 @@ def split_workspace(mnkl, kw: dict) -> tuple:
     tm, tn, batches = _tile_order(kw).padded_tiles(_work_tiles(mnkl, kw, split_k=1))
     tiles = tm * tn * batches
     words = tiles * split * kw["tile_m"] * kw["tile_n"]
-    if words >= 2 ** 31:
-        raise BsprofError(f"split_k={split} at {tuple(mnkl)} needs a workspace of {words} floats, past the "
-                          "kernel's 32-bit index; use split_k=1 (a problem this large fills the GPU unsplit)")
-    return (torch.empty(words, dtype=torch.float32, device="cuda"), torch.zeros(tiles, dtype=torch.int32, device="cuda"))
+    if words >= 2**31:
+        raise BsprofError(
+            f"split_k={split} at {tuple(mnkl)} needs a workspace of {words} floats, past the "
+            "kernel's 32-bit index; use split_k=1 (a problem this large fills the GPU unsplit)"
+        )
+    return (
+        torch.empty(words, dtype=torch.float32, device="cuda"),
+        torch.zeros(tiles, dtype=torch.int32, device="cuda"),
+    )
 
 
-def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
-            seed: int = 0, inputs: str = "randn", **config) -> Prepared:
+def prepare(
+    variant: str,
+    mnkl,
+    *,
+    timing: bool = False,
+    delay_kloop: int = 0,
+    delay_phase1: int = 0,
+    seed: int = 0,
+    inputs: str = "randn",
+    **config,
+) -> Prepared:
     """GPU: compile for this device (once per process and knob set), fresh random inputs
     (``inputs``: see :func:`~bsprof.kernels.fp8_blockwise.quant.make_operands`)."""
     import os
@@ -468,10 +579,19 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         raise BsprofError("prepare() needs a CUDA GPU; use compile_cubin() for CPU-only builds")
     major, _ = torch.cuda.get_device_capability()
     if major != 9:
-        raise BsprofError(f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
-                          "use the nvfp4 family on Blackwell")
-    kw, static, why, _ = resolve_build(variant, config, mnkl, torch.cuda.get_device_properties(0).multi_processor_count,
-                                  timing, delay_kloop, delay_phase1)
+        raise BsprofError(
+            f"the fp8-blockwise kernels are sm_90a (Hopper); this GPU is sm_{major}x — "
+            "use the nvfp4 family on Blackwell"
+        )
+    kw, static, why, _ = resolve_build(
+        variant,
+        config,
+        mnkl,
+        torch.cuda.get_device_properties(0).multi_processor_count,
+        timing,
+        delay_kloop,
+        delay_phase1,
+    )
     import cuda.bindings.driver as cuda_drv
     import cutlass
 
@@ -485,7 +605,7 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
         from bsprof.analyzers.timing.buffer import plan_buffer
 
         plan = plan_buffer(ctas, cfg.warps_per_cta(kw["tile_m"]), tiles_per_cta)
-        kw["sample_every"] = plan.sample_every   # compiled in
+        kw["sample_every"] = plan.sample_every  # compiled in
         tbuf = torch.zeros(math.prod(plan.shape), dtype=torch.int64, device="cuda")
         slots = plan.tile_slots
     else:
@@ -498,9 +618,20 @@ def prepare(variant: str, mnkl, *, timing: bool = False, delay_kloop: int = 0, d
     fn = _compiled_for(kw, args, max_active, mnkl if static else None)
     m, n, k, batches = mnkl
     return Prepared(
-        variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * batches, ops=ops,
-        config=kw, choice=why, _fn=fn, _args=args, _tail=tail, _plan=plan, _tbuf=tbuf if timing else None,
-        _static=static, _split_ws=(ws, cnt),
+        variant=variant,
+        mnkl=mnkl,
+        kernel_name=KERNEL_NAME_HINT,
+        flops=2.0 * m * n * k * batches,
+        ops=ops,
+        config=kw,
+        choice=why,
+        _fn=fn,
+        _args=args,
+        _tail=tail,
+        _plan=plan,
+        _tbuf=tbuf if timing else None,
+        _static=static,
+        _split_ws=(ws, cnt),
     )
 
 

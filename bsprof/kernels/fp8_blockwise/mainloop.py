@@ -21,7 +21,7 @@ import cutlass.pipeline as pipeline
 from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
-SFB_TMA_GROUP = 4       # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
+SFB_TMA_GROUP = 4  # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
 
 
 class MainLoop:
@@ -44,7 +44,7 @@ class MainLoop:
         self.split_k = int(config.schedule.split_k)
         self.timing = bool(config.probe.timing)
         self.delay_kloop = int(config.probe.delay_kloop)
-        self.rec = None     # the kernel's TimingRecorder, bound when the kernel is traced
+        self.rec = None  # the kernel's TimingRecorder, bound when the kernel is traced
 
     @cute.jit
     def _load_scales(self, mSFA, mSFB, rows, nb0, nb1, kb, l_idx):
@@ -62,7 +62,7 @@ class MainLoop:
     def _load_sfb(self, mSFB, nb0, nb1, kb, l_idx):
         out = []
         if cutlass.const_expr(self.sfb_smem):
-            sb0 = mSFB[kb]                       # here mSFB is the smem stash
+            sb0 = mSFB[kb]  # here mSFB is the smem stash
             sb1 = sb0
             if cutlass.const_expr(self.two_sfb):
                 sb1 = mSFB[self.sfb_kb + kb]
@@ -76,16 +76,22 @@ class MainLoop:
         return tuple(out)
 
     @cute.jit
-    def _issue(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0,
-               commit: cutlass.Constexpr = True):
+    def _issue(
+        self, tiled_mma, tCrA, tCrB, num_k_blocks, acc, stage_index, wave: int = 0, commit: cutlass.Constexpr = True
+    ):
         """One wave's wgmma of a K block; ``tiled_mma`` = (first, rest) MMA objects."""
         mma_first, mma_rest = tiled_mma
         for kb_i in cutlass.range_constexpr(num_k_blocks):
             # the first wgmma of a K block overwrites: a fresh accumulator per scale block
             mma = mma_first if kb_i == 0 else mma_rest
             # A has one smem buffer per (stage, wave); B one per stage
-            cute.gemm(mma, acc, tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
-                      tCrB[(None, None, kb_i, stage_index)], acc)
+            cute.gemm(
+                mma,
+                acc,
+                tCrA[(None, None, kb_i, stage_index * self.waves + wave)],
+                tCrB[(None, None, kb_i, stage_index)],
+                acc,
+            )
         if cutlass.const_expr(commit):
             cute.nvgpu.warpgroup.commit_group()
 
@@ -151,9 +157,21 @@ class MainLoop:
             mainloop_pipeline.consumer_release(state)
 
     @cute.jit
-    def _serial_block(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                      mainloop_pipeline, read_state, sc, split, wait: cutlass.Constexpr = True,
-                      landed=None):
+    def _serial_block(
+        self,
+        tiled_mma,
+        tCrA,
+        tCrB,
+        num_k_blocks,
+        acc_blk,
+        acc_totals,
+        mainloop_pipeline,
+        read_state,
+        sc,
+        split,
+        wait: cutlass.Constexpr = True,
+        landed=None,
+    ):
         """One K block, serial promotion. Returns the next read state and, with ``peek``, whether
         the next stage had already landed when this block's last wave finished (``landed``: that
         answer from the block before, so the wait can be skipped)."""
@@ -172,7 +190,8 @@ class MainLoop:
                 read_state.advance()
                 if cutlass.const_expr(self.peek):
                     landed = cute.arch.mbarrier_test_wait(
-                        mainloop_pipeline.producer_get_barrier(read_state), read_state.phase)
+                        mainloop_pipeline.producer_get_barrier(read_state), read_state.phase
+                    )
                 self.rec.spin(self.delay_kloop)
             self._promote(acc_totals[w], acc_blk, sc[2 * w], sc[2 * w + 1], sc[-2], sc[-1], split)
         return read_state, landed
@@ -185,14 +204,35 @@ class MainLoop:
             sc.append(sSFA[(r_lo, 0, buf)])
             sc.append(sSFA[(r_hi, 0, buf)])
         if cutlass.const_expr(self.sfb_tma):
-            sb = mSFB[(0, kb % SFB_TMA_GROUP, stage_index)]     # the stage's 4-block box
+            sb = mSFB[(0, kb % SFB_TMA_GROUP, stage_index)]  # the stage's 4-block box
             return tuple(sc) + (sb, sb)
         return tuple(sc) + self._load_sfb(mSFB, nb0, nb1, kb, l_idx)
 
     @cute.jit
-    def kloop_staged(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                     mainloop_pipeline, read_state, k_tile_cnt, sSFA, mSFB, r_lo, r_hi,
-                     nb0, nb1, l_idx, split, tbuf, cta_linear, warp_idx, tile_count):
+    def kloop_staged(
+        self,
+        tiled_mma,
+        tCrA,
+        tCrB,
+        num_k_blocks,
+        acc_blk,
+        acc_totals,
+        mainloop_pipeline,
+        read_state,
+        k_tile_cnt,
+        sSFA,
+        mSFB,
+        r_lo,
+        r_hi,
+        nb0,
+        nb1,
+        l_idx,
+        split,
+        tbuf,
+        cta_linear,
+        warp_idx,
+        tile_count,
+    ):
         """Serial promotion with the A scales taken from the stage (``sfa_tma``), read from smem
         once the stage has landed and before it is released. (Reading the next block's scales
         right after this block's last wave, to hide the load behind the promotion, measured
@@ -206,15 +246,27 @@ class MainLoop:
             mainloop_pipeline.consumer_wait(read_state)
             sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, sc0, split, False)
+            read_state, _ = self._serial_block(
+                tiled_mma,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                sc0,
+                split,
+                False,
+            )
             first = 1
         landed = cutlass.Boolean(False)
         ring = self.ab_stage
         mma = (tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals)
         scales = (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split)
-        if cutlass.const_expr(self.ring_unroll and isinstance(k_tile_cnt, int) and k_tile_cnt % ring == 0
-                              and self.split_k == 1):
+        if cutlass.const_expr(
+            self.ring_unroll and isinstance(k_tile_cnt, int) and k_tile_cnt % ring == 0 and self.split_k == 1
+        ):
             # a tile starts at stage 0 (each tile takes a multiple of the ring), so every trip
             # starts at stage `first`: a constant index, its phase the one runtime bit
             trips = (k_tile_cnt - first) // ring
@@ -239,8 +291,9 @@ class MainLoop:
         else:
             mainloop_pipeline.consumer_wait(read_state)
         sc = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, kb, l_idx)
-        return self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                  mainloop_pipeline, read_state, sc, split, False)
+        return self._serial_block(
+            tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals, mainloop_pipeline, read_state, sc, split, False
+        )
 
     @cute.jit
     def _block_scales(self, sSFA, mSFA, stage_index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx):
@@ -272,9 +325,29 @@ class MainLoop:
                     acc[g * 4 + 2 * h + c] = acc[g * 4 + 2 * h + c] * f[4 * w + 2 * h + j]
 
     @cute.jit
-    def kloop_rescale(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals, mainloop_pipeline,
-                      read_state, k_tile_cnt, sfa, mSFB, rows, r_lo, r_hi, nb0, nb1, l_idx,
-                      tbuf, cta_linear, warp_idx, tile_count):
+    def kloop_rescale(
+        self,
+        tiled_mma,
+        tCrA,
+        tCrB,
+        num_k_blocks,
+        acc_totals,
+        mainloop_pipeline,
+        read_state,
+        k_tile_cnt,
+        sfa,
+        mSFB,
+        rows,
+        r_lo,
+        r_hi,
+        nb0,
+        nb1,
+        l_idx,
+        tbuf,
+        cta_linear,
+        warp_idx,
+        tile_count,
+    ):
         """Rescaled accumulation (``promote="rescale"``): wgmma accumulates every K block straight
         into the totals, which are kept divided by the current block's scale product s_k:
         before block k the totals are multiplied by s_(k-1) / s_k, after the last block by
@@ -284,7 +357,7 @@ class MainLoop:
         block's wgmma is waited for. The A scales come from the stage (``sfa_tma``) or, without
         it, from global memory after the stage has landed."""
         sSFA, mSFA = sfa
-        accumulate = (tiled_mma[1], tiled_mma[1])    # every wgmma after the tile's first block
+        accumulate = (tiled_mma[1], tiled_mma[1])  # every wgmma after the tile's first block
         read_state.reset_count()
         release_state = read_state.clone()
         ones = (cutlass.Float32(1.0),) * (4 * self.waves)
@@ -319,16 +392,35 @@ class MainLoop:
         cute.nvgpu.warpgroup.wait_group(0)
         self._release(mainloop_pipeline, release_state)
         release_state.advance()
-        self.rec.spin(self.delay_kloop)       # the K-th block's delay: one per K block, as serial
+        self.rec.spin(self.delay_kloop)  # the K-th block's delay: one per K block, as serial
         for w in cutlass.range_constexpr(self.waves):
             self._rescale(acc_totals[w], s_prev, w)
         return read_state
 
     @cute.jit
-    def kloop_serial(self, tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                     mainloop_pipeline, read_state, k_tile_cnt, mSFA, mSFB,
-                     rows, nb0, nb1, l_idx, split,
-                     tbuf, cta_linear, warp_idx, tile_count):
+    def kloop_serial(
+        self,
+        tiled_mma,
+        tCrA,
+        tCrB,
+        num_k_blocks,
+        acc_blk,
+        acc_totals,
+        mainloop_pipeline,
+        read_state,
+        k_tile_cnt,
+        mSFA,
+        mSFB,
+        rows,
+        nb0,
+        nb1,
+        l_idx,
+        split,
+        tbuf,
+        cta_linear,
+        warp_idx,
+        tile_count,
+    ):
         read_state.reset_count()
         last = k_tile_cnt - 1
         # Scales are loaded two K blocks before their promotion, into two register sets used
@@ -338,19 +430,54 @@ class MainLoop:
         tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
         mainloop_pipeline.consumer_wait(read_state)
         self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        landed = cutlass.Boolean(True)   # the first stage was just waited for
+        landed = cutlass.Boolean(True)  # the first stage was just waited for
         for pair in range(k_tile_cnt // 2):
             kb = pair * 2
-            read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                    mainloop_pipeline, read_state, ta, split, True, landed)
+            read_state, landed = self._serial_block(
+                tiled_mma,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                ta,
+                split,
+                True,
+                landed,
+            )
             ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
-            read_state, landed = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                                    mainloop_pipeline, read_state, tb, split, True, landed)
+            read_state, landed = self._serial_block(
+                tiled_mma,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                tb,
+                split,
+                True,
+                landed,
+            )
             tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
         if k_tile_cnt % 2 == 1:
-            read_state, _ = self._serial_block(tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals,
-                                               mainloop_pipeline, read_state, ta, split, True, landed)
+            read_state, _ = self._serial_block(
+                tiled_mma,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                mainloop_pipeline,
+                read_state,
+                ta,
+                split,
+                True,
+                landed,
+            )
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
         return read_state
-

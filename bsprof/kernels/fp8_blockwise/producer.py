@@ -35,8 +35,20 @@ class Producer:
         self.m_last = 0
 
     @cute.jit
-    def run(self, a_load, sfa_load, b_load, sfb_load, mainloop_pipeline, k_tile_cnt, mC_mnl,
-            tbuf, cta_linear, warp_idx, tile_walk):
+    def run(
+        self,
+        a_load,
+        sfa_load,
+        b_load,
+        sfb_load,
+        mainloop_pipeline,
+        k_tile_cnt,
+        mC_mnl,
+        tbuf,
+        cta_linear,
+        warp_idx,
+        tile_walk,
+    ):
         """Every work unit's K blocks into the ring. ``a_load``: A's TMA atom, its partitions
         (global, smem, global of the shifted last tile), multicast mask and wave-row tiles along M;
         ``sfa_load`` the A scales' atom and partitions (global, smem, shifted), ``b_load`` B's atom,
@@ -80,14 +92,22 @@ class Producer:
                                 self._load_a_wave(a_plain, a_tile, kidx, tile_coord_mnl[2], dst, bar, a_mcast_mask)
                         else:
                             self._load_a_wave(a_plain, a_tile, kidx, tile_coord_mnl[2], dst, bar, a_mcast_mask)
-                    cute.copy(tma_atom_b, tBgB_nkl[(None, kidx)],
-                              tBsB[(None, prod_state.index)], tma_bar_ptr=bar, mcast_mask=b_mcast_mask)
+                    cute.copy(
+                        tma_atom_b,
+                        tBgB_nkl[(None, kidx)],
+                        tBsB[(None, prod_state.index)],
+                        tma_bar_ptr=bar,
+                        mcast_mask=b_mcast_mask,
+                    )
                     if cutlass.const_expr(self.sfb_tma):
                         # a tile's N block is one B-scale block (tile_n <= 128, aligned)
                         nb = tile_coord_mnl[1] * self.tile_n // 128
-                        cute.copy(tma_atom_sfb,
-                                  tGgG[(None, nb, prod_state.count // SFB_TMA_GROUP, tile_coord_mnl[2])],
-                                  tGsG[(None, prod_state.index)], tma_bar_ptr=bar)
+                        cute.copy(
+                            tma_atom_sfb,
+                            tGgG[(None, nb, prod_state.count // SFB_TMA_GROUP, tile_coord_mnl[2])],
+                            tGsG[(None, prod_state.index)],
+                            tma_bar_ptr=bar,
+                        )
                     mainloop_pipeline.producer_commit(prod_state)
                     prod_state.advance()
             self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
@@ -100,7 +120,8 @@ class Producer:
         """One wave-row A tile of a stage and, with ``sfa_tma``, its A scales. ``a_src``: A's TMA
         atom, global and smem partitions, then the A scales'."""
         tma_atom_a, tAgA, tAsA, tma_atom_sfa, tFgF, tFsF = a_src
-        cute.copy(tma_atom_a, tAgA[(None, a_tile, kidx, l_idx)], tAsA[(None, dst)], tma_bar_ptr=bar,
-                  mcast_mask=a_mcast_mask)
+        cute.copy(
+            tma_atom_a, tAgA[(None, a_tile, kidx, l_idx)], tAsA[(None, dst)], tma_bar_ptr=bar, mcast_mask=a_mcast_mask
+        )
         if cutlass.const_expr(self.sfa_tma):
             cute.copy(tma_atom_sfa, tFgF[(None, a_tile, kidx, l_idx)], tFsF[(None, dst)], tma_bar_ptr=bar)

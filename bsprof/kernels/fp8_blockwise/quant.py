@@ -21,7 +21,7 @@ from bsprof.errors import BsprofError
 
 BLOCK = 128
 FP8_MAX = 448.0
-SFA_ALIGN = 4      # floats: 16 bytes, TMA's alignment for every global stride
+SFA_ALIGN = 4  # floats: 16 bytes, TMA's alignment for every global stride
 # bf16 bit pattern we poison the output with: the most negative finite bf16 (0xFF7F), a value the
 # kernel never produces from our inputs, so "still poison" means "never written".
 POISON_BITS = -129  # int16 view of 0xFF7F
@@ -38,11 +38,14 @@ def check_shape(mnkl: tuple[int, int, int, int]) -> None:
     n_rule = "bf16 rows of D must be 16-byte aligned for TMA"
     if k % BLOCK:
         pads = f"K to {k_pad}" + (f" and N to {n_pad} ({n_rule})" if n % 8 else "")
-        raise BsprofError(f"K={k} is not a multiple of {BLOCK} (the scale block); pad {pads}: the nearest shape "
-                          f"the kernel takes is {near}")
+        raise BsprofError(
+            f"K={k} is not a multiple of {BLOCK} (the scale block); pad {pads}: the nearest shape "
+            f"the kernel takes is {near}"
+        )
     if n % 8:
-        raise BsprofError(f"N={n} is not a multiple of 8 ({n_rule}); pad N to {n_pad}: the nearest shape the "
-                          f"kernel takes is {near}")
+        raise BsprofError(
+            f"N={n} is not a multiple of 8 ({n_rule}); pad N to {n_pad}: the nearest shape the kernel takes is {near}"
+        )
 
 
 def quantize_rows(x):
@@ -51,10 +54,10 @@ def quantize_rows(x):
 
     batches, m, k = x.shape
     blk = x.reshape(batches, m, k // BLOCK, BLOCK).float()
-    amax = blk.abs().amax(dim=-1).clamp_min(1e-12)          # (L, M, KB)
+    amax = blk.abs().amax(dim=-1).clamp_min(1e-12)  # (L, M, KB)
     scale = amax / FP8_MAX
     q = (blk / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return q.reshape(batches, m, k), aligned_scales(scale.transpose(1, 2))   # (L, KB, M): M contiguous
+    return q.reshape(batches, m, k), aligned_scales(scale.transpose(1, 2))  # (L, KB, M): M contiguous
 
 
 def aligned_scales(sfa):
@@ -80,7 +83,7 @@ def quantize_blocks(x):
     pad = nb * BLOCK - n
     xp = torch.nn.functional.pad(x.float(), (0, 0, 0, pad)) if pad else x.float()
     blk = xp.reshape(batches, nb, BLOCK, k // BLOCK, BLOCK)
-    amax = blk.abs().amax(dim=(2, 4)).clamp_min(1e-12)      # (L, NB, KB)
+    amax = blk.abs().amax(dim=(2, 4)).clamp_min(1e-12)  # (L, NB, KB)
     scale = amax / FP8_MAX
     q = (blk / scale[:, :, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
     q = q.reshape(batches, nb * BLOCK, k)[:, :n].contiguous()
@@ -93,7 +96,7 @@ def dequantize(a, sfa, b, sfb):
 
     batches, m, k = a.shape
     n = b.shape[1]
-    sa = sfa.transpose(1, 2).double().repeat_interleave(BLOCK, dim=2)[:, :, :k]     # (L, M, K)
+    sa = sfa.transpose(1, 2).double().repeat_interleave(BLOCK, dim=2)[:, :, :k]  # (L, M, K)
     sb = sfb.double().repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)[:, :, :k]
     return a.to(torch.float64) * sa, b.to(torch.float64) * sb
 
@@ -142,7 +145,13 @@ def make_operands(mnkl, *, seed: int = 0, device: str = "cuda", inputs: str = "r
     if inputs == "int":
         a = torch.randint(-2, 3, (batches, m, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
         b = torch.randint(-2, 3, (batches, n, k), device=device, generator=g).float().to(torch.float8_e4m3fn)
-        return Operands(a, aligned_scales(torch.ones(batches, kb, m, device=device)), b, torch.ones(batches, nb, kb, device=device), d)
+        return Operands(
+            a,
+            aligned_scales(torch.ones(batches, kb, m, device=device)),
+            b,
+            torch.ones(batches, nb, kb, device=device),
+            d,
+        )
     xa = torch.randn(batches, m, k, device=device, generator=g)
     mag_a = torch.exp2(torch.randint(-4, 5, (batches, m, kb), device=device, generator=g).float())
     xa = xa * mag_a.repeat_interleave(BLOCK, dim=2)
@@ -166,8 +175,10 @@ def rel_error(d, ref) -> float:
 
     unwritten = int((d.view(torch.int16) == POISON_BITS).sum())
     if unwritten:
-        raise BsprofError(f"{unwritten} of {d.numel()} output elements were never written by the kernel "
-                          "(the epilogue misses part of the tile); this is a kernel bug")
+        raise BsprofError(
+            f"{unwritten} of {d.numel()} output elements were never written by the kernel "
+            "(the epilogue misses part of the tile); this is a kernel bug"
+        )
     nans = int(torch.isnan(d).sum())
     if nans:
         raise BsprofError(f"{nans} output elements are NaN; this is a kernel bug (or corrupt inputs)")

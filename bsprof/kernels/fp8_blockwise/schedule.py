@@ -35,18 +35,21 @@ class CoopSchedule:
         stored = cutlass.Int32(0)
         while unit < units:
             # registers are the accumulator: nothing to wait for on Hopper (one clock read)
-            self.consumer.rec.record(tile.tbuf, tile.cta_linear, tile.warp_idx, tile_count,
-                                     (EV.tile_start, EV.acc_acquired))
+            self.consumer.rec.record(
+                tile.tbuf, tile.cta_linear, tile.warp_idx, tile_count, (EV.tile_start, EV.acc_acquired)
+            )
             tile_idx = self.tile_order.cta_tile(unit, walk)
             unit += step
             if cutlass.const_expr(self.split_k == 1):
-                read_state = self.consumer.consume_tile(tile, tile_idx, tile_count, read_state, tile_count,
-                                                        False, False)
+                read_state = self.consumer.consume_tile(
+                    tile, tile_idx, tile_count, read_state, tile_count, False, False
+                )
             else:
                 # the epilogue's smem ring turns with the tiles this CTA stored, not the units it ran
                 tile_idx, kb0, k_cnt, s = self.work.split_unit(tile_idx, tile.k_tile_cnt)
-                read_state = self.consumer.consume_tile(tile, tile_idx, stored, read_state, tile_count,
-                                                        False, False, (kb0, k_cnt))
+                read_state = self.consumer.consume_tile(
+                    tile, tile_idx, stored, read_state, tile_count, False, False, (kb0, k_cnt)
+                )
                 if self.work.fixup(tile.acc_totals, tile.mma_tidx, tile.mC_mnl, split_ws, storage, tile_idx, s):
                     self.consumer.epilogue.store_tile(tile, tile_idx, stored, tile_count)
                     stored += 1
@@ -82,8 +85,9 @@ class PingpongSchedule:
                     # completion k of turn[wg] is tile 2k + 1 (wg 1) or 2k + 2 (wg 0)
                     cute.arch.mbarrier_wait(turn + wg, (mine_count + 1 + wg) % 2)
                 self.consumer.rec.record(tile.tbuf, tile.cta_linear, tile.warp_idx, tile_count, EV.acc_acquired)
-                read_state = self.consumer.consume_tile(tile, tile_idx, mine_count, read_state, tile_count,
-                                                        True, unit < units)
+                read_state = self.consumer.consume_tile(
+                    tile, tile_idx, mine_count, read_state, tile_count, True, unit < units
+                )
                 mine_count += 1
             else:
                 for _ in range(tile.k_tile_cnt):

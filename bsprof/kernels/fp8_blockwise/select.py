@@ -48,12 +48,12 @@ from bsprof.analyzers.timing.kblock import MMA_RATE
 from bsprof.errors import BsprofError
 from bsprof.kernels.fp8_blockwise.config import BLOCK_K, TILE_MS, a_box_rows, tile_ns, two_scale_blocks
 
-FP8_FLOP_PER_CYCLE = MMA_RATE["fp8-blockwise"][0]      # dense FP8 wgmma per SM
+FP8_FLOP_PER_CYCLE = MMA_RATE["fp8-blockwise"][0]  # dense FP8 wgmma per SM
 SMEM_BYTES_PER_CYCLE = 128
-L2_BYTES_PER_CYCLE = 6150      # whole chip (DeepGEMM's figure for the H800/H100: 8e6 / 1.3e3)
+L2_BYTES_PER_CYCLE = 6150  # whole chip (DeepGEMM's figure for the H800/H100: 8e6 / 1.3e3)
 L2_PER_SM_CAP = 64
-EPI_BYTES_PER_CYCLE = 64       # bf16 tile out through smem and TMA
-TILE_FIXED_CYCLES = 1000       # tile start + pipeline fill/drain
+EPI_BYTES_PER_CYCLE = 64  # bf16 tile out through smem and TMA
+TILE_FIXED_CYCLES = 1000  # tile start + pipeline fill/drain
 PREFER_WITHIN = 1.02
 # a K block's issue-wait-release-promote path, by CTAs per cluster: two consumer warpgroups take
 # at least this, plus half the tile's wgmma cycles without a cluster (each waits for its own
@@ -100,6 +100,7 @@ TILE_ENDS = {256: 3007, 192: 2079}
 @dataclass(frozen=True)
 class WallFit:
     """The wall-time model's fitted constants (``benchmarks/fit_wall_model.py`` refits them)."""
+
     per_row: float = 1.78
     per_column: float = 1.08
     # per tile height: 1 + per_row x 128 / tile_m + per_column x 128 / tile_n is scaled by this
@@ -122,14 +123,14 @@ class Choice:
     tile_n: int
     cluster_m: int
     cluster_n: int
-    rounds: int             # tiles per CTA (the persistent grid's waves)
+    rounds: int  # tiles per CTA (the persistent grid's waves)
     tiles: int
     ctas: int
-    cycles: float           # modelled SM cycles of the whole launch
-    bound: str              # what sets a K block's time: "power" (wall time under the cap), "mma", "smem", "l2"
-                            # or "latency"
-    split_k: int = 1        # work units per output tile (tiles, ctas and rounds count units)
-    close: tuple["Choice", ...] = ()   # other tiles modelled too near to rank against this pick
+    cycles: float  # modelled SM cycles of the whole launch
+    bound: str  # what sets a K block's time: "power" (wall time under the cap), "mma", "smem", "l2"
+    # or "latency"
+    split_k: int = 1  # work units per output tile (tiles, ctas and rounds count units)
+    close: tuple["Choice", ...] = ()  # other tiles modelled too near to rank against this pick
 
     @property
     def last_wave_fill(self) -> float:
@@ -137,22 +138,39 @@ class Choice:
         return (self.tiles - (self.rounds - 1) * self.ctas) / self.ctas
 
     def kwargs(self) -> dict:
-        return dict(tile_m=self.tile_m, tile_n=self.tile_n, cluster_m=self.cluster_m, cluster_n=self.cluster_n,
-                    split_k=self.split_k)
+        return dict(
+            tile_m=self.tile_m,
+            tile_n=self.tile_n,
+            cluster_m=self.cluster_m,
+            cluster_n=self.cluster_n,
+            split_k=self.split_k,
+        )
 
     def describe(self) -> str:
         work = f"{self.tiles} tiles"
         if self.split_k > 1:
-            work = (f"{self.tiles // self.split_k} tiles split {self.split_k} ways along K = {self.tiles} "
-                    "work units")
-        blocks = ("K blocks costed in wall time under the power cap" if self.bound == "power"
-                  else f"{self.bound}-bound K blocks")
-        return (f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {work} "
-                f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, {blocks}")
+            work = f"{self.tiles // self.split_k} tiles split {self.split_k} ways along K = {self.tiles} work units"
+        blocks = (
+            "K blocks costed in wall time under the power cap"
+            if self.bound == "power"
+            else f"{self.bound}-bound K blocks"
+        )
+        return (
+            f"{self.tile_m}x{self.tile_n} tile, cluster {self.cluster_m}x{self.cluster_n}: {work} "
+            f"on {self.ctas} CTAs = {self.rounds} round(s), last {self.last_wave_fill:.0%} full, {blocks}"
+        )
 
 
-def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms: int = 132,
-         split_k: int = 1, wall_fit: WallFit = WALL) -> Choice:
+def cost(
+    mnkl,
+    tile_m: int,
+    tile_n: int,
+    cluster_m: int,
+    cluster_n: int,
+    num_sms: int = 132,
+    split_k: int = 1,
+    wall_fit: WallFit = WALL,
+) -> Choice:
     """The modelled cost of one configuration on this problem (``wall_fit``: the wall-time model's
     constants, for a refit to try others)."""
     m, n, k, batches = mnkl
@@ -188,12 +206,11 @@ def cost(mnkl, tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, num_sms
     return Choice(tile_m, tile_n, cluster_m, cluster_n, rounds, tiles, ctas, cycles, bound, split_k)
 
 
-def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int,
-                mma: float) -> tuple[float, str]:
+def _pipe_block(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, ctas: int, mma: float) -> tuple[float, str]:
     """Cycles of a K block costed by its pipes (64-row tiles, split work units, problems that do not
     fill the GPU) and the pipe that sets them: the longest of the tensor cores (``mma``, its wgmma
     cycles), the shared-memory port and L2 -> SM, with the timed corrections."""
-    streams = tile_m // 64      # 64-row wgmma streams per K block (warpgroups x waves)
+    streams = tile_m // 64  # 64-row wgmma streams per K block (warpgroups x waves)
     smem = (streams * (64 + tile_n) * BLOCK_K + (tile_m + tile_n) * BLOCK_K) / SMEM_BYTES_PER_CYCLE
     l2_share = min(L2_PER_SM_CAP, L2_BYTES_PER_CYCLE / ctas)
     l2 = (tile_m / cluster_n + tile_n / cluster_m) * BLOCK_K / l2_share
@@ -229,8 +246,11 @@ def _wall_block(tile_m: int, tile_n: int, fit: WallFit) -> float:
     """Cycles of an unsplit K block of two or three consumer warpgroups, in wall time under the cap:
     the 256x128 tile's timed K block scaled by FLOPs and by the operand terms, which are normalised
     to 256x128's before its height factor (as fitted)."""
-    per_flop = (dict(fit.height)[tile_m] * (1 + fit.per_row * 128 / tile_m + fit.per_column * 128 / tile_n)
-                / (1 + fit.per_row / 2 + fit.per_column))
+    per_flop = (
+        dict(fit.height)[tile_m]
+        * (1 + fit.per_row * 128 / tile_m + fit.per_column * 128 / tile_n)
+        / (1 + fit.per_row / 2 + fit.per_column)
+    )
     if tile_m == 128 and tile_n <= NARROW_UNCLUSTERED:
         per_flop *= fit.narrow
     return TIMED_KBLOCKS[256] * tile_m * tile_n / (256 * 128) * per_flop
@@ -264,19 +284,20 @@ def candidates(mnkl, promote: str = "serial", num_sms: int = 132) -> list[Choice
     out = []
     for tm, tn in _tiles(promote):
         if tm > 64 and mnkl[0] <= tm // 2:
-            continue            # half the tile's rows or more past M: all padding
+            continue  # half the tile's rows or more past M: all padding
         for cm, cn in CLUSTER_CHOICES:
             if cm * cn > 1 and tm == 128 and tn <= NARROW_UNCLUSTERED:
                 continue
             if cn > 1 and tm == 64 and a_box_rows(mnkl[0], tm):
-                continue            # A multicast would keep the whole-wave A box (trim_a)
+                continue  # A multicast would keep the whole-wave A box (trim_a)
             if num_sms % (cm * cn) == 0:
                 one = cost(mnkl, tm, tn, cm, cn, num_sms)
                 out.append(one)
                 # SMs idle: split K (not the 192-row tile, whose split build was never timed)
                 if promote == "serial" and one.tiles < num_sms and (tm, tn) != THREE_WG_TILE:
-                    out += [cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES
-                            if 1 < s <= mnkl[2] // BLOCK_K]
+                    out += [
+                        cost(mnkl, tm, tn, cm, cn, num_sms, s) for s in SPLIT_CHOICES if 1 < s <= mnkl[2] // BLOCK_K
+                    ]
     return out
 
 
@@ -315,8 +336,9 @@ def _close_clause(pick: Choice, close: list[Choice]) -> str:
 def _preferred(near: list[Choice]) -> Choice:
     """Among configurations modelled within PREFER_WITHIN of the cheapest: unsplit, then the larger
     tile, then the larger cluster, then the multicast axis (:func:`_multicast_axis`)."""
-    return max(near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n,
-                                    _multicast_axis(c), -c.cycles))
+    return max(
+        near, key=lambda c: (-c.split_k, c.tile_m * c.tile_n, c.cluster_m * c.cluster_n, _multicast_axis(c), -c.cycles)
+    )
 
 
 def _multicast_axis(c: Choice) -> int:
@@ -341,14 +363,17 @@ def _half_padded(m: int, c: Choice) -> str:
     return ""
 
 
-def choose(mnkl, promote: str = "serial", num_sms: int = 132,
-           fits: Callable[[Choice], bool] | None = None) -> tuple[Choice, str]:
+def choose(
+    mnkl, promote: str = "serial", num_sms: int = 132, fits: Callable[[Choice], bool] | None = None
+) -> tuple[Choice, str]:
     """The configuration for this problem and one line saying why. ``fits``: only configurations
     it accepts (those that can take the switches a user asked for explicitly)."""
     cands = [c for c in candidates(mnkl, promote, num_sms) if fits is None or fits(c)]
     if not cands:
-        raise BsprofError(f"no tile and cluster of the kernel takes the switches asked for at {tuple(mnkl)}; "
-                          "drop a switch or fix the tile (tile_m=..,tile_n=..)")
+        raise BsprofError(
+            f"no tile and cluster of the kernel takes the switches asked for at {tuple(mnkl)}; "
+            "drop a switch or fix the tile (tile_m=..,tile_n=..)"
+        )
     cheapest = min(cands, key=lambda c: c.cycles)
     near = [c for c in cands if c.cycles <= cheapest.cycles * PREFER_WITHIN]
     if _wall_costed(mnkl, cheapest.tile_m, cheapest.split_k, num_sms):
@@ -359,8 +384,11 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     padded = _half_padded(mnkl[0], pick)
     padded_tile = f"{pick.tile_m}x{pick.tile_n}"
     if padded:
-        plain64 = min((c for c in cands if c.tile_m == 64 and c.cluster_m * c.cluster_n == 1),
-                      key=lambda c: c.cycles, default=None)
+        plain64 = min(
+            (c for c in cands if c.tile_m == 64 and c.cluster_m * c.cluster_n == 1),
+            key=lambda c: c.cycles,
+            default=None,
+        )
         if plain64 is not None and plain64.cycles <= pick.cycles * HALF_PADDED_WITHIN:
             pick = plain64
         else:
@@ -370,18 +398,27 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     if pick.split_k > 1:
         whole = min((c for c in cands if c.split_k == 1), key=lambda c: c.cycles, default=None)
         if whole is not None:
-            why += (f"; split-K modelled {whole.cycles / pick.cycles:.2f}x faster than the best unsplit, "
-                    f"{whole.tile_m}x{whole.tile_n} ({whole.tiles} tiles on {whole.ctas} CTAs)")
+            why += (
+                f"; split-K modelled {whole.cycles / pick.cycles:.2f}x faster than the best unsplit, "
+                f"{whole.tile_m}x{whole.tile_n} ({whole.tiles} tiles on {whole.ctas} CTAs)"
+            )
     elif (pick.tile_m, pick.tile_n) != (default.tile_m, default.tile_n) and default.cycles > pick.cycles:
-        why += (f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
-                f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)")
-    twin = any((c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, c.split_k)
-               == (pick.tile_m, pick.tile_n, pick.cluster_n, pick.cluster_m, pick.split_k) for c in near)
+        why += (
+            f"; modelled {default.cycles / pick.cycles:.2f}x faster than {default.tile_m}x{default.tile_n} "
+            f"({default.rounds} round(s), last {default.last_wave_fill:.0%} full)"
+        )
+    twin = any(
+        (c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, c.split_k)
+        == (pick.tile_m, pick.tile_n, pick.cluster_n, pick.cluster_m, pick.split_k)
+        for c in near
+    )
     if twin and pick.cluster_m > 1 and pick.cluster_n == 1:
         why += f"; 2x1 over 1x2 (B multicast): the B tile is >= {B_MULTICAST_RATIO:g}x the A tile"
     if padded:
-        why += (f"; 64 rows, not {padded_tile} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): {padded}, where "
-                "the 64-row tile ran faster when modelled this close")
+        why += (
+            f"; 64 rows, not {padded_tile} (modelled within {HALF_PADDED_WITHIN - 1:.0%}): {padded}, where "
+            "the 64-row tile ran faster when modelled this close"
+        )
     if (pick.tile_m, pick.tile_n) == THREE_WG_TILE:
         why += "; three consumer warpgroups, one 64-row wave each"
     if pick.tile_m == 128 and pick.tile_n <= NARROW_UNCLUSTERED:
@@ -390,4 +427,3 @@ def choose(mnkl, promote: str = "serial", num_sms: int = 132,
     if close:
         why += _close_clause(pick, close)
     return replace(pick, close=tuple(close)), why
-

@@ -80,11 +80,10 @@ class WorkUnits:
         if last:
             for w in cutlass.range_constexpr(self.waves):
                 base = (tile * self.split_k * self.waves + w) * nel * thr + mma_tidx
-                step = self.waves * nel * thr      # from one unit's slice to the next's
+                step = self.waves * nel * thr  # from one unit's slice to the next's
                 for i in cutlass.range_constexpr(nel):
                     total = ws[base + i * thr]
                     for j in cutlass.range_constexpr(1, self.split_k):
                         total = total + ws[base + j * step + i * thr]
                     acc_totals[w][i] = total
         return last
-

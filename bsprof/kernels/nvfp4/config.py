@@ -22,16 +22,30 @@ from bsprof.kernels.nvfp4.quant import C_DTYPES, check_sf
 
 B200_SMS = 148
 
-COMMON = dict(tile_n=128, cluster_n=1, sf_dtype="Float8E4M3FN", sf_vec=16, c_dtype="Float16",
-              sample_every=1)
+COMMON = dict(tile_n=128, cluster_n=1, sf_dtype="Float8E4M3FN", sf_vec=16, c_dtype="Float16", sample_every=1)
 VARIANTS: dict[str, dict] = {
-    "baseline": dict(COMMON, tile_m=128, cluster_m=1, ab_stage=4, epilogue="simt", cache_hint=False,
-                     acc_stage=1, config_map=False),
-    "optimized": dict(COMMON, tile_m=256, cluster_m=2, ab_stage=0, epilogue="tma", cache_hint=True,
-                      acc_stage=0, config_map=True),
+    "baseline": dict(
+        COMMON, tile_m=128, cluster_m=1, ab_stage=4, epilogue="simt", cache_hint=False, acc_stage=1, config_map=False
+    ),
+    "optimized": dict(
+        COMMON, tile_m=256, cluster_m=2, ab_stage=0, epilogue="tma", cache_hint=True, acc_stage=0, config_map=True
+    ),
 }
-KNOBS = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "epilogue", "cache_hint", "acc_stage",
-         "config_map", "sf_dtype", "sf_vec", "c_dtype", "sample_every")
+KNOBS = (
+    "tile_m",
+    "tile_n",
+    "cluster_m",
+    "cluster_n",
+    "ab_stage",
+    "epilogue",
+    "cache_hint",
+    "acc_stage",
+    "config_map",
+    "sf_dtype",
+    "sf_vec",
+    "c_dtype",
+    "sample_every",
+)
 
 
 def choose_for_shape(mnkl, num_sms: int = B200_SMS) -> tuple[dict, str]:
@@ -44,11 +58,16 @@ def choose_for_shape(mnkl, num_sms: int = B200_SMS) -> tuple[dict, str]:
         return dict(tile_m=128, tile_n=128, cluster_m=1, cluster_n=1), f"M = {m} <= 128 fills one 128-row tile"
     tiles_256 = -(-m // 256) * -(-n // 128) * batches
     if m % 256 or tiles_256 < num_sms // 2:
-        why = (f"M = {m} is not a multiple of 256" if m % 256 else
-               f"{tiles_256} tiles of 256x128 would leave more than half of {num_sms} SMs idle")
+        why = (
+            f"M = {m} is not a multiple of 256"
+            if m % 256
+            else f"{tiles_256} tiles of 256x128 would leave more than half of {num_sms} SMs idle"
+        )
         return dict(tile_m=128, tile_n=128, cluster_m=2 if m % 256 == 0 else 1, cluster_n=1), why
-    return (dict(tile_m=256, tile_n=128, cluster_m=2, cluster_n=1),
-            f"{tiles_256} tiles of 256x128 (2-CTA MMA, 2x1 cluster) fill {num_sms} SMs")
+    return (
+        dict(tile_m=256, tile_n=128, cluster_m=2, cluster_n=1),
+        f"{tiles_256} tiles of 256x128 (2-CTA MMA, 2x1 cluster) fill {num_sms} SMs",
+    )
 
 
 def config_for_shape(mnkl) -> dict:
@@ -92,8 +111,9 @@ def resolve(variant: str, config: dict | None = None, mnkl=None) -> dict:
         elif key != "config_map":
             raise BsprofError(f"unknown nvfp4 option {key!r}; known: mma_tiler, cluster, {', '.join(KNOBS)}")
     if out["tile_m"] == 256 and out["cluster_m"] % 2:
-        raise BsprofError(f"--mma-tiler 256,{out['tile_n']} uses the 2-CTA MMA and needs an even cluster M; "
-                          "e.g. --cluster 2,1")
+        raise BsprofError(
+            f"--mma-tiler 256,{out['tile_n']} uses the 2-CTA MMA and needs an even cluster M; e.g. --cluster 2,1"
+        )
     check_sf(out["sf_dtype"], out["sf_vec"])
     if out["c_dtype"] not in C_DTYPES:
         raise BsprofError(f"--c-dtype {out['c_dtype']}: use one of {', '.join(C_DTYPES)}")

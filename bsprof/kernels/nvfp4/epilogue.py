@@ -13,7 +13,7 @@ from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.timing_recorder import EV
 
-EPILOGUE_WARPS = 4   # warps 0..3 (a count, so `warp_idx < EPILOGUE_WARPS` reads as the epilogue role)
+EPILOGUE_WARPS = 4  # warps 0..3 (a count, so `warp_idx < EPILOGUE_WARPS` reads as the epilogue role)
 EPI_WARPS = tuple(range(EPILOGUE_WARPS))
 
 
@@ -21,8 +21,9 @@ class EpilogueWarps:
     """The epilogue role of :class:`.kernel.Nvfp4Gemm` (warps 0-3)."""
 
     @cute.jit
-    def _epilogue_warps(self, tmem, tCtAcc_fake, tidx, tma_c, tCgC, sC, epi_tile, acc_pipe, walk,
-                        nthr: cutlass.Constexpr, timing):
+    def _epilogue_warps(
+        self, tmem, tCtAcc_fake, tidx, tma_c, tCgC, sC, epi_tile, acc_pipe, walk, nthr: cutlass.Constexpr, timing
+    ):
         """The epilogue warps: allocate tensor memory (they own it), store every tile, free it.
         ``timing``: (tbuf, cta_linear, warp_idx)."""
         tbuf, cta_linear, warp_idx = timing
@@ -31,17 +32,30 @@ class EpilogueWarps:
             tmem.wait_for_alloc()
             acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
-            self.epilogue(tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
-                          nthr, tbuf, cta_linear)
+            self.epilogue(
+                tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk, nthr, tbuf, cta_linear
+            )
             tmem.relinquish_alloc_permit()
             self.epi_sync.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
 
     @cute.jit
-    def epilogue(self, tidx, warp_idx, tma_c, tCtAcc_base, tCgC, sC, epi_tile, acc_pipe, walk,
-                 nthr: cutlass.Constexpr, tbuf, cta_linear):
-        t2r, tTR_tAcc_base, gC_epi, tTR_gC_all, tTR_rAcc, tTR_rC = self._tmem_load(tidx, tCtAcc_base, tCgC,
-                                                                                   epi_tile)
+    def epilogue(
+        self,
+        tidx,
+        warp_idx,
+        tma_c,
+        tCtAcc_base,
+        tCgC,
+        sC,
+        epi_tile,
+        acc_pipe,
+        walk,
+        nthr: cutlass.Constexpr,
+        tbuf,
+        cta_linear,
+    ):
+        t2r, tTR_tAcc_base, gC_epi, tTR_gC_all, tTR_rAcc, tTR_rC = self._tmem_load(tidx, tCtAcc_base, tCgC, epi_tile)
         if cutlass.const_expr(self.use_tma_store):
             r2s, tRS_sC, tRS_rC, bSG_sC, bSG_gC_all, c_pipe = self._smem_store(tidx, tma_c, t2r, tTR_rC, sC, gC_epi)
         else:
@@ -115,8 +129,9 @@ class EpilogueWarps:
         """The accumulator -> registers copy (``tcgen05.ld``) partitioned per epilogue subtile:
         (the copy, its accumulator source, D by subtiles, their partition, the float32 and D-type
         register fragments)."""
-        t2r_atom = sm100_utils.get_tmem_load_op(self.cta_tile, self.c_layout, self.c_dtype, self.acc_dtype,
-                                                epi_tile, self.use_2cta)
+        t2r_atom = sm100_utils.get_tmem_load_op(
+            self.cta_tile, self.c_layout, self.c_dtype, self.acc_dtype, epi_tile, self.use_2cta
+        )
         tAcc_epi = cute.flat_divide(tCtAcc_base[((None, None), 0, 0, None)], epi_tile)
         t2r = tcgen05.make_tmem_copy(t2r_atom, tAcc_epi[(None, None, 0, 0, 0)])
         thr_t2r = t2r.get_slice(tidx)
@@ -137,9 +152,11 @@ class EpilogueWarps:
         thr_r2s = r2s.get_slice(tidx)
         tRS_sC = thr_r2s.partition_D(sC)
         tRS_rC = r2s.retile(tTR_rC)
-        bSG_sC, bSG_gC_all = cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
-                                                   cute.group_modes(gC_epi, 0, 2))
+        bSG_sC, bSG_gC_all = cpasync.tma_partition(
+            tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), cute.group_modes(gC_epi, 0, 2)
+        )
         c_pipe = pipeline.PipelineTmaStore.create(
             num_stages=self.c_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)))
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)),
+        )
         return r2s, tRS_sC, tRS_rC, bSG_sC, bSG_gC_all, c_pipe

@@ -23,7 +23,9 @@ def resource_usage(cubin: str | Path) -> dict:
     """``{"registers", "stack", "shared", "local"}`` of the (single) kernel in ``cubin``."""
     from bsprof.analyzers.sass.disasm import tool_path
 
-    proc = subprocess.run([tool_path("cuobjdump"), "-res-usage", os.path.abspath(cubin)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [tool_path("cuobjdump"), "-res-usage", os.path.abspath(cubin)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise BsprofError(f"cuobjdump -res-usage {cubin} failed: {proc.stderr.strip()[:200]}")
     m = _RES_RE.search(proc.stdout)
@@ -83,8 +85,7 @@ def sass_evidence(cubin: str | Path) -> dict:
         "STG": count(lambda o, a: base(o) == "STG"),
         "LDL/STL": count(lambda o, a: base(o) in ("LDL", "STL")),
         "features": {k: f.present for k, f in fa.features.items()},
-        "pipeline_stages": fa.features["multi_stage_pipeline"].value if "multi_stage_pipeline" in fa.features
-        else None,
+        "pipeline_stages": fa.features["multi_stage_pipeline"].value if "multi_stage_pipeline" in fa.features else None,
     }
     ev.update(resource_usage(cubin))
     threads = launch_threads(cubin)

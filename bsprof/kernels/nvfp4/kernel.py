@@ -48,18 +48,36 @@ from bsprof.kernels.timing_recorder import TimingRecorder
 WARPS_PER_CTA = 6
 
 DTYPES = {
-    "Float16": cutlass.Float16, "BFloat16": cutlass.BFloat16, "Float32": cutlass.Float32,
-    "Float8E4M3FN": cutlass.Float8E4M3FN, "Float8E8M0FNU": cutlass.Float8E8M0FNU,
+    "Float16": cutlass.Float16,
+    "BFloat16": cutlass.BFloat16,
+    "Float32": cutlass.Float32,
+    "Float8E4M3FN": cutlass.Float8E4M3FN,
+    "Float8E8M0FNU": cutlass.Float8E8M0FNU,
 }
 
 
 class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
     """The kernel of one set of switches; its roles and host-side geometry are in the mixins."""
 
-    def __init__(self, *, tile_m: int = 128, tile_n: int = 128, cluster_m: int = 1, cluster_n: int = 1,
-                 ab_stage: int = 4, acc_stage: int = 1, epilogue: str = "simt", cache_hint: bool = False,
-                 sf_dtype: str = "Float8E4M3FN", sf_vec: int = 16, c_dtype: str = "Float16",
-                 timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0, sample_every: int = 1):
+    def __init__(
+        self,
+        *,
+        tile_m: int = 128,
+        tile_n: int = 128,
+        cluster_m: int = 1,
+        cluster_n: int = 1,
+        ab_stage: int = 4,
+        acc_stage: int = 1,
+        epilogue: str = "simt",
+        cache_hint: bool = False,
+        sf_dtype: str = "Float8E4M3FN",
+        sf_vec: int = 16,
+        c_dtype: str = "Float16",
+        timing: bool = False,
+        delay_kloop: int = 0,
+        delay_phase1: int = 0,
+        sample_every: int = 1,
+    ):
         self.acc_dtype = cutlass.Float32
         self.ab_dtype = cutlass.Float4E2M1FN
         self.sf_dtype = DTYPES[sf_dtype]
@@ -88,10 +106,19 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         self.c_layout = tensor_utils.LayoutEnum.ROW_MAJOR
 
     @cute.jit
-    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer, sfb_ptr: cute.Pointer,
-                 c_ptr: cute.Pointer, tbuf_ptr: cute.Pointer, mnkl: Tuple[cutlass.Int32, cutlass.Int32,
-                 cutlass.Int32, cutlass.Int32], tile_slots: cutlass.Int32, max_active_clusters: cutlass.Constexpr,
-                 stream: cuda.CUstream):
+    def __call__(
+        self,
+        a_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
+        sfa_ptr: cute.Pointer,
+        sfb_ptr: cute.Pointer,
+        c_ptr: cute.Pointer,
+        tbuf_ptr: cute.Pointer,
+        mnkl: Tuple[cutlass.Int32, cutlass.Int32, cutlass.Int32, cutlass.Int32],
+        tile_slots: cutlass.Int32,
+        max_active_clusters: cutlass.Constexpr,
+        stream: cuda.CUstream,
+    ):
         m, n, k, batches = mnkl
         tiled_mma, tiled_mma_sfb = self._setup()
         # A (M, K, L) and B (N, K, L) K-major; D (M, N, L) row-major
@@ -123,16 +150,34 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         self.shared_storage = SharedStorage
         # what the launch will ask for: the struct plus the 1024-aligned C staging buffer
         self.smem_bytes = SharedStorage.size_in_bytes() + (
-            cute.size_in_bytes(self.c_dtype, self.c_smem_staged) + 1024 if self.use_tma_store else 0)
+            cute.size_in_bytes(self.c_dtype, self.c_smem_staged) + 1024 if self.use_tma_store else 0
+        )
         if cutlass.const_expr(self.smem_bytes > self.smem_capacity):
             raise ValueError(f"shared memory {self.smem_bytes} B > {self.smem_capacity} B: lower ab_stage")
         tbuf = cute.make_tensor(tbuf_ptr, cute.make_layout(1))
 
-        self.kernel(tiled_mma, tiled_mma_sfb, *tma, tbuf, tile_slots, self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk,
-                    self.a_smem_staged, self.b_smem_staged, self.sfa_smem_staged, self.sfb_smem_staged,
-                    self.c_smem_staged, self.epi_tile, tile_walk).launch(
-            grid=grid, block=[self.threads_per_cta, 1, 1], cluster=(*self.cluster_shape_mn, 1), stream=stream,
-            min_blocks_per_mp=1)
+        self.kernel(
+            tiled_mma,
+            tiled_mma_sfb,
+            *tma,
+            tbuf,
+            tile_slots,
+            self.cluster_layout_vmnk,
+            self.cluster_layout_sfb_vmnk,
+            self.a_smem_staged,
+            self.b_smem_staged,
+            self.sfa_smem_staged,
+            self.sfb_smem_staged,
+            self.c_smem_staged,
+            self.epi_tile,
+            tile_walk,
+        ).launch(
+            grid=grid,
+            block=[self.threads_per_cta, 1, 1],
+            cluster=(*self.cluster_shape_mn, 1),
+            stream=stream,
+            min_blocks_per_mp=1,
+        )
 
     def _tma_atoms(self, tiled_mma, tiled_mma_sfb, operands, c) -> tuple:
         """The TMA atoms and tensors of A, B, SFA, SFB (``operands``, in that order; multicast where
@@ -150,22 +195,31 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         tma_a, gA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, a, a_smem, self.mma_tiler, tiled_mma, vshape)
         tma_b, gB_tma = cute.nvgpu.make_tiled_tma_atom_B(b_op, b, b_smem, self.mma_tiler, tiled_mma, vshape)
         # scale factors move as 16-bit units so a 128x4 atom row is one TMA element pair
-        tma_sfa, gSFA_tma = cute.nvgpu.make_tiled_tma_atom_A(a_op, sfa, sfa_smem, self.mma_tiler, tiled_mma,
-                                                             vshape, internal_type=cutlass.Int16)
-        tma_sfb, gSFB_tma = cute.nvgpu.make_tiled_tma_atom_B(sfb_op, sfb, sfb_smem, self.mma_tiler_sfb,
-                                                             tiled_mma_sfb, self.cluster_layout_sfb_vmnk.shape,
-                                                             internal_type=cutlass.Int16)
+        tma_sfa, gSFA_tma = cute.nvgpu.make_tiled_tma_atom_A(
+            a_op, sfa, sfa_smem, self.mma_tiler, tiled_mma, vshape, internal_type=cutlass.Int16
+        )
+        tma_sfb, gSFB_tma = cute.nvgpu.make_tiled_tma_atom_B(
+            sfb_op,
+            sfb,
+            sfb_smem,
+            self.mma_tiler_sfb,
+            tiled_mma_sfb,
+            self.cluster_layout_sfb_vmnk.shape,
+            internal_type=cutlass.Int16,
+        )
         nthr = cute.size(tiled_mma.thr_id.shape)
-        self.tma_bytes = (cute.size_in_bytes(self.ab_dtype, a_smem) + cute.size_in_bytes(self.ab_dtype, b_smem)
-                          + cute.size_in_bytes(self.sf_dtype, sfa_smem)
-                          + cute.size_in_bytes(self.sf_dtype, sfb_smem)) * nthr
+        self.tma_bytes = (
+            cute.size_in_bytes(self.ab_dtype, a_smem)
+            + cute.size_in_bytes(self.ab_dtype, b_smem)
+            + cute.size_in_bytes(self.sf_dtype, sfa_smem)
+            + cute.size_in_bytes(self.sf_dtype, sfb_smem)
+        ) * nthr
 
         tma_c = None
         gC_tma = c
         if self.use_tma_store:
             epi_smem = cute.slice_(self.c_smem_staged, (None, None, 0))
-            tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem,
-                                                        self.epi_tile)
+            tma_c, gC_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, epi_smem, self.epi_tile)
         return tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_sfb, gSFB_tma, tma_c, gC_tma
 
     def _tiles_mnl(self, c) -> tuple:
@@ -181,24 +235,24 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         tiled_mma: cute.TiledMma,
         tiled_mma_sfb: cute.TiledMma,
         tma_a: cute.CopyAtom,
-        mA: cute.Tensor,                    # (M, K, L) e2m1, K-major: A's TMA view
+        mA: cute.Tensor,  # (M, K, L) e2m1, K-major: A's TMA view
         tma_b: cute.CopyAtom,
-        mB: cute.Tensor,                    # (N, K, L) e2m1, K-major: B's TMA view
+        mB: cute.Tensor,  # (N, K, L) e2m1, K-major: B's TMA view
         tma_sfa: cute.CopyAtom,
-        mSFA: cute.Tensor,                  # (M, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: A's TMA view
+        mSFA: cute.Tensor,  # (M, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: A's TMA view
         tma_sfb: cute.CopyAtom,
-        mSFB: cute.Tensor,                  # (N, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: B's TMA view
+        mSFB: cute.Tensor,  # (N, K / sf_vec, L) scale factors, tcgen05 128x4 atoms: B's TMA view
         tma_c,
-        mC: cute.Tensor,                    # (M, N, L) c_dtype, N-major (D's TMA-store view with epilogue="tma")
-        tbuf: cute.Tensor,                  # the timing buffer (int64; the recorder uses its address)
+        mC: cute.Tensor,  # (M, N, L) c_dtype, N-major (D's TMA-store view with epilogue="tma")
+        tbuf: cute.Tensor,  # the timing buffer (int64; the recorder uses its address)
         tile_slots: cutlass.Int32,
         cluster_layout_vmnk: cute.Layout,
         cluster_layout_sfb_vmnk: cute.Layout,
-        a_smem_staged: cute.ComposedLayout,     # (MMA, MMA_M, MMA_K, stages) e2m1
-        b_smem_staged: cute.ComposedLayout,     # (MMA, MMA_N, MMA_K, stages) e2m1
+        a_smem_staged: cute.ComposedLayout,  # (MMA, MMA_M, MMA_K, stages) e2m1
+        b_smem_staged: cute.ComposedLayout,  # (MMA, MMA_N, MMA_K, stages) e2m1
         sfa_smem_staged: cute.Layout,
         sfb_smem_staged: cute.Layout,
-        c_smem_staged,                          # (epi_m, epi_n, c_stage) or None (epilogue="simt")
+        c_smem_staged,  # (epi_m, epi_n, c_stage) or None (epilogue="simt")
         epi_tile: cute.Tile,
         tile_walk: tuple,
     ):
@@ -222,12 +276,21 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         ab_pipe, acc_pipe, tmem = self._pipelines(storage, cluster_layout_vmnk)
 
         sA, sB, sSFA, sSFB, sC = self._smem_tensors(
-            smem, storage, (a_smem_staged, b_smem_staged, sfa_smem_staged, sfb_smem_staged), c_smem_staged)
+            smem, storage, (a_smem_staged, b_smem_staged, sfa_smem_staged, sfb_smem_staged), c_smem_staged
+        )
         masks = self._multicast_masks(cluster_layout_vmnk, cluster_layout_sfb_vmnk, cl_vmnk, cl_sfb_vmnk)
         tCgA, tCgB, tCgSFA, tCgSFB, tCgC, k_tiles = self._mma_partitions(
-            tiled_mma, tiled_mma_sfb, mma_coord_v, (mA, mB, mSFA, mSFB), mC)
-        tma_parts = self._tma_partitions(atoms, (tCgA, tCgB, tCgSFA, tCgSFB), (sA, sB, sSFA, sSFB),
-                                         cluster_layout_vmnk, cluster_layout_sfb_vmnk, cl_vmnk, cl_sfb_vmnk)
+            tiled_mma, tiled_mma_sfb, mma_coord_v, (mA, mB, mSFA, mSFB), mC
+        )
+        tma_parts = self._tma_partitions(
+            atoms,
+            (tCgA, tCgB, tCgSFA, tCgSFB),
+            (sA, sB, sSFA, sSFB),
+            cluster_layout_vmnk,
+            cluster_layout_sfb_vmnk,
+            cl_vmnk,
+            cl_sfb_vmnk,
+        )
 
         tCrA = tiled_mma.make_fragment_A(sA)
         tCrB = tiled_mma.make_fragment_B(sB)
@@ -243,8 +306,19 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         if warp_idx == TMA_WARP:
             self.producer(atoms, tma_parts, masks, ab_pipe, k_tiles, walk, nthr, timing)
         if warp_idx == MMA_WARP:
-            self._mma_warp(tmem, tiled_mma, (tCrA, tCrB, tCtAcc_fake), (sSFA, sSFB),
-                           (sfa_smem_staged, sfb_smem_staged), ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, timing)
+            self._mma_warp(
+                tmem,
+                tiled_mma,
+                (tCrA, tCrB, tCtAcc_fake),
+                (sSFA, sSFB),
+                (sfa_smem_staged, sfb_smem_staged),
+                ab_pipe,
+                acc_pipe,
+                is_leader_cta,
+                k_tiles,
+                walk,
+                timing,
+            )
         if warp_idx < EPILOGUE_WARPS:
             self._epilogue_warps(tmem, tCtAcc_fake, tidx, tma_c, tCgC, sC, epi_tile, acc_pipe, walk, nthr, timing)
 
@@ -281,8 +355,9 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         sSFB = storage.sSFB.get_tensor(sfb_smem_staged)
         sC = None
         if cutlass.const_expr(self.use_tma_store):
-            sC = smem.allocate_tensor(element_type=self.c_dtype, layout=c_smem_staged.outer,
-                                      byte_alignment=1024, swizzle=c_smem_staged.inner)
+            sC = smem.allocate_tensor(
+                element_type=self.c_dtype, layout=c_smem_staged.outer, byte_alignment=1024, swizzle=c_smem_staged.inner
+            )
         return sA, sB, sSFA, sSFB, sC
 
     @cute.jit
@@ -328,19 +403,31 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         # A/B ring: TMA (one thread) produces, the MMA warp consumes; every CTA whose tile a multicast
         # writes into must see the release
         ab_pipe = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.ab_full.data_ptr(), num_stages=self.ab_stage,
+            barrier_storage=storage.ab_full.data_ptr(),
+            num_stages=self.ab_stage,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mcast_a + self.num_mcast_b - 1),
-            tx_count=self.tma_bytes, cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
+            tx_count=self.tma_bytes,
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
         acc_pipe = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full.data_ptr(), num_stages=self.acc_stage,
+            barrier_storage=storage.acc_full.data_ptr(),
+            num_stages=self.acc_stage,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     32 * len(EPI_WARPS) * (2 if self.use_2cta else 1)),
-            cta_layout_vmnk=cluster_layout_vmnk, defer_sync=True)
-        tmem = cutlass.memory.TmemAllocator(storage.tmem_holding.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
-                                   allocator_warp_id=EPI_WARPS[0], is_two_cta=self.use_2cta,
-                                   two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc.ptr)
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, 32 * len(EPI_WARPS) * (2 if self.use_2cta else 1)
+            ),
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
+        tmem = cutlass.memory.TmemAllocator(
+            storage.tmem_holding.ptr,
+            barrier_for_retrieve=self.tmem_alloc_barrier,
+            allocator_warp_id=EPI_WARPS[0],
+            is_two_cta=self.use_2cta,
+            two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc.ptr,
+        )
         pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
         return ab_pipe, acc_pipe, tmem
 
@@ -355,16 +442,20 @@ class Nvfp4Gemm(Nvfp4Layouts, TmaWarp, MmaWarp, EpilogueWarps):
         a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
         b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
         sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
-        tAsA, tAgA = cpasync.tma_partition(tma_a, cl_vmnk[2], a_cta_layout, cute.group_modes(sA, 0, 3),
-                                           cute.group_modes(tCgA, 0, 3))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, cl_vmnk[1], b_cta_layout, cute.group_modes(sB, 0, 3),
-                                           cute.group_modes(tCgB, 0, 3))
-        tAsSFA, tAgSFA = cpasync.tma_partition(tma_sfa, cl_vmnk[2], a_cta_layout, cute.group_modes(sSFA, 0, 3),
-                                               cute.group_modes(tCgSFA, 0, 3))
+        tAsA, tAgA = cpasync.tma_partition(
+            tma_a, cl_vmnk[2], a_cta_layout, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3)
+        )
+        tBsB, tBgB = cpasync.tma_partition(
+            tma_b, cl_vmnk[1], b_cta_layout, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3)
+        )
+        tAsSFA, tAgSFA = cpasync.tma_partition(
+            tma_sfa, cl_vmnk[2], a_cta_layout, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3)
+        )
         tAsSFA = cute.filter_zeros(tAsSFA)
         tAgSFA = cute.filter_zeros(tAgSFA)
-        tBsSFB, tBgSFB = cpasync.tma_partition(tma_sfb, cl_sfb_vmnk[1], sfb_cta_layout,
-                                               cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        tBsSFB, tBgSFB = cpasync.tma_partition(
+            tma_sfb, cl_sfb_vmnk[1], sfb_cta_layout, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3)
+        )
         tBsSFB = cute.filter_zeros(tBsSFB)
         tBgSFB = cute.filter_zeros(tBgSFB)
         return tAsA, tAgA, tBsB, tBgB, tAsSFA, tAgSFA, tBsSFB, tBgSFB

@@ -15,14 +15,16 @@ from bsprof.kernels.tile_order import TileOrder, tile_counts
 ARCH = "sm_100a"
 DEFAULT_MNKL = (8192, 8192, 1024, 1)
 B200_SMS = cfg.B200_SMS
-KERNEL_NAME_HINT = "Nvfp4Gemm"   # substring of the mangled kernel name (ncu -k regex:...)
+KERNEL_NAME_HINT = "Nvfp4Gemm"  # substring of the mangled kernel name (ncu -k regex:...)
 
 
-def kernel_kwargs(variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0,
-                  delay_phase1: int = 0) -> dict:
+def kernel_kwargs(
+    variant: str, config: dict, mnkl, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0
+) -> dict:
     kw = cfg.resolve(variant, config, mnkl)
-    check_shape(mnkl, sf_vec=kw["sf_vec"], sf_dtype=kw["sf_dtype"], c_dtype=kw["c_dtype"],
-                cta_tile_mn=cfg.cta_tile_mn(kw))
+    check_shape(
+        mnkl, sf_vec=kw["sf_vec"], sf_dtype=kw["sf_dtype"], c_dtype=kw["c_dtype"], cta_tile_mn=cfg.cta_tile_mn(kw)
+    )
     kw.update(timing=bool(timing), delay_kloop=int(delay_kloop), delay_phase1=int(delay_phase1))
     return kw
 
@@ -37,11 +39,31 @@ def plan(variant: str, mnkl, *, num_sms: int = B200_SMS, **config) -> dict:
     if mapped:
         picked, choice = cfg.choose_for_shape(mnkl, num_sms)
         kw.update(picked)
-    shown = ("tile_m", "tile_n", "cluster_m", "cluster_n", "ab_stage", "acc_stage", "epilogue", "cache_hint",
-             "sf_dtype", "sf_vec", "c_dtype")
-    return dict(family="nvfp4", variant=variant, mnkl=list(mnkl), num_sms=num_sms,
-                tile=f"{kw['tile_m']}x{kw['tile_n']}", cluster=f"{kw['cluster_m']}x{kw['cluster_n']}", split_k=1,
-                static_shapes=False, choice=choice, switches={k: kw[k] for k in shown if k in kw})
+    shown = (
+        "tile_m",
+        "tile_n",
+        "cluster_m",
+        "cluster_n",
+        "ab_stage",
+        "acc_stage",
+        "epilogue",
+        "cache_hint",
+        "sf_dtype",
+        "sf_vec",
+        "c_dtype",
+    )
+    return dict(
+        family="nvfp4",
+        variant=variant,
+        mnkl=list(mnkl),
+        num_sms=num_sms,
+        tile=f"{kw['tile_m']}x{kw['tile_n']}",
+        cluster=f"{kw['cluster_m']}x{kw['cluster_n']}",
+        split_k=1,
+        static_shapes=False,
+        choice=choice,
+        switches={k: kw[k] for k in shown if k in kw},
+    )
 
 
 def _pointers(kw: dict, ptrs=(0, 0, 0, 0, 0, 0)):
@@ -53,12 +75,14 @@ def _pointers(kw: dict, ptrs=(0, 0, 0, 0, 0, 0)):
 
     gmem = cute.AddressSpace.gmem
     a, b, sfa, sfb, c, t = ptrs
-    return (make_ptr(cutlass.Float4E2M1FN, a, gmem, assumed_align=32),
-            make_ptr(cutlass.Float4E2M1FN, b, gmem, assumed_align=32),
-            make_ptr(DTYPES[kw["sf_dtype"]], sfa, gmem, assumed_align=32),
-            make_ptr(DTYPES[kw["sf_dtype"]], sfb, gmem, assumed_align=32),
-            make_ptr(DTYPES[kw["c_dtype"]], c, gmem, assumed_align=16),
-            make_ptr(cutlass.Int64, t, gmem, assumed_align=16))
+    return (
+        make_ptr(cutlass.Float4E2M1FN, a, gmem, assumed_align=32),
+        make_ptr(cutlass.Float4E2M1FN, b, gmem, assumed_align=32),
+        make_ptr(DTYPES[kw["sf_dtype"]], sfa, gmem, assumed_align=32),
+        make_ptr(DTYPES[kw["sf_dtype"]], sfb, gmem, assumed_align=32),
+        make_ptr(DTYPES[kw["c_dtype"]], c, gmem, assumed_align=16),
+        make_ptr(cutlass.Int64, t, gmem, assumed_align=16),
+    )
 
 
 def _compile(kw: dict, max_active_clusters: int, stream=None):
@@ -70,8 +94,14 @@ def _compile(kw: dict, max_active_clusters: int, stream=None):
 
     gemm = Nvfp4Gemm(**kw)
     mnkl = tuple(cutlass.Int32(1) for _ in range(4))
-    return cute.compile(gemm, *_pointers(kw), mnkl, cutlass.Int32(1), max_active_clusters,
-                        stream if stream is not None else make_fake_stream())
+    return cute.compile(
+        gemm,
+        *_pointers(kw),
+        mnkl,
+        cutlass.Int32(1),
+        max_active_clusters,
+        stream if stream is not None else make_fake_stream(),
+    )
 
 
 def compile_entry(**kw) -> None:
@@ -85,8 +115,17 @@ def output_tile(variant: str, mnkl=DEFAULT_MNKL, **config) -> tuple[int, int]:
     return int(kw["tile_m"]), int(kw["tile_n"])
 
 
-def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = False, lineinfo: bool = True,
-                  delay_kloop: int = 0, delay_phase1: int = 0, **config) -> Path:
+def compile_cubin(
+    variant: str,
+    out_dir,
+    *,
+    mnkl=DEFAULT_MNKL,
+    timing: bool = False,
+    lineinfo: bool = True,
+    delay_kloop: int = 0,
+    delay_phase1: int = 0,
+    **config,
+) -> Path:
     """CPU-only compile for sm_100a; returns the kept cubin (cached by sources + knobs).
 
     The kernel is shape-generic (M, N, K, L are runtime); ``mnkl`` validates the problem and, for
@@ -95,8 +134,11 @@ def compile_cubin(variant: str, out_dir, *, mnkl=DEFAULT_MNKL, timing: bool = Fa
 
     kw = kernel_kwargs(variant, config, tuple(mnkl), timing, delay_kloop, delay_phase1)
     tag = f"{kw['tile_m']}x{kw['tile_n']}_c{kw['cluster_m']}x{kw['cluster_n']}_sf{kw['sf_vec']}"
-    suffix = ("-timing" if timing else "") + (f"-dk{delay_kloop}" if delay_kloop else "") \
+    suffix = (
+        ("-timing" if timing else "")
+        + (f"-dk{delay_kloop}" if delay_kloop else "")
         + (f"-dp{delay_phase1}" if delay_phase1 else "")
+    )
     out = Path(out_dir) / f"nvfp4_{variant}_{tag}{suffix}.{ARCH}.cubin"
     return compile_to_cubin("bsprof.kernels.nvfp4.launch:compile_entry", kw, ARCH, out, lineinfo=lineinfo)
 
@@ -141,8 +183,10 @@ class Prepared(PreparedMixin):
         torch.cuda.synchronize()
         out = d.double().cpu()
         if torch.isnan(out).any():
-            raise BsprofError(f"nvfp4 {self.variant}: {int(torch.isnan(out).sum())} entries of D were not written "
-                              "(NaN); the tiling or launch is wrong for this shape")
+            raise BsprofError(
+                f"nvfp4 {self.variant}: {int(torch.isnan(out).sum())} entries of D were not written "
+                "(NaN); the tiling or launch is wrong for this shape"
+            )
         ref = self.reference()
         return float((out - ref).norm() / ref.norm().clamp(min=1e-30))
 
@@ -156,8 +200,16 @@ def grid_ctas(mnkl, kw: dict, max_active_clusters: int) -> tuple[int, int]:
     return launched * cm * cn, -(-order.units(tiles) // launched)
 
 
-def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloop: int = 0, delay_phase1: int = 0,
-            seed: int = 0, **config) -> Prepared:
+def prepare(
+    variant: str,
+    mnkl=DEFAULT_MNKL,
+    *,
+    timing: bool = False,
+    delay_kloop: int = 0,
+    delay_phase1: int = 0,
+    seed: int = 0,
+    **config,
+) -> Prepared:
     """GPU (sm_100 only): compile for this device, quantize fresh random inputs, return launchers."""
     from bsprof.gpu import require_capability
 
@@ -176,29 +228,54 @@ def prepare(variant: str, mnkl=DEFAULT_MNKL, *, timing: bool = False, delay_kloo
     qa = quant.quantize(torch.randn(batches, m, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
     qb = quant.quantize(torch.randn(batches, n, k, generator=g), kw["sf_vec"], kw["sf_dtype"])
     dev = torch.device("cuda")
-    ops = {"a": qa.packed().to(dev), "b": qb.packed().to(dev), "sfa": qa.sf_mma().to(dev),
-           "sfb": qb.sf_mma().to(dev), "qa": qa, "qb": qb,
-           "d": torch.empty((batches, m, n), dtype=getattr(torch, TORCH_C[kw["c_dtype"]]), device=dev)}
+    ops = {
+        "a": qa.packed().to(dev),
+        "b": qb.packed().to(dev),
+        "sfa": qa.sf_mma().to(dev),
+        "sfb": qb.sf_mma().to(dev),
+        "qa": qa,
+        "qb": qb,
+        "d": torch.empty((batches, m, n), dtype=getattr(torch, TORCH_C[kw["c_dtype"]]), device=dev),
+    }
     torch.empty(1, device="cuda")  # HardwareInfo needs torch's (primary) context to be current
     max_active = cutlass.utils.HardwareInfo().get_max_active_clusters(kw["cluster_m"] * kw["cluster_n"])
     plan = None
     slots = 1
-    tbuf = torch.zeros(2, dtype=torch.int64, device=dev)      # never written by a plain build
+    tbuf = torch.zeros(2, dtype=torch.int64, device=dev)  # never written by a plain build
     if timing:
         from bsprof.analyzers.timing.buffer import plan_buffer
 
         ctas, tiles_per_cta = grid_ctas(mnkl, kw, max_active)
         plan = plan_buffer(ctas, 6, tiles_per_cta)
-        kw["sample_every"] = plan.sample_every   # compiled in
+        kw["sample_every"] = plan.sample_every  # compiled in
         tbuf = torch.zeros(math.prod(plan.shape), dtype=torch.int64, device=dev)
         slots = plan.tile_slots
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     key = (tuple(sorted(kw.items())), max_active)
     if key not in _COMPILED:
         _COMPILED[key] = _compile(kw, max_active, stream)
-    ptrs = _pointers(kw, (ops["a"].data_ptr(), ops["b"].data_ptr(), ops["sfa"].data_ptr(), ops["sfb"].data_ptr(),
-                          ops["d"].data_ptr(), tbuf.data_ptr()))
+    ptrs = _pointers(
+        kw,
+        (
+            ops["a"].data_ptr(),
+            ops["b"].data_ptr(),
+            ops["sfa"].data_ptr(),
+            ops["sfb"].data_ptr(),
+            ops["d"].data_ptr(),
+            tbuf.data_ptr(),
+        ),
+    )
     args = (*ptrs, tuple(cutlass.Int32(v) for v in mnkl), cutlass.Int32(slots), stream)
-    return Prepared(variant=variant, mnkl=mnkl, kernel_name=KERNEL_NAME_HINT, flops=2.0 * m * n * k * batches, kw=kw,
-                    operands=ops, _fn=_COMPILED[key], _args=args, _plan=plan, _tbuf=tbuf if timing else None,
-                    extra={"tile": cfg.cta_tile_mn(kw), "max_active_clusters": max_active})
+    return Prepared(
+        variant=variant,
+        mnkl=mnkl,
+        kernel_name=KERNEL_NAME_HINT,
+        flops=2.0 * m * n * k * batches,
+        kw=kw,
+        operands=ops,
+        _fn=_COMPILED[key],
+        _args=args,
+        _plan=plan,
+        _tbuf=tbuf if timing else None,
+        extra={"tile": cfg.cta_tile_mn(kw), "max_active_clusters": max_active},
+    )

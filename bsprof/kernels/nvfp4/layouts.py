@@ -17,7 +17,8 @@ class Nvfp4Layouts:
 
     def _tiled_mma(self, cta_group, mn):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
-            self.ab_dtype, self.ab_dtype, self.a_major, self.b_major, self.sf_dtype, self.sf_vec, cta_group, mn)
+            self.ab_dtype, self.ab_dtype, self.a_major, self.b_major, self.sf_dtype, self.sf_vec, cta_group, mn
+        )
 
     def _setup(self):
         # the SFB MMA view: one CTA's rows, N rounded up to the 128-row scale atom
@@ -29,16 +30,19 @@ class Nvfp4Layouts:
         nthr = cute.size(tiled_mma.thr_id.shape)
         self.cta_tile = (self.mma_tiler[0] // nthr, self.mma_tiler[1], self.mma_tiler[2])
         self.cluster_layout_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma.thr_id.shape,))
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma.thr_id.shape,)
+        )
         tiled_mma_sfb = self._tiled_mma(tcgen05.CtaGroup.ONE, self.mma_mn_sfb)
         self.cluster_layout_sfb_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma_sfb.thr_id.shape,))
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma_sfb.thr_id.shape,)
+        )
         self.num_mcast_a = cute.size(self.cluster_layout_vmnk.shape[2])
         self.num_mcast_b = cute.size(self.cluster_layout_vmnk.shape[1])
         self.num_mcast_sfb = cute.size(self.cluster_layout_sfb_vmnk.shape[1])
 
         self.epi_tile = sm100_utils.compute_epilogue_tile_shape(
-            self.cta_tile, self.use_2cta, self.c_layout, self.c_dtype)
+            self.cta_tile, self.use_2cta, self.c_layout, self.c_dtype
+        )
         self.epi_tile_n = cute.size(self.epi_tile[1])
 
         # tensor memory: accumulators first, then SFA and SFB columns
@@ -52,21 +56,29 @@ class Nvfp4Layouts:
             self.acc_stage = self.acc_stage_req
         self.acc_tmem_cols = self.cta_tile[1] * self.acc_stage
         if self.acc_tmem_cols + sf_cols > self.tmem_cols:
-            raise ValueError(f"{self.acc_stage} accumulator stages of {self.cta_tile[1]} columns plus {sf_cols} "
-                             f"scale-factor columns exceed {self.tmem_cols} tensor-memory columns")
+            raise ValueError(
+                f"{self.acc_stage} accumulator stages of {self.cta_tile[1]} columns plus {sf_cols} "
+                f"scale-factor columns exceed {self.tmem_cols} tensor-memory columns"
+            )
 
         # shared memory: C staging (TMA-store epilogue) + A/B/SFA/SFB stages
         self.c_stage = 2 if self.use_tma_store else 0
 
         def one():
-            return (sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
-                    sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
-                    bs_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, self.sf_vec, 1),
-                    bs_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, self.sf_vec, 1))
+            return (
+                sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
+                sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, self.ab_dtype, 1),
+                bs_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, self.sf_vec, 1),
+                bs_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, self.sf_vec, 1),
+            )
 
         a1, b1, sfa1, sfb1 = one()
-        ab_bytes = (cute.size_in_bytes(self.ab_dtype, a1) + cute.size_in_bytes(self.ab_dtype, b1)
-                    + cute.size_in_bytes(self.sf_dtype, sfa1) + cute.size_in_bytes(self.sf_dtype, sfb1))
+        ab_bytes = (
+            cute.size_in_bytes(self.ab_dtype, a1)
+            + cute.size_in_bytes(self.ab_dtype, b1)
+            + cute.size_in_bytes(self.sf_dtype, sfa1)
+            + cute.size_in_bytes(self.sf_dtype, sfb1)
+        )
         c_bytes = 0
         if self.use_tma_store:
             c1 = sm100_utils.make_smem_layout_epi(self.c_dtype, self.c_layout, self.epi_tile, 1)
@@ -84,6 +96,9 @@ class Nvfp4Layouts:
         self.b_smem_staged = sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, self.ab_dtype, self.ab_stage)
         self.sfa_smem_staged = bs_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, self.sf_vec, self.ab_stage)
         self.sfb_smem_staged = bs_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, self.sf_vec, self.ab_stage)
-        self.c_smem_staged = (sm100_utils.make_smem_layout_epi(self.c_dtype, self.c_layout, self.epi_tile,
-                                                               self.c_stage) if self.use_tma_store else None)
+        self.c_smem_staged = (
+            sm100_utils.make_smem_layout_epi(self.c_dtype, self.c_layout, self.epi_tile, self.c_stage)
+            if self.use_tma_store
+            else None
+        )
         return tiled_mma, tiled_mma_sfb

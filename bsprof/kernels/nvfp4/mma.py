@@ -20,8 +20,9 @@ class MmaWarp:
     """The MMA role of :class:`.kernel.Nvfp4Gemm` (warp 4)."""
 
     @cute.jit
-    def _mma_warp(self, tmem, tiled_mma, frags, sSF, sf_smem_staged, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
-                  walk, timing):
+    def _mma_warp(
+        self, tmem, tiled_mma, frags, sSF, sf_smem_staged, ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, timing
+    ):
         """The MMA warp: the accumulator and the scale factors' places in tensor memory (after the
         epilogue warps' allocation), their shared -> tensor memory copies, then every tile's MMAs.
         ``frags``: (tCrA, tCrB, the accumulator fragment); ``sSF`` and ``sf_smem_staged``: SFA's and
@@ -35,17 +36,43 @@ class MmaWarp:
             acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
             sfa_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols, dtype=self.sf_dtype)
-            tCtSFA = cute.make_tensor(sfa_tmem_ptr, bs_layout.make_tmem_layout_sfa(
-                tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))))
-            sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols,
-                                           dtype=self.sf_dtype)
-            tCtSFB = cute.make_tensor(sfb_tmem_ptr, bs_layout.make_tmem_layout_sfb(
-                tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))))
+            tCtSFA = cute.make_tensor(
+                sfa_tmem_ptr,
+                bs_layout.make_tmem_layout_sfa(
+                    tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfa_smem_staged, (None, None, None, 0))
+                ),
+            )
+            sfb_tmem_ptr = cute.recast_ptr(acc_tmem_ptr + self.acc_tmem_cols + self.sfa_tmem_cols, dtype=self.sf_dtype)
+            tCtSFB = cute.make_tensor(
+                sfb_tmem_ptr,
+                bs_layout.make_tmem_layout_sfb(
+                    tiled_mma, self.mma_tiler, self.sf_vec, cute.slice_(sfb_smem_staged, (None, None, None, 0))
+                ),
+            )
             s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t(sSFA, tCtSFA)
             s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t(sSFB, tCtSFB)
-            self.mma(tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
-                     s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles,
-                     walk, tbuf, cta_linear, warp_idx)
+            self.mma(
+                tiled_mma,
+                tCrA,
+                tCrB,
+                tCtAcc_base,
+                tCtSFA,
+                tCtSFB,
+                s2t_sfa,
+                tCsSFA_s2t,
+                tCtSFA_s2t,
+                s2t_sfb,
+                tCsSFB_s2t,
+                tCtSFB_s2t,
+                ab_pipe,
+                acc_pipe,
+                is_leader_cta,
+                k_tiles,
+                walk,
+                tbuf,
+                cta_linear,
+                warp_idx,
+            )
 
     def _s2t(self, sSF, tSF):
         """shared -> tensor memory copy (tcgen05.cp 4x32x128b) of one stage's scale factors."""
@@ -58,9 +85,29 @@ class MmaWarp:
         return tiled, src, thr.partition_D(tSF_c)
 
     @cute.jit
-    def mma(self, tiled_mma, tCrA, tCrB, tCtAcc_base, tCtSFA, tCtSFB, s2t_sfa, tCsSFA_s2t, tCtSFA_s2t, s2t_sfb,
-            tCsSFB_s2t, tCtSFB_s2t, ab_pipe, acc_pipe, is_leader_cta, k_tiles, walk, tbuf, cta_linear,
-            warp_idx):
+    def mma(
+        self,
+        tiled_mma,
+        tCrA,
+        tCrB,
+        tCtAcc_base,
+        tCtSFA,
+        tCtSFB,
+        s2t_sfa,
+        tCsSFA_s2t,
+        tCtSFA_s2t,
+        s2t_sfb,
+        tCsSFB_s2t,
+        tCtSFB_s2t,
+        ab_pipe,
+        acc_pipe,
+        is_leader_cta,
+        k_tiles,
+        walk,
+        tbuf,
+        cta_linear,
+        warp_idx,
+    ):
         unit, units, step = self.tile_order.start(walk)
         ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.acc_stage)
@@ -86,8 +133,13 @@ class MmaWarp:
                         cute.copy(s2t_sfb, tCsSFB_s2t[stage], tCtSFB_s2t)
                         for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
                             crd = (None, None, kb, ab_state.index)
-                            cute.gemm(tiled_mma, tCtAcc, [tCrA[crd], tCtSFA[(None, None, kb)]],
-                                      [tCrB[crd], tCtSFB[(None, None, kb)]], tCtAcc)
+                            cute.gemm(
+                                tiled_mma,
+                                tCtAcc,
+                                [tCrA[crd], tCtSFA[(None, None, kb)]],
+                                [tCrB[crd], tCtSFB[(None, None, kb)]],
+                                tCtAcc,
+                            )
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                         self.rec.spin(self.delay_kloop)
                         ab_pipe.consumer_release(ab_state)

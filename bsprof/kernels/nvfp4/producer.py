@@ -50,19 +50,51 @@ class TmaWarp:
                         if cutlass.const_expr(self.cache_hint):
                             # A tiles are read by one M-row of tiles and then dead: evict first;
                             # B tiles are shared by every M-tile of the wave: keep them
-                            cute.copy(tma_a, gA_t[(None, state.count)], tAsA[(None, state.index)], tma_bar_ptr=bar,
-                                      mcast_mask=a_mask, cache_policy=cutlass.Int64(L2_EVICT_FIRST))
-                            cute.copy(tma_b, gB_t[(None, state.count)], tBsB[(None, state.index)], tma_bar_ptr=bar,
-                                      mcast_mask=b_mask, cache_policy=cutlass.Int64(L2_EVICT_LAST))
+                            cute.copy(
+                                tma_a,
+                                gA_t[(None, state.count)],
+                                tAsA[(None, state.index)],
+                                tma_bar_ptr=bar,
+                                mcast_mask=a_mask,
+                                cache_policy=cutlass.Int64(L2_EVICT_FIRST),
+                            )
+                            cute.copy(
+                                tma_b,
+                                gB_t[(None, state.count)],
+                                tBsB[(None, state.index)],
+                                tma_bar_ptr=bar,
+                                mcast_mask=b_mask,
+                                cache_policy=cutlass.Int64(L2_EVICT_LAST),
+                            )
                         else:
-                            cute.copy(tma_a, gA_t[(None, state.count)], tAsA[(None, state.index)], tma_bar_ptr=bar,
-                                      mcast_mask=a_mask)
-                            cute.copy(tma_b, gB_t[(None, state.count)], tBsB[(None, state.index)], tma_bar_ptr=bar,
-                                      mcast_mask=b_mask)
-                        cute.copy(tma_sfa, gSFA_t[(None, state.count)], tAsSFA[(None, state.index)], tma_bar_ptr=bar,
-                                  mcast_mask=sfa_mask)
-                        cute.copy(tma_sfb, gSFB_t[(None, state.count)], tBsSFB[(None, state.index)], tma_bar_ptr=bar,
-                                  mcast_mask=sfb_mask)
+                            cute.copy(
+                                tma_a,
+                                gA_t[(None, state.count)],
+                                tAsA[(None, state.index)],
+                                tma_bar_ptr=bar,
+                                mcast_mask=a_mask,
+                            )
+                            cute.copy(
+                                tma_b,
+                                gB_t[(None, state.count)],
+                                tBsB[(None, state.index)],
+                                tma_bar_ptr=bar,
+                                mcast_mask=b_mask,
+                            )
+                        cute.copy(
+                            tma_sfa,
+                            gSFA_t[(None, state.count)],
+                            tAsSFA[(None, state.index)],
+                            tma_bar_ptr=bar,
+                            mcast_mask=sfa_mask,
+                        )
+                        cute.copy(
+                            tma_sfb,
+                            gSFB_t[(None, state.count)],
+                            tBsSFB[(None, state.index)],
+                            tma_bar_ptr=bar,
+                            mcast_mask=sfb_mask,
+                        )
                         state.advance()
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
                 tile_count += 1

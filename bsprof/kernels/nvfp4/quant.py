@@ -30,7 +30,7 @@ SF_FORMATS = {
     "Float8E8M0FNU": (16, 32),
 }
 C_DTYPES = ("Float16", "BFloat16", "Float32")
-TILE_K = 256          # four K=64 tcgen05 FP4 MMAs per pipeline stage
+TILE_K = 256  # four K=64 tcgen05 FP4 MMAs per pipeline stage
 
 
 def _torch():
@@ -90,7 +90,7 @@ def _scale_values(amax, sf_dtype: str):
         return (amax / E2M1_MAX).to(torch.float8_e4m3fn).float()
     if sf_dtype == "Float8E8M0FNU":
         # OCP MX: shared exponent floor(log2(amax)) - emax(E2M1)=2; values above 6*2^e saturate
-        e = torch.floor(torch.log2(amax.clamp(min=2.0 ** -126))) - 2
+        e = torch.floor(torch.log2(amax.clamp(min=2.0**-126))) - 2
         return torch.exp2(e.clamp(-127, 127))
     raise BsprofError(f"scale dtype {sf_dtype!r} is not supported; use Float8E4M3FN or Float8E8M0FNU")
 
@@ -187,12 +187,20 @@ def check_sf(sf_dtype: str, sf_vec: int) -> None:
         raise BsprofError(f"--sf-dtype {sf_dtype}: use Float8E4M3FN (NVFP4) or Float8E8M0FNU (MXFP4)")
     if sf_vec not in SF_FORMATS[sf_dtype]:
         ok = " or ".join(str(v) for v in SF_FORMATS[sf_dtype])
-        raise BsprofError(f"--sf-vec {sf_vec} with --sf-dtype {sf_dtype}: the scale vector must be {ok}"
-                          " (NVFP4: Float8E4M3FN/16, MXFP4: Float8E8M0FNU/32)")
+        raise BsprofError(
+            f"--sf-vec {sf_vec} with --sf-dtype {sf_dtype}: the scale vector must be {ok}"
+            " (NVFP4: Float8E4M3FN/16, MXFP4: Float8E8M0FNU/32)"
+        )
 
 
-def check_shape(mnkl, *, sf_vec: int = 16, sf_dtype: str = "Float8E4M3FN", c_dtype: str = "Float16",
-                cta_tile_mn: tuple[int, int] = (128, 128)) -> None:
+def check_shape(
+    mnkl,
+    *,
+    sf_vec: int = 16,
+    sf_dtype: str = "Float8E4M3FN",
+    c_dtype: str = "Float16",
+    cta_tile_mn: tuple[int, int] = (128, 128),
+) -> None:
     """Raise BsprofError (one line: the problem and the fix) if the kernel cannot run ``mnkl``."""
     m, n, k, batches = (int(v) for v in mnkl)
     if min(m, n, k, batches) <= 0:
@@ -207,8 +215,12 @@ def check_shape(mnkl, *, sf_vec: int = 16, sf_dtype: str = "Float8E4M3FN", c_dty
     # TMA needs 16-byte aligned rows: 32 FP4 elements for A/B, 16 bytes of D
     c_bytes = 4 if c_dtype == "Float32" else 2
     if (n * c_bytes) % 16:
-        raise BsprofError(f"N={n}: rows of D ({c_dtype}) must be 16-byte aligned; pad N to a multiple of {16 // c_bytes}")
+        raise BsprofError(
+            f"N={n}: rows of D ({c_dtype}) must be 16-byte aligned; pad N to a multiple of {16 // c_bytes}"
+        )
     tm, tn = cta_tile_mn
     if m % tm or n % tn:
-        raise BsprofError(f"M={m}, N={n} must be multiples of the CTA tile {tm}x{tn} (the epilogue does not "
-                          f"predicate partial tiles); pad the problem or pick a smaller --mma-tiler")
+        raise BsprofError(
+            f"M={m}, N={n} must be multiples of the CTA tile {tm}x{tn} (the epilogue does not "
+            f"predicate partial tiles); pad the problem or pick a smaller --mma-tiler"
+        )

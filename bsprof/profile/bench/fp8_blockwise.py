@@ -36,17 +36,26 @@ def time_fn(fn, warmup: int, iters: int, warmup_s: float, sensors=None, hold: bo
     from bsprof.profile.sensors import SensorLog
 
     log = SensorLog(sensors) if sensors is not None else None
-    ms = statistics.median(launch_times_ms(fn, warmup, iters, warmup_s,
-                                           while_running=log.poll if log else None, hold=hold))
+    ms = statistics.median(
+        launch_times_ms(fn, warmup, iters, warmup_s, while_running=log.poll if log else None, hold=hold)
+    )
     return ms, (log.summary() if log else {})
 
 
 def _row(name: str, ours: bool, ms: float, flops: float, err, clocks: dict, num_sms: int) -> dict:
     from bsprof.profile.sensors import flop_per_sm_cycle
 
-    return dict(name=name, ours=ours, ms=ms, tflops=flops / ms / 1e9, rel_err=err,
-                sm_mhz=clocks.get("sm_mhz"), watts=clocks.get("watts"), clock_limiters=clocks.get("clock_limiters"),
-                flop_per_sm_cycle=flop_per_sm_cycle(flops, ms, clocks.get("sm_mhz"), num_sms))
+    return dict(
+        name=name,
+        ours=ours,
+        ms=ms,
+        tflops=flops / ms / 1e9,
+        rel_err=err,
+        sm_mhz=clocks.get("sm_mhz"),
+        watts=clocks.get("watts"),
+        clock_limiters=clocks.get("clock_limiters"),
+        flop_per_sm_cycle=flop_per_sm_cycle(flops, ms, clocks.get("sm_mhz"), num_sms),
+    )
 
 
 def graphed(p):
@@ -65,7 +74,7 @@ def torch_graphed(fn):
     eager when it cannot be captured."""
     from bsprof.profile.timing_capture import graph_replay
 
-    replay = graph_replay(lambda _side: fn())    # torch calls go to the current (capture) stream
+    replay = graph_replay(lambda _side: fn())  # torch calls go to the current (capture) stream
     return (replay, "graph") if replay else (fn, "eager")
 
 
@@ -92,19 +101,31 @@ def cublas_blockwise(a, b, sfa, sfb, out):
     import torch
 
     if sfb.shape[1] % 4 == 0:
+
         def bw():
             return torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16, out=out)
+
         return bw, lambda: out
     F = torch.nn.functional
     if not hasattr(F, "scaled_mm"):
-        raise BsprofError(f"K/128 = {sfb.shape[1]} is not a multiple of 4: cuBLAS takes its scales then only "
-                          "through torch.nn.functional.scaled_mm, which this torch lacks")
+        raise BsprofError(
+            f"K/128 = {sfb.shape[1]} is not a multiple of 4: cuBLAS takes its scales then only "
+            "through torch.nn.functional.scaled_mm, which this torch lacks"
+        )
     padded, last = k_blocks_padded(sfb), {}
 
     def bw():
-        last["out"] = F.scaled_mm(a, b.t(), sfa, F.ScalingType.BlockWise1x128, padded.t(),
-                                  F.ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+        last["out"] = F.scaled_mm(
+            a,
+            b.t(),
+            sfa,
+            F.ScalingType.BlockWise1x128,
+            padded.t(),
+            F.ScalingType.BlockWise128x128,
+            output_dtype=torch.bfloat16,
+        )
         return last["out"]
+
     return bw, lambda: last["out"]
 
 
@@ -122,8 +143,8 @@ def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
         asked = PEERS + (("cute_dense_fp8",) if cute_example else ())
         return fns, {p: "batched (L > 1) problems have no peer here" for p in asked}
     a, b = ops.a[0], ops.b[0]
-    sfa = ops.sfa[0].t()          # (M, K/128), column-major: what cuBLAS wants
-    sfb = ops.sfb[0]              # (N/128, K/128)
+    sfa = ops.sfa[0].t()  # (M, K/128), column-major: what cuBLAS wants
+    sfb = ops.sfb[0]  # (N/128, K/128)
 
     try:
         bw, out_bw = cublas_blockwise(a, b, sfa, sfb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
@@ -170,17 +191,35 @@ def peer_fns(ops, mnkl, cute_example=None, only=PEERS):
         out_cx = torch.empty(1, m, n, device="cuda", dtype=torch.bfloat16)
         unit = bool((ops.sfa == 1).all()) and bool((ops.sfb == 1).all())
         try:
-            fns["cute_dense_fp8"] = (dense_fp8_launcher(cute_example, ops.a, ops.b, out_cx), out_cx[0] if unit else None)
+            fns["cute_dense_fp8"] = (
+                dense_fp8_launcher(cute_example, ops.a, ops.b, out_cx),
+                out_cx[0] if unit else None,
+            )
         except Exception as exc:  # noqa: BLE001
             skipped["cute_dense_fp8"] = one_line(exc)
     return fns, skipped
 
 
-def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters: int = 50,
-            check: bool = True, seed: int = 0, peers: bool = True, config: dict | None = None,
-            warmup_s: float = 0.3, rounds: int = 1, peers_graph: bool = True,
-            launch_gaps: bool = False, inputs: str = "randn", cute_example=None, peer_names=PEERS,
-            hold: bool = True, placements: int = 1) -> dict:
+def measure(
+    mnkl,
+    variants=("optimized", "baseline"),
+    *,
+    warmup: int = 10,
+    iters: int = 50,
+    check: bool = True,
+    seed: int = 0,
+    peers: bool = True,
+    config: dict | None = None,
+    warmup_s: float = 0.3,
+    rounds: int = 1,
+    peers_graph: bool = True,
+    launch_gaps: bool = False,
+    inputs: str = "randn",
+    cute_example=None,
+    peer_names=PEERS,
+    hold: bool = True,
+    placements: int = 1,
+) -> dict:
     """One problem: our variants and the peers on the same inputs. Returns a JSON-able dict.
 
     ``rounds`` > 1 times every kernel that many times, interleaved (A B C C B A ...), and keeps
@@ -215,7 +254,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     check_rounds(rounds, placements)
     first = None
-    copies: list = []                  # the operands of each placement (copy 0 is the first kernel's)
+    copies: list = []  # the operands of each placement (copy 0 is the first kernel's)
     # (name, ours, [(launch fn, how) per placement], rel. error: ours the worst copy's, a peer's on copy 0)
     timed: list[tuple[str, bool, list, object]] = []
     configs: dict[int, dict] = {}
@@ -232,7 +271,7 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
             first = p
             copies = [p.ops] + [make_operands(mnkl, seed=seed, inputs=inputs) for _ in range(placements - 1)]
         else:
-            p = _rebind(p, first)            # same inputs for every kernel
+            p = _rebind(p, first)  # same inputs for every kernel
             p._ref = first._ref
         others = [_on_copy(p, ops) for ops in copies[1:]]
         # checked on every copy: a kernel wrong on one placement is wrong
@@ -286,8 +325,18 @@ def measure(mnkl, variants=("optimized", "baseline"), *, warmup: int = 10, iters
     base = {r["name"]: r for r in rows}.get("cublas_blockwise")
     for r in rows:
         r["vs_cublas_blockwise"] = (base["ms"] / r["ms"]) if base else None
-    return dict(mnkl=list(mnkl), rows=rows, skipped={**refused, **skipped}, warmup=warmup, iters=iters, warmup_s=warmup_s,
-                rounds=max(1, rounds), inputs=inputs, hold=hold, placements=placements)
+    return dict(
+        mnkl=list(mnkl),
+        rows=rows,
+        skipped={**refused, **skipped},
+        warmup=warmup,
+        iters=iters,
+        warmup_s=warmup_s,
+        rounds=max(1, rounds),
+        inputs=inputs,
+        hold=hold,
+        placements=placements,
+    )
 
 
 def placement_of(round_index: int, placements: int) -> int:
@@ -305,8 +354,10 @@ def check_rounds(rounds: int, placements: int) -> None:
     if placements < 1:
         raise BsprofError(f"--placements {placements}: give 1 or more copies of the operands")
     if placements > max(1, rounds):
-        raise BsprofError(f"--placements {placements} > --rounds {max(1, rounds)}: a copy no round runs on "
-                          f"measures nothing; give at least as many rounds as copies")
+        raise BsprofError(
+            f"--placements {placements} > --rounds {max(1, rounds)}: a copy no round runs on "
+            f"measures nothing; give at least as many rounds as copies"
+        )
 
 
 def placements_for(rounds: int, asked: int | None) -> int:
@@ -374,24 +425,40 @@ def run(request) -> tuple[dict, list[str]]:
     check_shape(request.mnkl)  # a shape the kernel cannot take is reported on any machine, GPU or not
     rounds = VERB_ROUNDS if request.rounds is None else request.rounds
     placements = placements_for(rounds, request.placements)
-    check_rounds(rounds, placements)      # and so are copies no round would visit
+    check_rounds(rounds, placements)  # and so are copies no round would visit
     cute_example = None
     if request.cute_example:
         from bsprof.kernels.fp8_blockwise.cute_example_peer import example_file
 
-        cute_example = str(example_file(request.cute_example))   # and a wrong path
+        cute_example = str(example_file(request.cute_example))  # and a wrong path
     info = device_info()
-    close = close_call_specs(request.variant, request.mnkl, info["sm_count"], request.config) if request.close_calls else []
+    close = (
+        close_call_specs(request.variant, request.mnkl, info["sm_count"], request.config) if request.close_calls else []
+    )
     # a spec with switches is timed beside the plain variants it departs from
     variants = (request.variant, *close) + tuple(v for v in ("optimized", "baseline") if v != request.variant)
-    res = measure(request.mnkl, variants, warmup=request.warmup, iters=request.iters,
-                  check=not request.skip_ref_check, seed=request.seed, config=request.config,
-                  inputs=request.inputs, cute_example=cute_example, rounds=rounds, placements=placements)
-    failed = [f"{r['name']} relative error {r['rel_err']:.3e} > {WRONG_PRODUCT:g} on {request.mnkl}: kernel bug"
-              for r in res["rows"] if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > WRONG_PRODUCT]
+    res = measure(
+        request.mnkl,
+        variants,
+        warmup=request.warmup,
+        iters=request.iters,
+        check=not request.skip_ref_check,
+        seed=request.seed,
+        config=request.config,
+        inputs=request.inputs,
+        cute_example=cute_example,
+        rounds=rounds,
+        placements=placements,
+    )
+    failed = [
+        f"{r['name']} relative error {r['rel_err']:.3e} > {WRONG_PRODUCT:g} on {request.mnkl}: kernel bug"
+        for r in res["rows"]
+        if r["ours"] and isinstance(r["rel_err"], float) and r["rel_err"] > WRONG_PRODUCT
+    ]
     extra = {"close_calls": close} if request.close_calls else {}
-    return document("bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res,
-                              **extra}), failed
+    return document(
+        "bench", {"family": "fp8-blockwise", "variant": request.variant, "device": info, **res, **extra}
+    ), failed
 
 
 def close_call_specs(spec: str, mnkl, num_sms: int, config: dict | None = None) -> list[str]:

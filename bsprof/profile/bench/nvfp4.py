@@ -65,12 +65,16 @@ def run(request) -> tuple[dict, list[str]]:
     if request.inputs != "randn" or request.cute_example:
         raise BsprofError("--inputs and --cute-example are fp8-blockwise options (Hopper); drop them for nvfp4")
     if request.rounds not in (None, 1) or request.placements not in (None, 1):
-        raise BsprofError("--rounds and --placements are fp8-blockwise options (the nvfp4 bench times one pass "
-                          "on one allocation); drop them for nvfp4")
+        raise BsprofError(
+            "--rounds and --placements are fp8-blockwise options (the nvfp4 bench times one pass "
+            "on one allocation); drop them for nvfp4"
+        )
     if request.close_calls:
-        raise BsprofError("--close-calls names the fp8-blockwise tile choice's near ties; the nvfp4 optimized "
-                          "variant picks from a table (bench --plan shows it): drop --close-calls")
-    kernel_kwargs(request.variant, request.config, request.mnkl)   # shape/option errors first, on any machine
+        raise BsprofError(
+            "--close-calls names the fp8-blockwise tile choice's near ties; the nvfp4 optimized "
+            "variant picks from a table (bench --plan shows it): drop --close-calls"
+        )
+    kernel_kwargs(request.variant, request.config, request.mnkl)  # shape/option errors first, on any machine
     info = require_capability(10, "bsprof bench --family nvfp4 (tcgen05 block-scaled MMA)")
     p = prepare(request.variant, request.mnkl, seed=request.seed, **request.config)
     m, n, k, batches = request.mnkl
@@ -84,19 +88,46 @@ def run(request) -> tuple[dict, list[str]]:
     peak, peak_src = peak_tflops(info)
     # ``ms`` and ``ours`` are every bench row's fields (the report reads them); ``ms_median`` stays for
     # readers of the older NVFP4 rows
-    row = dict(name=request.variant, ours=True, ms=med, ms_median=med, ms_min=best, tflops=p.flops / med / 1e9,
-               pct_peak=100.0 * p.flops / med / 1e9 / peak, rel_err=err, config=p.kw)
+    row = dict(
+        name=request.variant,
+        ours=True,
+        ms=med,
+        ms_median=med,
+        ms_min=best,
+        tflops=p.flops / med / 1e9,
+        pct_peak=100.0 * p.flops / med / 1e9 / peak,
+        rel_err=err,
+        config=p.kw,
+    )
     peer, why = _cublas(p.operands, p.kw, request.mnkl)
     cub = None
     if peer is not None:
         fn, out = peer
         ct = launch_times_ms(fn, request.warmup, request.iters)
-        cub = dict(name="cublas", ours=False, ms=statistics.median(ct), ms_median=statistics.median(ct), ms_min=min(ct),
-                   tflops=p.flops / statistics.median(ct) / 1e9)
+        cub = dict(
+            name="cublas",
+            ours=False,
+            ms=statistics.median(ct),
+            ms_median=statistics.median(ct),
+            ms_min=min(ct),
+            tflops=p.flops / statistics.median(ct) / 1e9,
+        )
         if not request.skip_ref_check:
             ref = p.operands["d"][0].float()
             cub["rel_err_vs_ours"] = float((out.float() - ref).norm() / ref.norm().clamp(min=1e-30))
         row["vs_cublas"] = cub["ms_median"] / med
-    return document("bench", {"family": "nvfp4", "variant": request.variant, "device": info, "mnkl": list(request.mnkl), "warmup": request.warmup, "iters": request.iters,
-            "rows": [row] + ([cub] if cub else []), "skipped": {} if cub else {"cublas": why},
-            "peak_tflops": peak, "peak_source": peak_src}), []
+    return document(
+        "bench",
+        {
+            "family": "nvfp4",
+            "variant": request.variant,
+            "device": info,
+            "mnkl": list(request.mnkl),
+            "warmup": request.warmup,
+            "iters": request.iters,
+            "rows": [row] + ([cub] if cub else []),
+            "skipped": {} if cub else {"cublas": why},
+            "peak_tflops": peak,
+            "peak_source": peak_src,
+        },
+    ), []
