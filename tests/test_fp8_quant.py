@@ -642,7 +642,7 @@ MEASURED_HELD_QUEUE = {
 
 
 # 1x1 configurations launched as a plain grid (H100, one process, held queue, median of 5 rounds;
-# 2026-11-25; docs/perf.md, "FP8-blockwise tile choice"): TFLOP/s
+# docs/perf.md, "FP8-blockwise tile choice"): TFLOP/s
 MEASURED_PLAIN_GRID = {
     (128, 4096, 7168, 1): {(64, 64, 1, 1): 581, (128, 32, 1, 1): 545, (64, 64, 2, 1): 544},
 }
@@ -650,7 +650,7 @@ MEASURED_PLAIN_GRID = {
 
 # split-K candidates (tile_m, tile_n, cluster_m, cluster_n, split_k) -> TFLOP/s on the merged kernel
 # (1x1 configurations launch as a plain grid), H100, one process, held queue, median round of 5
-# (2026-11-25; docs/perf.md, "FP8-blockwise tile choice"). The split call's own
+# (docs/perf.md, "FP8-blockwise tile choice"). The split call's own
 # timings left: its 1x1 configurations launched as 1x1x1 clusters, which served two CTAs sharing
 # a B tile from L2 twice, and its two clustered ones ran within 0.3% of each other
 MEASURED_MERGED = {
@@ -690,7 +690,7 @@ def test_the_cost_model_ranks_the_measured_candidates_as_the_gpu_did(mnkl, got):
 
 
 # The same tile in the chosen 1x2 clusters and as a plain 1x1 grid, timed side by side on the H100
-# (2026-11-27; docs/perf.md, "FP8-blockwise tile choice", rounds of 5-7 in one
+# (docs/perf.md, "FP8-blockwise tile choice", rounds of 5-7 in one
 # process; TFLOP/s of the median round). The fitted
 # rows: the two 128x128 shapes, where the cluster lost, and the wider or 256-row tiles, where it ran
 # within 5% either way.
@@ -843,7 +843,7 @@ def test_close_calls_are_other_tiles_within_the_window_cheapest_first():
 
 
 # Tiles in 1x2 clusters (A multicast) and in 2x1 (B multicast), which the model ties, timed side
-# by side on the H100 (2026-11-27; docs/perf.md, "FP8-blockwise tile choice";
+# by side on the H100 (docs/perf.md, "FP8-blockwise tile choice";
 # µs of the median round of 5): (tile, 1x2 µs, 2x1 µs)
 CLUSTER_AXIS = {
     (4096, 2112, 7168, 1): ((128, 192), 118.0, 114.1),
