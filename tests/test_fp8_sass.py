@@ -5,6 +5,8 @@ the register split, the epilogue path, the 256-row two-wave tile and the timing 
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -511,3 +513,39 @@ def test_ring_unroll_folds_the_stage_index_into_immediates(tmp_path, built):
     assert len(tests) == 4 and all("+0x" in t for t in tests[:3])
     assert not any(ins.opcode.startswith(("USEL", "UISETP")) for ins in body)
     assert not unrolled.features["register_spills"].present
+
+
+# the module that holds each role's code, and the role's WarpScope
+_ROLE_OF_MODULE = {
+    "producer.py": "ProducerWarp",
+    "mainloop.py": "ConsumerWarpgroups",
+    "consumer.py": "ConsumerWarpgroups",
+    "schedule.py": "ConsumerWarpgroups",
+    "epilogue.py": "ConsumerWarpgroups",
+    "split_k.py": "ConsumerWarpgroups",
+}
+
+
+def test_roles_name_the_warp_group_of_every_module(built):
+    # line info names only the innermost source line, so a WarpScope opened in kernel.py alone
+    # leaves the code of the role modules without its warp group (`bsprof sass --by roles` would
+    # show bare phases and helper names): every module opens its role's scope itself
+    _, fa = built("optimized")
+    assert fa.roles_source == "scope"
+    by_module: dict[str, set] = {}
+    for role, ins in zip(fa.roles, fa.instructions):
+        name = Path(ins.file).name if ins.file else None
+        if name in _ROLE_OF_MODULE:
+            by_module.setdefault(name, set()).add(role)
+    assert {"producer.py", "mainloop.py", "epilogue.py"} <= set(by_module)
+    for name, roles in by_module.items():
+        assert all(r.split("/")[0] == _ROLE_OF_MODULE[name] for r in roles), (name, sorted(roles))
+    # the consumers' K-loop (wgmma issue and promotion), the producer's TMA loads, the epilogue's stores
+    kloop = Counter(fa.roles[i] for i in _inner_kloop(fa).own_instructions)
+    assert kloop.most_common(1)[0][0] == "ConsumerWarpgroups/kloop", kloop
+    mma = {r for r, ins in zip(fa.roles, fa.instructions) if ins.opcode.startswith("QGMMA") and ins.file}
+    assert "ConsumerWarpgroups/kloop" in mma
+    loads = {r for r, ins in zip(fa.roles, fa.instructions) if ins.opcode.startswith("UTMALDG")}
+    assert loads == {"ProducerWarp/load"}, loads
+    stores = {r for r, ins in zip(fa.roles, fa.instructions) if ins.opcode.startswith(("UTMASTG", "STSM"))}
+    assert stores and all(r.startswith("ConsumerWarpgroups/epilogue") for r in stores), stores

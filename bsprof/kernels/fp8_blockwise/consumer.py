@@ -14,10 +14,10 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass.utils.profiling import Scope
+from cutlass.utils.profiling import Scope, WarpScope
 
 from bsprof.kernels.fp8_blockwise.epilogue import Epilogue
-from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import CONSUMER_WARPS, GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import MainLoop
 from bsprof.kernels.fp8_blockwise.schedule import CoopSchedule, PingpongSchedule
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
@@ -132,72 +132,73 @@ class Consumer:
         tile_walk,
     ):
         """Every tile this warpgroup computes. ``sSF``: the stages' A-scale and B-scale slots."""
-        sSFA, sSFBT = sSF
-        mma_tidx, mmas, thr_mma, tCrA, tCrB, num_k_blocks = self._fragments(tiled_mma, sA, sB, tidx, warp_group_idx)
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            sSFA, sSFBT = sSF
+            mma_tidx, mmas, thr_mma, tCrA, tCrB, num_k_blocks = self._fragments(tiled_mma, sA, sB, tidx, warp_group_idx)
 
-        # per-thread coordinates of the accumulator elements inside the CTA tile
-        cC = cute.make_identity_tensor((self.wave_m, self.tile_n))
-        tCcC = thr_mma.partition_C(cC)
-        acc_shape = tCcC.shape
-        acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
-        acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
-        r_lo = tCcC[0][0]
-        r_hi = tCcC[2][0]
+            # per-thread coordinates of the accumulator elements inside the CTA tile
+            cC = cute.make_identity_tensor((self.wave_m, self.tile_n))
+            tCcC = thr_mma.partition_C(cC)
+            acc_shape = tCcC.shape
+            acc_totals = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.waves)]
+            acc_blk = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+            # wgmma C fragment: elements (i // 2) % 2 == 0 sit on row r_lo, the others on r_lo + 8
+            r_lo = tCcC[0][0]
+            r_hi = tCcC[2][0]
 
-        m_limit = cute.size(mSFA, mode=[0]) - 1
-        nb_limit = cute.size(mSFB, mode=[0]) - 1
+            m_limit = cute.size(mSFA, mode=[0]) - 1
+            nb_limit = cute.size(mSFB, mode=[0]) - 1
 
-        read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
+            read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
 
-        sC, tma_store_pipeline, tCgC_all, c_mtiles, epi = self.epilogue.partitions(
-            tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged, mC_mnl, mC_tma
-        )
+            sC, tma_store_pipeline, tCgC_all, c_mtiles, epi = self.epilogue.partitions(
+                tiled_mma, thr_mma, mma_tidx, acc_totals, storage, epi_smem_layout_staged, mC_mnl, mC_tma
+            )
 
-        sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * self.sfb_kb if self.sfb_smem else 4))
-        sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
+            sSFB = storage.sSFB.get_tensor(cute.make_layout(2 * self.sfb_kb if self.sfb_smem else 4))
+            sfb_src = sSFB if cutlass.const_expr(self.sfb_smem) else mSFB
 
-        wg = warp_group_idx - 1
-        self.epilogue.bind_warpgroup(wg, warp_group_idx)
-        tile = ConsumerTile(
-            tiled_mma,
-            mmas,
-            tCrA,
-            tCrB,
-            num_k_blocks,
-            acc_blk,
-            acc_totals,
-            tCcC,
-            r_lo,
-            r_hi,
-            m_limit,
-            nb_limit,
-            mainloop_pipeline,
-            k_tile_cnt,
-            mSFA,
-            mSFB,
-            sSFB,
-            sfb_src,
-            mC_mnl,
-            tCgC_all,
-            c_mtiles,
-            epi,
-            sC,
-            tma_atom_c,
-            tma_store_pipeline,
-            mma_tidx,
-            warp_idx,
-            cta_linear,
-            tbuf,
-            sSFA,
-            sSFBT,
-        )
+            wg = warp_group_idx - 1
+            self.epilogue.bind_warpgroup(wg, warp_group_idx)
+            tile = ConsumerTile(
+                tiled_mma,
+                mmas,
+                tCrA,
+                tCrB,
+                num_k_blocks,
+                acc_blk,
+                acc_totals,
+                tCcC,
+                r_lo,
+                r_hi,
+                m_limit,
+                nb_limit,
+                mainloop_pipeline,
+                k_tile_cnt,
+                mSFA,
+                mSFB,
+                sSFB,
+                sfb_src,
+                mC_mnl,
+                tCgC_all,
+                c_mtiles,
+                epi,
+                sC,
+                tma_atom_c,
+                tma_store_pipeline,
+                mma_tidx,
+                warp_idx,
+                cta_linear,
+                tbuf,
+                sSFA,
+                sSFBT,
+            )
 
-        walk = self.tile_order.kernel_side(tile_walk, self.work.work_tiles(mC_mnl))
-        self.schedule.run(tile, walk, read_state, wg, split_ws, storage)
+            walk = self.tile_order.kernel_side(tile_walk, self.work.work_tiles(mC_mnl))
+            self.schedule.run(tile, walk, read_state, wg, split_ws, storage)
 
-        if cutlass.const_expr(self.epilogue_kind == "tma"):
-            tma_store_pipeline.producer_tail()
+            if cutlass.const_expr(self.epilogue_kind == "tma"):
+                tma_store_pipeline.producer_tail()
 
     @cute.jit
     def _fragments(self, tiled_mma, sA, sB, tidx, warp_group_idx):
@@ -262,46 +263,47 @@ class Consumer:
         the next tile's turn barrier when the K-loop is done, if there is a next tile. ``krange``
         (split-K): the unit's (first K block, K blocks); its epilogue is the caller's, after the
         partials are summed. Returns the read state."""
-        acc_totals, r_lo, r_hi = tile.acc_totals, tile.r_lo, tile.r_hi
-        m_limit, nb_limit, k_tile_cnt, mSFA = tile.m_limit, tile.nb_limit, tile.k_tile_cnt, tile.mSFA
-        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
-        m0 = self._tile_m0(tile_coord_mnl[0])
-        n0 = tile_coord_mnl[1] * self.tile_n
-        l_idx = tile_coord_mnl[2]
-        rows = []
-        for w in cutlass.range_constexpr(self.waves):
-            rows.append(cutlass.min(m0 + w * self.wave_m + r_lo, m_limit))
-            rows.append(cutlass.min(m0 + w * self.wave_m + r_hi, m_limit))
-        rows = tuple(rows)
-        # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
-        # clipped/predicated, their scale reads must stay in bounds)
-        nb0 = cutlass.min(n0 // 128, nb_limit)
-        nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
-        # first tile column that belongs to the next 128-wide B-scale block
-        split = 128 - n0 % 128
-        for w in cutlass.range_constexpr(self.waves):
-            acc_totals[w].fill(0.0)
-        sfb_view = self._b_scales(tile, nb0, nb1, l_idx)
-        if cutlass.const_expr(self.split_k > 1):
-            # the unit's K blocks from 0: scale tensors indexed by K block start at its first
-            kb0, k_tile_cnt = krange
-            mSFA = cute.domain_offset((0, kb0, 0), mSFA)
-            if cutlass.const_expr(self.sfb_smem):
-                sfb_view = cute.domain_offset(kb0, sfb_view)
-            else:
-                sfb_view = cute.domain_offset((0, kb0, 0), sfb_view)
-        with Scope("kloop"):
-            read_state = self._kloop(
-                tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split, tile_count
-            )
-        if cutlass.const_expr(handover):
-            # every wgmma of this tile has completed (the last wave waited for them): the next
-            # tile's owner may take the tensor cores
-            if has_next:
-                cute.arch.mbarrier_arrive(self.turn_mbar + (tile_count + 1) % 2)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
-        if cutlass.const_expr(self.split_k == 1):
-            self.epilogue.store_tile(tile, tile_coord_mnl, tiles_done, tile_count)
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            acc_totals, r_lo, r_hi = tile.acc_totals, tile.r_lo, tile.r_hi
+            m_limit, nb_limit, k_tile_cnt, mSFA = tile.m_limit, tile.nb_limit, tile.k_tile_cnt, tile.mSFA
+            warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
+            m0 = self._tile_m0(tile_coord_mnl[0])
+            n0 = tile_coord_mnl[1] * self.tile_n
+            l_idx = tile_coord_mnl[2]
+            rows = []
+            for w in cutlass.range_constexpr(self.waves):
+                rows.append(cutlass.min(m0 + w * self.wave_m + r_lo, m_limit))
+                rows.append(cutlass.min(m0 + w * self.wave_m + r_hi, m_limit))
+            rows = tuple(rows)
+            # clamped: a swizzled scheduler may hand out whole tiles past N (their stores are
+            # clipped/predicated, their scale reads must stay in bounds)
+            nb0 = cutlass.min(n0 // 128, nb_limit)
+            nb1 = cutlass.min(n0 // 128 + 1, nb_limit)
+            # first tile column that belongs to the next 128-wide B-scale block
+            split = 128 - n0 % 128
+            for w in cutlass.range_constexpr(self.waves):
+                acc_totals[w].fill(0.0)
+            sfb_view = self._b_scales(tile, nb0, nb1, l_idx)
+            if cutlass.const_expr(self.split_k > 1):
+                # the unit's K blocks from 0: scale tensors indexed by K block start at its first
+                kb0, k_tile_cnt = krange
+                mSFA = cute.domain_offset((0, kb0, 0), mSFA)
+                if cutlass.const_expr(self.sfb_smem):
+                    sfb_view = cute.domain_offset(kb0, sfb_view)
+                else:
+                    sfb_view = cute.domain_offset((0, kb0, 0), sfb_view)
+            with Scope("kloop"):
+                read_state = self._kloop(
+                    tile, read_state, k_tile_cnt, mSFA, sfb_view, rows, nb0, nb1, l_idx, split, tile_count
+                )
+            if cutlass.const_expr(handover):
+                # every wgmma of this tile has completed (the last wave waited for them): the next
+                # tile's owner may take the tensor cores
+                if has_next:
+                    cute.arch.mbarrier_arrive(self.turn_mbar + (tile_count + 1) % 2)
+            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.kloop_end)
+            if cutlass.const_expr(self.split_k == 1):
+                self.epilogue.store_tile(tile, tile_coord_mnl, tiles_done, tile_count)
         return read_state
 
     @cute.jit

@@ -16,9 +16,9 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass.utils.profiling import Scope
+from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import CONSUMER_WARPS, GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 
@@ -60,56 +60,59 @@ class Epilogue:
         Returns (sC, the TMA-store pipeline, the direct path's (wave, tile_n) partitions of D and
         wave-row tiles along M, the TMA path's (copy, smem, retiled totals, fragment shape, D tiles));
         the parts a path does not use are None."""
-        sC = None
-        tiled_copy_r2s = None
-        tma_store_pipeline = None
-        if cutlass.const_expr(self.kind != "direct"):
-            sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
-            tma_store_pipeline = pipeline.PipelineTmaStore.create(
-                num_stages=self.epi_stage,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
-            )
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            sC = None
+            tiled_copy_r2s = None
+            tma_store_pipeline = None
+            if cutlass.const_expr(self.kind != "direct"):
+                sC = storage.sC.get_tensor(epi_smem_layout_staged.outer, swizzle=epi_smem_layout_staged.inner)
+                tma_store_pipeline = pipeline.PipelineTmaStore.create(
+                    num_stages=self.epi_stage,
+                    producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
+                )
 
-        gC_mnl = cute.local_tile(mC_mnl, (self.wave_m, self.tile_n), (None, None, None))
-        tCgC_all = thr_mma.partition_C(gC_mnl)
-        c_mtiles = cute.size(gC_mnl, mode=[2])
-        epi = None
-        if cutlass.const_expr(self.kind != "direct"):
-            copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
-                self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype
-            )
-            copy_atom_C = cute.make_copy_atom(
-                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype
-            )
-            copy_mma = tiled_mma
-            copy_tidx = mma_tidx
-            if cutlass.const_expr(self.epi_split):
-                # one warpgroup's 64 rows: its accumulator fragment is the same registers as a
-                # 64-row MMA's, so the copy is laid out for one warpgroup
-                copy_mma = sm90_utils.make_trivial_tiled_mma(
-                    self.a_dtype,
-                    self.b_dtype,
-                    self.a_layout.sm90_mma_major_mode(),
-                    self.b_layout.sm90_mma_major_mode(),
-                    self.acc_dtype,
-                    (1, 1, 1),
-                    tiler_mn=(64, self.tile_n),
+            gC_mnl = cute.local_tile(mC_mnl, (self.wave_m, self.tile_n), (None, None, None))
+            tCgC_all = thr_mma.partition_C(gC_mnl)
+            c_mtiles = cute.size(gC_mnl, mode=[2])
+            epi = None
+            if cutlass.const_expr(self.kind != "direct"):
+                copy_atom_r2s = sm90_utils.sm90_get_smem_store_op(
+                    self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype
                 )
-                copy_tidx = mma_tidx % self.threads_per_wg
-            tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, copy_mma)
-            tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
-            thr_copy_r2s = tiled_copy_r2s.get_slice(copy_tidx)
-            tRS_sD = thr_copy_r2s.partition_D(sC)
-            tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
-            rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
-            gC_tma = cute.local_tile(mC_tma, (self.epi_rows, self.tile_n), (None, None, None))
-            epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
-            self.epi_shifted = epi
-            if cutlass.const_expr(self.m_shift > 0):
-                gC_tma_s = cute.local_tile(
-                    cute.domain_offset((self.m_shift, 0, 0), mC_tma), (self.epi_rows, self.tile_n), (None, None, None)
+                copy_atom_C = cute.make_copy_atom(
+                    cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype
                 )
-                self.epi_shifted = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma_s)
+                copy_mma = tiled_mma
+                copy_tidx = mma_tidx
+                if cutlass.const_expr(self.epi_split):
+                    # one warpgroup's 64 rows: its accumulator fragment is the same registers as a
+                    # 64-row MMA's, so the copy is laid out for one warpgroup
+                    copy_mma = sm90_utils.make_trivial_tiled_mma(
+                        self.a_dtype,
+                        self.b_dtype,
+                        self.a_layout.sm90_mma_major_mode(),
+                        self.b_layout.sm90_mma_major_mode(),
+                        self.acc_dtype,
+                        (1, 1, 1),
+                        tiler_mn=(64, self.tile_n),
+                    )
+                    copy_tidx = mma_tidx % self.threads_per_wg
+                tiled_copy_C_atom = cute.make_tiled_copy_C_atom(copy_atom_C, copy_mma)
+                tiled_copy_r2s = cute.make_tiled_copy_S(copy_atom_r2s, tiled_copy_C_atom)
+                thr_copy_r2s = tiled_copy_r2s.get_slice(copy_tidx)
+                tRS_sD = thr_copy_r2s.partition_D(sC)
+                tRS_rAccs = [tiled_copy_r2s.retile(acc) for acc in acc_totals]
+                rD_shape = cute.shape(thr_copy_r2s.partition_S(sC))
+                gC_tma = cute.local_tile(mC_tma, (self.epi_rows, self.tile_n), (None, None, None))
+                epi = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma)
+                self.epi_shifted = epi
+                if cutlass.const_expr(self.m_shift > 0):
+                    gC_tma_s = cute.local_tile(
+                        cute.domain_offset((self.m_shift, 0, 0), mC_tma),
+                        (self.epi_rows, self.tile_n),
+                        (None, None, None),
+                    )
+                    self.epi_shifted = (tiled_copy_r2s, tRS_sD, tRS_rAccs, rD_shape, gC_tma_s)
         return sC, tma_store_pipeline, tCgC_all, c_mtiles, epi
 
     @cute.jit
@@ -117,85 +120,87 @@ class Epilogue:
         """The barrier, store warp and first smem buffer of this consumer's stores: per warpgroup
         in ping-pong (each stores its own tiles) and with epi_split (each its own rows), shared by
         all the consumers otherwise. ``wg``: the consumer warpgroup (0-based)."""
-        self.epi_bar = self.epilog_sync_barrier
-        self.epi_store_warp = self.epi_store_warp_id
-        self.epi_buf0 = 0
-        if cutlass.const_expr(self.epi_per_wg):
-            self.epi_bar = pipeline.NamedBarrier(barrier_id=4 + wg, num_threads=self.threads_per_wg)
-            self.epi_store_warp = warp_group_idx * 4
-            self.epi_buf0 = wg * self.epi_stage
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            self.epi_bar = self.epilog_sync_barrier
+            self.epi_store_warp = self.epi_store_warp_id
+            self.epi_buf0 = 0
+            if cutlass.const_expr(self.epi_per_wg):
+                self.epi_bar = pipeline.NamedBarrier(barrier_id=4 + wg, num_threads=self.threads_per_wg)
+                self.epi_store_warp = warp_group_idx * 4
+                self.epi_buf0 = wg * self.epi_stage
 
     @cute.jit
     def store_tile(self, tile, tile_coord_mnl, tiles_done, tile_count):
         """The epilogue of one output tile: every wave's totals to D (bf16)."""
-        acc_totals, tCcC, mC_mnl, tCgC_all, c_mtiles = (
-            tile.acc_totals,
-            tile.tCcC,
-            tile.mC_mnl,
-            tile.tCgC_all,
-            tile.c_mtiles,
-        )
-        warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
-        # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
-        c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
-        m0 = tile_coord_mnl[0] * self.tile_m
-        n0 = tile_coord_mnl[1] * self.tile_n
-        with Scope("epilogue"):
-            for w in cutlass.range_constexpr(self.waves):
-                # the epilogue works on wave-row C tiles: wave w of this tile is C tile
-                # (tile_m_idx * waves + w, tile_n_idx, l)
-                c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
-                # the last wave that stores anything records the tile's epilogue events
-                last_wave = True
-                if cutlass.const_expr(w < self.waves - 1):
-                    last_wave = c_coord[0] + 1 >= c_mtiles
-                if cutlass.const_expr(self.epi_split):
-                    # this warpgroup's share of the wave is 64-row C tile (wave tile x warpgroups) + warpgroup
-                    wg = warp_idx // 4 - 1
-                    c_coord = (
-                        (tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
-                        tile_coord_mnl[1],
-                        tile_coord_mnl[2],
-                    )
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            acc_totals, tCcC, mC_mnl, tCgC_all, c_mtiles = (
+                tile.acc_totals,
+                tile.tCcC,
+                tile.mC_mnl,
+                tile.tCgC_all,
+                tile.c_mtiles,
+            )
+            warp_idx, cta_linear, tbuf = tile.warp_idx, tile.cta_linear, tile.tbuf
+            # 64-row C tiles (epi_split stores per warpgroup): a half wave wholly past M stores nothing
+            c_mtiles64 = (cute.size(mC_mnl, mode=[0]) + 63) // 64
+            m0 = tile_coord_mnl[0] * self.tile_m
+            n0 = tile_coord_mnl[1] * self.tile_n
+            with Scope("epilogue"):
+                for w in cutlass.range_constexpr(self.waves):
+                    # the epilogue works on wave-row C tiles: wave w of this tile is C tile
+                    # (tile_m_idx * waves + w, tile_n_idx, l)
+                    c_coord = (tile_coord_mnl[0] * self.waves + w, tile_coord_mnl[1], tile_coord_mnl[2])
+                    # the last wave that stores anything records the tile's epilogue events
+                    last_wave = True
                     if cutlass.const_expr(w < self.waves - 1):
-                        last_wave = c_coord[0] + self.num_mma_warp_groups >= c_mtiles64
-                if cutlass.const_expr(self.kind == "direct"):
-                    if c_coord[0] < c_mtiles:
-                        self.direct(
-                            tCgC_all,
-                            tCcC,
-                            acc_totals[w],
-                            mC_mnl,
-                            m0 + w * self.wave_m,
-                            n0,
-                            c_coord,
-                            tbuf,
-                            cta_linear,
-                            warp_idx,
-                            tile_count,
-                            last_wave,
+                        last_wave = c_coord[0] + 1 >= c_mtiles
+                    if cutlass.const_expr(self.epi_split):
+                        # this warpgroup's share of the wave is 64-row C tile (wave tile x warpgroups) + warpgroup
+                        wg = warp_idx // 4 - 1
+                        c_coord = (
+                            (tile_coord_mnl[0] * self.waves + w) * self.num_mma_warp_groups + wg,
+                            tile_coord_mnl[1],
+                            tile_coord_mnl[2],
                         )
-                else:
-                    epi_base = tiles_done * self.waves + w
-                    # a wave wholly past M stores nothing (uniform across the CTA; across the
-                    # warpgroup with epi_split)
-                    c_limit = c_mtiles64 if cutlass.const_expr(self.epi_split) else c_mtiles
-                    if cutlass.const_expr(self.m_shift > 0):
-                        if tile_coord_mnl[0] == self.m_last:
-                            # every wave of the shifted tile lies inside M: C tile w (2w + warpgroup)
-                            # of the view that starts at its first row
-                            c_s = (w, tile_coord_mnl[1], tile_coord_mnl[2])
-                            if cutlass.const_expr(self.epi_split):
-                                c_s = (
-                                    w * self.num_mma_warp_groups + warp_idx // 4 - 1,
-                                    tile_coord_mnl[1],
-                                    tile_coord_mnl[2],
-                                )
-                            self.tma(tile, self.epi_shifted, w, c_s, epi_base, tile_count, w == self.waves - 1)
+                        if cutlass.const_expr(w < self.waves - 1):
+                            last_wave = c_coord[0] + self.num_mma_warp_groups >= c_mtiles64
+                    if cutlass.const_expr(self.kind == "direct"):
+                        if c_coord[0] < c_mtiles:
+                            self.direct(
+                                tCgC_all,
+                                tCcC,
+                                acc_totals[w],
+                                mC_mnl,
+                                m0 + w * self.wave_m,
+                                n0,
+                                c_coord,
+                                tbuf,
+                                cta_linear,
+                                warp_idx,
+                                tile_count,
+                                last_wave,
+                            )
+                    else:
+                        epi_base = tiles_done * self.waves + w
+                        # a wave wholly past M stores nothing (uniform across the CTA; across the
+                        # warpgroup with epi_split)
+                        c_limit = c_mtiles64 if cutlass.const_expr(self.epi_split) else c_mtiles
+                        if cutlass.const_expr(self.m_shift > 0):
+                            if tile_coord_mnl[0] == self.m_last:
+                                # every wave of the shifted tile lies inside M: C tile w (2w + warpgroup)
+                                # of the view that starts at its first row
+                                c_s = (w, tile_coord_mnl[1], tile_coord_mnl[2])
+                                if cutlass.const_expr(self.epi_split):
+                                    c_s = (
+                                        w * self.num_mma_warp_groups + warp_idx // 4 - 1,
+                                        tile_coord_mnl[1],
+                                        tile_coord_mnl[2],
+                                    )
+                                self.tma(tile, self.epi_shifted, w, c_s, epi_base, tile_count, w == self.waves - 1)
+                            elif c_coord[0] < c_limit:
+                                self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
                         elif c_coord[0] < c_limit:
                             self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
-                    elif c_coord[0] < c_limit:
-                        self.tma(tile, tile.epi, w, c_coord, epi_base, tile_count, last_wave)
 
     @cute.jit
     def direct(

@@ -17,6 +17,12 @@ from bsprof.kernels.fp8_blockwise.config import (
     wave_rows,
 )
 
+# The warps (start, end) of each role's WarpScope: warpgroup 0 produces, the rest consume. Every
+# module that holds a role's code opens the role's scope itself, because line info names only the
+# innermost source line: `bsprof sass --by roles` finds a scope only in the file of the code.
+PRODUCER_WARPS = (0, 4)
+CONSUMER_WARPS = (4, 12)
+
 
 @dataclass(frozen=True)
 class TileConfig:

@@ -34,7 +34,7 @@ from cutlass.utils.profiling import WarpScope
 from bsprof.kernels.fp8_blockwise.config import SFB_TMA_SLOT, epi_tile_cols
 from bsprof.kernels.fp8_blockwise.consumer import Consumer
 from bsprof.kernels.fp8_blockwise.epilogue import Epilogue
-from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import CONSUMER_WARPS, PRODUCER_WARPS, GemmConfig
 from bsprof.kernels.fp8_blockwise.mainloop import SFB_TMA_GROUP, MainLoop
 from bsprof.kernels.fp8_blockwise.producer import Producer
 from bsprof.kernels.fp8_blockwise.split_k import WorkUnits
@@ -343,7 +343,10 @@ class Fp8BlockwiseGemm:
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
 
-        scope = WarpScope("ProducerWarp", warp_start=0, warp_end=4)
+        # the register split and the dispatch; each role opens its WarpScope again in the modules
+        # of its code, so that `bsprof sass --by roles` (line info names only the innermost source
+        # line) finds the role in the file of each instruction
+        scope = WarpScope("ProducerWarp", warp_start=PRODUCER_WARPS[0], warp_end=PRODUCER_WARPS[1])
         if warp_group_idx == 0:
             cute.arch.setmaxregister_decrease(self.config.pipeline.producer_regs)
         if warp_idx == self.load_warp_id:
@@ -361,7 +364,7 @@ class Fp8BlockwiseGemm:
                 tile_walk,
             )
 
-        scope.switch("ConsumerWarpgroups", warp_start=4, warp_end=12)
+        scope.switch("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1])
         if warp_group_idx > 0:
             cute.arch.setmaxregister_increase(self.config.consumer_regs)
             self.consumer.run(

@@ -17,8 +17,9 @@ import math
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+from cutlass.utils.profiling import Scope, WarpScope
 
-from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import CONSUMER_WARPS, GemmConfig
 from bsprof.kernels.timing_recorder import EV
 
 SFB_TMA_GROUP = 4  # B scales per TMA box (16 bytes, the smallest box): K blocks 4j..4j+3
@@ -237,47 +238,53 @@ class MainLoop:
         once the stage has landed and before it is released. (Reading the next block's scales
         right after this block's last wave, to hide the load behind the promotion, measured
         3-4% slower.)"""
-        read_state.reset_count()
-        first = 0
-        if cutlass.const_expr(self.timing):
-            # timing build: the first block is peeled so tma0 is stamped after its scale reads are
-            # issued (the clock read's latency overlaps theirs instead of adding to every tile: a
-            # branch on kb == 0 inside the loop cost 4-6% instead); the plain build keeps one loop
-            mainloop_pipeline.consumer_wait(read_state)
-            sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
-            self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-            read_state, _ = self._serial_block(
-                tiled_mma,
-                tCrA,
-                tCrB,
-                num_k_blocks,
-                acc_blk,
-                acc_totals,
-                mainloop_pipeline,
-                read_state,
-                sc0,
-                split,
-                False,
-            )
-            first = 1
-        landed = cutlass.Boolean(False)
-        ring = self.ab_stage
-        mma = (tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals)
-        scales = (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split)
-        if cutlass.const_expr(
-            self.ring_unroll and isinstance(k_tile_cnt, int) and k_tile_cnt % ring == 0 and self.split_k == 1
-        ):
-            # a tile starts at stage 0 (each tile takes a multiple of the ring), so every trip
-            # starts at stage `first`: a constant index, its phase the one runtime bit
-            trips = (k_tile_cnt - first) // ring
-            for t in cutlass.range(trips, unroll=1):
-                read_state = pipeline.PipelineState(ring, read_state.count, cutlass.Int32(first), read_state.phase)
-                for s in cutlass.range_constexpr(ring):
-                    kb = first + t * ring + s
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            with Scope("kloop"):
+                read_state.reset_count()
+                first = 0
+                if cutlass.const_expr(self.timing):
+                    # timing build: the first block is peeled so tma0 is stamped after its scale reads are
+                    # issued (the clock read's latency overlaps theirs instead of adding to every tile: a
+                    # branch on kb == 0 inside the loop cost 4-6% instead); the plain build keeps one loop
+                    mainloop_pipeline.consumer_wait(read_state)
+                    sc0 = self._stage_scales(sSFA, read_state.index, mSFB, r_lo, r_hi, nb0, nb1, 0, l_idx)
+                    self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+                    read_state, _ = self._serial_block(
+                        tiled_mma,
+                        tCrA,
+                        tCrB,
+                        num_k_blocks,
+                        acc_blk,
+                        acc_totals,
+                        mainloop_pipeline,
+                        read_state,
+                        sc0,
+                        split,
+                        False,
+                    )
+                    first = 1
+                landed = cutlass.Boolean(False)
+                ring = self.ab_stage
+                mma = (tiled_mma, tCrA, tCrB, num_k_blocks, acc_blk, acc_totals)
+                scales = (sSFA, mSFB, r_lo, r_hi, nb0, nb1, l_idx, split)
+                if cutlass.const_expr(
+                    self.ring_unroll and isinstance(k_tile_cnt, int) and k_tile_cnt % ring == 0 and self.split_k == 1
+                ):
+                    # a tile starts at stage 0 (each tile takes a multiple of the ring), so every trip
+                    # starts at stage `first`: a constant index, its phase the one runtime bit
+                    trips = (k_tile_cnt - first) // ring
+                    for t in cutlass.range(trips, unroll=1):
+                        read_state = pipeline.PipelineState(
+                            ring, read_state.count, cutlass.Int32(first), read_state.phase
+                        )
+                        for s in cutlass.range_constexpr(ring):
+                            kb = first + t * ring + s
+                            read_state, landed = self._staged_block(
+                                mma, mainloop_pipeline, read_state, scales, kb, landed
+                            )
+                    first = first + trips * ring
+                for kb in cutlass.range(first, k_tile_cnt, unroll=1):
                     read_state, landed = self._staged_block(mma, mainloop_pipeline, read_state, scales, kb, landed)
-            first = first + trips * ring
-        for kb in cutlass.range(first, k_tile_cnt, unroll=1):
-            read_state, landed = self._staged_block(mma, mainloop_pipeline, read_state, scales, kb, landed)
         return read_state
 
     @cute.jit
@@ -356,45 +363,47 @@ class MainLoop:
         128x256 tile fits as one m64n256 wave). The next block's scales are read before this
         block's wgmma is waited for. The A scales come from the stage (``sfa_tma``) or, without
         it, from global memory after the stage has landed."""
-        sSFA, mSFA = sfa
-        accumulate = (tiled_mma[1], tiled_mma[1])  # every wgmma after the tile's first block
-        read_state.reset_count()
-        release_state = read_state.clone()
-        ones = (cutlass.Float32(1.0),) * (4 * self.waves)
-        mainloop_pipeline.consumer_wait(read_state)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, 0, l_idx)
-        s_prev = self._scale_products(sc, ones)
-        cute.nvgpu.warpgroup.fence()
-        for w in cutlass.range_constexpr(self.waves):
-            self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
-        cute.nvgpu.warpgroup.commit_group()
-        read_state.advance()
-        for kb in range(1, k_tile_cnt):
-            mainloop_pipeline.consumer_wait(read_state)
-            sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx)
-            s_cur = self._scale_products(sc, s_prev)
-            ratio = []
-            for i in cutlass.range_constexpr(4 * self.waves):
-                ratio.append(s_prev[i] * cute.arch.rcp_approx(s_cur[i]))
-            s_prev = s_cur
-            cute.nvgpu.warpgroup.wait_group(0)
-            self._release(mainloop_pipeline, release_state)
-            release_state.advance()
-            self.rec.spin(self.delay_kloop)
-            for w in cutlass.range_constexpr(self.waves):
-                self._rescale(acc_totals[w], tuple(ratio), w)
-            cute.nvgpu.warpgroup.fence()
-            for w in cutlass.range_constexpr(self.waves):
-                self._issue(accumulate, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
-            cute.nvgpu.warpgroup.commit_group()
-            read_state.advance()
-        cute.nvgpu.warpgroup.wait_group(0)
-        self._release(mainloop_pipeline, release_state)
-        release_state.advance()
-        self.rec.spin(self.delay_kloop)  # the K-th block's delay: one per K block, as serial
-        for w in cutlass.range_constexpr(self.waves):
-            self._rescale(acc_totals[w], s_prev, w)
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            with Scope("kloop"):
+                sSFA, mSFA = sfa
+                accumulate = (tiled_mma[1], tiled_mma[1])  # every wgmma after the tile's first block
+                read_state.reset_count()
+                release_state = read_state.clone()
+                ones = (cutlass.Float32(1.0),) * (4 * self.waves)
+                mainloop_pipeline.consumer_wait(read_state)
+                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+                sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, 0, l_idx)
+                s_prev = self._scale_products(sc, ones)
+                cute.nvgpu.warpgroup.fence()
+                for w in cutlass.range_constexpr(self.waves):
+                    self._issue(tiled_mma, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
+                cute.nvgpu.warpgroup.commit_group()
+                read_state.advance()
+                for kb in range(1, k_tile_cnt):
+                    mainloop_pipeline.consumer_wait(read_state)
+                    sc = self._block_scales(sSFA, mSFA, read_state.index, mSFB, rows, r_lo, r_hi, nb0, nb1, kb, l_idx)
+                    s_cur = self._scale_products(sc, s_prev)
+                    ratio = []
+                    for i in cutlass.range_constexpr(4 * self.waves):
+                        ratio.append(s_prev[i] * cute.arch.rcp_approx(s_cur[i]))
+                    s_prev = s_cur
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    self._release(mainloop_pipeline, release_state)
+                    release_state.advance()
+                    self.rec.spin(self.delay_kloop)
+                    for w in cutlass.range_constexpr(self.waves):
+                        self._rescale(acc_totals[w], tuple(ratio), w)
+                    cute.nvgpu.warpgroup.fence()
+                    for w in cutlass.range_constexpr(self.waves):
+                        self._issue(accumulate, tCrA, tCrB, num_k_blocks, acc_totals[w], read_state.index, w, False)
+                    cute.nvgpu.warpgroup.commit_group()
+                    read_state.advance()
+                cute.nvgpu.warpgroup.wait_group(0)
+                self._release(mainloop_pipeline, release_state)
+                release_state.advance()
+                self.rec.spin(self.delay_kloop)  # the K-th block's delay: one per K block, as serial
+                for w in cutlass.range_constexpr(self.waves):
+                    self._rescale(acc_totals[w], s_prev, w)
         return read_state
 
     @cute.jit
@@ -421,63 +430,65 @@ class MainLoop:
         warp_idx,
         tile_count,
     ):
-        read_state.reset_count()
-        last = k_tile_cnt - 1
-        # Scales are loaded two K blocks before their promotion, into two register sets used
-        # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
-        # up in front of a QGMMA: the global-load latency hides behind whole blocks.
-        ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
-        tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
-        mainloop_pipeline.consumer_wait(read_state)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
-        landed = cutlass.Boolean(True)  # the first stage was just waited for
-        for pair in range(k_tile_cnt // 2):
-            kb = pair * 2
-            read_state, landed = self._serial_block(
-                tiled_mma,
-                tCrA,
-                tCrB,
-                num_k_blocks,
-                acc_blk,
-                acc_totals,
-                mainloop_pipeline,
-                read_state,
-                ta,
-                split,
-                True,
-                landed,
-            )
-            ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
-            read_state, landed = self._serial_block(
-                tiled_mma,
-                tCrA,
-                tCrB,
-                num_k_blocks,
-                acc_blk,
-                acc_totals,
-                mainloop_pipeline,
-                read_state,
-                tb,
-                split,
-                True,
-                landed,
-            )
-            tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
-        if k_tile_cnt % 2 == 1:
-            read_state, _ = self._serial_block(
-                tiled_mma,
-                tCrA,
-                tCrB,
-                num_k_blocks,
-                acc_blk,
-                acc_totals,
-                mainloop_pipeline,
-                read_state,
-                ta,
-                split,
-                True,
-                landed,
-            )
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            with Scope("kloop"):
+                read_state.reset_count()
+                last = k_tile_cnt - 1
+                # Scales are loaded two K blocks before their promotion, into two register sets used
+                # alternately (K blocks taken in pairs), so no register copy of a just-loaded value ends
+                # up in front of a QGMMA: the global-load latency hides behind whole blocks.
+                ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, 0, l_idx)
+                tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(1, last), l_idx)
+                mainloop_pipeline.consumer_wait(read_state)
+                self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.tma0_landed)
+                landed = cutlass.Boolean(True)  # the first stage was just waited for
+                for pair in range(k_tile_cnt // 2):
+                    kb = pair * 2
+                    read_state, landed = self._serial_block(
+                        tiled_mma,
+                        tCrA,
+                        tCrB,
+                        num_k_blocks,
+                        acc_blk,
+                        acc_totals,
+                        mainloop_pipeline,
+                        read_state,
+                        ta,
+                        split,
+                        True,
+                        landed,
+                    )
+                    ta = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 2, last), l_idx)
+                    read_state, landed = self._serial_block(
+                        tiled_mma,
+                        tCrA,
+                        tCrB,
+                        num_k_blocks,
+                        acc_blk,
+                        acc_totals,
+                        mainloop_pipeline,
+                        read_state,
+                        tb,
+                        split,
+                        True,
+                        landed,
+                    )
+                    tb = self._load_scales(mSFA, mSFB, rows, nb0, nb1, cutlass.min(kb + 3, last), l_idx)
+                if k_tile_cnt % 2 == 1:
+                    read_state, _ = self._serial_block(
+                        tiled_mma,
+                        tCrA,
+                        tCrB,
+                        num_k_blocks,
+                        acc_blk,
+                        acc_totals,
+                        mainloop_pipeline,
+                        read_state,
+                        ta,
+                        split,
+                        True,
+                        landed,
+                    )
         # returned and re-bound by the caller: a state only mutated inside a callee is not
         # carried through the caller's persistent tile loop
         return read_state

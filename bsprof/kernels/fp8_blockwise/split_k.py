@@ -8,9 +8,10 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+from cutlass.utils.profiling import WarpScope
 
 from bsprof.kernels.fp8_blockwise.config import split_range
-from bsprof.kernels.fp8_blockwise.gemm_config import GemmConfig
+from bsprof.kernels.fp8_blockwise.gemm_config import CONSUMER_WARPS, GemmConfig
 from bsprof.kernels.tile_order import TileOrder, tile_counts
 
 
@@ -56,34 +57,35 @@ class WorkUnits:
         unit that reads the count split_k - 1 sees every partial of the tile. (CUTLASS's serial
         split-K semaphore works the same way. A gpu-scope fence in every thread as well cost
         two more MEMBAR.ALL.GPU on the unit's critical path.)"""
-        ws, cnt = split_ws
-        m_tiles, n_tiles, _ = self.tile_order.padded_tiles(self.work_tiles(mC_mnl))
-        tile = (tile_coord_mnl[2] * n_tiles + tile_coord_mnl[1]) * m_tiles + tile_coord_mnl[0]
-        nel = cute.size(acc_totals[0])
-        thr = self.num_mma_threads
-        for w in cutlass.range_constexpr(self.waves):
-            base = ((tile * self.split_k + s) * self.waves + w) * nel * thr + mma_tidx
-            for i in cutlass.range_constexpr(nel):
-                ws[base + i * thr] = acc_totals[w][i]
-        self.epilog_sync_barrier.arrive_and_wait()
-        flag = storage.split_last.get_tensor(cute.make_layout(1))
-        if mma_tidx == 0:
-            arrived = cute.arch.atomic_add(cnt.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
-            last_one = cutlass.Int32(0)
-            if arrived == self.split_k - 1:
-                # every unit of the tile is in: ready for the next launch (stream order)
-                cnt[tile] = cutlass.Int32(0)
-                last_one = cutlass.Int32(1)
-            flag[0] = last_one
-        self.epilog_sync_barrier.arrive_and_wait()
-        last = flag[0] != 0
-        if last:
+        with WarpScope("ConsumerWarpgroups", warp_start=CONSUMER_WARPS[0], warp_end=CONSUMER_WARPS[1]):
+            ws, cnt = split_ws
+            m_tiles, n_tiles, _ = self.tile_order.padded_tiles(self.work_tiles(mC_mnl))
+            tile = (tile_coord_mnl[2] * n_tiles + tile_coord_mnl[1]) * m_tiles + tile_coord_mnl[0]
+            nel = cute.size(acc_totals[0])
+            thr = self.num_mma_threads
             for w in cutlass.range_constexpr(self.waves):
-                base = (tile * self.split_k * self.waves + w) * nel * thr + mma_tidx
-                step = self.waves * nel * thr  # from one unit's slice to the next's
+                base = ((tile * self.split_k + s) * self.waves + w) * nel * thr + mma_tidx
                 for i in cutlass.range_constexpr(nel):
-                    total = ws[base + i * thr]
-                    for j in cutlass.range_constexpr(1, self.split_k):
-                        total = total + ws[base + j * step + i * thr]
-                    acc_totals[w][i] = total
+                    ws[base + i * thr] = acc_totals[w][i]
+            self.epilog_sync_barrier.arrive_and_wait()
+            flag = storage.split_last.get_tensor(cute.make_layout(1))
+            if mma_tidx == 0:
+                arrived = cute.arch.atomic_add(cnt.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+                last_one = cutlass.Int32(0)
+                if arrived == self.split_k - 1:
+                    # every unit of the tile is in: ready for the next launch (stream order)
+                    cnt[tile] = cutlass.Int32(0)
+                    last_one = cutlass.Int32(1)
+                flag[0] = last_one
+            self.epilog_sync_barrier.arrive_and_wait()
+            last = flag[0] != 0
+            if last:
+                for w in cutlass.range_constexpr(self.waves):
+                    base = (tile * self.split_k * self.waves + w) * nel * thr + mma_tidx
+                    step = self.waves * nel * thr  # from one unit's slice to the next's
+                    for i in cutlass.range_constexpr(nel):
+                        total = ws[base + i * thr]
+                        for j in cutlass.range_constexpr(1, self.split_k):
+                            total = total + ws[base + j * step + i * thr]
+                        acc_totals[w][i] = total
         return last
