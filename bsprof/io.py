@@ -270,8 +270,18 @@ def _land_page(tmp: Path, target: Path, dest: Path) -> None:
         except FileNotFoundError:
             continue
         if exchanged:
-            # the page holds the path now and what held it sits at tmp: judge that, swap back if not ours
-            if _is_own(tmp):
+            # the page holds the path now and what held it sits at tmp: judge that, swap back if not
+            # ours. Until it is judged ours, tmp holds the user's file, and atomic_path removes tmp on
+            # any exception: a file that cannot be read (or an interrupt while it is read) swaps back too.
+            try:
+                own = _is_own(tmp)
+            except BsprofError:
+                own = False  # unreadable, or no longer a regular file: not known to be bsprof's
+            except BaseException:
+                if not _renameat2(tmp, target, _RENAME_EXCHANGE):
+                    raise _Kept(f"{dest}: interrupted while bsprof wrote it; your file is at {tmp}; move it back")
+                raise
+            if own:
                 return
             if _renameat2(tmp, target, _RENAME_EXCHANGE):
                 raise _not_bsprofs(dest, target)

@@ -373,6 +373,30 @@ def test_bsprofs_page_at_the_path_when_it_lands_is_replaced(tmp_path, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
 
 
+@pytest.mark.parametrize("failure", ["unreadable", "interrupt"])
+def test_a_file_swapped_out_to_be_judged_goes_back_when_judging_fails(tmp_path, monkeypatch, failure):
+    """The exchange puts the page at the path and what held it at the temporary name; a file there
+    that cannot be read (or an interrupt while it is read) must go back, not be removed with the
+    temporary file."""
+    import bsprof.io as io
+
+    out = tmp_path / "report.html"
+    out.write_text("the user's notes, saved after the check before the work\n")
+    real_is_own = io._is_own
+
+    def judged(path):
+        if Path(path) != out:  # the swapped-out file, at the temporary name
+            raise BsprofError("cannot read it") if failure == "unreadable" else KeyboardInterrupt()
+        return real_is_own(path)
+
+    monkeypatch.setattr(io, "_is_own", judged)
+    monkeypatch.setattr(io, "check_output_file", Path)  # the file came after that check
+    with pytest.raises(BsprofError if failure == "unreadable" else KeyboardInterrupt):
+        io.write_output_file(out, f"<!DOCTYPE html><html><head>{MARK}</head><body>page</body></html>")
+    assert out.read_text() == "the user's notes, saved after the check before the work\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
 def test_rename_noreplace_never_replaces(tmp_path, rename_kind):
     from bsprof.io import rename_noreplace
 
