@@ -142,6 +142,10 @@ def test_bad_change_input_is_one_error_line():
             "not the problem the capture",
         ),
         (["--changes"], "--validate"),
+        # a typo in a cubin's path is named as a missing file, not judged as a bundled kernel name
+        (["--change", "a.cubin", str(SAMPLE / "optimized.sm_90a.cubin.xz")], "a.cubin: no such file"),
+        (["--change", str(SAMPLE / "optimized.sm_90a.cubin.xz"), "dir/b.sass"], "dir/b.sass: no such file"),
+        (["--change", "b.cubin", "--mnkl", "4096,4096,4096"], "b.cubin: no such file"),
     ):
         r = CliRunner().invoke(cli, ["model", *args])
         assert r.exit_code == 2, (args, r.output)
