@@ -152,6 +152,19 @@ def test_bad_change_input_is_one_error_line():
         assert needle in r.output and "Traceback" not in r.output
 
 
+def test_a_capture_whose_recorded_problem_is_infinite_is_one_error_line(tmp_path):
+    """timing.json is read as JSON, which spells Infinity: the recorded problem is no problem, said
+    in one line (int() of Infinity raises OverflowError, which no verb catches)."""
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    meta["mnkl"] = [float("inf"), 4096, 4096, 1]
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    (tmp_path / "timing.parquet").write_bytes((SAMPLE / "timing.parquet").read_bytes())
+    cubins = [str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    r = CliRunner().invoke(cli, ["model", "--change", *cubins, "--from", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    assert "--mnkl" in r.output, r.output
+
+
 @pytest.fixture(scope="module")
 def stored_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("measured")
