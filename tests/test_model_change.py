@@ -165,6 +165,23 @@ def test_a_capture_whose_recorded_problem_is_infinite_is_one_error_line(tmp_path
     assert "--mnkl" in r.output, r.output
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("capture_wall_us", "99 us"), ("sustained", {"mhz": "1470"}), ("device_limits", {"max_mhz": 1980.0})],
+)
+def test_a_damaged_change_sample_is_one_error_line(tmp_path, field, value):
+    """The capture's recorded wall time, sustained clock and device limits feed the projection's
+    arithmetic: one that is not a number is named, not a TypeError or KeyError from inside it."""
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    meta["change_sample"][field] = value
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    (tmp_path / "timing.parquet").write_bytes((SAMPLE / "timing.parquet").read_bytes())
+    cubins = [str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    r = CliRunner().invoke(cli, ["model", "--change", *cubins, "--from", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    assert f"change_sample.{field}" in r.output, r.output
+
+
 @pytest.fixture(scope="module")
 def stored_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("measured")
