@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -180,6 +181,18 @@ def test_a_damaged_change_sample_is_one_error_line(tmp_path, field, value):
     r = CliRunner().invoke(cli, ["model", "--change", *cubins, "--from", str(tmp_path)])
     assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
     assert f"change_sample.{field}" in r.output, r.output
+
+
+def test_stored_runs_named_with_brackets_show_their_names(tmp_path):
+    """A stored run is named by its directories; a bracket in one is text (rich read ``[old]`` as a
+    style and dropped it, and ``a[`` / ``]b`` as a closing tag that raised MarkupError)."""
+    src = next(p.parent for p in sorted((DATA / "h100_timing").rglob("validation.csv")))
+    for parent, name in (("[old]", "v1"), ("a[", "]b")):
+        root = tmp_path / parent.strip("[]")
+        shutil.copytree(src, root / parent / name)
+        r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(root)], env={"COLUMNS": "200"})
+        assert r.exit_code == 0, (r.output, r.exception)
+        assert f"{parent}/{name}" in r.output, r.output
 
 
 @pytest.fixture(scope="module")
