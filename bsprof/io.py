@@ -603,9 +603,11 @@ def human_bytes(n: int) -> str:
 
 def too_large(path: str | os.PathLike, size: int | str, cap: int, var: str = "BSPROF_MAX_INPUT_BYTES") -> BsprofError:
     shown = human_bytes(size) if isinstance(size, int) else size
+    # the suggested limit must admit this input: four times the cap can still be below its size
+    raised = max(cap * 4, size * 2) if isinstance(size, int) else cap * 4
     return BsprofError(
         f"{path}: {shown} is over bsprof's input limit of {human_bytes(cap)}; if the input is real, "
-        f"raise the limit (export {var}={cap * 4})"
+        f"raise the limit (export {var}={raised})"
     )
 
 
