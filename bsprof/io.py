@@ -133,6 +133,9 @@ def check_output_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
     makeable by the policy. Makes nothing; a verb calls it before any work."""
     path = Path(path)
     if path.is_dir():
+        # the results land in it (a hidden directory, then a rename): refused now, not after the work
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise BsprofError(f"{path} is not writable; give another output directory")
         return path
     if path.exists() or path.is_symlink():
         raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")

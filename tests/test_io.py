@@ -146,6 +146,20 @@ def test_a_directory_is_not_a_file_output(tmp_path, verb):
     assert "directory" in assert_one_line_error(code, err)
 
 
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/sys") or os.access("/proc/sys", os.W_OK), reason="needs a directory no one may write"
+)
+def test_an_unwritable_output_directory_is_refused_before_the_work():
+    """-o names an existing directory the results cannot land in: one line before the chain runs
+    (it printed the whole chain, then failed to make its hidden directory)."""
+    sample = Path(__file__).resolve().parent.parent / "bsprof" / "data" / "samples" / "change"
+    builds = [str(sample / "optimized.sm_90a.cubin.xz"), str(sample / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    code, out, err = run_bsprof(["model", "--change", *builds, "-o", "/proc/sys"])
+    line = assert_one_line_error(code, err)
+    assert "/proc/sys is not writable" in line, line
+    assert out == "", out[-400:]
+
+
 def test_a_missing_parent_is_made_inside_a_writable_directory(tmp_path):
     code, _, err = run_bsprof(FILE_WRITERS["report"](tmp_path / "a" / "r.html"))
     assert code == 0, err
