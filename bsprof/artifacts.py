@@ -518,7 +518,7 @@ def mnkl_of(value: Any) -> tuple[int, int, int, int] | None:
         return None
     try:
         out = tuple(int(x) for x in (list(value) + [1])[:4])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
         return None
     return out if min(out) > 0 else None  # type: ignore[return-value]
 

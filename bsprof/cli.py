@@ -116,10 +116,15 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every user error is one ``error:`` line and exit code 2, never a traceback."""
     # piped (CI logs, `| less`): laid out for $COLUMNS, else PIPED_WIDTH, by the same rules as a
     # terminal (every view fits its width); a real terminal still reports its own width.
-    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
-        from bsprof.reports.term import PIPED_WIDTH
+    # A COLUMNS that is no width (0, text) counts as unset: rich lays a view out for 0 columns as
+    # nothing at all.
+    columns = os.environ.get("COLUMNS", "").strip()
+    if not (columns.isdigit() and int(columns) > 0):
+        os.environ.pop("COLUMNS", None)
+        if not sys.stdout.isatty():
+            from bsprof.reports.term import PIPED_WIDTH
 
-        os.environ["COLUMNS"] = str(PIPED_WIDTH)
+            os.environ["COLUMNS"] = str(PIPED_WIDTH)
     with _terminate_unwinds():
         _main(argv)
 

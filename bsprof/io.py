@@ -133,6 +133,9 @@ def check_output_dir(path: str | os.PathLike, *, parents: bool = False) -> Path:
     makeable by the policy. Makes nothing; a verb calls it before any work."""
     path = Path(path)
     if path.is_dir():
+        # the results land in it (a hidden directory, then a rename): refused now, not after the work
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise BsprofError(f"{path} is not writable; give another output directory")
         return path
     if path.exists() or path.is_symlink():
         raise BsprofError(f"{path} is not a directory; give a directory path (or remove what is there)")
@@ -270,8 +273,18 @@ def _land_page(tmp: Path, target: Path, dest: Path) -> None:
         except FileNotFoundError:
             continue
         if exchanged:
-            # the page holds the path now and what held it sits at tmp: judge that, swap back if not ours
-            if _is_own(tmp):
+            # the page holds the path now and what held it sits at tmp: judge that, swap back if not
+            # ours. Until it is judged ours, tmp holds the user's file, and atomic_path removes tmp on
+            # any exception: a file that cannot be read (or an interrupt while it is read) swaps back too.
+            try:
+                own = _is_own(tmp)
+            except BsprofError:
+                own = False  # unreadable, or no longer a regular file: not known to be bsprof's
+            except BaseException:
+                if not _renameat2(tmp, target, _RENAME_EXCHANGE):
+                    raise _Kept(f"{dest}: interrupted while bsprof wrote it; your file is at {tmp}; move it back")
+                raise
+            if own:
                 return
             if _renameat2(tmp, target, _RENAME_EXCHANGE):
                 raise _not_bsprofs(dest, target)
@@ -593,9 +606,11 @@ def human_bytes(n: int) -> str:
 
 def too_large(path: str | os.PathLike, size: int | str, cap: int, var: str = "BSPROF_MAX_INPUT_BYTES") -> BsprofError:
     shown = human_bytes(size) if isinstance(size, int) else size
+    # the suggested limit must admit this input: four times the cap can still be below its size
+    raised = max(cap * 4, size * 2) if isinstance(size, int) else cap * 4
     return BsprofError(
         f"{path}: {shown} is over bsprof's input limit of {human_bytes(cap)}; if the input is real, "
-        f"raise the limit (export {var}={cap * 4})"
+        f"raise the limit (export {var}={raised})"
     )
 
 

@@ -191,6 +191,22 @@ def test_an_input_over_the_cap_is_refused_naming_the_variable(tmp_path, monkeypa
     assert code == 0, err
 
 
+def test_the_limit_the_refusal_suggests_admits_the_input(tmp_path, monkeypatch):
+    """The refusal's `export VAR=N` is the fix it names: N must be at least the input's size, even
+    when the cap was far below it (four times the cap alone was not)."""
+    import re
+
+    listing = tmp_path / "k.sass"
+    listing.write_text(unxz_text(LISTING_XZ))
+    monkeypatch.setenv("BSPROF_MAX_INPUT_BYTES", "16")
+    line = assert_one_line_error(*run_bsprof(["sass", str(listing)])[::2])
+    suggested = re.search(r"export BSPROF_MAX_INPUT_BYTES=(\d+)", line)
+    assert suggested, line
+    monkeypatch.setenv("BSPROF_MAX_INPUT_BYTES", suggested.group(1))
+    code, _, err = run_bsprof(["sass", str(listing)])
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("value", ["lots", "-5", "0", "1e9"])
 def test_a_malformed_cap_is_one_line(tmp_path, monkeypatch, value):
     monkeypatch.setenv("BSPROF_MAX_INPUT_BYTES", value)

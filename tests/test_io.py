@@ -146,6 +146,20 @@ def test_a_directory_is_not_a_file_output(tmp_path, verb):
     assert "directory" in assert_one_line_error(code, err)
 
 
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/sys") or os.access("/proc/sys", os.W_OK), reason="needs a directory no one may write"
+)
+def test_an_unwritable_output_directory_is_refused_before_the_work():
+    """-o names an existing directory the results cannot land in: one line before the chain runs
+    (it printed the whole chain, then failed to make its hidden directory)."""
+    sample = Path(__file__).resolve().parent.parent / "bsprof" / "data" / "samples" / "change"
+    builds = [str(sample / "optimized.sm_90a.cubin.xz"), str(sample / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    code, out, err = run_bsprof(["model", "--change", *builds, "-o", "/proc/sys"])
+    line = assert_one_line_error(code, err)
+    assert "/proc/sys is not writable" in line, line
+    assert out == "", out[-400:]
+
+
 def test_a_missing_parent_is_made_inside_a_writable_directory(tmp_path):
     code, _, err = run_bsprof(FILE_WRITERS["report"](tmp_path / "a" / "r.html"))
     assert code == 0, err
@@ -370,6 +384,30 @@ def test_bsprofs_page_at_the_path_when_it_lands_is_replaced(tmp_path, monkeypatc
     code, _, err = run_bsprof(FILE_WRITERS["report"](out))
     assert code == 0, err
     assert "another run's page" not in out.read_text() and 'class="bsprof-fig"' in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+@pytest.mark.parametrize("failure", ["unreadable", "interrupt"])
+def test_a_file_swapped_out_to_be_judged_goes_back_when_judging_fails(tmp_path, monkeypatch, failure):
+    """The exchange puts the page at the path and what held it at the temporary name; a file there
+    that cannot be read (or an interrupt while it is read) must go back, not be removed with the
+    temporary file."""
+    import bsprof.io as io
+
+    out = tmp_path / "report.html"
+    out.write_text("the user's notes, saved after the check before the work\n")
+    real_is_own = io._is_own
+
+    def judged(path):
+        if Path(path) != out:  # the swapped-out file, at the temporary name
+            raise BsprofError("cannot read it") if failure == "unreadable" else KeyboardInterrupt()
+        return real_is_own(path)
+
+    monkeypatch.setattr(io, "_is_own", judged)
+    monkeypatch.setattr(io, "check_output_file", Path)  # the file came after that check
+    with pytest.raises(BsprofError if failure == "unreadable" else KeyboardInterrupt):
+        io.write_output_file(out, f"<!DOCTYPE html><html><head>{MARK}</head><body>page</body></html>")
+    assert out.read_text() == "the user's notes, saved after the check before the work\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -142,10 +143,56 @@ def test_bad_change_input_is_one_error_line():
             "not the problem the capture",
         ),
         (["--changes"], "--validate"),
+        # a typo in a cubin's path is named as a missing file, not judged as a bundled kernel name
+        (["--change", "a.cubin", str(SAMPLE / "optimized.sm_90a.cubin.xz")], "a.cubin: no such file"),
+        (["--change", str(SAMPLE / "optimized.sm_90a.cubin.xz"), "dir/b.sass"], "dir/b.sass: no such file"),
+        (["--change", "b.cubin", "--mnkl", "4096,4096,4096"], "b.cubin: no such file"),
     ):
         r = CliRunner().invoke(cli, ["model", *args])
         assert r.exit_code == 2, (args, r.output)
         assert needle in r.output and "Traceback" not in r.output
+
+
+def test_a_capture_whose_recorded_problem_is_infinite_is_one_error_line(tmp_path):
+    """timing.json is read as JSON, which spells Infinity: the recorded problem is no problem, said
+    in one line (int() of Infinity raises OverflowError, which no verb catches)."""
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    meta["mnkl"] = [float("inf"), 4096, 4096, 1]
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    (tmp_path / "timing.parquet").write_bytes((SAMPLE / "timing.parquet").read_bytes())
+    cubins = [str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    r = CliRunner().invoke(cli, ["model", "--change", *cubins, "--from", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    assert "--mnkl" in r.output, r.output
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("capture_wall_us", "99 us"), ("sustained", {"mhz": "1470"}), ("device_limits", {"max_mhz": 1980.0})],
+)
+def test_a_damaged_change_sample_is_one_error_line(tmp_path, field, value):
+    """The capture's recorded wall time, sustained clock and device limits feed the projection's
+    arithmetic: one that is not a number is named, not a TypeError or KeyError from inside it."""
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    meta["change_sample"][field] = value
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    (tmp_path / "timing.parquet").write_bytes((SAMPLE / "timing.parquet").read_bytes())
+    cubins = [str(SAMPLE / "optimized.sm_90a.cubin.xz"), str(SAMPLE / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    r = CliRunner().invoke(cli, ["model", "--change", *cubins, "--from", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    assert f"change_sample.{field}" in r.output, r.output
+
+
+def test_stored_runs_named_with_brackets_show_their_names(tmp_path):
+    """A stored run is named by its directories; a bracket in one is text (rich read ``[old]`` as a
+    style and dropped it, and ``a[`` / ``]b`` as a closing tag that raised MarkupError)."""
+    src = next(p.parent for p in sorted((DATA / "h100_timing").rglob("validation.csv")))
+    for parent, name in (("[old]", "v1"), ("a[", "]b")):
+        root = tmp_path / parent.strip("[]")
+        shutil.copytree(src, root / parent / name)
+        r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(root)], env={"COLUMNS": "200"})
+        assert r.exit_code == 0, (r.output, r.exception)
+        assert f"{parent}/{name}" in r.output, r.output
 
 
 @pytest.fixture(scope="module")

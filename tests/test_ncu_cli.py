@@ -79,6 +79,21 @@ def test_report_with_output_dir(data_dir, tmp_path):
     assert again != d and len(list(tmp_path.iterdir())) == 2
 
 
+def test_compare_labels_with_brackets_are_text(data_dir):
+    """--label names the compare table's columns; a bracket in one is shown, not read as rich markup
+    (a closing tag raised MarkupError through the verb)."""
+    res = run("--compare", data_dir / CUBLAS, data_dir / TINY, "--label", "run[/]", "b[red]")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "run[/]" in res.output and "b[red]" in res.output
+
+
+def test_a_bad_filter_b_is_named_as_filter_b(data_dir):
+    """--filter-b picks B's launch; its errors name --filter-b, not the --filter the user did not give."""
+    line = _one_line_error(run("--compare", data_dir / CUBLAS, data_dir / TINY, "--filter-b", "["), "--filter-b '['")
+    assert "regular expression" in line
+    _one_line_error(run("--compare", data_dir / CUBLAS, data_dir / TINY, "--filter-b", "no_such_kernel"), "--filter-b")
+
+
 def test_compare_reports_and_dirs(data_dir, tmp_path):
     res = run("--compare", data_dir / CUBLAS, data_dir / TINY)
     assert res.exit_code == 0, res.output

@@ -211,6 +211,18 @@ def test_piped_output_uses_its_documented_width(monkeypatch):
     assert max(cell_len(ln) for ln in out.splitlines()) > 80  # the width is used, not rich's 80
 
 
+@pytest.mark.parametrize("columns", ["0", "wide"])
+def test_a_columns_that_is_no_width_counts_as_unset(monkeypatch, columns):
+    """COLUMNS=0 made rich lay every view out for no columns: the verb printed nothing and exited 0."""
+    from bsprof.reports.term import PIPED_WIDTH
+
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, err = run_bsprof(["model"])
+    assert code == 0, err
+    assert "bsprof model" in out and "Equilibrium" in out, out[-400:]
+    check_fits(out, PIPED_WIDTH)
+
+
 def test_report_console_lines(monkeypatch, tmp_path):
     out = cli(monkeypatch, "report", "-o", tmp_path / "r.html")
     check_fits(out)

@@ -31,6 +31,40 @@ def _problem(mnkl: str | None, source):
     return None
 
 
+def _number(value, *, none: bool = False) -> bool:
+    import math
+
+    if value is None:
+        return none
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _check_record(source, rec: dict) -> None:
+    """The change_sample fields the chain computes with are the numbers `bsprof timing` records
+    (a damaged one is one error line here, not a TypeError or KeyError deep in the projection)."""
+    sustained, limits = rec.get("sustained"), rec.get("device_limits")
+    bad = (
+        "capture_wall_us"
+        if not _number(rec.get("capture_wall_us"), none=True)
+        else "sustained"
+        if sustained is not None
+        and not (_number(sustained.get("mhz"), none=True) and _number(sustained.get("watts"), none=True))
+        else "device_limits"
+        if limits is not None
+        and not (
+            _number(limits.get("max_mhz"))
+            and _number(limits.get("power_limit_w"))
+            and (limits.get("floor_w") in (None, 0) or _number(limits.get("floor_w")))
+        )
+        else None
+    )
+    if bad:
+        raise BsprofError(
+            f"{source}/timing.json: change_sample.{bad} is {rec.get(bad)!r:.120}, not what `bsprof timing` "
+            "records; capture again (or pass --clock / --gpu-limits)"
+        )
+
+
 def _base_clock(source, clock: str | None, gpu_limits: str | None) -> tuple[dict | None, dict | None, str, dict]:
     """The base build's sustained clock and power, and the device limits: --clock / --gpu-limits,
     else what the capture's timing.json recorded beside it (``change_sample``), else none."""
@@ -48,6 +82,7 @@ def _base_clock(source, clock: str | None, gpu_limits: str | None) -> tuple[dict
             raise BsprofError(
                 f"{source}/timing.json: its change_sample is not what `bsprof timing` records; capture again"
             )
+        _check_record(source, rec)
     if clock is not None:
         mhz, watts = parse_clock(clock)
         sustained = {"mhz": mhz, "watts": watts}

@@ -284,6 +284,20 @@ def warm_builds(problems, pairs=PAIRS, jobs: int = 12, timing: bool = False) -> 
 BORROWED = {"rate": None, "from": ""}  # filled from the shipped sample capture when a pair has none
 
 
+def _missing_file(item: str):
+    """The error for a build that names a file that is not there (a path, or a name with a file's
+    suffix: no bundled variant has a '/' or a '.'), rather than judging it as a bundled spec."""
+    from bsprof.errors import BsprofError
+
+    if "/" in item or "." in item.partition(":")[0]:
+        what = "a dangling link" if Path(item).is_symlink() else "no such file"
+        return BsprofError(
+            f"--change {item}: {what}; give a cubin or SASS listing that exists, "
+            "or a bundled spec such as optimized:uniform_desc=0"
+        )
+    return None
+
+
 def _analyze_build(item: str, mnkl, keep_dir):
     """(analysis, label, tile or None, bundled spec or None) for a cubin / SASS file or a bundled spec."""
     from bsprof.analyzers.sass import analyze_path
@@ -299,6 +313,9 @@ def _analyze_build(item: str, mnkl, keep_dir):
             attribute(fa, None, sample_kernel_sources())
         named = tile_from_name(fa.name)
         return fa, p.name, (named[0] if named else None), None
+    missing = _missing_file(item)
+    if missing:
+        raise missing
     from bsprof.kernels.api import parse_kernel_spec
 
     parse_kernel_spec(item, FAMILY)
@@ -345,6 +362,9 @@ def change_chain(
                 f"--change {spec}: one cubin has nothing to compare with; give two (A then B), "
                 "or a bundled spec such as optimized:uniform_desc=0"
             )
+        missing = _missing_file(spec)
+        if missing:
+            raise missing
         if mnkl is None:
             raise BsprofError("--change with a bundled spec needs the problem: add --mnkl M,N,K")
         variant, _, switches = spec.partition(":")

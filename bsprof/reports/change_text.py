@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from bsprof.fmt import lit
+
 SHORT = {"tma0": "TMA0", "kloop": "K-loop", "phase1": "Phase 1", "producer": "producer", "prologue": "prologue"}
 
 
@@ -121,7 +123,7 @@ def render_validation_changes(console, scored: dict) -> None:
     from rich.table import Table
 
     t = Table(
-        title=f"changes priced from SASS vs measured, % wall time ({scored.get('device') or '?'})",
+        title=f"changes priced from SASS vs measured, % wall time ({lit(scored.get('device') or '?')})",
         title_justify="left",
         header_style="bold",
         padding=(0, 1),
@@ -133,10 +135,10 @@ def render_validation_changes(console, scored: dict) -> None:
         if p["problem"] != shown:
             if shown is not None:
                 t.add_section()
-            t.add_row(f"[bold]{p['problem']}[/]", "", "", "", "", "", "")
+            t.add_row(f"[bold]{lit(p['problem'])}[/]", "", "", "", "", "", "")
             shown = p["problem"]
         t.add_row(
-            p["change"],
+            lit(p["change"]),
             _pp(p["projected_pct"]),
             _pp(p["measured_pct"]),
             _pp(p["err_model_pp"]),
@@ -187,7 +189,7 @@ def render_runs(console, res: dict) -> None:
         )
     for r in res["runs"]:
         t.add_row(
-            r["run"],
+            lit(r["run"]),  # named by the user's directories: brackets in it are text, not markup
             str(r["points"]),
             f"{r['median']:.2f}",
             f"{r['max']:.2f}",

@@ -180,7 +180,8 @@ def print_compare(console, cmp) -> None:
         title_justify="left",
     )
     for col in ("metric", cmp.a_label, cmp.b_label, "B - A", "change"):
-        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=col != "metric")
+        # the labels are the user's (--label, file names): their brackets are text, not markup
+        t.add_column(lit(col), justify="left" if col == "metric" else "right", no_wrap=col != "metric")
     for r in cmp.table.to_dict("records"):
         pct = "" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%"
         t.add_row(r["metric"], fmt_metric(r["a"]), fmt_metric(r["b"]), fmt_metric(r["delta"]), pct)

@@ -84,8 +84,8 @@ def recorded_flops(path: str | Path) -> float | None:
     return float(flops) or None
 
 
-def _pick(path: Path, filter: str | None, flops: float | None):
-    ex = extract(path, filter=filter, flops=flops, with_rules=False)
+def _pick(path: Path, filter: str | None, flops: float | None, option: str = "--filter"):
+    ex = extract(path, filter=filter, flops=flops, with_rules=False, option=option)
     return ex.table.iloc[0], len(ex.table)
 
 
@@ -111,7 +111,7 @@ def compare(
 
     pa, pb = resolve_report(a), resolve_report(b)
     ra, _ = _pick(pa, filter, recorded_flops(a) or flops)
-    rb, _ = _pick(pb, filter_b or filter, recorded_flops(b) or flops)
+    rb, _ = _pick(pb, filter_b or filter, recorded_flops(b) or flops, "--filter-b" if filter_b else "--filter")
     stalls = sorted(
         {c for c in list(ra.index) + list(rb.index) if c.startswith("stall_")},
         key=lambda c: -max(_f(ra.get(c)), _f(rb.get(c))),

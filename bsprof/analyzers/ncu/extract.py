@@ -239,12 +239,14 @@ def extract(
     flops: float | None = None,
     precision: str | None = None,
     with_rules: bool = True,
+    option: str = "--filter",
 ) -> Extraction:
     """Read ``report`` (a path or an already loaded ncu_report context) into an :class:`Extraction`.
 
     ``filter`` is a regular expression searched in the function and demangled kernel names and the
     launch's NVTX ranges (joined by " / "); when it
-    matches nothing, BsprofError lists the kernels the report has.
+    matches nothing, BsprofError lists the kernels the report has. ``option``: the command-line
+    option that gave ``filter``, named in its errors.
     """
     import pandas as pd
 
@@ -262,7 +264,7 @@ def extract(
         try:
             pattern = re.compile(filter)
         except re.error as exc:
-            raise BsprofError(f"--filter {filter!r} is not a valid regular expression ({exc})") from None
+            raise BsprofError(f"{option} {filter!r} is not a valid regular expression ({exc})") from None
     rows, raws, rules = [], [], []
     all_names: list[str] = []
     for index, action in enumerate(iter_actions(ctx)):
@@ -289,7 +291,7 @@ def extract(
         )
     if not rows:
         shown = ", ".join(sorted(set(all_names))[:20])
-        raise BsprofError(f"--filter {filter!r} matches no kernel in {path or 'the report'}; its kernels: {shown}")
+        raise BsprofError(f"{option} {filter!r} matches no kernel in {path or 'the report'}; its kernels: {shown}")
     table = pd.DataFrame(rows)
     # opcode columns differ per launch: put them last, sorted by total count
     op_cols = [c for c in table.columns if c.startswith("inst_op_")]
