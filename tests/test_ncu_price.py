@@ -178,3 +178,12 @@ def test_the_json_carries_the_prices(data_dir, tmp_path):
     assert vd["advice_ids"][0] == "compute-bound/fma/*"
     p = vd["prices"][0]
     assert p["bounded"] and p["binds"].startswith("tensor-bound") and not math.isnan(p["mid"])
+
+
+def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
+    # the same real launches, one of them with its duration lost: a NaN total would print as "nanx"
+    rows = [dict(x["columns"]) for x in before["tiny_adds_8x4096"]]
+    rows[3]["duration_ns"] = math.nan
+    seq = price_sequence(rows)
+    assert seq and all(not p.bounded and "no duration" in p.why for p in seq.values())
+    assert "nan" not in " ".join(p.why for p in seq.values())

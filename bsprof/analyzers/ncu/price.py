@@ -596,6 +596,10 @@ def price_sequence(rows: list) -> dict[str, Price]:
     if len(rows) < 2:
         return {}
     total = sum(duration_us(r) for r in rows)
+    if not (known(total) and total > 0):
+        # a launch without its duration leaves nothing to divide: say so rather than price NaN
+        why = "a launch of the sequence has no duration in the report"
+        return {key: Price(advice=key, bounded=False, why=why) for key in ("memory-bound/dram/*", "launch-bound/*/*")}
     fixed = fixed_range(rows[0])
     out = {}
     rates = [
