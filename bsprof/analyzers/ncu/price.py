@@ -38,7 +38,7 @@ from bsprof.fmt import fmt_bytes
 # the share of a unit's peak a launch reaches when that unit binds it: (slow end, fast end) of the interval.
 # The 10th and 90th percentiles over the H100 corpus's launches (tests/data/corpus, >= 20 us) that the
 # verdict finds bound by that unit (test_ncu_price.test_efficiency_bands_come_from_the_corpus): DRAM 21
-# launches, L2 18, L1 6, a pipe 7, issue 9; the tensor pipe as TFLOP/s over the datasheet peak of the
+# launches, L2 18, L1 6, a pipe 7, the issue slots 9; the tensor pipe as TFLOP/s over the datasheet peak of the
 # corpus's cuBLAS GEMMs (57-84%: the clock drops to ~1.6 GHz under the tensor load)
 EFFICIENCY: dict[str, tuple[float, float]] = {
     "dram": (0.74, 0.90),
