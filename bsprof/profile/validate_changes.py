@@ -240,6 +240,7 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
                 mechanisms=mech,
                 tile_cycles=bm.tile_cycles,
                 stages=(sa, switch_stages(spec, mnkl)),
+                first_load=bm.first_load,
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -424,7 +425,14 @@ def change_chain(
     if spec_a and spec_b:
         stages = (switch_stages(spec_a, mnkl), switch_stages(spec_b, mnkl))
     est = C.estimate_change(
-        A, B, costs, k_blocks, mechanisms=_mechanisms(spec_a, spec_b), tile_cycles=bm.tile_cycles, stages=stages
+        A,
+        B,
+        costs,
+        k_blocks,
+        mechanisms=_mechanisms(spec_a, spec_b),
+        tile_cycles=bm.tile_cycles,
+        stages=stages,
+        first_load=bm.first_load,
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

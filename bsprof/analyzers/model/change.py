@@ -63,6 +63,14 @@ TRIP_SHARE = 0.25
 SPILL_SHARE = 0.25
 LOAD_SHARE = 0.25
 TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
+# a ring of S stages refills a stage one K block after the consumers free it, so the K block's period
+# is at least the load latency over S - 1 stages: P = max(C, L / (S - 1)). L in steady state as a share
+# of the base capture's first load (the producer's first load issued -> the consumers' first stage full,
+# every CTA loading its whole ring at once into a cold L2): (low, point, high). A fit: the three
+# ab_stage=2 points of the first H200 change run imply 0.50 (4096^3), 0.52 (6144x5120x2560) and 0.61
+# (8192x8192x1024) through the whole projection (docs/model.md, "Code changes priced from SASS"); the
+# point is their median, the ends their range widened by a sixth
+RING_LATENCY_SHARE = (0.42, 0.52, 0.65)
 # half-width of the measurement's own noise (percentage points of wall time): a second build of the
 # same code measured 0.0-0.8% from the first in 7 of the 8 stored coop runs (1.8% in one), so a
 # projection's interval that is to hold a measurement must be this much wider
@@ -427,6 +435,36 @@ def _top_ops(a: BuildCounts, b: BuildCounts, ph: str, n: int = 3) -> list[tuple[
     return [(k, round(v, 1)) for k, v in sorted(d.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:n] if abs(v) >= 0.5]
 
 
+def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float) -> float:
+    """Cycles per tile a stage count sa -> sb adds to the K-loop: a ring of S stages needs a K block to
+    last at least ``latency`` / (S - 1) (one stage is being refilled while S - 1 feed the MMAs; a single
+    stage serializes load and MMAs). The base's measured period per K block is the floor it has now;
+    more stages win back only what the base's ring held it above its own floor."""
+    c_kb = kloop.measured_cycles / max(1, k_blocks)
+
+    def need(stages: int) -> float:
+        return c_kb + latency if stages <= 1 else latency / (stages - 1)
+
+    if sb < sa:
+        return max(0.0, need(sb) - max(c_kb, need(sa)) if sa > 1 else 0.0) * k_blocks
+    held = max(0.0, min(c_kb, need(sa)) - max(kloop.floor_kblock, need(sb)))
+    return -held * k_blocks if need(sa) >= c_kb else 0.0
+
+
+def first_load_cycles(table) -> float | None:
+    """The base capture's load latency at the kernel's start, cycles: per CTA, from its producer's
+    first load to the end of its consumers' first tile start (their first stage full); the median over
+    CTAs. None without those records."""
+    if table is None or not len(table):
+        return None
+    first = table[table["tile"] == table.groupby(["sm", "cta"])["tile"].transform("min")]
+    issued = first[(first["role"] == "producer") & (first["phase"] == "load")].groupby(["sm", "cta"])["start"].min()
+    full = first[(first["role"] == "mma") & (first["phase"] == "tma0")].groupby(["sm", "cta"])["end"].min()
+    lat = (full - issued).dropna()
+    lat = lat[lat > 0]
+    return float(lat.median()) if len(lat) else None
+
+
 def estimate_change(
     a: BuildCounts,
     b: BuildCounts,
@@ -436,10 +474,12 @@ def estimate_change(
     mechanisms: tuple[str, ...] = (),
     tile_cycles: float | None = None,
     stages: tuple[int, int] | None = None,
+    first_load: float | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
-    instructions (``stages``, ``tile_order``: from a bundled kernel's switches)."""
+    instructions (``stages``, ``tile_order``: from a bundled kernel's switches); ``first_load``: the
+    base capture's first-load latency in cycles (:func:`first_load_cycles`), which prices a stage count."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -494,7 +534,17 @@ def estimate_change(
             f"spills appear ({a.spills} -> {b.spills} local loads/stores): their latency is "
             f"not priced; interval up to +{w:,.0f} cycles"
         )
-    if sa is not None and sb is not None and sa != sb:
+    if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
+        ring = [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in RING_LATENCY_SHARE]
+        kd.cycles += ring[1]
+        kd.lo += min(ring)
+        kd.hi += max(ring)
+        kd.source += (
+            f"; {sa} -> {sb} stages: a K block at least the load latency over stages - 1 "
+            f"({RING_LATENCY_SHARE[1]:.2f} x the first load's {first_load:,.0f} cycles): {ring[1]:+,.0f} "
+            f"({min(ring):+,.0f}..{max(ring):+,.0f})"
+        )
+    elif sa is not None and sb is not None and sa != sb:
         exposed = max(0.0, kl.measured_cycles - kl.floor_kblock * k_blocks)
         if sb < sa:
             w = MOVED_WAIT_SHARE * kl.measured_cycles
@@ -558,6 +608,7 @@ class BaseMeasurement:
     watts: float | None = None
     limits: dict | None = None  # device limits (model.clock.DeviceLimits as JSON)
     device: str = ""
+    first_load: float | None = None  # cycles from the first load issued to the first stage full
 
 
 @dataclass
@@ -770,7 +821,9 @@ def base_measurement(
         producer = float((sel["end"] - sel["start"]).mean()) if len(sel) else 0.0
     phases["producer"] = float(producer or 0.0)
     s = sustained or {}
-    return BaseMeasurement(tile, busy, phases, s.get("mhz"), s.get("watts"), limits, device)
+    return BaseMeasurement(
+        tile, busy, phases, s.get("mhz"), s.get("watts"), limits, device, first_load=first_load_cycles(table)
+    )
 
 
 def off_binding(est: ChangeEstimate) -> bool:
