@@ -249,3 +249,45 @@ def test_cli_scores_stored_runs_without_a_gpu():
     assert max(len(line) for line in r.output.splitlines()) <= 80
     r = CliRunner().invoke(cli, ["model", "--validate", "--from", str(SAMPLE)])
     assert r.exit_code == 2 and "no stored --validate run" in r.output
+
+
+@pytest.fixture(scope="module")
+def base_tables(tmp_path_factory):
+    import pandas as pd
+
+    tmp = tmp_path_factory.mktemp("bases")
+    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
+        tf.extractall(tmp, filter="data")
+    return {Path(f).stem: pd.read_parquet(f) for f in glob.glob(str(tmp / "bases" / "*.parquet"))}
+
+
+def test_first_load_latency_is_read_from_the_base_capture(base_tables):
+    """Per CTA, the producer's first load issued to the consumers' first stage full: a load's latency at
+    the kernel's cold start, 1,600-2,800 cycles on the H200 captures (median over 132 CTAs)."""
+    lat = {k: C.first_load_cycles(t) for k, t in base_tables.items()}
+    assert set(lat) == {"4096x4096x4096", "8192x8192x1024", "6144x5120x2560"}
+    assert all(1500 < v < 3000 for v in lat.values()), lat
+    # without the producer's records there is nothing to measure
+    t = base_tables["4096x4096x4096"]
+    assert C.first_load_cycles(t[t["role"] != "producer"]) is None
+
+
+def _kloop_cost(cycles_per_kblock: float, floor: float) -> C.PhaseCost:
+    return C.PhaseCost("kloop", cycles_per_kblock * 32, 5000, 1.0, 0.3, 0.0, 2.0, "", floor_kblock=floor)
+
+
+def test_a_shallower_ring_costs_the_latency_its_stages_no_longer_cover():
+    """P = max(C, L / (S - 1)): 4 -> 2 stages with L above C costs L - C a K block; 4 -> 3 with L / 2
+    under C costs nothing; one stage serializes load and MMAs; more stages win back only what the
+    base's ring held it above its floor."""
+    cost = _kloop_cost(1000.0, 800.0)
+    assert C.ring_delta(cost, 32, 4, 2, 1300.0) == pytest.approx(300.0 * 32)
+    assert C.ring_delta(cost, 32, 4, 3, 1300.0) == 0.0
+    assert C.ring_delta(cost, 32, 4, 1, 1300.0) == pytest.approx(1300.0 * 32)
+    assert C.ring_delta(cost, 32, 2, 4, 900.0) == 0.0  # a 2-stage ring covers L = 900 under C = 1000
+    bound = _kloop_cost(1300.0, 800.0)  # a 2-stage base held at L = 1300 a K block
+    assert C.ring_delta(bound, 32, 2, 4, 1300.0) == pytest.approx(-(1300.0 - 800.0) * 32)
+    assert C.ring_delta(bound, 32, 2, 3, 1300.0) == pytest.approx(-(1300.0 - 800.0) * 32)
+    # fewer stages never cost less than more
+    for s in range(1, 6):
+        assert C.ring_delta(cost, 32, 6, s, 2500.0) >= C.ring_delta(cost, 32, 6, s + 1, 2500.0)
