@@ -241,6 +241,7 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
                 tile_cycles=bm.tile_cycles,
                 stages=(sa, switch_stages(spec, mnkl)),
                 first_load=bm.first_load,
+                consumer_warps=4 * wgs,
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -433,6 +434,7 @@ def change_chain(
         tile_cycles=bm.tile_cycles,
         stages=stages,
         first_load=bm.first_load,
+        consumer_warps=4 * wgs,
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

@@ -70,7 +70,18 @@ TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # ab_stage=2 points of the first H200 change run imply 0.50 (4096^3), 0.52 (6144x5120x2560) and 0.61
 # (8192x8192x1024) through the whole projection (docs/model.md, "Code changes priced from SASS"); the
 # point is their median, the ends their range widened by a sixth
-RING_LATENCY_SHARE = (0.42, 0.52, 0.65)
+RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
+# a global store from registers (a SIMT epilogue) costs the SM's store path, not the phase's average
+# instruction: every consumer warp's STG passes the one L1 write path. Cycles a warp-level STG takes at the
+# SM (low, point, high). A fit: the three epilogue=direct points of the first H200 change run imply 3.1
+# (4096^3, 256x128 tile), 4.6 (6144x5120x2560) and 5.4 (8192x8192x1024, both 192x128) through the whole
+# projection; the point is their median, the ends their range widened by a sixth
+STORE_CYCLES = (2.6, 4.6, 6.3)
+# a global load added to the K-loop whose value each K block waits on (scales by LDG instead of TMA):
+# cycles it exposes a K block, as a share of the base capture's first load (low, point, high). A fit: the
+# three sfa_tma=0 points of the first H200 change run imply 0.078 (4096^3), 0.087 (6144x5120x2560) and 0.16
+# (8192x8192x1024); the point is their median, the ends their range widened by a sixth
+LOADWAIT_SHARE = (0.065, 0.087, 0.19)
 # half-width of the measurement's own noise (percentage points of wall time): a second build of the
 # same code measured 0.0-0.8% from the first in 7 of the 8 stored coop runs (1.8% in one), so a
 # projection's interval that is to hold a measurement must be this much wider
@@ -475,11 +486,13 @@ def estimate_change(
     tile_cycles: float | None = None,
     stages: tuple[int, int] | None = None,
     first_load: float | None = None,
+    consumer_warps: int | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
     instructions (``stages``, ``tile_order``: from a bundled kernel's switches); ``first_load``: the
-    base capture's first-load latency in cycles (:func:`first_load_cycles`), which prices a stage count."""
+    base capture's first-load latency in cycles (:func:`first_load_cycles`), which prices a stage count
+    and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -572,7 +585,17 @@ def estimate_change(
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
         )
     loads = b.opcodes.get("kloop", Counter()).get("LDG", 0.0) - a.opcodes.get("kloop", Counter()).get("LDG", 0.0)
-    if loads >= 0.5:
+    if loads >= 0.5 and first_load and first_load > 0:
+        ex = [share * first_load * k_blocks for share in LOADWAIT_SHARE]
+        kd.cycles += ex[1]
+        kd.lo += ex[0]
+        kd.hi += ex[2]
+        kd.source += (
+            f"; {loads / max(1, k_blocks):+,.1f} global loads a K block, waited on: "
+            f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block: {ex[1]:+,.0f} "
+            f"({ex[0]:+,.0f}..{ex[2]:+,.0f})"
+        )
+    elif loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
         # one) can be hidden by the loads in flight or exposed once per K block
         w = LOAD_SHARE * costs["tma0"].measured_cycles * k_blocks
@@ -580,6 +603,22 @@ def estimate_change(
         kd.unpriced.append(
             f"K-loop: {loads / max(1, k_blocks):+,.1f} global loads a K block: their latency is "
             f"not in the SASS; interval up to +{w:,.0f} cycles"
+        )
+    stg = {
+        ph: b.opcodes.get(ph, Counter()).get("STG", 0.0) - a.opcodes.get(ph, Counter()).get("STG", 0.0) for ph in PHASES
+    }
+    d_stg = sum(v for ph, v in stg.items() if ph not in ("producer", "prologue"))
+    if abs(d_stg) >= 0.5 and consumer_warps:
+        # the stores' cycles at the SM's store path replace what their phases priced them at
+        priced = sum(v * costs[ph].point for ph, v in stg.items() if ph not in ("producer", "prologue"))
+        st = [d_stg * consumer_warps * c - priced for c in STORE_CYCLES]
+        pd = next(d for d in deltas if d.phase == "phase1")
+        pd.cycles += st[1]
+        pd.lo += min(st)
+        pd.hi += max(st)
+        pd.source += (
+            f"; {d_stg:+,.0f} global stores a warp x {consumer_warps} warps at the SM's store path, "
+            f"{STORE_CYCLES[1]:.1f} cycles each: {st[1]:+,.0f} ({min(st):+,.0f}..{max(st):+,.0f})"
         )
     if "tile_order" in mechanisms and tile_cycles:
         w = TILE_ORDER_SHARE * tile_cycles
