@@ -737,6 +737,10 @@ def project_change(
 def _clamped(params, deltas: dict) -> dict:
     """A phase cannot shrink below nothing: a low bound past the phase's own cycles is cut there."""
     have = measured_phases(params)
+    # an epilogue delta applies to every warp's own Phase 1/2: the warp with the fewest cycles sets the cut
+    warps = max(1, params.epi.warps)
+    have["phase1"] = float(min(params.epi.phase1[:warps]))
+    have["phase2"] = float(min(params.epi.phase2[:warps]))
     out = {}
     for k, v in deltas.items():
         base = have.get(k)
