@@ -446,6 +446,16 @@ def _top_ops(a: BuildCounts, b: BuildCounts, ph: str, n: int = 3) -> list[tuple[
     return [(k, round(v, 1)) for k, v in sorted(d.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:n] if abs(v) >= 0.5]
 
 
+def _add_priced(d: PhaseDelta, low_point_high: list[float], what: str) -> None:
+    """Add a mechanism priced beside the instructions to a phase's delta: its point, its interval (the
+    smaller and larger of its ends), and what it is on the delta's source line."""
+    lo, pt, hi = min(low_point_high), low_point_high[1], max(low_point_high)
+    d.cycles += pt
+    d.lo += lo
+    d.hi += hi
+    d.source += f"; {what}: {pt:+,.0f} ({lo:+,.0f}..{hi:+,.0f})"
+
+
 def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float) -> float:
     """Cycles per tile a stage count sa -> sb adds to the K-loop: a ring of S stages needs a K block to
     last at least ``latency`` / (S - 1) (one stage is being refilled while S - 1 feed the MMAs; a single
@@ -548,14 +558,11 @@ def estimate_change(
             f"not priced; interval up to +{w:,.0f} cycles"
         )
     if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
-        ring = [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in RING_LATENCY_SHARE]
-        kd.cycles += ring[1]
-        kd.lo += min(ring)
-        kd.hi += max(ring)
-        kd.source += (
-            f"; {sa} -> {sb} stages: a K block at least the load latency over stages - 1 "
-            f"({RING_LATENCY_SHARE[1]:.2f} x the first load's {first_load:,.0f} cycles): {ring[1]:+,.0f} "
-            f"({min(ring):+,.0f}..{max(ring):+,.0f})"
+        _add_priced(
+            kd,
+            [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in RING_LATENCY_SHARE],
+            f"{sa} -> {sb} stages: a K block at least the load latency over stages - 1 "
+            f"({RING_LATENCY_SHARE[1]:.2f} x the first load's {first_load:,.0f} cycles)",
         )
     elif sa is not None and sb is not None and sa != sb:
         exposed = max(0.0, kl.measured_cycles - kl.floor_kblock * k_blocks)
@@ -586,14 +593,11 @@ def estimate_change(
         )
     loads = b.opcodes.get("kloop", Counter()).get("LDG", 0.0) - a.opcodes.get("kloop", Counter()).get("LDG", 0.0)
     if loads >= 0.5 and first_load and first_load > 0:
-        ex = [share * first_load * k_blocks for share in LOADWAIT_SHARE]
-        kd.cycles += ex[1]
-        kd.lo += ex[0]
-        kd.hi += ex[2]
-        kd.source += (
-            f"; {loads / max(1, k_blocks):+,.1f} global loads a K block, waited on: "
-            f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block: {ex[1]:+,.0f} "
-            f"({ex[0]:+,.0f}..{ex[2]:+,.0f})"
+        _add_priced(
+            kd,
+            [share * first_load * k_blocks for share in LOADWAIT_SHARE],
+            f"{loads / max(1, k_blocks):+,.1f} global loads a K block, waited on: "
+            f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block",
         )
     elif loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
@@ -611,14 +615,11 @@ def estimate_change(
     if abs(d_stg) >= 0.5 and consumer_warps:
         # the stores' cycles at the SM's store path replace what their phases priced them at
         priced = sum(v * costs[ph].point for ph, v in stg.items() if ph not in ("producer", "prologue"))
-        st = [d_stg * consumer_warps * c - priced for c in STORE_CYCLES]
-        pd = next(d for d in deltas if d.phase == "phase1")
-        pd.cycles += st[1]
-        pd.lo += min(st)
-        pd.hi += max(st)
-        pd.source += (
-            f"; {d_stg:+,.0f} global stores a warp x {consumer_warps} warps at the SM's store path, "
-            f"{STORE_CYCLES[1]:.1f} cycles each: {st[1]:+,.0f} ({min(st):+,.0f}..{max(st):+,.0f})"
+        _add_priced(
+            next(d for d in deltas if d.phase == "phase1"),
+            [d_stg * consumer_warps * c - priced for c in STORE_CYCLES],
+            f"{d_stg:+,.0f} global stores a warp x {consumer_warps} warps at the SM's store path, "
+            f"{STORE_CYCLES[1]:.1f} cycles each",
         )
     if "tile_order" in mechanisms and tile_cycles:
         w = TILE_ORDER_SHARE * tile_cycles
