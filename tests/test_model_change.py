@@ -291,3 +291,21 @@ def test_a_shallower_ring_costs_the_latency_its_stages_no_longer_cover():
     # fewer stages never cost less than more
     for s in range(1, 6):
         assert C.ring_delta(cost, 32, 6, s, 2500.0) >= C.ring_delta(cost, 32, 6, s + 1, 2500.0)
+
+
+def test_second_switch_pair_run_on_unfitted_problems_rescored():
+    """The second run (H100, three problems no fit used), projected with the pricing fitted on the first
+    and committed before the timing: scored from the shipped files."""
+    d = Path(__file__).parent / "data" / "h100_changes"
+    proj = json.loads((d / "projections.json").read_text())
+    with tarfile.open(d / "measured.tar.xz") as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("measured.json"))
+        measured = json.load(tf.extractfile(member))
+    assert proj["device"] == measured["device"] == "NVIDIA H100 80GB HBM3"
+    s = C.score_run(proj, measured)["summary"]
+    assert s["points"] == 33 and s["covered"] == 32 and s["measured_ge_2pct"] == 13
+    assert s["model"]["median"] == pytest.approx(1.17, abs=0.01) and s["model"]["max"] == pytest.approx(8.58, abs=0.01)
+    assert s["model"]["median"] < s["no_change"]["median"] and s["model"]["max"] < s["no_change"]["max"] / 3
+    t = s["targets"]
+    assert t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"] and t["no_worse_on_binding"]
+    assert not (t["median_le_1pp"] or t["max_le_3pp"] or t["sign_right_past_1pct"] or t["half_measured_ge_2pct"])

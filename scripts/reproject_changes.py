@@ -1,0 +1,44 @@
+"""Re-project a stored `bsprof model --validate --changes` run with the current pricing, on the CPU:
+the same base captures, both builds of every pair compiled here for their SASS (cached), the
+projections written as the run's step 2 writes them. In-sample where the pricing was fitted on the
+run (docs/model.md, "Code changes priced from SASS").
+
+    python3 scripts/reproject_changes.py tests/data/h200_changes /tmp/projections.json
+    bsprof model --validate --changes --from DIR   # with DIR holding those projections and measured.tar.xz
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    from bsprof.profile import validate_changes as VC
+
+    run, out = Path(argv[0]), Path(argv[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(run / "bases.tar.xz") as tf:
+            tf.extractall(tmp, filter="data")
+        bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
+        bases = json.loads((bases_dir / "bases.json").read_text())
+        problems = [tuple(p["mnkl"]) for p in bases["problems"].values()]
+        cubins = Path(tmp) / "cubins"
+        cubins.mkdir()
+        doc = VC.project_pairs(bases, bases_dir, problems=problems, cubin_dir=cubins)
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out}: {len(doc['points'])} projections")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
