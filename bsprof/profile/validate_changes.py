@@ -254,6 +254,35 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
     return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
 
 
+def validate_changes(problems, repeats: int, out, console=None) -> tuple[dict, Path]:
+    """The whole check on a GPU, into a results directory ``out``: each problem's base build captured,
+    every pair projected from SASS and the projections written, then the pairs timed and scored.
+    Returns (the score, the directory)."""
+    from bsprof.analyzers.model.change import score_run
+    from bsprof.artifacts import dumps
+    from bsprof.io import ensure_dir, results_dir, write_text_atomic
+
+    # the run lands whole when it ends (an interrupted one leaves nothing); inside it the projections
+    # are written before any pair is timed
+    with results_dir(out, "validation-changes") as staged:
+        d = staged.path
+        bases = capture_bases(problems, ensure_dir(d / "bases"), console)
+        write_text_atomic(d / "bases" / "bases.json", dumps(bases))
+        proj = project_pairs(bases, d / "bases", problems, console=console)
+        write_text_atomic(d / "projections.json", dumps(proj))
+        if console is not None:
+            console.print("projections written (projections.json) before any pair is timed", markup=False)
+        measured = {
+            "device": bases["device"],
+            "device_limits": bases["device_limits"],
+            "problems": measure_pairs(problems, PAIRS, repeats, console),
+        }
+        write_text_atomic(d / "measured.json", dumps(measured))
+        scored = score_run(proj, measured)
+        write_text_atomic(d / "validation.json", dumps(scored))
+    return scored, staged.path
+
+
 def _warm_one(spec: str, mnkl: tuple, timing: bool = False) -> str:
     """Build one kernel in a worker process: the JIT compile lands in CuTe DSL's on-disk cache, which
     the timing process then reads instead of compiling again."""

@@ -1021,3 +1021,55 @@ def score_run(projections: dict, measured: dict) -> dict:
         if p.change in walls and "base" in walls and len(walls["base"]) == len(walls[p.change]):
             score_point(p, walls["base"], walls[p.change])
     return {"device": measured.get("device"), "points": [asdict(p) for p in pts], "summary": summarize(pts)}
+
+
+def rescore_stored_run(source) -> dict:
+    """A stored `--validate --changes` run scored again (:func:`score_run`): its directory holds
+    projections.json and measured.json, or measured.tar.xz as the GPU call returned it (read within the
+    JSON size limit). A directory that holds no run's records is one error line naming what is missing."""
+    import os
+    import tarfile
+    from pathlib import Path
+
+    from bsprof.artifacts import max_json_bytes, parse_json, read_json
+    from bsprof.io import open_input, too_large
+
+    d = Path(source)
+    proj_path = d / "projections.json"
+    if not os.path.lexists(proj_path):
+        raise BsprofError(
+            f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
+            "(projections.json with measured.json or measured.tar.xz)"
+        )
+    proj = read_json(proj_path)
+    measured, where = None, d / "measured.json"
+    if os.path.lexists(where):
+        measured = read_json(where)
+    elif os.path.lexists(d / "measured.tar.xz"):
+        where = d / "measured.tar.xz"
+        cap = max_json_bytes()
+        try:
+            with open_input(where) as fh, tarfile.open(fileobj=fh, mode="r:xz") as tf:
+                member = next((m for m in tf.getmembers() if m.isfile() and m.name.endswith("measured.json")), None)
+                if member is not None:
+                    if member.size > cap:
+                        raise too_large(f"{where}:{member.name}", member.size, cap, "BSPROF_MAX_JSON_BYTES")
+                    measured = parse_json(tf.extractfile(member).read(cap + 1), f"{where}:{member.name}")
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise BsprofError(f"{where}: not a readable tar.xz ({type(exc).__name__}); copy the run again") from None
+    if measured is None:
+        raise BsprofError(f"{d}: no measured.json (or measured.tar.xz holding one); the run's wall times are missing")
+    for path, doc, key in ((proj_path, proj, "points"), (where, measured, "problems")):
+        if not isinstance(doc, dict) or not isinstance(doc.get(key), (list if key == "points" else dict)):
+            raise BsprofError(
+                f"{path}: not what `bsprof model --validate --changes` writes (no {key!r}); copy the run again"
+            )
+    try:
+        scored = score_run(proj, measured)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # the files' inner records are read field by field: one that is not a run's record is named here
+        raise BsprofError(
+            f"{d}: projections.json and measured.json do not hold a run's records "
+            f"({type(exc).__name__}: {str(exc)[:120]}); copy the run again"
+        ) from None
+    return scored
