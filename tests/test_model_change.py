@@ -309,3 +309,20 @@ def test_second_switch_pair_run_on_unfitted_problems_rescored():
     t = s["targets"]
     assert t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"] and t["no_worse_on_binding"]
     assert not (t["median_le_1pp"] or t["max_le_3pp"] or t["sign_right_past_1pct"] or t["half_measured_ge_2pct"])
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--pairs", "ab_stage=2"], "add --validate --changes"),
+        (["--validate", "--changes", "--pairs", "nosuch=1"], "unknown fp8-blockwise option 'nosuch'"),
+        (["--validate", "--changes", "--pairs", "peek"], "not switch=value"),
+        (["--validate", "--changes", "--pairs", " ; "], "name at least one switch change"),
+        # a change one problem's tile cannot take is named with the problem, before any GPU work
+        (["--validate", "--changes", "--pairs", "promote=rescale", "--mnkl", "6144,6144,1536"], "6144x6144x1536"),
+    ],
+)
+def test_validate_changes_pairs_are_checked_before_the_gpu(args, says):
+    r = run(*args)
+    assert r.exit_code != 0 and says in r.output and "Traceback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1

@@ -129,6 +129,12 @@ def _delta_opt(name: str, what: str, note: str = ""):
     "--mnkl", default=None, help="with --validate or --change: problem M,N,K[,L] (--validate --changes: several, 'A;B')"
 )
 @click.option(
+    "--pairs",
+    default=None,
+    help="with --validate --changes: the switch changes to time against each base build, 'a=0;b=1,c=2' "
+    "(default: the 11 of the shipped validation)",
+)
+@click.option(
     "--repeats",
     type=int,
     default=5,
@@ -181,6 +187,7 @@ def command(
     kernel,
     family,
     mnkl,
+    pairs,
     repeats,
     explain,
     clock,
@@ -233,6 +240,8 @@ def command(
             seed=seed,
         )
         return
+    if pairs is not None and not (validate and changes):
+        raise BsprofError("--pairs names the switch pairs of --validate --changes; add --validate --changes")
     if changes and not validate:
         raise BsprofError("--changes runs with --validate (switch pairs timed on this GPU); add --validate")
     if validate and not changes and source is not None:
@@ -269,7 +278,7 @@ def command(
     if validate and changes:
         from bsprof.commands.model_change import run_validate_changes
 
-        run_validate_changes(console, mnkl=mnkl, repeats=repeats, out=out or "bsprof-results")
+        run_validate_changes(console, mnkl=mnkl, pairs=pairs, repeats=repeats, out=out or "bsprof-results")
         return
     if validate:
         from bsprof.kernels.api import Target

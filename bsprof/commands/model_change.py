@@ -44,7 +44,7 @@ def run_change(
         console.print(f"wrote {staged.path}/model.json", markup=False)
 
 
-def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
+def run_validate_changes(console, *, mnkl, pairs: str | None, repeats: int, out) -> None:
     """On a GPU: capture each problem's base build, project every switch pair from SASS (written to
     projections.json first), time the pairs, score."""
     from bsprof.gpu import device_info
@@ -53,8 +53,9 @@ def run_validate_changes(console, *, mnkl, repeats: int, out) -> None:
     from bsprof.reports import change_text
 
     problems = VC.PROBLEMS if not mnkl else tuple(parse_mnkl(p) for p in mnkl.split(";"))
+    switches = VC.PAIRS if pairs is None else VC.parse_pairs(pairs, problems)
     device_info()  # no GPU: one error line before any directory is made
-    scored, where = VC.validate_changes(problems, repeats, out, console)
+    scored, where = VC.validate_changes(problems, repeats, out, console, pairs=switches)
     change_text.render_validation_changes(console, scored)
     console.print(f"wrote {where}/ (bases/, projections.json, measured.json, validation.json)", markup=False)
 

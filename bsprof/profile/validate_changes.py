@@ -199,10 +199,11 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
     from bsprof.analyzers.model import change as C
     from bsprof.analyzers.sass import analyze_cubin
     from bsprof.analyzers.timing.table import load
+    from bsprof.errors import BsprofError
 
     tables_dir = Path(tables_dir)
     cubin_dir = Path(cubin_dir) if cubin_dir is not None else None
-    points = []
+    points, failed = [], {}
     for key, info in bases["problems"].items():
         if problems is not None and key not in {shape_key(p) for p in problems}:
             continue
@@ -228,16 +229,19 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
         sa = switch_stages(base, mnkl)
         for sw in pairs:
             spec = pair_spec(base, sw)
-            b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+            try:
+                b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+            except BsprofError as exc:
+                # a change this problem's build cannot take: named, the other pairs still projected
+                failed.setdefault(key, {})[sw] = str(exc)[:300]
+                continue
             B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
-            knob = sw.split("=")[0]
-            mech = (C.SWITCH_MECHANISMS[knob],) if knob in C.SWITCH_MECHANISMS else ()
             est = C.estimate_change(
                 A,
                 B,
                 costs,
                 k_blocks,
-                mechanisms=mech,
+                mechanisms=_mechanisms(base, spec),
                 tile_cycles=bm.tile_cycles,
                 stages=(sa, switch_stages(spec, mnkl)),
                 first_load=bm.first_load,
@@ -251,10 +255,34 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
                     f"{100 * (pr.wall_hi - 1):+.2f}] (count rule {100 * (pr.count_rule_ratio - 1):+.2f}%)",
                     markup=False,
                 )
-    return {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
+    doc = {"device": bases.get("device"), "noise_pp": C.NOISE_PP, "pairs": list(pairs), "points": points}
+    return {**doc, "failed": failed} if failed else doc
 
 
-def validate_changes(problems, repeats: int, out, console=None) -> tuple[dict, Path]:
+def parse_pairs(text: str, problems) -> tuple[str, ...]:
+    """--pairs 'a=0;b=1,c=2': each entry the switches one changed build sets on every problem's base build.
+    Each is parsed against every problem's base (an unknown switch or a value the kernel cannot take is
+    one error line here, before any GPU work)."""
+    from bsprof.errors import BsprofError
+
+    out = tuple(p.strip() for p in text.split(";") if p.strip())
+    if not out:
+        raise BsprofError(f"--pairs {text!r}: name at least one switch change, e.g. --pairs 'ab_stage=2;peek=0'")
+    for sw in out:
+        if not all("=" in kv for kv in sw.split(",")):
+            raise BsprofError(f"--pairs: {sw!r} is not switch=value[,switch=value]; e.g. --pairs 'ab_stage=2;peek=0'")
+        for mnkl in problems:
+            try:
+                Target.parse(FAMILY, pair_spec(base_spec(mnkl), sw), tuple(mnkl))
+            except BsprofError as exc:
+                raise BsprofError(
+                    f"--pairs {sw!r} on {shape_key(mnkl)} ({base_spec(mnkl).split(':', 1)[1]}): {exc}; drop "
+                    "it or choose problems whose tile takes it"
+                ) from None
+    return out
+
+
+def validate_changes(problems, repeats: int, out, console=None, *, pairs=PAIRS) -> tuple[dict, Path]:
     """The whole check on a GPU, into a results directory ``out``: each problem's base build captured,
     every pair projected from SASS and the projections written, then the pairs timed and scored.
     Returns (the score, the directory)."""
@@ -268,14 +296,14 @@ def validate_changes(problems, repeats: int, out, console=None) -> tuple[dict, P
         d = staged.path
         bases = capture_bases(problems, ensure_dir(d / "bases"), console)
         write_text_atomic(d / "bases" / "bases.json", dumps(bases))
-        proj = project_pairs(bases, d / "bases", problems, console=console)
+        proj = project_pairs(bases, d / "bases", problems, pairs=pairs, console=console)
         write_text_atomic(d / "projections.json", dumps(proj))
         if console is not None:
             console.print("projections written (projections.json) before any pair is timed", markup=False)
         measured = {
             "device": bases["device"],
             "device_limits": bases["device_limits"],
-            "problems": measure_pairs(problems, PAIRS, repeats, console),
+            "problems": measure_pairs(problems, pairs, repeats, console),
         }
         write_text_atomic(d / "measured.json", dumps(measured))
         scored = score_run(proj, measured)
