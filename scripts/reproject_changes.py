@@ -4,6 +4,7 @@ projections written as the run's step 2 writes them. In-sample where the pricing
 run (docs/model.md, "Code changes priced from SASS").
 
     python3 scripts/reproject_changes.py tests/data/h200_changes /tmp/projections.json
+    python3 scripts/reproject_changes.py tests/data/h100_changes_pairs /tmp/projections.json
     bsprof model --validate --changes --from DIR   # with DIR holding those projections and measured.tar.xz
 """
 
@@ -27,14 +28,19 @@ def main(argv: list[str]) -> int:
 
     run, out = Path(argv[0]), Path(argv[1])
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(run / "bases.tar.xz") as tf:
+        # the base captures the projections came from: step 1's bases.tar.xz where the run was made in
+        # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
+        tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
+        with tarfile.open(tar) as tf:
             tf.extractall(tmp, filter="data")
         bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
         bases = json.loads((bases_dir / "bases.json").read_text())
         problems = [tuple(p["mnkl"]) for p in bases["problems"].values()]
         cubins = Path(tmp) / "cubins"
         cubins.mkdir()
-        doc = VC.project_pairs(bases, bases_dir, problems=problems, cubin_dir=cubins)
+        committed = json.loads((run / "projections.json").read_text())
+        pairs = tuple(committed.get("pairs") or VC.PAIRS)  # the switch changes the run timed
+        doc = VC.project_pairs(bases, bases_dir, problems=problems, pairs=pairs, cubin_dir=cubins)
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}: {len(doc['points'])} projections")
     return 0

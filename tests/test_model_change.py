@@ -326,3 +326,19 @@ def test_validate_changes_pairs_are_checked_before_the_gpu(args, says):
     r = run(*args)
     assert r.exit_code != 0 and says in r.output and "Traceback" not in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_unseen_switch_changes_run_by_the_one_command_rescored():
+    """Eight switch changes no check had used (combinations among them), projected and timed by
+    `bsprof model --validate --changes --pairs` in one call on an H100: scored from the shipped files.
+    The spills of consumer_regs=168 on the 256-row tile ran the kernel 3.4x slower, far past the
+    interval the run's pricing gave them."""
+    r = run("--validate", "--changes", "--from", str(DATA / "h100_changes_pairs"), "--json")
+    assert r.exit_code == 0, r.output
+    scored = json.loads(r.output[r.output.index('{\n  "device"') :])
+    s = scored["summary"]
+    assert s["points"] == 24 and s["covered"] == 19 and s["measured_ge_2pct"] == 14
+    by = {(p["change"], p["problem"]): p for p in scored["points"]}
+    spill = by[("consumer_regs=168", "2048x8192x4096")]
+    assert spill["measured_pct"] > 200 and spill["projected_pct"] < 5 and spill["unpriced"] > 0
+    assert s["model_priced"]["max"] < 3.5  # where SASS priced the whole change

@@ -551,11 +551,19 @@ def estimate_change(
     # a bundled build's ring depth from its configuration, else what the SASS shows
     sa, sb = stages if stages is not None else (a.stages, b.stages)
     if b.spills > a.spills:
-        w = SPILL_SHARE * kl.measured_cycles
+        # every local load/store a consumer warp executes passes the SM's one L1 path, as a global
+        # store does: at most the store path's slow end each (spills in the K-loop ran a kernel 3.4x
+        # slower), at least a quarter of the K-loop where the counts say little
+        local = sum(
+            b.opcodes.get(ph, Counter()).get(op, 0.0) - a.opcodes.get(ph, Counter()).get(op, 0.0)
+            for ph in ("tma0", "kloop", "phase1")
+            for op in SPILL_OPS
+        )
+        w = max(SPILL_SHARE * kl.measured_cycles, local * (consumer_warps or SUBPARTITIONS) * STORE_CYCLES[2])
         kd.hi += w
         kd.unpriced.append(
-            f"spills appear ({a.spills} -> {b.spills} local loads/stores): their latency is "
-            f"not priced; interval up to +{w:,.0f} cycles"
+            f"spills appear ({a.spills} -> {b.spills} local loads/stores, {local:+,.0f} executed a tile a "
+            f"warp): their latency is not priced; interval up to +{w:,.0f} cycles"
         )
     if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
         _add_priced(
