@@ -342,3 +342,17 @@ def test_unseen_switch_changes_run_by_the_one_command_rescored():
     spill = by[("consumer_regs=168", "2048x8192x4096")]
     assert spill["measured_pct"] > 200 and spill["projected_pct"] < 5 and spill["unpriced"] > 0
     assert s["model_priced"]["max"] < 3.5  # where SASS priced the whole change
+
+
+def test_spills_get_an_interval_as_wide_as_their_executions(tmp_path):
+    """A register cap that spills in the K-loop (consumer_regs=168 on the 256-row tile) is named, and its
+    interval reaches what such spills cost on the H100 (+237%): each executed local load/store at the
+    store path's slow end. Both builds compiled here, priced with the stored H200 capture of 4096^3."""
+    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
+    bases["problems"] = {k: v for k, v in bases["problems"].items() if k == "4096x4096x4096"}
+    doc = VC.project_pairs(bases, tmp_path / "bases", pairs=("consumer_regs=168",), cubin_dir=tmp_path)
+    (p,) = doc["points"]
+    assert any("spills appear" in u for u in p["unpriced"]), p["unpriced"]
+    assert p["hi_pct"] > 240 and p["projected_pct"] < 10
