@@ -75,6 +75,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], type | None]]] = {
         "table": ((str,), None),
         "compare": ((dict,), None),
         "mnkl": ((list,), None),
+        "sequences": ((list,), dict),
     },
     "sass": {"functions": ((list,), dict), "source": ((str,), None), "compare": ((dict,), None)},
     "timing": {

@@ -235,3 +235,32 @@ def test_held_out_projections_rescored():
         assert r["median_width"] <= 1.5 and 0.8 <= r["median_ratio"] <= 1.25
         assert r["spread_same_pairs"] < r["ncu_spread_same_pairs"]
         assert sum(o["match"] for o in r["order"].values()) == 3
+
+
+def test_a_report_holding_a_sequence_prices_its_fusion_and_batch(tmp_path):
+    """`bsprof ncu --report` on launches of one NVTX range: the JSON's sequences carry the fusion and
+    batching prices a single launch's line cannot give (the same numbers as the price check's), and the
+    terminal shows them under `sequence:`."""
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    report = str(DATA / "pairs_before.ncu-rep.xz")
+    r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "chain_eager|tiny_adds", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    chain, adds = doc["sequences"]
+    assert len(chain["launches"]) == 5 and len(adds["launches"]) == 8 and "chain_eager" in chain["range"]
+    expected = project_pairs(launches_by_range(extract(report, filter="chain_eager")), LABELS, PAIRS)["chain_compiled"][
+        "price"
+    ]
+    assert chain["prices"]["memory-bound/dram/*"]["low"] == pytest.approx(expected["low"])
+    assert adds["prices"]["launch-bound/*/*"]["bounded"] and "memory-bound/dram/*" not in adds["prices"]
+    # each launch alone still says it cannot bound the fusion
+    first = doc["launches"][0]["verdict_detail"]
+    assert any(p["text"].startswith("cannot bound") for p in first["prices"])
+    r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "chain_eager"], env={"COLUMNS": "80"})
+    assert "sequence: NVTX range" in r.output and "try: fuse them into one launch" in r.output
+    # one launch: no sequence
+    r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "transpose_torch", "--json"])
+    assert "sequences" not in json.loads(r.output)

@@ -163,6 +163,7 @@ def command(
         return
     for launch in payload["launches"]:
         ncu_text.print_launch(console, launch)
+    ncu_text.print_sequences(console, payload)
     if payload.get("output_dir"):
         console.print(f"wrote {payload['output_dir']}", markup=False)
 

@@ -167,6 +167,46 @@ def print_verdict(console, v: dict) -> None:
         say(console, f"this report lacks {m}", indent="  ", hang="    ", style="yellow")
 
 
+# what each sequence price stands for, in the order shown
+SEQUENCE_LEVERS = (
+    ("memory-bound/dram/*", "fuse them into one launch (the first one's reads, the last one's writes)"),
+    ("launch-bound/*/*", "batch them into one launch (one fixed cost)"),
+)
+
+
+def _spans(ids: list) -> str:
+    """Launch numbers as runs: 5-9, 12."""
+    if not all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in ids):
+        return ", ".join(lit(i) for i in ids)
+    runs: list[list[int]] = []
+    for i in (int(v) for v in ids):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def print_sequences(console, payload: dict) -> None:
+    """Launches that run as one sequence (one NVTX range, or a report without ranges): what fusing or
+    batching them would buy, which a single launch's line can only call unbounded."""
+    launches = payload.get("launches") or []
+    for seq in payload.get("sequences") or []:
+        ids = [(launches[i].get("columns") or {}).get("launch", i) for i in seq["launches"] if i < len(launches)]
+        where = f"NVTX range {seq['range']}" if seq.get("range") else "the report's launches, in order"
+        say(
+            console,
+            f"sequence: {where} ({len(ids)} launches: {_spans(ids)}; "
+            f"{fmt_metric(seq.get('duration_us'), 'us')} together)",
+            hang="    ",
+            style="bold",
+        )
+        for pid, what in SEQUENCE_LEVERS:
+            if p := (seq.get("prices") or {}).get(pid):
+                say(console, f"try: {what}", indent="  ", hang="    ")
+                say(console, f"→ {p['text']}", indent="    ", hang="      ")
+
+
 def print_compare(console, cmp) -> None:
     from rich.table import Table
 

@@ -669,6 +669,23 @@ def price_sequence(rows: list) -> dict[str, Price]:
     return out
 
 
+def price_sequence_with_ncu(rows: list, launch_prices: list[list[Price]]) -> dict[str, Price]:
+    """:func:`price_sequence` with ncu's estimate beside each price: that of the first launch whose own
+    line on the same lever carries one (``launch_prices``: each launch's :func:`price_all`)."""
+    out = price_sequence(rows)
+    for pid, p in out.items():
+        p.ncu_rule, p.ncu_pct = next(
+            (
+                (q.ncu_rule, q.ncu_pct)
+                for prices in launch_prices
+                for q in prices
+                if q.advice == pid and known(q.ncu_pct)
+            ),
+            ("", math.nan),
+        )
+    return out
+
+
 def _project_plain(times: dict[str, float], fixed: tuple[float, float]) -> tuple[float, float, str]:
     fast = max(v / _eff(u)[1] for u, v in times.items())
     slow = max(v / _eff(u)[0] for u, v in times.items())

@@ -12,7 +12,7 @@ import math
 import statistics
 from fnmatch import fnmatch
 
-from bsprof.analyzers.ncu.price import Price, price_sequence
+from bsprof.analyzers.ncu.price import Price, price_sequence_with_ncu
 from bsprof.analyzers.ncu.verdict import classify
 
 # the score's targets (docs/verdict.md, "What the prices are worth")
@@ -77,15 +77,18 @@ def project_pair(launches: list[dict], follows: list[str]) -> dict:
     """The projection for one pair: every advice line of the before launch(es) with its price, and the
     labelled line's (the first of ``follows`` the verdict gives). Several launches: the sequence's
     fusion and batching prices, and each launch's own lines."""
-    lines = []
+    lines, verdicts = [], []
     for i, e in enumerate(launches):
         v = classify(e["columns"], rules=e.get("rules"))
+        verdicts.append(v)
         for pid, text, p in zip(v.advice_ids, v.candidates, v.prices):
             lines.append({"launch": i, "verdict": v.label, "advice": pid, "text": text, "price": p.as_dict()})
-    seq = price_sequence([e["columns"] for e in launches]) if len(launches) > 1 else {}
+    seq = (
+        price_sequence_with_ncu([e["columns"] for e in launches], [v.prices for v in verdicts])
+        if len(launches) > 1
+        else {}
+    )
     for pid, p in seq.items():
-        if len(launches) > 1:
-            p.ncu_rule, p.ncu_pct = _best_ncu(lines, pid)
         lines.insert(
             0,
             {"launch": "all", "verdict": "sequence", "advice": pid, "text": "fuse the sequence", "price": p.as_dict()},
@@ -102,13 +105,6 @@ def project_pair(launches: list[dict], follows: list[str]) -> dict:
         "before_us": sum(e["columns"].get("duration_ns", math.nan) for e in launches) / 1e3,
         "lines": lines,
     }
-
-
-def _best_ncu(lines: list[dict], pid: str) -> tuple[str, float]:
-    for ln in lines:
-        if ln["advice"] == pid and ln["price"].get("ncu_pct") is not None:
-            return ln["price"]["ncu_rule"], ln["price"]["ncu_pct"]
-    return "", math.nan
 
 
 def ncu_top(launches: list[dict]) -> float:

@@ -78,8 +78,42 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
     return launches
 
 
+def sequence_prices(ex: Extraction, *, k: int | None = None) -> list[dict]:
+    """Launches that run as one sequence, two or more: those in the same NVTX range (a report without
+    ranges: all its launches, in launch order). What fusing them into one launch and batching them
+    behind one fixed cost would buy (:func:`~.price.price_sequence`), where a single launch's line can
+    only say "cannot bound"."""
+    from bsprof.analyzers.ncu.price import price_sequence_with_ncu
+
+    groups: dict[str, list[int]] = {}
+    for i, (_, row) in enumerate(ex.table.iterrows()):
+        rng = row.get("nvtx")
+        groups.setdefault(rng if isinstance(rng, str) else "", []).append(i)
+    out = []
+    for rng, idx in groups.items():
+        if len(idx) < 2:
+            continue
+        rows = [ex.table.iloc[i] for i in idx]
+        own = [classify(r, k=k, rules=ex.rules[i] if i < len(ex.rules) else None).prices for i, r in zip(idx, rows)]
+        prices = price_sequence_with_ncu(rows, own)
+        durations = [_clean(r.get("duration_ns")) for r in rows]
+        out.append(
+            {
+                "range": rng or None,
+                "launches": idx,
+                "duration_us": sum(d for d in durations if d) / 1e3,
+                "prices": {pid: p.as_dict() for pid, p in prices.items()},
+            }
+        )
+    return out
+
+
 def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
-    return {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launch_dicts(ex, k=k)}
+    launches = launch_dicts(ex, k=k)
+    doc = {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launches}
+    if seqs := sequence_prices(ex, k=k):
+        doc["sequences"] = seqs
+    return doc
 
 
 def analyze_report(
