@@ -356,3 +356,34 @@ def test_spills_get_an_interval_as_wide_as_their_executions(tmp_path):
     (p,) = doc["points"]
     assert any("spills appear" in u for u in p["unpriced"]), p["unpriced"]
     assert p["hi_pct"] > 240 and p["projected_pct"] < 10
+
+
+def test_two_different_kernels_are_named_as_such():
+    """--change compares builds of one kernel; given two kernels (ours against cuBLAS's from an ncu
+    report) it says so, while two configurations of one kernel (CUTLASS with and without NDEBUG, two
+    DeepGEMM tile configurations) pass quietly."""
+    sass = DATA / "sass"
+    ours = SAMPLE / "optimized.sm_90a.cubin.xz"
+    r = run("--change", str(ours), str(DATA / "h100_cublas_fp8_4096.ncu-rep.xz"))
+    assert r.exit_code == 0 and "two different kernels" in r.output, r.output
+    r = run(
+        "--change",
+        str(sass / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2.sm_90a.cubin.xz"),
+        str(sass / "cutlass_sm90_blockwise_fp8_128x128x128_c1x2_noNDEBUG.sm_90a.cubin.xz"),
+        "--tile-mn",
+        "128,128",
+        "--mnkl",
+        "4096,4096,4096",
+        "--json",
+    )
+    assert r.exit_code == 0 and "two different kernels" not in r.output
+    assert json.loads(r.output[r.output.index('{\n  "change"') :])["change"]["kernels_differ"] is False
+    dg = [
+        VC._analyze_build(str(sass / f), (4096, 4096, 4096, 1), None)[0].name
+        for f in (
+            "deepgemm_sm100_fp8_1d1d_4096x4096x4096_b128x128_s8_c1.sm_100a.cubin.xz",
+            "deepgemm_sm100_fp8_1d1d_4096x4096x4096_b128x192_s6_c2A.sm_100a.cubin.xz",
+            "deepgemm_sm100_bf16_4096x4096_b128x256x64_s4.sm_100a.cubin.xz",
+        )
+    ]
+    assert not VC.kernels_differ(dg[0], dg[1]) and VC.kernels_differ(dg[0], dg[2])

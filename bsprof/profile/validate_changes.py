@@ -391,6 +391,21 @@ def _pick(fas, where: str):
     return max(mma, key=lambda fa: (fa.mma_count, len(fa.instructions)))
 
 
+# two builds of one kernel share their function name up to its template arguments at least this far (a
+# CUTLASS or DeepGEMM configuration changes arguments deep in the name; another library's kernel shares
+# nothing past a mangling prefix such as "_ZN")
+SAME_KERNEL_PREFIX = 24
+
+
+def kernels_differ(name_a: str | None, name_b: str | None) -> bool:
+    """Whether A and B are two kernels rather than two builds of one: their function names part within
+    the first SAME_KERNEL_PREFIX characters."""
+    if not name_a or not name_b:
+        return False
+    n = min(SAME_KERNEL_PREFIX, len(name_a), len(name_b))
+    return name_a[:n] != name_b[:n]
+
+
 def change_chain(
     builds: tuple[str, ...],
     mnkl,
@@ -446,6 +461,7 @@ def change_chain(
     out: dict = {
         "a": name_a,
         "b": name_b,
+        "kernels_differ": kernels_differ(fa_a.name, fa_b.name),
         "tile": [tm, tn],
         "mnkl": list(mnkl) if mnkl else None,
         "consumer_warpgroups": wgs,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from bsprof.fmt import lit
+from bsprof.reports.term import say
 
 SHORT = {"tma0": "TMA0", "kloop": "K-loop", "phase1": "Phase 1", "producer": "producer", "prologue": "prologue"}
 
@@ -13,7 +14,15 @@ SHORT = {"tma0": "TMA0", "kloop": "K-loop", "phase1": "Phase 1", "producer": "pr
 def change_doc(res: dict, model_result=None) -> dict:
     """The JSON of one chain (``--json``, model.json): the per-phase deltas with where each came from,
     the projection and its interval, the count rule; the model's own projection document beside."""
-    doc: dict = {"change": {"a": res["a"], "b": res["b"], "tile": res["tile"], "mnkl": res["mnkl"]}}
+    doc: dict = {
+        "change": {
+            "a": res["a"],
+            "b": res["b"],
+            "kernels_differ": bool(res.get("kernels_differ")),
+            "tile": res["tile"],
+            "mnkl": res["mnkl"],
+        }
+    }
     if "kloop_only" in res:
         doc["change"]["kloop_only"] = res["kloop_only"].to_json()
         doc["change"]["borrowed_from"] = res.get("borrowed_from", "")
@@ -35,6 +44,15 @@ def render_change(console, res: dict, model_result=None) -> None:
 
     console.print(f"change: {res['a']}", markup=False)
     console.print(f"    ->  {res['b']}", markup=False)
+    if res.get("kernels_differ"):
+        say(
+            console,
+            "note: A and B are two different kernels (their function names part at the start): the chain "
+            "prices a change of one kernel's code, so these numbers compare two kernels instead",
+            indent="  ",
+            hang="    ",
+            style="yellow",
+        )
     if "kloop_only" in res:
         _render_kloop_only(console, res)
         return
