@@ -387,3 +387,13 @@ def test_two_different_kernels_are_named_as_such():
         )
     ]
     assert not VC.kernels_differ(dg[0], dg[1]) and VC.kernels_differ(dg[0], dg[2])
+
+
+def test_spills_widen_the_kloop_only_interval_too():
+    """Without a capture (the K-loop alone), the spills of consumer_regs=168 widen the K block's interval
+    to what their executions can cost, and say so."""
+    r = run("--change", "optimized:consumer_regs=168", "--mnkl", "4096,4096,4096", "--json")
+    assert r.exit_code == 0, r.output
+    k = json.loads(r.output[r.output.index('{\n  "change"') :])["change"]["kloop_only"]
+    assert any("spills appear" in u and "interval up to" in u for u in k["unpriced"]), k["unpriced"]
+    assert k["hi"] > 5 * 1024  # five tensor-core floors a K block (the issue slot alone gave 240 cycles)

@@ -1002,7 +1002,17 @@ def kloop_only(
         lo, hi = lo - w, hi + w
         unpriced.append(f"K-loop: {dw:+.1f} waits a K block (a wait moved): latency not in the SASS; ±{w:,.0f}")
     if b.spills > a.spills:
-        unpriced.append(f"spills appear ({a.spills} -> {b.spills} local loads/stores): not priced")
+        # as with a capture: each local load/store a consumer warp executes at the store path's slow end
+        local = sum(
+            b.opcodes.get("kloop", Counter()).get(op, 0.0) - a.opcodes.get("kloop", Counter()).get(op, 0.0)
+            for op in SPILL_OPS
+        ) / max(1, k_blocks or 1)
+        w = max(0.0, local) * consumer_warps * STORE_CYCLES[2]
+        hi += w
+        unpriced.append(
+            f"spills appear ({a.spills} -> {b.spills} local loads/stores, {local:+,.1f} a K block a warp): "
+            f"not priced; interval up to +{w:,.0f}"
+        )
     return KloopOnly(
         a.name,
         b.name,
