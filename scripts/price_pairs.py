@@ -367,7 +367,108 @@ PAIRS_OTHER_SHAPES = {
     "colsum_tiled_16384": ("colsum_strided_16384x2048", "colsum_tiled_16384x2048"),
     "softmax_16warps": ("softmax_spill_2048x16384", "softmax_16warps"),
 }
-SETS = {"corpus_shapes": (lambda: ops(), PAIRS), "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES)}
+
+
+def ops_third_shapes() -> dict:
+    """The same levers at a third set of shapes and dtypes, labelled before any of their reports exists
+    (tests/data/price/third_shapes/labels.json): ready for the next check of the pricing."""
+    import torch
+
+    def tanh_chain(x):
+        return torch.tanh(x) * x + 1.0
+
+    def tanh_eager():
+        x = w.tensor(1 << 24, dtype=torch.bfloat16)
+        return lambda: tanh_chain(x)
+
+    vec = (1 << 24,)
+    return {
+        "before": {
+            "transpose_torch_fp32_4096": (w.transpose(4096), "torch x.t().contiguous() fp32 4096x4096"),
+            "transpose_torch_bf16_12288": (
+                w.transpose(12288, torch.bfloat16),
+                "torch x.t().contiguous() bf16 12288x12288",
+            ),
+            "gather_random_fp32_4M": (w.gather(1 << 22, False), "torch x[idx], 4M random indices into 4M fp32"),
+            "index_add_fp32_8M_into_32": (
+                w.accumulate(1 << 23, 32, "index_add"),
+                "torch index_add_ 8M fp32 into 32 destinations",
+            ),
+            "sgemm_fp32_8192x1024x4096": (sgemm(8192, 1024, 4096, False), "cuBLAS fp32 GEMM 8192x1024x4096, TF32 off"),
+            "gemm_bf16_misaligned_3071x3073x3075": (
+                gemm_bf16_misaligned(3071, 3073, 3075, "cublas"),
+                "cuBLAS bf16 3071x3073x3075",
+            ),
+            "tanh_chain_eager_bf16_16M": (tanh_eager, "torch eager tanh(x)*x+1 bf16: 3 launches"),
+            "tiny_adds_12x8192": (tiny_binary(12, 8192, "add", False), "12 torch.add launches of 8192 fp32"),
+            "one_cta_sum_fp32_2M": (w.vector_sum(1 << 21, True), "Triton sum of 2M fp32 in one CTA"),
+            "exp24_sum_fp32_16M": (w.compiled(w.exp_sum(24, 0.015), vec), "torch.compile sum of 24 exp(x c_i), fp32"),
+            "rowsum_1warp_1056x16384": (w.row_sum(1056, 16384, 128, 1), "Triton row sum, one warp per 16384-wide row"),
+            "colsum_strided_4096x8192": (w.col_sum(4096, 8192, False), "Triton column sum, one column per program"),
+            "softmax_spill_1024x32768": (
+                w.softmax_logsoftmax(1024, 32768, 1),
+                "Triton softmax + log-softmax, one warp per 32768-wide row",
+            ),
+        },
+        "after": {
+            "transpose_tiled_fp32_4096": (w.transpose(4096, tiled=True), "Triton 64x64 tiled transpose fp32"),
+            "transpose_tiled_bf16_12288": (
+                w.transpose(12288, torch.bfloat16, tiled=True),
+                "Triton 64x64 tiled transpose bf16",
+            ),
+            "gather_sorted_4M": (w.gather(1 << 22, True), "torch x[idx] with the indices sorted"),
+            "index_add_privatized_32": (
+                w.accumulate(1 << 23, 32, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "sgemm_tf32_8192x1024x4096": (sgemm(8192, 1024, 4096, True), "cuBLAS TF32"),
+            "gemm_bf16_3k_padded": (
+                gemm_bf16_misaligned(3071, 3073, 3075, "padded", (3072, 3080, 3080)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_3k_triton": (
+                gemm_bf16_misaligned(3071, 3073, 3075, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "tanh_chain_compiled": (
+                w.compiled(tanh_chain, vec, torch.bfloat16),
+                "torch.compile of the chain: one launch",
+            ),
+            "foreach_add_12": (tiny_binary(12, 8192, "add", True), "torch._foreach_add: one launch"),
+            "torch_sum_2M": (w.vector_sum(1 << 21, False), "torch.sum of the 2M floats"),
+            "exp2_24_sum": (w.compiled(exp2_sum(24, 0.015), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse24_sum": (w.compiled(reuse_sum(24, 0.015), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_2warps": (w.row_sum(1056, 16384, 256, 2), "the row sum with 2 warps per row"),
+            "rowsum_unrolled2": (w.row_sum(1056, 16384, 256, 1), "one warp loading 2x more per step"),
+            "colsum_tiled_4096x8192": (w.col_sum(4096, 8192, True), "8 adjacent columns per program"),
+            "softmax_32warps": (w.softmax_logsoftmax(1024, 32768, 32), "the softmax with 32 warps per row"),
+        },
+    }
+
+
+PAIRS_THIRD_SHAPES = {
+    "transpose_fp32_4096": ("transpose_torch_fp32_4096", "transpose_tiled_fp32_4096"),
+    "transpose_bf16_12288": ("transpose_torch_bf16_12288", "transpose_tiled_bf16_12288"),
+    "gather_sorted_4M": ("gather_random_fp32_4M", "gather_sorted_4M"),
+    "index_add_privatized_32": ("index_add_fp32_8M_into_32", "index_add_privatized_32"),
+    "sgemm_tf32_8192x1024": ("sgemm_fp32_8192x1024x4096", "sgemm_tf32_8192x1024x4096"),
+    "gemm_3k_padded": ("gemm_bf16_misaligned_3071x3073x3075", "gemm_bf16_3k_padded"),
+    "gemm_3k_triton": ("gemm_bf16_misaligned_3071x3073x3075", "gemm_bf16_3k_triton"),
+    "tanh_chain_compiled": ("tanh_chain_eager_bf16_16M", "tanh_chain_compiled"),
+    "foreach_add_12": ("tiny_adds_12x8192", "foreach_add_12"),
+    "one_cta_to_torch_sum_2M": ("one_cta_sum_fp32_2M", "torch_sum_2M"),
+    "exp2_24": ("exp24_sum_fp32_16M", "exp2_24_sum"),
+    "exp_reuse_24": ("exp24_sum_fp32_16M", "reuse24_sum"),
+    "rowsum_2warps": ("rowsum_1warp_1056x16384", "rowsum_2warps"),
+    "rowsum_unrolled2": ("rowsum_1warp_1056x16384", "rowsum_unrolled2"),
+    "colsum_tiled_4096": ("colsum_strided_4096x8192", "colsum_tiled_4096x8192"),
+    "softmax_32warps": ("softmax_spill_1024x32768", "softmax_32warps"),
+}
+SETS = {
+    "corpus_shapes": (lambda: ops(), PAIRS),
+    "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
+    "third_shapes": (ops_third_shapes, PAIRS_THIRD_SHAPES),
+}
 
 
 def _setup_all(side_ops: dict) -> tuple[dict, dict]:
@@ -487,7 +588,7 @@ def main(argv=None) -> int:
         choices=tuple(SETS),
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
-        "other shapes, dtypes and ops",
+        "other shapes, dtypes and ops; third_shapes: a third set, labelled and not yet run",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

@@ -47,9 +47,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--set",
         dest="set_name",
-        choices=("corpus_shapes", "other_shapes"),
+        choices=("corpus_shapes", "other_shapes", "third_shapes"),
         default="corpus_shapes",
-        help="corpus_shapes: tests/data/price; other_shapes: tests/data/price/other_shapes",
+        help="corpus_shapes: tests/data/price; other_shapes, third_shapes: tests/data/price/<set>",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("extract")
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
     sub.add_parser("project")
     sub.add_parser("score")
     args = p.parse_args(argv)
-    if args.set_name == "other_shapes":
-        DATA = DATA / "other_shapes"
+    if args.set_name != "corpus_shapes":
+        DATA = DATA / args.set_name
     from bsprof.analyzers.ncu.price_check import duration_ratio, project_pairs, score
 
     labels = json.loads((DATA / "labels.json").read_text())

@@ -264,3 +264,23 @@ def test_a_report_holding_a_sequence_prices_its_fusion_and_batch(tmp_path):
     # one launch: no sequence
     r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "transpose_torch", "--json"])
     assert "sequences" not in json.loads(r.output)
+
+
+@pytest.mark.parametrize("set_name", ["corpus_shapes", "other_shapes", "third_shapes"])
+def test_each_price_set_labels_the_pairs_its_table_builds(set_name):
+    """Every set's labels name exactly the pairs scripts/price_pairs.py builds for it, each pair's ops
+    exist on their side, and the two-line befores are the befores of their pairs (no GPU needed: the
+    workloads are built lazily)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from scripts.price_pairs import SETS
+
+    table, pairs = SETS[set_name][0](), SETS[set_name][1]
+    d = DATA if set_name == "corpus_shapes" else DATA / set_name
+    labels = json.loads((d / "labels.json").read_text())
+    assert set(labels["pairs"]) == set(pairs) and len(pairs) >= 12
+    for pair, (b, a) in pairs.items():
+        assert b in table["before"] and a in table["after"], pair
+    for before, two in labels["two_lines"].items():
+        assert len(two) == 2 and all(pairs[p][0] == before for p in two), before
