@@ -22,9 +22,15 @@ build's timing capture measured (``calibrate_costs``):
 - Producer: 0 while its issue time per K block stays under the K block's cycles (it only keeps
   the ring full; the consumers' cycle is the binding one), its count shown.
 
-What SASS cannot price is named in one line each and widens the interval (``UNPRICED``): a stage
-count that changes the pipeline's depth, a wait or barrier that moves, a trip count that changes,
-spills, a tile order that changes what hits L2. The widths are choices, stated where they are set.
+Three mechanisms beside the instructions are priced from the base capture's first-load latency
+(``first_load_cycles``) and the SM's store path, each with a share fitted on one GPU run and checked
+on another (the constants say where): a stage count (``ring_delta``), a global load the K-loop waits
+on, a SIMT epilogue's global stores. Without a capture a stage count is only named.
+
+What SASS cannot price is named in one line each and widens the interval: a wait or barrier that
+moves, a trip count that changes, spills (up to each executed local load/store at the store path's
+slow end), a named barrier that ties more warps, a tile order that changes what hits L2. The widths
+are choices, stated where they are set.
 
 The projection (``project_change``) runs the cycle deltas (point, low, high) through the
 calibrated equilibrium (``project.project``), the capture's busy share and the clock term
