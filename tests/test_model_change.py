@@ -293,9 +293,9 @@ def test_a_shallower_ring_costs_the_latency_its_stages_no_longer_cover():
         assert C.ring_delta(cost, 32, 6, s, 2500.0) >= C.ring_delta(cost, 32, 6, s + 1, 2500.0)
 
 
-def test_second_switch_pair_run_on_unfitted_problems_rescored():
-    """The second run (H100, three problems no fit used), projected with the pricing fitted on the first
-    and committed before the timing: scored from the shipped files."""
+def test_switch_pair_run_on_unfitted_problems_rescored():
+    """The H100 run on three problems no fit used (tests/data/h100_changes), projected with the pricing
+    fitted on the H200 run and committed before the timing: scored from the shipped files."""
     d = Path(__file__).parent / "data" / "h100_changes"
     proj = json.loads((d / "projections.json").read_text())
     with tarfile.open(d / "measured.tar.xz") as tf:

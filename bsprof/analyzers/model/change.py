@@ -73,19 +73,19 @@ TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # is at least the load latency over S - 1 stages: P = max(C, L / (S - 1)). L in steady state as a share
 # of the base capture's first load (the producer's first load issued -> the consumers' first stage full,
 # every CTA loading its whole ring at once into a cold L2): (low, point, high). A fit: the three
-# ab_stage=2 points of the first H200 change run imply 0.50 (4096^3), 0.52 (6144x5120x2560) and 0.61
+# ab_stage=2 points of the H200 change run (tests/data/h200_changes) imply 0.50 (4096^3), 0.52 (6144x5120x2560) and 0.61
 # (8192x8192x1024) through the whole projection (docs/model.md, "Code changes priced from SASS"); the
 # point is their median, the ends their range widened by a sixth
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
 # a global store from registers (a SIMT epilogue) costs the SM's store path, not the phase's average
 # instruction: every consumer warp's STG passes the one L1 write path. Cycles a warp-level STG takes at the
-# SM (low, point, high). A fit: the three epilogue=direct points of the first H200 change run imply 3.1
+# SM (low, point, high). A fit: the three epilogue=direct points of the H200 change run (tests/data/h200_changes) imply 3.1
 # (4096^3, 256x128 tile), 4.6 (6144x5120x2560) and 5.4 (8192x8192x1024, both 192x128) through the whole
 # projection; the point is their median, the ends their range widened by a sixth
 STORE_CYCLES = (2.6, 4.6, 6.3)
 # a global load added to the K-loop whose value each K block waits on (scales by LDG instead of TMA):
 # cycles it exposes a K block, as a share of the base capture's first load (low, point, high). A fit: the
-# three sfa_tma=0 points of the first H200 change run imply 0.078 (4096^3), 0.087 (6144x5120x2560) and 0.16
+# three sfa_tma=0 points of the H200 change run (tests/data/h200_changes) imply 0.078 (4096^3), 0.087 (6144x5120x2560) and 0.16
 # (8192x8192x1024); the point is their median, the ends their range widened by a sixth
 LOADWAIT_SHARE = (0.065, 0.087, 0.19)
 # half-width of the measurement's own noise (percentage points of wall time): a second build of the
