@@ -5,14 +5,15 @@ in the projection. `bsprof model --change` parses its options and calls :func:`c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bsprof.errors import BsprofError
 
 
-def capture_record(source) -> dict:
+def capture_record(source: str | Path | None) -> dict:
     """The timing.json of a `bsprof timing` results directory ``source`` (read within bounds and
     type-checked: a damaged one is one error line), or {} where there is none."""
     import os
-    from pathlib import Path
 
     from bsprof.analyzers.timing.io import capture_meta
 
@@ -22,7 +23,7 @@ def capture_record(source) -> dict:
     return capture_meta(meta)
 
 
-def problem_of(mnkl: str | None, source):
+def problem_of(mnkl: str | None, source: str | Path | None) -> tuple[int, ...] | None:
     """--mnkl, else the problem a `bsprof timing` results directory recorded."""
     from bsprof.artifacts import mnkl_of
     from bsprof.kernels.api import parse_mnkl
@@ -42,7 +43,7 @@ def _number(value, *, none: bool = False) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def check_record(source, rec: dict) -> None:
+def check_record(source: str | Path, rec: dict) -> None:
     """The change_sample fields the chain computes with are the numbers `bsprof timing` records
     (a damaged one is one error line here, not a TypeError or KeyError deep in the projection)."""
     sustained, limits = rec.get("sustained"), rec.get("device_limits")
@@ -68,7 +69,9 @@ def check_record(source, rec: dict) -> None:
         )
 
 
-def base_clock(source, clock: str | None, gpu_limits: str | None) -> tuple[dict | None, dict | None, str, dict]:
+def base_clock(
+    source: str | Path | None, clock: str | None, gpu_limits: str | None
+) -> tuple[dict | None, dict | None, str, dict]:
     """The base build's sustained clock and power, and the device limits: --clock / --gpu-limits,
     else what the capture's timing.json recorded beside it (``change_sample``), else none."""
     from bsprof.analyzers.model.run import parse_clock, parse_limits
@@ -110,7 +113,9 @@ def parse_tile(tile_mn: str | None) -> tuple[int, int] | None:
     return tile  # type: ignore[return-value]
 
 
-def change_inputs(source, mnkl: str | None, tile_mn: str | None, clock: str | None, gpu_limits: str | None) -> dict:
+def change_inputs(
+    source: str | Path | None, mnkl: str | None, tile_mn: str | None, clock: str | None, gpu_limits: str | None
+) -> dict:
     """What :func:`bsprof.profile.validate_changes.change_chain` takes besides the builds: the problem
     (--mnkl, else the capture's, and they must agree), the tile (--tile-mn, else the capture's), the base
     build's clock, power and device limits, its device and capture wall time."""

@@ -1047,7 +1047,7 @@ def score_run(projections: dict, measured: dict) -> dict:
     return {"device": measured.get("device"), "points": [asdict(p) for p in pts], "summary": summarize(pts)}
 
 
-def rescore_stored_run(source) -> dict:
+def rescore_stored_run(source: str) -> dict:
     """A stored `--validate --changes` run scored again (:func:`score_run`): its directory holds
     projections.json and measured.json, or measured.tar.xz as the GPU call returned it (read within the
     JSON size limit). A directory that holds no run's records is one error line naming what is missing."""
