@@ -446,6 +446,15 @@ def calibrate_costs(
 # --- the change -------------------------------------------------------------------------------
 
 
+def op_delta(a: BuildCounts, b: BuildCounts, phases: tuple[str, ...], ops: tuple[str, ...]) -> float:
+    """B - A: how many more of ``ops`` one warp executes a tile in ``phases``."""
+    return sum(
+        b.opcodes.get(ph, Counter()).get(op, 0.0) - a.opcodes.get(ph, Counter()).get(op, 0.0)
+        for ph in phases
+        for op in ops
+    )
+
+
 def _top_ops(a: BuildCounts, b: BuildCounts, ph: str, n: int = 3) -> list[tuple[str, float]]:
     oa, ob = a.opcodes.get(ph, Counter()), b.opcodes.get(ph, Counter())
     d = {k: ob.get(k, 0.0) - oa.get(k, 0.0) for k in set(oa) | set(ob)}
@@ -560,11 +569,7 @@ def estimate_change(
         # every local load/store a consumer warp executes passes the SM's one L1 path, as a global
         # store does: at most the store path's slow end each (spills in the K-loop ran a kernel 3.4x
         # slower), at least a quarter of the K-loop where the counts say little
-        local = sum(
-            b.opcodes.get(ph, Counter()).get(op, 0.0) - a.opcodes.get(ph, Counter()).get(op, 0.0)
-            for ph in ("tma0", "kloop", "phase1")
-            for op in SPILL_OPS
-        )
+        local = op_delta(a, b, ("tma0", "kloop", "phase1"), SPILL_OPS)
         w = max(SPILL_SHARE * kl.measured_cycles, local * (consumer_warps or SUBPARTITIONS) * STORE_CYCLES[2])
         kd.hi += w
         kd.unpriced.append(
@@ -605,7 +610,7 @@ def estimate_change(
             f"overlap it removes or allows is not in the SASS; interval "
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
         )
-    loads = b.opcodes.get("kloop", Counter()).get("LDG", 0.0) - a.opcodes.get("kloop", Counter()).get("LDG", 0.0)
+    loads = op_delta(a, b, ("kloop",), ("LDG",))
     if loads >= 0.5 and first_load and first_load > 0:
         _add_priced(
             kd,
@@ -622,9 +627,7 @@ def estimate_change(
             f"K-loop: {loads / max(1, k_blocks):+,.1f} global loads a K block: their latency is "
             f"not in the SASS; interval up to +{w:,.0f} cycles"
         )
-    stg = {
-        ph: b.opcodes.get(ph, Counter()).get("STG", 0.0) - a.opcodes.get(ph, Counter()).get("STG", 0.0) for ph in PHASES
-    }
+    stg = {ph: op_delta(a, b, (ph,), ("STG",)) for ph in PHASES}
     d_stg = sum(v for ph, v in stg.items() if ph not in ("producer", "prologue"))
     if abs(d_stg) >= 0.5 and consumer_warps:
         # the stores' cycles at the SM's store path replace what their phases priced them at
@@ -1009,10 +1012,7 @@ def kloop_only(
         unpriced.append(f"K-loop: {dw:+.1f} waits a K block (a wait moved): latency not in the SASS; ±{w:,.0f}")
     if b.spills > a.spills:
         # as with a capture: each local load/store a consumer warp executes at the store path's slow end
-        local = sum(
-            b.opcodes.get("kloop", Counter()).get(op, 0.0) - a.opcodes.get("kloop", Counter()).get(op, 0.0)
-            for op in SPILL_OPS
-        ) / max(1, k_blocks or 1)
+        local = op_delta(a, b, ("kloop",), SPILL_OPS) / max(1, k_blocks or 1)
         w = max(0.0, local) * consumer_warps * STORE_CYCLES[2]
         hi += w
         unpriced.append(

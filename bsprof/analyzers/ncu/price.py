@@ -240,6 +240,11 @@ def _priced(
     fast, slow, binds = project(row, times, fixed or fixed_range(row), floor, floor_name)
     if note:
         binds = f"{binds} {note}".strip()
+    return _speedup(pid, t, fast, slow, relieves, binds)
+
+
+def _speedup(pid: str, t: float, fast: float, slow: float, relieves: str, binds: str) -> Price:
+    """A bounded price: ``t`` us now, ``fast``..``slow`` us once the line is followed."""
     return Price(pid, True, low=t / slow, high=t / fast, t_low_us=fast, t_high_us=slow, relieves=relieves, binds=binds)
 
 
@@ -631,15 +636,8 @@ def price_sequence(rows: list) -> dict[str, Price]:
         for unit in ("fma", "xu", "alu"):
             times[unit] = sum(unit_times(r).get(unit, 0.0) for r in rows)
         fast, slow, binds = _project_plain(times, fixed)
-        out["memory-bound/dram/*"] = Price(
-            "memory-bound/dram/*",
-            True,
-            low=total / slow,
-            high=total / fast,
-            t_low_us=fast,
-            t_high_us=slow,
-            relieves=f"{len(rows)} launches",
-            binds=f"{binds} at {fmt_bytes(nbytes)}",
+        out["memory-bound/dram/*"] = _speedup(
+            "memory-bound/dram/*", total, fast, slow, f"{len(rows)} launches", f"{binds} at {fmt_bytes(nbytes)}"
         )
     busy_max, sm_time = 0.0, 0.0
     for r in rows:
@@ -656,15 +654,8 @@ def price_sequence(rows: list) -> dict[str, Price]:
     else:
         busy = max(busy_max, sm_time)
         fast, slow = fixed[0] + busy, fixed[1] + busy
-        out["launch-bound/*/*"] = Price(
-            "launch-bound/*/*",
-            True,
-            low=total / slow,
-            high=total / fast,
-            t_low_us=fast,
-            t_high_us=slow,
-            relieves=f"{len(rows)} fixed costs",
-            binds=f"one launch, {busy:.1f} us of SM work",
+        out["launch-bound/*/*"] = _speedup(
+            "launch-bound/*/*", total, fast, slow, f"{len(rows)} fixed costs", f"one launch, {busy:.1f} us of SM work"
         )
     return out
 

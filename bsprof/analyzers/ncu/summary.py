@@ -35,10 +35,20 @@ def _dims(row, prefix: str) -> list[int | None]:
     return out
 
 
-def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
+def verdicts(ex: Extraction, *, k: int | None = None) -> list:
+    """Each launch's verdict (:func:`~.verdict.classify`), in the table's order."""
+    return [
+        classify(row, k=k, rules=ex.rules[i] if i < len(ex.rules) else None)
+        for i, (_, row) in enumerate(ex.table.iterrows())
+    ]
+
+
+def launch_dicts(ex: Extraction, *, k: int | None = None, found: list | None = None) -> list[dict]:
+    """The JSON of every launch; ``found``: their verdicts where the caller has them already."""
+    found = found if found is not None else verdicts(ex, k=k)
     launches = []
     for i, (_, row) in enumerate(ex.table.iterrows()):
-        verdict = classify(row, k=k, rules=ex.rules[i] if i < len(ex.rules) else None)
+        verdict = found[i]
         cols = {c: _clean(v) for c, v in row.items() if not c.startswith("inst_op_")}
         launches.append(
             {
@@ -78,11 +88,11 @@ def launch_dicts(ex: Extraction, *, k: int | None = None) -> list[dict]:
     return launches
 
 
-def sequence_prices(ex: Extraction, *, k: int | None = None) -> list[dict]:
+def sequence_prices(ex: Extraction, found: list) -> list[dict]:
     """Launches that run as one sequence, two or more: those in the same NVTX range (a report without
     ranges: all its launches, in launch order). What fusing them into one launch and batching them
     behind one fixed cost would buy (:func:`~.price.price_sequence`), where a single launch's line can
-    only say "cannot bound"."""
+    only say "cannot bound". ``found``: every launch's verdict (their own lines carry ncu's estimate)."""
     from bsprof.analyzers.ncu.price import price_sequence_with_ncu
 
     groups: dict[str, list[int]] = {}
@@ -94,8 +104,7 @@ def sequence_prices(ex: Extraction, *, k: int | None = None) -> list[dict]:
         if len(idx) < 2:
             continue
         rows = [ex.table.iloc[i] for i in idx]
-        own = [classify(r, k=k, rules=ex.rules[i] if i < len(ex.rules) else None).prices for i, r in zip(idx, rows)]
-        prices = price_sequence_with_ncu(rows, own)
+        prices = price_sequence_with_ncu(rows, [found[i].prices for i in idx])
         durations = [_clean(r.get("duration_ns")) for r in rows]
         out.append(
             {
@@ -109,9 +118,9 @@ def sequence_prices(ex: Extraction, *, k: int | None = None) -> list[dict]:
 
 
 def summary_json(ex: Extraction, *, k: int | None = None, **extra: Any) -> dict:
-    launches = launch_dicts(ex, k=k)
-    doc = {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launches}
-    if seqs := sequence_prices(ex, k=k):
+    found = verdicts(ex, k=k)  # classified once: the launches' lines and their sequences' prices
+    doc = {"bsprof": dict(KIND), "report": ex.report, **extra, "launches": launch_dicts(ex, k=k, found=found)}
+    if seqs := sequence_prices(ex, found):
         doc["sequences"] = seqs
     return doc
 
