@@ -5,7 +5,7 @@
 # and the "after" launches with ncu --set full --clock-control none, one report per side.
 #   bash benchmarks/price_device.sh      # results: $OUT/timings.json, $OUT/pairs.tar.xz
 #   SET=other_shapes bash benchmarks/price_device.sh   # tests/data/price/other_shapes/labels.json
-#   SET=third_shapes bash benchmarks/price_device.sh   # tests/data/price/third_shapes/labels.json (not yet run)
+#   SET=third_shapes bash benchmarks/price_device.sh   # tests/data/price/third_shapes/labels.json
 set -u
 OUT=${OUT:-/tmp/bsprof-price-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1

@@ -371,7 +371,7 @@ PAIRS_OTHER_SHAPES = {
 
 def ops_third_shapes() -> dict:
     """The same levers at a third set of shapes and dtypes, labelled before any of their reports exists
-    (tests/data/price/third_shapes/labels.json): ready for the next check of the pricing."""
+    (tests/data/price/third_shapes/labels.json): the check of the pricing as changed after the held-out set."""
     import torch
 
     def tanh_chain(x):
@@ -588,7 +588,7 @@ def main(argv=None) -> int:
         choices=tuple(SETS),
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
-        "other shapes, dtypes and ops; third_shapes: a third set, labelled and not yet run",
+        "other shapes, dtypes and ops; third_shapes: a third set of the same levers",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":
