@@ -215,7 +215,7 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
 
 @pytest.mark.parametrize(
     "set_name, committed_inside, now_inside, order",
-    [("other_shapes", (6, 7), (9, 9), 3), ("third_shapes", (10, 10), (10, 10), 2)],
+    [("other_shapes", (6, 7), (9, 9), 3), ("third_shapes", (10, 10), (11, 11), 2)],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
     """The held-out sets (other shapes, dtypes and ops; an H200 and an H100): labelled before their reports

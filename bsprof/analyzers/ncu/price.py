@@ -455,16 +455,25 @@ def _spills(pid, row, times):
     local, share = spill_traffic(row)
     if not (known(local) and local > 0):
         return _cannot(pid, "the report lacks local-memory sectors")
-    new = dict(times)
     dram = metric(row, "dram_bytes_read") + metric(row, "dram_bytes_write")
-    keep = max(0.0, dram - local) / dram if known(dram) and dram > 0 else 1.0 - (share if known(share) else 0.0)
-    # the spills' DRAM bytes go, and L2 (which counts the DRAM stream passing through) with them
-    for lvl in ("dram", "l2"):
-        if lvl in new:
-            new[lvl] *= keep
-    if "l1" in new:
-        new["l1"] *= max(0.0, 1.0 - share) if known(share) else 1.0
-    return _priced(pid, row, new, f"{fmt_bytes(local)} of spills", note=f"at {fmt_bytes(max(0.0, dram - local))}")
+    # the fast end: every local sector went to DRAM; the slow end: only the share the SMs' L2 reads missed
+    # (a spill that hit L2 never reached DRAM, so removing it leaves the DRAM stream as it was)
+    miss = metric(row, "l2_read_miss_sectors_sm") / metric(row, "l2_read_sectors_sm")
+    ends = []
+    for to_dram in (local, local * (min(1.0, miss) if known(miss) else 1.0)):
+        keep = max(0.0, dram - to_dram) / dram if known(dram) and dram > 0 else 1.0 - (share if known(share) else 0.0)
+        new = dict(times)
+        # the spills' DRAM bytes go, and L2 (which counts the DRAM stream passing through) with them
+        for lvl in ("dram", "l2"):
+            if lvl in new:
+                new[lvl] *= keep
+        if "l1" in new:
+            new["l1"] *= max(0.0, 1.0 - share) if known(share) else 1.0
+        ends.append(
+            _priced(pid, row, new, f"{fmt_bytes(local)} of spills", note=f"at {fmt_bytes(max(0.0, dram - to_dram))}")
+        )
+    fast, slow = ends
+    return _speedup(pid, duration_us(row), fast.t_low_us, slow.t_high_us, fast.relieves, slow.binds)
 
 
 def _smem_conflicts(pid, row, times):
