@@ -251,16 +251,6 @@ def ops_other_shapes() -> dict:
     (tests/data/price/other_shapes/labels.json): the check of the pricing as changed after the score."""
     import torch
 
-    def column_gather(sorted_idx: bool):
-        def setup():
-            x = w.tensor(4096, 4096)
-            idx = torch.randint(0, 4096, (4096,), device="cuda")
-            if sorted_idx:
-                idx = torch.sort(idx).values
-            return lambda: x[:, idx]
-
-        return setup
-
     def gemm_fp16_k(padded: bool):
         def setup():
             kk = 4104 if padded else 4095
@@ -291,7 +281,7 @@ def ops_other_shapes() -> dict:
     return {
         "before": {
             "transpose_torch_fp16_8192": (w.transpose(8192, torch.float16), "torch x.t().contiguous() fp16 8192x8192"),
-            "column_gather_random_fp32_4096": (column_gather(False), "torch x[:, idx], 4096 random columns"),
+            "column_gather_random_fp32_4096": (w.column_gather(4096, False), "torch x[:, idx], 4096 random columns"),
             "scatter_add_fp32_16M_into_64": (
                 w.accumulate(1 << 24, 64, "scatter_add"),
                 "torch scatter_add_ 16M fp32 into 64",
@@ -321,7 +311,7 @@ def ops_other_shapes() -> dict:
         },
         "after": {
             "transpose_tiled_fp16": (w.transpose(8192, torch.float16, tiled=True), "Triton 64x64 tiled transpose fp16"),
-            "column_gather_sorted": (column_gather(True), "torch x[:, idx] with the columns sorted"),
+            "column_gather_sorted": (w.column_gather(4096, True), "torch x[:, idx] with the columns sorted"),
             "scatter_add_privatized_64": (
                 w.accumulate(1 << 24, 64, "privatized", block=128, chunks=32),
                 "Triton per-CTA sums, one atomic per destination per CTA",
@@ -464,10 +454,106 @@ PAIRS_THIRD_SHAPES = {
     "colsum_tiled_4096": ("colsum_strided_4096x8192", "colsum_tiled_4096x8192"),
     "softmax_32warps": ("softmax_spill_1024x32768", "softmax_32warps"),
 }
+
+
+def ops_large_shapes() -> dict:
+    """The same levers at sizes above every earlier set's, labelled before any of their reports exists
+    (tests/data/price/large_shapes/labels.json); the atomics' "after" is torch's own privatized sum (a
+    weighted ``bincount``), the advice's shared-memory accumulation written by others."""
+    import torch
+
+    def silu_chain(x):
+        return torch.sigmoid(x) * x * 0.5 + x
+
+    def silu_eager():
+        x = w.tensor(1 << 26, dtype=torch.float16)
+        return lambda: silu_chain(x)
+
+    vec = (1 << 26,)
+    return {
+        "before": {
+            "transpose_torch_fp32_16384": (w.transpose(16384), "torch x.t().contiguous() fp32 16384x16384"),
+            "gather_random_fp32_64M": (w.gather(1 << 26, False), "torch x[idx], 64M random indices into 64M fp32"),
+            "column_gather_random_fp32_8192": (w.column_gather(8192, False), "torch x[:, idx], 8192 random columns"),
+            "index_add_fp32_32M_into_128": (
+                w.accumulate(1 << 25, 128, "index_add"),
+                "torch index_add_ 32M fp32 into 128 destinations",
+            ),
+            "sgemm_fp32_8192x8192x2048": (sgemm(8192, 8192, 2048, False), "cuBLAS fp32 GEMM 8192x8192x2048, TF32 off"),
+            "gemm_bf16_misaligned_6143x6145x6147": (
+                gemm_bf16_misaligned(6143, 6145, 6147, "cublas"),
+                "cuBLAS bf16 6143x6145x6147",
+            ),
+            "silu_chain_eager_fp16_64M": (silu_eager, "torch eager sigmoid(x)*x*0.5+x fp16: 4 launches"),
+            "tiny_muls_32x16384": (tiny_binary(32, 16384, "mul", False), "32 torch.mul launches of 16384 fp32"),
+            "one_cta_sum_fp32_32M": (w.vector_sum(1 << 25, True), "Triton sum of 32M fp32 in one CTA"),
+            "exp12_sum_fp32_64M": (w.compiled(w.exp_sum(12, 0.02), vec), "torch.compile sum of 12 exp(x c_i), fp32"),
+            "rowsum_1warp_264x131072": (
+                w.row_sum(264, 131072, 128, 1),
+                "Triton row sum, one warp per 131072-wide row",
+            ),
+            "colsum_strided_16384x8192": (w.col_sum(16384, 8192, False), "Triton column sum, one column per program"),
+            "softmax_spill_8192x8192": (
+                w.softmax_logsoftmax(8192, 8192, 1),
+                "Triton softmax + log-softmax, one warp per 8192-wide row",
+            ),
+        },
+        "after": {
+            "transpose_tiled_fp32_16384": (w.transpose(16384, tiled=True), "Triton 64x64 tiled transpose fp32"),
+            "gather_sorted_64M": (w.gather(1 << 26, True), "torch x[idx] with the indices sorted"),
+            "column_gather_sorted_8192": (w.column_gather(8192, True), "torch x[:, idx] with the columns sorted"),
+            "bincount_weighted_32M_128": (
+                w.accumulate(1 << 25, 128, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "sgemm_tf32_8192x8192x2048": (sgemm(8192, 8192, 2048, True), "cuBLAS TF32"),
+            "gemm_bf16_6k_padded": (
+                gemm_bf16_misaligned(6143, 6145, 6147, "padded", (6144, 6152, 6152)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_6k_triton": (
+                gemm_bf16_misaligned(6143, 6145, 6147, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "silu_chain_compiled": (
+                w.compiled(silu_chain, vec, torch.float16),
+                "torch.compile of the chain: one launch",
+            ),
+            "foreach_mul_32": (tiny_binary(32, 16384, "mul", True), "torch._foreach_mul: one launch"),
+            "torch_sum_32M": (w.vector_sum(1 << 25, False), "torch.sum of the 32M floats"),
+            "exp2_12_sum": (w.compiled(exp2_sum(12, 0.02), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse12_sum": (w.compiled(reuse_sum(12, 0.02), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_8warps_131072": (w.row_sum(264, 131072, 1024, 8), "the row sum with 8 warps per row"),
+            "rowsum_unrolled8_131072": (w.row_sum(264, 131072, 1024, 1), "one warp loading 8x more per step"),
+            "colsum_tiled_16384x8192": (w.col_sum(16384, 8192, True), "8 adjacent columns per program"),
+            "softmax_8warps_8192": (w.softmax_logsoftmax(8192, 8192, 8), "the softmax with 8 warps per row"),
+        },
+    }
+
+
+PAIRS_LARGE_SHAPES = {
+    "transpose_fp32_16384": ("transpose_torch_fp32_16384", "transpose_tiled_fp32_16384"),
+    "gather_sorted_64M": ("gather_random_fp32_64M", "gather_sorted_64M"),
+    "column_gather_sorted_8192": ("column_gather_random_fp32_8192", "column_gather_sorted_8192"),
+    "index_add_bincount_128": ("index_add_fp32_32M_into_128", "bincount_weighted_32M_128"),
+    "sgemm_tf32_8192x8192": ("sgemm_fp32_8192x8192x2048", "sgemm_tf32_8192x8192x2048"),
+    "gemm_6k_padded": ("gemm_bf16_misaligned_6143x6145x6147", "gemm_bf16_6k_padded"),
+    "gemm_6k_triton": ("gemm_bf16_misaligned_6143x6145x6147", "gemm_bf16_6k_triton"),
+    "silu_chain_compiled": ("silu_chain_eager_fp16_64M", "silu_chain_compiled"),
+    "foreach_mul_32": ("tiny_muls_32x16384", "foreach_mul_32"),
+    "one_cta_to_torch_sum_32M": ("one_cta_sum_fp32_32M", "torch_sum_32M"),
+    "exp2_12": ("exp12_sum_fp32_64M", "exp2_12_sum"),
+    "exp_reuse_12": ("exp12_sum_fp32_64M", "reuse12_sum"),
+    "rowsum_8warps_131072": ("rowsum_1warp_264x131072", "rowsum_8warps_131072"),
+    "rowsum_unrolled8_131072": ("rowsum_1warp_264x131072", "rowsum_unrolled8_131072"),
+    "colsum_tiled_16384x8192": ("colsum_strided_16384x8192", "colsum_tiled_16384x8192"),
+    "softmax_8warps_8192": ("softmax_spill_8192x8192", "softmax_8warps_8192"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
     "third_shapes": (ops_third_shapes, PAIRS_THIRD_SHAPES),
+    "large_shapes": (ops_large_shapes, PAIRS_LARGE_SHAPES),
 }
 
 
@@ -588,7 +674,7 @@ def main(argv=None) -> int:
         choices=tuple(SETS),
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
-        "other shapes, dtypes and ops; third_shapes: a third set of the same levers",
+        "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

@@ -47,9 +47,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--set",
         dest="set_name",
-        choices=("corpus_shapes", "other_shapes", "third_shapes"),
+        choices=("corpus_shapes", "other_shapes", "third_shapes", "large_shapes"),
         default="corpus_shapes",
-        help="corpus_shapes: tests/data/price; other_shapes, third_shapes: tests/data/price/<set>",
+        help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("extract")

@@ -84,10 +84,26 @@ def gather(n: int, sorted_idx: bool) -> Setup:
     return setup
 
 
+def column_gather(n: int, sorted_idx: bool) -> Setup:
+    """``x[:, idx]`` of an n x n fp32 matrix: n random columns (sorted: the same columns in order)."""
+
+    def setup():
+        import torch
+
+        x = tensor(n, n)
+        idx = torch.randint(0, n, (n,), device="cuda")
+        if sorted_idx:
+            idx = torch.sort(idx).values
+        return lambda: x[:, idx]
+
+    return setup
+
+
 def accumulate(n: int, bins: int, how: str, block: int = 0, chunks: int = 0) -> Setup:
     """n fp32 values added into ``bins`` destinations by random index: torch's ``index_add_`` or
-    ``scatter_add_`` (an atomic per value), or ``privatized`` (Triton: each CTA of ``block`` x ``chunks``
-    values sums per destination in registers, then one atomic per destination)."""
+    ``scatter_add_`` (an atomic per value), ``privatized`` (Triton: each CTA of ``block`` x ``chunks``
+    values sums per destination in registers, then one atomic per destination) or ``bincount`` (torch's
+    weighted histogram, which sums per CTA in shared memory where the destinations fit)."""
 
     def setup():
         import torch
@@ -99,6 +115,8 @@ def accumulate(n: int, bins: int, how: str, block: int = 0, chunks: int = 0) -> 
             return lambda: out.index_add_(0, idx, src)
         if how == "scatter_add":
             return lambda: out.scatter_add_(0, idx, src)
+        if how == "bincount":
+            return lambda: torch.bincount(idx, weights=src, minlength=bins)
         kernel, grid = _kernels().privatized_index_add, (cdiv(n, block * chunks),)
         return lambda: kernel[grid](src, idx, out, n, NB=bins, BLOCK=block, CHUNKS=chunks, num_warps=4)
 
