@@ -215,10 +215,14 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
 
 @pytest.mark.parametrize(
     "set_name, committed_inside, now_inside, order",
-    [("other_shapes", (6, 7), (9, 9), 3), ("third_shapes", (10, 10), (11, 11), 2)],
+    [
+        ("other_shapes", (6, 7), (9, 9), 3),
+        ("third_shapes", (10, 10), (11, 11), 2),
+        ("large_shapes", (10, 11), (10, 11), 3),
+    ],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
-    """The held-out sets (other shapes, dtypes and ops; an H200 and an H100): labelled before their reports
+    """The held-out sets (other shapes, dtypes, ops and sizes; H200 and H100): labelled before their reports
     existed, projected with the pricing frozen before the reports were read, and committed before the
     timings were opened. Scored again from the shipped files, by events and by ncu's durations: the centre
     and the width hold, the intervals' coverage does not (docs/verdict.md)."""
