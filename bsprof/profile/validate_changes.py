@@ -246,6 +246,7 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
                 stages=(sa, switch_stages(spec, mnkl)),
                 first_load=bm.first_load,
                 consumer_warps=4 * wgs,
+                tie_wait=bm.tie_wait,
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -508,6 +509,7 @@ def change_chain(
         stages=stages,
         first_load=bm.first_load,
         consumer_warps=4 * wgs,
+        tie_wait=bm.tie_wait,
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

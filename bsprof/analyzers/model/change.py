@@ -13,24 +13,27 @@ build's timing capture measured (``calibrate_costs``):
 
 - K-loop: cycles per K block above the tensor cores' floor (the part the consumers' own
   instructions and waits add: ``exposed``) spread over the loop's non-MMA instructions per K
-  block: what an average instruction of this loop costs beyond the MMAs it sits between. Bounds:
-  0 (hidden under the MMAs) to the issue slot a consumer warp gets when every consumer warp
-  issues (consumer warps / 4 sub-partitions, cycles per instruction).
+  block, times ``KLOOP_MARGINAL``: what one more instruction of this loop costs beyond the MMAs it
+  sits between (the exposed part grows faster than the instructions). Bounds: 0 (hidden under the
+  MMAs) to the issue slot a consumer warp gets when every consumer warp issues (consumer warps / 4
+  sub-partitions, cycles per instruction).
 - Epilogue (Phase 1) and tile start (TMA0): the phase's measured cycles per tile over its
   instructions per tile (the epilogue's instructions are its critical chain: STSM, barriers,
   TMA stores). Bounds: the issue slot to 1.5x the measured rate.
 - Producer: 0 while its issue time per K block stays under the K block's cycles (it only keeps
   the ring full; the consumers' cycle is the binding one), its count shown.
 
-Three mechanisms beside the instructions are priced from the base capture's first-load latency
-(``first_load_cycles``) and the SM's store path, each with a share fitted on one GPU run and checked
-on another (the constants say where): a stage count (``ring_delta``), a global load the K-loop waits
-on, a SIMT epilogue's global stores. Without a capture a stage count is only named.
+Four mechanisms beside the instructions are priced from the base capture, each with a share fitted on
+one GPU run and checked on others (the constants say where): from its first-load latency
+(``first_load_cycles``) a stage count (``ring_delta``) and a global load the K-loop waits on; at the SM's
+store path a SIMT epilogue's global stores; from its warpgroups' arrival skew (``tie_wait_cycles``) a
+named barrier that ties every consumer warpgroup where the base had one per warpgroup. Without a capture
+a stage count is only named.
 
 What SASS cannot price is named in one line each and widens the interval: a wait or barrier that
 moves, a trip count that changes, spills (up to each executed local load/store at the store path's
-slow end), a named barrier that ties more warps, a tile order that changes what hits L2. The widths
-are choices, stated where they are set.
+slow end), a named barrier that ties more warps than the capture can price, a tile order that changes
+what hits L2. The widths are choices, stated where they are set.
 
 The projection (``project_change``) runs the cycle deltas (point, low, high) through the
 calibrated equilibrium (``project.project``), the capture's busy share and the clock term
@@ -69,25 +72,44 @@ TRIP_SHARE = 0.25
 SPILL_SHARE = 0.25
 LOAD_SHARE = 0.25
 TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
+# the K-loop's time above the tensor cores' floor grows faster than its instructions: what the consumers
+# issue between their MMAs hides under them until the chain between two waits outgrows the MMAs it
+# overlaps, so one more instruction exposes more than the loop's average (a power law E ~ n^m has the
+# marginal m x E / n). A fit: the K-loop-only changes of the H200 change run (tests/data/h200_changes:
+# uniform_desc=0, ring_unroll=0, and elect_release=0 where its instruction delta is more than a few a K block)
+# imply 1.5, 2.6, 2.2, 2.7 (4096^3 and the two 192x128 problems' ring_unroll=0), 5.9 and 7.3 (uniform_desc=0
+# on the 192x128 tile) and -2.4 (elect_release=0 on 4096^3: its instructions bought time); the median, 2.6
+KLOOP_MARGINAL = 2.6
 # a ring of S stages refills a stage one K block after the consumers free it, so the K block's period
 # is at least the load latency over S - 1 stages: P = max(C, L / (S - 1)). L in steady state as a share
 # of the base capture's first load (the producer's first load issued -> the consumers' first stage full,
 # every CTA loading its whole ring at once into a cold L2): (low, point, high). A fit: the three
-# ab_stage=2 points of the H200 change run (tests/data/h200_changes) imply 0.50 (4096^3), 0.52 (6144x5120x2560) and 0.61
-# (8192x8192x1024) through the whole projection (docs/model.md, "Code changes priced from SASS"); the
-# point is their median, the ends their range widened by a sixth
+# ab_stage=2 points of the H200 change run (tests/data/h200_changes) imply 0.49 (4096^3), 0.52
+# (6144x5120x2560) and 0.61 (8192x8192x1024) through the whole projection (docs/model.md, "Code changes
+# priced from SASS"); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
 # a global store from registers (a SIMT epilogue) costs the SM's store path, not the phase's average
 # instruction: every consumer warp's STG passes the one L1 write path. Cycles a warp-level STG takes at the
-# SM (low, point, high). A fit: the three epilogue=direct points of the H200 change run (tests/data/h200_changes) imply 3.1
-# (4096^3, 256x128 tile), 4.6 (6144x5120x2560) and 5.4 (8192x8192x1024, both 192x128) through the whole
-# projection; the point is their median, the ends their range widened by a sixth
+# SM (low, point, high). A fit: the three epilogue=direct points of the H200 change run
+# (tests/data/h200_changes) imply 3.1 (4096^3, 256x128 tile), 4.6 (6144x5120x2560) and 5.2-5.4
+# (8192x8192x1024, both 192x128) through the whole projection; the point is their median, the ends the
+# smallest x 5/6 and the largest x 7/6
 STORE_CYCLES = (2.6, 4.6, 6.3)
 # a global load added to the K-loop whose value each K block waits on (scales by LDG instead of TMA):
 # cycles it exposes a K block, as a share of the base capture's first load (low, point, high). A fit: the
-# three sfa_tma=0 points of the H200 change run (tests/data/h200_changes) imply 0.078 (4096^3), 0.087 (6144x5120x2560) and 0.16
-# (8192x8192x1024); the point is their median, the ends their range widened by a sixth
-LOADWAIT_SHARE = (0.065, 0.087, 0.19)
+# three sfa_tma=0 points of the H200 change run (tests/data/h200_changes), with the tile start's tie and the
+# K-loop's instructions priced as above, imply 0.057 (6144x5120x2560), 0.063 (4096^3) and 0.081
+# (8192x8192x1024); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
+LOADWAIT_SHARE = (0.048, 0.063, 0.095)
+# a named barrier that ties every consumer warpgroup where the base build had one per warpgroup (the B-scale
+# stash's barriers at the tile start, an epilogue not split per warpgroup): each tile every warpgroup waits
+# there for the last one, and that wait is lost tensor time, since the split let one warpgroup's tile start
+# or epilogue run under the others' MMAs. Its cycles a tile as a share of what the base capture's warpgroups
+# would wait (``tie_wait_cycles``) (low, point, high). A fit: the three sfb_tma=0 and three epi_split=0 points
+# of the H200 change run (tests/data/h200_changes) imply 0.96-1.11 on the 192x128 tile (three warpgroups) and
+# -1.0 and 0.34 on 4096^3 (256x128: two); the point is their median, the high end the largest x 7/6, the low
+# end 0 (a tie cannot save time)
+TIE_SHARE = (0.0, 0.99, 1.29)
 # half-width of the measurement's own noise (percentage points of wall time): a second build of the
 # same code measured 0.0-0.8% from the first in 7 of the 8 stored coop runs (1.8% in one), so a
 # projection's interval that is to hold a measurement must be this much wider
@@ -413,11 +435,11 @@ def calibrate_costs(
         kl,
         n_kl,
         kl / n_kl if n_kl else math.nan,
-        point=exposed / n_kb,
+        point=min(issue, KLOOP_MARGINAL * exposed / n_kb),
         lo=0.0,
         hi=issue,
         why=f"{c_kb:,.0f} cycles a K block, {floor_kb:,.0f} of them tensor-core time: "
-        f"{exposed:,.0f} exposed over {n_kb:,.0f} instructions",
+        f"{exposed:,.0f} exposed over {n_kb:,.0f} instructions, x{KLOOP_MARGINAL:g} at the margin",
         floor_kblock=floor_kb,
     )
     for ph in ("tma0", "phase1"):
@@ -444,6 +466,21 @@ def calibrate_costs(
 
 
 # --- the change -------------------------------------------------------------------------------
+
+
+def _tied_phases(
+    a: BuildCounts, b: BuildCounts, consumer_warps: int | None, tie_wait: dict[str, float] | None
+) -> list[str]:
+    """The phases where B has a named barrier over every consumer warp and A's widest barrier there was
+    narrower: a tie the base capture's warpgroups did not pay, which ``tie_wait`` prices."""
+    if not consumer_warps or not tie_wait:
+        return []
+    out = []
+    for ph in ("tma0", "phase1"):
+        nb, na = max(b.barrier_threads.get(ph, []), default=0), max(a.barrier_threads.get(ph, []), default=0)
+        if nb >= 32 * consumer_warps > na and ph in tie_wait:
+            out.append(ph)
+    return out
 
 
 def op_delta(a: BuildCounts, b: BuildCounts, phases: tuple[str, ...], ops: tuple[str, ...]) -> float:
@@ -501,6 +538,28 @@ def first_load_cycles(table) -> float | None:
     return float(lat.median()) if len(lat) else None
 
 
+def tie_wait_cycles(table) -> dict[str, float]:
+    """What a barrier tying every consumer warpgroup would make them wait in the base capture, cycles a
+    tile, by the phase it would sit in (``tma0``: the tile start, ``phase1``: the epilogue): per tile, the
+    sum over warpgroups (four consecutive warps) of the last one's arrival at the phase minus its own
+    (a warpgroup arrives at the mean start of its warps' records); the mean over tiles. {} without two
+    consumer warpgroups in the records."""
+    if table is None or not len(table):
+        return {}
+    out: dict[str, float] = {}
+    for phase, role in (("tma0", "mma"), ("phase1", "epilogue")):
+        sel = table[(table["role"] == role) & (table["phase"] == phase)]
+        if not len(sel):
+            continue
+        arrive = sel.assign(wg=sel["warp"] // 4).groupby(["sm", "cta", "tile", "wg"])["start"].mean()
+        per_tile = arrive.groupby(level=["sm", "cta", "tile"])
+        wait = (per_tile.transform("max") - arrive).groupby(level=["sm", "cta", "tile"]).sum()
+        wait = wait[per_tile.size() >= 2]
+        if len(wait):
+            out[phase] = float(wait.mean())
+    return out
+
+
 def estimate_change(
     a: BuildCounts,
     b: BuildCounts,
@@ -512,15 +571,21 @@ def estimate_change(
     stages: tuple[int, int] | None = None,
     first_load: float | None = None,
     consumer_warps: int | None = None,
+    tie_wait: dict[str, float] | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
     instructions (``stages``, ``tile_order``: from a bundled kernel's switches); ``first_load``: the
     base capture's first-load latency in cycles (:func:`first_load_cycles`), which prices a stage count
-    and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's."""
+    and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's;
+    ``tie_wait``: what a barrier tying every consumer warpgroup makes them wait, by phase
+    (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
+    ta = sorted(n for v in a.barrier_threads.values() for n in v)
+    tb = sorted(n for v in b.barrier_threads.values() for n in v)
+    tied = _tied_phases(a, b, consumer_warps, tie_wait) if ta != tb and ta and tb else []
     for ph in PHASES:
         dn = b.per_tile[ph] - a.per_tile[ph]
         ds = b.static[ph] - a.static[ph]
@@ -545,6 +610,8 @@ def estimate_change(
             src = f"{dn:+,.1f} instr a tile x {c.point:.2f} cycles ({c.why})"
         d = PhaseDelta(ph, dn, ds, cyc, min(lo, hi), max(lo, hi), cr, src, top_opcodes=_top_ops(a, b, ph))
         dw = b.waits[ph] - a.waits[ph]
+        if ph in tied:  # the tie's own barriers are priced with it below, not as waits moved
+            dw -= max(0.0, min(dw, op_delta(a, b, (ph,), ("BAR",))))
         if ph in ("kloop", "tma0", "phase1") and abs(dw) >= 0.5:
             # a moved wait exposes or hides a barrier read's latency, bounded by a quarter of a K
             # block's tensor time for each wait it moves, each time it runs
@@ -595,18 +662,26 @@ def estimate_change(
         kd.unpriced.append(
             f"the stage count changes the pipeline ({sa} -> {sb} stages): SASS prices its instructions only; {msg}"
         )
-    ta = sorted(n for v in a.barrier_threads.values() for n in v)
-    tb = sorted(n for v in b.barrier_threads.values() for n in v)
-    if ta != tb and ta and tb:
+    for ph in tied:
+        _add_priced(
+            next(d for d in deltas if d.phase == ph),
+            [share * tie_wait[ph] for share in TIE_SHARE],
+            f"a barrier ties every consumer warpgroup ({max(b.barrier_threads[ph])} threads): each waits for "
+            f"the last, {TIE_SHARE[1]:.2f} x the base capture's {tie_wait[ph]:,.0f} warpgroup-cycles a tile",
+        )
+    rest = [ph for ph in set(a.barrier_threads) | set(b.barrier_threads) if ph not in tied]
+    if ta != tb and ta and tb and any(a.barrier_threads.get(ph) != b.barrier_threads.get(ph) for ph in rest):
+        ta = sorted(n for ph in rest for n in a.barrier_threads.get(ph, []))
+        tb = sorted(n for ph in rest for n in b.barrier_threads.get(ph, []))
         # a named barrier that ties more (or fewer) warps together removes (or allows) overlap between
         # them: at most the epilogue's own cycles a tile, which is what one warpgroup can hide under
         # another's K-loop
         w = costs["phase1"].measured_cycles
         pd = next(d for d in deltas if d.phase == "phase1")
-        more = max(tb) > max(ta)
+        more = max(tb, default=0) > max(ta, default=0)
         pd.lo, pd.hi = (pd.lo, pd.hi + w) if more else (pd.lo - w, pd.hi)
         pd.unpriced.append(
-            f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta)} -> {max(tb)}): the "
+            f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta, default=0)} -> {max(tb, default=0)}): the "
             f"overlap it removes or allows is not in the SASS; interval "
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
         )
@@ -666,6 +741,7 @@ class BaseMeasurement:
     limits: dict | None = None  # device limits (model.clock.DeviceLimits as JSON)
     device: str = ""
     first_load: float | None = None  # cycles from the first load issued to the first stage full
+    tie_wait: dict[str, float] = field(default_factory=dict)  # tie_wait_cycles of the capture, by phase
 
 
 @dataclass
@@ -883,7 +959,15 @@ def base_measurement(
     phases["producer"] = float(producer or 0.0)
     s = sustained or {}
     return BaseMeasurement(
-        tile, busy, phases, s.get("mhz"), s.get("watts"), limits, device, first_load=first_load_cycles(table)
+        tile,
+        busy,
+        phases,
+        s.get("mhz"),
+        s.get("watts"),
+        limits,
+        device,
+        first_load=first_load_cycles(table),
+        tie_wait=tie_wait_cycles(table),
     )
 
 
