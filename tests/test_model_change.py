@@ -311,6 +311,26 @@ def test_switch_pair_run_on_unfitted_problems_rescored():
     assert not (t["median_le_1pp"] or t["max_le_3pp"] or t["sign_right_past_1pct"] or t["half_measured_ge_2pct"])
 
 
+def test_tie_and_margin_run_on_new_problems_rescored():
+    """Ten changes (barriers tying the warpgroups, the K-loop's margin, alone and together) on three
+    problems no stored run used, projected with the pricing that added those two mechanisms and
+    committed before the timing (tests/data/h100_changes_ties): half and more moved >= 2% and every
+    interval holds; the median, the max (two stages at K = 1024) and one sign miss."""
+    r = run("--validate", "--changes", "--from", str(DATA / "h100_changes_ties"), "--json")
+    assert r.exit_code == 0, r.output
+    scored = json.loads(r.output[r.output.index('{\n  "device"') :])
+    s = scored["summary"]
+    assert s["points"] == 30 and s["covered"] == 30 and s["measured_ge_2pct"] == 22
+    assert s["model"]["median"] == pytest.approx(1.48, abs=0.01) and s["model"]["max"] == pytest.approx(16.40, abs=0.01)
+    assert s["model"]["median"] < s["no_change"]["median"] / 2 and s["model"]["median"] < s["count_rule"]["median"] / 5
+    by = {(p["change"], p["problem"]): p for p in scored["points"]}
+    worst = by[("ab_stage=2", "6144x8192x1024")]
+    assert worst["measured_pct"] > 20 and worst["projected_pct"] < 6
+    t = s["targets"]
+    assert t["coverage_ge_80pct"] and t["half_measured_ge_2pct"]
+    assert not (t["median_le_1pp"] or t["max_le_3pp"] or t["sign_right_past_1pct"])
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
