@@ -662,12 +662,19 @@ def estimate_change(
         kd.unpriced.append(
             f"the stage count changes the pipeline ({sa} -> {sb} stages): SASS prices its instructions only; {msg}"
         )
-    for ph in tied:
+    # the warpgroups' skew is paid once a tile: after the first tie they arrive at the next together, so a
+    # second tie costs between nothing and its own wait (the larger wait is the one priced)
+    for i, ph in enumerate(sorted(tied, key=lambda p: -tie_wait[p])):
+        shares = TIE_SHARE if i == 0 else (0.0, 0.0, TIE_SHARE[2])
         _add_priced(
             next(d for d in deltas if d.phase == ph),
-            [share * tie_wait[ph] for share in TIE_SHARE],
+            [share * tie_wait[ph] for share in shares],
             f"a barrier ties every consumer warpgroup ({max(b.barrier_threads[ph])} threads): each waits for "
-            f"the last, {TIE_SHARE[1]:.2f} x the base capture's {tie_wait[ph]:,.0f} warpgroup-cycles a tile",
+            + (
+                f"the last, {TIE_SHARE[1]:.2f} x the base capture's {tie_wait[ph]:,.0f} warpgroup-cycles a tile"
+                if i == 0
+                else f"the last, but a tie earlier in the tile took their skew (up to {tie_wait[ph]:,.0f} cycles)"
+            ),
         )
     rest = [ph for ph in set(a.barrier_threads) | set(b.barrier_threads) if ph not in tied]
     if ta != tb and ta and tb and any(a.barrier_threads.get(ph) != b.barrier_threads.get(ph) for ph in rest):
