@@ -331,6 +331,22 @@ def test_tie_and_margin_run_on_new_problems_rescored():
     assert not (t["median_le_1pp"] or t["max_le_3pp"] or t["sign_right_past_1pct"])
 
 
+def test_every_priced_mechanism_on_new_problems_rescored():
+    """Ten changes, each a priced mechanism (two ties paying once among them), on three problems no stored
+    run used, projections committed before the timing (tests/data/h100_changes_mechanisms): the sign,
+    the intervals, the share that moved and the count-rule comparisons meet; the median and the max (the
+    SIMT epilogue's stores) do not."""
+    r = run("--validate", "--changes", "--from", str(DATA / "h100_changes_mechanisms"), "--json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output[r.output.index('{\n  "device"') :])["summary"]
+    assert s["points"] == 30 and s["covered"] == 29 and s["measured_ge_2pct"] == 17 and not s["sign_wrong"]
+    assert s["model"]["median"] == pytest.approx(1.77, abs=0.01) and s["model"]["max"] == pytest.approx(14.80, abs=0.01)
+    t = s["targets"]
+    assert t["coverage_ge_80pct"] and t["half_measured_ge_2pct"] and t["sign_right_past_1pct"]
+    assert t["beats_count_rule_off_binding"] and t["no_worse_on_binding"]
+    assert not (t["median_le_1pp"] or t["max_le_3pp"])
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
