@@ -170,7 +170,10 @@ def print_verdict(console, v: dict) -> None:
 # what each sequence price stands for, in the order shown
 SEQUENCE_LEVERS = (
     ("memory-bound/dram/*", "fuse them into one launch (the first one's reads, the last one's writes)"),
-    ("launch-bound/*/*", "batch them into one launch (one fixed cost)"),
+    (
+        "launch-bound/*/*",
+        "batch them into one launch (one fixed cost; GPU time: the host's launch time is not in a report)",
+    ),
 )
 
 

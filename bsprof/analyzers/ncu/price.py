@@ -451,7 +451,7 @@ def _atomics(pid, row, times):
     # the per-CTA combine (a shared-memory or register sum per destination) is the new kernel's work, and
     # the report holds none of it: the price is the stream alone, and says so (the checked privatizations
     # ran 2.5-3.5x slower than it)
-    return _priced(pid, row, new, f"{_count(n)} atomics", note="if the per-CTA combine costs nothing")
+    return _priced(pid, row, new, f"{_count(n)} atomics", note="with a free combine")
 
 
 def _spills(pid, row, times):
@@ -673,15 +673,10 @@ def price_sequence(rows: list) -> dict[str, Price]:
     else:
         busy = max(busy_max, sm_time)
         fast, slow = fixed[0] + busy, fixed[1] + busy
-        # GPU time only: the host's time to issue each launch is not in a report, and where it exceeds a
-        # launch's duration the launches wait on it
+        # GPU time only (the line's text says so): the host's time to issue each launch is not in a
+        # report, and where it exceeds a launch's duration the launches wait on it
         out["launch-bound/*/*"] = _speedup(
-            "launch-bound/*/*",
-            total,
-            fast,
-            slow,
-            f"{len(rows)} fixed costs",
-            f"one launch, {busy:.1f} us of SM work; GPU time, not the host's",
+            "launch-bound/*/*", total, fast, slow, f"{len(rows)} fixed costs", f"one launch, {busy:.1f} us of SM work"
         )
     return out
 
