@@ -178,7 +178,9 @@ def test_the_cli_shows_the_price_under_each_line(data_dir):
     from bsprof.cli import cli
 
     res = CliRunner().invoke(
-        cli, ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "elementwise_kernel$"]
+        cli,
+        ["ncu", "--report", str(DATA / "pairs_before.ncu-rep.xz"), "--filter", "elementwise_kernel$"],
+        env={"COLUMNS": "80"},
     )
     assert res.exit_code == 0, res.output
     prices = [ln for ln in res.output.splitlines() if ln.lstrip().startswith("→ ")]
