@@ -542,3 +542,34 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         s = C.score_run(json.loads((d / name).read_text()), measured)["summary"]
         assert s["points"] == n and s["covered"] == held, (run, s["covered"])
         assert s["model"]["median"] == pytest.approx(median, abs=0.01), (run, s["model"])
+
+
+def test_the_steps_script_projects_as_the_stored_run(tmp_path):
+    """benchmarks/change_steps.py project (the CPU step between the two GPU calls) gives the stored
+    run's committed projections from its stored base captures (one of its pairs, every problem)."""
+    import shutil
+    import subprocess
+    import sys
+
+    run_dir = DATA / "h100_changes_mechanisms"
+    shutil.copy(run_dir / "bases.tar.xz", tmp_path / "bases.tar.xz")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "change_steps.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "project", str(tmp_path), "--pairs", "sfb_tma=0"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    new = json.loads((tmp_path / "projections.json").read_text())
+    stored = {(p["change"], p["problem"]): p for p in json.loads((run_dir / "projections.json").read_text())["points"]}
+    assert len(new["points"]) == 3 and new["pairs"] == ["sfb_tma=0"]
+    for p in new["points"]:
+        assert p["projected_pct"] == pytest.approx(stored[(p["change"], p["problem"])]["projected_pct"], abs=0.3)
+    # without a GPU the GPU steps say so in one line (on a GPU host they would capture: not here)
+    if shutil.which("nvidia-smi") is None:
+        r = subprocess.run(
+            [sys.executable, str(script), "bases", "--mnkl", "256,256,256", str(tmp_path / "b")],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr

@@ -1,0 +1,122 @@
+"""The change check in three steps, so the projections can be committed between the GPU calls
+(docs/model.md, "Code changes priced from SASS"; the stored runs under tests/data/h*_changes*):
+
+    # 1. GPU: capture each problem's base build (timing table, wall time, sustained clock)
+    python3 benchmarks/change_steps.py bases --mnkl "6144,8192,1024;7168,7168,1024" OUT/bases
+    tar cJf DIR/bases.tar.xz -C OUT bases
+    # 2. CPU: project every pair from the two builds' SASS and those captures; commit DIR/projections.json
+    python3 benchmarks/change_steps.py project DIR --pairs "sfb_tma=0;epi_split=0"
+    # 3. GPU: time every pair (sustained blocks, seeded shuffle, 5 repeats), the bases re-captured
+    python3 benchmarks/change_steps.py time DIR/projections.json OUT/run
+    tar cJf DIR/measured.tar.xz -C OUT run
+    # then, anywhere: bsprof model --validate --changes --from DIR
+
+`bsprof model --validate --changes --pairs ... --mnkl ...` runs the same steps in one call, with the
+projections written (not committed) before the timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
+
+
+def _problems(text: str) -> tuple[tuple[int, ...], ...]:
+    out = []
+    for part in text.split(";"):
+        dims = [int(x) for x in part.split(",")]
+        out.append(tuple(dims + [1] * (4 - len(dims))))
+    return tuple(out)
+
+
+def bases(mnkl: str, out: Path) -> int:
+    from rich.console import Console
+
+    from bsprof.profile import validate_changes as VC
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    doc = VC.capture_bases(_problems(mnkl), out, Console())
+    doc["elapsed_s"] = time.time() - t0
+    (out / "bases.json").write_text(json.dumps(doc, indent=1, default=float))
+    return 0
+
+
+def project(run: Path, pairs: str) -> int:
+    from bsprof.profile import validate_changes as VC
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(run / "bases.tar.xz") as tf:
+            tf.extractall(tmp, filter="data")
+        bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
+        doc_bases = json.loads((bases_dir / "bases.json").read_text())
+        problems = [tuple(p["mnkl"]) for p in doc_bases["problems"].values()]
+        wanted = VC.parse_pairs(pairs, problems)
+        cubins = Path(tmp) / "cubins"
+        cubins.mkdir()
+        doc = VC.project_pairs(doc_bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins)
+    (run / "projections.json").write_text(json.dumps(doc, indent=1))
+    print(f"wrote {run / 'projections.json'}: {len(doc['points'])} projections")
+    return 0
+
+
+def time_pairs(projections: Path, out: Path) -> int:
+    from rich.console import Console
+
+    from bsprof.profile import validate_changes as VC
+
+    proj = json.loads(projections.read_text())
+    # the problems in the order they were projected ("MxNxK", batch 1)
+    problems = tuple(dict.fromkeys((*map(int, p["problem"].split("x")), 1) for p in proj["points"]))
+    pairs = tuple(proj["pairs"])
+    out.mkdir(parents=True, exist_ok=True)
+    console, t0 = Console(), time.time()
+    done = VC.warm_builds(problems, pairs, jobs=14, timing=True)
+    doc_bases = VC.capture_bases(problems, out / "bases", console)
+    (out / "bases" / "bases.json").write_text(json.dumps(doc_bases, indent=1, default=float))
+    doc = {"device": doc_bases["device"], "device_limits": doc_bases["device_limits"], "warm": done, "problems": {}}
+    for mnkl in problems:
+        doc["problems"].update(VC.measure_pairs([mnkl], pairs, repeats=5, console=console))
+        doc["elapsed_s"] = time.time() - t0
+        # written after each problem: a call cut short keeps what it measured
+        (out / "measured.json").write_text(json.dumps(doc, indent=1, default=float))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pb = sub.add_parser("bases", help="GPU: capture each problem's base build")
+    pb.add_argument("--mnkl", required=True, help="problems 'M,N,K[,L];...'")
+    pb.add_argument("out", type=Path)
+    pp = sub.add_parser("project", help="CPU: the projections from DIR/bases.tar.xz")
+    pp.add_argument("run", type=Path)
+    pp.add_argument("--pairs", required=True, help="switch changes 'a=0;b=1,c=2'")
+    pt = sub.add_parser("time", help="GPU: time the pairs of a committed projections.json")
+    pt.add_argument("projections", type=Path)
+    pt.add_argument("out", type=Path)
+    args = p.parse_args(argv)
+    from bsprof.errors import BsprofError
+
+    try:
+        if args.cmd == "bases":
+            return bases(args.mnkl, args.out)
+        if args.cmd == "project":
+            return project(args.run, args.pairs)
+        return time_pairs(args.projections, args.out)
+    except (BsprofError, OSError, ValueError, KeyError) as exc:
+        # one line naming the problem (no GPU, a missing bases.tar.xz, a pair no problem can build)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
