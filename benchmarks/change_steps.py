@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -53,16 +51,7 @@ def bases(mnkl: str, out: Path) -> int:
 def project(run: Path, pairs: str) -> int:
     from bsprof.profile import validate_changes as VC
 
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(run / "bases.tar.xz") as tf:
-            tf.extractall(tmp, filter="data")
-        bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
-        doc_bases = json.loads((bases_dir / "bases.json").read_text())
-        problems = [tuple(p["mnkl"]) for p in doc_bases["problems"].values()]
-        wanted = VC.parse_pairs(pairs, problems)
-        cubins = Path(tmp) / "cubins"
-        cubins.mkdir()
-        doc = VC.project_pairs(doc_bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins)
+    doc = VC.project_archive(run / "bases.tar.xz", pairs)
     (run / "projections.json").write_text(json.dumps(doc, indent=1))
     print(f"wrote {run / 'projections.json'}: {len(doc['points'])} projections")
     return 0

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,20 +25,11 @@ def main(argv: list[str]) -> int:
     from bsprof.profile import validate_changes as VC
 
     run, out = Path(argv[0]), Path(argv[1])
-    with tempfile.TemporaryDirectory() as tmp:
-        # the base captures the projections came from: step 1's bases.tar.xz where the run was made in
-        # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
-        tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
-        with tarfile.open(tar) as tf:
-            tf.extractall(tmp, filter="data")
-        bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
-        bases = json.loads((bases_dir / "bases.json").read_text())
-        problems = [tuple(p["mnkl"]) for p in bases["problems"].values()]
-        cubins = Path(tmp) / "cubins"
-        cubins.mkdir()
-        committed = json.loads((run / "projections.json").read_text())
-        pairs = tuple(committed.get("pairs") or VC.PAIRS)  # the switch changes the run timed
-        doc = VC.project_pairs(bases, bases_dir, problems=problems, pairs=pairs, cubin_dir=cubins)
+    # the base captures the projections came from: step 1's bases.tar.xz where the run was made in
+    # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
+    tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
+    committed = json.loads((run / "projections.json").read_text())
+    doc = VC.project_archive(tar, tuple(committed.get("pairs") or VC.PAIRS))  # the changes the run timed
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}: {len(doc['points'])} projections")
     return 0

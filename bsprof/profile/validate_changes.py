@@ -260,6 +260,27 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
     return {**doc, "failed": failed} if failed else doc
 
 
+def project_archive(tar: Path, pairs: str | tuple[str, ...] | None = None) -> dict:
+    """The projections of a stored run from the base captures in its archive (``bases.tar.xz``, or a
+    one-command run's ``measured.tar.xz``, whose ``bases/`` sits beside ``measured.json``): every problem
+    captured there, ``pairs`` as --pairs text or a tuple (default: the shipped validation's), both builds
+    of each compiled here for their SASS."""
+    import json
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tar) as tf:
+            tf.extractall(tmp, filter="data")
+        bases_dir = next(p.parent for p in Path(tmp).rglob("bases.json"))
+        bases = json.loads((bases_dir / "bases.json").read_text())
+        problems = [tuple(p["mnkl"]) for p in bases["problems"].values()]
+        wanted = parse_pairs(pairs, problems) if isinstance(pairs, str) else tuple(pairs or PAIRS)
+        cubins = Path(tmp) / "cubins"
+        cubins.mkdir()
+        return project_pairs(bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins)
+
+
 def parse_pairs(text: str, problems) -> tuple[str, ...]:
     """--pairs 'a=0;b=1,c=2': each entry the switches one changed build sets on every problem's base build.
     Each is parsed against every problem's base (an unknown switch or a value the kernel cannot take is
