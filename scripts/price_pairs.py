@@ -549,11 +549,108 @@ PAIRS_LARGE_SHAPES = {
     "colsum_tiled_16384x8192": ("colsum_strided_16384x8192", "colsum_tiled_16384x8192"),
     "softmax_8warps_8192": ("softmax_spill_8192x8192", "softmax_8warps_8192"),
 }
+
+
+def ops_library_ops() -> dict:
+    """The levers on library ops and dtypes no earlier set used (torch's index_select on fp16, scatter_add_
+    into torch's bincount, an eager fp32 GELU-tanh chain, an fp16 transpose) beside the earlier families at
+    new shapes, labelled before any of their reports exists (tests/data/price/library_ops/labels.json)."""
+    import torch
+
+    def gelu_tanh(x):
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+    def gelu_eager():
+        x = w.tensor(1 << 24)
+        return lambda: gelu_tanh(x)
+
+    vec = (1 << 23,)
+    fp16 = torch.float16
+    return {
+        "before": {
+            "transpose_torch_fp16_4096": (w.transpose(4096, fp16), "torch x.t().contiguous() fp16 4096x4096"),
+            "index_select_random_fp16_16M": (
+                w.index_select(1 << 24, False, fp16),
+                "torch x.index_select(0, idx), 16M random indices into 16M fp16",
+            ),
+            "column_gather_random_fp32_4096": (w.column_gather(4096, False), "torch x[:, idx], 4096 random columns"),
+            "scatter_add_fp32_16M_into_256": (
+                w.accumulate(1 << 24, 256, "scatter_add"),
+                "torch scatter_add_ 16M fp32 into 256 destinations",
+            ),
+            "sgemm_fp32_6144x3072x1024": (sgemm(6144, 3072, 1024, False), "cuBLAS fp32 GEMM 6144x3072x1024, TF32 off"),
+            "gemm_bf16_misaligned_4607x4609x2049": (
+                gemm_bf16_misaligned(4607, 4609, 2049, "cublas"),
+                "cuBLAS bf16 4607x4609x2049",
+            ),
+            "gelu_tanh_eager_fp32_16M": (gelu_eager, "torch eager 0.5x(1+tanh(0.798(x+0.0447x^3))) fp32"),
+            "tiny_adds_24x4096": (tiny_binary(24, 4096, "add", False), "24 torch.add launches of 4096 fp32"),
+            "one_cta_sum_fp32_16M": (w.vector_sum(1 << 24, True), "Triton sum of 16M fp32 in one CTA"),
+            "exp20_sum_fp32_8M": (w.compiled(w.exp_sum(20, 0.018), vec), "torch.compile sum of 20 exp(x c_i), fp32"),
+            "rowsum_1warp_2112x8192": (w.row_sum(2112, 8192, 128, 1), "Triton row sum, one warp per 8192-wide row"),
+            "colsum_strided_8192x2048": (w.col_sum(8192, 2048, False), "Triton column sum, one column per program"),
+            "softmax_spill_2048x16384": (
+                w.softmax_logsoftmax(2048, 16384, 1),
+                "Triton softmax + log-softmax, one warp per 16384-wide row",
+            ),
+        },
+        "after": {
+            "transpose_tiled_fp16_4096": (w.transpose(4096, fp16, tiled=True), "Triton 64x64 tiled transpose fp16"),
+            "index_select_sorted_fp16_16M": (
+                w.index_select(1 << 24, True, fp16),
+                "torch x.index_select(0, idx) with the indices sorted",
+            ),
+            "column_gather_sorted_4096": (w.column_gather(4096, True), "torch x[:, idx] with the columns sorted"),
+            "bincount_weighted_16M_256": (
+                w.accumulate(1 << 24, 256, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "sgemm_tf32_6144x3072x1024": (sgemm(6144, 3072, 1024, True), "cuBLAS TF32"),
+            "gemm_bf16_4k_padded": (
+                gemm_bf16_misaligned(4607, 4609, 2049, "padded", (4608, 4616, 2056)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_4k_triton": (
+                gemm_bf16_misaligned(4607, 4609, 2049, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "gelu_tanh_compiled": (w.compiled(gelu_tanh, (1 << 24,)), "torch.compile of the chain: one launch"),
+            "foreach_add_24": (tiny_binary(24, 4096, "add", True), "torch._foreach_add: one launch"),
+            "torch_sum_16M": (w.vector_sum(1 << 24, False), "torch.sum of the 16M floats"),
+            "exp2_20_sum": (w.compiled(exp2_sum(20, 0.018), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse20_sum": (w.compiled(reuse_sum(20, 0.018), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_4warps_8192": (w.row_sum(2112, 8192, 512, 4), "the row sum with 4 warps per row"),
+            "rowsum_unrolled4_8192": (w.row_sum(2112, 8192, 512, 1), "one warp loading 4x more per step"),
+            "colsum_tiled_8192x2048": (w.col_sum(8192, 2048, True), "8 adjacent columns per program"),
+            "softmax_16warps_16384": (w.softmax_logsoftmax(2048, 16384, 16), "the softmax with 16 warps per row"),
+        },
+    }
+
+
+PAIRS_LIBRARY_OPS = {
+    "transpose_fp16_4096": ("transpose_torch_fp16_4096", "transpose_tiled_fp16_4096"),
+    "index_select_sorted_fp16": ("index_select_random_fp16_16M", "index_select_sorted_fp16_16M"),
+    "column_gather_sorted_4096": ("column_gather_random_fp32_4096", "column_gather_sorted_4096"),
+    "scatter_add_bincount_256": ("scatter_add_fp32_16M_into_256", "bincount_weighted_16M_256"),
+    "sgemm_tf32_6144x3072": ("sgemm_fp32_6144x3072x1024", "sgemm_tf32_6144x3072x1024"),
+    "gemm_4k_padded": ("gemm_bf16_misaligned_4607x4609x2049", "gemm_bf16_4k_padded"),
+    "gemm_4k_triton": ("gemm_bf16_misaligned_4607x4609x2049", "gemm_bf16_4k_triton"),
+    "gelu_tanh_compiled": ("gelu_tanh_eager_fp32_16M", "gelu_tanh_compiled"),
+    "foreach_add_24": ("tiny_adds_24x4096", "foreach_add_24"),
+    "one_cta_to_torch_sum_16M": ("one_cta_sum_fp32_16M", "torch_sum_16M"),
+    "exp2_20": ("exp20_sum_fp32_8M", "exp2_20_sum"),
+    "exp_reuse_20": ("exp20_sum_fp32_8M", "reuse20_sum"),
+    "rowsum_4warps_8192": ("rowsum_1warp_2112x8192", "rowsum_4warps_8192"),
+    "rowsum_unrolled4_8192": ("rowsum_1warp_2112x8192", "rowsum_unrolled4_8192"),
+    "colsum_tiled_8192x2048": ("colsum_strided_8192x2048", "colsum_tiled_8192x2048"),
+    "softmax_16warps_16384": ("softmax_spill_2048x16384", "softmax_16warps_16384"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
     "third_shapes": (ops_third_shapes, PAIRS_THIRD_SHAPES),
     "large_shapes": (ops_large_shapes, PAIRS_LARGE_SHAPES),
+    "library_ops": (ops_library_ops, PAIRS_LIBRARY_OPS),
 }
 
 
@@ -674,7 +771,8 @@ def main(argv=None) -> int:
         choices=tuple(SETS),
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
-        "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers",
+        "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
+        "the levers on library ops and dtypes no earlier set used",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

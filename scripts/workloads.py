@@ -84,6 +84,22 @@ def gather(n: int, sorted_idx: bool) -> Setup:
     return setup
 
 
+def index_select(n: int, sorted_idx: bool, dtype=None) -> Setup:
+    """``x.index_select(0, idx)``: n values (fp32 unless ``dtype``) read through n random int64 indices
+    (sorted: the same reads in order)."""
+
+    def setup():
+        import torch
+
+        x = tensor(n, dtype=dtype)
+        idx = torch.randint(0, n, (n,), device="cuda")
+        if sorted_idx:
+            idx = torch.sort(idx).values
+        return lambda: x.index_select(0, idx)
+
+    return setup
+
+
 def column_gather(n: int, sorted_idx: bool) -> Setup:
     """``x[:, idx]`` of an n x n fp32 matrix: n random columns (sorted: the same columns in order)."""
 

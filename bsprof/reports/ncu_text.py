@@ -161,6 +161,9 @@ def print_verdict(console, v: dict) -> None:
         if i < len(prices) and prices[i].get("text"):
             # what following it would buy: the projected speedup, and ncu's estimate on the same lever
             say(console, f"→ {prices[i]['text']}", indent="    ", hang="      ")
+    if (room := v.get("headroom")) and room.get("bounded"):
+        # the most any change buys that keeps the work: the lines above are levers that change it
+        say(console, f"headroom, the work kept: {room['text']}", indent="  ", hang="    ")
     for line in v.get("ncu", []):
         say(console, line, indent="  ", hang="    ")
     for m in v.get("missing", []):

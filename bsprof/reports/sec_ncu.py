@@ -115,6 +115,8 @@ def verdict(run: Run) -> Section | None:
             + "".join(priced)
             + "</ul>"
         )
+    if (room := d.get("headroom")) and room.get("bounded"):
+        sec.add(f"<p><b>headroom, the work kept:</b> {esc(room['text'])}</p>")
     if d.get("ncu"):
         sec.add("<b>bsprof beside ncu</b><ul>" + "".join(f"<li>{esc(x)}</li>" for x in d["ncu"]) + "</ul>")
     for m in d.get("missing") or []:

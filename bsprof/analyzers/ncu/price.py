@@ -89,6 +89,9 @@ NCU_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 NO_RULES = "(no rule results)"  # a --set triage report runs no rules
+# the price of any change that keeps the launch's work (its bytes, its instructions): each unit at the share
+# of its peak a binding unit reaches (:func:`headroom`)
+HEADROOM = "headroom"
 
 
 @dataclass
@@ -127,6 +130,8 @@ class Price:
         )
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
+        if self.advice == HEADROOM:
+            return f"≤{_x(self.high)}x ({self.relieves} → {self.binds})"
         rng = _x(self.low) if _x(self.low) == _x(self.high) else f"{_x(self.low)}-{_x(self.high)}"
         return f"{rng}x ({self.relieves} → {self.binds}){ncu}"
 
@@ -420,14 +425,11 @@ def _under_filled(pid, row, times):
     if not (known(sms) and known(act) and known(mx) and mx > 0):
         return _cannot(pid, "the report lacks SM active cycles")
     # the work in SMs at the busiest SM's pace, spread over all of them: the slow end keeps each SM's
-    # pace (one CTA each); more CTAs per SM may also hide more latency, down to the units' floor
+    # pace as it is now (a CTA more per SM may hide no latency: the narrow launch's occupancy is no guide
+    # to the wide one's); the fast end hides all of it, down to the units' floor
     f = fixed_us(row)
     busy = duration_us(row) - (f if known(f) else 0.0)
     spread = busy * (act / mx)
-    # more CTAs also fill each SM's warp slots up to what its resources allow: latency hides as they grow
-    occ, theo = metric(row, "achieved_occupancy_pct"), metric(row, "theoretical_occupancy_pct")
-    if known(occ) and known(theo) and theo > 0:
-        spread *= min(1.0, occ / theo)
     return _priced(
         pid,
         row,
@@ -608,6 +610,45 @@ def ncu_estimate(pid: str, rules: list[dict] | None) -> tuple[str, float]:
 
 def price_all(v, row, ids: list[str], rules: list[dict] | None = None) -> list[Price]:
     return [price_line(pid, v, row, rules) for pid in ids]
+
+
+def headroom(rows: list) -> Price:
+    """What any change that keeps the work of ``rows`` (one launch, or a sequence's launches) buys at
+    most: each launch's units at the fast end of their band (:data:`EFFICIENCY`) plus the shortest fixed
+    cost. It prices the changes no line names (more warps, more loads in flight, another schedule) and
+    bounds every in-kernel change of a launch whose binding unit is already near its reach."""
+    rows = list(rows)
+    t = sum(duration_us(r) for r in rows)
+    fast, parts = 0.0, []
+    for r in rows:
+        times = unit_times(r)
+        if not times or not known(duration_us(r)):
+            return _cannot(HEADROOM, "the report lacks the duration or every unit's throughput")
+        unit = max(times, key=lambda u: times[u] / _eff(u)[1])
+        work = times[unit] / _eff(unit)[1]
+        fast += LAUNCH_FIXED_US[0] + work
+        share = 100.0 * times[unit] / duration_us(r)
+        parts.append(
+            (
+                work,
+                f"{_label(unit)} {share:.0f}% of peak" if share >= 1 else f"{_label(unit)} <1% of peak",
+                f"{100 * _eff(unit)[1]:.0f}%",
+            )
+        )
+    work, relieves, binds = max(parts)
+    if work < LAUNCH_FIXED_US[0] * len(rows):
+        # the launches are mostly their fixed cost: that is what stays
+        binds = f"{LAUNCH_FIXED_US[0]:.1f} us fixed cost a launch"
+    return Price(
+        HEADROOM,
+        True,
+        low=1.0,
+        high=max(1.0, t / fast),
+        t_low_us=min(t, fast),
+        t_high_us=t,
+        relieves=relieves,
+        binds=binds,
+    )
 
 
 def order_by_price(prices: list[Price]) -> list[int]:

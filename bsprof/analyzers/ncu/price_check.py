@@ -12,7 +12,7 @@ import math
 import statistics
 from fnmatch import fnmatch
 
-from bsprof.analyzers.ncu.price import Price, price_sequence_with_ncu
+from bsprof.analyzers.ncu.price import Price, headroom, price_sequence_with_ncu
 from bsprof.analyzers.ncu.verdict import classify
 
 # the score's targets (docs/verdict.md, "What the prices are worth")
@@ -98,10 +98,15 @@ def project_pair(launches: list[dict], follows: list[str]) -> dict:
     )
     if chosen is None:
         chosen = next((ln for ln in lines if _matches(ln["advice"], follows)), None)
+    if chosen is None:
+        # no line names the lever the change pulls: what bsprof says of it is the headroom, the most any
+        # change buys that keeps the launch's work
+        room = headroom([e["columns"] for e in launches])
+        chosen = {"advice": room.advice if room.bounded else None, "price": room.as_dict()}
     return {
         "follows": follows,
-        "advice": chosen["advice"] if chosen else None,
-        "price": chosen["price"] if chosen else Price("", False, why="bsprof gives no such advice line").as_dict(),
+        "advice": chosen["advice"],
+        "price": chosen["price"],
         "before_us": sum(e["columns"].get("duration_ns", math.nan) for e in launches) / 1e3,
         "lines": lines,
     }

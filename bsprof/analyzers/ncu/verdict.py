@@ -61,7 +61,7 @@ from bsprof.analyzers.ncu.facts import (  # noqa: F401  (re-exported: the verdic
     spill_traffic,
     stall_shares,
 )
-from bsprof.analyzers.ncu.price import order_by_price, price_all
+from bsprof.analyzers.ncu.price import headroom, order_by_price, price_all
 from bsprof.fmt import fmt_bytes, fmt_short
 
 CLASSES = ("launch-bound", "under-filled", "compute-bound", "memory-bound", "latency-bound")
@@ -123,6 +123,7 @@ class Verdict:
     ncu: list[str] = field(default_factory=list)  # agreement with ncu's own rules
     advice_ids: list[str] = field(default_factory=list)  # each candidate's advice line (advice.entry_id)
     prices: list = field(default_factory=list)  # each candidate's price (price.Price), same order
+    headroom: object = None  # what any change that keeps the work buys at most (price.headroom)
     missing: list[str] = field(default_factory=list)  # what the report lacks and what that costs
 
     @property
@@ -149,6 +150,7 @@ class Verdict:
             "missing": self.missing,
             "advice_ids": self.advice_ids,
             "prices": [p.as_dict() for p in self.prices],
+            "headroom": self.headroom.as_dict() if self.headroom is not None else None,
             "thresholds": dict(THRESHOLDS),
         }
 
@@ -816,6 +818,7 @@ def classify(row, *, k: int | None = None, tiles: dict | None = None, rules: lis
     v.advice_ids = [entries[i][0] for i in order]
     v.candidates = [entries[i][1] for i in order]
     v.prices = [prices[i] for i in order]
+    v.headroom = headroom([row])
     v.missing = missing_sections(row)
     if rules:
         v.ncu = ncu_view(v, rules)
