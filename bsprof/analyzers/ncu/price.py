@@ -58,6 +58,12 @@ EFFICIENCY: dict[str, tuple[float, float]] = {
 # second pass 2.3, cumsum 2.5, adamw's 2.9, add of 256 floats 3.1, an L2-resident add 3.9, sum of 2,048
 # floats 4.0; test_ncu_price.test_fixed_cost_comes_from_the_corpus)
 LAUNCH_FIXED_US = (2.3, 4.0)
+# a privatized reduction's per-CTA combine (a shared-memory histogram, a register sum per destination), in SM
+# cycles an element (one lane of the atomics it replaces): the report of the atomics holds nothing of it, so
+# the slow end takes the slowest combine of the checked privatizations (tests/data/price: Triton's register
+# sums at 16, 32 and 64 destinations 1.4, 3.0 and 5.6; torch's weighted bincount 3.4 and 3.6) and the fast
+# end leaves it free (test_ncu_price.test_combine_cycles_come_from_the_checked_privatizations)
+COMBINE_CYCLES = 5.6
 # the memory units: what a coalescing rewrite is left with when its instructions do not bind
 MEMORY_UNITS = ("dram", "l2", "l1")
 # a kernel whose name says it is a matrix product: the FMA pipe's line prices the tensor pipe at TF32
@@ -450,10 +456,25 @@ def _atomics(pid, row, times):
     new = {u: v for u, v in times.items() if u == "dram"}
     if "l2" in times and known(dram) and known(l2) and l2 > 0:
         new["l2"] = times["l2"] * min(1.0, dram / l2)
-    # the per-CTA combine (a shared-memory or register sum per destination) is the new kernel's work, and
-    # the report holds none of it: the price is the stream alone, and says so (three of the four checked
-    # privatizations ran 2-6x slower than it)
-    return _priced(pid, row, new, f"{_count(n)} atomics", note="with a free combine")
+    # the per-CTA combine (a shared-memory or register sum per destination) is the new kernel's work: the
+    # fast end leaves it free, the slow end spreads it over the SMs at COMBINE_CYCLES an element
+    stream = _priced(pid, row, new, f"{_count(n)} atomics")
+    combine = combine_us(row, 32.0 * n)
+    if not known(combine):
+        stream.binds = f"{stream.binds} with a free combine"
+        return stream
+    slow = max(stream.t_high_us, LAUNCH_FIXED_US[1] + combine)
+    binds = f"{stream.binds} or the combine" if slow > stream.t_high_us else stream.binds
+    return _speedup(pid, duration_us(row), stream.t_low_us, slow, stream.relieves, binds)
+
+
+def combine_us(row, elements: float) -> float:
+    """A privatized reduction's combine of ``elements`` values at COMBINE_CYCLES each, spread over the SMs
+    at the launch's SM clock (NaN without the SM count or clock)."""
+    sms, clk = metric(row, "sm_count"), metric(row, "sm_clock_hz")
+    if not (known(sms) and known(clk) and sms > 0 and clk > 0):
+        return math.nan
+    return elements * COMBINE_CYCLES / (sms * clk) * 1e6
 
 
 def _spills(pid, row, times):
