@@ -645,12 +645,118 @@ PAIRS_LIBRARY_OPS = {
     "colsum_tiled_8192x2048": ("colsum_strided_8192x2048", "colsum_tiled_8192x2048"),
     "softmax_16warps_16384": ("softmax_spill_2048x16384", "softmax_16warps_16384"),
 }
+
+
+def ops_mixed_sizes() -> dict:
+    """The levers at sizes between and below the earlier sets' (launches of 10-100 us beside long ones), with
+    two privatizations no set had (Triton's register sums at 8 destinations, torch's bincount at 1024),
+    labelled before any of their reports exists (tests/data/price/mixed_sizes/labels.json)."""
+    import torch
+
+    def affine_relu(x):
+        return torch.relu(x * 1.5 + 0.25)
+
+    def affine_relu_eager():
+        x = w.tensor(1 << 25, dtype=torch.float16)
+        return lambda: affine_relu(x)
+
+    vec = (1 << 24,)
+    bf16 = torch.bfloat16
+    return {
+        "before": {
+            "transpose_torch_bf16_2048": (w.transpose(2048, bf16), "torch x.t().contiguous() bf16 2048x2048"),
+            "gather_random_fp32_32M": (w.gather(1 << 25, False), "torch x[idx], 32M random indices into 32M fp32"),
+            "column_gather_random_fp32_2048": (w.column_gather(2048, False), "torch x[:, idx], 2048 random columns"),
+            "index_add_fp32_16M_into_8": (
+                w.accumulate(1 << 24, 8, "index_add"),
+                "torch index_add_ 16M fp32 into 8 destinations",
+            ),
+            "scatter_add_fp32_16M_into_1024": (
+                w.accumulate(1 << 24, 1024, "scatter_add"),
+                "torch scatter_add_ 16M fp32 into 1024 destinations",
+            ),
+            "sgemm_fp32_2048x8192x512": (sgemm(2048, 8192, 512, False), "cuBLAS fp32 GEMM 2048x8192x512, TF32 off"),
+            "gemm_bf16_misaligned_1535x1537x1539": (
+                gemm_bf16_misaligned(1535, 1537, 1539, "cublas"),
+                "cuBLAS bf16 1535x1537x1539",
+            ),
+            "affine_relu_eager_fp16_32M": (affine_relu_eager, "torch eager relu(x*1.5+0.25) fp16: 3 launches"),
+            "tiny_muls_64x1024": (tiny_binary(64, 1024, "mul", False), "64 torch.mul launches of 1024 fp32"),
+            "one_cta_sum_fp32_4M": (
+                w.vector_sum(1 << 22, True, warps=8),
+                "Triton sum of 4M fp32 in one CTA of 8 warps",
+            ),
+            "exp8_sum_fp32_16M": (w.compiled(w.exp_sum(8, 0.03), vec), "torch.compile sum of 8 exp(x c_i), fp32"),
+            "rowsum_1warp_4224x4096": (w.row_sum(4224, 4096, 128, 1), "Triton row sum, one warp per 4096-wide row"),
+            "colsum_strided_2048x16384": (w.col_sum(2048, 16384, False), "Triton column sum, one column per program"),
+            "softmax_spill_4096x4096": (
+                w.softmax_logsoftmax(4096, 4096, 1),
+                "Triton softmax + log-softmax, one warp per 4096-wide row",
+            ),
+        },
+        "after": {
+            "transpose_tiled_bf16_2048": (w.transpose(2048, bf16, tiled=True), "Triton 64x64 tiled transpose bf16"),
+            "gather_sorted_32M": (w.gather(1 << 25, True), "torch x[idx] with the indices sorted"),
+            "column_gather_sorted_2048": (w.column_gather(2048, True), "torch x[:, idx] with the columns sorted"),
+            "index_add_privatized_8": (
+                w.accumulate(1 << 24, 8, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "bincount_weighted_16M_1024": (
+                w.accumulate(1 << 24, 1024, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "sgemm_tf32_2048x8192x512": (sgemm(2048, 8192, 512, True), "cuBLAS TF32"),
+            "gemm_bf16_1k5_padded": (
+                gemm_bf16_misaligned(1535, 1537, 1539, "padded", (1536, 1544, 1544)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_1k5_triton": (
+                gemm_bf16_misaligned(1535, 1537, 1539, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "affine_relu_compiled": (
+                w.compiled(affine_relu, (1 << 25,), torch.float16),
+                "torch.compile of the chain: one launch",
+            ),
+            "foreach_mul_64": (tiny_binary(64, 1024, "mul", True), "torch._foreach_mul: one launch"),
+            "torch_sum_4M": (w.vector_sum(1 << 22, False), "torch.sum of the 4M floats"),
+            "exp2_8_sum": (w.compiled(exp2_sum(8, 0.03), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse8_sum": (w.compiled(reuse_sum(8, 0.03), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_2warps_4096": (w.row_sum(4224, 4096, 256, 2), "the row sum with 2 warps per row"),
+            "rowsum_unrolled2_4096": (w.row_sum(4224, 4096, 256, 1), "one warp loading 2x more per step"),
+            "colsum_tiled_2048x16384": (w.col_sum(2048, 16384, True), "8 adjacent columns per program"),
+            "softmax_4warps_4096": (w.softmax_logsoftmax(4096, 4096, 4), "the softmax with 4 warps per row"),
+        },
+    }
+
+
+PAIRS_MIXED_SIZES = {
+    "transpose_bf16_2048": ("transpose_torch_bf16_2048", "transpose_tiled_bf16_2048"),
+    "gather_sorted_32M": ("gather_random_fp32_32M", "gather_sorted_32M"),
+    "column_gather_sorted_2048": ("column_gather_random_fp32_2048", "column_gather_sorted_2048"),
+    "index_add_privatized_8": ("index_add_fp32_16M_into_8", "index_add_privatized_8"),
+    "scatter_add_bincount_1024": ("scatter_add_fp32_16M_into_1024", "bincount_weighted_16M_1024"),
+    "sgemm_tf32_2048x8192": ("sgemm_fp32_2048x8192x512", "sgemm_tf32_2048x8192x512"),
+    "gemm_1k5_padded": ("gemm_bf16_misaligned_1535x1537x1539", "gemm_bf16_1k5_padded"),
+    "gemm_1k5_triton": ("gemm_bf16_misaligned_1535x1537x1539", "gemm_bf16_1k5_triton"),
+    "affine_relu_compiled": ("affine_relu_eager_fp16_32M", "affine_relu_compiled"),
+    "foreach_mul_64": ("tiny_muls_64x1024", "foreach_mul_64"),
+    "one_cta_to_torch_sum_4M": ("one_cta_sum_fp32_4M", "torch_sum_4M"),
+    "exp2_8": ("exp8_sum_fp32_16M", "exp2_8_sum"),
+    "exp_reuse_8": ("exp8_sum_fp32_16M", "reuse8_sum"),
+    "rowsum_2warps_4096": ("rowsum_1warp_4224x4096", "rowsum_2warps_4096"),
+    "rowsum_unrolled2_4096": ("rowsum_1warp_4224x4096", "rowsum_unrolled2_4096"),
+    "colsum_tiled_2048x16384": ("colsum_strided_2048x16384", "colsum_tiled_2048x16384"),
+    "softmax_4warps_4096": ("softmax_spill_4096x4096", "softmax_4warps_4096"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
     "third_shapes": (ops_third_shapes, PAIRS_THIRD_SHAPES),
     "large_shapes": (ops_large_shapes, PAIRS_LARGE_SHAPES),
     "library_ops": (ops_library_ops, PAIRS_LIBRARY_OPS),
+    "mixed_sizes": (ops_mixed_sizes, PAIRS_MIXED_SIZES),
 }
 
 
@@ -772,7 +878,7 @@ def main(argv=None) -> int:
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
-        "the levers on library ops and dtypes no earlier set used",
+        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--set",
         dest="set_name",
-        choices=("corpus_shapes", "other_shapes", "third_shapes", "large_shapes", "library_ops"),
+        choices=("corpus_shapes", "other_shapes", "third_shapes", "large_shapes", "library_ops", "mixed_sizes"),
         default="corpus_shapes",
         help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",
     )
