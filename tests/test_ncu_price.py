@@ -112,6 +112,8 @@ def test_combine_cycles_come_from_the_checked_privatizations():
     per_element = []
     for labels_path in sorted(DATA.rglob("labels.json")):
         d = labels_path.parent
+        if not (d / "launches.json.xz").is_file():
+            continue  # a set labelled, not yet run
         labels = json.loads(labels_path.read_text())
         pairs = json.loads((d / "pairs.json").read_text())
         launches = json.loads(lzma.decompress((d / "launches.json.xz").read_bytes()))
