@@ -777,10 +777,14 @@ def _setup_all(side_ops: dict) -> tuple[dict, dict]:
     return fns, errors
 
 
-def profile(side: str, meta_path: str, set_name: str = "corpus_shapes") -> int:
+def profile(side: str, meta_path: str, set_name: str = "corpus_shapes", only: list[str] | None = None) -> int:
+    """Each op of ``side`` once in its NVTX range (``only``: those ops alone, for a report that a profiling
+    time limit cut short)."""
     import torch
 
     table = SETS[set_name][0]()[side]
+    if only:
+        table = {k: v for k, v in table.items() if k in only}
     fns, errors = _setup_all(table)
     for name, fn in fns.items():
         w.in_ranges(fn, "pair", f"pair_{side}_{name}")
@@ -867,6 +871,7 @@ def main(argv=None) -> int:
     pp = sub.add_parser("profile")
     pp.add_argument("--side", choices=("before", "after"), required=True)
     pp.add_argument("--meta", required=True)
+    pp.add_argument("--only", default="", help="comma-separated ops of the side (default: all)")
     pt = sub.add_parser("time")
     pt.add_argument("--out", required=True)
     pt.add_argument("--runs", type=int, default=5)
@@ -882,7 +887,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":
-        return profile(args.side, args.meta, args.set_name)
+        return profile(args.side, args.meta, args.set_name, [o for o in args.only.split(",") if o])
     return time_pairs(args.out, args.runs, args.reps, args.set_name)
 
 

@@ -65,11 +65,12 @@ def main(argv=None) -> int:
     pairs = json.loads((DATA / "pairs.json").read_text()) if (DATA / "pairs.json").is_file() else {}
     if args.cmd == "extract":
         src = Path(args.src)
-        data = {
-            side: launches_of(src / f"pairs_{side}.ncu-rep")
-            for side in ("before", "after")
-            if (src / f"pairs_{side}.ncu-rep").is_file()
-        }
+        data = {}
+        for side in ("before", "after"):
+            # pairs_<side>.ncu-rep, then pairs_<side>_only.ncu-rep (the ops a time limit cut from the first)
+            for rep in (src / f"pairs_{side}.ncu-rep", src / f"pairs_{side}_only.ncu-rep"):
+                if rep.is_file():
+                    data.setdefault(side, {}).update(launches_of(rep))
         (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
         from scripts.price_pairs import SETS
 
