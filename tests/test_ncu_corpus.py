@@ -53,7 +53,8 @@ def test_verdict_matches_label(name):
         assert not GEMM_ONLY.search(text), text
     if "low-occupancy" not in v.flags:
         assert not OCCUPANCY.search(text), text
-    if v.cls in ("memory-bound", "launch-bound", "under-filled"):
+    if v.cls in ("memory-bound", "launch-bound", "under-filled") and not v.detail.startswith("balanced"):
+        # a balanced verdict names the pipe within the margin too, and its lines follow the verdict's
         assert "pipe is the limit" not in text
     if v.cls == "compute-bound" and v.unit != "tensor":
         assert "tensor pipe is the limit" not in text

@@ -248,6 +248,7 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
         ("third_shapes", (10, 10), (14, 14), 2),
         ("large_shapes", (10, 11), (11, 12), 3),
         ("library_ops", (10, 11), (11, 12), 2),
+        ("mixed_sizes", (7, 7), (11, 11), 1),
     ],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
@@ -266,7 +267,8 @@ def test_held_out_projections_rescored(set_name, committed_inside, now_inside, o
     events = {k: v["speedup"] for k, v in timings["pairs"].items()}
     ncu = duration_ratio(launches["before"], launches["after"], pairs)
     res, res_ncu = score(committed, events, labels["two_lines"]), score(committed, ncu, labels["two_lines"])
-    assert res["n"] == res_ncu["n"] == 16 and (res["inside"], res_ncu["inside"]) == committed_inside
+    assert res["n"] == res_ncu["n"] == len(labels["pairs"]) >= 16
+    assert (res["inside"], res_ncu["inside"]) == committed_inside
     for r in (res, res_ncu):
         assert r["median_width"] <= 1.5 and 0.8 <= r["median_ratio"] <= 1.25
         assert r["spread_same_pairs"] < r["ncu_spread_same_pairs"]
@@ -279,26 +281,34 @@ def test_held_out_projections_rescored(set_name, committed_inside, now_inside, o
 
 
 def test_headroom_prices_the_change_no_line_names():
-    """The third set's row sums: DRAM-bound at 71% of its peak, so no line names the two changes the pairs
-    made (more warps, more loads a step); the headroom does, 1.0-1.15x, and holds both measured speedups.
-    A one-CTA launch's headroom is its spread over every SM; a launch at its units' reach has none."""
-    d = DATA / "third_shapes"
-    labels = json.loads((d / "labels.json").read_text())
-    pairs = json.loads((d / "pairs.json").read_text())
-    launches = json.loads(lzma.decompress((d / "launches.json.xz").read_bytes()))
-    timings = json.loads((d / "timings.json").read_text())
-    proj = project_pairs(launches["before"], labels, pairs)
-    for pair in ("rowsum_2warps", "rowsum_unrolled2"):
-        p = proj[pair]["price"]
-        assert proj[pair]["advice"] == "headroom" and p["low"] == 1.0 and 1.1 < p["high"] < 1.2, p
-        assert p["low"] <= timings["pairs"][pair]["speedup"] <= p["high"]
-        assert p["text"].startswith("≤1.2x (DRAM 71% of peak")
+    """Row sums DRAM-bound at 71% and 82% of its peak (third and mixed-sizes sets): no line names the changes
+    the pairs made (more warps, more loads a step); the headroom does, symmetric about 1x, and holds the
+    measured speedups. A one-CTA launch's headroom is its spread over every SM; a launch at its units'
+    reach has next to none."""
     from bsprof.analyzers.ncu.price import headroom
 
-    one_cta = headroom([e["columns"] for e in launches["before"]["one_cta_sum_fp32_2M"]])
-    assert one_cta.high > 50
-    tiled = headroom([e["columns"] for e in launches["after"]["transpose_tiled_fp32_4096"]])
-    assert tiled.high < 1.1
+    for set_name, pairs_of, high in (
+        ("third_shapes", ("rowsum_2warps", "rowsum_unrolled2"), (1.2, 1.3)),
+        ("mixed_sizes", ("rowsum_2warps_4096", "rowsum_unrolled2_4096"), (1.05, 1.15)),
+    ):
+        d = DATA / set_name
+        labels = json.loads((d / "labels.json").read_text())
+        pairs = json.loads((d / "pairs.json").read_text())
+        launches = json.loads(lzma.decompress((d / "launches.json.xz").read_bytes()))
+        timings = json.loads((d / "timings.json").read_text())
+        ncu = duration_ratio(launches["before"], launches["after"], pairs)
+        proj = project_pairs(launches["before"], labels, pairs)
+        for pair in pairs_of:
+            p = proj[pair]["price"]
+            assert proj[pair]["advice"] == "headroom" and high[0] < p["high"] < high[1], p
+            assert p["low"] == pytest.approx(1 / p["high"])
+            assert p["low"] <= timings["pairs"][pair]["speedup"] <= p["high"] and p["low"] <= ncu[pair] <= p["high"]
+            assert re.match(r"[\d.]+-[\d.]+x \(DRAM \d+% of peak → 90%\)", p["text"]), p["text"]
+    d = DATA / "third_shapes"
+    launches = json.loads(lzma.decompress((d / "launches.json.xz").read_bytes()))
+    assert headroom([e["columns"] for e in launches["before"]["one_cta_sum_fp32_2M"]]).high > 50
+    large = json.loads(lzma.decompress((DATA / "large_shapes" / "launches.json.xz").read_bytes()))
+    assert headroom([e["columns"] for e in large["after"]["transpose_tiled_fp32_16384"]]).high < 1.05  # DRAM 89%
 
 
 def test_a_report_holding_a_sequence_prices_its_fusion_and_batch(tmp_path):
@@ -326,7 +336,7 @@ def test_a_report_holding_a_sequence_prices_its_fusion_and_batch(tmp_path):
     r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "chain_eager"], env={"COLUMNS": "80"})
     assert "sequence: NVTX range" in r.output and "try: fuse them into one launch" in r.output
     # each launch's headroom under its lines: the most a change buys that keeps its work
-    assert re.search(r"headroom, the work kept: ≤[\d.]+x \((DRAM|L2|L1|issue)", r.output), r.output
+    assert re.search(r"headroom, the work kept: [\d.]+-[\d.]+x \((DRAM|L2|L1|issue)", r.output), r.output
     # one launch: no sequence
     r = CliRunner().invoke(cli, ["ncu", "--report", report, "--filter", "transpose_torch", "--json"])
     assert "sequences" not in json.loads(r.output)

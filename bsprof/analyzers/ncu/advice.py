@@ -16,6 +16,7 @@ tcgen05/TMEM/2-CTA MMA, "*" everywhere). Texts are formatted with the launch's n
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 
@@ -670,6 +671,12 @@ def advise_entries(v, row, *, k: int | None = None, rules: list[dict] | None = N
     nums = _numbers(v, row, k, rules)
     traits = launch_traits(v, row, rules)
     picked = [e for e in ADVICE if applies(e, v, traits)]
+    if (other := (v.busy or {}).get("balanced_with")) and other.get("unit"):
+        # a balanced launch: the side within the margin of the verdict's limits it as much, so its lines
+        # (the pipe-specific ones: a generic line adds nothing to the verdict's own) follow the verdict's
+        shadow = copy.copy(v)
+        shadow.cls, shadow.unit, shadow.co_units, shadow.flags = other["class"], other["unit"], other["co_units"], []
+        picked += [e for e in ADVICE if e not in picked and e[1] != ANY and applies(e, shadow, traits)]
     # the most specific replacing trait's line takes the place of the plain GEMM and MMA-family lines of its
     # class and unit (an attention kernel's softmax, a GEMM whose bytes are its output or its weights)
     best: dict[tuple[str, str], str] = {}

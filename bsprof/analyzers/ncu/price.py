@@ -137,7 +137,7 @@ class Price:
         if not self.bounded:
             return f"cannot bound: {self.why}{ncu}"
         if self.advice == HEADROOM:
-            return f"≤{_x(self.high)}x ({self.relieves} → {self.binds})"
+            return f"{_x(self.low)}-{_x(self.high)}x ({self.relieves} → {self.binds})"
         rng = _x(self.low) if _x(self.low) == _x(self.high) else f"{_x(self.low)}-{_x(self.high)}"
         return f"{rng}x ({self.relieves} → {self.binds}){ncu}"
 
@@ -634,10 +634,13 @@ def price_all(v, row, ids: list[str], rules: list[dict] | None = None) -> list[P
 
 
 def headroom(rows: list) -> Price:
-    """What any change that keeps the work of ``rows`` (one launch, or a sequence's launches) buys at
-    most: each launch's units at the fast end of their band (:data:`EFFICIENCY`) plus the shortest fixed
-    cost. It prices the changes no line names (more warps, more loads in flight, another schedule) and
-    bounds every in-kernel change of a launch whose binding unit is already near its reach."""
+    """What a change that keeps the work of ``rows`` (one launch, or a sequence's launches) buys: the
+    launches with their units at the two ends of their bands (:data:`EFFICIENCY`). It prices the changes no
+    line names (more warps, more loads in flight, another schedule), and bounds every in-kernel change of a
+    launch whose binding unit is already near its reach. A band's share is of the whole duration, the
+    fixed cost inside it: the fast end is the binding unit's time at its band's fast end or the shortest
+    fixed cost, whichever is longer. The interval is symmetric about 1x: a change that keeps the work may
+    lose as much as it could gain (another schedule, fewer loads in flight)."""
     rows = list(rows)
     t = sum(duration_us(r) for r in rows)
     fast, parts = 0.0, []
@@ -647,7 +650,7 @@ def headroom(rows: list) -> Price:
             return _cannot(HEADROOM, "the report lacks the duration or every unit's throughput")
         unit = max(times, key=lambda u: times[u] / _eff(u)[1])
         work = times[unit] / _eff(unit)[1]
-        fast += LAUNCH_FIXED_US[0] + work
+        fast += max(LAUNCH_FIXED_US[0], work)
         share = 100.0 * times[unit] / duration_us(r)
         parts.append(
             (
@@ -663,10 +666,10 @@ def headroom(rows: list) -> Price:
     return Price(
         HEADROOM,
         True,
-        low=1.0,
+        low=min(1.0, fast / t),
         high=max(1.0, t / fast),
         t_low_us=min(t, fast),
-        t_high_us=t,
+        t_high_us=max(t, t * t / fast),
         relieves=relieves,
         binds=binds,
     )

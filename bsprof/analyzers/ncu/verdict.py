@@ -576,6 +576,12 @@ def busy_limit(row, f: Fill) -> dict:
         out["balanced"] = (
             f"balanced: {'memory' if cls == 'compute-bound' else 'compute'} at {other:.0f}% is within {THRESHOLDS['balanced_margin']:.0f} points"
         )
+        # the other side limits as much: its advice applies too (advice.advise_entries)
+        out["balanced_with"] = (
+            {"class": "memory-bound", "unit": mem_unit, "co_units": []}
+            if cls == "compute-bound"
+            else {"class": "compute-bound", "unit": comp_unit, "co_units": co}
+        )
     return out
 
 
