@@ -750,6 +750,128 @@ PAIRS_MIXED_SIZES = {
     "colsum_tiled_2048x16384": ("colsum_strided_2048x16384", "colsum_tiled_2048x16384"),
     "softmax_4warps_4096": ("softmax_spill_4096x4096", "softmax_4warps_4096"),
 }
+
+
+def ops_torch_composites() -> dict:
+    """Levers on torch composites no earlier set used (a layer norm and a softmax written out eagerly
+    against torch's fused ones, ``torch.take``, ``index_put_(accumulate=True)``'s sort-then-segment
+    reduction), beside the earlier families at new shapes, labelled before any of their reports exists
+    (tests/data/price/torch_composites/labels.json)."""
+    import torch
+    import torch.nn.functional as F
+
+    def eager_layer_norm():
+        x, g, b = w.tensor(8192, 4096), w.tensor(4096), w.tensor(4096)
+
+        def go():
+            m = x.mean(-1, keepdim=True)
+            d = x - m
+            v = (d * d).mean(-1, keepdim=True)
+            return d / torch.sqrt(v + 1e-5) * g + b
+
+        return go
+
+    def fused_layer_norm():
+        x, g, b = w.tensor(8192, 4096), w.tensor(4096), w.tensor(4096)
+        return lambda: F.layer_norm(x, (4096,), g, b, 1e-5)
+
+    def eager_softmax():
+        x = w.tensor(8192, 4096)
+
+        def go():
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+
+        return go
+
+    def fused_softmax():
+        x = w.tensor(8192, 4096)
+        return lambda: torch.softmax(x, -1)
+
+    vec = (1 << 22,)
+    fp16 = torch.float16
+    return {
+        "before": {
+            "layer_norm_eager_8192x4096": (eager_layer_norm, "torch eager layer norm, fp32 8192x4096: 8 launches"),
+            "softmax_eager_8192x4096": (eager_softmax, "torch eager exp(x - max) / sum, fp32 8192x4096: 5 launches"),
+            "take_random_fp32_16M": (w.take(1 << 24, False), "torch.take(x, idx), 16M random indices into 16M fp32"),
+            "index_add_fp32_16M_into_64": (
+                w.accumulate(1 << 24, 64, "index_add"),
+                "torch index_add_ 16M fp32 into 64 destinations",
+            ),
+            "sgemm_fp32_4096x4096x4096": (sgemm(4096, 4096, 4096, False), "cuBLAS fp32 GEMM 4096^3, TF32 off"),
+            "gemm_bf16_misaligned_4096x4096x4095": (
+                gemm_bf16_misaligned(4096, 4096, 4095, "cublas"),
+                "cuBLAS bf16 4096x4096x4095 (rows of 8190 bytes)",
+            ),
+            "tiny_adds_48x2048": (tiny_binary(48, 2048, "add", False), "48 torch.add launches of 2048 fp32"),
+            "one_cta_sum_fp32_1M": (w.vector_sum(1 << 20, True), "Triton sum of 1M fp32 in one CTA"),
+            "exp16_sum_fp32_4M": (w.compiled(w.exp_sum(16, 0.02), vec), "torch.compile sum of 16 exp(x c_i), fp32"),
+            "rowsum_1warp_264x262144": (
+                w.row_sum(264, 262144, 128, 1),
+                "Triton row sum, one warp per 262144-wide row",
+            ),
+            "colsum_strided_4096x4096": (w.col_sum(4096, 4096, False), "Triton column sum, one column per program"),
+            "softmax_spill_1024x16384": (
+                w.softmax_logsoftmax(1024, 16384, 2),
+                "Triton softmax + log-softmax, two warps per 16384-wide row",
+            ),
+            "transpose_torch_fp16_8192": (w.transpose(8192, fp16), "torch x.t().contiguous() fp16 8192x8192"),
+        },
+        "after": {
+            "layer_norm_fused_8192x4096": (fused_layer_norm, "torch.nn.functional.layer_norm: one launch"),
+            "softmax_fused_8192x4096": (fused_softmax, "torch.softmax: one launch"),
+            "take_sorted_fp32_16M": (w.take(1 << 24, True), "torch.take with the indices sorted"),
+            "index_put_accumulate_16M_64": (
+                w.accumulate(1 << 24, 64, "index_put"),
+                "index_put_(accumulate=True): sort by destination, reduce each segment",
+            ),
+            "sgemm_tf32_4096x4096x4096": (sgemm(4096, 4096, 4096, True), "cuBLAS TF32"),
+            "gemm_bf16_4096_k_padded": (
+                gemm_bf16_misaligned(4096, 4096, 4095, "padded", (4096, 4096, 4096)),
+                "cuBLAS bf16 on operands padded to K = 4096",
+            ),
+            "gemm_bf16_4096_triton": (
+                gemm_bf16_misaligned(4096, 4096, 4095, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "foreach_add_48": (tiny_binary(48, 2048, "add", True), "torch._foreach_add: one launch"),
+            "torch_sum_1M": (w.vector_sum(1 << 20, False), "torch.sum of the 1M floats"),
+            "exp2_16_sum_4M": (w.compiled(exp2_sum(16, 0.02), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse16_sum_4M": (
+                w.compiled(reuse_sum(16, 0.02), vec),
+                "torch.compile: one exp, powers by multiplication",
+            ),
+            "rowsum_8warps_262144": (w.row_sum(264, 262144, 1024, 8), "the row sum with 8 warps per row"),
+            "rowsum_unrolled8_262144": (w.row_sum(264, 262144, 1024, 1), "one warp loading 8x more per step"),
+            "colsum_tiled_4096x4096": (w.col_sum(4096, 4096, True), "8 adjacent columns per program"),
+            "softmax_16warps_1024x16384": (
+                w.softmax_logsoftmax(1024, 16384, 16),
+                "the softmax with 16 warps per row",
+            ),
+            "transpose_tiled_fp16_8192": (w.transpose(8192, fp16, tiled=True), "Triton 64x64 tiled transpose fp16"),
+        },
+    }
+
+
+PAIRS_TORCH_COMPOSITES = {
+    "layer_norm_fused": ("layer_norm_eager_8192x4096", "layer_norm_fused_8192x4096"),
+    "softmax_fused": ("softmax_eager_8192x4096", "softmax_fused_8192x4096"),
+    "take_sorted_16M": ("take_random_fp32_16M", "take_sorted_fp32_16M"),
+    "index_put_sorted_64": ("index_add_fp32_16M_into_64", "index_put_accumulate_16M_64"),
+    "sgemm_tf32_4096": ("sgemm_fp32_4096x4096x4096", "sgemm_tf32_4096x4096x4096"),
+    "gemm_4096_k_padded": ("gemm_bf16_misaligned_4096x4096x4095", "gemm_bf16_4096_k_padded"),
+    "gemm_4096_triton": ("gemm_bf16_misaligned_4096x4096x4095", "gemm_bf16_4096_triton"),
+    "foreach_add_48": ("tiny_adds_48x2048", "foreach_add_48"),
+    "one_cta_to_torch_sum_1M": ("one_cta_sum_fp32_1M", "torch_sum_1M"),
+    "exp2_16_4M": ("exp16_sum_fp32_4M", "exp2_16_sum_4M"),
+    "exp_reuse_16_4M": ("exp16_sum_fp32_4M", "reuse16_sum_4M"),
+    "rowsum_8warps_262144": ("rowsum_1warp_264x262144", "rowsum_8warps_262144"),
+    "rowsum_unrolled8_262144": ("rowsum_1warp_264x262144", "rowsum_unrolled8_262144"),
+    "colsum_tiled_4096x4096": ("colsum_strided_4096x4096", "colsum_tiled_4096x4096"),
+    "softmax_16warps_1024x16384": ("softmax_spill_1024x16384", "softmax_16warps_1024x16384"),
+    "transpose_fp16_8192": ("transpose_torch_fp16_8192", "transpose_tiled_fp16_8192"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -757,6 +879,7 @@ SETS = {
     "large_shapes": (ops_large_shapes, PAIRS_LARGE_SHAPES),
     "library_ops": (ops_library_ops, PAIRS_LIBRARY_OPS),
     "mixed_sizes": (ops_mixed_sizes, PAIRS_MIXED_SIZES),
+    "torch_composites": (ops_torch_composites, PAIRS_TORCH_COMPOSITES),
 }
 
 
@@ -883,7 +1006,7 @@ def main(argv=None) -> int:
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
-        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs",
+        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

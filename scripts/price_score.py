@@ -47,7 +47,15 @@ def main(argv=None) -> int:
     p.add_argument(
         "--set",
         dest="set_name",
-        choices=("corpus_shapes", "other_shapes", "third_shapes", "large_shapes", "library_ops", "mixed_sizes"),
+        choices=(
+            "corpus_shapes",
+            "other_shapes",
+            "third_shapes",
+            "large_shapes",
+            "library_ops",
+            "mixed_sizes",
+            "torch_composites",
+        ),
         default="corpus_shapes",
         help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",
     )

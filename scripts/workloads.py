@@ -100,6 +100,21 @@ def index_select(n: int, sorted_idx: bool, dtype=None) -> Setup:
     return setup
 
 
+def take(n: int, sorted_idx: bool) -> Setup:
+    """``torch.take(x, idx)``: n fp32 values read through n random int64 indices (sorted: in order)."""
+
+    def setup():
+        import torch
+
+        x = tensor(n)
+        idx = torch.randint(0, n, (n,), device="cuda")
+        if sorted_idx:
+            idx = torch.sort(idx).values
+        return lambda: torch.take(x, idx)
+
+    return setup
+
+
 def column_gather(n: int, sorted_idx: bool) -> Setup:
     """``x[:, idx]`` of an n x n fp32 matrix: n random columns (sorted: the same columns in order)."""
 
@@ -118,8 +133,9 @@ def column_gather(n: int, sorted_idx: bool) -> Setup:
 def accumulate(n: int, bins: int, how: str, block: int = 0, chunks: int = 0) -> Setup:
     """n fp32 values added into ``bins`` destinations by random index: torch's ``index_add_`` or
     ``scatter_add_`` (an atomic per value), ``privatized`` (Triton: each CTA of ``block`` x ``chunks``
-    values sums per destination in registers, then one atomic per destination) or ``bincount`` (torch's
-    weighted histogram, which sums per CTA in shared memory where the destinations fit)."""
+    values sums per destination in registers, then one atomic per destination), ``bincount`` (torch's
+    weighted histogram, which sums per CTA in shared memory where the destinations fit) or ``index_put``
+    (``index_put_(accumulate=True)``: the indices sorted, then a reduction per destination's segment)."""
 
     def setup():
         import torch
@@ -133,6 +149,9 @@ def accumulate(n: int, bins: int, how: str, block: int = 0, chunks: int = 0) -> 
             return lambda: out.scatter_add_(0, idx, src)
         if how == "bincount":
             return lambda: torch.bincount(idx, weights=src, minlength=bins)
+        if how == "index_put":
+            # accumulate=True on CUDA sorts the indices, then reduces each destination's segment
+            return lambda: out.index_put_((idx,), src, accumulate=True)
         kernel, grid = _kernels().privatized_index_add, (cdiv(n, block * chunks),)
         return lambda: kernel[grid](src, idx, out, n, NB=bins, BLOCK=block, CHUNKS=chunks, num_warps=4)
 

@@ -342,9 +342,7 @@ def test_a_report_holding_a_sequence_prices_its_fusion_and_batch(tmp_path):
     assert "sequences" not in json.loads(r.output)
 
 
-@pytest.mark.parametrize(
-    "set_name", ["corpus_shapes", "other_shapes", "third_shapes", "large_shapes", "library_ops", "mixed_sizes"]
-)
+@pytest.mark.parametrize("set_name", ["corpus_shapes", *sorted(p.parent.name for p in DATA.glob("*/labels.json"))])
 def test_each_price_set_labels_the_pairs_its_table_builds(set_name):
     """Every set's labels name exactly the pairs scripts/price_pairs.py builds for it, each pair's ops
     exist on their side, and the two-line befores are the befores of their pairs (no GPU needed: the
