@@ -104,8 +104,9 @@ def test_efficiency_bands_come_from_the_corpus():
 
 
 def test_combine_cycles_come_from_the_checked_privatizations():
-    """COMBINE_CYCLES is the slowest per-element combine among the checked privatizations: each after's
-    SM cycles (its duration x SMs x SM clock) over the elements its before's atomics carried."""
+    """COMBINE_CYCLES is the slowest per-element combine among the checked per-CTA privatizations (set on
+    the first five; the two of the mixed-sizes set, held out, came in under it): each after's SM cycles
+    (its duration x SMs x SM clock) over the elements its before's atomics carried."""
     from bsprof.analyzers.ncu.facts import global_atomics
     from bsprof.analyzers.ncu.price import COMBINE_CYCLES
 
@@ -118,14 +119,14 @@ def test_combine_cycles_come_from_the_checked_privatizations():
         pairs = json.loads((d / "pairs.json").read_text())
         launches = json.loads(lzma.decompress((d / "launches.json.xz").read_bytes()))
         for pair, lab in labels["pairs"].items():
-            if lab["follows"] != ["global-atomics/*/*"]:
-                continue
+            if lab["follows"] != ["global-atomics/*/*"] or "per-CTA" not in lab["why"]:
+                continue  # a sort-then-segment reduction is no per-CTA combine (torch_composites: 0.14x)
             b, a = pairs[pair]
             before = launches["before"][b][0]["columns"]
             atoms, _ = global_atomics(before)
             after_s = sum(e["columns"]["duration_ns"] for e in launches["after"][a]) * 1e-9
             per_element.append(after_s * before["sm_count"] * before["sm_clock_hz"] / (32 * atoms))
-    assert len(per_element) >= 5
+    assert len(per_element) >= 7
     assert COMBINE_CYCLES == pytest.approx(max(per_element), abs=0.05), sorted(per_element)
 
 
@@ -249,6 +250,7 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
         ("large_shapes", (10, 11), (11, 12), 3),
         ("library_ops", (10, 11), (11, 12), 2),
         ("mixed_sizes", (7, 7), (11, 11), 1),
+        ("torch_composites", (10, 10), (11, 11), 3),
     ],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
