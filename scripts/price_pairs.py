@@ -872,6 +872,122 @@ PAIRS_TORCH_COMPOSITES = {
     "softmax_16warps_1024x16384": ("softmax_spill_1024x16384", "softmax_16warps_1024x16384"),
     "transpose_fp16_8192": ("transpose_torch_fp16_8192", "transpose_tiled_fp16_8192"),
 }
+
+
+def ops_norms_and_gathers() -> dict:
+    """Levers on norms and gathers no earlier set used (an eager RMS norm against its torch.compile
+    fusion, an eager erf GELU against ``F.gelu``, an embedding-style row gather), a compiled exp sum whose
+    DRAM and pipes are balanced, beside the earlier families at new shapes, labelled before any of their
+    reports exists (tests/data/price/norms_and_gathers/labels.json)."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    def rms_norm(x, g):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * g
+
+    def rms_eager():
+        x, g = w.tensor(16384, 2048), w.tensor(2048)
+        return lambda: rms_norm(x, g)
+
+    def rms_compiled():
+        x, g = w.tensor(16384, 2048), w.tensor(2048)
+        c = torch.compile(rms_norm, dynamic=False)
+        return lambda: c(x, g)
+
+    def gelu_erf(x):
+        return 0.5 * x * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+
+    def gelu_eager():
+        x = w.tensor(1 << 25, dtype=torch.bfloat16)
+        return lambda: gelu_erf(x)
+
+    def gelu_library():
+        x = w.tensor(1 << 25, dtype=torch.bfloat16)
+        return lambda: F.gelu(x)
+
+    vec = (1 << 25,)
+    fp16, bf16 = torch.float16, torch.bfloat16
+    return {
+        "before": {
+            "rms_norm_eager_16384x2048": (rms_eager, "torch eager RMS norm, fp32 16384x2048"),
+            "gelu_erf_eager_bf16_32M": (gelu_eager, "torch eager 0.5x(1+erf(x/sqrt 2)) bf16: 5 launches"),
+            "row_gather_random_fp16_1Mx64": (
+                w.row_gather(1 << 20, 64, False, fp16),
+                "torch index_select of 1M random rows of 64 fp16",
+            ),
+            "transpose_torch_bf16_16384": (w.transpose(16384, bf16), "torch x.t().contiguous() bf16 16384x16384"),
+            "scatter_add_fp32_16M_into_16": (
+                w.accumulate(1 << 24, 16, "scatter_add"),
+                "torch scatter_add_ 16M fp32 into 16 destinations",
+            ),
+            "sgemm_fp32_8192x2048x8192": (sgemm(8192, 2048, 8192, False), "cuBLAS fp32 GEMM 8192x2048x8192, TF32 off"),
+            "gemm_bf16_misaligned_2560x2561x2563": (
+                gemm_bf16_misaligned(2560, 2561, 2563, "cublas"),
+                "cuBLAS bf16 2560x2561x2563",
+            ),
+            "tiny_muls_16x32768": (tiny_binary(16, 32768, "mul", False), "16 torch.mul launches of 32768 fp32"),
+            "one_cta_sum_fp32_64M": (w.vector_sum(1 << 26, True), "Triton sum of 64M fp32 in one CTA"),
+            "exp6_sum_fp32_32M": (w.compiled(w.exp_sum(6, 0.04), vec), "torch.compile sum of 6 exp(x c_i), fp32"),
+            "rowsum_1warp_8448x2048": (w.row_sum(8448, 2048, 128, 1), "Triton row sum, one warp per 2048-wide row"),
+            "colsum_strided_8192x8192": (w.col_sum(8192, 8192, False), "Triton column sum, one column per program"),
+            "softmax_spill_2048x8192": (
+                w.softmax_logsoftmax(2048, 8192, 1),
+                "Triton softmax + log-softmax, one warp per 8192-wide row",
+            ),
+        },
+        "after": {
+            "rms_norm_compiled_16384x2048": (rms_compiled, "torch.compile of the RMS norm: one launch"),
+            "gelu_library_bf16_32M": (gelu_library, "torch.nn.functional.gelu: one launch"),
+            "row_gather_sorted_fp16_1Mx64": (
+                w.row_gather(1 << 20, 64, True, fp16),
+                "torch index_select with the rows sorted",
+            ),
+            "transpose_tiled_bf16_16384": (w.transpose(16384, bf16, tiled=True), "Triton 64x64 tiled transpose bf16"),
+            "scatter_add_privatized_16": (
+                w.accumulate(1 << 24, 16, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "sgemm_tf32_8192x2048x8192": (sgemm(8192, 2048, 8192, True), "cuBLAS TF32"),
+            "gemm_bf16_2k5_padded": (
+                gemm_bf16_misaligned(2560, 2561, 2563, "padded", (2560, 2568, 2568)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_2k5_triton": (
+                gemm_bf16_misaligned(2560, 2561, 2563, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "foreach_mul_16": (tiny_binary(16, 32768, "mul", True), "torch._foreach_mul: one launch"),
+            "torch_sum_64M": (w.vector_sum(1 << 26, False), "torch.sum of the 64M floats"),
+            "exp2_6_sum": (w.compiled(exp2_sum(6, 0.04), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse6_sum": (w.compiled(reuse_sum(6, 0.04), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_2warps_2048": (w.row_sum(8448, 2048, 256, 2), "the row sum with 2 warps per row"),
+            "rowsum_unrolled2_2048": (w.row_sum(8448, 2048, 256, 1), "one warp loading 2x more per step"),
+            "colsum_tiled_8192x8192": (w.col_sum(8192, 8192, True), "8 adjacent columns per program"),
+            "softmax_8warps_8192": (w.softmax_logsoftmax(2048, 8192, 8), "the softmax with 8 warps per row"),
+        },
+    }
+
+
+PAIRS_NORMS_AND_GATHERS = {
+    "rms_norm_compiled": ("rms_norm_eager_16384x2048", "rms_norm_compiled_16384x2048"),
+    "gelu_erf_library": ("gelu_erf_eager_bf16_32M", "gelu_library_bf16_32M"),
+    "row_gather_sorted": ("row_gather_random_fp16_1Mx64", "row_gather_sorted_fp16_1Mx64"),
+    "transpose_bf16_16384": ("transpose_torch_bf16_16384", "transpose_tiled_bf16_16384"),
+    "scatter_add_privatized_16": ("scatter_add_fp32_16M_into_16", "scatter_add_privatized_16"),
+    "sgemm_tf32_8192x2048": ("sgemm_fp32_8192x2048x8192", "sgemm_tf32_8192x2048x8192"),
+    "gemm_2k5_padded": ("gemm_bf16_misaligned_2560x2561x2563", "gemm_bf16_2k5_padded"),
+    "gemm_2k5_triton": ("gemm_bf16_misaligned_2560x2561x2563", "gemm_bf16_2k5_triton"),
+    "foreach_mul_16": ("tiny_muls_16x32768", "foreach_mul_16"),
+    "one_cta_to_torch_sum_64M": ("one_cta_sum_fp32_64M", "torch_sum_64M"),
+    "exp2_6": ("exp6_sum_fp32_32M", "exp2_6_sum"),
+    "exp_reuse_6": ("exp6_sum_fp32_32M", "reuse6_sum"),
+    "rowsum_2warps_2048": ("rowsum_1warp_8448x2048", "rowsum_2warps_2048"),
+    "rowsum_unrolled2_2048": ("rowsum_1warp_8448x2048", "rowsum_unrolled2_2048"),
+    "colsum_tiled_8192x8192": ("colsum_strided_8192x8192", "colsum_tiled_8192x8192"),
+    "softmax_8warps_8192": ("softmax_spill_2048x8192", "softmax_8warps_8192"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -880,6 +996,7 @@ SETS = {
     "library_ops": (ops_library_ops, PAIRS_LIBRARY_OPS),
     "mixed_sizes": (ops_mixed_sizes, PAIRS_MIXED_SIZES),
     "torch_composites": (ops_torch_composites, PAIRS_TORCH_COMPOSITES),
+    "norms_and_gathers": (ops_norms_and_gathers, PAIRS_NORMS_AND_GATHERS),
 }
 
 
@@ -1006,7 +1123,7 @@ def main(argv=None) -> int:
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
-        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops",
+        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

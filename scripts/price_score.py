@@ -55,6 +55,7 @@ def main(argv=None) -> int:
             "library_ops",
             "mixed_sizes",
             "torch_composites",
+            "norms_and_gathers",
         ),
         default="corpus_shapes",
         help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",

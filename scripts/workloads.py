@@ -115,6 +115,22 @@ def take(n: int, sorted_idx: bool) -> Setup:
     return setup
 
 
+def row_gather(rows: int, width: int, sorted_idx: bool, dtype=None) -> Setup:
+    """``x.index_select(0, idx)`` of a rows x width matrix: ``rows`` random rows (sorted: in order), each
+    row ``width`` contiguous values (an embedding lookup)."""
+
+    def setup():
+        import torch
+
+        x = tensor(rows, width, dtype=dtype)
+        idx = torch.randint(0, rows, (rows,), device="cuda")
+        if sorted_idx:
+            idx = torch.sort(idx).values
+        return lambda: x.index_select(0, idx)
+
+    return setup
+
+
 def column_gather(n: int, sorted_idx: bool) -> Setup:
     """``x[:, idx]`` of an n x n fp32 matrix: n random columns (sorted: the same columns in order)."""
 
