@@ -183,6 +183,14 @@ def render_validation_changes(console, scored: dict) -> None:
         f"{s['measured_ge_2pct']} points moved >= 2%",
         markup=False,
     )
+    if sp := s.get("error_split"):
+        # wall = cycles / clock: which side of the projection missed, against each build's NVML clock
+        console.print(
+            f"  error split, wall = cycles / clock (NVML clock of each build, {sp['points']} points): cycles "
+            f"median {sp['cycles_median_pp']:.2f} pp, clock {sp['clock_median_pp']:.2f} pp; past 3 pp: "
+            f"{sp['past_3pp_in_cycles']} of {sp['past_3pp']} in the cycles",
+            markup=False,
+        )
     missed = [k for k, ok in s["targets"].items() if not ok]
     console.print("  targets: " + ("met" if not missed else "missed " + ", ".join(missed)), markup=False)
 

@@ -873,6 +873,28 @@ class ChangePoint:
     err_rule_pp: float = math.nan
     covered: bool = False
     sign_ok: bool = True
+    # the wall time is cycles over the clock: each side of the projection against the run's own
+    # reading of it (NVML's sustained clock of each build), so a miss says which side it is in
+    cycles_pct: float = math.nan  # projected change of the cycles
+    clock_ratio: float = math.nan  # projected clock after / before
+    measured_clock_ratio: float = math.nan
+    measured_cycles_pct: float = math.nan
+
+
+def sustained_mhz(reads: list[dict] | None) -> float:
+    """The median over a build's repeats of its mean sustained SM clock (NaN where none was read)."""
+    import statistics
+
+    vals = [float(r["mhz_mean"]) for r in reads or [] if isinstance(r, dict) and r.get("mhz_mean")]
+    return statistics.median(vals) if vals else math.nan
+
+
+def split_by_clock(p: ChangePoint, base_mhz: float, changed_mhz: float) -> ChangePoint:
+    """The measured change split into cycles and clock (in place): cycles = wall x clock."""
+    if math.isfinite(p.measured_pct) and base_mhz > 0 and changed_mhz > 0:
+        p.measured_clock_ratio = changed_mhz / base_mhz
+        p.measured_cycles_pct = 100.0 * ((1.0 + p.measured_pct / 100.0) * p.measured_clock_ratio - 1.0)
+    return p
 
 
 def score_point(p: ChangePoint, base_reps: list[float], meas_reps: list[float]) -> ChangePoint:
@@ -926,6 +948,19 @@ def summarize(points: list[ChangePoint]) -> dict:
         "covered": sum(p.covered for p in pts),
         "coverage": sum(p.covered for p in pts) / len(pts),
     }
+    # where the model's error lies: ln(wall) = ln(cycles) - ln(clock), each side against the run's reading
+    split = [p for p in pts if math.isfinite(p.measured_clock_ratio) and math.isfinite(p.cycles_pct)]
+    if split:
+        cyc = [100.0 * math.log((1 + p.cycles_pct / 100) / (1 + p.measured_cycles_pct / 100)) for p in split]
+        clk = [100.0 * math.log(p.measured_clock_ratio / p.clock_ratio) for p in split]
+        past = [i for i, p in enumerate(split) if abs(p.err_model_pp) > 3.0]
+        out["error_split"] = {
+            "points": len(split),
+            "cycles_median_pp": statistics.median(abs(v) for v in cyc),
+            "clock_median_pp": statistics.median(abs(v) for v in clk),
+            "past_3pp": len(past),
+            "past_3pp_in_cycles": sum(abs(cyc[i]) >= abs(clk[i]) for i in past),
+        }
     m = out["model"]
     beats_off = (not off) or out["model_off_binding"]["median"] < out["count_rule_off_binding"]["median"]
     no_worse_on = (not on) or out["model_on_binding"]["median"] <= out["count_rule_on_binding"]["median"] + 0.1
@@ -1033,6 +1068,8 @@ def points_from_records(records: list[dict]) -> list[ChangePoint]:
             r.get("binding", ""),
             bool(r.get("off_binding")),
             len(r.get("unpriced", [])),
+            cycles_pct=float(r.get("cycles_pct", math.nan)),
+            clock_ratio=float(r.get("clock_ratio", math.nan)),
         )
         for r in records
     ]
@@ -1132,9 +1169,12 @@ def score_run(projections: dict, measured: dict) -> dict:
     (``measure_pairs``: per problem, each build's per-repeat µs): {"points", "summary"}."""
     pts = points_from_records(projections["points"])
     for p in pts:
-        walls = (measured.get("problems", {}).get(p.problem) or {}).get("walls_us") or {}
+        prob = measured.get("problems", {}).get(p.problem) or {}
+        walls = prob.get("walls_us") or {}
         if p.change in walls and "base" in walls and len(walls["base"]) == len(walls[p.change]):
             score_point(p, walls["base"], walls[p.change])
+            reads = prob.get("reads") or {}
+            split_by_clock(p, sustained_mhz(reads.get("base")), sustained_mhz(reads.get(p.change)))
     return {"device": measured.get("device"), "points": [asdict(p) for p in pts], "summary": summarize(pts)}
 
 
