@@ -639,8 +639,9 @@ def headroom(rows: list) -> Price:
     line names (more warps, more loads in flight, another schedule), and bounds every in-kernel change of a
     launch whose binding unit is already near its reach. A band's share is of the whole duration, the
     fixed cost inside it: the fast end is the binding unit's time at its band's fast end or the shortest
-    fixed cost, whichever is longer. The interval is symmetric about 1x: a change that keeps the work may
-    lose as much as it could gain (another schedule, fewer loads in flight)."""
+    fixed cost, whichever is longer. The interval is symmetric about 1x (a change that keeps the work may
+    lose as much as it could gain: another schedule, fewer loads in flight) down to the unit's band: a
+    launch far from its reach loses no more than its binding unit's slow end over its fast end."""
     rows = list(rows)
     t = sum(duration_us(r) for r in rows)
     fast, parts = 0.0, []
@@ -657,19 +658,21 @@ def headroom(rows: list) -> Price:
                 work,
                 f"{_label(unit)} {share:.0f}% of peak" if share >= 1 else f"{_label(unit)} <1% of peak",
                 f"{100 * _eff(unit)[1]:.0f}%",
+                unit,
             )
         )
-    work, relieves, binds = max(parts)
+    work, relieves, binds, unit = max(parts)
     if work < LAUNCH_FIXED_US[0] * len(rows):
         # the launches are mostly their fixed cost: that is what stays
         binds = f"{LAUNCH_FIXED_US[0]:.1f} us fixed cost a launch"
     return Price(
         HEADROOM,
         True,
-        low=min(1.0, fast / t),
+        # what it could lose, no more than its unit's band spans (slow end over fast end)
+        low=min(1.0, max(fast / t, _eff(unit)[0] / _eff(unit)[1])),
         high=max(1.0, t / fast),
         t_low_us=min(t, fast),
-        t_high_us=max(t, t * t / fast),
+        t_high_us=max(t, t / min(1.0, max(fast / t, _eff(unit)[0] / _eff(unit)[1]))),
         relieves=relieves,
         binds=binds,
     )
