@@ -570,7 +570,7 @@ def ops_library_ops() -> dict:
         "before": {
             "transpose_torch_fp16_4096": (w.transpose(4096, fp16), "torch x.t().contiguous() fp16 4096x4096"),
             "index_select_random_fp16_16M": (
-                w.index_select(1 << 24, False, fp16),
+                w.gather(1 << 24, False, "index_select", fp16),
                 "torch x.index_select(0, idx), 16M random indices into 16M fp16",
             ),
             "column_gather_random_fp32_4096": (w.column_gather(4096, False), "torch x[:, idx], 4096 random columns"),
@@ -597,7 +597,7 @@ def ops_library_ops() -> dict:
         "after": {
             "transpose_tiled_fp16_4096": (w.transpose(4096, fp16, tiled=True), "Triton 64x64 tiled transpose fp16"),
             "index_select_sorted_fp16_16M": (
-                w.index_select(1 << 24, True, fp16),
+                w.gather(1 << 24, True, "index_select", fp16),
                 "torch x.index_select(0, idx) with the indices sorted",
             ),
             "column_gather_sorted_4096": (w.column_gather(4096, True), "torch x[:, idx] with the columns sorted"),
@@ -794,7 +794,10 @@ def ops_torch_composites() -> dict:
         "before": {
             "layer_norm_eager_8192x4096": (eager_layer_norm, "torch eager layer norm, fp32 8192x4096: 8 launches"),
             "softmax_eager_8192x4096": (eager_softmax, "torch eager exp(x - max) / sum, fp32 8192x4096: 5 launches"),
-            "take_random_fp32_16M": (w.take(1 << 24, False), "torch.take(x, idx), 16M random indices into 16M fp32"),
+            "take_random_fp32_16M": (
+                w.gather(1 << 24, False, "take"),
+                "torch.take(x, idx), 16M random indices into 16M fp32",
+            ),
             "index_add_fp32_16M_into_64": (
                 w.accumulate(1 << 24, 64, "index_add"),
                 "torch index_add_ 16M fp32 into 64 destinations",
@@ -821,7 +824,7 @@ def ops_torch_composites() -> dict:
         "after": {
             "layer_norm_fused_8192x4096": (fused_layer_norm, "torch.nn.functional.layer_norm: one launch"),
             "softmax_fused_8192x4096": (fused_softmax, "torch.softmax: one launch"),
-            "take_sorted_fp32_16M": (w.take(1 << 24, True), "torch.take with the indices sorted"),
+            "take_sorted_fp32_16M": (w.gather(1 << 24, True, "take"), "torch.take with the indices sorted"),
             "index_put_accumulate_16M_64": (
                 w.accumulate(1 << 24, 64, "index_put"),
                 "index_put_(accumulate=True): sort by destination, reduce each segment",
@@ -914,7 +917,7 @@ def ops_norms_and_gathers() -> dict:
             "rms_norm_eager_16384x2048": (rms_eager, "torch eager RMS norm, fp32 16384x2048"),
             "gelu_erf_eager_bf16_32M": (gelu_eager, "torch eager 0.5x(1+erf(x/sqrt 2)) bf16: 5 launches"),
             "row_gather_random_fp16_1Mx64": (
-                w.row_gather(1 << 20, 64, False, fp16),
+                w.gather(1 << 20, False, "index_select", fp16, width=64),
                 "torch index_select of 1M random rows of 64 fp16",
             ),
             "transpose_torch_bf16_16384": (w.transpose(16384, bf16), "torch x.t().contiguous() bf16 16384x16384"),
@@ -941,7 +944,7 @@ def ops_norms_and_gathers() -> dict:
             "rms_norm_compiled_16384x2048": (rms_compiled, "torch.compile of the RMS norm: one launch"),
             "gelu_library_bf16_32M": (gelu_library, "torch.nn.functional.gelu: one launch"),
             "row_gather_sorted_fp16_1Mx64": (
-                w.row_gather(1 << 20, 64, True, fp16),
+                w.gather(1 << 20, True, "index_select", fp16, width=64),
                 "torch index_select with the rows sorted",
             ),
             "transpose_tiled_bf16_16384": (w.transpose(16384, bf16, tiled=True), "Triton 64x64 tiled transpose bf16"),

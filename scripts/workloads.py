@@ -69,64 +69,24 @@ def transpose(n: int, dtype=None, tiled: bool = False) -> Setup:
     return setup
 
 
-def gather(n: int, sorted_idx: bool) -> Setup:
-    """``x[idx]``: n fp32 values read through n random int64 indices (sorted: the same reads in order)."""
+def gather(n: int, sorted_idx: bool, how: str = "index", dtype=None, width: int = 0) -> Setup:
+    """n values (fp32 unless ``dtype``) read through n random int64 indices (sorted: the same reads in
+    order), by ``how``: ``x[idx]`` ("index"), ``x.index_select(0, idx)`` ("index_select") or
+    ``torch.take(x, idx)`` ("take"); ``width``: an n x width matrix whose rows the indices pick (an
+    embedding lookup)."""
 
     def setup():
         import torch
 
-        x = tensor(n)
+        x = tensor(n, width, dtype=dtype) if width else tensor(n, dtype=dtype)
         idx = torch.randint(0, n, (n,), device="cuda")
         if sorted_idx:
             idx = torch.sort(idx).values
+        if how == "index_select":
+            return lambda: x.index_select(0, idx)
+        if how == "take":
+            return lambda: torch.take(x, idx)
         return lambda: x[idx]
-
-    return setup
-
-
-def index_select(n: int, sorted_idx: bool, dtype=None) -> Setup:
-    """``x.index_select(0, idx)``: n values (fp32 unless ``dtype``) read through n random int64 indices
-    (sorted: the same reads in order)."""
-
-    def setup():
-        import torch
-
-        x = tensor(n, dtype=dtype)
-        idx = torch.randint(0, n, (n,), device="cuda")
-        if sorted_idx:
-            idx = torch.sort(idx).values
-        return lambda: x.index_select(0, idx)
-
-    return setup
-
-
-def take(n: int, sorted_idx: bool) -> Setup:
-    """``torch.take(x, idx)``: n fp32 values read through n random int64 indices (sorted: in order)."""
-
-    def setup():
-        import torch
-
-        x = tensor(n)
-        idx = torch.randint(0, n, (n,), device="cuda")
-        if sorted_idx:
-            idx = torch.sort(idx).values
-        return lambda: torch.take(x, idx)
-
-    return setup
-
-
-def row_gather(rows: int, width: int, sorted_idx: bool, dtype=None) -> Setup:
-    """``x.index_select(0, idx)`` of a rows x width matrix: ``rows`` random rows (sorted: in order), each
-    row ``width`` contiguous values (an embedding lookup)."""
-
-    def setup():
-        import torch
-
-        x = tensor(rows, width, dtype=dtype)
-        idx = torch.randint(0, rows, (rows,), device="cuda")
-        if sorted_idx:
-            idx = torch.sort(idx).values
-        return lambda: x.index_select(0, idx)
 
     return setup
 
