@@ -991,6 +991,149 @@ PAIRS_NORMS_AND_GATHERS = {
     "colsum_tiled_8192x8192": ("colsum_strided_8192x8192", "colsum_tiled_8192x8192"),
     "softmax_8warps_8192": ("softmax_spill_2048x8192", "softmax_8warps_8192"),
 }
+
+
+def ops_balanced_and_fused() -> dict:
+    """Befores whose compute and memory are balanced (compiled exp sums), eager bf16 chains against
+    torch's fused ops (SiLU, layer norm, softmax), beside the earlier families at new shapes, labelled
+    before any of their reports exists (tests/data/price/balanced_and_fused/labels.json)."""
+    import torch
+    import torch.nn.functional as F
+
+    bf16 = torch.bfloat16
+
+    def silu_eager():
+        x = w.tensor(1 << 25, dtype=bf16)
+        return lambda: x * torch.sigmoid(x)
+
+    def silu_fused():
+        x = w.tensor(1 << 25, dtype=bf16)
+        return lambda: F.silu(x)
+
+    def layer_norm_eager():
+        x, g, b = w.tensor(4096, 8192, dtype=bf16), w.tensor(8192, dtype=bf16), w.tensor(8192, dtype=bf16)
+
+        def go():
+            m = x.mean(-1, keepdim=True)
+            d = x - m
+            return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * g + b
+
+        return go
+
+    def layer_norm_fused():
+        x, g, b = w.tensor(4096, 8192, dtype=bf16), w.tensor(8192, dtype=bf16), w.tensor(8192, dtype=bf16)
+        return lambda: F.layer_norm(x, (8192,), g, b, 1e-5)
+
+    def softmax_eager():
+        x = w.tensor(8192, 8192, dtype=bf16)
+
+        def go():
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+
+        return go
+
+    def softmax_fused():
+        x = w.tensor(8192, 8192, dtype=bf16)
+        return lambda: torch.softmax(x, -1)
+
+    return {
+        "before": {
+            "exp8_sum_fp32_8M": (w.compiled(w.exp_sum(8, 0.03), (1 << 23,)), "torch.compile sum of 8 exp(x c_i), fp32"),
+            "exp10_sum_fp32_32M": (
+                w.compiled(w.exp_sum(10, 0.025), (1 << 25,)),
+                "torch.compile sum of 10 exp(x c_i), fp32",
+            ),
+            "silu_eager_bf16_32M": (silu_eager, "torch eager x * sigmoid(x) bf16: 2 launches"),
+            "layer_norm_eager_bf16_4096x8192": (layer_norm_eager, "torch eager layer norm, bf16 4096x8192"),
+            "softmax_eager_bf16_8192x8192": (softmax_eager, "torch eager exp(x - max) / sum, bf16 8192x8192"),
+            "transpose_torch_fp32_2048": (w.transpose(2048), "torch x.t().contiguous() fp32 2048x2048"),
+            "gather_random_fp32_8M": (w.gather(1 << 23, False), "torch x[idx], 8M random indices into 8M fp32"),
+            "index_add_fp32_16M_into_32": (
+                w.accumulate(1 << 24, 32, "index_add"),
+                "torch index_add_ 16M fp32 into 32 destinations",
+            ),
+            "sgemm_fp32_3072x3072x3072": (sgemm(3072, 3072, 3072, False), "cuBLAS fp32 GEMM 3072^3, TF32 off"),
+            "gemm_bf16_misaligned_3583x3585x1031": (
+                gemm_bf16_misaligned(3583, 3585, 1031, "cublas"),
+                "cuBLAS bf16 3583x3585x1031",
+            ),
+            "tiny_adds_32x16384": (tiny_binary(32, 16384, "add", False), "32 torch.add launches of 16384 fp32"),
+            "one_cta_sum_fp32_8M_2warps": (
+                w.vector_sum(1 << 23, True, warps=2),
+                "Triton sum of 8M fp32 in one CTA of 2 warps",
+            ),
+            "rowsum_1warp_528x65536": (w.row_sum(528, 65536, 128, 1), "Triton row sum, one warp per 65536-wide row"),
+            "colsum_strided_16384x4096": (w.col_sum(16384, 4096, False), "Triton column sum, one column per program"),
+            "softmax_spill_4096x16384": (
+                w.softmax_logsoftmax(4096, 16384, 1),
+                "Triton softmax + log-softmax, one warp per 16384-wide row",
+            ),
+        },
+        "after": {
+            "exp2_8_sum_8M": (
+                w.compiled(exp2_sum(8, 0.03), (1 << 23,)),
+                "torch.compile: exp2 with the scale folded in",
+            ),
+            "reuse8_sum_8M": (
+                w.compiled(reuse_sum(8, 0.03), (1 << 23,)),
+                "torch.compile: one exp, powers by multiplication",
+            ),
+            "reuse10_sum_32M": (
+                w.compiled(reuse_sum(10, 0.025), (1 << 25,)),
+                "torch.compile: one exp, powers by multiplication",
+            ),
+            "silu_fused_bf16_32M": (silu_fused, "torch.nn.functional.silu: one launch"),
+            "layer_norm_fused_bf16_4096x8192": (layer_norm_fused, "torch.nn.functional.layer_norm: one launch"),
+            "softmax_fused_bf16_8192x8192": (softmax_fused, "torch.softmax: one launch"),
+            "transpose_tiled_fp32_2048": (w.transpose(2048, tiled=True), "Triton 64x64 tiled transpose fp32"),
+            "gather_sorted_8M": (w.gather(1 << 23, True), "torch x[idx] with the indices sorted"),
+            "index_add_privatized_32_16M": (
+                w.accumulate(1 << 24, 32, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "sgemm_tf32_3072x3072x3072": (sgemm(3072, 3072, 3072, True), "cuBLAS TF32"),
+            "gemm_bf16_3k5_padded": (
+                gemm_bf16_misaligned(3583, 3585, 1031, "padded", (3584, 3592, 1032)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_3k5_triton": (
+                gemm_bf16_misaligned(3583, 3585, 1031, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "foreach_add_32": (tiny_binary(32, 16384, "add", True), "torch._foreach_add: one launch"),
+            "torch_sum_8M": (w.vector_sum(1 << 23, False), "torch.sum of the 8M floats"),
+            "rowsum_4warps_65536": (w.row_sum(528, 65536, 512, 4), "the row sum with 4 warps per row"),
+            "rowsum_unrolled4_65536": (w.row_sum(528, 65536, 512, 1), "one warp loading 4x more per step"),
+            "colsum_tiled_16384x4096": (w.col_sum(16384, 4096, True), "8 adjacent columns per program"),
+            "softmax_16warps_4096x16384": (
+                w.softmax_logsoftmax(4096, 16384, 16),
+                "the softmax with 16 warps per row",
+            ),
+        },
+    }
+
+
+PAIRS_BALANCED_AND_FUSED = {
+    "exp2_8_8M": ("exp8_sum_fp32_8M", "exp2_8_sum_8M"),
+    "exp_reuse_8_8M": ("exp8_sum_fp32_8M", "reuse8_sum_8M"),
+    "exp_reuse_10_32M": ("exp10_sum_fp32_32M", "reuse10_sum_32M"),
+    "silu_fused": ("silu_eager_bf16_32M", "silu_fused_bf16_32M"),
+    "layer_norm_fused_bf16": ("layer_norm_eager_bf16_4096x8192", "layer_norm_fused_bf16_4096x8192"),
+    "softmax_fused_bf16": ("softmax_eager_bf16_8192x8192", "softmax_fused_bf16_8192x8192"),
+    "transpose_fp32_2048": ("transpose_torch_fp32_2048", "transpose_tiled_fp32_2048"),
+    "gather_sorted_8M": ("gather_random_fp32_8M", "gather_sorted_8M"),
+    "index_add_privatized_32_16M": ("index_add_fp32_16M_into_32", "index_add_privatized_32_16M"),
+    "sgemm_tf32_3072": ("sgemm_fp32_3072x3072x3072", "sgemm_tf32_3072x3072x3072"),
+    "gemm_3k5_padded": ("gemm_bf16_misaligned_3583x3585x1031", "gemm_bf16_3k5_padded"),
+    "gemm_3k5_triton": ("gemm_bf16_misaligned_3583x3585x1031", "gemm_bf16_3k5_triton"),
+    "foreach_add_32": ("tiny_adds_32x16384", "foreach_add_32"),
+    "one_cta_to_torch_sum_8M": ("one_cta_sum_fp32_8M_2warps", "torch_sum_8M"),
+    "rowsum_4warps_65536": ("rowsum_1warp_528x65536", "rowsum_4warps_65536"),
+    "rowsum_unrolled4_65536": ("rowsum_1warp_528x65536", "rowsum_unrolled4_65536"),
+    "colsum_tiled_16384x4096": ("colsum_strided_16384x4096", "colsum_tiled_16384x4096"),
+    "softmax_16warps_4096x16384": ("softmax_spill_4096x16384", "softmax_16warps_4096x16384"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -1000,6 +1143,7 @@ SETS = {
     "mixed_sizes": (ops_mixed_sizes, PAIRS_MIXED_SIZES),
     "torch_composites": (ops_torch_composites, PAIRS_TORCH_COMPOSITES),
     "norms_and_gathers": (ops_norms_and_gathers, PAIRS_NORMS_AND_GATHERS),
+    "balanced_and_fused": (ops_balanced_and_fused, PAIRS_BALANCED_AND_FUSED),
 }
 
 
@@ -1126,7 +1270,8 @@ def main(argv=None) -> int:
         default="corpus_shapes",
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
-        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers",
+        "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers; "
+        "balanced_and_fused: balanced befores, eager bf16 chains against fused ops",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":

@@ -56,6 +56,7 @@ def main(argv=None) -> int:
             "mixed_sizes",
             "torch_composites",
             "norms_and_gathers",
+            "balanced_and_fused",
         ),
         default="corpus_shapes",
         help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",
