@@ -252,6 +252,7 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
         ("mixed_sizes", (7, 7), (11, 11), 1),
         ("torch_composites", (10, 10), (11, 11), 3),
         ("norms_and_gathers", (14, 14), (14, 14), 1),
+        ("balanced_and_fused", (14, 16), (14, 16), 2),
     ],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
