@@ -541,15 +541,16 @@ def test_a_barrier_over_every_warpgroup_is_priced_at_their_measured_wait():
 
 
 def test_stored_runs_reprojected_with_the_current_pricing():
-    """The three stored runs re-projected on the CPU with the pricing fitted on the H200 run (its shares,
-    the tie and the K-loop's margin included: scripts/reproject_changes.py), scored against their wall
-    times: in-sample on the H200 run, out of sample on both H100 runs (no fit used them)."""
+    """The stored runs re-projected on the CPU with the pricing now (scripts/reproject_changes.py) and
+    scored against their wall times: in-sample wherever a fit used the run (the shares on the H200 run,
+    two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points);
+    the SIMT epilogue's largest miss is gone from the mechanisms run (14.8 pp as committed)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.84, 33),
-        ("h100_changes", "projections_reprojected.json"): (33, 0.81, 32),
-        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.93, 21),
-        # two ties in one change paying the skew once: set after this run was scored (in sample)
+        ("h200_changes", "projections_refit.json"): (33, 0.85, 33),
+        ("h100_changes", "projections_reprojected.json"): (33, 0.83, 32),
+        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.90, 21),
         ("h100_changes_ties", "projections_reprojected.json"): (30, 1.27, 30),
+        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.69, 29),
     }
     for (run, name), (n, median, held) in want.items():
         d = DATA / run
@@ -559,6 +560,8 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         s = C.score_run(json.loads((d / name).read_text()), measured)["summary"]
         assert s["points"] == n and s["covered"] == held, (run, s["covered"])
         assert s["model"]["median"] == pytest.approx(median, abs=0.01), (run, s["model"])
+        if run == "h100_changes_mechanisms":
+            assert s["model"]["max"] < 6.0
 
 
 def test_the_steps_script_projects_as_the_stored_run(tmp_path):

@@ -247,6 +247,7 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
                 first_load=bm.first_load,
                 consumer_warps=4 * wgs,
                 tie_wait=bm.tie_wait,
+                store=C.store_cycles(bm),
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -531,6 +532,7 @@ def change_chain(
         first_load=bm.first_load,
         consumer_warps=4 * wgs,
         tie_wait=bm.tie_wait,
+        store=C.store_cycles(bm),
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

@@ -88,13 +88,16 @@ KLOOP_MARGINAL = 2.6
 # (6144x5120x2560) and 0.61 (8192x8192x1024) through the whole projection (docs/model.md, "Code changes
 # priced from SASS"); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
-# a global store from registers (a SIMT epilogue) costs the SM's store path, not the phase's average
-# instruction: every consumer warp's STG passes the one L1 write path. Cycles a warp-level STG takes at the
-# SM (low, point, high). A fit: the three epilogue=direct points of the H200 change run
-# (tests/data/h200_changes) imply 3.1 (4096^3, 256x128 tile), 4.6 (6144x5120x2560) and 5.2-5.4
-# (8192x8192x1024, both 192x128) through the whole projection; the point is their median, the ends the
-# smallest x 5/6 and the largest x 7/6
-STORE_CYCLES = (2.6, 4.6, 6.3)
+# a global store from registers (a SIMT epilogue) drains at the DRAM: every consumer warp's STG costs
+# STORE_BYTES of the device's DRAM bandwidth, shared by its SMs, so at SM clock f a warp store takes
+# STORE_BYTES x SMs x f / bandwidth cycles (:func:`store_cycles`): 6.7 on an H100 at 1,330 MHz, 5.1 on
+# an H200 at 1,440. The measured cycles of the stored runs' SIMT epilogues (wall x each build's NVML
+# clock, both tiles) imply 5.8-7.8 a store on the H100 (median 6.6) and 4.9-5.2 on the H200: one warp's
+# 32 lanes x 4 bytes. The ends: the point x STORE_SPREAD. Where the device or the clock is not known,
+# STORE_CYCLES (the H100's).
+STORE_BYTES = 128.0
+STORE_SPREAD = (0.85, 1.0, 1.2)
+STORE_CYCLES = (5.7, 6.7, 8.0)
 # a global load added to the K-loop whose value each K block waits on (scales by LDG instead of TMA):
 # cycles it exposes a K block, as a share of the base capture's first load (low, point, high). A fit: the
 # three sfa_tma=0 points of the H200 change run (tests/data/h200_changes), with the tile start's tie and the
@@ -572,6 +575,7 @@ def estimate_change(
     first_load: float | None = None,
     consumer_warps: int | None = None,
     tie_wait: dict[str, float] | None = None,
+    store: tuple[float, float, float] = STORE_CYCLES,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -579,7 +583,8 @@ def estimate_change(
     base capture's first-load latency in cycles (:func:`first_load_cycles`), which prices a stage count
     and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's;
     ``tie_wait``: what a barrier tying every consumer warpgroup makes them wait, by phase
-    (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none."""
+    (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none;
+    ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`)."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -713,12 +718,18 @@ def estimate_change(
     d_stg = sum(v for ph, v in stg.items() if ph not in ("producer", "prologue"))
     if abs(d_stg) >= 0.5 and consumer_warps:
         # the stores' cycles at the SM's store path replace what their phases priced them at
-        priced = sum(v * costs[ph].point for ph, v in stg.items() if ph not in ("producer", "prologue"))
+        busy = [ph for ph, v in stg.items() if ph not in ("producer", "prologue") and abs(v) >= 0.5]
+        priced = sum(stg[ph] * costs[ph].point for ph in busy)
+        # the other instructions the change adds where it adds stores (conversions, address math) issue
+        # while the stores drain: the longer of the two is the phase's time, not their sum
+        other = max(0.0, sum((b.per_tile[ph] - a.per_tile[ph] - stg[ph]) * costs[ph].point for ph in busy))
+        drain = [d_stg * consumer_warps * c for c in store]
         _add_priced(
             next(d for d in deltas if d.phase == "phase1"),
-            [d_stg * consumer_warps * c - priced for c in STORE_CYCLES],
-            f"{d_stg:+,.0f} global stores a warp x {consumer_warps} warps at the SM's store path, "
-            f"{STORE_CYCLES[1]:.1f} cycles each",
+            [x - priced - (min(other, x) if x > 0 else 0.0) for x in drain],
+            f"{d_stg:+,.0f} global stores a warp x {consumer_warps} warps drained at the DRAM, "
+            f"{store[1]:.1f} cycles each"
+            + (f", the {other:,.0f} cycles of other instructions beside them hidden under them" if other else ""),
         )
     if "tile_order" in mechanisms and tile_cycles:
         w = TILE_ORDER_SHARE * tile_cycles
@@ -976,6 +987,19 @@ def summarize(points: list[ChangePoint]) -> dict:
     }
     out["meets"] = all(out["targets"].values())
     return out
+
+
+def store_cycles(bm: BaseMeasurement) -> tuple[float, float, float]:
+    """What a warp's global store costs the base build (low, point, high cycles): STORE_BYTES of its
+    device's DRAM bandwidth per SM at its sustained clock; STORE_CYCLES where either is unknown."""
+    from bsprof.analyzers.ncu.peaks import dram_bandwidth
+
+    dev = dram_bandwidth(bm.device)
+    if not (dev and bm.mhz and bm.mhz > 0):
+        return STORE_CYCLES
+    bw, sms = dev
+    point = STORE_BYTES * sms * bm.mhz * 1e6 / bw
+    return (point * STORE_SPREAD[0], point * STORE_SPREAD[1], point * STORE_SPREAD[2])
 
 
 def base_measurement(

@@ -50,6 +50,14 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("H100", "fp64"): 67.0,
     ("H200", "fp64"): 67.0,
 }
+# (name substring) -> (DRAM bandwidth TB/s, SMs): datasheet HBM bandwidth, most specific first
+DRAM_TBPS: tuple[tuple[str, float, int], ...] = (
+    ("H100 PCIe", 2.0, 114),
+    ("H100", 3.35, 132),
+    ("H200", 4.8, 132),
+    ("GB200", 8.0, 148),
+    ("B200", 8.0, 148),
+)
 PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32", "fp64")
 _ALIAS = {"bf16": "fp16", "int8": "fp8"}
 
@@ -148,4 +156,12 @@ def mma_flops_per_instruction(sass: str) -> float | None:
     if parts[0] in ("HMMA", "IMMA", "DMMA", "BMMA") and parts[1] in _MMA_SYNC_SHAPES:
         mm, n, k = _MMA_SYNC_SHAPES[parts[1]]
         return 2.0 * mm * n * k
+    return None
+
+
+def dram_bandwidth(device: str | None) -> tuple[float, int] | None:
+    """(DRAM bytes/s, SMs) of a device by its name (:data:`DRAM_TBPS`), None for one not listed."""
+    for sub, tbps, sms in DRAM_TBPS:
+        if device and sub in device:
+            return tbps * 1e12, sms
     return None
