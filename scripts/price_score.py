@@ -43,21 +43,13 @@ def _clean(v):
 
 def main(argv=None) -> int:
     global DATA
+    from scripts.price_pairs import SETS
+
     p = argparse.ArgumentParser()
     p.add_argument(
         "--set",
         dest="set_name",
-        choices=(
-            "corpus_shapes",
-            "other_shapes",
-            "third_shapes",
-            "large_shapes",
-            "library_ops",
-            "mixed_sizes",
-            "torch_composites",
-            "norms_and_gathers",
-            "balanced_and_fused",
-        ),
+        choices=tuple(SETS),
         default="corpus_shapes",
         help="corpus_shapes: tests/data/price; the others: tests/data/price/<set>",
     )
@@ -82,8 +74,6 @@ def main(argv=None) -> int:
                 if rep.is_file():
                     data.setdefault(side, {}).update(launches_of(rep))
         (DATA / "launches.json.xz").write_bytes(lzma.compress(json.dumps(data, sort_keys=True).encode(), preset=9))
-        from scripts.price_pairs import SETS
-
         (DATA / "pairs.json").write_text(json.dumps({k: list(v) for k, v in SETS[args.set_name][1].items()}, indent=1))
         print({k: sorted(v) for k, v in data.items()})
         return 0

@@ -893,10 +893,12 @@ class ChangePoint:
 
 
 def sustained_mhz(reads: list[dict] | None) -> float:
-    """The median over a build's repeats of its mean sustained SM clock (NaN where none was read)."""
+    """The median over a build's timed blocks of their NVML SM clock (NaN where none was read)."""
     import statistics
 
-    vals = [float(r["mhz_mean"]) for r in reads or [] if isinstance(r, dict) and r.get("mhz_mean")]
+    from bsprof.analyzers.model.sustained import block_mhz
+
+    vals = [m for r in reads or [] if isinstance(r, dict) and (m := block_mhz(r))]
     return statistics.median(vals) if vals else math.nan
 
 

@@ -33,7 +33,8 @@ HELD_POWER_MARGIN = 0.05  # ... and its draw this share of (limit - floor) under
 SAME_CODE = {"plain_b": "plain"}  # a second build of the baseline's code: its blocks are the baseline's too
 
 
-def _block_mhz(b: dict) -> float | None:
+def block_mhz(b: dict) -> float | None:
+    """A timed block's NVML SM clock: its mean over the block's readings, else their median."""
     m = b.get("mhz_mean") or b.get("mhz")
     return float(m) if m else None
 
@@ -112,7 +113,7 @@ def held_blocks(blocks: dict, limits, same_code: dict | None = None) -> dict[tup
     per_code: dict[str, list[float]] = {}
     for reads in blocks.values():
         for k, bl in (reads or {}).items():
-            per_code.setdefault(same_code.get(k, k), []).extend(m for m in map(_block_mhz, bl) if m)
+            per_code.setdefault(same_code.get(k, k), []).extend(m for m in map(block_mhz, bl) if m)
     ref = {k: statistics.median(v) for k, v in per_code.items() if v}
     room = HELD_POWER_MARGIN * (limits.power_limit_w - limits.floor_w)
     out: dict[tuple[str, str], list[int]] = {}
@@ -120,7 +121,7 @@ def held_blocks(blocks: dict, limits, same_code: dict | None = None) -> dict[tup
         for k, bl in (reads or {}).items():
             f0 = ref.get(same_code.get(k, k))
             for i, b in enumerate(bl):
-                m, w = _block_mhz(b), _block_watts(b)
+                m, w = block_mhz(b), _block_watts(b)
                 if not (m and w and f0):
                     continue
                 capped = m < CAPPED_BELOW * limits.max_mhz and int(b.get("reasons") or 0) & POWER_CAP_BIT
@@ -160,7 +161,7 @@ def pooled_clocks(
         for k, blocks in (reads or {}).items():
             a = acc.setdefault(same_code.get(k, k), {"m": [], "w": [], "n": [], "ns": [], "blocks": 0, "reasons": 0})
             for i, b in enumerate(blocks):
-                m = _block_counter_mhz(b) if clock == "counter" else _block_mhz(b)
+                m = _block_counter_mhz(b) if clock == "counter" else block_mhz(b)
                 if not m or i in skip.get((name, k), ()):
                     continue
                 n = max(1, int(b.get("readings") or 1))

@@ -665,14 +665,15 @@ def headroom(rows: list) -> Price:
     if work < LAUNCH_FIXED_US[0] * len(rows):
         # the launches are mostly their fixed cost: that is what stays
         binds = f"{LAUNCH_FIXED_US[0]:.1f} us fixed cost a launch"
+    # what it could lose, no more than its unit's band spans (slow end over fast end)
+    low = min(1.0, max(fast / t, _eff(unit)[0] / _eff(unit)[1]))
     return Price(
         HEADROOM,
         True,
-        # what it could lose, no more than its unit's band spans (slow end over fast end)
-        low=min(1.0, max(fast / t, _eff(unit)[0] / _eff(unit)[1])),
+        low=low,
         high=max(1.0, t / fast),
         t_low_us=min(t, fast),
-        t_high_us=max(t, t / min(1.0, max(fast / t, _eff(unit)[0] / _eff(unit)[1]))),
+        t_high_us=t / low,
         relieves=relieves,
         binds=binds,
     )
