@@ -172,6 +172,20 @@ def test_advice_is_ordered_by_price():
     assert bounded == sorted(bounded, reverse=True)
 
 
+def test_one_price_is_ordered_by_the_work_left():
+    """The compiled 8-exp sum (balanced-and-fused set): exp2 and fewer exps leave the same next limiter,
+    so both get one price; fewer exps drops the MUFUs too and leaves less work, so it comes first."""
+    held_out = DATA / "balanced_and_fused"
+    launches = json.loads(lzma.decompress((held_out / "launches.json.xz").read_bytes()))
+    row = launches["before"]["exp8_sum_fp32_8M"][0]
+    v = classify(row["columns"], rules=row["rules"])
+    ids = {"compute-bound/xu/exp-range-reduced", "compute-bound/xu/*"}
+    lines = [(a, p) for a, p in zip(v.advice_ids, v.prices) if a in ids]
+    assert len(lines) == 2 and lines[0][1].mid == lines[1][1].mid
+    assert lines[0][0] == "compute-bound/xu/*"
+    assert lines[0][1].work_left_us < lines[1][1].work_left_us
+
+
 def test_price_text_names_the_limiter_the_next_one_and_ncu():
     e = CORPUS["transpose_fp32_8192"]
     v = classify(e["columns"], rules=e["rules"])

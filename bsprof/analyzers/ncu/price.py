@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from bsprof.analyzers.ncu.facts import (
     WGMMA_OPCODE,
@@ -117,6 +117,9 @@ class Price:
     why: str = ""
     ncu_rule: str = ""
     ncu_pct: float = math.nan  # ncu's estimated speedup: the share of the duration removed (%)
+    # the units' times summed once the line is followed (us): two lines whose one next limiter gives
+    # them one price are ordered by the work each leaves
+    work_left_us: float = math.nan
 
     @property
     def mid(self) -> float:
@@ -254,7 +257,7 @@ def _priced(
     fast, slow, binds = project(row, times, fixed or fixed_range(row), floor, floor_name)
     if note:
         binds = f"{binds} {note}".strip()
-    return _speedup(pid, t, fast, slow, relieves, binds)
+    return replace(_speedup(pid, t, fast, slow, relieves, binds), work_left_us=sum(times.values()))
 
 
 def _speedup(pid: str, t: float, fast: float, slow: float, relieves: str, binds: str) -> Price:
@@ -679,12 +682,16 @@ def headroom(rows: list) -> Price:
     )
 
 
+def order_key(p: Price) -> tuple[bool, float, float]:
+    """Sorts the largest priced speedup (interval midpoint) first; at one price the line that leaves
+    the least work; unbounded lines last."""
+    left = p.work_left_us if known(p.work_left_us) else math.inf
+    return (not p.bounded, -(p.mid if p.bounded else 0.0), left)
+
+
 def order_by_price(prices: list[Price]) -> list[int]:
-    """Indices of the lines, the largest priced speedup first (interval midpoint), unbounded lines last
-    in their own order."""
-    return sorted(
-        range(len(prices)), key=lambda i: (not prices[i].bounded, -(prices[i].mid if prices[i].bounded else 0))
-    )
+    """Indices of the lines in price order (``order_key``), unbounded lines last in their own order."""
+    return sorted(range(len(prices)), key=lambda i: order_key(prices[i]))
 
 
 # --- a sequence of launches: fusion and batching -------------------------------------------------

@@ -161,11 +161,12 @@ def score(projections: dict, measured: dict, two_lines: dict) -> dict:
     both = [r for r in rows if not math.isnan(r["ratio"]) and not math.isnan(r["ncu_ratio"])]
     order = {}
     for before, pairs in two_lines.items():
-        mids = [projections[p]["price"].get("mid") if projections[p]["price"].get("bounded") else None for p in pairs]
+        prices = [projections[p]["price"] for p in pairs]
+        mids = [q.get("mid") if q.get("bounded") else None for q in prices]
         meas = [measured.get(p) for p in pairs]
         if None in meas:
             continue
-        pred = None if None in mids or mids[0] == mids[1] else mids[0] > mids[1]
+        pred = _first_above(prices, mids)
         order[before] = {
             "pairs": pairs,
             "projected_mid": mids,
@@ -190,6 +191,19 @@ def score(projections: dict, measured: dict, two_lines: dict) -> dict:
         "order": order,
         "targets": TARGETS,
     }
+
+
+def _first_above(prices: list[dict], mids: list) -> bool | None:
+    """Whether the first line is priced above the second (the order ``price.order_key`` gives: at one
+    midpoint the line leaving less work); None where the projection cannot order them."""
+    if None in mids:
+        return None
+    if mids[0] != mids[1]:
+        return mids[0] > mids[1]
+    left = [q.get("work_left_us") for q in prices]
+    if None in left or left[0] == left[1]:
+        return None  # projections made before the work left was recorded tie
+    return left[0] < left[1]
 
 
 def log_spread(ratios: list[float]) -> float:
