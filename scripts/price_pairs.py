@@ -1134,6 +1134,161 @@ PAIRS_BALANCED_AND_FUSED = {
     "colsum_tiled_16384x4096": ("colsum_strided_16384x4096", "colsum_tiled_16384x4096"),
     "softmax_16warps_4096x16384": ("softmax_spill_4096x16384", "softmax_16warps_4096x16384"),
 }
+
+
+def ops_activations_and_bins() -> dict:
+    """Levers on ops no earlier set used (eager Mish against ``F.mish``, an eager hard-swish against its
+    torch.compile fusion, a bf16 RMS norm compiled, an fp32 layer norm of short rows against
+    ``F.layer_norm``, ``index_add_`` into 512 destinations against torch's weighted ``bincount``), beside
+    the earlier families at new shapes, labelled before any of their reports exists
+    (tests/data/price/activations_and_bins/labels.json)."""
+    import torch
+    import torch.nn.functional as F
+
+    fp16, bf16 = torch.float16, torch.bfloat16
+
+    def mish_eager():
+        x = w.tensor(1 << 25, dtype=fp16)
+        return lambda: x * torch.tanh(F.softplus(x))
+
+    def mish_library():
+        x = w.tensor(1 << 25, dtype=fp16)
+        return lambda: F.mish(x)
+
+    def hardswish(x):
+        return x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+    def hardswish_eager():
+        x = w.tensor(1 << 24)
+        return lambda: hardswish(x)
+
+    def rms_norm(x, g):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * g
+
+    def rms_eager():
+        x, g = w.tensor(8192, 4096, dtype=bf16), w.tensor(4096, dtype=bf16)
+        return lambda: rms_norm(x, g)
+
+    def rms_compiled():
+        x, g = w.tensor(8192, 4096, dtype=bf16), w.tensor(4096, dtype=bf16)
+        c = torch.compile(rms_norm, dynamic=False)
+        return lambda: c(x, g)
+
+    def layer_norm_eager():
+        x, g, b = w.tensor(16384, 1024), w.tensor(1024), w.tensor(1024)
+
+        def go():
+            m = x.mean(-1, keepdim=True)
+            d = x - m
+            return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * g + b
+
+        return go
+
+    def layer_norm_fused():
+        x, g, b = w.tensor(16384, 1024), w.tensor(1024), w.tensor(1024)
+        return lambda: F.layer_norm(x, (1024,), g, b, 1e-5)
+
+    vec = (1 << 26,)
+    return {
+        "before": {
+            "mish_eager_fp16_32M": (mish_eager, "torch eager x * tanh(softplus(x)) fp16: 3 launches"),
+            "hardswish_eager_fp32_16M": (hardswish_eager, "torch eager x * clamp(x + 3, 0, 6) / 6 fp32: 4 launches"),
+            "rms_norm_eager_bf16_8192x4096": (rms_eager, "torch eager RMS norm, bf16 8192x4096"),
+            "layer_norm_eager_fp32_16384x1024": (layer_norm_eager, "torch eager layer norm, fp32 16384x1024"),
+            "index_add_fp32_8M_into_512": (
+                w.accumulate(1 << 23, 512, "index_add"),
+                "torch index_add_ 8M fp32 into 512 destinations",
+            ),
+            "scatter_add_fp32_32M_into_64": (
+                w.accumulate(1 << 25, 64, "scatter_add"),
+                "torch scatter_add_ 32M fp32 into 64 destinations",
+            ),
+            "transpose_torch_fp16_8192": (w.transpose(8192, fp16), "torch x.t().contiguous() fp16 8192x8192"),
+            "gather_random_fp16_16M": (
+                w.gather(1 << 24, False, "index", fp16),
+                "torch x[idx], 16M random indices into 16M fp16",
+            ),
+            "sgemm_fp32_4096x4096x1024": (sgemm(4096, 4096, 1024, False), "cuBLAS fp32 GEMM 4096x4096x1024, TF32 off"),
+            "gemm_bf16_misaligned_3071x6145x2047": (
+                gemm_bf16_misaligned(3071, 6145, 2047, "cublas"),
+                "cuBLAS bf16 3071x6145x2047",
+            ),
+            "tiny_adds_24x65536": (tiny_binary(24, 65536, "add", False), "24 torch.add launches of 65536 fp32"),
+            "one_cta_sum_fp32_16M": (w.vector_sum(1 << 24, True), "Triton sum of 16M fp32 in one CTA"),
+            "exp12_sum_fp32_64M": (w.compiled(w.exp_sum(12, 0.02), vec), "torch.compile sum of 12 exp(x c_i), fp32"),
+            "rowsum_1warp_1056x32768": (w.row_sum(1056, 32768, 128, 1), "Triton row sum, one warp per 32768-wide row"),
+            "colsum_strided_4096x16384": (w.col_sum(4096, 16384, False), "Triton column sum, one column per program"),
+            "softmax_spill_1024x32768": (
+                w.softmax_logsoftmax(1024, 32768, 4),
+                "Triton softmax + log-softmax, 4 warps per 32768-wide row",
+            ),
+        },
+        "after": {
+            "mish_library_fp16_32M": (mish_library, "torch.nn.functional.mish: one launch"),
+            "hardswish_compiled_fp32_16M": (
+                w.compiled(hardswish, (1 << 24,)),
+                "torch.compile of the hard-swish: one launch",
+            ),
+            "rms_norm_compiled_bf16_8192x4096": (rms_compiled, "torch.compile of the RMS norm: one launch"),
+            "layer_norm_fused_fp32_16384x1024": (layer_norm_fused, "torch.nn.functional.layer_norm: one launch"),
+            "bincount_weighted_8M_512": (
+                w.accumulate(1 << 23, 512, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "scatter_add_privatized_64_32M": (
+                w.accumulate(1 << 25, 64, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "transpose_tiled_fp16_8192": (w.transpose(8192, fp16, tiled=True), "Triton 64x64 tiled transpose fp16"),
+            "gather_sorted_fp16_16M": (
+                w.gather(1 << 24, True, "index", fp16),
+                "torch x[idx] with the indices sorted",
+            ),
+            "sgemm_tf32_4096x4096x1024": (sgemm(4096, 4096, 1024, True), "cuBLAS TF32"),
+            "gemm_bf16_3k6k_padded": (
+                gemm_bf16_misaligned(3071, 6145, 2047, "padded", (3072, 6152, 2048)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_3k6k_triton": (
+                gemm_bf16_misaligned(3071, 6145, 2047, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "foreach_add_24": (tiny_binary(24, 65536, "add", True), "torch._foreach_add: one launch"),
+            "torch_sum_16M": (w.vector_sum(1 << 24, False), "torch.sum of the 16M floats"),
+            "exp2_12_sum_64M": (w.compiled(exp2_sum(12, 0.02), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse12_sum_64M": (
+                w.compiled(reuse_sum(12, 0.02), vec),
+                "torch.compile: one exp, powers by multiplication",
+            ),
+            "rowsum_4warps_32768": (w.row_sum(1056, 32768, 512, 4), "the row sum with 4 warps per row"),
+            "rowsum_unrolled4_32768": (w.row_sum(1056, 32768, 512, 1), "one warp loading 4x more per step"),
+            "colsum_tiled_4096x16384": (w.col_sum(4096, 16384, True), "8 adjacent columns per program"),
+            "softmax_32warps_32768": (w.softmax_logsoftmax(1024, 32768, 32), "the softmax with 32 warps per row"),
+        },
+    }
+
+
+PAIRS_ACTIVATIONS_AND_BINS = {
+    "mish_library": ("mish_eager_fp16_32M", "mish_library_fp16_32M"),
+    "hardswish_compiled": ("hardswish_eager_fp32_16M", "hardswish_compiled_fp32_16M"),
+    "rms_norm_compiled_bf16": ("rms_norm_eager_bf16_8192x4096", "rms_norm_compiled_bf16_8192x4096"),
+    "layer_norm_fused_fp32_1024": ("layer_norm_eager_fp32_16384x1024", "layer_norm_fused_fp32_16384x1024"),
+    "index_add_bincount_512": ("index_add_fp32_8M_into_512", "bincount_weighted_8M_512"),
+    "scatter_add_privatized_64_32M": ("scatter_add_fp32_32M_into_64", "scatter_add_privatized_64_32M"),
+    "transpose_fp16_8192": ("transpose_torch_fp16_8192", "transpose_tiled_fp16_8192"),
+    "gather_sorted_fp16_16M": ("gather_random_fp16_16M", "gather_sorted_fp16_16M"),
+    "sgemm_tf32_4096x4096x1024": ("sgemm_fp32_4096x4096x1024", "sgemm_tf32_4096x4096x1024"),
+    "gemm_3k6k_padded": ("gemm_bf16_misaligned_3071x6145x2047", "gemm_bf16_3k6k_padded"),
+    "gemm_3k6k_triton": ("gemm_bf16_misaligned_3071x6145x2047", "gemm_bf16_3k6k_triton"),
+    "foreach_add_24": ("tiny_adds_24x65536", "foreach_add_24"),
+    "one_cta_to_torch_sum_16M": ("one_cta_sum_fp32_16M", "torch_sum_16M"),
+    "exp2_12_64M": ("exp12_sum_fp32_64M", "exp2_12_sum_64M"),
+    "exp_reuse_12_64M": ("exp12_sum_fp32_64M", "reuse12_sum_64M"),
+    "rowsum_4warps_32768": ("rowsum_1warp_1056x32768", "rowsum_4warps_32768"),
+    "rowsum_unrolled4_32768": ("rowsum_1warp_1056x32768", "rowsum_unrolled4_32768"),
+    "colsum_tiled_4096x16384": ("colsum_strided_4096x16384", "colsum_tiled_4096x16384"),
+    "softmax_32warps_32768": ("softmax_spill_1024x32768", "softmax_32warps_32768"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -1144,6 +1299,7 @@ SETS = {
     "torch_composites": (ops_torch_composites, PAIRS_TORCH_COMPOSITES),
     "norms_and_gathers": (ops_norms_and_gathers, PAIRS_NORMS_AND_GATHERS),
     "balanced_and_fused": (ops_balanced_and_fused, PAIRS_BALANCED_AND_FUSED),
+    "activations_and_bins": (ops_activations_and_bins, PAIRS_ACTIVATIONS_AND_BINS),
 }
 
 
@@ -1271,7 +1427,8 @@ def main(argv=None) -> int:
         help="corpus_shapes: the 15 pairs scored in docs/verdict.md; other_shapes: the same levers at "
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
         "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers; "
-        "balanced_and_fused: balanced befores, eager bf16 chains against fused ops",
+        "balanced_and_fused: balanced befores, eager bf16 chains against fused ops; activations_and_bins: eager "
+        "activations and norms against fused ones, index_add_ against bincount",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":
