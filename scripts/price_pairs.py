@@ -1289,6 +1289,187 @@ PAIRS_ACTIVATIONS_AND_BINS = {
     "colsum_tiled_4096x16384": ("colsum_strided_4096x16384", "colsum_tiled_4096x16384"),
     "softmax_32warps_32768": ("softmax_spill_1024x32768", "softmax_32warps_32768"),
 }
+
+
+def ops_mlp_and_lookups() -> dict:
+    """Levers on ops no earlier set used (an eager SwiGLU and an eager row normalization against their
+    torch.compile fusions, an eager fp16 tanh-GELU against ``F.gelu(approximate="tanh")``, ``F.embedding``
+    and ``torch.gather`` along rows with random and sorted indices, a batched fp32 ``torch.bmm`` against
+    TF32, ``scatter_add_`` into 2048 destinations against torch's weighted ``bincount``), beside the
+    earlier families at new shapes, labelled before any of their reports exists
+    (tests/data/price/mlp_and_lookups/labels.json)."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    fp16, bf16 = torch.float16, torch.bfloat16
+
+    def swiglu(a, b):
+        return F.silu(a) * b
+
+    def swiglu_setup(fused: bool):
+        def setup():
+            a, b = w.tensor(4096, 11008, dtype=bf16), w.tensor(4096, 11008, dtype=bf16)
+            f = torch.compile(swiglu, dynamic=False) if fused else swiglu
+            return lambda: f(a, b)
+
+        return setup
+
+    def gelu_tanh(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+    def gelu_setup(library: bool):
+        def setup():
+            x = w.tensor(1 << 24, dtype=fp16)
+            if library:
+                return lambda: F.gelu(x, approximate="tanh")
+            return lambda: gelu_tanh(x)
+
+        return setup
+
+    def normalize(x):
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def normalize_setup(fused: bool):
+        def setup():
+            x = w.tensor(32768, 512)
+            f = torch.compile(normalize, dynamic=False) if fused else normalize
+            return lambda: f(x)
+
+        return setup
+
+    def embedding(sorted_idx: bool):
+        def setup():
+            table = w.tensor(1 << 21, 32)
+            idx = torch.randint(0, 1 << 21, (1 << 22,), device="cuda")
+            if sorted_idx:
+                idx = torch.sort(idx).values
+            return lambda: F.embedding(idx, table)
+
+        return setup
+
+    def gather_rows(sorted_idx: bool):
+        def setup():
+            x = w.tensor(4096, 4096)
+            idx = torch.randint(0, 4096, (4096, 4096), device="cuda")
+            if sorted_idx:
+                idx = torch.sort(idx, dim=1).values
+            return lambda: torch.gather(x, 1, idx)
+
+        return setup
+
+    def bmm(tf32: bool):
+        def setup():
+            a, b = w.tensor(16, 1024, 1024), w.tensor(16, 1024, 1024)
+            out = torch.empty(16, 1024, 1024, device="cuda")
+
+            def go():
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.bmm(a, b, out=out)
+
+            return go
+
+        return setup
+
+    vec = (1 << 24,)
+    return {
+        "before": {
+            "swiglu_eager_bf16_4096x11008": (swiglu_setup(False), "torch eager silu(a) * b bf16: 2 launches"),
+            "gelu_tanh_eager_fp16_16M": (gelu_setup(False), "torch eager tanh-GELU written out, fp16: 7 launches"),
+            "normalize_eager_fp32_32768x512": (normalize_setup(False), "torch eager x / x.norm(-1), fp32 32768x512"),
+            "embedding_random_fp32_2Mx32": (embedding(False), "F.embedding of 4M random rows of a 2M x 32 fp32 table"),
+            "gather_rows_random_fp32_4096": (gather_rows(False), "torch.gather(x, 1, idx), random idx, fp32 4096x4096"),
+            "bmm_fp32_16x1024": (bmm(False), "torch.bmm fp32 16 x 1024^3, TF32 off"),
+            "gemm_bf16_misaligned_2049x5121x3073": (
+                gemm_bf16_misaligned(2049, 5121, 3073, "cublas"),
+                "cuBLAS bf16 2049x5121x3073",
+            ),
+            "index_add_fp32_64M_into_16": (
+                w.accumulate(1 << 26, 16, "index_add"),
+                "torch index_add_ 64M fp32 into 16 destinations",
+            ),
+            "scatter_add_fp32_4M_into_2048": (
+                w.accumulate(1 << 22, 2048, "scatter_add"),
+                "torch scatter_add_ 4M fp32 into 2048 destinations",
+            ),
+            "transpose_torch_fp32_12288": (w.transpose(12288), "torch x.t().contiguous() fp32 12288x12288"),
+            "colsum_strided_2048x32768": (w.col_sum(2048, 32768, False), "Triton column sum, one column per program"),
+            "one_cta_sum_fp32_32M_2warps": (
+                w.vector_sum(1 << 25, True, warps=2),
+                "Triton sum of 32M fp32 in one CTA of 2 warps",
+            ),
+            "tiny_muls_40x8192": (tiny_binary(40, 8192, "mul", False), "40 torch.mul launches of 8192 fp32"),
+            "exp14_sum_fp32_16M": (w.compiled(w.exp_sum(14, 0.02), vec), "torch.compile sum of 14 exp(x c_i), fp32"),
+            "rowsum_1warp_330x98304": (w.row_sum(330, 98304, 128, 1), "Triton row sum, one warp per 98304-wide row"),
+            "softmax_spill_512x65536": (
+                w.softmax_logsoftmax(512, 65536, 8),
+                "Triton softmax + log-softmax, 8 warps per 65536-wide row",
+            ),
+        },
+        "after": {
+            "swiglu_compiled_bf16_4096x11008": (swiglu_setup(True), "torch.compile of the SwiGLU: one launch"),
+            "gelu_tanh_library_fp16_16M": (
+                gelu_setup(True),
+                'torch.nn.functional.gelu(approximate="tanh"): one launch',
+            ),
+            "normalize_compiled_fp32_32768x512": (normalize_setup(True), "torch.compile of the normalization"),
+            "embedding_sorted_fp32_2Mx32": (embedding(True), "F.embedding with the indices sorted"),
+            "gather_rows_sorted_fp32_4096": (gather_rows(True), "torch.gather with each row's indices sorted"),
+            "bmm_tf32_16x1024": (bmm(True), "torch.bmm TF32"),
+            "gemm_bf16_2k5k_padded": (
+                gemm_bf16_misaligned(2049, 5121, 3073, "padded", (2056, 5128, 3080)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_2k5k_triton": (
+                gemm_bf16_misaligned(2049, 5121, 3073, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "index_add_privatized_16_64M": (
+                w.accumulate(1 << 26, 16, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "bincount_weighted_4M_2048": (
+                w.accumulate(1 << 22, 2048, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "transpose_tiled_fp32_12288": (w.transpose(12288, tiled=True), "Triton 64x64 tiled transpose fp32"),
+            "colsum_tiled_2048x32768": (w.col_sum(2048, 32768, True), "8 adjacent columns per program"),
+            "torch_sum_32M": (w.vector_sum(1 << 25, False), "torch.sum of the 32M floats"),
+            "foreach_mul_40": (tiny_binary(40, 8192, "mul", True), "torch._foreach_mul: one launch"),
+            "exp2_14_sum_16M": (w.compiled(exp2_sum(14, 0.02), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse14_sum_16M": (
+                w.compiled(reuse_sum(14, 0.02), vec),
+                "torch.compile: one exp, powers by multiplication",
+            ),
+            "rowsum_8warps_98304": (w.row_sum(330, 98304, 1024, 8), "the row sum with 8 warps per row"),
+            "rowsum_unrolled8_98304": (w.row_sum(330, 98304, 1024, 1), "one warp loading 8x more per step"),
+            "softmax_32warps_65536": (w.softmax_logsoftmax(512, 65536, 32), "the softmax with 32 warps per row"),
+        },
+    }
+
+
+PAIRS_MLP_AND_LOOKUPS = {
+    "swiglu_compiled": ("swiglu_eager_bf16_4096x11008", "swiglu_compiled_bf16_4096x11008"),
+    "gelu_tanh_library_fp16": ("gelu_tanh_eager_fp16_16M", "gelu_tanh_library_fp16_16M"),
+    "normalize_compiled": ("normalize_eager_fp32_32768x512", "normalize_compiled_fp32_32768x512"),
+    "embedding_sorted": ("embedding_random_fp32_2Mx32", "embedding_sorted_fp32_2Mx32"),
+    "gather_rows_sorted": ("gather_rows_random_fp32_4096", "gather_rows_sorted_fp32_4096"),
+    "bmm_tf32": ("bmm_fp32_16x1024", "bmm_tf32_16x1024"),
+    "gemm_2k5k_padded": ("gemm_bf16_misaligned_2049x5121x3073", "gemm_bf16_2k5k_padded"),
+    "gemm_2k5k_triton": ("gemm_bf16_misaligned_2049x5121x3073", "gemm_bf16_2k5k_triton"),
+    "index_add_privatized_16_64M": ("index_add_fp32_64M_into_16", "index_add_privatized_16_64M"),
+    "scatter_add_bincount_2048": ("scatter_add_fp32_4M_into_2048", "bincount_weighted_4M_2048"),
+    "transpose_fp32_12288": ("transpose_torch_fp32_12288", "transpose_tiled_fp32_12288"),
+    "colsum_tiled_2048x32768": ("colsum_strided_2048x32768", "colsum_tiled_2048x32768"),
+    "one_cta_to_torch_sum_32M": ("one_cta_sum_fp32_32M_2warps", "torch_sum_32M"),
+    "foreach_mul_40": ("tiny_muls_40x8192", "foreach_mul_40"),
+    "exp2_14_16M": ("exp14_sum_fp32_16M", "exp2_14_sum_16M"),
+    "exp_reuse_14_16M": ("exp14_sum_fp32_16M", "reuse14_sum_16M"),
+    "rowsum_8warps_98304": ("rowsum_1warp_330x98304", "rowsum_8warps_98304"),
+    "rowsum_unrolled8_98304": ("rowsum_1warp_330x98304", "rowsum_unrolled8_98304"),
+    "softmax_32warps_65536": ("softmax_spill_512x65536", "softmax_32warps_65536"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -1300,6 +1481,7 @@ SETS = {
     "norms_and_gathers": (ops_norms_and_gathers, PAIRS_NORMS_AND_GATHERS),
     "balanced_and_fused": (ops_balanced_and_fused, PAIRS_BALANCED_AND_FUSED),
     "activations_and_bins": (ops_activations_and_bins, PAIRS_ACTIVATIONS_AND_BINS),
+    "mlp_and_lookups": (ops_mlp_and_lookups, PAIRS_MLP_AND_LOOKUPS),
 }
 
 
@@ -1428,7 +1610,8 @@ def main(argv=None) -> int:
         "other shapes, dtypes and ops; third_shapes, large_shapes: further sets of the same levers; library_ops: "
         "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers; "
         "balanced_and_fused: balanced befores, eager bf16 chains against fused ops; activations_and_bins: eager "
-        "activations and norms against fused ones, index_add_ against bincount",
+        "activations and norms against fused ones, index_add_ against bincount; mlp_and_lookups: SwiGLU, GELU, "
+        "normalization, embedding and row gathers, batched GEMMs",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":
