@@ -564,6 +564,23 @@ def test_stored_runs_reprojected_with_the_current_pricing():
             assert s["model"]["max"] < 6.0
 
 
+def test_the_latest_held_out_check_as_committed():
+    """Ten changes across the phases on three problems no run or fit used (tests/data/h100_changes_store_drain),
+    the projections committed before the pairs were timed, scored as committed: the median and the
+    intervals meet their targets; the max and the sign miss on the 256-row tile (elect_release=0, peek=0)."""
+    d = DATA / "h100_changes_store_drain"
+    with tarfile.open(d / "measured.tar.xz") as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("measured.json"))
+        measured = json.load(tf.extractfile(member))
+    s = C.score_run(json.loads((d / "projections.json").read_text()), measured)["summary"]
+    assert s["points"] == 30 and s["measured_ge_2pct"] == 18 and s["covered"] == 29
+    assert s["model"]["median"] == pytest.approx(0.75, abs=0.01) and s["model"]["max"] == pytest.approx(4.19, abs=0.01)
+    assert s["sign_wrong"] == ["peek=0 @ 4096x10240x2048"]
+    t = s["targets"]
+    assert t["median_le_1pp"] and t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"]
+    assert not t["max_le_3pp"] and not t["sign_right_past_1pct"] and not s["meets"]
+
+
 def test_the_steps_script_projects_as_the_stored_run(tmp_path):
     """benchmarks/change_steps.py project (the CPU step between the two GPU calls) gives the stored
     run's committed projections from its stored base captures (one of its pairs, every problem)."""
