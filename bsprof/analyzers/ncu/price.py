@@ -46,7 +46,7 @@ from bsprof.fmt import fmt_bytes
 # pipe: TFLOP/s over the datasheet peak of the corpus's cuBLAS GEMMs (57-84%: the clock drops to ~1.6 GHz
 # under the tensor load).
 EFFICIENCY: dict[str, tuple[float, float]] = {
-    "dram": (0.62, 0.91),
+    "dram": (0.62, 0.90),
     "l2": (0.69, 0.98),
     "l1": (0.66, 0.96),
     "pipe": (0.62, 0.99),
