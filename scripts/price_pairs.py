@@ -1470,6 +1470,160 @@ PAIRS_MLP_AND_LOOKUPS = {
     "rowsum_unrolled8_98304": ("rowsum_1warp_330x98304", "rowsum_unrolled8_98304"),
     "softmax_32warps_65536": ("softmax_spill_512x65536", "softmax_32warps_65536"),
 }
+
+
+def ops_norms_and_scatters() -> dict:
+    """Levers on ops no earlier set used (an eager vector norm against ``torch.linalg.vector_norm``, an
+    eager group norm against ``F.group_norm``, an eager fp16 leaky-ReLU chain against its torch.compile
+    fusion, a fp32 ``torch.addmm`` against TF32, ``scatter_add_`` into 4096 destinations against torch's
+    weighted ``bincount``, ``torch.take`` of bf16), beside the earlier families at new shapes, labelled
+    before any of their reports exists (tests/data/price/norms_and_scatters/labels.json)."""
+    import torch
+    import torch.nn.functional as F
+
+    fp16, bf16 = torch.float16, torch.bfloat16
+
+    def vector_norm(library: bool):
+        def setup():
+            x = w.tensor(65536, 1024)
+            if library:
+                return lambda: torch.linalg.vector_norm(x, dim=-1)
+            return lambda: x.pow(2).sum(-1).sqrt()
+
+        return setup
+
+    def group_norm_eager(x, g, b, groups):
+        n, c = x.shape[:2]
+        y = x.view(n, groups, -1)
+        m = y.mean(-1, keepdim=True)
+        v = y.var(-1, unbiased=False, keepdim=True)
+        y = ((y - m) / torch.sqrt(v + 1e-5)).view_as(x)
+        return y * g.view(1, c, 1, 1) + b.view(1, c, 1, 1)
+
+    def group_norm(library: bool):
+        def setup():
+            x, g, b = w.tensor(32, 256, 64, 64), w.tensor(256), w.tensor(256)
+            if library:
+                return lambda: F.group_norm(x, 32, g, b, 1e-5)
+            return lambda: group_norm_eager(x, g, b, 32)
+
+        return setup
+
+    def leaky_chain(x):
+        return F.leaky_relu(x * 1.5 + 0.25, 0.1) * 0.5
+
+    def leaky_eager():
+        x = w.tensor(1 << 25, dtype=fp16)
+        return lambda: leaky_chain(x)
+
+    def addmm(tf32: bool):
+        def setup():
+            bias, a, b = w.tensor(2048), w.tensor(8192, 3072), w.tensor(3072, 2048)
+            out = torch.empty(8192, 2048, device="cuda")
+
+            def go():
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.addmm(bias, a, b, out=out)
+
+            return go
+
+        return setup
+
+    vec = (3 << 24,)
+    return {
+        "before": {
+            "vector_norm_eager_fp32_65536x1024": (vector_norm(False), "torch eager x.pow(2).sum(-1).sqrt(), fp32"),
+            "group_norm_eager_fp32_32x256x64x64": (group_norm(False), "torch eager group norm, 32 groups, fp32"),
+            "leaky_eager_fp16_32M": (leaky_eager, "torch eager leaky_relu(1.5 x + 0.25) * 0.5 fp16: 4 launches"),
+            "addmm_fp32_8192x2048x3072": (addmm(False), "torch.addmm fp32 8192x2048x3072 with bias, TF32 off"),
+            "scatter_add_fp32_16M_into_4096": (
+                w.accumulate(1 << 24, 4096, "scatter_add"),
+                "torch scatter_add_ 16M fp32 into 4096 destinations",
+            ),
+            "index_add_fp32_32M_into_8": (
+                w.accumulate(1 << 25, 8, "index_add"),
+                "torch index_add_ 32M fp32 into 8 destinations",
+            ),
+            "take_random_bf16_32M": (
+                w.gather(1 << 25, False, "take", bf16),
+                "torch.take(x, idx), 32M random indices into 32M bf16",
+            ),
+            "transpose_torch_bf16_6144": (w.transpose(6144, bf16), "torch x.t().contiguous() bf16 6144x6144"),
+            "colsum_strided_8192x16384": (w.col_sum(8192, 16384, False), "Triton column sum, one column per program"),
+            "gemm_bf16_misaligned_1025x8193x4097": (
+                gemm_bf16_misaligned(1025, 8193, 4097, "cublas"),
+                "cuBLAS bf16 1025x8193x4097",
+            ),
+            "one_cta_sum_fp32_48M_8warps": (
+                w.vector_sum(3 << 24, True, warps=8),
+                "Triton sum of 48M fp32 in one CTA of 8 warps",
+            ),
+            "tiny_adds_20x32768": (tiny_binary(20, 32768, "add", False), "20 torch.add launches of 32768 fp32"),
+            "exp9_sum_fp32_48M": (w.compiled(w.exp_sum(9, 0.03), vec), "torch.compile sum of 9 exp(x c_i), fp32"),
+            "rowsum_1warp_198x131072": (w.row_sum(198, 131072, 128, 1), "Triton row sum, one warp per 131072-wide row"),
+            "softmax_spill_6144x8192_2warps": (
+                w.softmax_logsoftmax(6144, 8192, 2),
+                "Triton softmax + log-softmax, 2 warps per 8192-wide row",
+            ),
+        },
+        "after": {
+            "vector_norm_library_fp32_65536x1024": (vector_norm(True), "torch.linalg.vector_norm: one launch"),
+            "group_norm_library_fp32_32x256x64x64": (group_norm(True), "torch.nn.functional.group_norm"),
+            "leaky_compiled_fp16_32M": (
+                w.compiled(leaky_chain, (1 << 25,), fp16),
+                "torch.compile of the leaky-ReLU chain: one launch",
+            ),
+            "addmm_tf32_8192x2048x3072": (addmm(True), "torch.addmm TF32"),
+            "bincount_weighted_16M_4096": (
+                w.accumulate(1 << 24, 4096, "bincount"),
+                "torch.bincount(idx, weights): per-CTA sums in shared memory",
+            ),
+            "index_add_privatized_8_32M": (
+                w.accumulate(1 << 25, 8, "privatized", block=256, chunks=16),
+                "Triton per-CTA sums, one atomic per destination per CTA",
+            ),
+            "take_sorted_bf16_32M": (w.gather(1 << 25, True, "take", bf16), "torch.take with the indices sorted"),
+            "transpose_tiled_bf16_6144": (w.transpose(6144, bf16, tiled=True), "Triton 64x64 tiled transpose bf16"),
+            "colsum_tiled_8192x16384": (w.col_sum(8192, 16384, True), "8 adjacent columns per program"),
+            "gemm_bf16_1k8k_padded": (
+                gemm_bf16_misaligned(1025, 8193, 4097, "padded", (1032, 8200, 4104)),
+                "cuBLAS bf16 on operands padded to 16-byte rows",
+            ),
+            "gemm_bf16_1k8k_triton": (
+                gemm_bf16_misaligned(1025, 8193, 4097, "triton"),
+                "Triton tl.dot (wgmma) on the misaligned operands",
+            ),
+            "torch_sum_48M": (w.vector_sum(3 << 24, False), "torch.sum of the 48M floats"),
+            "foreach_add_20": (tiny_binary(20, 32768, "add", True), "torch._foreach_add: one launch"),
+            "exp2_9_sum_48M": (w.compiled(exp2_sum(9, 0.03), vec), "torch.compile: exp2 with the scale folded in"),
+            "reuse9_sum_48M": (w.compiled(reuse_sum(9, 0.03), vec), "torch.compile: one exp, powers by multiplication"),
+            "rowsum_4warps_131072": (w.row_sum(198, 131072, 512, 4), "the row sum with 4 warps per row"),
+            "rowsum_unrolled4_131072": (w.row_sum(198, 131072, 512, 1), "one warp loading 4x more per step"),
+            "softmax_8warps_6144x8192": (w.softmax_logsoftmax(6144, 8192, 8), "the softmax with 8 warps per row"),
+        },
+    }
+
+
+PAIRS_NORMS_AND_SCATTERS = {
+    "vector_norm_library": ("vector_norm_eager_fp32_65536x1024", "vector_norm_library_fp32_65536x1024"),
+    "group_norm_library": ("group_norm_eager_fp32_32x256x64x64", "group_norm_library_fp32_32x256x64x64"),
+    "leaky_compiled_fp16": ("leaky_eager_fp16_32M", "leaky_compiled_fp16_32M"),
+    "addmm_tf32": ("addmm_fp32_8192x2048x3072", "addmm_tf32_8192x2048x3072"),
+    "scatter_add_bincount_4096": ("scatter_add_fp32_16M_into_4096", "bincount_weighted_16M_4096"),
+    "index_add_privatized_8_32M": ("index_add_fp32_32M_into_8", "index_add_privatized_8_32M"),
+    "take_sorted_bf16": ("take_random_bf16_32M", "take_sorted_bf16_32M"),
+    "transpose_bf16_6144": ("transpose_torch_bf16_6144", "transpose_tiled_bf16_6144"),
+    "colsum_tiled_8192x16384": ("colsum_strided_8192x16384", "colsum_tiled_8192x16384"),
+    "gemm_1k8k_padded": ("gemm_bf16_misaligned_1025x8193x4097", "gemm_bf16_1k8k_padded"),
+    "gemm_1k8k_triton": ("gemm_bf16_misaligned_1025x8193x4097", "gemm_bf16_1k8k_triton"),
+    "one_cta_to_torch_sum_48M": ("one_cta_sum_fp32_48M_8warps", "torch_sum_48M"),
+    "foreach_add_20": ("tiny_adds_20x32768", "foreach_add_20"),
+    "exp2_9_48M": ("exp9_sum_fp32_48M", "exp2_9_sum_48M"),
+    "exp_reuse_9_48M": ("exp9_sum_fp32_48M", "reuse9_sum_48M"),
+    "rowsum_4warps_131072": ("rowsum_1warp_198x131072", "rowsum_4warps_131072"),
+    "rowsum_unrolled4_131072": ("rowsum_1warp_198x131072", "rowsum_unrolled4_131072"),
+    "softmax_8warps_6144x8192": ("softmax_spill_6144x8192_2warps", "softmax_8warps_6144x8192"),
+}
 SETS = {
     "corpus_shapes": (lambda: ops(), PAIRS),
     "other_shapes": (ops_other_shapes, PAIRS_OTHER_SHAPES),
@@ -1482,6 +1636,7 @@ SETS = {
     "balanced_and_fused": (ops_balanced_and_fused, PAIRS_BALANCED_AND_FUSED),
     "activations_and_bins": (ops_activations_and_bins, PAIRS_ACTIVATIONS_AND_BINS),
     "mlp_and_lookups": (ops_mlp_and_lookups, PAIRS_MLP_AND_LOOKUPS),
+    "norms_and_scatters": (ops_norms_and_scatters, PAIRS_NORMS_AND_SCATTERS),
 }
 
 
@@ -1611,7 +1766,8 @@ def main(argv=None) -> int:
         "the levers on library ops and dtypes no earlier set used; mixed_sizes: sizes between and below theirs; torch_composites: eager composites against torch's fused ops; norms_and_gathers: norms, row gathers; "
         "balanced_and_fused: balanced befores, eager bf16 chains against fused ops; activations_and_bins: eager "
         "activations and norms against fused ones, index_add_ against bincount; mlp_and_lookups: SwiGLU, GELU, "
-        "normalization, embedding and row gathers, batched GEMMs",
+        "normalization, embedding and row gathers, batched GEMMs; norms_and_scatters: vector and group "
+        "norms, a leaky-ReLU chain, addmm, scatters into 4096 destinations",
     )
     args = p.parse_args(argv)
     if args.cmd == "profile":
