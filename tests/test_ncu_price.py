@@ -259,23 +259,24 @@ def test_a_sequence_missing_a_duration_cannot_be_bounded(before):
 @pytest.mark.parametrize(
     "set_name, committed_inside, now_inside, order",
     [
-        ("other_shapes", (6, 7), (10, 10), 3),
-        ("third_shapes", (10, 10), (14, 14), 2),
-        ("large_shapes", (10, 11), (11, 12), 3),
-        ("library_ops", (10, 11), (11, 12), 2),
-        ("mixed_sizes", (7, 7), (11, 11), 1),
-        ("torch_composites", (10, 10), (11, 11), 3),
-        ("norms_and_gathers", (14, 14), (14, 14), 1),
-        ("balanced_and_fused", (14, 16), (14, 16), 2),
-        ("activations_and_bins", (15, 16), (15, 16), 2),
-        ("mlp_and_lookups", (14, 14), (14, 15), 3),
+        ("other_shapes", (6, 7), (10, 10), (3, 3)),
+        ("third_shapes", (10, 10), (14, 14), (2, 2)),
+        ("large_shapes", (10, 11), (11, 12), (3, 3)),
+        ("library_ops", (10, 11), (11, 12), (2, 2)),
+        ("mixed_sizes", (7, 7), (11, 11), (1, 1)),
+        ("torch_composites", (10, 10), (11, 11), (3, 3)),
+        ("norms_and_gathers", (14, 14), (14, 14), (1, 1)),
+        ("balanced_and_fused", (14, 16), (14, 16), (2, 2)),
+        ("activations_and_bins", (15, 16), (15, 16), (2, 2)),
+        ("mlp_and_lookups", (14, 14), (14, 15), (3, 3)),
+        ("norms_and_scatters", (16, 17), (16, 17), (3, 2)),
     ],
 )
 def test_held_out_projections_rescored(set_name, committed_inside, now_inside, order):
     """The held-out sets (other shapes, dtypes, ops and sizes; H200 and H100): labelled before their reports
     existed, projected with the pricing frozen before the reports were read, and committed before the
-    timings were opened. Scored again from the shipped files, by events and by ncu's durations: the centre
-    and the width hold, the intervals' coverage does not (docs/verdict.md)."""
+    timings were opened. Scored again from the shipped files, by events and by ncu's durations: the centre,
+    the width and the spread hold on every set; the coverage and the order on some (docs/verdict.md)."""
     held_out = DATA / set_name
     labels = json.loads((held_out / "labels.json").read_text())
     pairs = json.loads((held_out / "pairs.json").read_text())
@@ -292,7 +293,9 @@ def test_held_out_projections_rescored(set_name, committed_inside, now_inside, o
     for r in (res, res_ncu):
         assert r["median_width"] <= 1.5 and 0.8 <= r["median_ratio"] <= 1.25
         assert r["spread_same_pairs"] < r["ncu_spread_same_pairs"]
-        assert sum(o["match"] for o in r["order"].values()) == order
+    # the order as committed, by events and by ncu's durations (two lines at one price are ordered by the
+    # work each leaves; projections from before that was recorded tie, and a tie counts as a miss)
+    assert tuple(sum(o["match"] for o in r["order"].values()) for r in (res, res_ncu)) == order
     # the pricing as it is now, which the earlier sets' misses shaped (a coalescing rewrite's instructions,
     # the bands' ends): in-sample for those, so no validation there
     now = project_pairs(launches["before"], labels, pairs)
