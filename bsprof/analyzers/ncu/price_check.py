@@ -12,7 +12,7 @@ import math
 import statistics
 from fnmatch import fnmatch
 
-from bsprof.analyzers.ncu.price import Price, headroom, price_sequence_with_ncu
+from bsprof.analyzers.ncu.price import Price, headroom, order_key, price_sequence_with_ncu
 from bsprof.analyzers.ncu.verdict import classify
 
 # the score's targets (docs/verdict.md, "What the prices are worth")
@@ -194,16 +194,16 @@ def score(projections: dict, measured: dict, two_lines: dict) -> dict:
 
 
 def _first_above(prices: list[dict], mids: list) -> bool | None:
-    """Whether the first line is priced above the second (the order ``price.order_key`` gives: at one
-    midpoint the line leaving less work); None where the projection cannot order them."""
+    """Whether the first line is priced above the second, in the order the verdict gives its lines
+    (``price.order_key``); None where the projection cannot order them (an unbounded line, or one key:
+    projections made before the work left was recorded tie)."""
     if None in mids:
         return None
-    if mids[0] != mids[1]:
-        return mids[0] > mids[1]
-    left = [q.get("work_left_us") for q in prices]
-    if None in left or left[0] == left[1]:
-        return None  # projections made before the work left was recorded tie
-    return left[0] < left[1]
+    keys = [
+        order_key(Price("", True, low=q["low"], high=q["high"], work_left_us=q.get("work_left_us") or math.nan))
+        for q in prices
+    ]
+    return None if keys[0] == keys[1] else keys[0] < keys[1]
 
 
 def log_spread(ratios: list[float]) -> float:
