@@ -468,7 +468,10 @@ def _atomics(pid, row, times):
         return stream
     slow = max(stream.t_high_us, LAUNCH_FIXED_US[1] + combine)
     binds = f"{stream.binds} or the combine" if slow > stream.t_high_us else stream.binds
-    return _speedup(pid, duration_us(row), stream.t_low_us, slow, stream.relieves, binds)
+    return replace(
+        _speedup(pid, duration_us(row), stream.t_low_us, slow, stream.relieves, binds),
+        work_left_us=stream.work_left_us,
+    )
 
 
 def combine_us(row, elements: float) -> float:
