@@ -452,6 +452,19 @@ def test_spills_widen_the_kloop_only_interval_too():
     assert k["hi"] > 5 * 1024  # five tensor-core floors a K block (the issue slot alone gave 240 cycles)
 
 
+def test_a_tile_pinned_in_the_spec_pins_its_base_too():
+    """4096x4096x2048 plans a 256-row tile; a spec that pins 192 rows prices ring_unroll=0 on the 192-row
+    tile against the 192-row base, not against the planned tile (which read as +84 instructions a K block)."""
+    r = run("--change", "optimized:tile_m=192,ring_unroll=0", "--mnkl", "4096,4096,2048", "--json")
+    assert r.exit_code == 0, r.output
+    ch = json.loads(r.output[r.output.index('{\n  "change"') :])["change"]
+    assert ch["tile"] == [192, 128]
+    assert "tile_m=192" in ch["a"] and "ring_unroll" not in ch["a"] and ch["b"].endswith("ring_unroll=0")
+    k = ch["kloop_only"]
+    assert k["mma_per_kblock"] == [4.0, 4.0]  # one 64-row wave per warpgroup on both sides
+    assert 15 < k["per_kblock_b"] - k["per_kblock_a"] < 45
+
+
 def test_tie_wait_is_read_from_the_base_capture(base_tables):
     """Per tile, the sum over consumer warpgroups of the last one's arrival at the tile start (TMA0) or the
     epilogue (Phase 1) minus its own: what a barrier over all of them would make them wait. With an

@@ -465,8 +465,20 @@ def change_chain(
         if mnkl is None:
             raise BsprofError("--change with a bundled spec needs the problem: add --mnkl M,N,K")
         variant, _, switches = spec.partition(":")
+        from bsprof.kernels.fp8_blockwise.config import TILE_KNOBS
+
+        # a tile or cluster the spec pins is the base's too: the change is the other switches, on one tile
+        pinned = [kv for kv in switches.split(",") if kv.split("=")[0].strip() in TILE_KNOBS]
+        changed = ",".join(kv for kv in switches.split(",") if kv and kv not in pinned)
         base = base_spec(mnkl, variant)
-        builds = (base, f"{base},{switches}" if switches else base)
+        if pinned:
+            keep = [
+                kv
+                for kv in base.split(":", 1)[1].split(",")
+                if kv.split("=")[0] not in {p.split("=")[0] for p in pinned}
+            ]
+            base = f"{variant}:{','.join(keep + [p.strip() for p in pinned])}"
+        builds = (base, f"{base},{changed}" if changed else base)
     fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
     fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
     tile = tuple(tile_mn) if tile_mn else tile_a or tile_b
