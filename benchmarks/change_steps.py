@@ -11,6 +11,16 @@
     tar cJf DIR/measured.tar.xz -C OUT run
     # then, anywhere: bsprof model --validate --changes --from DIR
 
+Where a GPU host is scarce, steps 1-3 fit one call with the SASS half of every projection counted and
+committed first (the host needs no nvdisasm; the projection is a pure function of those counts, the
+committed pricing and the bases it captures, so the CPU re-derives it afterwards):
+
+    # CPU: compile and count every build; commit DIR/counts.json
+    python3 benchmarks/change_steps.py counts --mnkl "8192,5120,3072;..." --pairs "a=0;b=1,c=2" DIR/counts.json
+    # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing
+    python3 benchmarks/change_steps.py run DIR/counts.json OUT
+    # CPU: the same projections from OUT's bases and compiled builds (``project``), compared
+
 `bsprof model --validate --changes --pairs ... --mnkl ...` runs the same steps in one call, with the
 projections written (not committed) before the timing.
 """
@@ -80,6 +90,43 @@ def time_pairs(projections: Path, out: Path) -> int:
     return 0
 
 
+def counts(mnkl: str, pairs: str, out: Path) -> int:
+    from rich.console import Console
+
+    from bsprof.profile import validate_changes as VC
+
+    problems = _problems(mnkl)
+    doc = VC.count_pairs(problems, VC.parse_pairs(pairs, problems), Console())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out}: {sum(len(p['b']) for p in doc['problems'].values())} builds counted")
+    return 0
+
+
+def run_all(counts_file: Path, out: Path) -> int:
+    """Bases, projections from the committed counts (written with their sha256 before any pair is
+    timed), then the timing: steps 1-3 in one GPU call."""
+    import hashlib
+
+    from rich.console import Console
+
+    from bsprof.profile import validate_changes as VC
+
+    doc = json.loads(counts_file.read_text())
+    problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
+    bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
+    captured = json.loads((out / "bases" / "bases.json").read_text())
+    proj = VC.project_pairs(captured, out / "bases", problems, tuple(doc["pairs"]), console=Console(), counts=doc)
+    text = json.dumps(proj, indent=1)
+    (out / "projections.json").write_text(text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (out / "projections.sha256").write_text(
+        f"{digest}  projections.json {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+    )
+    print(f"projections written before any pair is timed: sha256 {digest}", flush=True)
+    return time_pairs(out / "projections.json", out / "run")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -92,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     pt = sub.add_parser("time", help="GPU: time the pairs of a committed projections.json")
     pt.add_argument("projections", type=Path)
     pt.add_argument("out", type=Path)
+    pc = sub.add_parser("counts", help="CPU: compile and count every build of the pairs (commit it)")
+    pc.add_argument("--mnkl", required=True, help="problems 'M,N,K[,L];...'")
+    pc.add_argument("--pairs", required=True, help="switch changes 'a=0;b=1,c=2'")
+    pc.add_argument("out", type=Path)
+    pr = sub.add_parser("run", help="GPU: bases, projections from committed counts, timing (one call)")
+    pr.add_argument("counts", type=Path)
+    pr.add_argument("out", type=Path)
     args = p.parse_args(argv)
     from bsprof.errors import BsprofError
 
@@ -100,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             return bases(args.mnkl, args.out)
         if args.cmd == "project":
             return project(args.run, args.pairs)
+        if args.cmd == "counts":
+            return counts(args.mnkl, args.pairs, args.out)
+        if args.cmd == "run":
+            return run_all(args.counts, args.out)
         return time_pairs(args.projections, args.out)
     except (BsprofError, OSError, ValueError, KeyError) as exc:
         # one line naming the problem (no GPU, a missing bases.tar.xz, a pair no problem can build)

@@ -623,3 +623,29 @@ def test_the_steps_script_projects_as_the_stored_run(tmp_path):
             text=True,
         )
         assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_projections_from_committed_counts_match_the_compiled_ones(tmp_path):
+    """The one-call protocol: the SASS half counted on the CPU (``count_pairs``, written as JSON and read
+    back) gives the same projections as compiling both builds, from a stored run's base captures; a base
+    the counts do not hold is one error naming it."""
+    import tarfile
+
+    from bsprof.errors import BsprofError
+    from bsprof.profile import validate_changes as VC
+
+    with tarfile.open(DATA / "h100_changes_mechanisms" / "bases.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
+    key = "4096x8192x2048"
+    problems = [tuple(bases["problems"][key]["mnkl"])]
+    pairs = ("sfb_tma=0", "uniform_desc=0,ring_unroll=0")
+    counts = json.loads(json.dumps(VC.count_pairs(problems, pairs)))
+    assert set(counts["problems"][key]["b"]) == set(pairs)
+    got = VC.project_pairs(bases, tmp_path / "bases", problems, pairs, counts=counts)
+    want = VC.project_pairs(bases, tmp_path / "bases", problems, pairs)
+    assert [p["projected_pct"] for p in got["points"]] == [p["projected_pct"] for p in want["points"]]
+    assert [p["phases"] for p in got["points"]] == [p["phases"] for p in want["points"]]
+    counts["problems"][key]["base"] = "optimized:tile_m=128"
+    with pytest.raises(BsprofError, match=key):
+        VC.project_pairs(bases, tmp_path / "bases", problems, pairs, counts=counts)

@@ -189,11 +189,55 @@ def consumer_warpgroups(tile_m: int) -> int:
     return cfg.consumer_wgs(tile_m)
 
 
-def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir=None, console=None) -> dict:
+def _problem_count(mnkl, tm: int, tn: int) -> dict:
+    """count_build's arguments for a problem on a tile: K blocks, warpgroups, tiles per CTA."""
+    import math
+
+    from bsprof.analyzers.model import change as C
+
+    tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+    wgs = consumer_warpgroups(tm)
+    return {"k_blocks": -(-mnkl[2] // C.BLOCK_K), "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
+
+
+def count_pairs(problems, pairs=PAIRS, console=None) -> dict:
+    """The SASS half of every projection, on the CPU: each problem's base build and every pair's build
+    compiled and counted per phase (``change.count_build``). What step 2 reads instead of compiling, so a
+    GPU host without nvdisasm can project between capturing the bases and timing the pairs (one call),
+    from counts committed before it. Returns {"pairs", "problems": {shape: {mnkl, base, tile, a, b}}}."""
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.sass import analyze_cubin
+    from bsprof.errors import BsprofError
+
+    out: dict = {"pairs": list(pairs), "problems": {}}
+    for mnkl in problems:
+        mnkl = tuple(mnkl)
+        base = base_spec(mnkl)
+        a_cubin, (tm, tn) = bundled_cubin(base, mnkl)
+        count = _problem_count(mnkl, tm, tn)
+        entry = {"mnkl": list(mnkl), "base": base, "tile": [tm, tn], "failed": {}, "b": {}}
+        entry["a"] = C.counts_json(C.count_build(analyze_cubin(a_cubin)[0], base, **count))
+        for sw in pairs:
+            spec = pair_spec(base, sw)
+            try:
+                b_cubin, _ = bundled_cubin(spec, mnkl)
+            except BsprofError as exc:
+                entry["failed"][sw] = str(exc)[:300]
+                continue
+            entry["b"][sw] = C.counts_json(C.count_build(analyze_cubin(b_cubin)[0], spec, **count))
+            if console is not None:
+                console.print(f"{shape_key(mnkl)} {sw}: counted", markup=False)
+        out["problems"][shape_key(mnkl)] = entry
+    return out
+
+
+def project_pairs(
+    bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir=None, console=None, counts: dict | None = None
+) -> dict:
     """Step 2 on the CPU: every (pair, problem)'s projection from the two builds' SASS and the base
     build's capture (``bases``: what :func:`capture_bases` returned; ``tables_dir``: its tables).
+    ``counts``: what :func:`count_pairs` returned, read instead of compiling the builds.
     Returns {"points": [...], ...}: what is committed before the wall times are measured."""
-    import math
 
     from bsprof.analyzers.model import calibrate
     from bsprof.analyzers.model import change as C
@@ -211,9 +255,15 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
         k_blocks = -(-mnkl[2] // C.BLOCK_K)
         table = load(tables_dir / info["table"])
         params = calibrate(table)
-        a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
-        wgs = consumer_warpgroups(tm)
-        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        counted = (counts or {}).get("problems", {}).get(key)
+        if counts is not None and (counted is None or counted["base"] != base):
+            raise BsprofError(f"{key}: the counts hold no base build {base}; count this problem's pairs first")
+        if counted is not None:
+            tm, tn = counted["tile"]
+        else:
+            a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
+        count = _problem_count(mnkl, tm, tn)
+        wgs = count["consumer_wgs"]
         bm = C.base_measurement(
             params,
             table,
@@ -223,19 +273,24 @@ def project_pairs(bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir
             bases.get("device", ""),
             producer=info.get("phase_means", {}).get("producer.load"),
         )
-        count = {"k_blocks": k_blocks, "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
-        A = C.count_build(analyze_cubin(a_cubin)[0], base, **count)
+        A = C.counts_from_json(counted["a"]) if counted else C.count_build(analyze_cubin(a_cubin)[0], base, **count)
         costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
         sa = switch_stages(base, mnkl)
         for sw in pairs:
             spec = pair_spec(base, sw)
-            try:
-                b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
-            except BsprofError as exc:
-                # a change this problem's build cannot take: named, the other pairs still projected
-                failed.setdefault(key, {})[sw] = str(exc)[:300]
-                continue
-            B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
+            if counted is not None:
+                if sw not in counted["b"]:
+                    failed.setdefault(key, {})[sw] = counted["failed"].get(sw, "not in the counts")
+                    continue
+                B = C.counts_from_json(counted["b"][sw])
+            else:
+                try:
+                    b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+                except BsprofError as exc:
+                    # a change this problem's build cannot take: named, the other pairs still projected
+                    failed.setdefault(key, {})[sw] = str(exc)[:300]
+                    continue
+                B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
             est = C.estimate_change(
                 A,
                 B,

@@ -398,6 +398,17 @@ def count_build(
     )
 
 
+def counts_json(c: BuildCounts) -> dict:
+    """A build's counts as JSON (what ``counts_from_json`` reads back)."""
+    d = asdict(c)
+    d["opcodes"] = {ph: dict(ops) for ph, ops in c.opcodes.items()}
+    return d
+
+
+def counts_from_json(d: dict) -> BuildCounts:
+    return BuildCounts(**{**d, "opcodes": {ph: Counter(ops) for ph, ops in d.get("opcodes", {}).items()}})
+
+
 def _bar_threads(operands: str) -> int | None:
     """The thread count of ``BAR.SYNC id, count`` (an immediate); None for a whole-CTA barrier or a
     count in a register."""
