@@ -277,17 +277,20 @@ def _kloop_cost(cycles_per_kblock: float, floor: float) -> C.PhaseCost:
 
 
 def test_a_shallower_ring_costs_the_latency_its_stages_no_longer_cover():
-    """P = max(C, L / (S - 1)): 4 -> 2 stages with L above C costs L - C a K block; 4 -> 3 with L / 2
-    under C costs nothing; one stage serializes load and MMAs; more stages win back only what the
-    base's ring held it above its floor."""
+    """P = (C0^p + (L / (S - 1))^p)^(1/p): 4 -> 2 stages with L above C costs about L - C a K block (a
+    little more: the soft maximum); 4 -> 3 with L / 2 under C costs a little, not nothing (slow loads
+    stall a ring whose mean fits); one stage serializes load and MMAs; more stages win back what the
+    base's ring held it above its floor, never more."""
     cost = _kloop_cost(1000.0, 800.0)
-    assert C.ring_delta(cost, 32, 4, 2, 1300.0) == pytest.approx(300.0 * 32)
-    assert C.ring_delta(cost, 32, 4, 3, 1300.0) == 0.0
-    assert C.ring_delta(cost, 32, 4, 1, 1300.0) == pytest.approx(1300.0 * 32)
-    assert C.ring_delta(cost, 32, 2, 4, 900.0) == 0.0  # a 2-stage ring covers L = 900 under C = 1000
+    assert 300.0 * 32 < C.ring_delta(cost, 32, 4, 2, 1300.0) < 400.0 * 32
+    assert 0.0 < C.ring_delta(cost, 32, 4, 3, 1300.0) < 20.0 * 32
+    assert C.ring_delta(cost, 32, 4, 1, 1300.0) == pytest.approx(1300.0 * 32, rel=0.01)
+    # a 2-stage ring whose L = 900 sits just under C = 1000 stalls on its slow loads: four stages win that back
+    assert -150.0 * 32 < C.ring_delta(cost, 32, 2, 4, 900.0) < -50.0 * 32
     bound = _kloop_cost(1300.0, 800.0)  # a 2-stage base held at L = 1300 a K block
-    assert C.ring_delta(bound, 32, 2, 4, 1300.0) == pytest.approx(-(1300.0 - 800.0) * 32)
-    assert C.ring_delta(bound, 32, 2, 3, 1300.0) == pytest.approx(-(1300.0 - 800.0) * 32)
+    assert -(1300.0 - 800.0) * 32 < C.ring_delta(bound, 32, 2, 4, 1300.0) < -(1300.0 - 810.0) * 32
+    for s in range(2, 12):  # no ring makes a K block shorter than the tensor cores' floor
+        assert C.ring_delta(bound, 32, 2, s, 1300.0) >= -(1300.0 - 800.0) * 32
     # fewer stages never cost less than more
     for s in range(1, 6):
         assert C.ring_delta(cost, 32, 6, s, 2500.0) >= C.ring_delta(cost, 32, 6, s + 1, 2500.0)
@@ -556,14 +559,19 @@ def test_a_barrier_over_every_warpgroup_is_priced_at_their_measured_wait():
 def test_stored_runs_reprojected_with_the_current_pricing():
     """The stored runs re-projected on the CPU with the pricing now (scripts/reproject_changes.py) and
     scored against their wall times: in-sample wherever a fit used the run (the shares on the H200 run,
-    two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points);
-    the SIMT epilogue's largest miss is gone from the mechanisms run (14.8 pp as committed)."""
+    two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points,
+    the ring's soft maximum on every stage-count point); the SIMT epilogue's largest miss is gone from
+    the mechanisms run (14.8 pp as committed) and the largest three-stage miss of the combined check is
+    1.2 pp smaller (10.75 as committed)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.85, 33),
-        ("h100_changes", "projections_reprojected.json"): (33, 0.83, 32),
-        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.90, 21),
-        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.27, 30),
+        ("h200_changes", "projections_refit.json"): (33, 0.89, 33),
+        ("h100_changes", "projections_reprojected.json"): (33, 0.84, 32),
+        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.88, 21),
+        ("h100_changes_ties", "projections_reprojected.json"): (30, 0.94, 30),
         ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.69, 29),
+        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.75, 30),
+        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.24, 33),
+        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.23, 24),
     }
     for (run, name), (n, median, held) in want.items():
         d = DATA / run
@@ -575,6 +583,8 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         assert s["model"]["median"] == pytest.approx(median, abs=0.01), (run, s["model"])
         if run == "h100_changes_mechanisms":
             assert s["model"]["max"] < 6.0
+        if run == "changes_combined_switches":
+            assert s["model"]["max"] == pytest.approx(9.52, abs=0.01)
 
 
 def test_the_latest_held_out_check_as_committed():
