@@ -200,31 +200,37 @@ def _problem_count(mnkl, tm: int, tn: int) -> dict:
     return {"k_blocks": -(-mnkl[2] // C.BLOCK_K), "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
 
 
+def _counted(spec: str, mnkl, count: dict, cubin_dir=None):
+    """One bundled build compiled on the CPU and counted per phase (``change.count_build``)."""
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.sass import analyze_cubin
+
+    cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+    return C.count_build(analyze_cubin(cubin)[0], spec, **count)
+
+
 def count_pairs(problems, pairs=PAIRS, console=None) -> dict:
     """The SASS half of every projection, on the CPU: each problem's base build and every pair's build
     compiled and counted per phase (``change.count_build``). What step 2 reads instead of compiling, so a
     GPU host without nvdisasm can project between capturing the bases and timing the pairs (one call),
     from counts committed before it. Returns {"pairs", "problems": {shape: {mnkl, base, tile, a, b}}}."""
     from bsprof.analyzers.model import change as C
-    from bsprof.analyzers.sass import analyze_cubin
     from bsprof.errors import BsprofError
 
     out: dict = {"pairs": list(pairs), "problems": {}}
     for mnkl in problems:
         mnkl = tuple(mnkl)
         base = base_spec(mnkl)
-        a_cubin, (tm, tn) = bundled_cubin(base, mnkl)
+        _, (tm, tn) = bundled_cubin(base, mnkl)
         count = _problem_count(mnkl, tm, tn)
         entry = {"mnkl": list(mnkl), "base": base, "tile": [tm, tn], "failed": {}, "b": {}}
-        entry["a"] = C.counts_json(C.count_build(analyze_cubin(a_cubin)[0], base, **count))
+        entry["a"] = C.counts_json(_counted(base, mnkl, count))
         for sw in pairs:
-            spec = pair_spec(base, sw)
             try:
-                b_cubin, _ = bundled_cubin(spec, mnkl)
+                entry["b"][sw] = C.counts_json(_counted(pair_spec(base, sw), mnkl, count))
             except BsprofError as exc:
                 entry["failed"][sw] = str(exc)[:300]
                 continue
-            entry["b"][sw] = C.counts_json(C.count_build(analyze_cubin(b_cubin)[0], spec, **count))
             if console is not None:
                 console.print(f"{shape_key(mnkl)} {sw}: counted", markup=False)
         out["problems"][shape_key(mnkl)] = entry
@@ -241,7 +247,6 @@ def project_pairs(
 
     from bsprof.analyzers.model import calibrate
     from bsprof.analyzers.model import change as C
-    from bsprof.analyzers.sass import analyze_cubin
     from bsprof.analyzers.timing.table import load
     from bsprof.errors import BsprofError
 
@@ -258,10 +263,7 @@ def project_pairs(
         counted = (counts or {}).get("problems", {}).get(key)
         if counts is not None and (counted is None or counted["base"] != base):
             raise BsprofError(f"{key}: the counts hold no base build {base}; count this problem's pairs first")
-        if counted is not None:
-            tm, tn = counted["tile"]
-        else:
-            a_cubin, (tm, tn) = bundled_cubin(base, mnkl, cubin_dir)
+        tm, tn = counted["tile"] if counted is not None else bundled_cubin(base, mnkl, cubin_dir)[1]
         count = _problem_count(mnkl, tm, tn)
         wgs = count["consumer_wgs"]
         bm = C.base_measurement(
@@ -273,7 +275,7 @@ def project_pairs(
             bases.get("device", ""),
             producer=info.get("phase_means", {}).get("producer.load"),
         )
-        A = C.counts_from_json(counted["a"]) if counted else C.count_build(analyze_cubin(a_cubin)[0], base, **count)
+        A = C.counts_from_json(counted["a"]) if counted else _counted(base, mnkl, count, cubin_dir)
         costs = C.calibrate_costs(A, bm.phases, k_blocks, tile_mn=(tm, tn), consumer_warps=4 * wgs)
         sa = switch_stages(base, mnkl)
         for sw in pairs:
@@ -285,12 +287,11 @@ def project_pairs(
                 B = C.counts_from_json(counted["b"][sw])
             else:
                 try:
-                    b_cubin, _ = bundled_cubin(spec, mnkl, cubin_dir)
+                    B = _counted(spec, mnkl, count, cubin_dir)
                 except BsprofError as exc:
                     # a change this problem's build cannot take: named, the other pairs still projected
                     failed.setdefault(key, {})[sw] = str(exc)[:300]
                     continue
-                B = C.count_build(analyze_cubin(b_cubin)[0], spec, **count)
             est = C.estimate_change(
                 A,
                 B,
@@ -523,16 +524,13 @@ def change_chain(
         from bsprof.kernels.fp8_blockwise.config import TILE_KNOBS
 
         # a tile or cluster the spec pins is the base's too: the change is the other switches, on one tile
-        pinned = [kv for kv in switches.split(",") if kv.split("=")[0].strip() in TILE_KNOBS]
-        changed = ",".join(kv for kv in switches.split(",") if kv and kv not in pinned)
+        given = [kv.strip() for kv in switches.split(",") if kv.strip()]
+        pinned = {kv.split("=")[0].strip(): kv for kv in given if kv.split("=")[0].strip() in TILE_KNOBS}
+        changed = ",".join(kv for kv in given if kv not in pinned.values())
         base = base_spec(mnkl, variant)
         if pinned:
-            keep = [
-                kv
-                for kv in base.split(":", 1)[1].split(",")
-                if kv.split("=")[0] not in {p.split("=")[0] for p in pinned}
-            ]
-            base = f"{variant}:{','.join(keep + [p.strip() for p in pinned])}"
+            keep = [kv for kv in base.split(":", 1)[1].split(",") if kv.split("=")[0] not in pinned]
+            base = f"{variant}:{','.join(keep + list(pinned.values()))}"
         builds = (base, f"{base},{changed}" if changed else base)
     fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
     fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
