@@ -626,7 +626,10 @@ def test_the_combined_switches_check_as_committed():
     s = scored["summary"]
     assert s["points"] == 33 and s["measured_ge_2pct"] == 24 and s["covered"] == 33
     assert s["model"]["median"] == pytest.approx(1.36, abs=0.01) and s["model"]["max"] == pytest.approx(10.75, abs=0.01)
-    assert sorted(s["sign_wrong"]) == ["peek=0,elect_release=0 @ 3072x8192x4096", "peek=0,elect_release=0 @ 5120x10240x1536"]
+    assert sorted(s["sign_wrong"]) == [
+        "peek=0,elect_release=0 @ 3072x8192x4096",
+        "peek=0,elect_release=0 @ 5120x10240x1536",
+    ]
     t = s["targets"]
     assert t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"] and t["no_worse_on_binding"]
     assert not t["median_le_1pp"] and not t["max_le_3pp"] and not t["sign_right_past_1pct"] and not s["meets"]
