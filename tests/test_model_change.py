@@ -376,6 +376,8 @@ def test_every_priced_mechanism_on_new_problems_rescored():
         (["--validate", "--changes", "--pairs", " ; "], "name at least one switch change"),
         # a change one problem's tile cannot take is named with the problem, before any GPU work
         (["--validate", "--changes", "--pairs", "promote=rescale", "--mnkl", "6144,6144,1536"], "6144x6144x1536"),
+        # a switch only the problem's launch plan refuses (the scale TMAs need a shape-specialized build)
+        (["--validate", "--changes", "--pairs", "static_shapes=0", "--mnkl", "4096,4096,2048"], "sfa_tma=0,sfb_tma=0"),
     ],
 )
 def test_validate_changes_pairs_are_checked_before_the_gpu(args, says):

@@ -353,6 +353,7 @@ def parse_pairs(text: str, problems) -> tuple[str, ...]:
         for mnkl in problems:
             try:
                 Target.parse(FAMILY, pair_spec(base_spec(mnkl), sw), tuple(mnkl))
+                switch_stages(pair_spec(base_spec(mnkl), sw), mnkl)  # the problem's launch plan takes it
             except BsprofError as exc:
                 raise BsprofError(
                     f"--pairs {sw!r} on {shape_key(mnkl)} ({base_spec(mnkl).split(':', 1)[1]}): {exc}; drop "
