@@ -378,6 +378,8 @@ def test_every_priced_mechanism_on_new_problems_rescored():
         (["--validate", "--changes", "--pairs", "promote=rescale", "--mnkl", "6144,6144,1536"], "6144x6144x1536"),
         # a switch only the problem's launch plan refuses (the scale TMAs need a shape-specialized build)
         (["--validate", "--changes", "--pairs", "static_shapes=0", "--mnkl", "4096,4096,2048"], "sfa_tma=0,sfb_tma=0"),
+        # more stages than shared memory holds: the base's own ring, a pair that changes nothing
+        (["--validate", "--changes", "--pairs", "ab_stage=6", "--mnkl", "8192,5120,3072"], "the same kernel"),
     ],
 )
 def test_validate_changes_pairs_are_checked_before_the_gpu(args, says):

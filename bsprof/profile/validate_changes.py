@@ -353,7 +353,12 @@ def parse_pairs(text: str, problems) -> tuple[str, ...]:
         for mnkl in problems:
             try:
                 Target.parse(FAMILY, pair_spec(base_spec(mnkl), sw), tuple(mnkl))
-                switch_stages(pair_spec(base_spec(mnkl), sw), mnkl)  # the problem's launch plan takes it
+                stages = switch_stages(pair_spec(base_spec(mnkl), sw), mnkl)  # the problem's launch plan takes it
+                if {kv.split("=")[0].strip() for kv in sw.split(",")} == {"ab_stage"} and stages == switch_stages(
+                    base_spec(mnkl), mnkl
+                ):
+                    # shared memory holds no more stages than the base has: the same build, timed as noise
+                    raise BsprofError(f"it plans {stages} stages, the base build's own: the same kernel")
             except BsprofError as exc:
                 raise BsprofError(
                     f"--pairs {sw!r} on {shape_key(mnkl)} ({base_spec(mnkl).split(':', 1)[1]}): {exc}; drop "
