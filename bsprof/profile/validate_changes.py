@@ -347,21 +347,21 @@ def parse_pairs(text: str, problems) -> tuple[str, ...]:
     out = tuple(p.strip() for p in text.split(";") if p.strip())
     if not out:
         raise BsprofError(f"--pairs {text!r}: name at least one switch change, e.g. --pairs 'ab_stage=2;peek=0'")
+    bases = {tuple(mnkl): base_spec(mnkl) for mnkl in problems}  # each problem's planned base, once
     for sw in out:
         if not all("=" in kv for kv in sw.split(",")):
             raise BsprofError(f"--pairs: {sw!r} is not switch=value[,switch=value]; e.g. --pairs 'ab_stage=2;peek=0'")
-        for mnkl in problems:
+        only_stages = {kv.split("=")[0].strip() for kv in sw.split(",")} == {"ab_stage"}
+        for mnkl, base in bases.items():
             try:
-                Target.parse(FAMILY, pair_spec(base_spec(mnkl), sw), tuple(mnkl))
-                stages = switch_stages(pair_spec(base_spec(mnkl), sw), mnkl)  # the problem's launch plan takes it
-                if {kv.split("=")[0].strip() for kv in sw.split(",")} == {"ab_stage"} and stages == switch_stages(
-                    base_spec(mnkl), mnkl
-                ):
+                Target.parse(FAMILY, pair_spec(base, sw), tuple(mnkl))
+                stages = switch_stages(pair_spec(base, sw), mnkl)  # the problem's launch plan takes it
+                if only_stages and stages == switch_stages(base, mnkl):
                     # shared memory holds no more stages than the base has: the same build, timed as noise
                     raise BsprofError(f"it plans {stages} stages, the base build's own: the same kernel")
             except BsprofError as exc:
                 raise BsprofError(
-                    f"--pairs {sw!r} on {shape_key(mnkl)} ({base_spec(mnkl).split(':', 1)[1]}): {exc}; drop "
+                    f"--pairs {sw!r} on {shape_key(mnkl)} ({base.split(':', 1)[1]}): {exc}; drop "
                     "it or choose problems whose tile takes it"
                 ) from None
     return out

@@ -81,8 +81,8 @@ TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # on the 192x128 tile) and -2.4 (elect_release=0 on 4096^3: its instructions bought time); the median, 2.6
 KLOOP_MARGINAL = 2.6
 # a ring of S stages refills a stage one K block after the consumers free it, so the K block's period
-# is at least the load latency over S - 1 stages: P >= L / (S - 1) (softly: RING_SOFTNESS). L in steady state as a share
-# of the base capture's first load (the producer's first load issued -> the consumers' first stage full,
+# is at least the load latency over S - 1 stages: P >= L / (S - 1) (softly: RING_SOFTNESS). L in steady
+# state as a share of the base capture's first load (the producer's first load issued -> the consumers' first stage full,
 # every CTA loading its whole ring at once into a cold L2): (low, point, high). A fit: the three
 # ab_stage=2 points of the H200 change run (tests/data/h200_changes) imply 0.49 (4096^3), 0.52
 # (6144x5120x2560) and 0.61 (8192x8192x1024) through the whole projection (docs/model.md, "Code changes
