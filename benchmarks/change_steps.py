@@ -6,7 +6,7 @@
     tar cJf DIR/bases.tar.xz -C OUT bases
     # 2. CPU: project every pair from the two builds' SASS and those captures; commit DIR/projections.json
     python3 benchmarks/change_steps.py project DIR --pairs "sfb_tma=0;epi_split=0"
-    # 3. GPU: time every pair (sustained blocks, seeded shuffle, 5 repeats), the bases re-captured
+    # 3. GPU: time every pair (sustained blocks, seeded shuffle, 5 repeats or --repeats), the bases re-captured
     python3 benchmarks/change_steps.py time DIR/projections.json OUT/run
     tar cJf DIR/measured.tar.xz -C OUT run
     # then, anywhere: bsprof model --validate --changes --from DIR
@@ -17,7 +17,8 @@ committed pricing and the bases it captures, so the CPU re-derives it afterwards
 
     # CPU: compile and count every build; commit DIR/counts.json
     python3 benchmarks/change_steps.py counts --mnkl "8192,5120,3072;..." --pairs "a=0;b=1,c=2" DIR/counts.json
-    # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing
+    # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing;
+    # beside it projections_first_load.json, the stage count priced from the first load's share
     python3 benchmarks/change_steps.py run DIR/counts.json OUT
     # CPU: the same projections from OUT's bases and compiled builds (``project``), compared
 
@@ -67,7 +68,7 @@ def project(run: Path, pairs: str) -> int:
     return 0
 
 
-def time_pairs(projections: Path, out: Path) -> int:
+def time_pairs(projections: Path, out: Path, repeats: int = 5) -> int:
     from rich.console import Console
 
     from bsprof.profile import validate_changes as VC
@@ -83,7 +84,7 @@ def time_pairs(projections: Path, out: Path) -> int:
     (out / "bases" / "bases.json").write_text(json.dumps(doc_bases, indent=1, default=float))
     doc = {"device": doc_bases["device"], "device_limits": doc_bases["device_limits"], "warm": done, "problems": {}}
     for mnkl in problems:
-        doc["problems"].update(VC.measure_pairs([mnkl], pairs, repeats=5, console=console))
+        doc["problems"].update(VC.measure_pairs([mnkl], pairs, repeats=repeats, console=console))
         doc["elapsed_s"] = time.time() - t0
         # written after each problem: a call cut short keeps what it measured
         (out / "measured.json").write_text(json.dumps(doc, indent=1, default=float))
@@ -103,7 +104,7 @@ def counts(mnkl: str, pairs: str, out: Path) -> int:
     return 0
 
 
-def run_all(counts_file: Path, out: Path) -> int:
+def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
     """Bases, projections from the committed counts (written with their sha256 before any pair is
     timed), then the timing: steps 1-3 in one GPU call."""
     import hashlib
@@ -116,15 +117,21 @@ def run_all(counts_file: Path, out: Path) -> int:
     problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
     bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
     captured = json.loads((out / "bases" / "bases.json").read_text())
-    proj = VC.project_pairs(captured, out / "bases", problems, tuple(doc["pairs"]), console=Console(), counts=doc)
-    text = json.dumps(proj, indent=1)
-    (out / "projections.json").write_text(text)
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    (out / "projections.sha256").write_text(
-        f"{digest}  projections.json {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
-    )
-    print(f"projections written before any pair is timed: sha256 {digest}", flush=True)
-    return time_pairs(out / "projections.json", out / "run")
+    args = (captured, out / "bases", problems, tuple(doc["pairs"]))
+    written = {
+        "projections.json": VC.project_pairs(*args, console=Console(), counts=doc),
+        # the predictor the ring's measured latency replaced, committed beside it and scored the same way
+        "projections_first_load.json": VC.project_pairs(*args, counts=doc, first_load_ring=True),
+    }
+    lines = []
+    for name, proj in written.items():
+        text = json.dumps(proj, indent=1)
+        (out / name).write_text(text)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        lines.append(f"{digest}  {name} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        print(f"{name} written before any pair is timed: sha256 {digest}", flush=True)
+    (out / "projections.sha256").write_text("".join(lines))
+    return time_pairs(out / "projections.json", out / "run", repeats)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     pt = sub.add_parser("time", help="GPU: time the pairs of a committed projections.json")
     pt.add_argument("projections", type=Path)
     pt.add_argument("out", type=Path)
+    pt.add_argument("--repeats", type=int, default=5, help="timed blocks per build (at least 5)")
     pc = sub.add_parser("counts", help="CPU: compile and count every build of the pairs (commit it)")
     pc.add_argument("--mnkl", required=True, help="problems 'M,N,K[,L];...'")
     pc.add_argument("--pairs", required=True, help="switch changes 'a=0;b=1,c=2'")
@@ -146,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     pr = sub.add_parser("run", help="GPU: bases, projections from committed counts, timing (one call)")
     pr.add_argument("counts", type=Path)
     pr.add_argument("out", type=Path)
+    pr.add_argument("--repeats", type=int, default=5, help="timed blocks per build (at least 5)")
     args = p.parse_args(argv)
     from bsprof.errors import BsprofError
 
@@ -157,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "counts":
             return counts(args.mnkl, args.pairs, args.out)
         if args.cmd == "run":
-            return run_all(args.counts, args.out)
-        return time_pairs(args.projections, args.out)
+            return run_all(args.counts, args.out, args.repeats)
+        return time_pairs(args.projections, args.out, args.repeats)
     except (BsprofError, OSError, ValueError, KeyError) as exc:
         # one line naming the problem (no GPU, a missing bases.tar.xz, a pair no problem can build)
         print(f"error: {exc}", file=sys.stderr)

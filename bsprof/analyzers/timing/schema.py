@@ -21,7 +21,9 @@ then its epilogue as ``epilogue``).
 
 Phases (the model's vocabulary):
 
-- producer: ``load`` — issuing the TMA loads of a tile.
+- producer: ``load`` — issuing the TMA loads of a tile; ``stage_load`` (timing builds that record
+  it) — one stage's load in the middle of the tile, from its issue to its full barrier: the ring's
+  load latency under the kernel's own traffic.
 - mma: ``acc_wait`` — waiting for a free accumulator buffer (the model's ``epi_wait``);
   ``tma0`` — waiting for the tile's first TMA stage to land; ``kloop`` — the K-loop.
 - epilogue: ``ml_wait`` — waiting for the mainloop-done barrier; ``phase1`` — accumulator →
@@ -33,7 +35,7 @@ from __future__ import annotations
 ROLES: tuple[str, ...] = ("producer", "mma", "epilogue")
 
 PHASES: dict[str, tuple[str, ...]] = {
-    "producer": ("load",),
+    "producer": ("load", "stage_load"),
     "mma": ("acc_wait", "tma0", "kloop"),
     "epilogue": ("ml_wait", "phase1", "phase2"),
 }
@@ -66,6 +68,8 @@ EVENTS: tuple[str, ...] = (
     "phase1_end",  # 5  epilogue: accumulator consumed (buffer released)
     "phase2_end",  # 6  epilogue: tile's output stored
     "load_end",  # 7  producer: last TMA load of the tile issued
+    "stage_issued",  # 8  producer: the middle K block's stage loads issued
+    "stage_landed",  # 9  producer: that stage's full barrier passed (its bytes landed)
 )
 EVENT_ID: dict[str, int] = {name: i for i, name in enumerate(EVENTS)}
 NUM_EVENTS = len(EVENTS)
@@ -75,6 +79,7 @@ NUM_EVENTS = len(EVENTS)
 # mainloop itself, which the mma rows already hold.
 PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
     "load": ("producer", "tile_start", "load_end"),
+    "stage_load": ("producer", "stage_issued", "stage_landed"),
     "acc_wait": ("mma", "tile_start", "acc_acquired"),
     "tma0": ("mma", "acc_acquired", "tma0_landed"),
     "kloop": ("mma", "tma0_landed", "kloop_end"),
