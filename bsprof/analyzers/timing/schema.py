@@ -40,6 +40,10 @@ PHASES: dict[str, tuple[str, ...]] = {
     "epilogue": ("ml_wait", "phase1", "phase2"),
 }
 
+# phases a warp records inside another of its phases (a sample of one step, not a step of the warp's
+# sequence): the order check leaves them out
+NESTED_PHASES: dict[str, tuple[str, ...]] = {"producer": ("stage_load",)}
+
 COLUMNS: tuple[str, ...] = ("sm", "cta", "warp", "role", "tile", "phase", "start", "end")
 INT_COLUMNS: tuple[str, ...] = ("sm", "cta", "warp", "tile", "start", "end")
 
