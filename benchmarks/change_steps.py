@@ -17,8 +17,7 @@ committed pricing and the bases it captures, so the CPU re-derives it afterwards
 
     # CPU: compile and count every build; commit DIR/counts.json
     python3 benchmarks/change_steps.py counts --mnkl "8192,5120,3072;..." --pairs "a=0;b=1,c=2" DIR/counts.json
-    # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing;
-    # beside it projections_first_load.json, the stage count priced from the first load's share
+    # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing
     python3 benchmarks/change_steps.py run DIR/counts.json OUT
     # CPU: the same projections from OUT's bases and compiled builds (``project``), compared
 
@@ -117,20 +116,14 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
     problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
     bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
     captured = json.loads((out / "bases" / "bases.json").read_text())
-    args = (captured, out / "bases", problems, tuple(doc["pairs"]))
-    written = {
-        "projections.json": VC.project_pairs(*args, console=Console(), counts=doc),
-        # the predictor the ring's measured latency replaced, committed beside it and scored the same way
-        "projections_first_load.json": VC.project_pairs(*args, counts=doc, first_load_ring=True),
-    }
-    lines = []
-    for name, proj in written.items():
-        text = json.dumps(proj, indent=1)
-        (out / name).write_text(text)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        lines.append(f"{digest}  {name} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
-        print(f"{name} written before any pair is timed: sha256 {digest}", flush=True)
-    (out / "projections.sha256").write_text("".join(lines))
+    proj = VC.project_pairs(captured, out / "bases", problems, tuple(doc["pairs"]), console=Console(), counts=doc)
+    text = json.dumps(proj, indent=1)
+    (out / "projections.json").write_text(text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (out / "projections.sha256").write_text(
+        f"{digest}  projections.json {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+    )
+    print(f"projections written before any pair is timed: sha256 {digest}", flush=True)
     return time_pairs(out / "projections.json", out / "run", repeats)
 
 

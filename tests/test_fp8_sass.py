@@ -125,32 +125,6 @@ def test_timing_build_records_and_plain_build_does_not(built):
     assert timed.features["wgmma_serialized"].present is False
 
 
-def _producer_stamps(fa) -> list[tuple[int, int]]:
-    """Consecutive clock reads inside the producer's load loops (a loop that issues TMA loads, no MMA)."""
-    prod = [
-        lp for lp in fa.loops if lp.mma == 0 and any(fa.instructions[i].opcode.startswith("UTMALDG") for i in lp.instructions)
-    ]
-    inside = set().union(*(set(lp.instructions) for lp in prod))
-    clocks = sorted(i for i, ins in enumerate(fa.instructions) if "SR_GLOBALTIMER" in ins.text and i in inside)
-    return list(zip(clocks, clocks[1:]))
-
-
-def test_timing_build_stamps_one_stage_load_between_issue_and_full_barrier(built):
-    # the ring's load latency under the kernel's own traffic (what prices a stage count): the producer
-    # reads the clock after a stage's loads, waits on that stage's full barrier, reads it again; no load
-    # issued between the two reads, or the stamp would time the producer's own issue
-    _, timed = built("optimized", timing=True)
-    ops = [ins.opcode for ins in timed.instructions]
-    stamped = [
-        (a, b)
-        for a, b in _producer_stamps(timed)
-        if any(op.startswith("SYNCS.PHASECHK") for op in ops[a:b]) and not any(op.startswith("UTMALDG") for op in ops[a:b])
-    ]
-    assert len(stamped) == 1
-    _, plain = built("optimized")
-    assert not _producer_stamps(plain)
-
-
 def test_pingpong_schedule(built):
     # each consumer warpgroup owns whole 128-row tiles: two 64-row waves per K block, the turn on
     # the tensor cores handed over by mbarriers, epilogue through smem + TMA, no spills

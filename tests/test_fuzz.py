@@ -657,29 +657,6 @@ def test_impossible_timing_tables_are_one_line(tmp_path, case, words):
     assert words in assert_one_line_error(code, err)
 
 
-def test_a_stage_load_inside_its_load_is_a_sample_not_out_of_order(tmp_path):
-    import pandas as pd
-
-    # the producer's stage_load is stamped inside its load (one stage's latency): the table is read;
-    # a load row that starts inside the previous tile's load is still out of order
-    t = _timing_seed()
-    load = t[(t["role"] == "producer") & (t["phase"] == "load")]
-    assert len(load) >= 2
-    sample = load.assign(phase="stage_load", start=(load["start"] + load["end"]) // 2, end=load["end"] - 1)
-    nested = pd.concat([t, sample], ignore_index=True)
-    path = tmp_path / "nested.csv"
-    nested.to_csv(path, index=False)
-    code, out, err = run_bsprof(["timing", "--from", str(path)])
-    assert code == 0, err
-    assert "stage_load" in out
-    bad = nested.copy()
-    second = load.index[1]
-    bad.at[second, "start"] = int(load["start"].iloc[0]) + 1
-    bad.to_csv(path, index=False)
-    code, _, err = run_bsprof(["model", "--from", str(path), "--tiles", "1000", "--json"])
-    assert "out of order" in assert_one_line_error(code, err)
-
-
 # --------------------------------------------------------------------------------------------
 # artifact JSON and results directories: each kind's loader, `bsprof report DIR`, `timing --from
 # DIR`, `ncu --report DIR`. Seeds are the shipped artifacts; mutations put any JSON value (random

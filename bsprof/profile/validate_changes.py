@@ -238,20 +238,11 @@ def count_pairs(problems, pairs=PAIRS, console=None) -> dict:
 
 
 def project_pairs(
-    bases: dict,
-    tables_dir,
-    problems=None,
-    pairs=PAIRS,
-    cubin_dir=None,
-    console=None,
-    counts: dict | None = None,
-    first_load_ring: bool = False,
+    bases: dict, tables_dir, problems=None, pairs=PAIRS, cubin_dir=None, console=None, counts: dict | None = None
 ) -> dict:
     """Step 2 on the CPU: every (pair, problem)'s projection from the two builds' SASS and the base
     build's capture (``bases``: what :func:`capture_bases` returned; ``tables_dir``: its tables).
     ``counts``: what :func:`count_pairs` returned, read instead of compiling the builds.
-    ``first_load_ring``: price a stage count from the first load's share even where the capture measured
-    the ring's own load latency (the predictor it replaced, scored beside it).
     Returns {"points": [...], ...}: what is committed before the wall times are measured."""
 
     from bsprof.analyzers.model import calibrate
@@ -313,7 +304,6 @@ def project_pairs(
                 consumer_warps=4 * wgs,
                 tie_wait=bm.tie_wait,
                 store=C.store_cycles(bm),
-                stage_load=None if first_load_ring else bm.stage_load,
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -614,7 +604,6 @@ def change_chain(
         consumer_warps=4 * wgs,
         tie_wait=bm.tie_wait,
         store=C.store_cycles(bm),
-        stage_load=bm.stage_load,
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

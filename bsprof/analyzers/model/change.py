@@ -88,10 +88,6 @@ KLOOP_MARGINAL = 2.6
 # (6144x5120x2560) and 0.61 (8192x8192x1024) through the whole projection (docs/model.md, "Code changes
 # priced from SASS"); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
-# where the capture measured the ring's own load latency (a timing build's ``stage_load``: the middle K
-# block's stage from its issue to its full barrier, under the kernel's own traffic), L is that latency
-# itself, no share fitted: the point 1.0, the ends the first-load share's relative spread (0.81, 1.37)
-RING_STAGE_LOAD_SHARE = (0.81, 1.0, 1.37)
 # how soft that maximum is (P = (C0^p + need^p)^(1/p), ``ring_delta``): a hard maximum left three stages
 # free wherever the mean latency over two stages fit under the K block, and those measured 2.1-4.4 pp
 # slower on 9 of their 15 stored points. A fit over the 39 stored stage-count points of the eight change
@@ -570,17 +566,6 @@ def first_load_cycles(table) -> float | None:
     return float(lat.median()) if len(lat) else None
 
 
-def stage_load_cycles(table) -> float | None:
-    """The ring's load latency in the base capture, cycles: the median over tiles of the producer's
-    ``stage_load`` (the middle K block's stage, from its loads issued to its full barrier passed, while
-    the kernel's own loads are in flight). None where the timing build did not record it."""
-    if table is None or not len(table):
-        return None
-    sel = table[(table["role"] == "producer") & (table["phase"] == "stage_load")]
-    lat = (sel["end"] - sel["start"])[lambda v: v > 0]
-    return float(lat.median()) if len(lat) else None
-
-
 def tie_wait_cycles(table) -> dict[str, float]:
     """What a barrier tying every consumer warpgroup would make them wait in the base capture, cycles a
     tile, by the phase it would sit in (``tma0``: the tile start, ``phase1``: the epilogue): per tile, the
@@ -616,7 +601,6 @@ def estimate_change(
     consumer_warps: int | None = None,
     tie_wait: dict[str, float] | None = None,
     store: tuple[float, float, float] = STORE_CYCLES,
-    stage_load: float | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -625,9 +609,7 @@ def estimate_change(
     and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's;
     ``tie_wait``: what a barrier tying every consumer warpgroup makes them wait, by phase
     (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none;
-    ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`);
-    ``stage_load``: the ring's load latency the base capture measured (:func:`stage_load_cycles`), which
-    prices a stage count in place of the first load's share."""
+    ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`)."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -691,14 +673,7 @@ def estimate_change(
             f"spills appear ({a.spills} -> {b.spills} local loads/stores, {local:+,.0f} executed a tile a "
             f"warp): their latency is not priced; interval up to +{w:,.0f} cycles"
         )
-    if sa is not None and sb is not None and sa != sb and stage_load and stage_load > 0:
-        _add_priced(
-            kd,
-            [ring_delta(kl, k_blocks, sa, sb, share * stage_load) for share in RING_STAGE_LOAD_SHARE],
-            f"{sa} -> {sb} stages: a K block at least the load latency over stages - 1 "
-            f"(the ring's load latency in the capture, {stage_load:,.0f} cycles)",
-        )
-    elif sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
+    if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
         _add_priced(
             kd,
             [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in RING_LATENCY_SHARE],
@@ -832,7 +807,6 @@ class BaseMeasurement:
     device: str = ""
     first_load: float | None = None  # cycles from the first load issued to the first stage full
     tie_wait: dict[str, float] = field(default_factory=dict)  # tie_wait_cycles of the capture, by phase
-    stage_load: float | None = None  # the ring's load latency in the capture (stage_load_cycles)
 
 
 @dataclass
@@ -1109,7 +1083,6 @@ def base_measurement(
         device,
         first_load=first_load_cycles(table),
         tie_wait=tie_wait_cycles(table),
-        stage_load=stage_load_cycles(table),
     )
 
 

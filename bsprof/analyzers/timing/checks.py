@@ -16,7 +16,7 @@ BsprofError line naming the row and the fix.
 
 from __future__ import annotations
 
-from bsprof.analyzers.timing.schema import NESTED_PHASES, PHASES, REQUIRED_PHASES
+from bsprof.analyzers.timing.schema import PHASES, REQUIRED_PHASES
 from bsprof.errors import BsprofError
 
 # 2**40 cycles is ~9 minutes at 2 GHz: no phase of one tile takes that long
@@ -89,10 +89,6 @@ def check_values(t, name: str = "timing table") -> None:
             "pos": np.arange(len(t)),
         }
     )
-    nested = pd.Series(False, index=t.index)
-    for r, phases in NESTED_PHASES.items():
-        nested |= (role == r) & phase.isin(phases)
-    keyed = keyed[~nested.to_numpy()]
     keyed = keyed.sort_values(["cta", "warp", "role", "tile", "order"], kind="stable")
     same = (
         (keyed["cta"] == keyed["cta"].shift())

@@ -21,9 +21,7 @@ then its epilogue as ``epilogue``).
 
 Phases (the model's vocabulary):
 
-- producer: ``load`` — issuing the TMA loads of a tile; ``stage_load`` (timing builds that record
-  it) — one stage's load in the middle of the tile, from its issue to its full barrier: the ring's
-  load latency under the kernel's own traffic.
+- producer: ``load`` — issuing the TMA loads of a tile.
 - mma: ``acc_wait`` — waiting for a free accumulator buffer (the model's ``epi_wait``);
   ``tma0`` — waiting for the tile's first TMA stage to land; ``kloop`` — the K-loop.
 - epilogue: ``ml_wait`` — waiting for the mainloop-done barrier; ``phase1`` — accumulator →
@@ -35,14 +33,10 @@ from __future__ import annotations
 ROLES: tuple[str, ...] = ("producer", "mma", "epilogue")
 
 PHASES: dict[str, tuple[str, ...]] = {
-    "producer": ("load", "stage_load"),
+    "producer": ("load",),
     "mma": ("acc_wait", "tma0", "kloop"),
     "epilogue": ("ml_wait", "phase1", "phase2"),
 }
-
-# phases a warp records inside another of its phases (a sample of one step, not a step of the warp's
-# sequence): the order check leaves them out
-NESTED_PHASES: dict[str, tuple[str, ...]] = {"producer": ("stage_load",)}
 
 COLUMNS: tuple[str, ...] = ("sm", "cta", "warp", "role", "tile", "phase", "start", "end")
 INT_COLUMNS: tuple[str, ...] = ("sm", "cta", "warp", "tile", "start", "end")
@@ -72,8 +66,6 @@ EVENTS: tuple[str, ...] = (
     "phase1_end",  # 5  epilogue: accumulator consumed (buffer released)
     "phase2_end",  # 6  epilogue: tile's output stored
     "load_end",  # 7  producer: last TMA load of the tile issued
-    "stage_issued",  # 8  producer: the middle K block's stage loads issued
-    "stage_landed",  # 9  producer: that stage's full barrier passed (its bytes landed)
 )
 EVENT_ID: dict[str, int] = {name: i for i, name in enumerate(EVENTS)}
 NUM_EVENTS = len(EVENTS)
@@ -83,7 +75,6 @@ NUM_EVENTS = len(EVENTS)
 # mainloop itself, which the mma rows already hold.
 PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
     "load": ("producer", "tile_start", "load_end"),
-    "stage_load": ("producer", "stage_issued", "stage_landed"),
     "acc_wait": ("mma", "tile_start", "acc_acquired"),
     "tma0": ("mma", "acc_acquired", "tma0_landed"),
     "kloop": ("mma", "tma0_landed", "kloop_end"),

@@ -29,7 +29,6 @@ class Producer:
         self.sfa_tma = bool(config.scales.sfa_tma)
         self.sfb_tma = bool(config.scales.sfb_tma)
         self.split_k = int(config.schedule.split_k)
-        self.timing = bool(config.probe.timing)
         # bound when the kernel is traced: the timing recorder and the shifted last M tile
         self.rec = None
         self.m_shift = 0
@@ -111,24 +110,11 @@ class Producer:
                                 tma_bar_ptr=bar,
                             )
                         mainloop_pipeline.producer_commit(prod_state)
-                        if cutlass.const_expr(self.timing):
-                            if k_tile == k_cnt // 2:
-                                self._stamp_stage_load(mainloop_pipeline, prod_state, tbuf, cta_linear, warp_idx, tile_count)
                         prod_state.advance()
                 self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.load_end)
                 tile_count += 1
                 unit += step
             mainloop_pipeline.producer_tail(prod_state)
-
-    @cute.jit
-    def _stamp_stage_load(self, mainloop_pipeline, prod_state, tbuf, cta_linear, warp_idx, tile_count):
-        """Timing builds: the middle K block's load latency under the kernel's own traffic (what a ring
-        of fewer stages must hide), from its issue to its full barrier. The producer waits on the barrier
-        as a consumer does (the consumers' phase of a stage is the producer's flipped); the stages already
-        in flight keep the consumers fed while it waits, so the ring it measures is the one that runs."""
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.stage_issued)
-        mainloop_pipeline.sync_object_full.wait(prod_state.index, prod_state.phase ^ 1)
-        self.rec.record(tbuf, cta_linear, warp_idx, tile_count, EV.stage_landed)
 
     @cute.jit
     def _load_a_wave(self, a_src, a_tile, kidx, l_idx, dst, bar, a_mcast_mask):
