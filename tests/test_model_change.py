@@ -686,6 +686,32 @@ def test_the_ring_latency_check_as_committed():
         assert re[(p["change"], p["problem"])] == pytest.approx(p["projected_pct"], abs=0.01)
 
 
+def test_the_held_out_misses_are_the_models_not_the_measurements():
+    """The held-out pairs timed again in a second H100 call (measured_again.tar.xz, fresh bases and builds):
+    the two measurements of a change agree within 0.34 pp (median) and 3 pp on every point, while the model
+    misses by up to 6.6 pp in both, on the same points: what is left is the pricing, not noise."""
+    d = DATA / "changes_held_out"
+    runs = []
+    for name in ("measured.tar.xz", "measured_again.tar.xz"):
+        with tarfile.open(d / name) as tf:
+            measured = json.load(tf.extractfile("run/measured.json"))
+        runs.append(C.score_run(json.loads((d / "projections_first_load.json").read_text()), measured))
+    first, again = ({(p["change"], p["problem"]): p for p in r["points"]} for r in runs)
+    assert first.keys() == again.keys() and len(first) == 39
+    retest = sorted(abs(again[k]["measured_pct"] - first[k]["measured_pct"]) for k in first)
+    assert retest[len(retest) // 2] < 0.4 and retest[-1] < 3.0
+    assert runs[1]["summary"]["model"]["median"] == pytest.approx(1.28, abs=0.01)
+    # the misses past 3 pp repeat: the stage count on both tiles and the waited-on scale loads
+    both = {k for k in first if abs(first[k]["err_model_pp"]) > 3.0 and abs(again[k]["err_model_pp"]) > 3.0}
+    assert both == {
+        ("ab_stage=2", "4096x7168x3072"),
+        ("ab_stage=2,epi_split=0", "4096x7168x3072"),
+        ("ab_stage=2,epi_split=0", "6144x7168x2560"),
+        ("ab_stage=3", "7168x6144x1536"),
+        ("sfa_tma=0", "7168x6144x1536"),
+    }
+
+
 def test_combinations_interact_beyond_the_sum_of_their_parts():
     """The same problems' single switches (tests/data/changes_combined_switches_parts, timed in a second call):
     the projection of a combination stays within 2.2 pp of the sum of its parts' projections, while the
