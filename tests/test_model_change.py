@@ -649,23 +649,25 @@ def test_the_combined_switches_check_as_committed():
 def test_the_ring_latency_check_as_committed():
     """Ten single switches and three new combinations on three problems no run used (tests/data/changes_held_out),
     two predictors written in the same H100 call before any pair was timed: the stage count priced from the
-    ring's own load latency (a timing-build stamp, no share fitted; the experiment, projections.json) and from
-    the first load's fitted share (the pricing now, projections_first_load.json). The measured latency bought
+    ring's own load latency (a timing-build stamp, no share fitted; the experiment, written as projections.json,
+    renamed projections_ring_latency.json when it left the code) and from the first load's fitted share (the
+    pricing now, written as projections_first_load.json, renamed projections.json; the sha256 file names them as
+    they are now, the digests as written). The measured latency bought
     nothing (median 1.25 against 1.22; on the twelve stage-count points 1.84 against 1.49), so the stamp left
-    the kernel; the pricing now, re-derived here from the stored bases, gives the first-load file's numbers."""
+    the kernel; the pricing now, re-derived from the stored bases, gives the committed file's numbers."""
     import hashlib
 
     d = DATA / "changes_held_out"
     sums = dict(line.split()[1::-1] for line in (d / "projections.sha256").read_text().splitlines())
-    for name in ("projections.json", "projections_first_load.json"):
+    for name in ("projections_ring_latency.json", "projections.json"):
         assert hashlib.sha256((d / name).read_bytes()).hexdigest() == sums[name]
     with tarfile.open(d / "measured.tar.xz") as tf:
         measured = json.load(tf.extractfile("run/measured.json"))
     scored = {
         name: C.score_run(json.loads((d / name).read_text()), measured)
-        for name in ("projections.json", "projections_first_load.json", "projections_reprojected.json")
+        for name in ("projections_ring_latency.json", "projections.json", "projections_reprojected.json")
     }
-    ring, now = scored["projections.json"]["summary"], scored["projections_first_load.json"]["summary"]
+    ring, now = scored["projections_ring_latency.json"]["summary"], scored["projections.json"]["summary"]
     assert ring["points"] == now["points"] == 39 and now["measured_ge_2pct"] == 24
     assert ring["model"]["median"] == pytest.approx(1.25, abs=0.01) and ring["model"]["max"] == pytest.approx(6.28, abs=0.01)
     assert now["model"]["median"] == pytest.approx(1.22, abs=0.01) and now["model"]["max"] == pytest.approx(6.59, abs=0.01)
@@ -678,11 +680,11 @@ def test_the_ring_latency_check_as_committed():
     assert t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"] and t["points_ge_30"]
     assert not t["median_le_1pp"] and not t["max_le_3pp"] and not t["sign_right_past_1pct"]
     # the two predictors differ only where the stage count changes
-    pairs = zip(scored["projections.json"]["points"], scored["projections_first_load.json"]["points"])
+    pairs = zip(scored["projections_ring_latency.json"]["points"], scored["projections.json"]["points"])
     moved = {a["change"] for a, b in pairs if abs(a["projected_pct"] - b["projected_pct"]) > 0.1}
     assert moved and all(c.startswith("ab_stage") or c == "epilogue=direct" for c in moved)
     re = {(p["change"], p["problem"]): p["projected_pct"] for p in scored["projections_reprojected.json"]["points"]}
-    for p in scored["projections_first_load.json"]["points"]:
+    for p in scored["projections.json"]["points"]:
         assert re[(p["change"], p["problem"])] == pytest.approx(p["projected_pct"], abs=0.01)
 
 
@@ -695,7 +697,7 @@ def test_the_held_out_misses_are_the_models_not_the_measurements():
     for name in ("measured.tar.xz", "measured_again.tar.xz"):
         with tarfile.open(d / name) as tf:
             measured = json.load(tf.extractfile("run/measured.json"))
-        runs.append(C.score_run(json.loads((d / "projections_first_load.json").read_text()), measured))
+        runs.append(C.score_run(json.loads((d / "projections.json").read_text()), measured))
     first, again = ({(p["change"], p["problem"]): p for p in r["points"]} for r in runs)
     assert first.keys() == again.keys() and len(first) == 39
     retest = sorted(abs(again[k]["measured_pct"] - first[k]["measured_pct"]) for k in first)
