@@ -112,6 +112,53 @@ def test_cli_change_prints_the_chain_then_the_projection_within_80_columns():
     assert ch["interval_pct"][0] <= ch["wall_pct"] <= ch["interval_pct"][1]
     assert {d["phase"] for d in ch["chain"]["deltas"]} >= {"kloop", "phase1", "tma0"}
     assert j["deterministic"]["binding_before"] == "epilogue"
+    # the price comes with the record of prices like it: K-loop instructions only, checked held out
+    assert ch["chain"]["kinds"] == ["instructions"] and list(ch["record"]["checked"]) == ["instructions"]
+    assert all(r["as_committed"] for r in ch["record"]["runs"])
+    assert "instructions only: " in out and "every change: " in out and "held out" in out
+
+
+def _record_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "change_record.py"
+    spec = importlib.util.spec_from_file_location("change_record_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now():
+    """bsprof/data/model/change_record.json is what scripts/change_record.py builds from the stored held-out
+    checks: a pricing change that moves any of their projections must rebuild it (and then the record says
+    in-sample), and each kind's figures are those checks' points that touch it."""
+    from bsprof.analyzers.model.change_record import SHIPPED, record_lines
+
+    built = _record_script().build(DATA)
+    assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
+    assert all(r["as_committed"] for r in built["runs"]) and built["all"]["points"] == 45
+    # the stage count: every stage-count point of both checks (two stages on the 256-row tile the largest miss)
+    st = built["kinds"]["stage_count"]
+    assert st["points"] >= 18 and st["max_pp"] == pytest.approx(7.77, abs=0.01)
+    assert built["kinds"]["instructions"]["median_pp"] < built["all"]["median_pp"] < st["median_pp"]
+    lines = record_lines(["stage_count", "tie"], built)
+    assert lines[0].startswith("checked (NVIDIA H100") and "held out" in lines[0]
+    assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 4
+
+
+def test_kinds_name_what_a_change_touches_beyond_its_instructions():
+    """From the stored counts of the held-out check: the stage count, a waited-on load, a tie, the stores,
+    a moved wait; a change that touches none of them is instructions only."""
+    counts = json.loads((DATA / "changes_held_out" / "counts.json").read_text())
+    doc = json.loads((DATA / "changes_held_out" / "projections_reprojected.json").read_text())
+    kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
+    p = "7168x6144x1536"
+    assert "stage_count" in kinds[("ab_stage=2", p)] and "tie" not in kinds[("ab_stage=2", p)]
+    assert {"waited_load", "tie", "moved_wait", "compound"} <= set(kinds[("sfa_tma=0", p)])
+    assert "store_drain" in kinds[("epilogue=direct", p)]
+    assert kinds[("uniform_desc=0", p)] == ["instructions"]
+    assert "moved_wait" in kinds[("peek=0", p)]
+    assert len(kinds) == sum(len(pr["b"]) for pr in counts["problems"].values())
 
 
 def test_foreign_cutlass_pair_prices_its_kloop_and_names_the_rest():

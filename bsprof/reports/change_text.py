@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from bsprof.analyzers.model.change_record import record_lines, shipped_record
 from bsprof.fmt import lit
 from bsprof.reports.term import say
 
@@ -29,6 +30,15 @@ def change_doc(res: dict, model_result=None) -> dict:
         return doc
     pr = res["projection"]
     doc["change"].update(pr.to_json())
+    record = shipped_record()
+    if record and record.get("all"):
+        kinds = res["estimate"].kinds
+        doc["change"]["record"] = {
+            "kinds": list(kinds),
+            "checked": {k: record["kinds"][k] for k in kinds if k in record["kinds"]},
+            "all": record["all"],
+            "runs": record["runs"],
+        }
     doc["change"]["base"] = {k: v for k, v in vars(res["base"]).items()}
     if model_result is not None:
         doc.update(model_result.doc)
@@ -98,6 +108,9 @@ def render_change(console, res: dict, model_result=None) -> None:
         f"  instruction-count rule: {100 * (pr.count_rule_ratio - 1):+.2f}% (instructions x the phase's CPI, 1:1)",
         markup=False,
     )
+    # how projections of this kind of change scored where they were checked against a timing
+    for i, line in enumerate(record_lines(est.kinds, shipped_record())):
+        say(console, line, indent="  " if i == 0 else "    ", hang="      ")
 
 
 def _render_kloop_only(console, res: dict) -> None:

@@ -152,6 +152,23 @@ def _change(sec: Section, d: dict) -> None:
     )
     for u in chain.get("unpriced") or []:
         sec.add(note(f"not priced: {_esc(str(u))}", "warning"))
+    rec = ch.get("record") if isinstance(ch.get("record"), dict) else {}
+    checked = rec.get("checked") if isinstance(rec.get("checked"), dict) else {}
+    rows = [
+        [_esc(str(k)), fmt(v.get("points")), fmt(v.get("median_pp")), fmt(v.get("max_pp")), fmt(v.get("bias_pp"))]
+        for k, v in [*checked.items(), ("every change", rec.get("all"))]
+        if isinstance(v, dict)
+    ]
+    if rows:
+        sec.add(
+            table(
+                rows,
+                ["checked: changes that touch", "points", "median |error| pp", "max pp", "mean pp"],
+                numeric=(1, 2, 3, 4),
+                caption="how projections of this kind scored on held-out checks, each projection fixed before "
+                "its pair was timed",
+            )
+        )
 
 
 def _one(sec: Section, art: Artifact) -> None:

@@ -129,6 +129,21 @@ WAIT_OPS = ("SYNCS.PHASECHK", "BAR.SYNC", "BAR.RED", "DEPBAR", "WARPGROUP.DEPBAR
 SPILL_OPS = ("LDL", "STL")
 # switches of the bundled FP8 kernel whose effect is a mechanism SASS does not show
 SWITCH_MECHANISMS = {"ab_stage": "stages", "swizzle": "tile_order", "tiles": "tile_order"}
+# what a change touches beyond its instruction counts (``ChangeEstimate.kinds``), in the order a record of
+# checked projections is kept by (``change_record``); "instructions" where it touches none of them
+KINDS = (
+    "stage_count",
+    "waited_load",
+    "tie",
+    "store_drain",
+    "moved_wait",
+    "compound",
+    "spills",
+    "trip_count",
+    "tile_order",
+    "barrier_threads",
+    "instructions",
+)
 
 
 @dataclass
@@ -189,6 +204,7 @@ class ChangeEstimate:
     costs: dict[str, PhaseCost]
     counts: dict[str, BuildCounts]
     notes: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # KINDS the change touches
 
     def cycle_deltas(self, which: str = "point") -> dict[str, float]:
         """{model knob: cycles per tile} for ``project``: the point, ``lo`` or ``hi`` bound."""
@@ -216,6 +232,7 @@ class ChangeEstimate:
             "cycle_deltas": {w: self.cycle_deltas(w) for w in ("point", "lo", "hi")},
             "unpriced": self.unpriced(),
             "notes": list(self.notes),
+            "kinds": list(self.kinds),
         }
 
 
@@ -616,6 +633,7 @@ def estimate_change(
     ta = sorted(n for v in a.barrier_threads.values() for n in v)
     tb = sorted(n for v in b.barrier_threads.values() for n in v)
     tied = _tied_phases(a, b, consumer_warps, tie_wait) if ta != tb and ta and tb else []
+    kinds: set[str] = set()
     for ph in PHASES:
         dn = b.per_tile[ph] - a.per_tile[ph]
         ds = b.static[ph] - a.static[ph]
@@ -646,6 +664,7 @@ def estimate_change(
             # a moved wait exposes or hides a barrier read's latency, bounded by a quarter of a K
             # block's tensor time for each wait it moves, each time it runs
             width = MOVED_WAIT_SHARE * kl.floor_kblock * abs(dw)
+            kinds.add("moved_wait")
             d.lo, d.hi = d.lo - width, d.hi + width
             d.unpriced.append(
                 f"{PHASE_NAMES[ph]}: {dw:+,.1f} waits/barriers a tile (a wait moved): its "
@@ -653,6 +672,7 @@ def estimate_change(
             )
         if ph == "kloop" and abs(b.mma_per_kblock * k_blocks - a.mma_per_kblock * k_blocks) > 0.5:
             w = TRIP_SHARE * kl.measured_cycles
+            kinds.add("trip_count")
             d.lo, d.hi = d.lo - w, d.hi + w
             d.unpriced.append(
                 f"K-loop: the MMAs per K block change ({a.mma_per_kblock:g} -> {b.mma_per_kblock:g}): "
@@ -663,6 +683,7 @@ def estimate_change(
     # a bundled build's ring depth from its configuration, else what the SASS shows
     sa, sb = stages if stages is not None else (a.stages, b.stages)
     if b.spills > a.spills:
+        kinds.add("spills")
         # every local load/store a consumer warp executes passes the SM's one L1 path, as a global
         # store does: at most the store path's slow end each (spills in the K-loop ran a kernel 3.4x
         # slower), at least a quarter of the K-loop where the counts say little
@@ -673,6 +694,8 @@ def estimate_change(
             f"spills appear ({a.spills} -> {b.spills} local loads/stores, {local:+,.0f} executed a tile a "
             f"warp): their latency is not priced; interval up to +{w:,.0f} cycles"
         )
+    if sa is not None and sb is not None and sa != sb:
+        kinds.add("stage_count")
     if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
         _add_priced(
             kd,
@@ -694,6 +717,8 @@ def estimate_change(
         )
     # the warpgroups' skew is paid once a tile: after the first tie they arrive at the next together, so a
     # second tie costs between nothing and its own wait (the larger wait is the one priced)
+    if tied:
+        kinds.add("tie")
     for i, ph in enumerate(sorted(tied, key=lambda p: -tie_wait[p])):
         shares = TIE_SHARE if i == 0 else (0.0, 0.0, TIE_SHARE[2])
         _add_priced(
@@ -714,6 +739,7 @@ def estimate_change(
         # them: at most the epilogue's own cycles a tile, which is what one warpgroup can hide under
         # another's K-loop
         w = costs["phase1"].measured_cycles
+        kinds.add("barrier_threads")
         pd = next(d for d in deltas if d.phase == "phase1")
         more = max(tb, default=0) > max(ta, default=0)
         pd.lo, pd.hi = (pd.lo, pd.hi + w) if more else (pd.lo - w, pd.hi)
@@ -723,6 +749,8 @@ def estimate_change(
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
         )
     loads = op_delta(a, b, ("kloop",), ("LDG",))
+    if loads >= 0.5:
+        kinds.add("waited_load")
     if loads >= 0.5 and first_load and first_load > 0:
         _add_priced(
             kd,
@@ -742,6 +770,7 @@ def estimate_change(
     stg = {ph: op_delta(a, b, (ph,), ("STG",)) for ph in PHASES}
     d_stg = sum(v for ph, v in stg.items() if ph not in ("producer", "prologue"))
     if abs(d_stg) >= 0.5 and consumer_warps:
+        kinds.add("store_drain")
         # the stores' cycles at the SM's store path replace what their phases priced them at
         busy = [ph for ph, v in stg.items() if ph not in ("producer", "prologue") and abs(v) >= 0.5]
         priced = sum(stg[ph] * costs[ph].point for ph in busy)
@@ -774,11 +803,13 @@ def estimate_change(
         if on
     ]
     if len(in_loop) >= 2:
+        kinds.add("compound")
         kd.unpriced.append(
             f"K-loop: {len(in_loop)} changes in one loop ({', '.join(in_loop)}): priced apart and added; "
             "how they compound is not priced"
         )
     if "tile_order" in mechanisms and tile_cycles:
+        kinds.add("tile_order")
         w = TILE_ORDER_SHARE * tile_cycles
         td = next(d for d in deltas if d.phase == "tma0")
         td.lo, td.hi = td.lo - w, td.hi + w
@@ -788,7 +819,16 @@ def estimate_change(
             notes.append("loops with a trip count SASS does not give, counted once a tile: " + ", ".join(loops))
     if a.roles != "line info" or b.roles != "line info":
         notes.append("no line info on one side: the phases outside the K-loop come from the loops alone")
-    return ChangeEstimate(a.name, b.name, k_blocks, deltas, costs, {"a": a, "b": b}, notes)
+    return ChangeEstimate(
+        a.name,
+        b.name,
+        k_blocks,
+        deltas,
+        costs,
+        {"a": a, "b": b},
+        notes,
+        [k for k in KINDS if k in kinds] or ["instructions"],
+    )
 
 
 # --- the projection ---------------------------------------------------------------------------
@@ -1111,6 +1151,7 @@ def point_record(change: str, problem: str, pr: ChangeProjection) -> dict:
         "binding": pr.binding_before,
         "off_binding": off_binding(est),
         "unpriced": est.unpriced(),
+        "kinds": list(est.kinds),
         "tile_cycles": pr.tile_cycles,
         "phases": [
             {

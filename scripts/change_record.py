@@ -1,0 +1,70 @@
+"""Build the record of checked change prices (``bsprof/data/model/change_record.json``) from the stored
+held-out checks: each check's committed SASS counts and base captures re-projected with this checkout's
+pricing (``validate_changes.project_pairs``, no compile), scored against its committed timings, grouped by
+what each change touches (``analyzers.model.change_record``). A check the pricing no longer re-projects as
+committed is marked in-sample.
+
+    python3 scripts/change_record.py bsprof/data/model/change_record.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
+
+# the checks made in one call from committed counts (counts.json, bases.tar.xz, projections.json,
+# measured.tar.xz), each projected with the pricing as it stands before its pairs were timed
+CHECKS = ("changes_held_out", "changes_stage_counts")
+
+
+def score_check(run_dir: Path) -> dict:
+    """One stored check re-projected from its counts and bases, scored against its timings."""
+    import tarfile
+    import tempfile
+
+    from bsprof.analyzers.model import change as C
+    from bsprof.analyzers.model.change_record import AS_COMMITTED_PP
+    from bsprof.profile import validate_changes as VC
+
+    counts = json.loads((run_dir / "counts.json").read_text())
+    committed = json.loads((run_dir / "projections.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(run_dir / "bases.tar.xz") as tf:
+        tf.extractall(tmp, filter="data")
+        bdir = next(Path(tmp).rglob("bases.json")).parent
+        bases = json.loads((bdir / "bases.json").read_text())
+        problems = tuple((*p["mnkl"][:3], 1) for p in counts["problems"].values())
+        doc = VC.project_pairs(bases, bdir, problems, tuple(counts["pairs"]), counts=counts)
+    with tarfile.open(run_dir / "measured.tar.xz") as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("measured.json"))
+        measured = json.load(tf.extractfile(member))
+    was = {(p["change"], p["problem"]): p["projected_pct"] for p in committed["points"]}
+    kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
+    scored = C.score_run(doc, measured)
+    points = [{**p, "kinds": kinds[(p["change"], p["problem"])]} for p in scored["points"]]
+    same = all(abs(p["projected_pct"] - was.get((p["change"], p["problem"]), float("inf"))) <= AS_COMMITTED_PP for p in points)
+    return {"run": run_dir.name, "device": measured.get("device") or "", "points": points, "as_committed": same}
+
+
+def build(data_dir: Path) -> dict:
+    from bsprof.analyzers.model.change_record import build_record
+
+    doc = build_record([score_check(data_dir / name) for name in CHECKS])
+    return {"made_by": "python3 scripts/change_record.py bsprof/data/model/change_record.json", **doc}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    doc = build(ROOT / "tests" / "data")
+    Path(argv[0]).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {argv[0]}: {doc['all']['points']} points, {len(doc['kinds'])} kinds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
