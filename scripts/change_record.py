@@ -45,7 +45,9 @@ def score_check(run_dir: Path) -> dict:
     kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
     scored = C.score_run(doc, measured)
     points = [{**p, "kinds": kinds[(p["change"], p["problem"])]} for p in scored["points"]]
-    same = all(abs(p["projected_pct"] - was.get((p["change"], p["problem"]), float("inf"))) <= AS_COMMITTED_PP for p in points)
+    same = all(
+        abs(p["projected_pct"] - was.get((p["change"], p["problem"]), float("inf"))) <= AS_COMMITTED_PP for p in points
+    )
     return {"run": run_dir.name, "device": measured.get("device") or "", "points": points, "as_committed": same}
 
 

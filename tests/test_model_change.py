@@ -716,8 +716,12 @@ def test_the_ring_latency_check_as_committed():
     }
     ring, now = scored["projections_ring_latency.json"]["summary"], scored["projections.json"]["summary"]
     assert ring["points"] == now["points"] == 39 and now["measured_ge_2pct"] == 24
-    assert ring["model"]["median"] == pytest.approx(1.25, abs=0.01) and ring["model"]["max"] == pytest.approx(6.28, abs=0.01)
-    assert now["model"]["median"] == pytest.approx(1.22, abs=0.01) and now["model"]["max"] == pytest.approx(6.59, abs=0.01)
+    assert ring["model"]["median"] == pytest.approx(1.25, abs=0.01) and ring["model"]["max"] == pytest.approx(
+        6.28, abs=0.01
+    )
+    assert now["model"]["median"] == pytest.approx(1.22, abs=0.01) and now["model"]["max"] == pytest.approx(
+        6.59, abs=0.01
+    )
     assert now["covered"] == 38 and sorted(now["sign_wrong"]) == [
         "elect_release=0 @ 6144x7168x2560",
         "peek=0 @ 4096x7168x3072",
