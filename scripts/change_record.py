@@ -1,8 +1,8 @@
 """Build the record of checked change prices (``bsprof/data/model/change_record.json``) from the stored
 held-out checks: each check's committed SASS counts and base captures re-projected with this checkout's
 pricing (``validate_changes.project_pairs``, no compile), scored against its committed timings, grouped by
-what each change touches (``analyzers.model.change_record``). A check the pricing no longer re-projects as
-committed is marked in-sample.
+what each change touches (``analyzers.model.change_record``). A point the pricing no longer re-projects as
+committed (a fit used it since) is counted apart from the held-out ones.
 
     python3 scripts/change_record.py bsprof/data/model/change_record.json
 """
@@ -10,6 +10,7 @@ committed is marked in-sample.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -43,12 +44,15 @@ def score_check(run_dir: Path) -> dict:
         measured = json.load(tf.extractfile(member))
     was = {(p["change"], p["problem"]): p["projected_pct"] for p in committed["points"]}
     kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
-    scored = C.score_run(doc, measured)
-    points = [{**p, "kinds": kinds[(p["change"], p["problem"])]} for p in scored["points"]]
-    same = all(
-        abs(p["projected_pct"] - was.get((p["change"], p["problem"]), float("inf"))) <= AS_COMMITTED_PP for p in points
-    )
-    return {"run": run_dir.name, "device": measured.get("device") or "", "points": points, "as_committed": same}
+    points = [
+        {
+            **p,
+            "kinds": kinds[(p["change"], p["problem"])],
+            "held_out": abs(p["projected_pct"] - was.get((p["change"], p["problem"]), math.inf)) <= AS_COMMITTED_PP,
+        }
+        for p in C.score_run(doc, measured)["points"]
+    ]
+    return {"run": run_dir.name, "device": measured.get("device") or "", "points": points}
 
 
 def build(data_dir: Path) -> dict:

@@ -114,7 +114,7 @@ def test_cli_change_prints_the_chain_then_the_projection_within_80_columns():
     assert j["deterministic"]["binding_before"] == "epilogue"
     # the price comes with the record of prices like it: K-loop instructions only, checked held out
     assert ch["chain"]["kinds"] == ["instructions"] and list(ch["record"]["checked"]) == ["instructions"]
-    assert all(r["as_committed"] for r in ch["record"]["runs"])
+    assert ch["record"]["all"]["held_out"] >= 30
     assert "instructions only: " in out and "every change: " in out and "held out" in out
 
 
@@ -130,19 +130,19 @@ def _record_script():
 
 def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now():
     """bsprof/data/model/change_record.json is what scripts/change_record.py builds from the stored held-out
-    checks: a pricing change that moves any of their projections must rebuild it (and then the record says
-    in-sample), and each kind's figures are those checks' points that touch it."""
+    checks: a pricing change that moves any of their projections must rebuild it (a point it moved counts
+    apart from the held-out ones), and each kind's figures are those checks' points that touch it."""
     from bsprof.analyzers.model.change_record import SHIPPED, record_lines
 
     built = _record_script().build(DATA)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    assert all(r["as_committed"] for r in built["runs"]) and built["all"]["points"] == 45
+    assert built["all"]["points"] == 45 and 30 <= built["all"]["held_out"] < 45
     # the stage count: every stage-count point of both checks (two stages on the 256-row tile the largest miss)
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 18 and st["max_pp"] == pytest.approx(7.77, abs=0.01)
+    assert st["points"] >= 18 and st["held_out"] < st["points"] and st["max_pp"] == pytest.approx(4.23, abs=0.01)
     assert built["kinds"]["instructions"]["median_pp"] < built["all"]["median_pp"] < st["median_pp"]
     lines = record_lines(["stage_count", "tie"], built)
-    assert lines[0].startswith("checked (NVIDIA H100") and "held out" in lines[0]
+    assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
     assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 4
 
 
@@ -611,21 +611,21 @@ def test_stored_runs_reprojected_with_the_current_pricing():
     """The stored runs re-projected on the CPU with the pricing now (scripts/reproject_changes.py) and
     scored against their wall times: in-sample wherever a fit used the run (the shares on the H200 run,
     two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points,
-    the ring's soft maximum on every stage-count point); the SIMT epilogue's largest miss is gone from
-    the mechanisms run (14.8 pp as committed) and the largest three-stage miss of the combined check is
-    1.2 pp smaller (10.75 as committed)."""
+    the ring's soft maximum on every stage-count point, its share on the 256-row tile on that tile's
+    stage-count points, those of both held-out checks included); the SIMT epilogue's largest miss is gone
+    from the mechanisms run (14.8 pp as committed), the largest three-stage miss of the combined check is
+    1.2 pp smaller (10.75 as committed) and the held-out check's max 3.64 (6.59 as committed)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.89, 33),
+        ("h200_changes", "projections_refit.json"): (33, 0.87, 33),
         ("h100_changes", "projections_reprojected.json"): (33, 0.84, 32),
         ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.88, 21),
-        ("h100_changes_ties", "projections_reprojected.json"): (30, 0.94, 30),
-        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.69, 29),
-        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.75, 30),
+        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.13, 30),
+        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.49, 29),
+        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.70, 30),
         ("changes_combined_switches", "projections_reprojected.json"): (33, 1.24, 33),
         ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.23, 24),
-        # written by the pricing now: as committed
-        ("changes_stage_counts", "projections.json"): (6, 1.60, 6),
-        ("changes_held_out", "projections_reprojected.json"): (39, 1.22, 38),
+        ("changes_stage_counts", "projections_reprojected.json"): (6, 1.34, 6),
+        ("changes_held_out", "projections_reprojected.json"): (39, 1.07, 38),
     }
     for (run, name), (n, median, held) in want.items():
         d = DATA / run
@@ -639,6 +639,8 @@ def test_stored_runs_reprojected_with_the_current_pricing():
             assert s["model"]["max"] < 6.0
         if run == "changes_combined_switches":
             assert s["model"]["max"] == pytest.approx(9.52, abs=0.01)
+        if run == "changes_held_out":  # 6.59 as committed, before the 256-row tile's ring share
+            assert s["model"]["max"] == pytest.approx(3.64, abs=0.01)
 
 
 def test_the_latest_held_out_check_as_committed():
@@ -734,9 +736,17 @@ def test_the_ring_latency_check_as_committed():
     pairs = zip(scored["projections_ring_latency.json"]["points"], scored["projections.json"]["points"])
     moved = {a["change"] for a, b in pairs if abs(a["projected_pct"] - b["projected_pct"]) > 0.1}
     assert moved and all(c.startswith("ab_stage") or c == "epilogue=direct" for c in moved)
+    # re-derived from the stored bases with the pricing now: as committed, but for the stage counts on the
+    # 256-row tile, which the share fitted since (two consumer warpgroups: 0.45 x the first load) moved
     re = {(p["change"], p["problem"]): p["projected_pct"] for p in scored["projections_reprojected.json"]["points"]}
-    for p in scored["projections.json"]["points"]:
-        assert re[(p["change"], p["problem"])] == pytest.approx(p["projected_pct"], abs=0.01)
+    moved = {
+        (p["change"], p["problem"])
+        for p in scored["projections.json"]["points"]
+        if abs(re[(p["change"], p["problem"])] - p["projected_pct"]) > 0.01
+    }
+    assert moved == {
+        (c, "4096x7168x3072") for c in ("ab_stage=3", "ab_stage=2", "ab_stage=3,sfb_tma=0", "ab_stage=2,epi_split=0")
+    }
 
 
 def test_the_held_out_misses_are_the_models_not_the_measurements():

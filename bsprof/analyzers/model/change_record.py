@@ -3,8 +3,8 @@ touches (``change.KINDS``), so a projection is printed with the record of projec
 
 The record is built (``build_record``) from stored checks whose projections were committed before their
 pairs were timed, re-projected with the pricing in this checkout from their committed SASS counts and
-base captures; a check whose re-projection no longer matches what it committed (the pricing moved after
-it) is marked in-sample. ``scripts/change_record.py`` writes it to ``bsprof/data/model/change_record.json``
+base captures; a point whose re-projection still gives what was committed is held out, one the pricing
+has moved since (a fit that used it) is counted apart. ``scripts/change_record.py`` writes it to ``bsprof/data/model/change_record.json``
 and a test rebuilds it from ``tests/data`` and compares.
 """
 
@@ -38,6 +38,7 @@ def _stats(points: list[dict]) -> dict:
     errs = [p["err_model_pp"] for p in points]
     return {
         "points": len(points),
+        "held_out": sum(bool(p["held_out"]) for p in points),
         "median_pp": round(statistics.median(abs(e) for e in errs), 2),
         "max_pp": round(max(abs(e) for e in errs), 2),
         "bias_pp": round(statistics.fmean(errs), 2),
@@ -46,14 +47,20 @@ def _stats(points: list[dict]) -> dict:
 
 
 def build_record(checks: list[dict]) -> dict:
-    """The record from scored checks: each ``{"run", "device", "points": [...], "as_committed": bool}``, a
-    point holding ``kinds``, ``err_model_pp`` and ``covered`` (``change.score_run``'s points with the
-    projection's kinds). Every kind a point touches counts it once."""
+    """The record from scored checks: each ``{"run", "device", "points": [...]}``, a point holding ``kinds``,
+    ``err_model_pp``, ``covered`` (``change.score_run``'s points with the projection's kinds) and
+    ``held_out`` (its projection is still what was committed before the timing). Every kind a point touches
+    counts it once."""
     pts = [p for c in checks for p in c["points"] if math.isfinite(p.get("err_model_pp", math.nan))]
     by_kind = {k: [p for p in pts if k in p["kinds"]] for k in KIND_TEXT}
     return {
         "runs": [
-            {"run": c["run"], "device": c["device"], "points": len(c["points"]), "as_committed": c["as_committed"]}
+            {
+                "run": c["run"],
+                "device": c["device"],
+                "points": len(c["points"]),
+                "held_out": sum(bool(p["held_out"]) for p in c["points"]),
+            }
             for c in checks
         ],
         "all": _stats(pts) if pts else None,
@@ -75,18 +82,15 @@ def record_lines(kinds: list[str], record: dict | None) -> list[str]:
     """One line per kind the change touches that the record holds, then the record over every point."""
     if not record or not record.get("all"):
         return []
-    held = all(r["as_committed"] for r in record["runs"])
     devices = sorted({r["device"] for r in record["runs"]})
 
     def line(what: str, s: dict) -> str:
         return (
-            f"{what}: {s['points']} points, median |error| {s['median_pp']:.2f} pp, max {s['max_pp']:.2f}, "
-            f"mean {s['bias_pp']:+.2f}; {s['intervals_hold']} of {s['points']} intervals hold"
+            f"{what}: {s['points']} ({s['held_out']} held out), |error| median {s['median_pp']:.2f} pp, "
+            f"max {s['max_pp']:.2f}, mean {s['bias_pp']:+.2f}; {s['intervals_hold']} in their intervals"
         )
 
-    out = [
-        f"checked ({', '.join(devices)}; {'held out: projections fixed before the timing' if held else 'in-sample'}):"
-    ]
+    out = [f"checked on {', '.join(devices)} (held out: priced before the timing; the rest re-priced by a fit since):"]
     out += [line(KIND_TEXT[k], record["kinds"][k]) for k in kinds if k in record["kinds"]]
     out.append(line("every change", record["all"]))
     return out
