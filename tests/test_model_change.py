@@ -159,6 +159,13 @@ def test_kinds_name_what_a_change_touches_beyond_its_instructions():
     assert kinds[("uniform_desc=0", p)] == ["instructions"]
     assert "moved_wait" in kinds[("peek=0", p)]
     assert len(kinds) == sum(len(pr["b"]) for pr in counts["problems"].values())
+    # the ring's latency share follows the tile: two consumer warpgroups (256 rows) 0.45, three 0.52
+    src = {
+        (r["change"], r["problem"]): " ".join(ph["source"] for ph in r["phases"] if ph["phase"] == "kloop")
+        for r in doc["points"]
+    }
+    assert "0.45 x the first load" in src[("ab_stage=2", "4096x7168x3072")]
+    assert "0.52 x the first load" in src[("ab_stage=2", p)]
 
 
 def test_foreign_cutlass_pair_prices_its_kloop_and_names_the_rest():

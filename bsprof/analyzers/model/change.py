@@ -25,10 +25,14 @@ build's timing capture measured (``calibrate_costs``):
 
 Four mechanisms beside the instructions are priced from the base capture, each with a share fitted on
 one GPU run and checked on others (the constants say where): from its first-load latency
-(``first_load_cycles``) a stage count (``ring_delta``) and a global load the K-loop waits on; at the SM's
+(``first_load_cycles``) a stage count (``ring_delta``; its share by the tile's consumer warpgroups) and a
+global load the K-loop waits on; at the SM's
 store path a SIMT epilogue's global stores; from its warpgroups' arrival skew (``tie_wait_cycles``) a
 named barrier that ties every consumer warpgroup where the base had one per warpgroup. Without a capture
 a stage count is only named.
+
+Each estimate names what the change touches beyond its instructions (``KINDS``), by which a projection is
+printed with the record of checked projections like it (``change_record``).
 
 What SASS cannot price is named in one line each and widens the interval: a wait or barrier that
 moves, a trip count that changes, spills (up to each executed local load/store at the store path's
