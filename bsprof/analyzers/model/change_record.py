@@ -4,8 +4,8 @@ touches (``change.KINDS``), so a projection is printed with the record of projec
 The record is built (``build_record``) from stored checks whose projections were committed before their
 pairs were timed, re-projected with the pricing in this checkout from their committed SASS counts and
 base captures; a point whose re-projection still gives what was committed is held out, one the pricing
-has moved since (a fit that used it) is counted apart. ``scripts/change_record.py`` writes it to ``bsprof/data/model/change_record.json``
-and a test rebuilds it from ``tests/data`` and compares.
+has moved since (a fit that used it) is counted apart. ``scripts/change_record.py`` writes it to
+``bsprof/data/model/change_record.json`` and a test rebuilds it from ``tests/data`` and compares.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ KIND_TEXT = {
     "barrier_threads": "a barrier over more or fewer threads",
     "instructions": "instructions only",
 }
-# a stored check still counts as held out while the pricing re-projects its committed values this closely
+# a stored point still counts as held out while the pricing re-projects its committed value this closely
 AS_COMMITTED_PP = 0.01
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "model" / "change_record.json"
 
