@@ -24,24 +24,14 @@ CHECKS = ("changes_held_out", "changes_stage_counts")
 
 def score_check(run_dir: Path) -> dict:
     """One stored check re-projected from its counts and bases, scored against its timings."""
-    import tarfile
-    import tempfile
-
     from bsprof.analyzers.model import change as C
     from bsprof.analyzers.model.change_record import AS_COMMITTED_PP
     from bsprof.profile import validate_changes as VC
 
     counts = json.loads((run_dir / "counts.json").read_text())
     committed = json.loads((run_dir / "projections.json").read_text())
-    with tempfile.TemporaryDirectory() as tmp, tarfile.open(run_dir / "bases.tar.xz") as tf:
-        tf.extractall(tmp, filter="data")
-        bdir = next(Path(tmp).rglob("bases.json")).parent
-        bases = json.loads((bdir / "bases.json").read_text())
-        problems = tuple((*p["mnkl"][:3], 1) for p in counts["problems"].values())
-        doc = VC.project_pairs(bases, bdir, problems, tuple(counts["pairs"]), counts=counts)
-    with tarfile.open(run_dir / "measured.tar.xz") as tf:
-        member = next(m for m in tf.getmembers() if m.name.endswith("measured.json"))
-        measured = json.load(tf.extractfile(member))
+    doc = VC.project_archive(run_dir / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
+    measured, _ = C.stored_measured(run_dir)
     was = {(p["change"], p["problem"]): p["projected_pct"] for p in committed["points"]}
     kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
     points = [

@@ -317,11 +317,11 @@ def project_pairs(
     return {**doc, "failed": failed} if failed else doc
 
 
-def project_archive(tar: Path, pairs: str | tuple[str, ...] | None = None) -> dict:
+def project_archive(tar: Path, pairs: str | tuple[str, ...] | None = None, counts: dict | None = None) -> dict:
     """The projections of a stored run from the base captures in its archive (``bases.tar.xz``, or a
     one-command run's ``measured.tar.xz``, whose ``bases/`` sits beside ``measured.json``): every problem
     captured there, ``pairs`` as --pairs text or a tuple (default: the shipped validation's), both builds
-    of each compiled here for their SASS."""
+    of each compiled here for their SASS, or read from ``counts`` (:func:`count_pairs`) where given."""
     import json
     import tarfile
     import tempfile
@@ -335,7 +335,7 @@ def project_archive(tar: Path, pairs: str | tuple[str, ...] | None = None) -> di
         wanted = parse_pairs(pairs, problems) if isinstance(pairs, str) else tuple(pairs or PAIRS)
         cubins = Path(tmp) / "cubins"
         cubins.mkdir()
-        return project_pairs(bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins)
+        return project_pairs(bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins, counts=counts)
 
 
 def parse_pairs(text: str, problems) -> tuple[str, ...]:

@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from bsprof.errors import BsprofError
 
@@ -1305,25 +1306,16 @@ def score_run(projections: dict, measured: dict) -> dict:
     return {"device": measured.get("device"), "points": [asdict(p) for p in pts], "summary": summarize(pts)}
 
 
-def rescore_stored_run(source: str) -> dict:
-    """A stored `--validate --changes` run scored again (:func:`score_run`): its directory holds
-    projections.json and measured.json, or measured.tar.xz as the GPU call returned it (read within the
-    JSON size limit). A directory that holds no run's records is one error line naming what is missing."""
+def stored_measured(d: str | Path) -> tuple[dict, Path]:
+    """A stored run's wall times (measured.json, or measured.tar.xz as the GPU call returned it, read within
+    the JSON size limit) and the path they came from; one error line where the directory holds neither."""
     import os
     import tarfile
-    from pathlib import Path
 
     from bsprof.artifacts import max_json_bytes, parse_json, read_json
     from bsprof.io import open_input, too_large
 
-    d = Path(source)
-    proj_path = d / "projections.json"
-    if not os.path.lexists(proj_path):
-        raise BsprofError(
-            f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
-            "(projections.json with measured.json or measured.tar.xz)"
-        )
-    proj = read_json(proj_path)
+    d = Path(d)
     measured, where = None, d / "measured.json"
     if os.path.lexists(where):
         measured = read_json(where)
@@ -1341,6 +1333,26 @@ def rescore_stored_run(source: str) -> dict:
             raise BsprofError(f"{where}: not a readable tar.xz ({type(exc).__name__}); copy the run again") from None
     if measured is None:
         raise BsprofError(f"{d}: no measured.json (or measured.tar.xz holding one); the run's wall times are missing")
+    return measured, where
+
+
+def rescore_stored_run(source: str) -> dict:
+    """A stored `--validate --changes` run scored again (:func:`score_run`): its directory holds
+    projections.json and measured.json, or measured.tar.xz as the GPU call returned it (read within the
+    JSON size limit). A directory that holds no run's records is one error line naming what is missing."""
+    import os
+
+    from bsprof.artifacts import read_json
+
+    d = Path(source)
+    proj_path = d / "projections.json"
+    if not os.path.lexists(proj_path):
+        raise BsprofError(
+            f"{d}: no projections.json; --validate --changes --from takes a stored run's directory "
+            "(projections.json with measured.json or measured.tar.xz)"
+        )
+    proj = read_json(proj_path)
+    measured, where = stored_measured(d)
     for path, doc, key in ((proj_path, proj, "points"), (where, measured, "problems")):
         if not isinstance(doc, dict) or not isinstance(doc.get(key), (list if key == "points" else dict)):
             raise BsprofError(
