@@ -124,6 +124,17 @@ STORE_CYCLES = (5.7, 6.7, 8.0)
 # K-loop's instructions priced as above, imply 0.057 (6144x5120x2560), 0.063 (4096^3) and 0.081
 # (8192x8192x1024); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 LOADWAIT_SHARE = (0.048, 0.063, 0.095)
+# a non-blocking probe of the next stage's full barrier, issued among a K block's promotion math, lets each
+# consumer warpgroup branch past the blocking wait when the stage has landed; without the probe that wait's
+# barrier read sits on the warpgroup's way to its next MMAs once a K block. Cycles it exposes a K block for
+# each probe removed (an added probe: the same, saved), by consumer warpgroups (low, point, high); where
+# the table has no entry, the point is 0 and the interval the moved wait's. A fit over the stored peek=0
+# points (nine single changes on the 256-row tile, two warpgroups; docs/model.md, "Code changes priced from
+# SASS"): each implies -11 (K = 1024), 15, 36, 41, 49, 50, 54, 61 and 72 cycles a K block through the whole
+# projection; the point is their median, the high end the largest x 7/6, the low end 0. With three
+# warpgroups (the 192-row tile) the thirteen stored points imply a median of -2: another warpgroup's MMAs
+# cover the wait, and the table leaves it out
+PROBE_WAIT_CYCLES_BY_WARPGROUPS: dict[int, tuple[float, float, float]] = {2: (0.0, 49.0, 84.0)}
 # a named barrier that ties every consumer warpgroup where the base build had one per warpgroup (the B-scale
 # stash's barriers at the tile start, an epilogue not split per warpgroup): each tile every warpgroup waits
 # there for the last one, and that wait is lost tensor time, since the split let one warpgroup's tile start
@@ -177,6 +188,9 @@ class BuildCounts:
     # threads each named barrier (BAR.SYNC id, count) waits for, by phase: which warps a barrier ties
     barrier_threads: dict[str, list[int]] = field(default_factory=dict)
     opcodes: dict[str, Counter] = field(default_factory=dict)  # phase -> opcode -> per tile
+    # non-blocking probes of a barrier's phase (an unguarded SYNCS.PHASECHK without .TRYWAIT), by phase, per
+    # tile: a probe issued ahead lets a later wait be skipped; None where the counts predate this field
+    probes: dict[str, float] | None = None
 
 
 @dataclass
@@ -398,6 +412,7 @@ def count_build(
     static: dict[str, int] = defaultdict(int)
     waits: dict[str, float] = defaultdict(float)
     ops: dict[str, Counter] = defaultdict(Counter)
+    probes: dict[str, float] = defaultdict(float)
     kl_non_mma = 0.0
     for i, ins in enumerate(fa.instructions):
         ph = phases[i]
@@ -408,6 +423,9 @@ def count_build(
         ops[ph][ins.base] += mult[i]
         if ins.opcode.startswith(WAIT_OPS) or ins.opcode == "BAR":
             waits[ph] += mult[i]
+        # a guarded PHASECHK is a wait loop's retry; an unguarded one without .TRYWAIT only reads the phase
+        if ins.opcode.startswith("SYNCS.PHASECHK") and "TRYWAIT" not in ins.opcode and not ins.guard:
+            probes[ph] += mult[i]
         if ph == "kloop" and ins.category != "mma":
             kl_non_mma += mult[i]
     bars: dict[str, list[int]] = defaultdict(list)
@@ -432,6 +450,7 @@ def count_build(
         roles="line info" if fa.roles is not None else "loops only",
         opcodes=dict(ops),
         barrier_threads={k: sorted(v) for k, v in bars.items()},
+        probes={p: float(probes.get(p, 0.0)) for p in PHASES},
     )
 
 
@@ -761,6 +780,17 @@ def estimate_change(
             f"a barrier ties {'more' if more else 'fewer'} threads ({max(ta, default=0)} -> {max(tb, default=0)}): the "
             f"overlap it removes or allows is not in the SASS; interval "
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
+        )
+    dp = (b.probes or {}).get("kloop", 0.0) - (a.probes or {}).get("kloop", 0.0)
+    wgs = (consumer_warps or 0) // 4
+    if a.probes is not None and b.probes is not None and abs(dp) >= 0.5 and wgs in PROBE_WAIT_CYCLES_BY_WARPGROUPS:
+        kinds.add("moved_wait")
+        _add_priced(
+            kd,
+            [-dp * c for c in PROBE_WAIT_CYCLES_BY_WARPGROUPS[wgs]],
+            f"{dp / max(1, k_blocks):+,.1f} barrier probes a K block (a wait the consumers could skip "
+            f"{'is now waited' if dp < 0 else 'can now be skipped'}): "
+            f"{PROBE_WAIT_CYCLES_BY_WARPGROUPS[wgs][1]:.0f} cycles a K block with {wgs} consumer warpgroups",
         )
     loads = op_delta(a, b, ("kloop",), ("LDG",))
     if loads >= 0.5:
