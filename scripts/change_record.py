@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
 
 # the checks made in one call from committed counts (counts.json, bases.tar.xz, projections.json,
 # measured.tar.xz), each projected with the pricing as it stands before its pairs were timed
-CHECKS = ("changes_held_out", "changes_stage_counts")
+CHECKS = ("changes_held_out", "changes_stage_counts", "changes_ring_tiles", "changes_probe")
 
 
 def score_check(run_dir: Path) -> dict:
