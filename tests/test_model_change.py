@@ -96,6 +96,13 @@ def test_a_removed_barrier_probe_is_priced_by_the_consumer_warpgroups():
         d for d in C.estimate_change(old, b, est.costs, k_blocks, consumer_warps=8).deltas if d.phase == "kloop"
     )
     assert kl_old.cycles == pytest.approx(instr)
+    # without a capture (the K-loop alone, per K block) the probe is priced the same way, and printed
+    res = VC.change_chain(("optimized:peek=0",), mnkl, tile_mn=(256, 128))
+    k = res["kloop_only"]
+    assert k.cycles_per_kblock == pytest.approx((k.per_kblock_b - k.per_kblock_a) * k.borrowed_rate + per_kb[1])
+    assert k.lo <= k.cycles_per_kblock <= k.hi and len(k.priced) == 1
+    out = run("--change", "optimized:peek=0", "--mnkl", "4096,4096,4096").output
+    assert "priced: -1.0 barrier probes a K block: +49 cycles a K block" in out
 
 
 def test_phases_come_from_the_kernels_scopes(sample_chain):

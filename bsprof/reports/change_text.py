@@ -141,6 +141,8 @@ def _render_kloop_only(console, res: dict) -> None:
         f"  point: {k.borrowed_rate:.2f} cycles an instruction, borrowed from {res.get('borrowed_from', '')}",
         markup=False,
     )
+    for line in k.priced:
+        console.print(f"  priced: {line}", markup=False)
     for u in k.unpriced:
         console.print(f"  not priced: {u}", markup=False)
 

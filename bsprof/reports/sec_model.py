@@ -122,7 +122,10 @@ def _change(sec: Section, d: dict) -> None:
                 ],
                 ["phase", "Δ instructions", "Δ cycles", "interval"],
                 numeric=(1, 2),
-                caption="; ".join(_esc(u) for u in k.get("unpriced") or []),
+                caption="; ".join(
+                    [f"priced: {_esc(x)}" for x in k.get("priced") or []]
+                    + [f"not priced: {_esc(u)}" for u in k.get("unpriced") or []]
+                ),
             )
         )
         return

@@ -1255,6 +1255,7 @@ class KloopOnly:
     k_blocks: int | None
     unpriced: list[str]
     top_opcodes: list[tuple[str, float]]
+    priced: list[str] = field(default_factory=list)  # mechanisms priced beside the instructions, a line each
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -1278,6 +1279,18 @@ def kloop_only(
     issue = max(1.0, consumer_warps / SUBPARTITIONS)
     dn = b.kloop_per_kblock - a.kloop_per_kblock
     lo, hi = sorted((0.0, dn * issue))
+    point = dn * borrowed_rate
+    priced: list[str] = []
+    # a removed barrier probe needs no capture: its price is per K block and by warpgroups, as with one
+    probe = PROBE_WAIT_CYCLES_BY_WARPGROUPS.get(consumer_warps // 4)
+    dp = ((b.probes or {}).get("kloop", 0.0) - (a.probes or {}).get("kloop", 0.0)) / max(1, k_blocks or 1)
+    if a.probes is not None and b.probes is not None and probe and abs(dp) >= 0.5:
+        ends = [-dp * c for c in probe]
+        point, lo, hi = point + ends[1], lo + min(ends), hi + max(ends)
+        priced.append(
+            f"{dp:+,.1f} barrier probes a K block: {ends[1]:+,.0f} cycles a K block "
+            f"({min(ends):+,.0f}..{max(ends):+,.0f}) with {consumer_warps // 4} consumer warpgroups"
+        )
     unpriced = [
         "TMA0, Phase 1 and wall time: no timing capture of the base build; "
         + (capture_hint or "bsprof timing records only the bundled kernels")
@@ -1311,7 +1324,7 @@ def kloop_only(
         a.kloop_per_kblock,
         b.kloop_per_kblock,
         (a.mma_per_kblock, b.mma_per_kblock),
-        dn * borrowed_rate,
+        point,
         lo,
         hi,
         borrowed_rate,
@@ -1319,6 +1332,7 @@ def kloop_only(
         k_blocks,
         unpriced,
         [(op, round(v / max(1, k_blocks or 1), 2)) for op, v in _top_ops(a, b, "kloop", 5)],
+        priced,
     )
 
 
