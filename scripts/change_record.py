@@ -5,6 +5,12 @@ what each change touches (``analyzers.model.change_record``). A point the pricin
 committed (a fit used it since) is counted apart from the held-out ones.
 
     python3 scripts/change_record.py bsprof/data/model/change_record.json
+
+Counts committed before a count the pricing reads now existed (the K-loop's barrier probes) lack it: the
+same builds are compiled again on the CPU, checked against the committed counts phase by phase, and what
+was missing is written beside them (``probes.json``), which the record then merges:
+
+    python3 scripts/change_record.py --probes tests/data/changes_held_out
 """
 
 from __future__ import annotations
@@ -22,6 +28,39 @@ sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
 CHECKS = ("changes_held_out", "changes_stage_counts", "changes_ring_tiles", "changes_probe")
 
 
+def recount_probes(run_dir: Path) -> dict:
+    """The barrier probes of every build a check's committed counts hold, counted again from the same
+    builds compiled here; a build whose phases no longer count as committed is refused (the kernel's code
+    moved since), so what is merged comes from the builds that were timed."""
+    from bsprof.analyzers.model import change as C
+    from bsprof.profile import validate_changes as VC
+
+    committed = json.loads((run_dir / "counts.json").read_text())
+    again = VC.count_pairs([e["mnkl"] for e in committed["problems"].values()], tuple(committed["pairs"]))
+    out: dict = {}
+    for shape, e in committed["problems"].items():
+        builds = [("a", e["a"], again["problems"][shape]["a"])]
+        builds += [(sw, b, again["problems"][shape]["b"][sw]) for sw, b in e["b"].items()]
+        for name, was, now in builds:
+            if any(abs(was["per_tile"][ph] - now["per_tile"][ph]) > 0.01 for ph in C.PHASES):
+                raise SystemExit(f"{run_dir.name} {shape} {name}: the build no longer counts as committed")
+        out[shape] = {"a": builds[0][2]["probes"], "b": {name: now["probes"] for name, _, now in builds[1:]}}
+    return out
+
+
+def with_probes(counts: dict, probes: dict) -> dict:
+    """Committed counts with the probes counted since filled in where they lack them."""
+    doc = json.loads(json.dumps(counts))
+    for shape, e in doc["problems"].items():
+        got = probes.get(shape, {})
+        if e["a"].get("probes") is None and "a" in got:
+            e["a"]["probes"] = got["a"]
+        for sw, b in e["b"].items():
+            if b.get("probes") is None and sw in got.get("b", {}):
+                b["probes"] = got["b"][sw]
+    return doc
+
+
 def score_check(run_dir: Path) -> dict:
     """One stored check re-projected from its counts and bases, scored against its timings."""
     from bsprof.analyzers.model import change as C
@@ -29,6 +68,8 @@ def score_check(run_dir: Path) -> dict:
     from bsprof.profile import validate_changes as VC
 
     counts = json.loads((run_dir / "counts.json").read_text())
+    if (run_dir / "probes.json").is_file():
+        counts = with_probes(counts, json.loads((run_dir / "probes.json").read_text()))
     committed = json.loads((run_dir / "projections.json").read_text())
     doc = VC.project_archive(run_dir / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
     measured, _ = C.stored_measured(run_dir)
@@ -53,6 +94,11 @@ def build(data_dir: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--probes":
+        run_dir = Path(argv[1])
+        (run_dir / "probes.json").write_text(json.dumps(recount_probes(run_dir), indent=1) + "\n")
+        print(f"wrote {run_dir / 'probes.json'}")
+        return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
