@@ -25,7 +25,13 @@ sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
 
 # the checks made in one call from committed counts (counts.json, bases.tar.xz, projections.json,
 # measured.tar.xz), each projected with the pricing as it stands before its pairs were timed
-CHECKS = ("changes_held_out", "changes_stage_counts", "changes_ring_tiles", "changes_probe")
+CHECKS = (
+    "changes_held_out",
+    "changes_stage_counts",
+    "changes_ring_tiles",
+    "changes_probe",
+    "changes_probe_short_k",
+)
 
 
 def recount_probes(run_dir: Path) -> dict:
