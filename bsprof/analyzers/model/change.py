@@ -601,6 +601,21 @@ def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float
     return (period(sb) - c_kb) * k_blocks
 
 
+def probe_cycles(
+    a: BuildCounts, b: BuildCounts, consumer_warps: int | None
+) -> tuple[float, tuple[float, float, float]] | None:
+    """Barrier probes B's K-loop lost (negative) or gained a tile, and the cycles a tile that costs
+    (low, point, high) by ``PROBE_WAIT_CYCLES_BY_WARPGROUPS``; None where either build's counts predate
+    the probes, none moved, or the table has no entry for the consumer warpgroups."""
+    table = PROBE_WAIT_CYCLES_BY_WARPGROUPS.get((consumer_warps or 0) // 4)
+    if a.probes is None or b.probes is None or table is None:
+        return None
+    dp = b.probes.get("kloop", 0.0) - a.probes.get("kloop", 0.0)
+    if abs(dp) < 0.5:
+        return None
+    return dp, (-dp * table[0], -dp * table[1], -dp * table[2])
+
+
 def first_load_cycles(table) -> float | None:
     """The base capture's load latency at the kernel's start, cycles: per CTA, from its producer's
     first load to the end of its consumers' first tile start (their first stage full); the median over
@@ -781,16 +796,16 @@ def estimate_change(
             f"overlap it removes or allows is not in the SASS; interval "
             f"{'up to +' if more else 'down to -'}{w:,.0f} cycles"
         )
-    dp = (b.probes or {}).get("kloop", 0.0) - (a.probes or {}).get("kloop", 0.0)
-    wgs = (consumer_warps or 0) // 4
-    if a.probes is not None and b.probes is not None and abs(dp) >= 0.5 and wgs in PROBE_WAIT_CYCLES_BY_WARPGROUPS:
+    probe = probe_cycles(a, b, consumer_warps)
+    if probe is not None:
         kinds.add("moved_wait")
+        dp, cycles = probe
         _add_priced(
             kd,
-            [-dp * c for c in PROBE_WAIT_CYCLES_BY_WARPGROUPS[wgs]],
+            list(cycles),
             f"{dp / max(1, k_blocks):+,.1f} barrier probes a K block (a wait the consumers could skip "
             f"{'is now waited' if dp < 0 else 'can now be skipped'}): "
-            f"{PROBE_WAIT_CYCLES_BY_WARPGROUPS[wgs][1]:.0f} cycles a K block with {wgs} consumer warpgroups",
+            f"{abs(cycles[1] / dp):.0f} cycles a K block with {(consumer_warps or 0) // 4} consumer warpgroups",
         )
     loads = op_delta(a, b, ("kloop",), ("LDG",))
     if loads >= 0.5:
@@ -1282,10 +1297,10 @@ def kloop_only(
     point = dn * borrowed_rate
     priced: list[str] = []
     # a removed barrier probe needs no capture: its price is per K block and by warpgroups, as with one
-    probe = PROBE_WAIT_CYCLES_BY_WARPGROUPS.get(consumer_warps // 4)
-    dp = ((b.probes or {}).get("kloop", 0.0) - (a.probes or {}).get("kloop", 0.0)) / max(1, k_blocks or 1)
-    if a.probes is not None and b.probes is not None and probe and abs(dp) >= 0.5:
-        ends = [-dp * c for c in probe]
+    probe = probe_cycles(a, b, consumer_warps)
+    if probe is not None:
+        per = max(1, k_blocks or 1)
+        dp, ends = probe[0] / per, [c / per for c in probe[1]]
         point, lo, hi = point + ends[1], lo + min(ends), hi + max(ends)
         priced.append(
             f"{dp:+,.1f} barrier probes a K block: {ends[1]:+,.0f} cycles a K block "
