@@ -31,6 +31,7 @@ CHECKS = (
     "changes_ring_tiles",
     "changes_probe",
     "changes_probe_short_k",
+    "changes_switches_k_range",
 )
 
 
