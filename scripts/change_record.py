@@ -6,11 +6,13 @@ committed (a fit used it since) is counted apart from the held-out ones.
 
     python3 scripts/change_record.py bsprof/data/model/change_record.json
 
-Counts committed before a count the pricing reads now existed (the K-loop's barrier probes) lack it: the
-same builds are compiled again on the CPU, checked against the committed counts phase by phase, and what
-was missing is written beside them (``probes.json``), which the record then merges:
+Counts committed before a count the pricing reads now existed (the K-loop's barrier probes, the
+instructions per warp) lack it: the same builds are compiled again on the CPU, checked against the
+committed counts phase by phase, and what was missing is written beside them (``probes.json``,
+``per_warp.json``), which the record then merges:
 
     python3 scripts/change_record.py --probes tests/data/changes_held_out
+    python3 scripts/change_record.py --per-warp tests/data/changes_held_out
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ CHECKS = (
 )
 
 
-def recount_probes(run_dir: Path) -> dict:
-    """The barrier probes of every build a check's committed counts hold, counted again from the same
-    builds compiled here; a build whose phases no longer count as committed is refused (the kernel's code
-    moved since), so what is merged comes from the builds that were timed."""
+# a count added to the builds' counts since some checks were committed -> the file beside them holding it
+COUNTED_SINCE = {"probes": "probes.json", "per_warp": "per_warp.json"}
+
+
+def recount(run_dir: Path, what: str) -> dict:
+    """One count (``what``: a key of ``COUNTED_SINCE``) of every build a check's committed counts hold,
+    counted again from the same builds compiled here; a build whose phases no longer count as committed
+    is refused (the kernel's code moved since), so what is merged comes from the builds that were timed."""
     from bsprof.analyzers.model import change as C
     from bsprof.profile import validate_changes as VC
 
@@ -51,20 +57,20 @@ def recount_probes(run_dir: Path) -> dict:
         for name, was, now in builds:
             if any(abs(was["per_tile"][ph] - now["per_tile"][ph]) > 0.01 for ph in C.PHASES):
                 raise SystemExit(f"{run_dir.name} {shape} {name}: the build no longer counts as committed")
-        out[shape] = {"a": builds[0][2]["probes"], "b": {name: now["probes"] for name, _, now in builds[1:]}}
+        out[shape] = {"a": builds[0][2][what], "b": {name: now[what] for name, _, now in builds[1:]}}
     return out
 
 
-def with_probes(counts: dict, probes: dict) -> dict:
-    """Committed counts with the probes counted since filled in where they lack them."""
+def with_counted(counts: dict, what: str, got_all: dict) -> dict:
+    """Committed counts with one count counted since (``what``) filled in where they lack it."""
     doc = json.loads(json.dumps(counts))
     for shape, e in doc["problems"].items():
-        got = probes.get(shape, {})
-        if e["a"].get("probes") is None and "a" in got:
-            e["a"]["probes"] = got["a"]
+        got = got_all.get(shape, {})
+        if e["a"].get(what) is None and "a" in got:
+            e["a"][what] = got["a"]
         for sw, b in e["b"].items():
-            if b.get("probes") is None and sw in got.get("b", {}):
-                b["probes"] = got["b"][sw]
+            if b.get(what) is None and sw in got.get("b", {}):
+                b[what] = got["b"][sw]
     return doc
 
 
@@ -75,8 +81,9 @@ def score_check(run_dir: Path) -> dict:
     from bsprof.profile import validate_changes as VC
 
     counts = json.loads((run_dir / "counts.json").read_text())
-    if (run_dir / "probes.json").is_file():
-        counts = with_probes(counts, json.loads((run_dir / "probes.json").read_text()))
+    for what, name in COUNTED_SINCE.items():
+        if (run_dir / name).is_file():
+            counts = with_counted(counts, what, json.loads((run_dir / name).read_text()))
     committed = json.loads((run_dir / "projections.json").read_text())
     doc = VC.project_archive(run_dir / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
     measured, _ = C.stored_measured(run_dir)
@@ -101,10 +108,11 @@ def build(data_dir: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--probes":
-        run_dir = Path(argv[1])
-        (run_dir / "probes.json").write_text(json.dumps(recount_probes(run_dir), indent=1) + "\n")
-        print(f"wrote {run_dir / 'probes.json'}")
+    flags = {f"--{what.replace('_', '-')}": what for what in COUNTED_SINCE}
+    if len(argv) == 2 and argv[0] in flags:
+        run_dir, what = Path(argv[1]), flags[argv[0]]
+        (run_dir / COUNTED_SINCE[what]).write_text(json.dumps(recount(run_dir, what), indent=1) + "\n")
+        print(f"wrote {run_dir / COUNTED_SINCE[what]}")
         return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)

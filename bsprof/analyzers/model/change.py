@@ -68,6 +68,8 @@ PHASE_NAMES = {
 FMA_PER_CYCLE = {"fp8": 4096, "bf16": 2048, "fp16": 2048, "tf32": 1024}
 BLOCK_K = 128
 SUBPARTITIONS = 4  # warp schedulers per SM: one instruction per cycle each
+WARPGROUP_WARPS = 4
+CONSUMER_PHASES = ("tma0", "kloop", "phase1")
 # interval widths where SASS cannot price a mechanism, as a share of the phase's measured cycles
 # per tile (choices, not fits): a moved wait can expose or hide a barrier read's latency per K
 # block, bounded by a quarter of the K block's tensor time; a changed stage count can only cost
@@ -191,6 +193,18 @@ class BuildCounts:
     # non-blocking probes of a barrier's phase (an unguarded SYNCS.PHASECHK without .TRYWAIT), by phase, per
     # tile: a probe issued ahead lets a later wait be skipped; None where the counts predate this field
     probes: dict[str, float] | None = None
+    # warp-instructions per tile averaged over the warps of each phase: code that one warp of a named
+    # barrier's group runs (an equality warp-dispatch `if`, such as the epilogue's store warp) counts
+    # 1 / the group's warps, where per_tile counts it once for every warp; None where the counts predate it
+    per_warp: dict[str, float] | None = None
+
+
+def warp_instructions(c: BuildCounts, *others: BuildCounts) -> dict[str, float]:
+    """A build's instructions per warp and tile by phase: ``per_warp`` where it and every build it is
+    compared with (``others``) have it, else ``per_tile`` (one basis for both sides of a delta)."""
+    if c.per_warp is not None and all(o.per_warp is not None for o in others):
+        return c.per_warp
+    return c.per_tile
 
 
 @dataclass
@@ -413,12 +427,16 @@ def count_build(
     waits: dict[str, float] = defaultdict(float)
     ops: dict[str, Counter] = defaultdict(Counter)
     probes: dict[str, float] = defaultdict(float)
+    single: dict[str, float] = defaultdict(float)
+    one = fa.one_warp_roles if fa.roles is not None else frozenset()
     kl_non_mma = 0.0
     for i, ins in enumerate(fa.instructions):
         ph = phases[i]
         if ins.opcode.startswith("NOP") or (ins.opcode == "EXIT" and inner[i] is None):
             continue
         per[ph] += mult[i]
+        if one and ph in CONSUMER_PHASES and one.intersection(fa.roles[i].split("/")):
+            single[ph] += mult[i]
         static[ph] += 1
         ops[ph][ins.base] += mult[i]
         if ins.opcode.startswith(WAIT_OPS) or ins.opcode == "BAR":
@@ -435,6 +453,9 @@ def count_build(
             if n is not None:
                 bars[phases[i]].append(n)
     spills = sum(1 for ins in fa.instructions if ins.base in SPILL_OPS)
+    # the group one warp's code runs once for: the phase's narrowest named barrier (the warps that wait
+    # for that warp), else a warpgroup
+    group = {p: (min(bars[p]) // 32 if bars.get(p) else WARPGROUP_WARPS) for p in PHASES}
     st = fa.features.get("multi_stage_pipeline") if fa.features else None
     return BuildCounts(
         name=name,
@@ -451,6 +472,7 @@ def count_build(
         opcodes=dict(ops),
         barrier_threads={k: sorted(v) for k, v in bars.items()},
         probes={p: float(probes.get(p, 0.0)) for p in PHASES},
+        per_warp={p: float(per.get(p, 0.0) - single.get(p, 0.0) * (1 - 1 / max(1, group[p]))) for p in PHASES},
     )
 
 
@@ -499,7 +521,8 @@ def calibrate_costs(
     c_kb = kl / max(1, k_blocks)
     exposed = max(0.0, c_kb - floor_kb)
     n_kb = max(1e-9, base.kloop_per_kblock)
-    n_kl = base.per_tile["kloop"]
+    n = warp_instructions(base)
+    n_kl = n["kloop"]
     out["kloop"] = PhaseCost(
         "kloop",
         kl,
@@ -513,25 +536,33 @@ def calibrate_costs(
         floor_kblock=floor_kb,
     )
     for ph in ("tma0", "phase1"):
-        cyc, n = float(measured.get(ph, 0.0)), base.per_tile[ph]
-        cpi = cyc / n if n else math.nan
+        cyc, n_ph = float(measured.get(ph, 0.0)), n[ph]
+        cpi = cyc / n_ph if n_ph else math.nan
         pt = cpi if math.isfinite(cpi) else issue
         out[ph] = PhaseCost(
-            ph, cyc, n, cpi, point=pt, lo=min(issue, pt), hi=1.5 * pt, why=f"{cyc:,.0f} cycles / {n:,.0f} instr a tile"
+            ph,
+            cyc,
+            n_ph,
+            cpi,
+            point=pt,
+            lo=min(issue, pt),
+            hi=1.5 * pt,
+            why=f"{cyc:,.0f} cycles / {n_ph:,.0f} instr a tile",
         )
-    cyc, n = float(measured.get("producer", 0.0)), base.per_tile["producer"]
+    cyc, n_ph = float(measured.get("producer", 0.0)), n["producer"]
     out["producer"] = PhaseCost(
         "producer",
         cyc,
-        n,
-        cyc / n if n else math.nan,
+        n_ph,
+        cyc / n_ph if n_ph else math.nan,
         0.0,
         0.0,
         0.0,
         why="keeps the ring full off the consumers' cycle",
     )
-    n = base.per_tile["prologue"]
-    out["prologue"] = PhaseCost("prologue", 0.0, n, issue, issue, 0.0, issue, why="once per CTA, over its tiles")
+    out["prologue"] = PhaseCost(
+        "prologue", 0.0, n["prologue"], issue, issue, 0.0, issue, why="once per CTA, over its tiles"
+    )
     return out
 
 
@@ -681,8 +712,9 @@ def estimate_change(
     tb = sorted(n for v in b.barrier_threads.values() for n in v)
     tied = _tied_phases(a, b, consumer_warps, tie_wait) if ta != tb and ta and tb else []
     kinds: set[str] = set()
+    na, nb = warp_instructions(a, b), warp_instructions(b, a)
     for ph in PHASES:
-        dn = b.per_tile[ph] - a.per_tile[ph]
+        dn = nb[ph] - na[ph]
         ds = b.static[ph] - a.static[ph]
         c = costs[ph]
         cyc, lo, hi = dn * c.point, dn * (c.lo if dn >= 0 else c.hi), dn * (c.hi if dn >= 0 else c.lo)
@@ -835,7 +867,7 @@ def estimate_change(
         priced = sum(stg[ph] * costs[ph].point for ph in busy)
         # the other instructions the change adds where it adds stores (conversions, address math) issue
         # while the stores drain: the longer of the two is the phase's time, not their sum
-        other = max(0.0, sum((b.per_tile[ph] - a.per_tile[ph] - stg[ph]) * costs[ph].point for ph in busy))
+        other = max(0.0, sum((nb[ph] - na[ph] - stg[ph]) * costs[ph].point for ph in busy))
         drain = [d_stg * consumer_warps * c for c in store]
         _add_priced(
             next(d for d in deltas if d.phase == "phase1"),

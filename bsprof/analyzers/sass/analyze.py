@@ -33,6 +33,8 @@ class FunctionAnalysis:
     # filled by roles.attribute: a role/phase label per instruction, and how it was found
     roles: list[str] | None = None
     roles_source: str | None = None
+    # the labels among them that only one warp runs (an equality warp-dispatch `if`: the store warp)
+    one_warp_roles: frozenset[str] = frozenset()
     # why no instruction could be attributed to a role (no line info, source not readable)
     roles_missing: str | None = None
     notes: list[str] = field(default_factory=list)

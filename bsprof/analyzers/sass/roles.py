@@ -35,6 +35,8 @@ class Interval:
     end: int  # inclusive
     label: str
     kind: str  # "scope" | "warp-if" | "function"
+    # a warp-if whose test is an equality (``warp_idx == self.epi_store_warp``): one warp runs its body
+    one_warp: bool = False
 
 
 def _call_name(node: ast.AST) -> str | None:
@@ -113,7 +115,8 @@ def parse_source(text: str) -> tuple[list[Interval], dict[str, list[int]]]:
             label = _warp_if_label(node.test)
             if label:
                 body_end = node.body[-1].end_lineno or end
-                out.append(Interval(node.lineno, body_end, label, "warp-if"))
+                one = all(isinstance(op, ast.Eq) for op in node.test.ops)  # type: ignore[attr-defined]
+                out.append(Interval(node.lineno, body_end, label, "warp-if", one_warp=one))
         elif isinstance(node, ast.Call):
             name = _call_name(node)
             if name:
@@ -173,6 +176,7 @@ class LineMap:
         names = [f.label for f in self.functions]
         self._unique = {n for n in names if names.count(n) == 1}
         self.has_scopes = any(iv.kind == "scope" for iv in self.scopes)
+        self.one_warp = frozenset(iv.label for iv in self.scopes if iv.one_warp)
         self._ctx: dict[str, tuple[str, ...]] = {}
         self._labels: dict[int, tuple[str, str] | None] = {}
 
@@ -301,6 +305,7 @@ def attribute(fa, kernel_source: str | os.PathLike | None = None, embedded: dict
                     break
         roles.append(label or OUTSIDE)
     fa.roles = roles
+    fa.one_warp_roles = frozenset().union(*(lm.one_warp for lm in maps.values()))
     if "scope" in kinds:
         fa.roles_source = "scope"
     elif "warp-if" in kinds:
