@@ -2,7 +2,7 @@
 held-out checks: each check's committed SASS counts and base captures re-projected with this checkout's
 pricing (``validate_changes.project_pairs``, no compile), scored against its committed timings, grouped by
 what each change touches (``analyzers.model.change_record``). A point the pricing no longer re-projects as
-committed (a fit used it since) is counted apart from the held-out ones.
+committed (a fit used it, or a count changed, since) is counted apart from the held-out ones.
 
     python3 scripts/change_record.py bsprof/data/model/change_record.json
 
