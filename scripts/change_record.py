@@ -34,6 +34,7 @@ CHECKS = (
     "changes_probe",
     "changes_probe_short_k",
     "changes_switches_k_range",
+    "changes_per_warp",
 )
 
 
