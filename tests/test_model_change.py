@@ -121,6 +121,7 @@ def test_the_store_warps_code_counts_once_for_its_barrier_group():
     assert ph1.instructions == pytest.approx(b.per_warp["phase1"] - a.per_warp["phase1"])
     assert 0 < ph1.instructions < (b.per_tile["phase1"] - a.per_tile["phase1"]) / 2
     assert est.costs["phase1"].instructions == pytest.approx(a.per_warp["phase1"])
+    assert "if every warp ran it: one warp's code counts once for its barrier group" in ph1.source
     # counts written before the per-warp count existed price both sides per tile, as they were
     old = C.counts_from_json({k: v for k, v in C.counts_json(a).items() if k != "per_warp"})
     assert C.warp_instructions(b, old) == b.per_tile and C.warp_instructions(b, a) == b.per_warp

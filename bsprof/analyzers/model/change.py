@@ -735,6 +735,10 @@ def estimate_change(
             )
         else:
             src = f"{dn:+,.1f} instr a tile x {c.point:.2f} cycles ({c.why})"
+        every = b.per_tile[ph] - a.per_tile[ph]
+        if ph != "producer" and abs(every - dn) >= 0.5:
+            # what `bsprof sass A B` shows is the count for every warp: say why this one differs
+            src += f"; {every:+,.1f} if every warp ran it: one warp's code counts once for its barrier group"
         d = PhaseDelta(ph, dn, ds, cyc, min(lo, hi), max(lo, hi), cr, src, top_opcodes=_top_ops(a, b, ph))
         dw = b.waits[ph] - a.waits[ph]
         if ph in tied:  # the tie's own barriers are priced with it below, not as waits moved
