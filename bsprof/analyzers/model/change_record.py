@@ -90,7 +90,10 @@ def record_lines(kinds: list[str], record: dict | None) -> list[str]:
             f"max {s['max_pp']:.2f}, mean {s['bias_pp']:+.2f}; {s['intervals_hold']} in their intervals"
         )
 
-    out = [f"checked on {', '.join(devices)} (held out: priced as before the timing; the rest priced otherwise since, by a fit or a count):"]
+    out = [
+        f"checked on {', '.join(devices)} (held out: priced as before the timing; "
+        "the rest priced otherwise since, by a fit or a count):"
+    ]
     out += [line(KIND_TEXT[k], record["kinds"][k]) for k in kinds if k in record["kinds"]]
     out.append(line("every change", record["all"]))
     return out
