@@ -68,8 +68,8 @@ PHASE_NAMES = {
 FMA_PER_CYCLE = {"fp8": 4096, "bf16": 2048, "fp16": 2048, "tf32": 1024}
 BLOCK_K = 128
 SUBPARTITIONS = 4  # warp schedulers per SM: one instruction per cycle each
-WARPGROUP_WARPS = 4
-CONSUMER_PHASES = ("tma0", "kloop", "phase1")
+WARPGROUP_WARPS = 4  # one warp's code runs once for these where its phase has no named barrier
+CONSUMER_PHASES = ("tma0", "kloop", "phase1")  # the phases the consumer warps run
 # interval widths where SASS cannot price a mechanism, as a share of the phase's measured cycles
 # per tile (choices, not fits): a moved wait can expose or hide a barrier read's latency per K
 # block, bounded by a quarter of the K block's tensor time; a changed stage count can only cost
