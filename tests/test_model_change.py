@@ -810,6 +810,27 @@ def test_the_count_per_warp_held_out_as_committed():
             assert 1.4 < without[(change, problem)] - was[(change, problem)] < 2.6, (change, problem)
 
 
+def test_the_missed_builds_phase_captures(tmp_path):
+    """The timing builds of two of the count per warp check's misses, captured beside their bases
+    (tests/data/changes_per_warp/captures_of_missed_builds.tar.xz, H100): elect_release=0's added K-loop
+    instructions cost a few cycles a K block, where the chain charges them like uniform_desc=0's, and two
+    stages stretch the timing build's K block by 30-56%."""
+    import re
+
+    with tarfile.open(DATA / "changes_per_warp" / "captures_of_missed_builds.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+
+    def per_kblock(name: str) -> int:
+        r = CliRunner().invoke(cli, ["timing", "--from", str(tmp_path / name)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return int(re.search(r"K-loop: ([\d,]+) cycles a K block", r.output).group(1).replace(",", ""))
+
+    base, elect = per_kblock("s256_base"), per_kblock("s256_elect")
+    assert 1_024 < base and abs(elect - base) <= 10
+    for b, two in (("s256b_base", "s256b_stage2"), ("s192_base", "s192_stage2")):
+        assert 1.25 < per_kblock(two) / per_kblock(b) < 1.6
+
+
 _TILE_256 = {"4096x9216x2560", "5120x9216x2048", "8192x4096x3584", "4096x8192x1536", "7168x4096x1536"}
 
 
