@@ -200,17 +200,11 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     apart from the held-out ones), and each kind's figures are those checks' points that touch it."""
     from bsprof.analyzers.model.change_record import SHIPPED, record_lines
 
-    built = _record_script().build(DATA)
+    script = _record_script()
+    built = script.build(DATA)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    assert [r["run"] for r in built["runs"]] == [
-        "changes_held_out",
-        "changes_stage_counts",
-        "changes_ring_tiles",
-        "changes_probe",
-        "changes_probe_short_k",
-        "changes_switches_k_range",
-        "changes_per_warp",
-    ]
+    # every one-call check, in the order the script names them (seven: the per-run pins below)
+    assert [r["run"] for r in built["runs"]] == list(script.CHECKS) and script.CHECKS[-1] == "changes_per_warp"
     assert built["all"]["points"] == 187 and 120 <= built["all"]["held_out"] < 187
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change
