@@ -35,6 +35,7 @@ CHECKS = (
     "changes_probe_short_k",
     "changes_switches_k_range",
     "changes_per_warp",
+    "changes_switches_more_problems",
 )
 
 

@@ -203,19 +203,21 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     script = _record_script()
     built = script.build(DATA)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    # every one-call check, in the order the script names them (seven: the per-run pins below)
-    assert [r["run"] for r in built["runs"]] == list(script.CHECKS) and script.CHECKS[-1] == "changes_per_warp"
-    assert built["all"]["points"] == 187 and 120 <= built["all"]["held_out"] < 187
+    # every one-call check, in the order the script names them (eight: the per-run pins below)
+    assert [r["run"] for r in built["runs"]] == list(script.CHECKS) and script.CHECKS[
+        -1
+    ] == "changes_switches_more_problems"
+    assert built["all"]["points"] == 223 and 160 <= built["all"]["held_out"] < 223
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0]
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0, 0]
     # the stage count: every stage-count point of the checks (two stages on the 192-row tile the largest miss)
     st = built["kinds"]["stage_count"]
     assert st["points"] >= 30 and st["held_out"] < st["points"] and st["max_pp"] == pytest.approx(10.72, abs=0.01)
     assert built["all"]["median_pp"] < st["median_pp"]
-    # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 2-4 pp high
+    # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 1.4-4 pp high
     ins = built["kinds"]["instructions"]
-    assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.5
+    assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.4
     lines = record_lines(["stage_count", "tie"], built)
     assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
     assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 4
@@ -823,6 +825,40 @@ def test_the_missed_builds_phase_captures(tmp_path):
     assert 1_024 < base and abs(elect - base) <= 10
     for b, two in (("s256b_base", "s256b_stage2"), ("s192_base", "s192_stage2")):
         assert 1.25 < per_kblock(two) / per_kblock(b) < 1.6
+
+
+def test_the_switches_on_more_problems_held_out_as_committed():
+    """The issue's ten single switches and two combinations on three more new problems (tests/data/
+    changes_switches_more_problems, H200, one call, projections committed before the timings were opened):
+    the median met and every interval but one; the max missed by a waited-on load on the 192-row tile and
+    one sign by elect_release=0 there (priced about 0, measured +1.2%)."""
+    s = _stored_summary("changes_switches_more_problems")["summary"]
+    assert s["points"] == 36 and s["measured_ge_2pct"] == 20 and s["covered"] == 35
+    assert s["model"]["median"] == pytest.approx(0.72, abs=0.01) and s["model"]["max"] == pytest.approx(3.07, abs=0.01)
+    assert s["sign_wrong"] == ["elect_release=0 @ 8192x6144x2560"]
+    t = s["targets"]
+    assert t["median_le_1pp"] and t["coverage_ge_80pct"] and t["beats_count_rule_off_binding"]
+    assert not t["max_le_3pp"] and not t["sign_right_past_1pct"] and not s["meets"]
+    worst = [p for p in _stored_summary("changes_switches_more_problems")["points"] if abs(p["err_model_pp"]) > 3]
+    assert [(p["change"], p["problem"]) for p in worst] == [("sfa_tma=0", "8192x6144x2560")]
+
+
+def test_the_timing_build_does_not_lengthen_a_shallow_ring(tmp_path):
+    """The timing build's overhead against the plain build (CUDA graph replays) at the base's ring depth and
+    at two stages on both tiles (tests/data/changes_switches_more_problems/timing_overhead_two_stages.tar.xz,
+    H200): smaller at two stages, so the stamps are not why two stages were priced high on the H100."""
+    with tarfile.open(DATA / "changes_switches_more_problems" / "timing_overhead_two_stages.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+
+    def overhead(name: str) -> dict:
+        return json.loads((tmp_path / name / "timing.json").read_text())["overhead"][0]
+
+    for tile in ("o192", "o256"):
+        base, two = overhead(f"{tile}_base"), overhead(f"{tile}_stage2")
+        assert base["mnkl"] == two["mnkl"] and two["overhead_pct"] < base["overhead_pct"] < 2.5
+        plain_moved = two["plain_us"] / base["plain_us"] - 1.0
+        timing_moved = two["timing_us"] / base["timing_us"] - 1.0
+        assert 0.05 < plain_moved and abs(plain_moved - timing_moved) < 0.02
 
 
 _TILE_256 = {"4096x9216x2560", "5120x9216x2048", "8192x4096x3584", "4096x8192x1536", "7168x4096x1536"}
