@@ -36,6 +36,7 @@ CHECKS = (
     "changes_switches_k_range",
     "changes_per_warp",
     "changes_switches_more_problems",
+    "changes_switches_aspect_ratios",
 )
 
 
