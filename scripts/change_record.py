@@ -37,6 +37,7 @@ CHECKS = (
     "changes_per_warp",
     "changes_switches_more_problems",
     "changes_switches_aspect_ratios",
+    "changes_switches_short_m",
 )
 
 

@@ -203,20 +203,20 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     script = _record_script()
     built = script.build(DATA)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    # every one-call check, in the order the script names them (nine: the per-run pins below)
+    # every one-call check, in the order the script names them (ten: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-1] == "changes_switches_aspect_ratios"
-    assert built["all"]["points"] == 259 and 190 <= built["all"]["held_out"] < 259
+    assert script.CHECKS[-1] == "changes_switches_short_m"
+    assert built["all"]["points"] == 295 and 220 <= built["all"]["held_out"] < 295
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0, 0, 0]
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0, 0, 0, 0]
     # the stage count: every stage-count point of the checks (two stages on the 192-row tile the largest miss)
     st = built["kinds"]["stage_count"]
     assert st["points"] >= 30 and st["held_out"] < st["points"] and st["max_pp"] == pytest.approx(10.72, abs=0.01)
     assert built["all"]["median_pp"] < st["median_pp"]
     # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 1.4-4 pp high
     ins = built["kinds"]["instructions"]
-    assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.4
+    assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.3
     lines = record_lines(["stage_count", "tie"], built)
     assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
     assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 4
@@ -764,6 +764,15 @@ AS_COMMITTED = {
         {"max_le_3pp", "sign_right_past_1pct"},
     ),
     "changes_switches_aspect_ratios": (36, 24, 36, 1.06, 4.35, [], {"max_le_3pp", "median_le_1pp"}),
+    "changes_switches_short_m": (
+        36,
+        26,
+        35,
+        1.08,
+        6.76,
+        ["elect_release=0 @ 6144x9216x2048"],
+        {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct"},
+    ),
 }
 
 
@@ -870,6 +879,52 @@ def test_the_switches_on_three_aspect_ratios_held_out_as_committed():
         ("ab_stage=3", "9216x4096x2560"),
     }
     assert worst[("ab_stage=3", "9216x4096x2560")] < -3
+
+
+def test_the_switches_at_short_m_held_out_as_committed():
+    """The issue's ten single switches and two new combinations on three new problems, two of them at
+    M = 2048 (tests/data/changes_switches_short_m, H100, one call, projections committed before the timings
+    were opened): 35 of 36 intervals; past 3 pp two stages on the 192-row tile (priced high, as on most stored
+    two-stage points of that tile) and a waited-on load on the 256-row tile at K = 4096, alone and in a
+    K-loop that is not unrolled (priced low); the sign wrong on elect_release=0 on the 192-row tile again
+    (priced about 0, measured +1.1%)."""
+    scored = _stored_summary("changes_switches_short_m")
+    worst = {(p["change"], p["problem"]): p["err_model_pp"] for p in scored["points"] if abs(p["err_model_pp"]) > 3}
+    assert set(worst) == {
+        ("ab_stage=2", "6144x9216x2048"),
+        ("sfa_tma=0", "2048x6144x4096"),
+        ("ring_unroll=0,sfa_tma=0", "2048x6144x4096"),
+    }
+    assert worst[("ab_stage=2", "6144x9216x2048")] > 3 and worst[("sfa_tma=0", "2048x6144x4096")] < -3
+
+
+def test_three_stages_lengthen_the_k_block_more_than_their_first_load_says(tmp_path):
+    """The timing builds of three stages beside their bases (tests/data/changes_switches_short_m/
+    captures_three_stages.tar.xz, H100): the K block grows 15-25% on the 192-row tile and 2-6% on the
+    256-row tile. Through the ring's soft maximum that needs a steady load latency of 0.65-0.9 x the first
+    load, where the two-stage captures of the count per warp check need 0.4-0.5: the latency a stage count
+    is priced with is not one share of the first load."""
+    import re
+
+    import pandas as pd
+
+    with tarfile.open(DATA / "changes_switches_short_m" / "captures_three_stages.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+
+    def per_kblock(name: str) -> int:
+        r = CliRunner().invoke(cli, ["timing", "--from", str(tmp_path / name)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return int(re.search(r"K-loop: ([\d,]+) cycles a K block", r.output).group(1).replace(",", ""))
+
+    p = C.RING_SOFTNESS
+    for tile, grew in (("s192", (1.15, 1.25)), ("s256", (1.02, 1.06))):
+        base, three = per_kblock(f"{tile}_base"), per_kblock(f"{tile}_stage3")
+        assert grew[0] < three / base < grew[1]
+        # the latency L that P(S) = (C0^p + (L / (S - 1))^p)^(1/p) needs to move the K block from 4 to 3 stages
+        latency = ((three**p - base**p) / (0.5**p - (1 / 3) ** p)) ** (1 / p)
+        first = C.first_load_cycles(pd.read_parquet(tmp_path / f"{tile}_base" / "timing.parquet"))
+        assert 0.65 < latency / first < 0.9
+    assert per_kblock("s192_unroll0") / per_kblock("s192_base") < 1.03
 
 
 def test_the_timing_build_does_not_lengthen_a_shallow_ring(tmp_path):
