@@ -835,20 +835,28 @@ def test_the_count_per_warp_held_out_as_committed():
             assert 1.4 < without[(change, problem)] - was[(change, problem)] < 2.6, (change, problem)
 
 
-def test_the_missed_builds_phase_captures(tmp_path):
-    """The timing builds of two of the count per warp check's misses, captured beside their bases
-    (tests/data/changes_per_warp/captures_of_missed_builds.tar.xz, H100): elect_release=0's added K-loop
-    instructions cost a few cycles a K block, where the chain charges them like uniform_desc=0's, and two
-    stages stretch the timing build's K block by 30-56%."""
+def _captured_kblocks(archive: Path, tmp_path: Path):
+    """The stored timing captures in ``archive`` unpacked into ``tmp_path``, and a reader of one capture's K-loop
+    cycles a K block as `bsprof timing --from DIR` prints them."""
     import re
 
-    with tarfile.open(DATA / "changes_per_warp" / "captures_of_missed_builds.tar.xz") as tf:
+    with tarfile.open(archive) as tf:
         tf.extractall(tmp_path, filter="data")
 
     def per_kblock(name: str) -> int:
         r = CliRunner().invoke(cli, ["timing", "--from", str(tmp_path / name)], catch_exceptions=False)
         assert r.exit_code == 0, r.output
         return int(re.search(r"K-loop: ([\d,]+) cycles a K block", r.output).group(1).replace(",", ""))
+
+    return per_kblock
+
+
+def test_the_missed_builds_phase_captures(tmp_path):
+    """The timing builds of two of the count per warp check's misses, captured beside their bases
+    (tests/data/changes_per_warp/captures_of_missed_builds.tar.xz, H100): elect_release=0's added K-loop
+    instructions cost a few cycles a K block, where the chain charges them like uniform_desc=0's, and two
+    stages stretch the timing build's K block by 30-56%."""
+    per_kblock = _captured_kblocks(DATA / "changes_per_warp" / "captures_of_missed_builds.tar.xz", tmp_path)
 
     base, elect = per_kblock("s256_base"), per_kblock("s256_elect")
     assert 1_024 < base and abs(elect - base) <= 10
@@ -905,17 +913,9 @@ def test_three_stages_lengthen_the_k_block_more_than_their_first_load_says(tmp_p
     256-row tile. Through the ring's soft maximum that needs a steady load latency of 0.65-0.9 x the first
     load, where the two-stage captures of the count per warp check need 0.4-0.5: the latency a stage count
     is priced with is not one share of the first load."""
-    import re
-
     import pandas as pd
 
-    with tarfile.open(DATA / "changes_switches_short_m" / "captures_three_stages.tar.xz") as tf:
-        tf.extractall(tmp_path, filter="data")
-
-    def per_kblock(name: str) -> int:
-        r = CliRunner().invoke(cli, ["timing", "--from", str(tmp_path / name)], catch_exceptions=False)
-        assert r.exit_code == 0, r.output
-        return int(re.search(r"K-loop: ([\d,]+) cycles a K block", r.output).group(1).replace(",", ""))
+    per_kblock = _captured_kblocks(DATA / "changes_switches_short_m" / "captures_three_stages.tar.xz", tmp_path)
 
     p = C.RING_SOFTNESS
     for tile, grew in (("s192", (1.15, 1.25)), ("s256", (1.02, 1.06))):
