@@ -880,8 +880,7 @@ def test_the_switches_on_three_aspect_ratios_held_out_as_committed():
     were opened): every interval and every sign, the median just missed; past 3 pp two stages at the
     shortest M, three stages on the 192-row tile (priced under, as on most stored three-stage points) and
     a waited-on load with elect_release=0 on the 256-row tile."""
-    scored = _stored_summary("changes_switches_aspect_ratios")
-    worst = {(p["change"], p["problem"]): p["err_model_pp"] for p in scored["points"] if abs(p["err_model_pp"]) > 3}
+    worst = _misses_past_3pp("changes_switches_aspect_ratios")
     assert set(worst) == {
         ("ab_stage=2", "3072x10240x2048"),
         ("sfb_tma=0,elect_release=0", "4096x6144x2560"),
@@ -897,8 +896,7 @@ def test_the_switches_at_short_m_held_out_as_committed():
     two-stage points of that tile) and a waited-on load on the 256-row tile at K = 4096, alone and in a
     K-loop that is not unrolled (priced low); the sign wrong on elect_release=0 on the 192-row tile again
     (priced about 0, measured +1.1%)."""
-    scored = _stored_summary("changes_switches_short_m")
-    worst = {(p["change"], p["problem"]): p["err_model_pp"] for p in scored["points"] if abs(p["err_model_pp"]) > 3}
+    worst = _misses_past_3pp("changes_switches_short_m")
     assert set(worst) == {
         ("ab_stage=2", "6144x9216x2048"),
         ("sfa_tma=0", "2048x6144x4096"),
@@ -947,6 +945,12 @@ def test_the_timing_build_does_not_lengthen_a_shallow_ring(tmp_path):
 
 
 _TILE_256 = {"4096x9216x2560", "5120x9216x2048", "8192x4096x3584", "4096x8192x1536", "7168x4096x1536"}
+
+
+def _misses_past_3pp(run: str) -> dict:
+    """{(change, problem): model error pp} of a stored check's points more than 3 pp off, as committed."""
+    scored = _stored_summary(run)
+    return {(p["change"], p["problem"]): p["err_model_pp"] for p in scored["points"] if abs(p["err_model_pp"]) > 3}
 
 
 def _stored_summary(run: str) -> dict:
