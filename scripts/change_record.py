@@ -38,6 +38,7 @@ CHECKS = (
     "changes_switches_more_problems",
     "changes_switches_aspect_ratios",
     "changes_switches_short_m",
+    "changes_switches_tall_wide",
 )
 
 
