@@ -209,8 +209,8 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert built["all"]["points"] == 331 and 250 <= built["all"]["held_out"] < 331
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
-    # the waited-on load's share by consumer warpgroups every sfa_tma=0 point (three or six a check)
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 3, 3, 3, 6, 0]
+    # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart)
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0, 0, 0, 0, 6]
     # the stage count: every stage-count point of the checks (two stages on the 192-row tile the largest miss)
     st = built["kinds"]["stage_count"]
     assert st["points"] >= 30 and st["held_out"] < st["points"] and st["max_pp"] == pytest.approx(10.72, abs=0.01)
@@ -697,22 +697,22 @@ def test_stored_runs_reprojected_with_the_current_pricing():
     two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points,
     the ring's soft maximum on every stage-count point, its share on the 256-row tile on that tile's
     stage-count points, those of both held-out checks included, and a removed barrier probe on the 256-row
-    tile's peek=0 points, the waited-on load's share by warpgroups on every sfa_tma=0 point, the one-call
-    checks' counts merged with the probes and the count per warp counted since); the SIMT
+    tile's peek=0 points, the one-call checks' counts merged with the probes and the count per warp
+    counted since); the SIMT
     epilogue's largest miss is gone
     from the mechanisms run (14.8 pp as committed), the largest three-stage miss of the combined check is
-    1.2 pp smaller (10.75 as committed) and the held-out check's max 3.24 (6.59 as committed)."""
+    1.2 pp smaller (10.75 as committed) and the held-out check's max 3.49 (6.59 as committed)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.89, 33),
+        ("h200_changes", "projections_refit.json"): (33, 0.87, 33),
         ("h100_changes", "projections_reprojected.json"): (33, 0.82, 33),
-        ("h100_changes_pairs", "projections_reprojected.json"): (24, 1.23, 21),
-        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.38, 30),
+        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.97, 21),
+        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.24, 30),
         ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.21, 29),
-        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.60, 30),
-        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.16, 33),
-        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.20, 24),
+        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.70, 30),
+        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.24, 33),
+        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.21, 24),
         ("changes_stage_counts", "projections_reprojected.json"): (6, 1.34, 6),
-        ("changes_held_out", "projections_reprojected.json"): (39, 0.92, 38),
+        ("changes_held_out", "projections_reprojected.json"): (39, 0.94, 38),
         ("changes_ring_tiles", "projections_reprojected.json"): (48, 1.13, 45),
     }
     for (run, name), (n, median, held) in want.items():
@@ -728,7 +728,7 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         if run == "changes_combined_switches":
             assert s["model"]["max"] == pytest.approx(9.52, abs=0.01)
         if run == "changes_held_out":  # 6.59 as committed, before the 256-row tile's ring share
-            assert s["model"]["max"] == pytest.approx(3.24, abs=0.01)
+            assert s["model"]["max"] == pytest.approx(3.49, abs=0.01)
 
 
 # the checks as committed (projections fixed before their pairs were timed): points, moved >= 2%, intervals
@@ -910,9 +910,9 @@ def test_the_switches_on_a_tall_a_square_and_a_wide_problem_held_out_as_committe
     """The issue's ten single switches and two new combinations on three new problems, with the waited-on
     load priced by consumer warpgroups (tests/data/changes_switches_tall_wide, H100, one call, projections
     committed before the timings were opened): every interval and every sign; the median and the max missed,
-    all eight misses past 3 pp in the cycles. The waited-on load, refitted before this check, still prices low
-    on the tall and the square problem, alone and most with epi_split=0 beside it; the SIMT epilogue prices
-    high there."""
+    all eight misses past 3 pp in the cycles. The waited-on load, refitted by warpgroups before this check
+    (reverted since: held out, it scored no better than the one share), priced low on the tall and the square
+    problem, alone and most with epi_split=0 beside it; the SIMT epilogue priced high there."""
     worst = _misses_past_3pp("changes_switches_tall_wide")
     assert {c for c, _ in worst} == {
         "sfa_tma=0",

@@ -121,14 +121,11 @@ STORE_BYTES = 128.0
 STORE_SPREAD = (0.85, 1.0, 1.2)
 STORE_CYCLES = (5.7, 6.7, 8.0)
 # a global load added to the K-loop whose value each K block waits on (scales by LDG instead of TMA):
-# cycles it exposes a K block, as a share of the base capture's first load (low, point, high), with two
-# consumer warpgroups; with W of them, x 2 / W (while one warpgroup waits on its load the others' MMAs keep
-# the tensor pipe busy). A fit over the 22 stored sfa_tma=0 points of the one-call checks (13 on the
-# 256-row tile, two warpgroups; 9 on the 192-row, three), each priced through the whole projection: the
-# share each implies, x W / 2, has the same median on both tiles (0.072 and 0.071; unscaled 0.072 against
-# 0.047); the point is the median over all 22, the ends the smallest x 5/6 and the largest x 7/6
-LOADWAIT_SHARE = (0.047, 0.072, 0.147)
-LOADWAIT_WARPGROUPS = 2  # the consumer warpgroups LOADWAIT_SHARE is stated for
+# cycles it exposes a K block, as a share of the base capture's first load (low, point, high). A fit: the
+# three sfa_tma=0 points of the H200 change run (tests/data/h200_changes), with the tile start's tie and the
+# K-loop's instructions priced as above, imply 0.057 (6144x5120x2560), 0.063 (4096^3) and 0.081
+# (8192x8192x1024); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
+LOADWAIT_SHARE = (0.048, 0.063, 0.095)
 # a non-blocking probe of the next stage's full barrier, issued among a K block's promotion math, lets each
 # consumer warpgroup branch past the blocking wait when the stage has landed; without the probe that wait's
 # barrier read sits on the warpgroup's way to its next MMAs once a K block. Cycles it exposes a K block for
@@ -850,14 +847,11 @@ def estimate_change(
     if loads >= 0.5:
         kinds.add("waited_load")
     if loads >= 0.5 and first_load and first_load > 0:
-        wgs = (consumer_warps or 0) // WARPGROUP_WARPS
-        scale = LOADWAIT_WARPGROUPS / wgs if wgs else 1.0
         _add_priced(
             kd,
-            [share * scale * first_load * k_blocks for share in LOADWAIT_SHARE],
+            [share * first_load * k_blocks for share in LOADWAIT_SHARE],
             f"{loads / max(1, k_blocks):+,.1f} global loads a K block, waited on: "
-            f"{LOADWAIT_SHARE[1] * scale:.3f} x the first load's {first_load:,.0f} cycles a K block"
-            + (f" ({wgs} consumer warpgroups)" if wgs else ""),
+            f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block",
         )
     elif loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
