@@ -811,8 +811,7 @@ def test_the_switches_held_out_over_k_as_committed():
     (tests/data/changes_switches_k_range, H100, one call, projections committed before the timings were
     opened): every target but the max. The three points past 3 pp: elect_release=0 at the shortest K on the
     256-row tile, and a removed probe with sfb_tma=0 on that tile, whose parts each came within 1 pp."""
-    scored = _stored_summary("changes_switches_k_range")
-    worst = {p["change"] for p in scored["points"] if abs(p["err_model_pp"]) > 3}
+    worst = {change for change, _ in _misses_past_3pp("changes_switches_k_range")}
     assert worst == {"elect_release=0", "peek=0,sfb_tma=0"}
 
 
@@ -870,9 +869,7 @@ def test_the_switches_on_more_problems_held_out_as_committed():
     changes_switches_more_problems, H200, one call, projections committed before the timings were opened):
     the median met and every interval but one; the max missed by a waited-on load on the 192-row tile and
     one sign by elect_release=0 there (priced about 0, measured +1.2%)."""
-    scored = _stored_summary("changes_switches_more_problems")
-    worst = [p for p in scored["points"] if abs(p["err_model_pp"]) > 3]
-    assert [(p["change"], p["problem"]) for p in worst] == [("sfa_tma=0", "8192x6144x2560")]
+    assert list(_misses_past_3pp("changes_switches_more_problems")) == [("sfa_tma=0", "8192x6144x2560")]
 
 
 def test_the_switches_on_three_aspect_ratios_held_out_as_committed():
