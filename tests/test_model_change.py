@@ -220,7 +220,15 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.3
     lines = record_lines(["stage_count", "tie"], built)
     assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
-    assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 4
+    assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 5
+    # the checked interval: quantiles from the held-out points; with each check left out of them in turn it
+    # still holds >= 80% of that check's points, on each of the larger checks as on the whole record
+    ck = built["checked"]
+    assert ck["level"] == 0.9 and set(ck["kinds"]) <= set(built["kinds"]) and ck["all"] > 0
+    lo = ck["left_out"]
+    assert lo["points"] == 331 and lo["covered"] >= 0.85 * lo["points"] and lo["median_half_pp"] < 3.0
+    assert all(hit >= 0.75 * n for hit, n in lo["runs"].values() if n >= 30)
+    assert lines[4].startswith("the checked interval") and f"held {lo['covered']} of 331" in lines[4]
 
 
 def test_kinds_name_what_a_change_touches_beyond_its_instructions():
@@ -1177,3 +1185,30 @@ def test_projections_from_committed_counts_match_the_compiled_ones(tmp_path):
     counts["problems"][key]["base"] = "optimized:tile_m=128"
     with pytest.raises(BsprofError, match=key):
         VC.project_pairs(bases, tmp_path / "bases", problems, pairs, counts=counts)
+
+
+def test_the_checked_interval_is_a_conformal_quantile_of_held_out_misses():
+    """From one stored check's scored points: the quantile is the ceil((n + 1) x 0.9)-th smallest score
+    (|error| over 1 pp + 0.1 x the projected %), a kind with fewer than eight held-out points has no say, a
+    change's half-width is its widest kind's, and a point whose own check is left out is scored against
+    quantiles that never saw it."""
+    import math
+
+    from bsprof.analyzers.model import change_record as R
+
+    run = _record_script().score_check(DATA / "changes_switches_tall_wide")
+    pts = run["points"]
+    q = R.checked_quantiles(pts)
+    held = [p for p in pts if p["held_out"]]
+    scores = sorted(abs(p["err_model_pp"]) / (1 + 0.1 * abs(p["projected_pct"])) for p in held)
+    assert q["all"] == pytest.approx(scores[math.ceil((len(scores) + 1) * 0.9) - 1], abs=1e-4)
+    for kind in R.KIND_TEXT:
+        n = sum(kind in p["kinds"] for p in held)
+        assert (kind in q["kinds"]) == (n >= 8 and math.ceil((n + 1) * 0.9) <= n), kind
+    two = [k for k in q["kinds"]][:2]
+    assert R.checked_halfwidth(two, 10.0, q) == pytest.approx(2.0 * max(q["kinds"][k] for k in two))
+    assert R.checked_halfwidth(["spills"], 0.0, q) == pytest.approx(q["all"])
+    assert R.checked_halfwidth(two, 0.0, None) is None
+    # left out: a check scored against only the others' points; with one check there are no others
+    lo = R.left_out_coverage([run])
+    assert lo["points"] == 0 and lo["runs"] == {run["run"]: [0, len(pts)]}

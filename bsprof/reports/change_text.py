@@ -94,10 +94,19 @@ def render_change(console, res: dict, model_result=None) -> None:
         render_model(console, model_result)
     base = res["base"]
     lo, hi = 100 * (pr.wall_lo - 1), 100 * (pr.wall_hi - 1)
-    console.print(
-        f"wall time {pr.wall_pct:+.2f}% (interval {lo:+.2f}..{hi:+.2f}%; a measurement adds ±{pr.noise_pp:.1f} pp)",
-        markup=False,
-    )
+    if pr.checked_pp is not None:
+        # the interval a user can plan with: how far held-out prices like this one missed their timings
+        level = (shipped_record() or {}).get("checked", {}).get("level", 0.9)
+        console.print(
+            f"wall time {pr.wall_pct:+.2f}% ± {pr.checked_pp:.2f} pp ({level:.0%} checked interval; "
+            f"SASS bounds {lo:+.2f}..{hi:+.2f}%)",
+            markup=False,
+        )
+    else:
+        console.print(
+            f"wall time {pr.wall_pct:+.2f}% (interval {lo:+.2f}..{hi:+.2f}%; a measurement adds ±{pr.noise_pp:.1f} pp)",
+            markup=False,
+        )
     clock = (
         f"clock x{pr.clock_ratio:.3f} from {base.mhz:,.0f} MHz ({base.limits['power_limit_w']:.0f} W cap)"
         if base.mhz and base.limits
@@ -198,6 +207,12 @@ def render_validation_changes(console, scored: dict) -> None:
         f"{s['measured_ge_2pct']} points moved >= 2%",
         markup=False,
     )
+    if s.get("checked_points"):
+        console.print(
+            f"  checked intervals (as committed) hold {s['checked_covered']} of {s['checked_points']}, "
+            f"median ±{s['checked_median_half_pp']:.2f} pp",
+            markup=False,
+        )
     if sp := s.get("error_split"):
         # wall = cycles / clock: which side of the projection missed, against each build's NVML clock
         console.print(

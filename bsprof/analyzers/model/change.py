@@ -959,6 +959,9 @@ class ChangeProjection:
     count_rule_ratio: float  # the instruction-count rule
     no_change_ratio: float = 1.0
     sentence: str = ""
+    # the checked interval's half-width, pp of wall time: how far held-out prices of the kinds this change
+    # touches missed their timings (change_record.checked_halfwidth); None without a record
+    checked_pp: float | None = None
 
     @property
     def wall_pct(self) -> float:
@@ -974,6 +977,8 @@ class ChangeProjection:
         d["wall_pct"] = self.wall_pct
         d["count_rule_pct"] = 100.0 * (self.count_rule_ratio - 1.0)
         d["interval_pct"] = [100.0 * (self.wall_lo - 1.0), 100.0 * (self.wall_hi - 1.0)]
+        if self.checked_pp is not None:
+            d["checked_interval_pct"] = [self.wall_pct - self.checked_pp, self.wall_pct + self.checked_pp]
         d["chain"] = self.estimate.to_json()
         return d
 
@@ -991,10 +996,12 @@ def measured_phases(params) -> dict[str, float]:
 
 
 def project_change(
-    params, est: ChangeEstimate, base: BaseMeasurement, *, noise_pp: float = NOISE_PP
+    params, est: ChangeEstimate, base: BaseMeasurement, *, noise_pp: float = NOISE_PP, quantiles: dict | None = None
 ) -> ChangeProjection:
     """The estimate's cycle deltas through the calibrated equilibrium (deterministic), the busy
-    share and the clock term; the interval from the low and high deltas; the count rule beside."""
+    share and the clock term; the interval from the low and high deltas; the checked interval from
+    ``quantiles`` (``change_record.checked_quantiles``; default: the shipped record's); the count rule beside."""
+    from bsprof.analyzers.model.change_record import checked_halfwidth
     from bsprof.analyzers.model.clock import limits_for, project_clock
     from bsprof.analyzers.model.project import project
 
@@ -1025,7 +1032,16 @@ def project_change(
         noise_pp,
         count_rule_ratio=1.0 + rule / base.tile_cycles,
         sentence=pj.sentence,
+        checked_pp=checked_halfwidth(
+            list(est.kinds), 100.0 * (w - 1.0), quantiles if quantiles is not None else _shipped_quantiles()
+        ),
     )
+
+
+def _shipped_quantiles() -> dict | None:
+    from bsprof.analyzers.model.change_record import shipped_record
+
+    return (shipped_record() or {}).get("checked")
 
 
 def _clamped(params, deltas: dict) -> dict:
@@ -1072,6 +1088,8 @@ class ChangePoint:
     clock_ratio: float = math.nan  # projected clock after / before
     measured_clock_ratio: float = math.nan
     measured_cycles_pct: float = math.nan
+    checked_pp: float = math.nan  # the checked interval's half-width as committed (NaN: none was)
+    covered_checked: bool | None = None
 
 
 def sustained_mhz(reads: list[dict] | None) -> float:
@@ -1104,6 +1122,8 @@ def score_point(p: ChangePoint, base_reps: list[float], meas_reps: list[float]) 
     p.err_none_pp = -p.measured_pct
     p.err_rule_pp = p.count_rule_pct - p.measured_pct
     p.covered = (p.lo_pct - p.noise_pp) <= p.measured_pct <= (p.hi_pct + p.noise_pp)
+    if math.isfinite(p.checked_pp):
+        p.covered_checked = abs(p.err_model_pp) <= p.checked_pp
     p.sign_ok = abs(p.measured_pct) <= 1.0 or (p.projected_pct > 0) == (p.measured_pct > 0)
     return p
 
@@ -1143,6 +1163,11 @@ def summarize(points: list[ChangePoint]) -> dict:
         "covered": sum(p.covered for p in pts),
         "coverage": sum(p.covered for p in pts) / len(pts),
     }
+    checked = [p for p in pts if p.covered_checked is not None]
+    if checked:
+        out["checked_points"] = len(checked)
+        out["checked_covered"] = sum(bool(p.covered_checked) for p in checked)
+        out["checked_median_half_pp"] = statistics.median(p.checked_pp for p in checked)
     # where the model's error lies: ln(wall) = ln(cycles) - ln(clock), each side against the run's reading
     split = [p for p in pts if math.isfinite(p.measured_clock_ratio) and math.isfinite(p.cycles_pct)]
     if split:
@@ -1166,6 +1191,7 @@ def summarize(points: list[ChangePoint]) -> dict:
         "max_le_3pp": m["max"] <= 3.0,
         "sign_right_past_1pct": not out["sign_wrong"],
         "coverage_ge_80pct": out["coverage"] >= 0.8,
+        **({"checked_coverage_ge_80pct": out["checked_covered"] >= 0.8 * len(checked)} if checked else {}),
         "beats_count_rule_off_binding": beats_off,
         "no_worse_on_binding": no_worse_on,
     }
@@ -1240,6 +1266,7 @@ def point_record(change: str, problem: str, pr: ChangeProjection) -> dict:
         "lo_pct": 100.0 * (pr.wall_lo - 1.0),
         "hi_pct": 100.0 * (pr.wall_hi - 1.0),
         "noise_pp": pr.noise_pp,
+        **({"checked_pp": pr.checked_pp} if pr.checked_pp is not None else {}),
         "count_rule_pct": 100.0 * (pr.count_rule_ratio - 1.0),
         "cycles_pct": 100.0 * (pr.cycles_ratio - 1.0),
         "clock_ratio": pr.clock_ratio,
@@ -1279,6 +1306,7 @@ def points_from_records(records: list[dict]) -> list[ChangePoint]:
             len(r.get("unpriced", [])),
             cycles_pct=float(r.get("cycles_pct", math.nan)),
             clock_ratio=float(r.get("clock_ratio", math.nan)),
+            checked_pp=float(r.get("checked_pp", math.nan)),
         )
         for r in records
     ]

@@ -31,6 +31,17 @@ KIND_TEXT = {
 }
 # a stored point still counts as held out while the pricing re-projects its committed value this closely
 AS_COMMITTED_PP = 0.01
+# the checked interval: a split-conformal interval over the held-out points of the kinds a change touches.
+# A point's score is its |error| over 1 pp plus CHECKED_PER_PCT of its projected change (a large change
+# misses by more: the stored errors of +20-40% changes run to 5-10 pp, those under 2% to 1-3), and the
+# interval is the point +- the CHECKED_LEVEL quantile of the scores x that scale; a kind with fewer than
+# CHECKED_MIN_POINTS held-out points leaves its say to the others (every change's, if none has enough).
+# Chosen by leaving one stored check out at a time (quantiles from the other checks' held-out points):
+# level 0.9 with 0.1 per % covered 89.7% of the 331 points at a median half-width of 2.6 pp; 0, 0.05,
+# 0.2 and 0.5 per % covered 92.1, 91.5, 90.3 and 90.0% at 3.8, 3.1, 2.4 and 2.5 (docs/model.md)
+CHECKED_LEVEL = 0.9
+CHECKED_PER_PCT = 0.1
+CHECKED_MIN_POINTS = 8
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "model" / "change_record.json"
 
 
@@ -43,6 +54,74 @@ def _stats(points: list[dict]) -> dict:
         "max_pp": round(max(abs(e) for e in errs), 2),
         "bias_pp": round(statistics.fmean(errs), 2),
         "intervals_hold": sum(bool(p["covered"]) for p in points),
+    }
+
+
+def checked_scale(projected_pct: float) -> float:
+    """What a point's |error| is divided by for its conformal score, and its quantile multiplied by."""
+    return 1.0 + CHECKED_PER_PCT * abs(projected_pct)
+
+
+def _quantile(scores: list[float]) -> float | None:
+    """The split-conformal quantile at CHECKED_LEVEL: the ceil((n + 1) x level)-th smallest score (None
+    where n is too small for it)."""
+    k = math.ceil((len(scores) + 1) * CHECKED_LEVEL)
+    return sorted(scores)[k - 1] if 0 < k <= len(scores) else None
+
+
+def checked_quantiles(points: list[dict]) -> dict:
+    """{"all": q, "kinds": {kind: q}} over the held-out points' conformal scores; a kind with fewer than
+    CHECKED_MIN_POINTS held-out points is left out."""
+    held = [p for p in points if p["held_out"] and math.isfinite(p.get("err_model_pp", math.nan))]
+
+    def score(p: dict) -> float:
+        return abs(p["err_model_pp"]) / checked_scale(p["projected_pct"])
+
+    kinds = {}
+    for k in KIND_TEXT:
+        sel = [score(p) for p in held if k in p["kinds"]]
+        if len(sel) >= CHECKED_MIN_POINTS and (q := _quantile(sel)) is not None:
+            kinds[k] = round(q, 4)
+    q_all = _quantile([score(p) for p in held])
+    return {"all": round(q_all, 4) if q_all is not None else None, "kinds": kinds}
+
+
+def checked_halfwidth(kinds: list[str], projected_pct: float, quantiles: dict | None) -> float | None:
+    """The checked interval's half-width (pp of wall time) for a projection touching ``kinds``: the
+    largest quantile among its kinds that the record holds (every change's where none), x its scale.
+    None without quantiles."""
+    if not quantiles:
+        return None
+    qs = [quantiles["kinds"][k] for k in kinds if k in quantiles.get("kinds", {})]
+    q = max(qs) if qs else quantiles.get("all")
+    return None if q is None else q * checked_scale(projected_pct)
+
+
+def left_out_coverage(checks: list[dict]) -> dict:
+    """How the checked interval held where its quantiles did not see the points: each check's points
+    against quantiles from the other checks' held-out points."""
+    n = covered = 0
+    widths = []
+    by_run = {}
+    for c in checks:
+        others = [p for o in checks if o is not c for p in o["points"]]
+        q = checked_quantiles(others)
+        pts = [p for p in c["points"] if math.isfinite(p.get("err_model_pp", math.nan))]
+        hit = 0
+        for p in pts:
+            h = checked_halfwidth(p["kinds"], p["projected_pct"], q)
+            if h is None:
+                continue
+            n += 1
+            widths.append(h)
+            hit += abs(p["err_model_pp"]) <= h
+        covered += hit
+        by_run[c["run"]] = [hit, len(pts)]
+    return {
+        "points": n,
+        "covered": covered,
+        "median_half_pp": round(statistics.median(widths), 2) if widths else None,
+        "runs": by_run,
     }
 
 
@@ -65,6 +144,12 @@ def build_record(checks: list[dict]) -> dict:
         ],
         "all": _stats(pts) if pts else None,
         "kinds": {k: _stats(v) for k, v in by_kind.items() if v},
+        "checked": {
+            "level": CHECKED_LEVEL,
+            "per_pct": CHECKED_PER_PCT,
+            **checked_quantiles(pts),
+            "left_out": left_out_coverage(checks),
+        },
     }
 
 
@@ -96,4 +181,11 @@ def record_lines(kinds: list[str], record: dict | None) -> list[str]:
     ]
     out += [line(KIND_TEXT[k], record["kinds"][k]) for k in kinds if k in record["kinds"]]
     out.append(line("every change", record["all"]))
+    lo = (record.get("checked") or {}).get("left_out")
+    if lo and lo["points"]:
+        out.append(
+            f"the checked interval (± what {record['checked']['level']:.0%} of held-out prices of the same kinds "
+            f"missed by, scaled by the change's size) held {lo['covered']} of {lo['points']} points with their own "
+            f"check left out of its quantiles (median ±{lo['median_half_pp']:.2f} pp)"
+        )
     return out
