@@ -38,6 +38,7 @@ def change_doc(res: dict, model_result=None) -> dict:
             "checked": {k: record["kinds"][k] for k in kinds if k in record["kinds"]},
             "all": record["all"],
             "runs": record["runs"],
+            "checked_level": (record.get("checked") or {}).get("level"),
         }
     doc["change"]["base"] = {k: v for k, v in vars(res["base"]).items()}
     if model_result is not None:

@@ -144,13 +144,21 @@ def _change(sec: Section, d: dict) -> None:
         if isinstance(dd, dict) and (dd.get("instructions") or dd.get("unpriced"))
     ]
     iv = ch.get("interval_pct") or [None, None]
+    ck = ch.get("checked_interval_pct") or [None, None]
+    level = num((ch.get("record") or {}).get("checked_level")) if isinstance(ch.get("record"), dict) else None
+    checked_txt = (
+        f"; checked interval ({fmt(100 * level) if level else '?'}% of held-out prices of its kinds) "
+        f"{fmt(num(ck[0]))} .. {fmt(num(ck[1]))} %"
+        if ck[0] is not None
+        else ""
+    )
     sec.add(
         table(
             rows,
             ["phase", "Δ instructions / tile", "Δ cycles / tile", "interval", "count rule", "from"],
             numeric=(1, 2, 4),
             caption=f"projected wall time {fmt(num(ch.get('wall_pct')))} % (interval {fmt(num(iv[0]))} .. "
-            f"{fmt(num(iv[1]))} %); the instruction-count rule {fmt(num(ch.get('count_rule_pct')))} %",
+            f"{fmt(num(iv[1]))} %){checked_txt}; the instruction-count rule {fmt(num(ch.get('count_rule_pct')))} %",
         )
     )
     for u in chain.get("unpriced") or []:
