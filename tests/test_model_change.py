@@ -226,7 +226,9 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     ck = built["checked"]
     assert ck["level"] == 0.9 and set(ck["kinds"]) <= set(built["kinds"]) and ck["all"] > 0
     lo = ck["left_out"]
-    assert lo["points"] == built["all"]["points"] and lo["covered"] >= 0.85 * lo["points"] and lo["median_half_pp"] < 3.0
+    assert (
+        lo["points"] == built["all"]["points"] and lo["covered"] >= 0.85 * lo["points"] and lo["median_half_pp"] < 3.0
+    )
     assert all(hit >= 0.75 * n for hit, n in lo["runs"].values() if n >= 30)
     assert lines[4].startswith("the checked interval") and f"held {lo['covered']} of {lo['points']}" in lines[4]
 
