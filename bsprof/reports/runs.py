@@ -8,6 +8,8 @@ rather than an exception, so the page can say what it skipped.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from pathlib import Path
 
@@ -60,12 +62,26 @@ def _ncu_reports(root: Path) -> list[Path]:
     return [p for p in reps if not (p.parent / "summary.json").is_file()][:MAX_FILES]
 
 
-def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
+@functools.lru_cache(maxsize=256)
+def _ncu_payload(path: str, mtime_ns: int, size: int) -> dict:
+    """One report's analysis, kept for the life of the process while the file is unchanged: a report of
+    several directories (or a directory discovered again) reads each `.ncu-rep` once."""
     from bsprof.analyzers.ncu.summary import analyze_report
+
+    return analyze_report(Path(path))[1]
+
+
+def _analyze_ncu(path: Path, run: Run, base: Path) -> None:
     from bsprof.errors import BsprofError
 
     try:
-        _, payload = analyze_report(path)
+        st = path.stat()
+        key = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = (0, -1)  # unreadable: the analysis names why
+    try:
+        # a copy: what a section does with its payload stays out of the next run's
+        payload = copy.deepcopy(_ncu_payload(str(path), *key))
     except BsprofError as exc:
         run.problems.append(_named(_short(path, base), str(exc), str(path)))
         return

@@ -69,6 +69,11 @@ def known(x: float) -> bool:
 
 
 def opcodes(row) -> dict[str, float]:
+    """The row's executed instructions by opcode (``inst_op_*`` columns), those above zero."""
+    # a pandas row answers each .get() slowly, and a frame of many kernels holds every opcode any of them ran:
+    # read it as a dict once (a report directory's rules call this hundreds of times a kernel)
+    if hasattr(row, "to_dict"):
+        row = row.to_dict()
     keys = row.keys() if hasattr(row, "keys") else []
     return {k[len("inst_op_") :]: v for k in keys if k.startswith("inst_op_") and known(v := metric(row, k)) and v > 0}
 
