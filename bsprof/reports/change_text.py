@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from bsprof.analyzers.model.change_record import record_lines, shipped_record
+from bsprof.analyzers.model.change_record import CHECKED_LEVEL, record_lines, shipped_record
 from bsprof.fmt import lit
 from bsprof.reports.term import say
 
@@ -97,9 +97,8 @@ def render_change(console, res: dict, model_result=None) -> None:
     lo, hi = 100 * (pr.wall_lo - 1), 100 * (pr.wall_hi - 1)
     if pr.checked_pp is not None:
         # the interval a user can plan with: how far held-out prices like this one missed their timings
-        level = (shipped_record() or {}).get("checked", {}).get("level", 0.9)
         console.print(
-            f"wall time {pr.wall_pct:+.2f}% ± {pr.checked_pp:.2f} pp ({level:.0%} checked interval; "
+            f"wall time {pr.wall_pct:+.2f}% ± {pr.checked_pp:.2f} pp ({CHECKED_LEVEL:.0%} checked interval; "
             f"SASS bounds {lo:+.2f}..{hi:+.2f}%)",
             markup=False,
         )

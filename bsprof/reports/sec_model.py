@@ -145,7 +145,7 @@ def _change(sec: Section, d: dict) -> None:
     ]
     iv = ch.get("interval_pct") or [None, None]
     ck = ch.get("checked_interval_pct") or [None, None]
-    level = num((ch.get("record") or {}).get("checked_level")) if isinstance(ch.get("record"), dict) else None
+    level = num(ch["record"].get("checked_level")) if isinstance(ch.get("record"), dict) else None
     checked_txt = (
         f"; checked interval ({fmt(100 * level) if level else '?'}% of held-out prices of its kinds) "
         f"{fmt(num(ck[0]))} .. {fmt(num(ck[1]))} %"
