@@ -13,6 +13,11 @@ committed counts phase by phase, and what was missing is written beside them (``
 
     python3 scripts/change_record.py --probes tests/data/changes_held_out
     python3 scripts/change_record.py --per-warp tests/data/changes_held_out
+
+How the checked interval's settings compare, each check left out of the quantiles in turn (the shipped
+scale per % against others, and one quantile for every kind):
+
+    python3 scripts/change_record.py --checked-scales
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ CHECKS = (
     "changes_switches_aspect_ratios",
     "changes_switches_short_m",
     "changes_switches_tall_wide",
+    "changes_switches_192_rows",
+    "changes_switches_256_rows",
 )
 
 
@@ -105,14 +112,44 @@ def score_check(run_dir: Path) -> dict:
     return {"run": run_dir.name, "device": measured.get("device") or "", "points": points}
 
 
-def build(data_dir: Path) -> dict:
+def score_checks(data_dir: Path) -> list[dict]:
+    """Every check of CHECKS scored with this checkout's pricing (``score_check``)."""
+    return [score_check(data_dir / name) for name in CHECKS]
+
+
+def build(checks: list[dict]) -> dict:
     from bsprof.analyzers.model.change_record import build_record
 
-    doc = build_record([score_check(data_dir / name) for name in CHECKS])
+    doc = build_record(checks)
     return {"made_by": "python3 scripts/change_record.py bsprof/data/model/change_record.json", **doc}
 
 
+# the scales per % of projected change the checked interval's is weighed against
+CHECKED_SCALES = (0.0, 0.05, 0.1, 0.2, 0.5)
+
+
+def checked_scales(checks: list[dict]) -> list[str]:
+    """One line per setting of the checked interval over scored checks: its left-out coverage and median
+    half-width."""
+    from bsprof.analyzers.model import change_record as R
+
+    settings = [(f"{c:g} per %, by kind", c, True) for c in CHECKED_SCALES]
+    settings.append((f"{R.CHECKED_PER_PCT:g} per %, one quantile for every kind", None, False))
+    out = []
+    for what, per_pct, by_kind in settings:
+        lo = R.left_out_coverage(checks, per_pct, by_kind)
+        shipped = " (shipped)" if by_kind and per_pct == R.CHECKED_PER_PCT else ""
+        out.append(
+            f"{what}{shipped}: {lo['covered']} of {lo['points']} ({100 * lo['covered'] / lo['points']:.1f}%), "
+            f"median ±{lo['median_half_pp']:.2f} pp"
+        )
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--checked-scales"]:
+        print("\n".join(checked_scales(score_checks(ROOT / "tests" / "data"))))
+        return 0
     flags = {f"--{what.replace('_', '-')}": what for what in COUNTED_SINCE}
     if len(argv) == 2 and argv[0] in flags:
         run_dir, what = Path(argv[1]), flags[argv[0]]
@@ -122,7 +159,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    doc = build(ROOT / "tests" / "data")
+    doc = build(score_checks(ROOT / "tests" / "data"))
     Path(argv[0]).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {argv[0]}: {doc['all']['points']} points, {len(doc['kinds'])} kinds")
     return 0

@@ -57,9 +57,10 @@ def _stats(points: list[dict]) -> dict:
     }
 
 
-def checked_scale(projected_pct: float) -> float:
-    """What a point's |error| is divided by for its conformal score, and its quantile multiplied by."""
-    return 1.0 + CHECKED_PER_PCT * abs(projected_pct)
+def checked_scale(projected_pct: float, per_pct: float | None = None) -> float:
+    """What a point's |error| is divided by for its conformal score, and its quantile multiplied by
+    (``per_pct``: the scale's growth per % of projected change, CHECKED_PER_PCT unless given)."""
+    return 1.0 + (CHECKED_PER_PCT if per_pct is None else per_pct) * abs(projected_pct)
 
 
 def _quantile(scores: list[float]) -> float | None:
@@ -69,16 +70,16 @@ def _quantile(scores: list[float]) -> float | None:
     return sorted(scores)[k - 1] if 0 < k <= len(scores) else None
 
 
-def checked_quantiles(points: list[dict]) -> dict:
+def checked_quantiles(points: list[dict], per_pct: float | None = None, by_kind: bool = True) -> dict:
     """{"all": q, "kinds": {kind: q}} over the held-out points' conformal scores; a kind with fewer than
-    CHECKED_MIN_POINTS held-out points is left out."""
+    CHECKED_MIN_POINTS held-out points is left out (every kind without ``by_kind``)."""
     held = [p for p in points if p["held_out"] and math.isfinite(p.get("err_model_pp", math.nan))]
 
     def score(p: dict) -> float:
-        return abs(p["err_model_pp"]) / checked_scale(p["projected_pct"])
+        return abs(p["err_model_pp"]) / checked_scale(p["projected_pct"], per_pct)
 
     kinds = {}
-    for k in KIND_TEXT:
+    for k in KIND_TEXT if by_kind else ():
         sel = [score(p) for p in held if k in p["kinds"]]
         if len(sel) >= CHECKED_MIN_POINTS and (q := _quantile(sel)) is not None:
             kinds[k] = round(q, 4)
@@ -86,7 +87,9 @@ def checked_quantiles(points: list[dict]) -> dict:
     return {"all": round(q_all, 4) if q_all is not None else None, "kinds": kinds}
 
 
-def checked_halfwidth(kinds: list[str], projected_pct: float, quantiles: dict | None) -> float | None:
+def checked_halfwidth(
+    kinds: list[str], projected_pct: float, quantiles: dict | None, per_pct: float | None = None
+) -> float | None:
     """The checked interval's half-width (pp of wall time) for a projection touching ``kinds``: the
     largest quantile among its kinds that the record holds (every change's where none), x its scale.
     None without quantiles."""
@@ -94,22 +97,23 @@ def checked_halfwidth(kinds: list[str], projected_pct: float, quantiles: dict | 
         return None
     qs = [quantiles["kinds"][k] for k in kinds if k in quantiles.get("kinds", {})]
     q = max(qs) if qs else quantiles.get("all")
-    return None if q is None else q * checked_scale(projected_pct)
+    return None if q is None else q * checked_scale(projected_pct, per_pct)
 
 
-def left_out_coverage(checks: list[dict]) -> dict:
+def left_out_coverage(checks: list[dict], per_pct: float | None = None, by_kind: bool = True) -> dict:
     """How the checked interval held where its quantiles did not see the points: each check's points
-    against quantiles from the other checks' held-out points."""
+    against quantiles from the other checks' held-out points (with another scale or one quantile for
+    every kind where ``per_pct`` / ``by_kind`` say so, to weigh the shipped settings against others)."""
     n = covered = 0
     widths = []
     by_run = {}
     for c in checks:
         others = [p for o in checks if o is not c for p in o["points"]]
-        q = checked_quantiles(others)
+        q = checked_quantiles(others, per_pct, by_kind)
         pts = [p for p in c["points"] if math.isfinite(p.get("err_model_pp", math.nan))]
         hit = 0
         for p in pts:
-            h = checked_halfwidth(p["kinds"], p["projected_pct"], q)
+            h = checked_halfwidth(p["kinds"], p["projected_pct"], q, per_pct)
             if h is None:
                 continue
             n += 1
