@@ -86,16 +86,22 @@ def with_counted(counts: dict, what: str, got_all: dict) -> dict:
     return doc
 
 
+def merged_counts(run_dir: Path) -> dict:
+    """A check's committed counts with what was counted since (``COUNTED_SINCE``) merged in."""
+    counts = json.loads((run_dir / "counts.json").read_text())
+    for what, name in COUNTED_SINCE.items():
+        if (run_dir / name).is_file():
+            counts = with_counted(counts, what, json.loads((run_dir / name).read_text()))
+    return counts
+
+
 def score_check(run_dir: Path) -> dict:
     """One stored check re-projected from its counts and bases, scored against its timings."""
     from bsprof.analyzers.model import change as C
     from bsprof.analyzers.model.change_record import AS_COMMITTED_PP
     from bsprof.profile import validate_changes as VC
 
-    counts = json.loads((run_dir / "counts.json").read_text())
-    for what, name in COUNTED_SINCE.items():
-        if (run_dir / name).is_file():
-            counts = with_counted(counts, what, json.loads((run_dir / name).read_text()))
+    counts = merged_counts(run_dir)
     committed = json.loads((run_dir / "projections.json").read_text())
     doc = VC.project_archive(run_dir / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
     measured, _ = C.stored_measured(run_dir)

@@ -1,6 +1,7 @@
 """Re-project a stored `bsprof model --validate --changes` run with the current pricing, on the CPU:
-the same base captures, both builds of every pair compiled here for their SASS (cached), the
-projections written as the run's step 2 writes them. In-sample where the pricing was fitted on the
+the same base captures, both builds of every pair compiled here for their SASS (cached; a one-call
+check's committed counts instead, with what was counted since), the projections written as the run's
+step 2 writes them. In-sample where the pricing was fitted on the
 run (docs/model.md, "Code changes priced from SASS").
 
     python3 scripts/reproject_changes.py tests/data/h200_changes /tmp/projections.json
@@ -29,7 +30,13 @@ def main(argv: list[str]) -> int:
     # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
     tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
     committed = json.loads((run / "projections.json").read_text())
-    doc = VC.project_archive(tar, tuple(committed.get("pairs") or VC.PAIRS))  # the changes the run timed
+    if (run / "counts.json").is_file():  # a one-call check: its committed counts, nothing compiled
+        from change_record import merged_counts  # beside this script
+
+        counts = merged_counts(run)
+        doc = VC.project_archive(tar, tuple(counts["pairs"]), counts=counts)
+    else:
+        doc = VC.project_archive(tar, tuple(committed.get("pairs") or VC.PAIRS))  # the changes the run timed
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}: {len(doc['points'])} projections")
     return 0

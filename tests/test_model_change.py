@@ -207,14 +207,17 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     # every one-call check, in the order the script names them (thirteen: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
     assert script.CHECKS[-1] == "changes_switches_256_rows"
-    assert built["all"]["points"] == 403 and 300 <= built["all"]["held_out"] < 403
+    assert built["all"]["points"] == 403 and 250 <= built["all"]["held_out"] < 403
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
-    # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart)
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [16, 2, 18, 8, 0, 8, 0, 0, 0, 0, 6, 0, 0]
-    # the stage count: every stage-count point of the checks (two stages on the 192-row tile the largest miss)
+    # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
+    # K-block terms, fitted on every check's stage-count points, moved those and every combination with them
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9]
+    # the stage count: every stage-count point of the checks, in-sample but one (the SIMT epilogue, which
+    # changes the ring's depth, the largest miss)
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 30 and st["held_out"] < st["points"] and st["max_pp"] == pytest.approx(12.12, abs=0.01)
+    assert st["points"] >= 100 and st["held_out"] <= 1 and st["max_pp"] == pytest.approx(5.66, abs=0.01)
+    assert "stage_count" not in built["checked"]["kinds"]  # too few held out to say what its price misses by
     assert built["all"]["median_pp"] < st["median_pp"]
     # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 1.4-4 pp high
     ins = built["kinds"]["instructions"]
@@ -257,8 +260,8 @@ def test_kinds_name_what_a_change_touches_beyond_its_instructions():
         (r["change"], r["problem"]): " ".join(ph["source"] for ph in r["phases"] if ph["phase"] == "kloop")
         for r in doc["points"]
     }
-    assert "0.45 x the first load" in src[("ab_stage=2", "4096x7168x3072")]
-    assert "0.52 x the first load" in src[("ab_stage=2", p)]
+    assert "(0.46 + 0.62 / (stages - 1)) x the base's" in src[("ab_stage=2", "4096x7168x3072")]
+    assert "(0.39 + 0.98 / (stages - 1)) x the base's" in src[("ab_stage=2", p)]
 
 
 def test_foreign_cutlass_pair_prices_its_kloop_and_names_the_rest():
@@ -727,8 +730,8 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.70, 30),
         ("changes_combined_switches", "projections_reprojected.json"): (33, 1.24, 33),
         ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.21, 24),
-        ("changes_stage_counts", "projections_reprojected.json"): (6, 1.34, 6),
-        ("changes_held_out", "projections_reprojected.json"): (39, 0.94, 38),
+        ("changes_stage_counts", "projections_reprojected.json"): (6, 1.28, 6),
+        ("changes_held_out", "projections_reprojected.json"): (39, 1.13, 38),
         ("changes_ring_tiles", "projections_reprojected.json"): (48, 1.13, 45),
     }
     for (run, name), (n, median, held) in want.items():
@@ -1106,9 +1109,9 @@ def test_the_ring_latency_check_as_committed():
     pairs = zip(scored["projections_ring_latency.json"]["points"], scored["projections.json"]["points"])
     moved = {a["change"] for a, b in pairs if abs(a["projected_pct"] - b["projected_pct"]) > 0.1}
     assert moved and all(c.startswith("ab_stage") or c == "epilogue=direct" for c in moved)
-    # re-derived from the stored bases with the pricing now: as committed, but for the stage counts on the
-    # 256-row tile, which the share fitted since (two consumer warpgroups: 0.45 x the first load) moved,
-    # peek=0 there, which the barrier probe's price moved (the counts merged with probes.json)
+    # re-derived from the stored bases with the pricing now: as committed, but for the stage counts, which the
+    # ring's K-block terms fitted since moved, peek=0 on the 256-row tile, which the barrier probe's price
+    # moved (the counts merged with probes.json)
     re = {(p["change"], p["problem"]): p["projected_pct"] for p in scored["projections_reprojected.json"]["points"]}
     moved = {
         (p["change"], p["problem"])
@@ -1126,10 +1129,8 @@ def test_the_ring_latency_check_as_committed():
             if abs(b["per_tile"]["phase1"] - e["a"]["per_tile"]["phase1"]) >= at_least
         }
 
-    fitted = {
-        (c, "4096x7168x3072")
-        for c in ("ab_stage=3", "ab_stage=2", "ab_stage=3,sfb_tma=0", "ab_stage=2,epi_split=0", "peek=0")
-    }
+    stages = ("ab_stage=3", "ab_stage=2", "ab_stage=3,sfb_tma=0", "ab_stage=2,epi_split=0")
+    fitted = {(c, shape) for c in stages for shape in counts} | {("peek=0", "4096x7168x3072")}
     # a change of one or two Phase 1 instructions moves its projection by less than 0.01 pp, and the stores
     # a SIMT epilogue drains replace what Phase 1 priced them at
     store_warp = {("elect_release=0", "4096x7168x3072")} | {(c, p) for c, p in phase1(10) if c == "epi_split=0"}

@@ -95,14 +95,20 @@ KLOOP_MARGINAL = 2.6
 # (6144x5120x2560) and 0.61 (8192x8192x1024) through the whole projection (docs/model.md, "Code changes
 # priced from SASS"); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
-# with two consumer warpgroups (the 256-row tile) the first load overstates the ring's steady latency more:
-# its first stage carries 48 KB against the 192-row tile's 40 KB, and the steady latency measured on the ring
-# itself (a timing-build stamp, since removed: docs/model.md, "Tried and measured no-go") was 0.37 x the first
-# load there against 0.48-0.52 on the 192-row tile. A fit over the 17 stored stage-count points of that tile
-# (eleven of the first eight change runs, six of the two held-out checks): 0.45 gives a median |error| of 0.87
-# pp (max 3.58, mean -0.24) against 0.52's 1.47 (max 7.77, mean +2.65); 0.44 and 0.46 bracket it; the ends
-# scaled as the point
-RING_LATENCY_SHARE_BY_WARPGROUPS = {2: (0.36, 0.45, 0.61)}
+# the share above is the fallback: on the bundled kernel's two tiles the first load does not predict the
+# ring (its two-stage K block correlates 0.02 with the first load over the 15 stored two-stage points of the
+# 192-row tile, 0.88 with the base's own K block), and three stages need a latency 0.65-0.9 x the first load
+# where two need 0.4-0.5. A ring of S stages needs its K block to last T + L / (S - 1): T the time a stage
+# takes to arrive at the rate the memory system gives the kernel, L the latency the other stages hide; both
+# as shares of the base's measured K block (a base that waits on memory waits more with fewer stages), by
+# consumer warpgroups: (T, L). A fit over the 106 stage-count points of the thirteen one-call checks
+# (tests/data/changes_*, scripts/change_record.py), through the whole projection: two stages 1.37 and 1.08
+# x the base's K block, three 0.88 and 0.77; their median |error| 1.05 pp (max 5.66, mean +0.17) against
+# the first-load shares' 1.48 (max 12.12, mean +0.47), 106 of 106 in their intervals (docs/model.md,
+# "Code changes priced from SASS")
+RING_NEED_BY_WARPGROUPS = {3: (0.39, 0.98), 2: (0.46, 0.62)}
+# the ends of both terms, with the point: a K block's need 15% under to 20% over
+RING_NEED_ENDS = (0.85, 1.0, 1.2)
 # how soft that maximum is (P = (C0^p + need^p)^(1/p), ``ring_delta``): a hard maximum left three stages
 # free wherever the mean latency over two stages fit under the K block, and those measured 2.1-4.4 pp
 # slower on 9 of their 15 stored points. A fit over the 39 stored stage-count points of the eight change
@@ -609,10 +615,11 @@ def _add_priced(d: PhaseDelta, low_point_high: list[float], what: str) -> None:
     d.source += f"; {what}: {pt:+,.0f} ({lo:+,.0f}..{hi:+,.0f})"
 
 
-def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float) -> float:
+def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float, arrival: float = 0.0) -> float:
     """Cycles per tile a stage count sa -> sb adds to the K-loop. A ring of S stages needs a K block to
-    last ``latency`` / (S - 1) (one stage is being refilled while S - 1 feed the MMAs; a single stage
-    serializes load and MMAs). The K block's period is a soft maximum of that need and the consumers'
+    last ``arrival`` + ``latency`` / (S - 1) (one stage is being refilled while S - 1 feed the MMAs and
+    hide its latency; no ring delivers stages faster than ``arrival`` apart; a single stage serializes
+    load and MMAs). The K block's period is a soft maximum of that need and the consumers'
     own period: P = (C0^p + need^p)^(1/p), p = RING_SOFTNESS, since a load's latency varies and the
     slow ones stall a ring whose mean need fits. C0 comes from the base's measured period, and no ring
     makes a K block shorter than the tensor cores' floor."""
@@ -620,7 +627,7 @@ def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float
     p = RING_SOFTNESS
 
     def need(stages: int) -> float:
-        return c_kb + latency if stages <= 1 else latency / (stages - 1)
+        return c_kb + latency + arrival if stages <= 1 else arrival + latency / (stages - 1)
 
     own = max(kloop.floor_kblock**p, c_kb**p - need(sa) ** p) if sa > 1 else c_kb**p
 
@@ -779,8 +786,18 @@ def estimate_change(
         )
     if sa is not None and sb is not None and sa != sb:
         kinds.add("stage_count")
-    ring_shares = RING_LATENCY_SHARE_BY_WARPGROUPS.get((consumer_warps or 0) // 4, RING_LATENCY_SHARE)
-    if sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
+    ring_terms = RING_NEED_BY_WARPGROUPS.get((consumer_warps or 0) // 4)
+    if sa is not None and sb is not None and sa != sb and ring_terms and kl.measured_cycles > 0:
+        c_kb = kl.measured_cycles / max(1, k_blocks)
+        arrival, latency = ring_terms
+        _add_priced(
+            kd,
+            [ring_delta(kl, k_blocks, sa, sb, w * latency * c_kb, w * arrival * c_kb) for w in RING_NEED_ENDS],
+            f"{sa} -> {sb} stages: a K block at least ({arrival:.2f} + {latency:.2f} / (stages - 1)) x the "
+            f"base's {c_kb:,.0f} cycles",
+        )
+    elif sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
+        ring_shares = RING_LATENCY_SHARE
         _add_priced(
             kd,
             [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in ring_shares],
