@@ -714,8 +714,8 @@ def test_stored_runs_reprojected_with_the_current_pricing():
     """The stored runs re-projected on the CPU with the pricing now (scripts/reproject_changes.py) and
     scored against their wall times: in-sample wherever a fit used the run (the shares on the H200 run,
     two ties paying once on the ties run, the SIMT epilogue's store drain on every run's epilogue points,
-    the ring's soft maximum on every stage-count point, its share on the 256-row tile on that tile's
-    stage-count points, those of both held-out checks included, and a removed barrier probe on the 256-row
+    the ring's soft maximum and its K-block terms on every stage-count point, those of both held-out checks
+    included, and a removed barrier probe on the 256-row
     tile's peek=0 points, the one-call checks' counts merged with the probes and the count per warp
     counted since); the SIMT
     epilogue's largest miss is gone
