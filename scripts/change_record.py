@@ -46,6 +46,7 @@ CHECKS = (
     "changes_switches_tall_wide",
     "changes_switches_192_rows",
     "changes_switches_256_rows",
+    "changes_stage_ring",
 )
 
 

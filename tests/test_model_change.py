@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import shutil
+import statistics
 import tarfile
 from pathlib import Path
 
@@ -204,20 +205,21 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     checks = script.score_checks(DATA)
     built = script.build(checks)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    # every one-call check, in the order the script names them (thirteen: the per-run pins below)
+    # every one-call check, in the order the script names them (fourteen: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-1] == "changes_switches_256_rows"
-    assert built["all"]["points"] == 403 and 250 <= built["all"]["held_out"] < 403
+    assert script.CHECKS[-1] == "changes_stage_ring"
+    assert built["all"]["points"] == 439 and 250 <= built["all"]["held_out"] < 439
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
     # K-block terms, fitted on every check's stage-count points, moved those and every combination with them
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9]
-    # the stage count: every stage-count point of the checks, in-sample but one (the SIMT epilogue, which
-    # changes the ring's depth, the largest miss)
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9, 0]
+    # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
+    # ring's terms out (and one the terms left where it was); the SIMT epilogue, which changes the ring's
+    # depth, the largest miss
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 100 and st["held_out"] <= 1 and st["max_pp"] == pytest.approx(5.66, abs=0.01)
-    assert "stage_count" not in built["checked"]["kinds"]  # too few held out to say what its price misses by
+    assert st["points"] >= 120 and st["held_out"] == 19 and st["max_pp"] == pytest.approx(5.66, abs=0.01)
+    assert "stage_count" in built["checked"]["kinds"]  # its quantile from those held out
     assert built["all"]["median_pp"] < st["median_pp"]
     # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 1.4-4 pp high
     ins = built["kinds"]["instructions"]
@@ -720,16 +722,16 @@ def test_stored_runs_reprojected_with_the_current_pricing():
     counted since); the SIMT
     epilogue's largest miss is gone
     from the mechanisms run (14.8 pp as committed), the largest three-stage miss of the combined check is
-    1.2 pp smaller (10.75 as committed) and the held-out check's max 3.49 (6.59 as committed)."""
+    3.0 pp smaller (10.75 as committed) and the held-out check's max 3.49 (6.59 as committed)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.87, 33),
-        ("h100_changes", "projections_reprojected.json"): (33, 0.82, 33),
-        ("h100_changes_pairs", "projections_reprojected.json"): (24, 0.97, 21),
-        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.24, 30),
-        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.21, 29),
+        ("h200_changes", "projections_refit.json"): (33, 0.71, 33),
+        ("h100_changes", "projections_reprojected.json"): (33, 0.84, 32),
+        ("h100_changes_pairs", "projections_reprojected.json"): (24, 1.03, 21),
+        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.21, 30),
+        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.42, 29),
         ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.70, 30),
-        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.24, 33),
-        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.21, 24),
+        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.36, 33),
+        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.23, 24),
         ("changes_stage_counts", "projections_reprojected.json"): (6, 1.28, 6),
         ("changes_held_out", "projections_reprojected.json"): (39, 1.13, 38),
         ("changes_ring_tiles", "projections_reprojected.json"): (48, 1.13, 45),
@@ -745,7 +747,7 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         if run == "h100_changes_mechanisms":
             assert s["model"]["max"] < 6.0
         if run == "changes_combined_switches":
-            assert s["model"]["max"] == pytest.approx(9.52, abs=0.01)
+            assert s["model"]["max"] == pytest.approx(7.74, abs=0.01)
         if run == "changes_held_out":  # 6.59 as committed, before the 256-row tile's ring share
             assert s["model"]["max"] == pytest.approx(3.49, abs=0.01)
 
@@ -805,6 +807,16 @@ AS_COMMITTED = {
         {"max_le_3pp", "sign_right_past_1pct"},
     ),
     "changes_switches_256_rows": (36, 24, 36, 1.56, 5.16, [], {"max_le_3pp", "median_le_1pp"}),
+    # the ring's K-block terms held out: every change priced high in a run whose measured changes sat low
+    "changes_stage_ring": (
+        36,
+        19,
+        33,
+        2.00,
+        5.46,
+        ["elect_release=0 @ 5632x8192x2048", "elect_release=0 @ 11264x6144x1536"],
+        {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct"},
+    ),
 }
 
 
@@ -983,6 +995,35 @@ def test_the_checked_interval_held_on_checks_committed_with_it(run, covered, mis
         "ab_stage=2,uniform_desc=0",
         "epilogue=direct,sfb_tma=0",
     }
+
+
+def test_the_ring_terms_held_out_on_four_new_problems():
+    """The ring priced from the base's own K block, committed with the projections before the pairs were
+    timed (tests/data/changes_stage_ring, H100, one call), against the first load's share it replaced on the
+    same counts and bases (projections_first_load_share.json, derived on the CPU after the timings): on the
+    18 points whose ring depth changes the terms cut the largest miss (two stages at 11264x6144x1536 priced
+    +10.5% against +10.2% measured, where the share said +15.4%) and price three stages higher than the share
+    did, which this run measured at -0.04 to +2.56% (0.5-8.7% on the stored checks): a higher median, a lower max. Every change of
+    the run but three was priced high (on three of the four problems the first repeat measured most changes
+    2-7% under the other four), the changes the terms do not touch by 1.8 pp in the mean."""
+    d = DATA / "changes_stage_ring"
+    measured, _ = C.stored_measured(d)
+    terms = C.score_run(json.loads((d / "projections.json").read_text()), measured)["points"]
+    share = C.score_run(json.loads((d / "projections_first_load_share.json").read_text()), measured)["points"]
+    pairs = [(t, s) for t, s in zip(terms, share) if abs(t["projected_pct"] - s["projected_pct"]) > 0.01]
+    assert len(pairs) == 18 and all((t["change"], t["problem"]) == (s["change"], s["problem"]) for t, s in pairs)
+    stage_changes = {"ab_stage=2", "ab_stage=3", "ab_stage=2,epi_split=0", "ab_stage=3,sfb_tma=0", "epilogue=direct"}
+    assert {t["change"] for t, _ in pairs} == stage_changes
+
+    def errs(i: int, change: str | None = None) -> list[float]:
+        return [abs(p[i]["err_model_pp"]) for p in pairs if change is None or p[0]["change"] == change]
+
+    assert max(errs(0)) < 5.0 < 7.5 < max(errs(1))
+    assert statistics.median(errs(1)) < statistics.median(errs(0)) < 2.5
+    assert max(errs(0, "ab_stage=2")) < 4.0 < 5.0 < max(errs(1, "ab_stage=2"))
+    assert min(errs(0, "ab_stage=3")) > max(errs(1, "ab_stage=3"))
+    untouched = [t["err_model_pp"] for t in terms if not any(t is u for u, _ in pairs)]
+    assert statistics.fmean(untouched) > 1.5 and sum(e > 0 for e in untouched) >= 14
 
 
 def test_three_stages_lengthen_the_k_block_more_than_their_first_load_says(tmp_path):
