@@ -997,6 +997,21 @@ def test_the_checked_interval_held_on_checks_committed_with_it(run, covered, mis
     }
 
 
+def test_a_run_says_when_its_first_repeat_measured_apart():
+    """Repeat 0's paired change against the median of the other repeats, over every stored one-call check:
+    within 1.5 pp on twelve; on changes_probe and changes_stage_ring most changes of a problem measured low in
+    repeat 0 (-9.1 and -4.0 pp in the median), which the mean of the paired ratios carries, and those two runs
+    say so (`--validate --changes` prints it)."""
+    script = _record_script()
+    first = {run: _stored_summary(run)["summary"]["first_repeat"] for run in script.CHECKS}
+    assert {run for run, f in first.items() if f["off"]} == {"changes_probe", "changes_stage_ring"}
+    assert first["changes_probe"]["median_pp"] < -8.0 and -5.0 < first["changes_stage_ring"]["median_pp"] < -3.0
+    assert all(abs(f["median_pp"]) < 1.5 for run, f in first.items() if not f["off"])
+    out = CliRunner().invoke(cli, ["model", "--validate", "--changes", "--from", str(DATA / "changes_stage_ring")])
+    assert out.exit_code == 0 and "first repeat against the others: median -4.02 pp" in out.output
+    assert "time the pairs again" in out.output
+
+
 def test_the_ring_terms_held_out_on_four_new_problems():
     """The ring priced from the base's own K block, committed with the projections before the pairs were
     timed (tests/data/changes_stage_ring, H100, one call), against the first load's share it replaced on the

@@ -221,6 +221,13 @@ def render_validation_changes(console, scored: dict) -> None:
             f"{sp['past_3pp_in_cycles']} of {sp['past_3pp']} in the cycles",
             markup=False,
         )
+    if fr := s.get("first_repeat"):
+        # the mean of the paired ratios carries the first repeat: say when it measured apart from the rest
+        note = "; off: the first repeat leans every mean that way, time the pairs again" if fr["off"] else ""
+        console.print(
+            f"  first repeat against the others: median {fr['median_pp']:+.2f} pp over {fr['points']} points{note}",
+            markup=False,
+        )
     missed = [k for k, ok in s["targets"].items() if not ok]
     console.print("  targets: " + ("met" if not missed else "missed " + ", ".join(missed)), markup=False)
 

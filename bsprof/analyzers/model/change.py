@@ -158,6 +158,11 @@ TIE_SHARE = (0.0, 0.99, 1.29)
 # same code measured 0.0-0.8% from the first in 7 of the 8 stored coop runs (1.8% in one), so a
 # projection's interval that is to hold a measurement must be this much wider
 NOISE_PP = 1.0
+# a run's first repeat against its others (the paired change of repeat 0 minus the median of the rest,
+# the median over a run's points): within 1.5 pp on twelve of the fourteen stored one-call checks, -9.1
+# on changes_probe and -4.0 on changes_stage_ring, where most changes of a problem measured low in repeat
+# 0 and pulled the mean of the paired ratios with them. Past this, a run says its first repeat is off
+FIRST_REPEAT_OFF_PP = 2.0
 # instructions that block until something else happened (an arrive does not: it is not counted)
 WAIT_OPS = ("SYNCS.PHASECHK", "BAR.SYNC", "BAR.RED", "DEPBAR", "WARPGROUP.DEPBAR")
 SPILL_OPS = ("LDL", "STL")
@@ -1109,6 +1114,7 @@ class ChangePoint:
     measured_cycles_pct: float = math.nan
     checked_pp: float = math.nan  # the checked interval's half-width as committed (NaN: none was)
     covered_checked: bool | None = None
+    first_repeat_pp: float = math.nan  # repeat 0's paired change minus the median of the others'
 
 
 def sustained_mhz(reads: list[dict] | None) -> float:
@@ -1144,6 +1150,11 @@ def score_point(p: ChangePoint, base_reps: list[float], meas_reps: list[float]) 
     if math.isfinite(p.checked_pp):
         p.covered_checked = abs(p.err_model_pp) <= p.checked_pp
     p.sign_ok = abs(p.measured_pct) <= 1.0 or (p.projected_pct > 0) == (p.measured_pct > 0)
+    if len(base_reps) == len(meas_reps) >= 3:
+        import statistics
+
+        paired = [100.0 * (m / b - 1.0) for b, m in zip(base_reps, meas_reps)]
+        p.first_repeat_pp = paired[0] - statistics.median(paired[1:])
     return p
 
 
@@ -1200,6 +1211,11 @@ def summarize(points: list[ChangePoint]) -> dict:
             "past_3pp": len(past),
             "past_3pp_in_cycles": sum(abs(cyc[i]) >= abs(clk[i]) for i in past),
         }
+    # a first repeat that measured the run's changes apart from the others moves every mean with it
+    first = [p.first_repeat_pp for p in pts if math.isfinite(p.first_repeat_pp)]
+    if first:
+        med = statistics.median(first)
+        out["first_repeat"] = {"points": len(first), "median_pp": med, "off": abs(med) > FIRST_REPEAT_OFF_PP}
     m = out["model"]
     beats_off = (not off) or out["model_off_binding"]["median"] < out["count_rule_off_binding"]["median"]
     no_worse_on = (not on) or out["model_on_binding"]["median"] <= out["count_rule_on_binding"]["median"] + 0.1
