@@ -96,9 +96,9 @@ KLOOP_MARGINAL = 2.6
 # priced from SASS"); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
 # the share above is the fallback: on the bundled kernel's two tiles the first load does not predict the
-# ring (its two-stage K block correlates 0.02 with the first load over the 15 stored two-stage points of the
-# 192-row tile, 0.88 with the base's own K block), and three stages need a latency 0.65-0.9 x the first load
-# where two need 0.4-0.5. A ring of S stages needs its K block to last T + L / (S - 1): T the time a stage
+# ring (on the 192-row tile the five worst two-stage misses came with first loads of 2,300-2,460 cycles, the
+# six closest with 2,060-2,250), and three stages need a latency 0.65-0.9 x the first load where two need
+# 0.4-0.5. A ring of S stages needs its K block to last T + L / (S - 1): T the time a stage
 # takes to arrive at the rate the memory system gives the kernel, L the latency the other stages hide; both
 # as shares of the base's measured K block (a base that waits on memory waits more with fewer stages), by
 # consumer warpgroups: (T, L). A fit over the 106 stage-count points of the thirteen one-call checks
@@ -791,10 +791,11 @@ def estimate_change(
             f"spills appear ({a.spills} -> {b.spills} local loads/stores, {local:+,.0f} executed a tile a "
             f"warp): their latency is not priced; interval up to +{w:,.0f} cycles"
         )
-    if sa is not None and sb is not None and sa != sb:
+    restaged = sa is not None and sb is not None and sa != sb
+    if restaged:
         kinds.add("stage_count")
     ring_terms = RING_NEED_BY_WARPGROUPS.get((consumer_warps or 0) // 4)
-    if sa is not None and sb is not None and sa != sb and ring_terms and kl.measured_cycles > 0:
+    if restaged and ring_terms and kl.measured_cycles > 0:
         c_kb = kl.measured_cycles / max(1, k_blocks)
         arrival, latency = ring_terms
         _add_priced(
@@ -803,15 +804,14 @@ def estimate_change(
             f"{sa} -> {sb} stages: a K block at least ({arrival:.2f} + {latency:.2f} / (stages - 1)) x the "
             f"base's {c_kb:,.0f} cycles",
         )
-    elif sa is not None and sb is not None and sa != sb and first_load and first_load > 0:
-        ring_shares = RING_LATENCY_SHARE
+    elif restaged and first_load and first_load > 0:
         _add_priced(
             kd,
-            [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in ring_shares],
+            [ring_delta(kl, k_blocks, sa, sb, share * first_load) for share in RING_LATENCY_SHARE],
             f"{sa} -> {sb} stages: a K block at least the load latency over stages - 1 "
-            f"({ring_shares[1]:.2f} x the first load's {first_load:,.0f} cycles)",
+            f"({RING_LATENCY_SHARE[1]:.2f} x the first load's {first_load:,.0f} cycles)",
         )
-    elif sa is not None and sb is not None and sa != sb:
+    elif restaged:
         exposed = max(0.0, kl.measured_cycles - kl.floor_kblock * k_blocks)
         if sb < sa:
             w = MOVED_WAIT_SHARE * kl.measured_cycles
@@ -916,7 +916,7 @@ def estimate_change(
                 abs(kd.instructions) >= 5 * k_blocks,
             ),
             ("a waited-on global load", loads >= 0.5),
-            ("the stage count", sa is not None and sb is not None and sa != sb),
+            ("the stage count", restaged),
             ("a moved wait", abs(k_dw) >= 0.5),
         )
         if on
