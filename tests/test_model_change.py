@@ -1321,3 +1321,41 @@ def test_the_checked_interval_is_a_conformal_quantile_of_held_out_misses():
     # left out: a check scored against only the others' points; with one check there are no others
     lo = R.left_out_coverage([run])
     assert lo["points"] == 0 and lo["runs"] == {run["run"]: [0, len(pts)]}
+
+
+def test_measure_pairs_scores_the_repeats_after_the_warm_up_round(monkeypatch):
+    """The timed rounds after ``WARMUP_REPEATS`` untimed-for-scoring ones: the warm-up's walls are kept
+    apart (``warmup_walls_us``) and every scored list holds ``repeats`` blocks, so a slow first block after
+    the builds load cannot lean the paired ratios."""
+    from bsprof.profile import validate
+
+    asked = {}
+
+    class Prepared:
+        def __init__(self, spec):
+            self.spec = spec
+
+    class FakeTarget:
+        def __init__(self, spec):
+            self.spec = spec
+
+        def prepare(self, timing=False):
+            return Prepared(self.spec)
+
+    monkeypatch.setattr(VC.Target, "parse", staticmethod(lambda family, spec, mnkl: FakeTarget(spec)))
+
+    def walls(launchers, keys, repeats, *a, **k):
+        asked["repeats"] = repeats
+        # the base's first block 8% slow, as repeat 0 of changes_stage_ring ran
+        w = {
+            key: [110.0 if (key == "base" and r == 0) else 100.0 + i for r in range(repeats)]
+            for i, key in enumerate(keys)
+        }
+        reads = {key: [{"repeat": r} for r in range(repeats)] for key in keys}
+        return w, reads, "graph"
+
+    monkeypatch.setattr(validate, "sustained_walls", walls)
+    out = VC.measure_pairs([(4096, 4096, 4096, 1)], ["peek=0"], repeats=5)["4096x4096x4096"]
+    assert asked["repeats"] == 5 + VC.WARMUP_REPEATS
+    assert out["warmup_walls_us"]["base"] == [110.0] and out["walls_us"]["base"] == [100.0] * 5
+    assert [r["repeat"] for r in out["reads"]["peek=0"]] == list(range(VC.WARMUP_REPEATS, 5 + VC.WARMUP_REPEATS))
