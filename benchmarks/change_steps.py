@@ -112,7 +112,17 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
 
     from bsprof.profile import validate_changes as VC
 
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.build import dsl_compiler
+
     doc = json.loads(counts_file.read_text())
+    here = dsl_compiler()
+    if doc.get("compiler") != here:
+        # the projections would price SASS this host does not run (cu12 and cu13 differ: kernels/build.py)
+        raise BsprofError(
+            f"{counts_file}: counted with {doc.get('compiler') or 'a compiler it does not name'}, but this host "
+            f"builds the kernels with {here}; count the pairs again where the compiler is the same"
+        )
     problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
     bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
     captured = json.loads((out / "bases" / "bases.json").read_text())

@@ -14,6 +14,13 @@ committed counts phase by phase, and what was missing is written beside them (``
     python3 scripts/change_record.py --probes tests/data/changes_held_out
     python3 scripts/change_record.py --per-warp tests/data/changes_held_out
 
+Counts committed before counts named their compiler were made with nvidia-cutlass-dsl's cu12 compiler,
+while every stored check's GPU ran cu13 builds (the device bundle ships cu13 alone), and the two emit
+different SASS for some builds. The same builds counted again with the cu13 compiler (refused elsewhere)
+go beside them (``counts_cu13.json``), and the record reads those instead:
+
+    python3 scripts/change_record.py --as-run tests/data/changes_held_out
+
 How the checked interval's settings compare, each check left out of the quantiles in turn (the shipped
 scale per % against others, and one quantile for every kind):
 
@@ -52,6 +59,30 @@ CHECKS = (
 
 # a count added to the builds' counts since some checks were committed -> the file beside them holding it
 COUNTED_SINCE = {"probes": "probes.json", "per_warp": "per_warp.json"}
+# what compiled the builds every stored check timed: the device bundle's nvidia-cutlass-dsl, cu13 only
+RAN_WITH = "nvidia-cutlass-dsl 4.8.1 cu13"
+# a check's builds counted again with that compiler (``as_run``), read instead of counts.json
+AS_RUN = "counts_cu13.json"
+
+
+def as_run(run_dir: Path) -> dict:
+    """Every build of a check's committed counts counted again with the compiler its GPU ran (``RAN_WITH``),
+    on the same problems and base builds; refused where this host compiles with another."""
+    from bsprof.kernels.build import dsl_compiler
+    from bsprof.profile import validate_changes as VC
+
+    if dsl_compiler() != RAN_WITH:
+        raise SystemExit(
+            f"this host compiles with {dsl_compiler()}; the checks ran {RAN_WITH}: pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'"
+        )
+    committed = json.loads((run_dir / "counts.json").read_text())
+    again = VC.count_pairs([e["mnkl"] for e in committed["problems"].values()], tuple(committed["pairs"]))
+    for shape, e in committed["problems"].items():
+        if again["problems"][shape]["base"] != e["base"]:
+            raise SystemExit(
+                f"{run_dir.name} {shape}: the base build is {again['problems'][shape]['base']} now, {e['base']} as committed"
+            )
+    return again
 
 
 def recount(run_dir: Path, what: str) -> dict:
@@ -88,7 +119,10 @@ def with_counted(counts: dict, what: str, got_all: dict) -> dict:
 
 
 def merged_counts(run_dir: Path) -> dict:
-    """A check's committed counts with what was counted since (``COUNTED_SINCE``) merged in."""
+    """A check's counts as its GPU ran them (``AS_RUN``) where counted, else its committed counts with what
+    was counted since (``COUNTED_SINCE``) merged in."""
+    if (run_dir / AS_RUN).is_file():
+        return json.loads((run_dir / AS_RUN).read_text())
     counts = json.loads((run_dir / "counts.json").read_text())
     for what, name in COUNTED_SINCE.items():
         if (run_dir / name).is_file():
@@ -156,6 +190,11 @@ def checked_scales(checks: list[dict]) -> list[str]:
 def main(argv: list[str]) -> int:
     if argv == ["--checked-scales"]:
         print("\n".join(checked_scales(score_checks(ROOT / "tests" / "data"))))
+        return 0
+    if len(argv) == 2 and argv[0] == "--as-run":
+        run_dir = Path(argv[1])
+        (run_dir / AS_RUN).write_text(json.dumps(as_run(run_dir), indent=1) + "\n")
+        print(f"wrote {run_dir / AS_RUN}")
         return 0
     flags = {f"--{what.replace('_', '-')}": what for what in COUNTED_SINCE}
     if len(argv) == 2 and argv[0] in flags:

@@ -2,8 +2,8 @@
 
 CuTe DSL reads ``CUTE_DSL_ARCH`` / ``CUTE_DSL_KEEP`` / ``CUTE_DSL_DUMP_DIR`` / ``CUTE_DSL_LINEINFO``
 when it is imported, so each build runs in a fresh interpreter with those set. Results are cached
-by a hash of the family's sources, the arguments, the architecture, the cutlass-dsl version and
-(with line info) where the sources live, so a test session (or CI) compiles each configuration
+by a hash of the family's sources, the arguments, the architecture, the cutlass-dsl version with the
+toolkit flavors of its compiler libraries, and (with line info) where the sources live, so a test session (or CI) compiles each configuration
 once per checkout.
 """
 
@@ -43,11 +43,45 @@ def _sources_digest(package_dir: Path) -> str:
     return h.hexdigest()
 
 
-def _dsl_version() -> str:
+def dsl_toolkit() -> str:
+    """The CUDA toolkit flavor nvidia-cutlass-dsl compiles with in this environment ("cu13"), by the DSL's
+    own rule without importing it: of the flavors whose compiler library is installed
+    (``cutlass/_mlir/_mlir_libs/_cutlass_ir.cu<N>.*.so``), the newest the CUDA driver supports, or the
+    newest where there is no driver. Why it matters: the cu12 and cu13 compilers emit different SASS for
+    the same kernel (``optimized:elect_release=0`` on the 256x128 tile: +146 K-loop instructions from
+    cu12, -7 from cu13, the build a CUDA 13 GPU runs), so SASS counted on the CPU must come from the
+    flavor the GPU runs. "" where the DSL is not installed."""
+    import ctypes
+
+    spec = importlib.util.find_spec("cutlass")
+    if spec is None or spec.origin is None:
+        return ""
+    libs = Path(spec.origin).parent / "_mlir" / "_mlir_libs"
+    found = {int(m.group(1)) for p in libs.glob("_cutlass_ir.cu*") if (m := re.match(r"_cutlass_ir\.cu(\d+)\.", p.name))}
+    driver = None
     try:
-        return importlib.metadata.version("nvidia-cutlass-dsl")
+        version = ctypes.c_int(0)
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
+            driver = version.value // 1000
+    except (OSError, AttributeError):
+        driver = None
+    usable = [f for f in found if driver is None or f <= driver]
+    return f"cu{max(usable)}" if usable else ""
+
+
+def _dsl_version() -> str:
+    """The DSL's version and the toolkit flavor it compiles with (:func:`dsl_toolkit`): a cubin cached
+    under one flavor is not the other's."""
+    try:
+        version = importlib.metadata.version("nvidia-cutlass-dsl")
     except importlib.metadata.PackageNotFoundError:
         raise BsprofError("nvidia-cutlass-dsl is not installed; pip install 'bsprof[kernels]'") from None
+    return f"{version} {dsl_toolkit()}".strip()
+
+
+def dsl_compiler() -> str:
+    """What compiles the bundled kernels here, as a record names it ("nvidia-cutlass-dsl 4.8.1 cu13")."""
+    return f"nvidia-cutlass-dsl {_dsl_version()}"
 
 
 def compile_to_cubin(

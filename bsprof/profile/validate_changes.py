@@ -84,12 +84,15 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
         sustained_walls,
     )
 
+    from bsprof.kernels.build import dsl_compiler
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = device_info()
     limits = device_limits()
     doc: dict = {
         "device": info["name"],
+        "compiler": dsl_compiler(),
         "capability": list(info["capability"]),
         "device_limits": limits,
         "problems": {},
@@ -227,7 +230,10 @@ def count_pairs(problems, pairs=PAIRS, console=None) -> dict:
     from bsprof.analyzers.model import change as C
     from bsprof.errors import BsprofError
 
-    out: dict = {"pairs": list(pairs), "problems": {}}
+    from bsprof.kernels.build import dsl_compiler
+
+    # the compiler goes with the counts: a GPU that runs another flavor's builds runs other SASS
+    out: dict = {"pairs": list(pairs), "compiler": dsl_compiler(), "problems": {}}
     for mnkl in problems:
         mnkl = tuple(mnkl)
         base = base_spec(mnkl)
