@@ -110,10 +110,9 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
 
     from rich.console import Console
 
-    from bsprof.profile import validate_changes as VC
-
     from bsprof.errors import BsprofError
     from bsprof.kernels.build import dsl_compiler
+    from bsprof.profile import validate_changes as VC
 
     doc = json.loads(counts_file.read_text())
     here = dsl_compiler()

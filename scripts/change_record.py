@@ -54,6 +54,7 @@ CHECKS = (
     "changes_switches_192_rows",
     "changes_switches_256_rows",
     "changes_stage_ring",
+    "changes_switches_cu13",
 )
 
 
@@ -118,11 +119,8 @@ def with_counted(counts: dict, what: str, got_all: dict) -> dict:
     return doc
 
 
-def merged_counts(run_dir: Path) -> dict:
-    """A check's counts as its GPU ran them (``AS_RUN``) where counted, else its committed counts with what
-    was counted since (``COUNTED_SINCE``) merged in."""
-    if (run_dir / AS_RUN).is_file():
-        return json.loads((run_dir / AS_RUN).read_text())
+def committed_counts(run_dir: Path) -> dict:
+    """A check's committed counts with what was counted since (``COUNTED_SINCE``) merged in."""
     counts = json.loads((run_dir / "counts.json").read_text())
     for what, name in COUNTED_SINCE.items():
         if (run_dir / name).is_file():
@@ -130,26 +128,42 @@ def merged_counts(run_dir: Path) -> dict:
     return counts
 
 
+def merged_counts(run_dir: Path) -> dict:
+    """A check's counts as its GPU ran them (``AS_RUN``) where counted again, else ``committed_counts``."""
+    if (run_dir / AS_RUN).is_file():
+        return json.loads((run_dir / AS_RUN).read_text())
+    return committed_counts(run_dir)
+
+
 def score_check(run_dir: Path) -> dict:
-    """One stored check re-projected from its counts and bases, scored against its timings."""
+    """One stored check re-projected from the SASS its GPU ran (``merged_counts``) and its bases, scored
+    against its timings. A point is held out while the pricing re-projects, from the counts committed before
+    the timing, what was committed (no fit or count-based price has moved it since); ``as_committed`` where
+    the projection from the SASS the GPU ran is that too (a recount with the right compiler moved none)."""
     from bsprof.analyzers.model import change as C
     from bsprof.analyzers.model.change_record import AS_COMMITTED_PP
     from bsprof.profile import validate_changes as VC
 
     counts = merged_counts(run_dir)
     committed = json.loads((run_dir / "projections.json").read_text())
-    doc = VC.project_archive(run_dir / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
+    tar, pairs = run_dir / "bases.tar.xz", tuple(counts["pairs"])
+    doc = VC.project_archive(tar, pairs, counts=counts)
+    recounted = (run_dir / AS_RUN).is_file()
+    priced_then = VC.project_archive(tar, pairs, counts=committed_counts(run_dir)) if recounted else doc
     measured, _ = C.stored_measured(run_dir)
     was = {(p["change"], p["problem"]): p["projected_pct"] for p in committed["points"]}
+    then = {(p["change"], p["problem"]): p["projected_pct"] for p in priced_then["points"]}
     kinds = {(p["change"], p["problem"]): p["kinds"] for p in doc["points"]}
-    points = [
-        {
-            **p,
-            "kinds": kinds[(p["change"], p["problem"])],
-            "held_out": abs(p["projected_pct"] - was.get((p["change"], p["problem"]), math.inf)) <= AS_COMMITTED_PP,
-        }
-        for p in C.score_run(doc, measured)["points"]
-    ]
+
+    def same(a: float, key) -> bool:
+        return abs(a - was.get(key, math.inf)) <= AS_COMMITTED_PP
+
+    points = []
+    for p in C.score_run(doc, measured)["points"]:
+        key = (p["change"], p["problem"])
+        points.append(
+            {**p, "kinds": kinds[key], "held_out": same(then[key], key), "as_committed": same(p["projected_pct"], key)}
+        )
     return {"run": run_dir.name, "device": measured.get("device") or "", "points": points}
 
 

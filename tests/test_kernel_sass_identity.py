@@ -8,6 +8,9 @@ updates the references on purpose:
 
     python3 -m tests.test_kernel_sass_identity --write
 
+The references are the cu13 compiler's (``kernels.build.dsl_toolkit``: the flavor a CUDA 13 GPU runs, which
+the kernels extra installs); the cu12 flavor emits other SASS for the same source.
+
 The SASS is compared as ``nvdisasm -c`` prints it (no line info), with the kernels' mangled
 names replaced by one placeholder: what the GPU runs, not where the source lives. The compiles
 share bsprof.kernels.build's cache with tests/test_fp8_sass.py and tests/test_nvfp4_sass.py (the

@@ -105,22 +105,26 @@ def test_a_removed_barrier_probe_is_priced_by_the_consumer_warpgroups():
 
 
 def test_the_store_warps_code_counts_once_for_its_barrier_group():
-    """elect_release=0 compiled on the CPU against the base build (256-row tile): the epilogue's store
-    (`if warp_idx == self.epi_store_warp:`, one warp of each warpgroup) grows a per-lane loop of R2UR; per
-    warp that code counts a quarter (the epilogue's named barrier ties 128 threads), where per_tile counts
-    it for every warp, and the chain prices Phase 1 from the per-warp counts on both sides."""
+    """epi_split=0 compiled on the CPU against the base build (256-row tile): the epilogue's store
+    (`if warp_idx == self.epi_store_warp:`, one warp of each warpgroup) grows by a dozen instructions a tile
+    while every warp's own code shrinks; per warp the store counts a quarter (the epilogue's named barrier
+    ties 128 threads), where per_tile counts it for every warp, and the chain prices Phase 1 from the per-warp
+    counts on both sides. (The cu12 compiler also grew the store under elect_release=0, by 86; the cu13
+    build the GPU runs does not touch it.)"""
     pytest.importorskip("cutlass")
     mnkl = (4096, 9216, 2560, 1)
-    est = VC.change_chain(("optimized:elect_release=0",), mnkl, **SAMPLE_CAPTURE)["estimate"]
+    est = VC.change_chain(("optimized:epi_split=0",), mnkl, **SAMPLE_CAPTURE)["estimate"]
     a, b = est.counts["a"], est.counts["b"]
     assert a.barrier_threads["phase1"] and min(a.barrier_threads["phase1"]) == 128
     one_a = (a.per_tile["phase1"] - a.per_warp["phase1"]) / 0.75  # the store warp's instructions a tile
     one_b = (b.per_tile["phase1"] - b.per_warp["phase1"]) / 0.75
-    assert 40 < one_a < one_b and one_b - one_a > 60  # the store grew; the other warps' code did not
+    assert 40 < one_a < one_b and one_b - one_a > 8  # the store grew
+    every = (b.per_tile["phase1"] - one_b) - (a.per_tile["phase1"] - one_a)
+    assert every < -15  # the code every warp runs shrank
     assert a.per_warp["kloop"] == a.per_tile["kloop"] and a.per_warp["producer"] == a.per_tile["producer"]
     ph1 = next(d for d in est.deltas if d.phase == "phase1")
     assert ph1.instructions == pytest.approx(b.per_warp["phase1"] - a.per_warp["phase1"])
-    assert 0 < ph1.instructions < (b.per_tile["phase1"] - a.per_tile["phase1"]) / 2
+    assert ph1.instructions < b.per_tile["phase1"] - a.per_tile["phase1"] < 0
     assert est.costs["phase1"].instructions == pytest.approx(a.per_warp["phase1"])
     assert "if every warp ran it: one warp's code counts once for its barrier group" in ph1.source
     # counts written before the per-warp count existed price both sides per tile, as they were
@@ -205,25 +209,29 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     checks = script.score_checks(DATA)
     built = script.build(checks)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    # every one-call check, in the order the script names them (fourteen: the per-run pins below)
+    # every one-call check, in the order the script names them (fifteen: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-1] == "changes_stage_ring"
-    assert built["all"]["points"] == 439 and 250 <= built["all"]["held_out"] < 439
+    assert script.CHECKS[-1] == "changes_switches_cu13"
+    assert built["all"]["points"] == 478 and 300 <= built["all"]["held_out"] < 478
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
-    # K-block terms, fitted on every check's stage-count points, moved those and every combination with them
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9, 0]
+    # K-block terms, fitted on every check's stage-count points, moved those and every combination with them.
+    # The builds counted again with the GPU's compiler (counts_cu13.json) move nearly every point a little
+    # (as_committed), none of them by a fit: held out is decided on the counts committed before the timing
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9, 0, 0]
+    assert [r["as_committed"] for r in built["runs"]][-1] == 39 and sum(r["as_committed"] for r in built["runs"]) < 100
     # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
     # ring's terms out (and one the terms left where it was); the SIMT epilogue, which changes the ring's
     # depth, the largest miss
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 120 and st["held_out"] == 19 and st["max_pp"] == pytest.approx(5.66, abs=0.01)
+    assert st["points"] >= 130 and st["held_out"] == 30 and st["max_pp"] == pytest.approx(5.70, abs=0.01)
     assert "stage_count" in built["checked"]["kinds"]  # its quantile from those held out
     assert built["all"]["median_pp"] < st["median_pp"]
-    # instructions alone: the interval misses elect_release=0 on the 256-row tile, priced 1.4-4 pp high
+    # instructions alone, from the SASS the GPU ran: within 3.3 pp everywhere, no bias; what the intervals miss
+    # is elect_release=0, priced -0.1% between SASS bounds under 0.4 pp wide, measured -2.3% to +2.6%
     ins = built["kinds"]["instructions"]
-    assert ins["intervals_hold"] < ins["points"] and ins["bias_pp"] > 0.3
+    assert ins["max_pp"] < 3.3 and abs(ins["bias_pp"]) < 0.3 and ins["intervals_hold"] < ins["points"]
     lines = record_lines(["stage_count", "tie"], built)
     assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
     assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 5
@@ -817,6 +825,8 @@ AS_COMMITTED = {
         ["elect_release=0 @ 5632x8192x2048", "elect_release=0 @ 11264x6144x1536"],
         {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct"},
     ),
+    # counted with the cu13 compiler the GPU runs, timed after a warm-up round: every target but the max
+    "changes_switches_cu13": (39, 25, 39, 0.83, 4.64, [], {"max_le_3pp"}),
 }
 
 
@@ -1359,3 +1369,49 @@ def test_measure_pairs_scores_the_repeats_after_the_warm_up_round(monkeypatch):
     assert asked["repeats"] == 5 + VC.WARMUP_REPEATS
     assert out["warmup_walls_us"]["base"] == [110.0] and out["walls_us"]["base"] == [100.0] * 5
     assert [r["repeat"] for r in out["reads"]["peek=0"]] == list(range(VC.WARMUP_REPEATS, 5 + VC.WARMUP_REPEATS))
+
+
+def test_the_check_counted_from_the_gpus_compiler():
+    """tests/data/changes_switches_cu13: counts made with the compiler the GPU runs (their "compiler" field, the
+    bases' the same), elect_release=0 priced within 0.1 pp of nothing on every problem and measured within
+    1.2 pp of it; what it misses past 3 pp are combinations priced as the sum of their parts, which measured
+    4.0-4.3 pp above that sum (sfa_tma=0 with elect_release=0); the first repeat measured with the others."""
+    d = DATA / "changes_switches_cu13"
+    counts = json.loads((d / "counts.json").read_text())
+    with tarfile.open(d / "bases.tar.xz") as tf:
+        bases = json.load(tf.extractfile("bases/bases.json"))
+    assert counts["compiler"] == bases["compiler"] == "nvidia-cutlass-dsl 4.8.1 cu13"
+    assert {tuple(p["tile"]) for p in counts["problems"].values()} == {(256, 128), (192, 128), (256, 112)}
+    scored = _stored_summary("changes_switches_cu13")
+    pts = {(p["change"], p["problem"]): p for p in scored["points"]}
+    er = [p for (c, _), p in pts.items() if c == "elect_release=0"]
+    assert len(er) == 3 and all(abs(p["projected_pct"]) < 0.15 and abs(p["measured_pct"]) < 1.2 for p in er)
+    past3 = {k for k, p in pts.items() if abs(p["err_model_pp"]) > 3.0}
+    assert all("," in c for c, _ in past3) and len(past3) == 3
+    for problem in ("4608x10240x2560", "7168x5120x2560"):
+        both = pts[("sfa_tma=0,elect_release=0", problem)]["measured_pct"]
+        parts = pts[("sfa_tma=0", problem)]["measured_pct"] + pts[("elect_release=0", problem)]["measured_pct"]
+        assert 3.5 < both - parts < 4.5
+    assert not scored["summary"]["first_repeat"]["off"]
+
+
+def test_a_run_timed_after_a_warm_up_round_measures_its_first_repeat_with_the_others():
+    """changes_stage_ring timed again with the warm-up round (measured_again.tar.xz): its first repeat within
+    0.1 pp of the others where the first timing's was 4.0 pp off, each change within 3.2 pp of the first
+    timing (0.82 in the median), the committed projections 1.40 / 6.24 pp against it."""
+    d = DATA / "changes_stage_ring"
+    proj = json.loads((d / "projections.json").read_text())
+    runs = []
+    for name in ("measured.tar.xz", "measured_again.tar.xz"):
+        with tarfile.open(d / name) as tf:
+            runs.append(json.load(tf.extractfile("run/measured.json")))
+    first, again = (C.score_run(proj, m) for m in runs)
+    assert first["summary"]["first_repeat"]["off"] and not again["summary"]["first_repeat"]["off"]
+    assert abs(again["summary"]["first_repeat"]["median_pp"]) < 0.1
+    assert all(len(w) == 1 for p in runs[1]["problems"].values() for w in p["warmup_walls_us"].values())
+    a = {(p["change"], p["problem"]): p["measured_pct"] for p in first["points"]}
+    b = {(p["change"], p["problem"]): p["measured_pct"] for p in again["points"]}
+    diffs = sorted(abs(b[k] - a[k]) for k in a)
+    assert diffs[len(diffs) // 2] < 1.0 and diffs[-1] < 3.2
+    assert again["summary"]["model"]["median"] == pytest.approx(1.40, abs=0.01)
+    assert again["summary"]["model"]["max"] == pytest.approx(6.24, abs=0.01)

@@ -57,7 +57,9 @@ def dsl_toolkit() -> str:
     if spec is None or spec.origin is None:
         return ""
     libs = Path(spec.origin).parent / "_mlir" / "_mlir_libs"
-    found = {int(m.group(1)) for p in libs.glob("_cutlass_ir.cu*") if (m := re.match(r"_cutlass_ir\.cu(\d+)\.", p.name))}
+    found = {
+        int(m.group(1)) for p in libs.glob("_cutlass_ir.cu*") if (m := re.match(r"_cutlass_ir\.cu(\d+)\.", p.name))
+    }
     driver = None
     try:
         version = ctypes.c_int(0)

@@ -76,6 +76,7 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
     from bsprof.analyzers.model.validation import capture_clock
     from bsprof.analyzers.timing.io import write_table
     from bsprof.gpu import device_info
+    from bsprof.kernels.build import dsl_compiler
     from bsprof.profile import timing_capture as tc
     from bsprof.profile.validate import (
         device_limits,
@@ -83,8 +84,6 @@ def capture_bases(problems, out_dir, console=None, *, repeats: int = BASE_CLOCK_
         sustained_summary,
         sustained_walls,
     )
-
-    from bsprof.kernels.build import dsl_compiler
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,7 +228,6 @@ def count_pairs(problems, pairs=PAIRS, console=None) -> dict:
     from counts committed before it. Returns {"pairs", "problems": {shape: {mnkl, base, tile, a, b}}}."""
     from bsprof.analyzers.model import change as C
     from bsprof.errors import BsprofError
-
     from bsprof.kernels.build import dsl_compiler
 
     # the compiler goes with the counts: a GPU that runs another flavor's builds runs other SASS

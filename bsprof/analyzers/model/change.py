@@ -83,9 +83,10 @@ TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # issue between their MMAs hides under them until the chain between two waits outgrows the MMAs it
 # overlaps, so one more instruction exposes more than the loop's average (a power law E ~ n^m has the
 # marginal m x E / n). A fit: the K-loop-only changes of the H200 change run (tests/data/h200_changes:
-# uniform_desc=0, ring_unroll=0, and elect_release=0 where its instruction delta is more than a few a K block)
-# imply 1.5, 2.6, 2.2, 2.7 (4096^3 and the two 192x128 problems' ring_unroll=0), 5.9 and 7.3 (uniform_desc=0
-# on the 192x128 tile) and -2.4 (elect_release=0 on 4096^3: its instructions bought time); the median, 2.6
+# uniform_desc=0 and ring_unroll=0) imply 1.5, 2.6, 2.2, 2.7 (4096^3 and the two 192x128 problems'
+# ring_unroll=0), 5.9 and 7.3 (uniform_desc=0 on the 192x128 tile); the median, 2.6 (2.65 over these six).
+# The fit also read elect_release=0 on 4096^3 (-2.4): counted with the cu12 compiler, whose build grows the
+# K-loop by 36 instructions a K block where the cu13 build the GPU ran has two fewer (kernels/build.py)
 KLOOP_MARGINAL = 2.6
 # a ring of S stages refills a stage one K block after the consumers free it, so the K block's period
 # is at least the load latency over S - 1 stages: P >= L / (S - 1) (softly: RING_SOFTNESS). L in steady

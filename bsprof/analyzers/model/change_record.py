@@ -2,9 +2,10 @@
 touches (``change.KINDS``), so a projection is printed with the record of projections like it.
 
 The record is built (``build_record``) from stored checks whose projections were committed before their
-pairs were timed, re-projected with the pricing in this checkout from their committed SASS counts and
-base captures; a point whose re-projection still gives what was committed is held out, one the pricing
-has moved since (a fit that used it) is counted apart. ``scripts/change_record.py`` writes it to
+pairs were timed, re-projected with the pricing in this checkout from the SASS their GPU ran (the committed
+counts, or those builds counted again with the GPU's compiler) and their base captures; a point the pricing
+still projects as committed from its committed counts is held out, one the pricing has moved since (a fit
+that used it, a count it added) is counted apart. ``scripts/change_record.py`` writes it to
 ``bsprof/data/model/change_record.json`` and a test rebuilds it from ``tests/data`` and compares.
 """
 
@@ -132,8 +133,9 @@ def left_out_coverage(checks: list[dict], per_pct: float | None = None, by_kind:
 def build_record(checks: list[dict]) -> dict:
     """The record from scored checks: each ``{"run", "device", "points": [...]}``, a point holding ``kinds``,
     ``err_model_pp``, ``covered`` (``change.score_run``'s points with the projection's kinds) and
-    ``held_out`` (its projection is still what was committed before the timing). Every kind a point touches
-    counts it once."""
+    ``held_out`` (the pricing still projects, from the counts committed before the timing, what was
+    committed) and ``as_committed`` (so does the SASS the GPU ran: no recount moved it). Every kind a point
+    touches counts it once."""
     pts = [p for c in checks for p in c["points"] if math.isfinite(p.get("err_model_pp", math.nan))]
     by_kind = {k: [p for p in pts if k in p["kinds"]] for k in KIND_TEXT}
     return {
@@ -143,6 +145,7 @@ def build_record(checks: list[dict]) -> dict:
                 "device": c["device"],
                 "points": len(c["points"]),
                 "held_out": sum(bool(p["held_out"]) for p in c["points"]),
+                "as_committed": sum(bool(p.get("as_committed", p["held_out"])) for p in c["points"]),
             }
             for c in checks
         ],
@@ -180,7 +183,7 @@ def record_lines(kinds: list[str], record: dict | None) -> list[str]:
         )
 
     out = [
-        f"checked on {', '.join(devices)} (held out: priced as before the timing; "
+        f"checked on {', '.join(devices)} (held out: priced as before the timing, from the SASS the GPU ran; "
         "the rest priced otherwise since, by a fit or a count):"
     ]
     out += [line(KIND_TEXT[k], record["kinds"][k]) for k in kinds if k in record["kinds"]]
