@@ -1,6 +1,8 @@
 """Re-project a stored `bsprof model --validate --changes` run with the current pricing, on the CPU:
-the same base captures, both builds of every pair compiled here for their SASS (cached; a one-call
-check's committed counts instead, with what was counted since), the projections written as the run's
+the same base captures, both builds of every pair compiled here for their SASS (cached; the compiler
+flavor installed here must be the GPU's, cu13: kernels/build.py), or for a one-call check its builds counted
+again with that compiler where they were (counts_cu13.json), else its committed counts with what was counted
+since; the projections written as the run's
 step 2 writes them. In-sample where the pricing was fitted on the
 run (docs/model.md, "Code changes priced from SASS").
 
@@ -30,7 +32,7 @@ def main(argv: list[str]) -> int:
     # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
     tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
     committed = json.loads((run / "projections.json").read_text())
-    if (run / "counts.json").is_file():  # a one-call check: its committed counts, nothing compiled
+    if (run / "counts.json").is_file():  # a one-call check: its counts, nothing compiled
         from change_record import merged_counts  # beside this script
 
         counts = merged_counts(run)

@@ -730,19 +730,20 @@ def test_stored_runs_reprojected_with_the_current_pricing():
     counted since); the SIMT
     epilogue's largest miss is gone
     from the mechanisms run (14.8 pp as committed), the largest three-stage miss of the combined check is
-    3.0 pp smaller (10.75 as committed) and the held-out check's max 3.49 (6.59 as committed)."""
+    3.0 pp smaller (10.75 as committed) and the held-out check's max 3.44 (6.59 as committed). Every build's
+    SASS is the cu13 compiler's, which the GPU ran (the one-call checks' from counts_cu13.json)."""
     want = {
-        ("h200_changes", "projections_refit.json"): (33, 0.71, 33),
-        ("h100_changes", "projections_reprojected.json"): (33, 0.84, 32),
-        ("h100_changes_pairs", "projections_reprojected.json"): (24, 1.03, 21),
-        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.21, 30),
-        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.42, 29),
-        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.70, 30),
-        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.36, 33),
-        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.23, 24),
-        ("changes_stage_counts", "projections_reprojected.json"): (6, 1.28, 6),
-        ("changes_held_out", "projections_reprojected.json"): (39, 1.13, 38),
-        ("changes_ring_tiles", "projections_reprojected.json"): (48, 1.13, 45),
+        ("h200_changes", "projections_refit.json"): (33, 0.69, 33),
+        ("h100_changes", "projections_reprojected.json"): (33, 0.82, 32),
+        ("h100_changes_pairs", "projections_reprojected.json"): (24, 1.01, 21),
+        ("h100_changes_ties", "projections_reprojected.json"): (30, 1.19, 30),
+        ("h100_changes_mechanisms", "projections_reprojected.json"): (30, 1.25, 30),
+        ("h100_changes_store_drain", "projections_reprojected.json"): (30, 0.68, 30),
+        ("changes_combined_switches", "projections_reprojected.json"): (33, 1.38, 33),
+        ("changes_combined_switches_parts", "projections_reprojected.json"): (24, 1.20, 24),
+        ("changes_stage_counts", "projections_reprojected.json"): (6, 1.29, 6),
+        ("changes_held_out", "projections_reprojected.json"): (39, 1.04, 38),
+        ("changes_ring_tiles", "projections_reprojected.json"): (48, 0.97, 47),
     }
     for (run, name), (n, median, held) in want.items():
         d = DATA / run
@@ -755,9 +756,9 @@ def test_stored_runs_reprojected_with_the_current_pricing():
         if run == "h100_changes_mechanisms":
             assert s["model"]["max"] < 6.0
         if run == "changes_combined_switches":
-            assert s["model"]["max"] == pytest.approx(7.74, abs=0.01)
+            assert s["model"]["max"] == pytest.approx(7.66, abs=0.01)
         if run == "changes_held_out":  # 6.59 as committed, before the 256-row tile's ring share
-            assert s["model"]["max"] == pytest.approx(3.49, abs=0.01)
+            assert s["model"]["max"] == pytest.approx(3.44, abs=0.01)
 
 
 # the checks as committed (projections fixed before their pairs were timed): points, moved >= 2%, intervals
