@@ -1176,32 +1176,25 @@ def test_the_ring_latency_check_as_committed():
     pairs = zip(scored["projections_ring_latency.json"]["points"], scored["projections.json"]["points"])
     moved = {a["change"] for a, b in pairs if abs(a["projected_pct"] - b["projected_pct"]) > 0.1}
     assert moved and all(c.startswith("ab_stage") or c == "epilogue=direct" for c in moved)
-    # re-derived from the stored bases with the pricing now: as committed, but for the stage counts, which the
-    # ring's K-block terms fitted since moved, peek=0 on the 256-row tile, which the barrier probe's price
-    # moved (the counts merged with probes.json)
+    # re-derived from the stored bases with the pricing now and the SASS the GPU ran (counts_cu13.json): within
+    # 0.4 pp of the committed file but for the stage counts, which the ring's K-block terms fitted since moved,
+    # peek=0 on the 256-row tile, which the barrier probe's price moved, elect_release=0 on the 256-row tile,
+    # whose 36 K-loop instructions a K block were the cu12 compiler's, and the SIMT epilogue on the 192-row
+    # tile, whose Phase 1 the count per warp re-priced; the rest moved by the recount's base K-loop (three
+    # instructions a K block fewer from cu13) and the count per warp
     re = {(p["change"], p["problem"]): p["projected_pct"] for p in scored["projections_reprojected.json"]["points"]}
     moved = {
         (p["change"], p["problem"])
         for p in scored["projections.json"]["points"]
-        if abs(re[(p["change"], p["problem"])] - p["projected_pct"]) > 0.01
+        if abs(re[(p["change"], p["problem"])] - p["projected_pct"]) > 0.4
     }
-    # and every change with Phase 1 instructions, which the count per warp re-priced (per_warp.json)
     counts = json.loads((d / "counts.json").read_text())["problems"]
-
-    def phase1(at_least: float) -> set:
-        return {
-            (c, shape)
-            for shape, e in counts.items()
-            for c, b in e["b"].items()
-            if abs(b["per_tile"]["phase1"] - e["a"]["per_tile"]["phase1"]) >= at_least
-        }
-
     stages = ("ab_stage=3", "ab_stage=2", "ab_stage=3,sfb_tma=0", "ab_stage=2,epi_split=0")
     fitted = {(c, shape) for c in stages for shape in counts} | {("peek=0", "4096x7168x3072")}
-    # a change of one or two Phase 1 instructions moves its projection by less than 0.01 pp, and the stores
-    # a SIMT epilogue drains replace what Phase 1 priced them at
-    store_warp = {("elect_release=0", "4096x7168x3072")} | {(c, p) for c, p in phase1(10) if c == "epi_split=0"}
-    assert fitted | store_warp <= moved <= fitted | phase1(0.5) and len(store_warp) == 3
+    phantom = {("elect_release=0", "4096x7168x3072")}
+    epilogue = {("epilogue=direct", "7168x6144x1536"), ("epilogue=direct", "6144x7168x2560")}
+    assert moved == fitted | phantom | epilogue
+    assert re[("elect_release=0", "4096x7168x3072")] == pytest.approx(-0.10, abs=0.05)  # cu12's: +3.19
 
 
 def test_the_held_out_misses_are_the_models_not_the_measurements():

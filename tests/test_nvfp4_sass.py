@@ -166,8 +166,8 @@ m.scaled_mm(g, cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float16, cutl
 
 
 # NVIDIA's example at 256x128, 2x1 cluster, compiled from CUTLASS 7107b05 with the cu13 compiler our kernels are
-# compiled with here (tests/data/sass/README.md): the two flavors emit different mixes
-_SHIPPED = {"256x128_c2x1": "nvidia_blockscaled_nvfp4_persistent_256x128_c2x1.cu13.sm_100a.cubin.xz"}
+# compiled with here (tests/data/nvidia_example_cu13/README.md): the two flavors emit different mixes
+_SHIPPED = {"256x128_c2x1": "nvidia_blockscaled_nvfp4_persistent_256x128_c2x1.sm_100a.cubin.xz"}
 
 
 @pytest.mark.parametrize("name,tile", [("128x128_c1x1", (128, 128, 1)), ("256x128_c2x1", (256, 128, 2))])
@@ -184,7 +184,7 @@ def test_tcgen05_stream_matches_nvidia_example(built, tmp_path, name, tile):
     from bsprof.analyzers.sass import analyze_cubin
 
     repo = os.environ.get("BSPROF_CUTLASS_REPO")
-    shipped = Path(__file__).parent / "data" / "sass" / _SHIPPED.get(name, "-")
+    shipped = Path(__file__).parent / "data" / "nvidia_example_cu13" / _SHIPPED.get(name, "-")
     if repo and (Path(repo) / _EXAMPLE).is_file():
         env = dict(os.environ, CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
         subprocess.run(
