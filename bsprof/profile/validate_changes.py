@@ -4,8 +4,9 @@ Each point is a (switch pair, problem): the bundled FP8 kernel's base build (``o
 problem's tile pinned) and the same build with one switch changed. The projection comes from the
 two builds' SASS (compiled on the CPU) and the base build's timing capture alone
 (``analyzers.model.change``); the measurement times both plain builds in sustained blocks, the
-builds of one problem interleaved in one process in a seeded shuffle, ``repeats`` blocks each
-(``profile.validate.sustained_walls``, the protocol of ``--validate``).
+builds of one problem interleaved in one process in a seeded shuffle, ``repeats`` blocks each after one
+round that is not scored (``WARMUP_REPEATS``; ``profile.validate.sustained_walls``, the protocol of
+``--validate``).
 
 Three steps, each usable alone so the projections can be written (and committed) before any wall
 time is measured:
