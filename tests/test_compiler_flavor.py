@@ -77,3 +77,23 @@ def test_a_one_call_check_refuses_counts_of_another_compiler(tmp_path, capsys):
         assert len(err) == 1 and "this host builds the kernels with nvidia-cutlass-dsl 4.8.1 cu13" in err[0]
         assert (compiler or "a compiler it does not name") in err[0]
         assert not out.exists()
+
+
+def test_the_chain_of_bundled_builds_names_their_compiler():
+    """`--change` on a bundled spec compiles both builds here and says with what, in its header and JSON, so a
+    user comparing with a GPU's run knows which flavor's SASS was priced; two cubins from elsewhere carry no
+    such line (bsprof did not compile them)."""
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    args = ["model", "--change", "optimized:uniform_desc=0", "--mnkl", "4096,4096,4096"]
+    out = CliRunner().invoke(cli, args, env={"COLUMNS": "100"})
+    assert out.exit_code == 0, out.output
+    assert f"compiled here with {dsl_compiler()}" in out.output
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    assert doc["change"]["compiler"] == dsl_compiler()
+    sample = Path(__file__).parents[1] / "bsprof" / "data" / "samples" / "change"
+    cubins = [str(sample / "optimized.sm_90a.cubin.xz"), str(sample / "optimized_uniform_desc0.sm_90a.cubin.xz")]
+    out = CliRunner().invoke(cli, ["model", "--change", *cubins, "--mnkl", "4096,4096,4096", "--tile-mn", "256,128"])
+    assert out.exit_code == 0 and "compiled here with" not in out.output

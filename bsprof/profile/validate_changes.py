@@ -575,6 +575,11 @@ def change_chain(
         "mnkl": list(mnkl) if mnkl else None,
         "consumer_warpgroups": wgs,
     }
+    if spec_a or spec_b:
+        from bsprof.kernels.build import dsl_compiler
+
+        # what compiled the bundled builds here: their SASS is what a GPU runs only from the same flavor
+        out["compiler"] = dsl_compiler()
     floor = tm * tn * C.BLOCK_K / C.FMA_PER_CYCLE["fp8"]
     if source is None:
         rate, where = borrowed_rate()

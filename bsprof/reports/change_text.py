@@ -24,6 +24,8 @@ def change_doc(res: dict, model_result=None) -> dict:
             "mnkl": res["mnkl"],
         }
     }
+    if res.get("compiler"):
+        doc["change"]["compiler"] = res["compiler"]
     if "kloop_only" in res:
         doc["change"]["kloop_only"] = res["kloop_only"].to_json()
         doc["change"]["borrowed_from"] = res.get("borrowed_from", "")
@@ -55,6 +57,9 @@ def render_change(console, res: dict, model_result=None) -> None:
 
     console.print(f"change: {res['a']}", markup=False)
     console.print(f"    ->  {res['b']}", markup=False)
+    if res.get("compiler"):
+        # the bundled builds' SASS is the GPU's only where both compile with the same flavor (kernels/build.py)
+        console.print(f"  compiled here with {res['compiler']}", markup=False)
     if res.get("kernels_differ"):
         say(
             console,
