@@ -72,9 +72,10 @@ def as_run(run_dir: Path) -> dict:
     from bsprof.kernels.build import dsl_compiler
     from bsprof.profile import validate_changes as VC
 
-    if dsl_compiler() != RAN_WITH:
+    here = dsl_compiler()
+    if here != RAN_WITH:
         raise SystemExit(
-            f"this host compiles with {dsl_compiler()}; the checks ran {RAN_WITH}: pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'"
+            f"this host compiles with {here}; the checks ran {RAN_WITH}: pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'"
         )
     committed = json.loads((run_dir / "counts.json").read_text())
     again = VC.count_pairs([e["mnkl"] for e in committed["problems"].values()], tuple(committed["pairs"]))

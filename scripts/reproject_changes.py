@@ -2,9 +2,8 @@
 the same base captures, both builds of every pair compiled here for their SASS (cached; the compiler
 flavor installed here must be the GPU's, cu13: kernels/build.py), or for a one-call check its builds counted
 again with that compiler where they were (counts_cu13.json), else its committed counts with what was counted
-since; the projections written as the run's
-step 2 writes them. In-sample where the pricing was fitted on the
-run (docs/model.md, "Code changes priced from SASS").
+since; the projections written as the run's step 2 writes them. In-sample where the pricing was fitted on
+the run (docs/model.md, "Code changes priced from SASS").
 
     python3 scripts/reproject_changes.py tests/data/h200_changes /tmp/projections.json
     python3 scripts/reproject_changes.py tests/data/h100_changes_pairs /tmp/projections.json

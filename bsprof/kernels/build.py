@@ -3,12 +3,13 @@
 CuTe DSL reads ``CUTE_DSL_ARCH`` / ``CUTE_DSL_KEEP`` / ``CUTE_DSL_DUMP_DIR`` / ``CUTE_DSL_LINEINFO``
 when it is imported, so each build runs in a fresh interpreter with those set. Results are cached
 by a hash of the family's sources, the arguments, the architecture, the cutlass-dsl version with the
-toolkit flavors of its compiler libraries, and (with line info) where the sources live, so a test session (or CI) compiles each configuration
-once per checkout.
+toolkit flavor it compiles with, and (with line info) where the sources live, so a test session (or CI)
+compiles each configuration once per checkout.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -43,6 +44,7 @@ def _sources_digest(package_dir: Path) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def dsl_toolkit() -> str:
     """The CUDA toolkit flavor nvidia-cutlass-dsl compiles with in this environment ("cu13"), by the DSL's
     own rule without importing it: of the flavors whose compiler library is installed
