@@ -125,8 +125,8 @@ RING_SOFTNESS = 6.0
 # 6.3 on an H100 at 1,330 MHz, 4.8 on an H200 at 1,440. One warp's 32 lanes x 4 bytes; the share is a fit
 # through the whole projection over the 47 stored points that add SIMT stores (38 epilogue=direct, 9 with
 # another switch beside it; scripts/change_record.py's checks): the full DRAM time (share 1) priced them
-# +1.51 pp high on average (median |error| 1.66, max 5.70), 0.93 -0.29 (0.86, 5.07), 0.95 +0.23 (1.16,
-# 4.47), 0.9 -1.06: the L2 takes the last of a tile's stores while the next tile starts. The ends: the point
+# +1.51 pp high on average (median |error| 1.66, max 5.70), 0.94 -0.03 (1.07, 4.77), 0.93 -0.29, 0.95
+# +0.23, 0.9 -1.06: the L2 takes the last of a tile's stores while the next tile starts. The ends: the point
 # x STORE_SPREAD. Where the device or the clock is not known, STORE_WAITED: the H100's (STORE_CYCLES) x the share.
 STORE_BYTES = 128.0
 STORE_DRAIN_SHARE = 0.94
