@@ -319,6 +319,7 @@ def project_pairs(
                 consumer_warps=4 * wgs,
                 tie_wait=bm.tie_wait,
                 store=C.store_cycles(bm),
+                tile_m=tm,
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -624,6 +625,7 @@ def change_chain(
         consumer_warps=4 * wgs,
         tie_wait=bm.tie_wait,
         store=C.store_cycles(bm),
+        tile_m=tm,
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out

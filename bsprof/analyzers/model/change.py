@@ -108,8 +108,16 @@ RING_LATENCY_SHARE = (0.42, 0.52, 0.71)
 # the first-load shares' 1.48 (max 12.12, mean +0.47), 106 of 106 in their intervals; held out on the 18
 # stage-count points of four new problems (tests/data/changes_stage_ring), 2.33 (max 4.61) against the
 # shares' 1.80 (max 7.87): two stages closer, three 1-2 pp further high (docs/model.md, "Code changes
-# priced from SASS")
-RING_NEED_BY_WARPGROUPS = {3: (0.39, 0.98), 2: (0.46, 0.62)}
+# priced from SASS"). Keyed by the tile's rows (192: three warpgroups, 256: two), the tiles the fit saw:
+# there a K block lasts about as long as the load's latency it must hide. A 128-row tile's K block is
+# shorter (714-801 cycles against 1,000-1,120 on the 256-row tile) while its first load is not (2,300-2,480):
+# the 256-row terms priced two stages +9% where the two checked 128-row problems measured +23% and +28%
+# (tests/data/changes_switches_cu13_tiles, tests/data/changes_store_share) and the first load's share
+# +32% and +35%. The 128-row terms solve those two problems' measured K blocks with two and three stages
+# (1.51 and 1.07 x the base's, their mean, through the soft maximum): T + L = 1.49, T + L / 2 = 0.90. The
+# latency share grows as the tile's rows shrink (0.62, 0.98, 1.18): the same load behind less MMA work. A
+# tile not in the table takes the first load's share
+RING_NEED_BY_TILE_ROWS = {128: (0.31, 1.18), 192: (0.39, 0.98), 256: (0.46, 0.62)}
 # the ends of both terms, with the point: a K block's need 15% under to 20% over
 RING_NEED_ENDS = (0.85, 1.0, 1.2)
 # how soft that maximum is (P = (C0^p + need^p)^(1/p), ``ring_delta``): a hard maximum left three stages
@@ -715,6 +723,7 @@ def estimate_change(
     consumer_warps: int | None = None,
     tie_wait: dict[str, float] | None = None,
     store: tuple[float, float, float] = STORE_WAITED,
+    tile_m: int | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -723,7 +732,8 @@ def estimate_change(
     and a load the K-loop waits on; ``consumer_warps``: the warps whose global stores share the SM's;
     ``tie_wait``: what a barrier tying every consumer warpgroup makes them wait, by phase
     (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none;
-    ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`)."""
+    ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`); ``tile_m``:
+    the output tile's rows, which pick how a stage count is priced (``RING_NEED_BY_TILE_ROWS``)."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -799,7 +809,9 @@ def estimate_change(
     restaged = sa is not None and sb is not None and sa != sb
     if restaged:
         kinds.add("stage_count")
-    ring_terms = RING_NEED_BY_WARPGROUPS.get((consumer_warps or 0) // 4)
+    # where the caller does not know the tile's rows, the tile the fit saw with that many warpgroups
+    rows = tile_m or {3: 192, 2: 256}.get((consumer_warps or 0) // 4)
+    ring_terms = RING_NEED_BY_TILE_ROWS.get(rows or 0)
     if restaged and ring_terms and kl.measured_cycles > 0:
         c_kb = kl.measured_cycles / max(1, k_blocks)
         arrival, latency = ring_terms
