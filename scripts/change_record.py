@@ -55,6 +55,9 @@ CHECKS = (
     "changes_switches_256_rows",
     "changes_stage_ring",
     "changes_switches_cu13",
+    "changes_switches_cu13_tiles",
+    "changes_store_share",
+    "changes_rows_128",
 )
 
 
