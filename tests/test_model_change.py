@@ -209,29 +209,36 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     checks = script.score_checks(DATA)
     built = script.build(checks)
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
-    # every one-call check, in the order the script names them (fifteen: the per-run pins below)
+    # every one-call check, in the order the script names them (eighteen: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-1] == "changes_switches_cu13"
-    assert built["all"]["points"] == 478 and 300 <= built["all"]["held_out"] < 478
+    assert script.CHECKS[-3:] == ("changes_switches_cu13_tiles", "changes_store_share", "changes_rows_128")
+    assert built["all"]["points"] == 564 and 350 <= built["all"]["held_out"] < 564
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
     # K-block terms, fitted on every check's stage-count points, moved those and every combination with them.
     # The builds counted again with the GPU's compiler (counts_cu13.json) move nearly every point a little
-    # (as_committed), none of them by a fit: held out is decided on the counts committed before the timing
-    assert [r["points"] - r["held_out"] for r in built["runs"]] == [22, 6, 31, 8, 0, 15, 7, 6, 10, 10, 13, 12, 9, 0, 0]
-    assert [r["as_committed"] for r in built["runs"]][-1] == 39 and sum(r["as_committed"] for r in built["runs"]) < 100
+    # (as_committed), none of them by a fit: held out is decided on the counts committed before the timing.
+    # The SIMT store's share of its DRAM time, fitted on every store-drain point of the fifteen checks before
+    # it, moved those (the three after were projected with it); the 128-row tile's ring terms moved the five
+    # points whose ring depth changes on each of the two 128-row problems they were fitted on, and none of the
+    # check that held them out
+    assert [r["points"] - r["held_out"] for r in built["runs"]] == [
+        23, 6, 34, 8, 0, 17, 9, 8, 12, 12, 15, 12, 15, 4, 6, 5, 5, 0
+    ]  # fmt: skip
+    assert [r["as_committed"] for r in built["runs"]][-3:] == [34, 34, 8]
+    assert sum(r["as_committed"] for r in built["runs"][:-3]) < 100
     # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
     # ring's terms out (and one the terms left where it was); the SIMT epilogue, which changes the ring's
     # depth, the largest miss
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 130 and st["held_out"] == 30 and st["max_pp"] == pytest.approx(5.70, abs=0.01)
+    assert st["points"] >= 160 and st["held_out"] == 48 and st["max_pp"] == pytest.approx(5.30, abs=0.01)
     assert "stage_count" in built["checked"]["kinds"]  # its quantile from those held out
     assert built["all"]["median_pp"] < st["median_pp"]
-    # instructions alone, from the SASS the GPU ran: within 3.3 pp everywhere, no bias; what the intervals miss
+    # instructions alone, from the SASS the GPU ran: within 3.4 pp everywhere, no bias; what the intervals miss
     # is elect_release=0, priced -0.1% between SASS bounds under 0.4 pp wide, measured -2.3% to +2.6%
     ins = built["kinds"]["instructions"]
-    assert ins["max_pp"] < 3.3 and abs(ins["bias_pp"]) < 0.3 and ins["intervals_hold"] < ins["points"]
+    assert ins["max_pp"] < 3.4 and abs(ins["bias_pp"]) < 0.3 and ins["intervals_hold"] < ins["points"]
     lines = record_lines(["stage_count", "tie"], built)
     assert lines[0].startswith("checked on NVIDIA H100") and "held out" in lines[0]
     assert lines[1].startswith("the stage count: ") and lines[2].startswith("a barrier tying") and len(lines) == 5
@@ -828,6 +835,39 @@ AS_COMMITTED = {
     ),
     # counted with the cu13 compiler the GPU runs, timed after a warm-up round: every target but the max
     "changes_switches_cu13": (39, 25, 39, 0.83, 4.64, [], {"max_le_3pp"}),
+    # three tiles, two of them widths no check had timed: the 128x160 tile's two stages priced with the
+    # 256-row tile's ring terms (-19 pp), and ring_unroll=0,peek=0,uniform_desc=0 there measured +22% where
+    # its counts priced +4; three changes whose SASS moves little measured +1.5 to +1.8% on that problem
+    "changes_switches_cu13_tiles": (
+        39,
+        26,
+        32,
+        1.47,
+        19.38,
+        ["elect_release=0 @ 1280x10240x4096", "ring_unroll=0 @ 1280x10240x4096", "sfb_tma=0 @ 1280x10240x4096"],
+        {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct", "checked_coverage_ge_80pct"},
+    ),
+    # the SIMT store's share held out (within 3.3 pp on the 256- and 128-row tiles, 4.5 high on the 192-row);
+    # the 128x192 tile's two stages -14 pp
+    "changes_store_share": (
+        39,
+        23,
+        38,
+        1.24,
+        13.99,
+        ["peek=0 @ 8704x4608x3072"],
+        {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct"},
+    ),
+    # the 128-row tile's ring terms held out on two new problems; the combination above again +16 pp on 128x160
+    "changes_rows_128": (
+        8,
+        7,
+        7,
+        2.16,
+        15.62,
+        [],
+        {"points_ge_30", "max_le_3pp", "median_le_1pp", "checked_coverage_ge_80pct"},
+    ),
 }
 
 
@@ -1010,14 +1050,14 @@ def test_the_checked_interval_held_on_checks_committed_with_it(run, covered, mis
 
 def test_a_run_says_when_its_first_repeat_measured_apart():
     """Repeat 0's paired change against the median of the other repeats, over every stored one-call check:
-    within 1.5 pp on twelve; on changes_probe and changes_stage_ring most changes of a problem measured low in
+    within 1.75 pp on sixteen; on changes_probe and changes_stage_ring most changes of a problem measured low in
     repeat 0 (-9.1 and -4.0 pp in the median), which the mean of the paired ratios carries, and those two runs
     say so (`--validate --changes` prints it)."""
     script = _record_script()
     first = {run: _stored_summary(run)["summary"]["first_repeat"] for run in script.CHECKS}
     assert {run for run, f in first.items() if f["off"]} == {"changes_probe", "changes_stage_ring"}
     assert first["changes_probe"]["median_pp"] < -8.0 and -5.0 < first["changes_stage_ring"]["median_pp"] < -3.0
-    assert all(abs(f["median_pp"]) < 1.5 for run, f in first.items() if not f["off"])
+    assert all(abs(f["median_pp"]) < 1.75 for run, f in first.items() if not f["off"])
     out = CliRunner().invoke(cli, ["model", "--validate", "--changes", "--from", str(DATA / "changes_stage_ring")])
     assert out.exit_code == 0 and "first repeat against the others: median -4.02 pp" in out.output
     assert "time the pairs again" in out.output
@@ -1387,6 +1427,28 @@ def test_the_check_counted_from_the_gpus_compiler():
         parts = pts[("sfa_tma=0", problem)]["measured_pct"] + pts[("elect_release=0", problem)]["measured_pct"]
         assert 3.5 < both - parts < 4.5
     assert not scored["summary"]["first_repeat"]["off"]
+
+
+def test_the_128_row_ring_terms_held_out_on_two_new_problems(monkeypatch):
+    """The ring terms of a 128-row tile, fitted on the two 128-row problems of changes_switches_cu13_tiles and
+    changes_store_share (priced with the 256-row terms there: two stages +9% where they measured +23% and +28%),
+    then committed with the projections of two new 128-row problems before those were timed
+    (tests/data/changes_rows_128, H100): every stage count within 3.5 pp. The same counts and bases priced
+    with the 256-row terms miss those two stages by more than 10 pp, low."""
+    d = DATA / "changes_rows_128"
+    counts = json.loads((d / "counts.json").read_text())
+    assert {tuple(p["tile"]) for p in counts["problems"].values()} == {(128, 160), (128, 192)}
+    scored = {(p["change"], p["problem"]): p for p in _stored_summary("changes_rows_128")["points"]}
+    stages = {k: p for k, p in scored.items() if k[0].startswith("ab_stage")}
+    assert len(stages) == 4 and all(abs(p["err_model_pp"]) < 3.5 for p in stages.values())
+    assert all(p["measured_pct"] > 20 for (c, _), p in stages.items() if c == "ab_stage=2")
+    from bsprof.profile import validate_changes as VC
+
+    monkeypatch.setitem(C.RING_NEED_BY_TILE_ROWS, 128, C.RING_NEED_BY_TILE_ROWS[256])
+    measured, _ = C.stored_measured(d)
+    doc = VC.project_archive(d / "bases.tar.xz", ("ab_stage=2",), counts=counts)
+    old = C.score_run(doc, measured)["points"]
+    assert len(old) == 2 and all(p["err_model_pp"] < -10 for p in old)
 
 
 def test_a_run_timed_after_a_warm_up_round_measures_its_first_repeat_with_the_others():
