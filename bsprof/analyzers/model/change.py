@@ -1253,7 +1253,7 @@ def summarize(points: list[ChangePoint]) -> dict:
 
 def store_cycles(bm: BaseMeasurement) -> tuple[float, float, float]:
     """What a warp's global store costs the base build (low, point, high cycles): STORE_DRAIN_SHARE of the
-    time STORE_BYTES take of its device's DRAM bandwidth per SM at its sustained clock; STORE_CYCLES where
+    time STORE_BYTES take of its device's DRAM bandwidth per SM at its sustained clock; STORE_WAITED where
     either is unknown."""
     from bsprof.analyzers.ncu.peaks import dram_bandwidth
 
