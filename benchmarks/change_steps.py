@@ -123,6 +123,7 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
             f"builds the kernels with {here}; count the pairs again where the compiler is the same"
         )
     problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
+    VC.check_problems(problems)  # counted before the check existed: refused here, not after the capture
     bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
     captured = json.loads((out / "bases" / "bases.json").read_text())
     proj = VC.project_pairs(captured, out / "bases", problems, tuple(doc["pairs"]), console=Console(), counts=doc)

@@ -547,6 +547,10 @@ def test_every_priced_mechanism_on_new_problems_rescored():
         (["--validate", "--changes", "--pairs", "static_shapes=0", "--mnkl", "4096,4096,2048"], "sfa_tma=0,sfb_tma=0"),
         # more stages than shared memory holds: the base's own ring, a pair that changes nothing
         (["--validate", "--changes", "--pairs", "ab_stage=6", "--mnkl", "8192,5120,3072"], "the same kernel"),
+        # too few tiles for the base capture's tile period (two rounds of the persistent grid), with the
+        # default pairs and with named ones, before a GPU is looked for
+        (["--validate", "--changes", "--mnkl", "768,6144,3072"], "needs at least 3 rounds"),
+        (["--validate", "--changes", "--pairs", "peek=0", "--mnkl", "8192,8192,2048;1024,4096,4096"], "1024x4096x4096"),
     ],
 )
 def test_validate_changes_pairs_are_checked_before_the_gpu(args, says):

@@ -53,6 +53,7 @@ def run_validate_changes(console, *, mnkl, pairs: str | None, repeats: int, out)
     from bsprof.reports import change_text
 
     problems = VC.PROBLEMS if not mnkl else tuple(parse_mnkl(p) for p in mnkl.split(";"))
+    VC.check_problems(problems)
     switches = VC.PAIRS if pairs is None else VC.parse_pairs(pairs, problems)
     device_info()  # no GPU: one error line before any directory is made
     scored, where = VC.validate_changes(problems, repeats, out, console, pairs=switches)

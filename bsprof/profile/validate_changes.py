@@ -354,6 +354,32 @@ def project_archive(tar: Path, pairs: str | tuple[str, ...] | None = None, count
         return project_pairs(bases, bases_dir, problems=problems, pairs=wanted, cubin_dir=cubins, counts=counts)
 
 
+# the capture's tile period is a CTA's slope from its second tile to its last (calibrate.observed_period):
+# a problem whose tiles fill fewer rounds of the persistent grid leaves it nothing to measure
+MIN_TILE_ROUNDS = 3
+
+
+def check_problems(problems) -> None:
+    """One error line, before any compiling or GPU work, for a problem too small for its base capture
+    (its planned tile fills fewer than ``MIN_TILE_ROUNDS`` rounds of the persistent grid)."""
+    import math
+
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.fp8_blockwise.launch import plan
+
+    for mnkl in problems:
+        tm, tn = (int(x) for x in plan("optimized", tuple(mnkl))["tile"].split("x"))
+        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        rounds = math.ceil(tiles / SMS)
+        if rounds >= MIN_TILE_ROUNDS:
+            continue
+        raise BsprofError(
+            f"{shape_key(mnkl)}: its {tm}x{tn} tile gives {tiles} tiles, {rounds} round(s) of the {SMS}-CTA "
+            f"persistent grid; the base capture measures the tile period from a CTA's second to its last "
+            f"tile, so it needs at least {MIN_TILE_ROUNDS} rounds: choose a larger M or N"
+        )
+
+
 def parse_pairs(text: str, problems) -> tuple[str, ...]:
     """--pairs 'a=0;b=1,c=2': each entry the switches one changed build sets on every problem's base build.
     Each is parsed against every problem's base (an unknown switch or a value the kernel cannot take is
@@ -363,6 +389,7 @@ def parse_pairs(text: str, problems) -> tuple[str, ...]:
     out = tuple(p.strip() for p in text.split(";") if p.strip())
     if not out:
         raise BsprofError(f"--pairs {text!r}: name at least one switch change, e.g. --pairs 'ab_stage=2;peek=0'")
+    check_problems(problems)
     bases = {tuple(mnkl): base_spec(mnkl) for mnkl in problems}  # each problem's planned base, once
     for sw in out:
         if not all("=" in kv for kv in sw.split(",")):
