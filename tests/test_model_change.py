@@ -589,6 +589,29 @@ def test_spills_get_an_interval_as_wide_as_their_executions(tmp_path):
     assert p["hi_pct"] > 240 and p["projected_pct"] < 10
 
 
+def test_a_cluster_change_is_priced_from_the_bytes_it_multicasts(tmp_path):
+    """The cluster's multicast barely shows in SASS (the TMA's mask), yet it moves the operand bytes a
+    CTA loads from L2: 1x2 -> 1x1 on the 256x128 tile loads 48 KiB a K block where 32 did, and is priced
+    slower with an interval that reaches the kernel's own measurement (+2-11%); 1x2 -> 2x2 loads fewer
+    bytes but runs four CTAs in lockstep, priced slower still. Both builds compiled here, priced with the
+    stored H200 capture of 4096^3."""
+    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
+    bases["problems"] = {k: v for k, v in bases["problems"].items() if k == "4096x4096x4096"}
+    pairs = ("cluster_m=1,cluster_n=1", "cluster_m=2,cluster_n=2")
+    doc = VC.project_pairs(bases, tmp_path / "bases", pairs=pairs, cubin_dir=tmp_path)
+    off, four = (next(p for p in doc["points"] if p["change"] == sw) for sw in pairs)
+    for p in (off, four):
+        assert "multicast" in p["kinds"], p
+        kl = next(ph for ph in p["phases"] if ph["phase"] == "kloop")
+        assert "operand bytes a CTA loads a K block 32 ->" in kl["source"], kl["source"]
+    assert 1.5 < off["projected_pct"] < 8 and off["lo_pct"] > 0 and off["hi_pct"] > 8
+    assert four["projected_pct"] > off["projected_pct"] and "lockstep" in next(
+        ph["source"] for ph in four["phases"] if ph["phase"] == "kloop"
+    )
+
+
 def test_two_different_kernels_are_named_as_such():
     """--change compares builds of one kernel; given two kernels (ours against cuBLAS's from an ncu
     report) it says so, while two configurations of one kernel (CUTLASS with and without NDEBUG, two

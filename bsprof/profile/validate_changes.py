@@ -320,6 +320,7 @@ def project_pairs(
                 tie_wait=bm.tie_wait,
                 store=C.store_cycles(bm),
                 tile_m=tm,
+                **cluster_traffic(base, spec),
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -653,6 +654,7 @@ def change_chain(
         tie_wait=bm.tie_wait,
         store=C.store_cycles(bm),
         tile_m=tm,
+        **cluster_traffic(spec_a, spec_b),
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out
@@ -662,6 +664,23 @@ def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
     from bsprof.analyzers.model import change as C
 
     return tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(a, b) if k in C.SWITCH_MECHANISMS}))
+
+
+def cluster_traffic(a: str | None, b: str | None) -> dict:
+    """``estimate_change``'s cluster arguments for two bundled specs: the FP8 operand bytes a CTA loads
+    from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its M) and the CTAs
+    of a cluster, before and after; empty unless both are bundled specs."""
+    from bsprof.analyzers.model.change import BLOCK_K
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    if not a or not b:
+        return {}
+    out = []
+    for spec in (a, b):
+        r = cfg.resolve(*cfg.parse_spec(spec))
+        tm, tn, cm, cn = (int(r[k]) for k in ("tile_m", "tile_n", "cluster_m", "cluster_n"))
+        out.append((BLOCK_K * (tm / cn + tn / cm), cm * cn))
+    return {"operand_bytes": (out[0][0], out[1][0]), "cluster_ctas": (out[0][1], out[1][1])}
 
 
 def _switch_diff(a: str | None, b: str | None) -> set[str]:

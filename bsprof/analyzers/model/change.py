@@ -79,6 +79,17 @@ TRIP_SHARE = 0.25
 SPILL_SHARE = 0.25
 LOAD_SHARE = 0.25
 TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
+# a cluster that multicasts an operand moves fewer bytes from L2 into each CTA's shared memory, and SASS
+# shows little of it (the TMA's multicast mask): under the power cap those bytes are clock. The K-loop's
+# cycles per unit of relative change in the operand bytes a CTA loads a K block, (low, point, high): from
+# the kernel's own 1x1 -> 1x2 measurement (docs/optimizations.md #27: a third fewer bytes a CTA, +2-11%
+# wall under the power cap on 4096^3, 8192^2x1024 and 8192^3), read through the clock term
+MULTICAST_KLOOP_PER_TRAFFIC = (0.05, 0.15, 0.35)
+# a cluster of more than two CTAs multicasting both operands: each consumer warp releases a stage on the
+# three CTAs that wrote into it, and they run in lockstep. 2x2 against 1x2 (#36): 11-25% slower in wall
+# time, in cycles +26% at 8192^3 (5,106 against 6,440 FLOP per SM-cycle) net of its quarter fewer bytes
+# a CTA. Of the tile's cycles, (low, point, high)
+CLUSTER_LOCKSTEP_SHARE = (0.15, 0.25, 0.40)
 # the K-loop's time above the tensor cores' floor grows faster than its instructions: what the consumers
 # issue between their MMAs hides under them until the chain between two waits outgrows the MMAs it
 # overlaps, so one more instruction exposes more than the loop's average (a power law E ~ n^m has the
@@ -180,7 +191,14 @@ FIRST_REPEAT_OFF_PP = 2.0
 WAIT_OPS = ("SYNCS.PHASECHK", "BAR.SYNC", "BAR.RED", "DEPBAR", "WARPGROUP.DEPBAR")
 SPILL_OPS = ("LDL", "STL")
 # switches of the bundled FP8 kernel whose effect is a mechanism SASS does not show
-SWITCH_MECHANISMS = {"ab_stage": "stages", "swizzle": "tile_order", "tiles": "tile_order"}
+SWITCH_MECHANISMS = {
+    "ab_stage": "stages",
+    "swizzle": "tile_order",
+    "tiles": "tile_order",
+    "cluster_m": "multicast",
+    "cluster_n": "multicast",
+    "split_k": "work_units",
+}
 # what a change touches beyond its instruction counts (``ChangeEstimate.kinds``), in the order a record of
 # checked projections is kept by (``change_record``); "instructions" where it touches none of them
 KINDS = (
@@ -193,6 +211,7 @@ KINDS = (
     "spills",
     "trip_count",
     "tile_order",
+    "multicast",
     "barrier_threads",
     "instructions",
 )
@@ -724,6 +743,8 @@ def estimate_change(
     tie_wait: dict[str, float] | None = None,
     store: tuple[float, float, float] = STORE_WAITED,
     tile_m: int | None = None,
+    operand_bytes: tuple[float, float] | None = None,
+    cluster_ctas: tuple[int, int] | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -733,7 +754,9 @@ def estimate_change(
     ``tie_wait``: what a barrier tying every consumer warpgroup makes them wait, by phase
     (:func:`tie_wait_cycles` of the base capture), which prices such a barrier where the base had none;
     ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`); ``tile_m``:
-    the output tile's rows, which pick how a stage count is priced (``RING_NEED_BY_TILE_ROWS``)."""
+    the output tile's rows, which pick how a stage count is priced (``RING_NEED_BY_TILE_ROWS``);
+    ``operand_bytes``: the A and B bytes a CTA loads from L2 a K block, before and after (a cluster's
+    multicast changes them), and ``cluster_ctas`` the CTAs of a cluster, before and after."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -950,6 +973,19 @@ def estimate_change(
         td = next(d for d in deltas if d.phase == "tma0")
         td.lo, td.hi = td.lo - w, td.hi + w
         td.unpriced.append(f"the tile order changes what hits L2: not in the SASS; interval ±{w:,.0f} cycles")
+    if "work_units" in mechanisms and tile_cycles:
+        # split-K shares a tile's K blocks among work units whose fp32 partials the last one adds: how many
+        # units a CTA runs, their starts and the partials' traffic are not in the counts of one unit
+        kinds.add("trip_count")
+        w = TRIP_SHARE * tile_cycles
+        kd = next(d for d in deltas if d.phase == "kloop")
+        kd.lo, kd.hi = kd.lo - w, kd.hi + w
+        kd.unpriced.append(
+            f"split-K: a tile's K blocks shared by work units, their partials added by the last: the units' "
+            f"number, starts and partials are not priced; interval ±{w:,.0f} cycles"
+        )
+    if "multicast" in mechanisms and operand_bytes and min(operand_bytes) > 0:
+        _price_multicast(deltas, kinds, kl, operand_bytes, cluster_ctas, tile_cycles)
     for loops in (sorted(set(b.unknown_loops) - set(a.unknown_loops)),):
         if loops:
             notes.append("loops with a trip count SASS does not give, counted once a tile: " + ", ".join(loops))
@@ -965,6 +1001,37 @@ def estimate_change(
         notes,
         [k for k in KINDS if k in kinds] or ["instructions"],
     )
+
+
+def _price_multicast(
+    deltas: list,
+    kinds: set[str],
+    kl: PhaseCost,
+    operand_bytes: tuple[float, float],
+    cluster_ctas: tuple[int, int] | None,
+    tile_cycles: float | None,
+) -> None:
+    """A cluster change's K-loop price: the relative change in the operand bytes a CTA loads from L2 a K
+    block x ``MULTICAST_KLOOP_PER_TRAFFIC`` x the K-loop's measured cycles; a cluster of more than two CTAs
+    adds the lockstep it cannot price to the interval's high end."""
+    kinds.add("multicast")
+    rel = operand_bytes[1] / operand_bytes[0] - 1.0
+    kd = next(d for d in deltas if d.phase == "kloop")
+    if abs(rel) > 1e-9:
+        _add_priced(
+            kd,
+            [share * rel * kl.measured_cycles for share in MULTICAST_KLOOP_PER_TRAFFIC],
+            f"operand bytes a CTA loads a K block {operand_bytes[0] / 1024:,.0f} -> {operand_bytes[1] / 1024:,.0f} KiB "
+            f"(the cluster's multicast) x {MULTICAST_KLOOP_PER_TRAFFIC[1]:.2f} of the K-loop per unit",
+        )
+    if cluster_ctas and max(cluster_ctas) > 2 and cluster_ctas[0] != cluster_ctas[1] and tile_cycles:
+        sign = 1.0 if cluster_ctas[1] > cluster_ctas[0] else -1.0
+        _add_priced(
+            kd,
+            [sign * share * tile_cycles for share in CLUSTER_LOCKSTEP_SHARE],
+            f"a cluster of {max(cluster_ctas)} CTAs releases each stage on every CTA that wrote into it, in "
+            f"lockstep ({CLUSTER_LOCKSTEP_SHARE[1]:.2f} of the tile, the kernel's 2x2 against 1x2)",
+        )
 
 
 # --- the projection ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ KIND_TEXT = {
     "spills": "spills",
     "trip_count": "a changed trip count",
     "tile_order": "the tile order",
+    "multicast": "the operand bytes a cluster multicasts",
     "barrier_threads": "a barrier over more or fewer threads",
     "instructions": "instructions only",
 }
