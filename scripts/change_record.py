@@ -58,6 +58,7 @@ CHECKS = (
     "changes_switches_cu13_tiles",
     "changes_store_share",
     "changes_rows_128",
+    "changes_unseen_pairs",
 )
 
 

@@ -211,8 +211,8 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
     # every one-call check, in the order the script names them (eighteen: the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-3:] == ("changes_switches_cu13_tiles", "changes_store_share", "changes_rows_128")
-    assert built["all"]["points"] == 564 and 350 <= built["all"]["held_out"] < 564
+    assert script.CHECKS[-3:] == ("changes_store_share", "changes_rows_128", "changes_unseen_pairs")
+    assert built["all"]["points"] == 597 and 380 <= built["all"]["held_out"] < 597
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
@@ -222,17 +222,18 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     # The SIMT store's share of its DRAM time, fitted on every store-drain point of the fifteen checks before
     # it, moved those (the three after were projected with it); the 128-row tile's ring terms moved the five
     # points whose ring depth changes on each of the two 128-row problems they were fitted on, and none of the
-    # check that held them out
+    # check that held them out. Split-K's fp32 partials, priced at the DRAM after the unseen pairs' check
+    # measured them 17-36 pp above, moved its three split_k=2 points
     assert [r["points"] - r["held_out"] for r in built["runs"]] == [
-        23, 6, 34, 8, 0, 17, 9, 8, 12, 12, 15, 12, 15, 4, 6, 5, 5, 0
+        23, 6, 34, 8, 0, 17, 9, 8, 12, 12, 15, 12, 15, 4, 6, 5, 5, 0, 3
     ]  # fmt: skip
-    assert [r["as_committed"] for r in built["runs"]][-3:] == [34, 34, 8]
-    assert sum(r["as_committed"] for r in built["runs"][:-3]) < 100
+    assert [r["as_committed"] for r in built["runs"]][-3:] == [34, 8, 30]
+    assert sum(r["as_committed"] for r in built["runs"][:-4]) < 100
     # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
     # ring's terms out (and one the terms left where it was); the SIMT epilogue, which changes the ring's
     # depth, the largest miss
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 160 and st["held_out"] == 48 and st["max_pp"] == pytest.approx(5.30, abs=0.01)
+    assert st["points"] >= 160 and st["held_out"] == 53 and st["max_pp"] == pytest.approx(5.30, abs=0.01)
     assert "stage_count" in built["checked"]["kinds"]  # its quantile from those held out
     assert built["all"]["median_pp"] < st["median_pp"]
     # instructions alone, from the SASS the GPU ran: within 3.4 pp everywhere, no bias; what the intervals miss
@@ -250,7 +251,10 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert (
         lo["points"] == built["all"]["points"] and lo["covered"] >= 0.85 * lo["points"] and lo["median_half_pp"] < 3.0
     )
-    assert all(hit >= 0.75 * n for hit, n in lo["runs"].values() if n >= 30)
+    assert all(hit >= 0.75 * n for run, (hit, n) in lo["runs"].items() if n >= 30 and run != "changes_unseen_pairs")
+    # not where the pairs touch what no other check timed (split-K, the SFB's load without its stash, 2x2): the
+    # other checks' misses say nothing about those
+    assert lo["runs"]["changes_unseen_pairs"] == [21, 33]
     assert lines[4].startswith("the checked interval") and f"held {lo['covered']} of {lo['points']}" in lines[4]
     # the settings it is weighed against (--checked-scales): the shipped line is the record's own left-out figure
     scales = script.checked_scales(checks)
@@ -895,6 +899,22 @@ AS_COMMITTED = {
         [],
         {"points_ge_30", "max_le_3pp", "median_le_1pp", "checked_coverage_ge_80pct"},
     ),
+    # eleven pairs no check had timed, on three new problems: the clusters within 2.6 pp (1x1) and 6.1 (2x2);
+    # split-K in two measured +61 to +101% where +14 to +20 was priced, outside its interval; the SFB loaded
+    # by LDG without the shared-memory stash priced +8 to +14 (a waited-on load) and measured -1.8 to +1.5
+    "changes_unseen_pairs": (
+        33,
+        20,
+        27,
+        1.78,
+        80.96,
+        [
+            "shift_last_m=0 @ 2800x10240x2560",
+            "peek=0,elect_release=0 @ 4000x7168x3072",
+            "sfb_tma=0,sfb_smem=0 @ 2560x12288x4096",
+        ],
+        {"max_le_3pp", "median_le_1pp", "sign_right_past_1pct", "checked_coverage_ge_80pct", "no_worse_on_binding"},
+    ),
 }
 
 
@@ -909,6 +929,21 @@ def test_the_one_call_checks_as_committed(run):
     assert s["model"]["max"] == pytest.approx(max_pp, abs=0.01)
     assert s["sign_wrong"] == sign_wrong
     assert {k for k, ok in s["targets"].items() if not ok} == missed and s["meets"] == (not missed)
+
+
+def test_the_unseen_pairs_rescored_with_the_pricing_now():
+    """tests/data/changes_unseen_pairs, priced now: the cluster changes as committed (held out: their price
+    went in with the counts), inside their intervals; split-K's three points re-priced with its fp32
+    partials at the DRAM (fitted on nothing, derived after this check measured them: not held out), from
+    +14..+20% to +44..+65% against +61..+101% measured."""
+    run = _record_script().score_check(DATA / "changes_unseen_pairs")
+    by = {(p["change"], p["problem"]): p for p in run["points"]}
+    clusters = [p for (c, _), p in by.items() if c.startswith("cluster_")]
+    assert len(clusters) == 6 and all(p["held_out"] and p["covered"] for p in clusters)
+    assert max(abs(p["err_model_pp"]) for p in clusters) < 6.2
+    split = [p for (c, _), p in by.items() if c == "split_k=2"]
+    assert len(split) == 3 and not any(p["held_out"] for p in split)
+    assert all(40 < p["projected_pct"] < 70 and p["measured_pct"] > p["projected_pct"] for p in split)
 
 
 def test_the_removed_probe_held_out_on_seven_new_problems():

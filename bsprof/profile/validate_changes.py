@@ -667,9 +667,11 @@ def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
 
 
 def cluster_traffic(a: str | None, b: str | None) -> dict:
-    """``estimate_change``'s cluster arguments for two bundled specs: the FP8 operand bytes a CTA loads
-    from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its M) and the CTAs
-    of a cluster, before and after; empty unless both are bundled specs."""
+    """``estimate_change``'s traffic arguments for two bundled specs, before and after: the FP8 operand
+    bytes a CTA loads from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its
+    M), the CTAs of a cluster, and the bytes split-K's fp32 partials move a tile (each of its S units
+    writes one, the last reads all S back: 2 x S x 4 bytes an element; none unsplit). Empty unless both
+    are bundled specs."""
     from bsprof.analyzers.model.change import BLOCK_K
     from bsprof.kernels.fp8_blockwise import config as cfg
 
@@ -679,8 +681,14 @@ def cluster_traffic(a: str | None, b: str | None) -> dict:
     for spec in (a, b):
         r = cfg.resolve(*cfg.parse_spec(spec))
         tm, tn, cm, cn = (int(r[k]) for k in ("tile_m", "tile_n", "cluster_m", "cluster_n"))
-        out.append((BLOCK_K * (tm / cn + tn / cm), cm * cn))
-    return {"operand_bytes": (out[0][0], out[1][0]), "cluster_ctas": (out[0][1], out[1][1])}
+        split = int(r.get("split_k") or 1)
+        partials = 2 * split * 4 * tm * tn if split > 1 else 0
+        out.append((BLOCK_K * (tm / cn + tn / cm), cm * cn, partials))
+    return {
+        "operand_bytes": (out[0][0], out[1][0]),
+        "cluster_ctas": (out[0][1], out[1][1]),
+        "partial_bytes": (out[0][2], out[1][2]),
+    }
 
 
 def _switch_diff(a: str | None, b: str | None) -> set[str]:

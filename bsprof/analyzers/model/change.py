@@ -745,6 +745,7 @@ def estimate_change(
     tile_m: int | None = None,
     operand_bytes: tuple[float, float] | None = None,
     cluster_ctas: tuple[int, int] | None = None,
+    partial_bytes: tuple[float, float] | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -756,7 +757,8 @@ def estimate_change(
     ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`); ``tile_m``:
     the output tile's rows, which pick how a stage count is priced (``RING_NEED_BY_TILE_ROWS``);
     ``operand_bytes``: the A and B bytes a CTA loads from L2 a K block, before and after (a cluster's
-    multicast changes them), and ``cluster_ctas`` the CTAs of a cluster, before and after."""
+    multicast changes them), ``cluster_ctas`` the CTAs of a cluster, and ``partial_bytes`` the bytes
+    split-K's fp32 partials move a tile, before and after."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -974,15 +976,27 @@ def estimate_change(
         td.lo, td.hi = td.lo - w, td.hi + w
         td.unpriced.append(f"the tile order changes what hits L2: not in the SASS; interval ±{w:,.0f} cycles")
     if "work_units" in mechanisms and tile_cycles:
-        # split-K shares a tile's K blocks among work units whose fp32 partials the last one adds: how many
-        # units a CTA runs, their starts and the partials' traffic are not in the counts of one unit
+        # split-K shares a tile's K blocks among work units whose fp32 partials the last one adds: the counts
+        # hold one unit's code a tile, so every unit's partial and the last one's reads are priced here at
+        # the DRAM, beyond the stores the counts already drained (the consumers write and read them between
+        # their K-loops); how many units a CTA runs and their starts stay unpriced
         kinds.add("trip_count")
+        if partial_bytes and store and consumer_warps:
+            moved = (partial_bytes[1] - partial_bytes[0]) / STORE_BYTES
+            counted = max(0.0, d_stg * consumer_warps) if abs(d_stg) >= 0.5 else 0.0
+            _add_priced(
+                next(d for d in deltas if d.phase == "phase1"),
+                [(moved - counted) * c for c in store],
+                f"split-K's fp32 partials: {moved:+,.0f} transfers of {STORE_BYTES:.0f} bytes a tile (each unit "
+                f"writes one, the last reads them all) at the DRAM, {store[1]:.1f} cycles each, beyond the "
+                f"{counted:,.0f} stores counted",
+            )
         w = TRIP_SHARE * tile_cycles
         kd = next(d for d in deltas if d.phase == "kloop")
         kd.lo, kd.hi = kd.lo - w, kd.hi + w
         kd.unpriced.append(
-            f"split-K: a tile's K blocks shared by work units, their partials added by the last: the units' "
-            f"number, starts and partials are not priced; interval ±{w:,.0f} cycles"
+            f"split-K: a tile's K blocks shared by work units: the units a CTA runs and their starts are not "
+            f"priced; interval ±{w:,.0f} cycles"
         )
     if "multicast" in mechanisms and operand_bytes and min(operand_bytes) > 0:
         _price_multicast(deltas, kinds, kl, operand_bytes, cluster_ctas, tile_cycles)
