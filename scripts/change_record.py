@@ -59,6 +59,7 @@ CHECKS = (
     "changes_store_share",
     "changes_rows_128",
     "changes_unseen_pairs",
+    "changes_clusters_split_k",
 )
 
 
