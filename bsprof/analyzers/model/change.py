@@ -82,11 +82,11 @@ TILE_ORDER_SHARE = 0.03  # of the tile: an L2 hit rate moved by the tile order
 # a cluster that multicasts an operand moves fewer bytes from L2 into each CTA's shared memory, and SASS
 # shows little of it (the TMA's multicast mask): under the power cap those bytes are clock. The K-loop's
 # cycles per unit of relative change in the operand bytes a CTA loads a K block, (low, point, high): from
-# the kernel's own 1x1 -> 1x2 measurement (docs/optimizations.md #27: a third fewer bytes a CTA, +2-11%
+# the kernel's own 1x1 -> 1x2 measurement (docs/optimizations.md, row 27: a third fewer bytes a CTA, +2-11%
 # wall under the power cap on 4096^3, 8192^2x1024 and 8192^3), read through the clock term
 MULTICAST_KLOOP_PER_TRAFFIC = (0.05, 0.15, 0.35)
 # a cluster of more than two CTAs multicasting both operands: each consumer warp releases a stage on the
-# three CTAs that wrote into it, and they run in lockstep. 2x2 against 1x2 (#36): 11-25% slower in wall
+# three CTAs that wrote into it, and they run in lockstep. 2x2 against 1x2 (row 36 there): 11-25% slower in wall
 # time, in cycles +26% at 8192^3 (5,106 against 6,440 FLOP per SM-cycle) net of its quarter fewer bytes
 # a CTA. Of the tile's cycles, (low, point, high)
 CLUSTER_LOCKSTEP_SHARE = (0.15, 0.25, 0.40)
