@@ -96,6 +96,7 @@ def counts(mnkl: str, pairs: str, out: Path) -> int:
     from bsprof.profile import validate_changes as VC
 
     problems = _problems(mnkl)
+    VC.check_problems(problems)
     doc = VC.count_pairs(problems, VC.parse_pairs(pairs, problems), Console())
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))

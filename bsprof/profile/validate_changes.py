@@ -202,13 +202,19 @@ def consumer_warpgroups(tile_m: int) -> int:
     return cfg.consumer_wgs(tile_m)
 
 
+def output_tiles(mnkl, tm: int, tn: int) -> int:
+    """The output tiles of a problem (M, N, K[, L]) on a tm x tn tile."""
+    import math
+
+    return math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+
+
 def _problem_count(mnkl, tm: int, tn: int) -> dict:
     """count_build's arguments for a problem on a tile: K blocks, warpgroups, tiles per CTA."""
-    import math
 
     from bsprof.analyzers.model import change as C
 
-    tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+    tiles = output_tiles(mnkl, tm, tn)
     wgs = consumer_warpgroups(tm)
     return {"k_blocks": -(-mnkl[2] // C.BLOCK_K), "tile_m": tm, "consumer_wgs": wgs, "tiles_per_cta": tiles / SMS}
 
@@ -320,7 +326,7 @@ def project_pairs(
                 tie_wait=bm.tie_wait,
                 store=C.store_cycles(bm),
                 tile_m=tm,
-                **cluster_traffic(base, spec),
+                **switch_traffic(base, spec),
             )
             pr = C.project_change(params, est, bm)
             points.append(C.point_record(sw, key, pr))
@@ -370,7 +376,7 @@ def check_problems(problems) -> None:
 
     for mnkl in problems:
         tm, tn = (int(x) for x in plan("optimized", tuple(mnkl))["tile"].split("x"))
-        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
+        tiles = output_tiles(mnkl, tm, tn)
         rounds = math.ceil(tiles / SMS)
         if rounds >= MIN_TILE_ROUNDS:
             continue
@@ -390,7 +396,6 @@ def parse_pairs(text: str, problems) -> tuple[str, ...]:
     out = tuple(p.strip() for p in text.split(";") if p.strip())
     if not out:
         raise BsprofError(f"--pairs {text!r}: name at least one switch change, e.g. --pairs 'ab_stage=2;peek=0'")
-    check_problems(problems)
     bases = {tuple(mnkl): base_spec(mnkl) for mnkl in problems}  # each problem's planned base, once
     for sw in out:
         if not all("=" in kv for kv in sw.split(",")):
@@ -592,8 +597,7 @@ def change_chain(
     k_blocks = -(-int(mnkl[2]) // C.BLOCK_K) if mnkl else None
     count = {"k_blocks": k_blocks or 32, "tile_m": tm, "consumer_wgs": wgs}
     if mnkl:
-        tiles = math.ceil(mnkl[0] / tm) * math.ceil(mnkl[1] / tn) * (mnkl[3] if len(mnkl) > 3 else 1)
-        count["tiles_per_cta"] = tiles / SMS
+        count["tiles_per_cta"] = output_tiles(mnkl, tm, tn) / SMS
     A = C.count_build(fa_a, name_a, **count)
     B = C.count_build(fa_b, name_b, **count)
     out: dict = {
@@ -654,7 +658,7 @@ def change_chain(
         tie_wait=bm.tie_wait,
         store=C.store_cycles(bm),
         tile_m=tm,
-        **cluster_traffic(spec_a, spec_b),
+        **switch_traffic(spec_a, spec_b),
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
     return out
@@ -666,7 +670,7 @@ def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
     return tuple(sorted({C.SWITCH_MECHANISMS[k] for k in _switch_diff(a, b) if k in C.SWITCH_MECHANISMS}))
 
 
-def cluster_traffic(a: str | None, b: str | None) -> dict:
+def switch_traffic(a: str | None, b: str | None) -> dict:
     """``estimate_change``'s traffic arguments for two bundled specs, before and after: the FP8 operand
     bytes a CTA loads from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its
     M), the CTAs of a cluster, and the bytes split-K's fp32 partials move a tile (each of its S units

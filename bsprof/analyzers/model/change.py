@@ -1027,8 +1027,8 @@ def _price_multicast(
     tile_cycles: float | None,
 ) -> None:
     """A cluster change's K-loop price: the relative change in the operand bytes a CTA loads from L2 a K
-    block x ``MULTICAST_KLOOP_PER_TRAFFIC`` x the K-loop's measured cycles; a cluster of more than two CTAs
-    adds the lockstep it cannot price to the interval's high end."""
+    block x ``MULTICAST_KLOOP_PER_TRAFFIC`` x the K-loop's measured cycles; a cluster growing past two CTAs
+    (or shrinking from more) adds (or sheds) their lockstep, ``CLUSTER_LOCKSTEP_SHARE`` of the tile."""
     kinds.add("multicast")
     rel = operand_bytes[1] / operand_bytes[0] - 1.0
     kd = next(d for d in deltas if d.phase == "kloop")
