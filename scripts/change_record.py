@@ -64,7 +64,10 @@ CHECKS = (
 
 
 # a count added to the builds' counts since some checks were committed -> the file beside them holding it
-COUNTED_SINCE = {"probes": "probes.json", "per_warp": "per_warp.json"}
+COUNTED_SINCE = {"probes": "probes.json", "per_warp": "per_warp.json", "exposed_loads": "exposed_loads.json"}
+# counts the pricing reads only where a pair adds global loads to the K-loop: the others' builds are not
+# compiled again for them
+READ_WITH_LOADS = ("exposed_loads",)
 # what compiled the builds every stored check timed: the device bundle's nvidia-cutlass-dsl, cu13 only
 RAN_WITH = "nvidia-cutlass-dsl 4.8.1 cu13"
 # a check's builds counted again with that compiler (``as_run``), read instead of counts.json
@@ -99,12 +102,25 @@ def recount(run_dir: Path, what: str) -> dict:
     from bsprof.analyzers.model import change as C
     from bsprof.profile import validate_changes as VC
 
-    committed = json.loads((run_dir / "counts.json").read_text())
-    again = VC.count_pairs([e["mnkl"] for e in committed["problems"].values()], tuple(committed["pairs"]))
+    committed = merged_counts(run_dir) if what in READ_WITH_LOADS else json.loads((run_dir / "counts.json").read_text())
+    pairs = tuple(committed["pairs"])
+    if what in READ_WITH_LOADS:
+        pairs = tuple(
+            sw
+            for sw in pairs
+            if any(
+                sw in e["b"]
+                and C.op_delta(C.counts_from_json(e["a"]), C.counts_from_json(e["b"][sw]), ("kloop",), ("LDG",)) >= 0.5
+                for e in committed["problems"].values()
+            )
+        )
+    if not pairs:
+        return {}
+    again = VC.count_pairs([e["mnkl"] for e in committed["problems"].values()], pairs)
     out: dict = {}
     for shape, e in committed["problems"].items():
         builds = [("a", e["a"], again["problems"][shape]["a"])]
-        builds += [(sw, b, again["problems"][shape]["b"][sw]) for sw, b in e["b"].items()]
+        builds += [(sw, b, again["problems"][shape]["b"][sw]) for sw, b in e["b"].items() if sw in pairs]
         for name, was, now in builds:
             if any(abs(was["per_tile"][ph] - now["per_tile"][ph]) > 0.01 for ph in C.PHASES):
                 raise SystemExit(f"{run_dir.name} {shape} {name}: the build no longer counts as committed")
@@ -137,7 +153,12 @@ def committed_counts(run_dir: Path) -> dict:
 def merged_counts(run_dir: Path) -> dict:
     """A check's counts as its GPU ran them (``AS_RUN``) where counted again, else ``committed_counts``."""
     if (run_dir / AS_RUN).is_file():
-        return json.loads((run_dir / AS_RUN).read_text())
+        counts = json.loads((run_dir / AS_RUN).read_text())
+        # a count counted since with this compiler fills what the recount lacked
+        for what in READ_WITH_LOADS:
+            if (run_dir / COUNTED_SINCE[what]).is_file():
+                counts = with_counted(counts, what, json.loads((run_dir / COUNTED_SINCE[what]).read_text()))
+        return counts
     return committed_counts(run_dir)
 
 

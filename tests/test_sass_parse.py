@@ -170,3 +170,43 @@ def test_nvdisasm_spill_note_is_not_an_operand():
     (fn,) = parse_sass(listing)
     assert [(i.opcode, i.operands) for i in fn.instructions] == [("STL", "[R1], R3"), ("LDL", "R2, [R1]")]
     assert parse_instruction('/*04c0*/ LDL R2, [R1]  (*"SpillRefill"*) ;').operands == "R2, [R1]"
+
+
+# four instructions of the bundled FP8 kernel's K-loop (sfb_tma=0,sfb_smem=0, 256x128 tile) as
+# `nvdisasm -c -hex` prints them: the B scale's load sets scoreboard 1 and the FMUL after the K block's
+# last wgmma is the first to wait on it
+_HEX_LOOP = """\
+        .target sm_90a
+        /*1fc0*/                   LDG.E R209, desc[UR46][R148.64+-0x8] ;                       /* 0xfffff82e94d17981 */
+                                                                                                /* 0x000e62000c1e1900 */
+        /*1fd0*/                   UMOV UR35, 0x40000040 ;                                      /* 0x4000004000237882 */
+                                                                                                /* 0x000fe20000000000 */
+        /*20f0*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], R24, gsb0 ;  /* 0x01e00000141879f3 */
+                                                                                                /* 0x000fe20008000818 */
+        /*2100*/                   FMUL R191, R206, R209.reuse ;                                /* 0x000000d1cebf7220 */
+                                                                                                /* 0x082fe20000400000 */
+"""
+
+
+def test_control_bits_say_which_instruction_waits_for_a_load():
+    """The encoding's second word carries the scoreboards: the load sets one, the FMUL waits on it, the
+    others wait on nothing of it. In program order the wait comes after the wgmma issued (covered); with
+    the FMUL moved above the wgmma it would hold the wgmma back (exposed)."""
+    from bsprof.analyzers.sass.classify import classify
+    from bsprof.analyzers.sass.scoreboard import has_control, waited_before_mma, waits_on, write_scoreboard
+
+    (fn,) = parse_sass(_HEX_LOOP)
+    ins = fn.instructions
+    classify(ins, fn.arch)
+    assert has_control(fn.arch, ins)
+    ldg, umov, mma, fmul = ins
+    assert write_scoreboard(ldg) == 1 and write_scoreboard(umov) is None and write_scoreboard(fmul) is None
+    assert waits_on(fmul, 1) and not waits_on(umov, 1) and not waits_on(mma, 1)
+    assert waited_before_mma(ins, [0, 1, 2, 3], 0) is False
+    assert waited_before_mma(ins, [0, 1, 3, 2], 0) is True
+    assert waited_before_mma(ins, [0, 1, 2, 3], 1) is None  # sets no scoreboard
+    # text without encodings (ncu's, `nvdisasm -c`) has no control bits to read
+    (plain,) = parse_sass(
+        "\n".join(ln.split(";")[0] + " ;" for ln in _HEX_LOOP.splitlines() if "0x" in ln and "/*1" in ln)
+    )
+    assert not has_control("sm_90a", plain.instructions)

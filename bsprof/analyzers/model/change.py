@@ -158,6 +158,10 @@ STORE_WAITED = tuple(STORE_DRAIN_SHARE * c for c in STORE_CYCLES)
 # K-loop's instructions priced as above, imply 0.057 (6144x5120x2560), 0.063 (4096^3) and 0.081
 # (8192x8192x1024); the point is their median, the ends the smallest x 5/6 and the largest x 7/6
 LOADWAIT_SHARE = (0.048, 0.063, 0.095)
+# the same for a load whose scoreboard is first waited on after MMAs issued (``scoreboard.waited_before_mma``):
+# their time covers its latency, so the point is 0; the high end is what a waited-on load's low end prices
+# (the tensor pipe can still drain before the wait is reached)
+COVERED_LOAD_SHARE = LOADWAIT_SHARE[0]
 # a non-blocking probe of the next stage's full barrier, issued among a K block's promotion math, lets each
 # consumer warpgroup branch past the blocking wait when the stage has landed; without the probe that wait's
 # barrier read sits on the warpgroup's way to its next MMAs once a K block. Cycles it exposes a K block for
@@ -242,6 +246,11 @@ class BuildCounts:
     # barrier's group runs (an equality warp-dispatch `if`, such as the epilogue's store warp) counts
     # 1 / the group's warps, where per_tile counts it once for every warp; None where the counts predate it
     per_warp: dict[str, float] | None = None
+    # the K-loop's global loads per tile whose scoreboard is first waited on before the next MMA issues
+    # (``scoreboard.waited_before_mma``): their latency holds the tensor pipe back, where a load waited on
+    # after MMAs issued is covered by them; None where the listing had no control bits or the counts
+    # predate this field
+    exposed_loads: float | None = None
 
 
 def warp_instructions(c: BuildCounts, *others: BuildCounts) -> dict[str, float]:
@@ -498,6 +507,16 @@ def count_build(
             if n is not None:
                 bars[phases[i]].append(n)
     spills = sum(1 for ins in fa.instructions if ins.base in SPILL_OPS)
+    from bsprof.analyzers.sass.scoreboard import has_control, waited_before_mma
+
+    exposed = None
+    if has_control(fa.function.arch, fa.instructions):
+        body = sorted(kl.instructions)
+        exposed = sum(
+            mult[i]
+            for at, i in enumerate(body)
+            if fa.instructions[i].base == "LDG" and waited_before_mma(fa.instructions, body, at)
+        )
     # the group one warp's code runs once for: the phase's narrowest named barrier (the warps that wait
     # for that warp), else a warpgroup
     group = {p: (min(bars[p]) // 32 if bars.get(p) else WARPGROUP_WARPS) for p in PHASES}
@@ -518,6 +537,7 @@ def count_build(
         barrier_threads={k: sorted(v) for k, v in bars.items()},
         probes={p: float(probes.get(p, 0.0)) for p in PHASES},
         per_warp={p: float(per.get(p, 0.0) - single.get(p, 0.0) * (1 - 1 / max(1, group[p]))) for p in PHASES},
+        exposed_loads=exposed,
     )
 
 
@@ -910,13 +930,27 @@ def estimate_change(
             f"{abs(cycles[1] / dp):.0f} cycles a K block with {(consumer_warps or 0) // 4} consumer warpgroups",
         )
     loads = op_delta(a, b, ("kloop",), ("LDG",))
+    # where the control bits say where each load is waited on: added loads all waited on after MMAs issued
+    # are covered by them (``BuildCounts.exposed_loads``)
+    exposed = b.exposed_loads - a.exposed_loads if a.exposed_loads is not None and b.exposed_loads is not None else None
+    covered = loads >= 0.5 and exposed is not None and exposed < 0.5
     if loads >= 0.5:
         kinds.add("waited_load")
-    if loads >= 0.5 and first_load and first_load > 0:
+    if covered and first_load and first_load > 0:
+        _add_priced(
+            kd,
+            [0.0, 0.0, COVERED_LOAD_SHARE * first_load * k_blocks],
+            f"{loads / max(1, k_blocks):+,.1f} global loads a K block, each waited on after MMAs issued: "
+            f"covered by them (up to {COVERED_LOAD_SHARE:.3f} x the first load's {first_load:,.0f} cycles a K block)",
+        )
+    elif loads >= 0.5 and first_load and first_load > 0:
+        where = (
+            "before the next MMA issues" if exposed is not None else "(the listing has no control bits to say where)"
+        )
         _add_priced(
             kd,
             [share * first_load * k_blocks for share in LOADWAIT_SHARE],
-            f"{loads / max(1, k_blocks):+,.1f} global loads a K block, waited on: "
+            f"{loads / max(1, k_blocks):+,.1f} global loads a K block, waited on {where}: "
             f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block",
         )
     elif loads >= 0.5:
@@ -957,7 +991,7 @@ def estimate_change(
                 f"{kd.instructions / max(1, k_blocks):+,.0f} instructions a K block",
                 abs(kd.instructions) >= 5 * k_blocks,
             ),
-            ("a waited-on global load", loads >= 0.5),
+            ("a waited-on global load", loads >= 0.5 and not covered),
             ("the stage count", restaged),
             ("a moved wait", abs(k_dw) >= 0.5),
         )

@@ -87,7 +87,7 @@ def analyze_sass_text(
 def analyze_cubin(
     path: str | os.PathLike, function: str | None = None, *, kernel_source: str | os.PathLike | None = None
 ) -> list[FunctionAnalysis]:
-    """Disassemble a cubin / fatbin / executable (``nvdisasm -c -gi``) and analyze each kernel."""
+    """Disassemble a cubin / fatbin / executable (``nvdisasm -c -hex -gi``) and analyze each kernel."""
     from bsprof.analyzers.sass.disasm import disassemble
 
     fns: list[Function] = []

@@ -1,7 +1,7 @@
 """Disassemble a cubin / CUDA ELF / fatbin / host executable with the pip-packaged nvdisasm/cuobjdump.
 
-Cubins go straight to ``nvdisasm -c -gi`` (line info with inlining chains). Fatbins and host
-binaries are unpacked with ``cuobjdump -xelf all`` first, so every embedded cubin keeps its line info.
+Cubins go straight to ``nvdisasm -c -hex -gi``: the encodings (whose control bits name the scoreboards)
+and line info with inlining chains. Fatbins and host binaries are unpacked with ``cuobjdump -xelf all`` first, so every embedded cubin keeps its line info.
 """
 
 from __future__ import annotations
@@ -110,14 +110,15 @@ def disassemble_cubin(path: str | os.PathLike, *, line_info: bool = True, what: 
     shown = Path(what) if what is not None else Path(path)
     # absolute: a file named like an option (-h, -o.cubin) stays a file name on the tool's command line
     path = Path(os.path.abspath(path))
-    flags = ["-c", "-gi"] if line_info else ["-c"]
+    # -hex: the encodings, whose control bits say which scoreboard each load sets and who waits on it
+    flags = ["-c", "-hex", "-gi"] if line_info else ["-c", "-hex"]
     try:
         return _run([tool_path("nvdisasm"), *flags, str(path)], shown, path)
     except BsprofError:
         if not line_info:
             raise
         # -gi needs intact debug sections; fall back to plain code rather than fail
-        return _run([tool_path("nvdisasm"), "-c", str(path)], shown, path)
+        return _run([tool_path("nvdisasm"), "-c", "-hex", str(path)], shown, path)
 
 
 def disassemble(path: str | os.PathLike) -> list[tuple[str, str]]:

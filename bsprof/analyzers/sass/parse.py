@@ -43,6 +43,10 @@ _TARGET_RE = re.compile(r"^\s*\.target\s+(?P<arch>sm_\w+)")
 _CUOBJ_ARCH_RE = re.compile(r"code for (?P<arch>sm_\w+)")
 # a source line number longer than this is not one (and int() refuses numbers over 4,300 digits)
 _MAX_LINE_DIGITS = 9
+# the second 64-bit word of an instruction's encoding, on the line after it (``nvdisasm -hex``, cuobjdump)
+_HIGH_WORD_RE = re.compile(r"/\* 0x([0-9a-fA-F]{16}) \*/$")
+# where the control bits start in that word: bit 105 of the instruction
+CONTROL_SHIFT = 41
 _HEADERFLAGS_RE = re.compile(r'\.headerflags\s+@"[^"]*EF_CUDA_SM(?P<num>\d+)')
 
 
@@ -63,6 +67,9 @@ class Instruction:
     text: str = ""
     # opcode without modifiers; derived once (it is read for every instruction by every pass)
     base: str = ""
+    # the control bits of the instruction's encoding (``nvdisasm -hex``, cuobjdump), sm_70 on: bits 105-127
+    # of the 128-bit word, which say which scoreboards it sets and waits on; None where the listing has none
+    control: int | None = None
 
     def __post_init__(self) -> None:
         if not self.base:
@@ -287,6 +294,11 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
             # an address-prefixed line (the bulk of a listing): an instruction or cuobjdump's
             # encoding line; the header, arch and label patterns below cannot match it
             if s.endswith("*/") and "*/" not in s[2:-2]:
+                if current is not None and current.instructions:
+                    last = current.instructions[-1]
+                    high = _HIGH_WORD_RE.match(s) if last.control is None and last.text.endswith("*/") else None
+                    if high is not None:
+                        last.control = int(high.group(1), 16) >> CONTROL_SHIFT
                 continue
             ins = parse_instruction(s)
         else:

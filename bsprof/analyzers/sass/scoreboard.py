@@ -1,0 +1,64 @@
+"""Which instruction waits for a load: the scoreboards in the encodings' control bits.
+
+From sm_70 on, every instruction's encoding carries control bits (``nvdisasm -hex`` prints them in the
+second 64-bit word): the scoreboard a variable-latency instruction (a global load) sets when it issues
+and clears when its result lands, and the scoreboards an instruction waits on before it issues. A load's
+latency is paid where its scoreboard is first waited on, which the compiler may put well before or well
+after the first read of the loaded register (several loads share a scoreboard, and a wait may be hoisted
+to the top of a loop). That place, not the register's first reader, says whether the tensor pipe waits:
+a wait reached before the next MMA issues holds the MMAs back by what is left of the latency; one
+reached after MMAs issued is covered by their time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bsprof.analyzers.sass.parse import Instruction
+
+# the control bits (from bit 105 of the instruction): stall 4, yield 1, write scoreboard 3, read
+# scoreboard 3, wait mask 6, reuse 4
+_WRITE_SHIFT, _WAIT_SHIFT = 5, 11
+NO_SCOREBOARD = 7
+# architectures whose encodings carry these bits (Volta on)
+MIN_SM = 70
+
+
+def has_control(arch: str | None, instructions: Sequence[Instruction]) -> bool:
+    """Whether this listing's instructions carry control bits a scoreboard can be read from."""
+    try:
+        sm = int("".join(ch for ch in (arch or "").removeprefix("sm_") if ch.isdigit()) or 0)
+    except ValueError:
+        sm = 0
+    return sm >= MIN_SM and bool(instructions) and all(i.control is not None for i in instructions)
+
+
+def write_scoreboard(ins: Instruction) -> int | None:
+    """The scoreboard ``ins`` sets until its result lands, or None."""
+    if ins.control is None:
+        return None
+    sb = (ins.control >> _WRITE_SHIFT) & 0x7
+    return None if sb == NO_SCOREBOARD else sb
+
+
+def waits_on(ins: Instruction, sb: int) -> bool:
+    """Whether ``ins`` waits for scoreboard ``sb`` to clear before it issues."""
+    return ins.control is not None and bool((ins.control >> _WAIT_SHIFT) >> sb & 1)
+
+
+def waited_before_mma(instructions: Sequence[Instruction], body: Sequence[int], at: int) -> bool | None:
+    """Whether the first wait on the scoreboard instruction ``body[at]`` sets comes before an MMA issues,
+    walking the loop ``body`` (instruction indices in program order) from it, through the back edge, for
+    one pass. None where it sets no scoreboard or nothing in the pass waits on it."""
+    ins = instructions[body[at]]
+    sb = write_scoreboard(ins)
+    if sb is None:
+        return None
+    n = len(body)
+    for step in range(1, n + 1):
+        other = instructions[body[(at + step) % n]]
+        if waits_on(other, sb):
+            return True
+        if other.category == "mma":
+            return False
+    return None
