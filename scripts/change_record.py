@@ -60,6 +60,7 @@ CHECKS = (
     "changes_rows_128",
     "changes_unseen_pairs",
     "changes_clusters_split_k",
+    "changes_scale_loads",
 )
 
 
