@@ -549,3 +549,30 @@ def test_roles_name_the_warp_group_of_every_module(built):
     assert loads == {"ProducerWarp/load"}, loads
     stores = {r for r, ins in zip(fa.roles, fa.instructions) if ins.opcode.startswith(("UTMASTG", "STSM"))}
     assert stores and all(r.startswith("ConsumerWarpgroups/epilogue") for r in stores), stores
+
+
+def test_mma_detail_says_which_k_loop_loads_the_next_mma_waits_for(tmp_path, built):
+    """From the control bits: with the A scales by LDG (sfa_tma=0) the compiler waits for the loads issued
+    last in a pass before the next pass's first wgmma, and `sass --mma-detail` names them with that wait;
+    the B scale by LDG (sfb_tma=0,sfb_smem=0) is first waited on after the K block's wgmmas issued."""
+    import json
+
+    from click.testing import CliRunner
+
+    from bsprof.cli import cli
+
+    sfa = fp8_blockwise.compile_cubin("optimized", tmp_path / "a", mnkl=MNKL, sfa_tma=False)
+    sfb = fp8_blockwise.compile_cubin("optimized", tmp_path / "b", mnkl=MNKL, sfb_tma=False, sfb_smem=False)
+    loads = {}
+    for name, cubin in (("sfa", sfa), ("sfb", sfb)):
+        r = CliRunner().invoke(cli, ["sass", str(cubin), "--mma-detail", "--json"], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.output)
+        (kl,) = doc["functions"][0]["mma_detail"]
+        loads[name] = kl["loads"]
+    held = [x for x in loads["sfa"] if x["mma_before_wait"] == 0]
+    assert held and len(held) < len(loads["sfa"]) and all(x["wait"].startswith("FMUL") for x in held)
+    assert loads["sfb"] and all(x["mma_before_wait"] >= 4 for x in loads["sfb"])
+    r = CliRunner().invoke(cli, ["sass", str(sfa), "--mma-detail"], catch_exceptions=False)
+    assert f"loads the next MMA waits for: {len(held)} of {len(loads['sfa'])} LDGs:" in r.output
+    assert f"{held[0]['pc']:#06x} (waited at FMUL {held[0]['wait_pc']:#06x})" in r.output

@@ -472,6 +472,16 @@ def _print_mma_detail(console: Console, fn: dict, *, all_kloops: bool = False) -
         ):
             if d.get(key):
                 out.append(_labelled(f"  {label}", [f"{k} {v:,}" for k, v in list(d[key].items())[:6]], width))
+        if d.get("loads"):
+            # from the control bits: a load whose scoreboard is first waited on before the next MMA issues
+            held = [x for x in d["loads"] if x["mma_before_wait"] == 0]
+            label = f"  loads the next MMA waits for: {len(held)} of {plural(len(d['loads']), 'LDG')}"
+            if held:
+                items = [f"{x['pc']:#06x} (waited at {x['wait'].split('.')[0]} {x['wait_pc']:#06x})" for x in held]
+                out.append(_labelled(label + ":", items, width))
+            else:
+                least = min(x["mma_before_wait"] for x in d["loads"])
+                out.append(_labelled(label, [f"(each waited on after {least}+ MMAs)"], width))
         back_to_back = [str(g) for g, gap in enumerate(d["gaps"]) if gap["between"] == 0]
         if back_to_back:
             out.append(_labelled("  back to back (nothing between this MMA and the next): MMA", back_to_back, width))

@@ -288,6 +288,9 @@ class PhaseDelta:
     source: str  # where the number came from (one line)
     unpriced: list[str] = field(default_factory=list)
     top_opcodes: list[tuple[str, float]] = field(default_factory=list)
+    # the part of (lo, cycles, hi) priced at the DRAM's pace (bytes over the device's bandwidth, in the base's
+    # cycles): the SM clock does not speed it up
+    dram: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass
@@ -301,11 +304,14 @@ class ChangeEstimate:
     notes: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)  # KINDS the change touches
 
-    def cycle_deltas(self, which: str = "point") -> dict[str, float]:
-        """{model knob: cycles per tile} for ``project``: the point, ``lo`` or ``hi`` bound."""
+    def cycle_deltas(self, which: str = "point", *, dram: bool = True) -> dict[str, float]:
+        """{model knob: cycles per tile} for ``project``: the point, ``lo`` or ``hi`` bound; without what is
+        priced at the DRAM's pace where ``dram`` is False."""
         out: dict[str, float] = defaultdict(float)
         for d in self.deltas:
             v = d.cycles if which == "point" else d.lo if which == "lo" else d.hi
+            if not dram:
+                v -= d.dram[1] if which == "point" else d.dram[0] if which == "lo" else d.dram[2]
             knob = {"prologue": "tma0", "producer": None}.get(d.phase, d.phase)
             if knob and v:
                 out[knob] += v
@@ -664,13 +670,16 @@ def _top_ops(a: BuildCounts, b: BuildCounts, ph: str, n: int = 3) -> list[tuple[
     return [(k, round(v, 1)) for k, v in sorted(d.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:n] if abs(v) >= 0.5]
 
 
-def _add_priced(d: PhaseDelta, low_point_high: list[float], what: str) -> None:
+def _add_priced(d: PhaseDelta, low_point_high: list[float], what: str, *, dram: bool = False) -> None:
     """Add a mechanism priced beside the instructions to a phase's delta: its point, its interval (the
-    smaller and larger of its ends), and what it is on the delta's source line."""
+    smaller and larger of its ends), and what it is on the delta's source line. ``dram``: priced at the
+    DRAM's pace, which the SM clock does not change."""
     lo, pt, hi = min(low_point_high), low_point_high[1], max(low_point_high)
     d.cycles += pt
     d.lo += lo
     d.hi += hi
+    if dram:
+        d.dram = (d.dram[0] + lo, d.dram[1] + pt, d.dram[2] + hi)
     d.source += f"; {what}: {pt:+,.0f} ({lo:+,.0f}..{hi:+,.0f})"
 
 
@@ -1023,14 +1032,18 @@ def estimate_change(
                 [(moved - counted) * c for c in store],
                 f"split-K's fp32 partials: {moved:+,.0f} transfers of {STORE_BYTES:.0f} bytes a tile (each unit "
                 f"writes one, the last reads them all) at the DRAM, {store[1]:.1f} cycles each, beyond the "
-                f"{counted:,.0f} stores counted",
+                f"{counted:,.0f} stores counted; time at the DRAM's pace, which the SM clock does not change",
+                # the partials' traffic makes the kernel wait on the DRAM: a clock raised by the lighter power
+                # draw does not shorten it (a SIMT epilogue's stores, whose share was fitted with the clock
+                # dividing them, are drained under the next tile's work and stay with the clock)
+                dram=True,
             )
         w = TRIP_SHARE * tile_cycles
         kd = next(d for d in deltas if d.phase == "kloop")
         kd.lo, kd.hi = kd.lo - w, kd.hi + w
         kd.unpriced.append(
             f"split-K: a tile's K blocks shared by work units: the units a CTA runs and their starts are not "
-            f"priced; interval ±{w:,.0f} cycles (checked on an H100: split-K measured 1.3-2.0x this price, "
+            f"priced; interval ±{w:,.0f} cycles (on an H100 split-K measured 1.1-1.4x this price, "
             "docs/model.md)"
         )
     if "multicast" in mechanisms and operand_bytes and min(operand_bytes) > 0:
@@ -1164,16 +1177,23 @@ def project_change(
 
     lim = limits_for(base.device, base.limits)
 
-    def wall(deltas: dict) -> tuple[float, float, float, object]:
+    def cycles(deltas: dict) -> tuple[float, object]:
         deltas = {k: v for k, v in deltas.items() if abs(v) > 1e-9}
         pj = project(params, _clamped(params, deltas), stochastic=False)
-        cyc = 1.0 + base.busy * (pj.wall_ratio - 1.0)
-        clk = project_clock(cyc, base.mhz, base.watts, lim).ratio
-        return cyc / clk, cyc, clk, pj
+        return 1.0 + base.busy * (pj.wall_ratio - 1.0), pj
 
-    w, cyc, clk, pj = wall(est.cycle_deltas("point"))
-    lo = wall(est.cycle_deltas("lo"))[0]
-    hi = wall(est.cycle_deltas("hi"))[0]
+    def wall(which: str) -> tuple[float, float, float, object]:
+        cyc, pj = cycles(est.cycle_deltas(which))
+        clk = project_clock(cyc, base.mhz, base.watts, lim).ratio
+        # what runs at the DRAM's pace keeps its time when the SM clock moves: the cycles the change adds
+        # beyond those of the same change without it
+        sm = est.cycle_deltas(which, dram=False)
+        cyc_sm = cycles(sm)[0] if sm != est.cycle_deltas(which) else cyc
+        return cyc_sm / clk + (cyc - cyc_sm), cyc, clk, pj
+
+    w, cyc, clk, pj = wall("point")
+    lo = wall("lo")[0]
+    hi = wall("hi")[0]
     rule = sum(d.count_rule for d in est.deltas if d.phase != "prologue")
     j = pj.to_json()["deterministic"]
     return ChangeProjection(

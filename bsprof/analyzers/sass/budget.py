@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from bsprof.analyzers.sass.analyze import FunctionAnalysis
 from bsprof.analyzers.sass.loops import LOOP_TAGS
+from bsprof.analyzers.sass.scoreboard import first_wait, has_control
 from bsprof.errors import BsprofError
 
 # what --mma-detail counts per MMA, by opcode prefix (first match wins)
@@ -353,6 +354,18 @@ def mma_detail(fa: FunctionAnalysis, loop=None) -> dict:
             "categories_per_mma": {c: round(v / n_mma, 2) for c, v in cats.most_common()},
             "gaps": gaps,
         }
+        if has_control(fa.function.arch, fa.instructions):
+            # where each global load's latency is paid: its scoreboard's first wait, before the next MMA
+            # issues (the tensor pipe waits) or after MMAs issued (their time covers it)
+            loads = []
+            for at, i in enumerate(body):
+                got = fa.instructions[i].base == "LDG" and first_wait(fa.instructions, body, at)
+                if got:
+                    w = fa.instructions[got[0]]
+                    loads.append(
+                        {"pc": fa.instructions[i].pc, "wait_pc": w.pc, "wait": w.opcode, "mma_before_wait": got[1]}
+                    )
+            d["loads"] = loads
         if fa.stalls is not None:
             st: Counter = Counter()
             on_mma: Counter = Counter()

@@ -223,15 +223,22 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
         return fn
 
     no_loc: tuple = (None, None, ())
+    # whether the line before was an instruction with its encoding's first word: the line after it holds the
+    # second word, whose control bits the instruction takes
+    enc_before = False
     for raw in text.splitlines():
         s = raw.strip()
         if not s:
             continue
+        was_enc, enc_before = enc_before, False
         if current is not None and s.startswith("/*"):
             # the bulk of a listing, read in one match straight into the function
             fast = _FAST_RE.match(s)
             if fast is not None and len(fast.group(3)) <= MAX_OPCODE_CHARS:
                 addr, guard, op, ops = fast.groups()
+                if s[-1] == "/":
+                    # the text without the encoding comment, as the listings without encodings read
+                    s, enc_before = s[: s.rindex("/*")].rstrip(), True
                 instrs = current.instructions
                 file, line, chain = pending_loc or no_loc
                 instrs.append(
@@ -294,11 +301,9 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
             # an address-prefixed line (the bulk of a listing): an instruction or cuobjdump's
             # encoding line; the header, arch and label patterns below cannot match it
             if s.endswith("*/") and "*/" not in s[2:-2]:
-                if current is not None and current.instructions:
-                    last = current.instructions[-1]
-                    high = _HIGH_WORD_RE.match(s) if last.control is None and last.text.endswith("*/") else None
-                    if high is not None:
-                        last.control = int(high.group(1), 16) >> CONTROL_SHIFT
+                high = _HIGH_WORD_RE.match(s) if was_enc and current is not None and current.instructions else None
+                if high is not None:
+                    current.instructions[-1].control = int(high.group(1), 16) >> CONTROL_SHIFT
                 continue
             ins = parse_instruction(s)
         else:
@@ -330,6 +335,8 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
         for lab_name in pending_labels:
             current.labels[lab_name] = ins.index
         pending_labels = []
+        if ins.text.endswith("*/") and "/* 0x" in ins.text:
+            ins.text, enc_before = ins.text[: ins.text.rindex("/* 0x")].rstrip(), True
         current.instructions.append(ins)
     for fn in functions:
         if fn.arch is None:

@@ -46,19 +46,24 @@ def waits_on(ins: Instruction, sb: int) -> bool:
     return ins.control is not None and bool((ins.control >> _WAIT_SHIFT) >> sb & 1)
 
 
-def waited_before_mma(instructions: Sequence[Instruction], body: Sequence[int], at: int) -> bool | None:
-    """Whether the first wait on the scoreboard instruction ``body[at]`` sets comes before an MMA issues,
-    walking the loop ``body`` (instruction indices in program order) from it, through the back edge, for
-    one pass. None where it sets no scoreboard or nothing in the pass waits on it."""
-    ins = instructions[body[at]]
-    sb = write_scoreboard(ins)
+def first_wait(instructions: Sequence[Instruction], body: Sequence[int], at: int) -> tuple[int, int] | None:
+    """The first instruction that waits on the scoreboard ``body[at]`` sets, walking the loop ``body``
+    (instruction indices in program order) from it, through the back edge, for one pass: (its index, the
+    MMAs issued on the way). None where it sets no scoreboard or nothing in the pass waits on it."""
+    sb = write_scoreboard(instructions[body[at]])
     if sb is None:
         return None
-    n = len(body)
+    n, mmas = len(body), 0
     for step in range(1, n + 1):
-        other = instructions[body[(at + step) % n]]
-        if waits_on(other, sb):
-            return True
-        if other.category == "mma":
-            return False
+        i = body[(at + step) % n]
+        if waits_on(instructions[i], sb):
+            return i, mmas
+        mmas += instructions[i].category == "mma"
     return None
+
+
+def waited_before_mma(instructions: Sequence[Instruction], body: Sequence[int], at: int) -> bool | None:
+    """Whether the first wait on the scoreboard ``body[at]`` sets comes before an MMA issues (``first_wait``);
+    None where there is no such wait."""
+    got = first_wait(instructions, body, at)
+    return None if got is None else got[1] == 0
