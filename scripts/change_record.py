@@ -61,6 +61,7 @@ CHECKS = (
     "changes_unseen_pairs",
     "changes_clusters_split_k",
     "changes_scale_loads",
+    "changes_split_k_clock",
 )
 
 

@@ -1043,8 +1043,8 @@ def estimate_change(
         kd.lo, kd.hi = kd.lo - w, kd.hi + w
         kd.unpriced.append(
             f"split-K: a tile's K blocks shared by work units: the units a CTA runs and their starts are not "
-            f"priced; interval ±{w:,.0f} cycles (on an H100 split-K measured 1.1-1.4x this price, "
-            "docs/model.md)"
+            f"priced; interval ±{w:,.0f} cycles (on an H100 split-K measured 1.1-1.7x this price, the more "
+            "units the more; docs/model.md)"
         )
     if "multicast" in mechanisms and operand_bytes and min(operand_bytes) > 0:
         _price_multicast(deltas, kinds, kl, operand_bytes, cluster_ctas, tile_cycles)
