@@ -775,6 +775,8 @@ def estimate_change(
     operand_bytes: tuple[float, float] | None = None,
     cluster_ctas: tuple[int, int] | None = None,
     partial_bytes: tuple[float, float] | None = None,
+    work_units: tuple[int, int] | None = None,
+    phase2_cycles: float | None = None,
 ) -> ChangeEstimate:
     """The change of cycles per tile in each phase from A to B, with an interval, and the lines
     naming what SASS could not price. ``mechanisms``: what the change is known to touch beyond its
@@ -786,8 +788,9 @@ def estimate_change(
     ``store``: the cycles a warp's global store takes (low, point, high; :func:`store_cycles`); ``tile_m``:
     the output tile's rows, which pick how a stage count is priced (``RING_NEED_BY_TILE_ROWS``);
     ``operand_bytes``: the A and B bytes a CTA loads from L2 a K block, before and after (a cluster's
-    multicast changes them), ``cluster_ctas`` the CTAs of a cluster, and ``partial_bytes`` the bytes
-    split-K's fp32 partials move a tile, before and after."""
+    multicast changes them), ``cluster_ctas`` the CTAs of a cluster, ``partial_bytes`` the bytes
+    split-K's fp32 partials move a tile, before and after, ``work_units`` the units a tile is split into, and
+    ``phase2_cycles`` the base capture's Phase 2 (staging to global) a tile."""
     deltas: list[PhaseDelta] = []
     notes: list[str] = []
     kl = costs["kloop"]
@@ -1038,13 +1041,25 @@ def estimate_change(
                 # dividing them, are drained under the next tile's work and stay with the clock)
                 dram=True,
             )
+        if work_units and work_units[1] != work_units[0]:
+            # the counts hold one unit's code a tile, but each of a tile's S units starts its own K range
+            # (the first stage's wait) and runs its own epilogue (its partial): every unit more pays the
+            # base capture's TMA0 and Phase 1 a tile; at least the epilogue, at most Phase 2's store too
+            more = work_units[1] - work_units[0]
+            start, epi = costs["tma0"].measured_cycles, costs["phase1"].measured_cycles
+            store2 = phase2_cycles or 0.0
+            _add_priced(
+                next(d for d in deltas if d.phase == "phase1"),
+                [more * epi, more * (start + epi), more * (start + epi + store2)],
+                f"split-K's work units {work_units[0]} -> {work_units[1]} a tile: each unit more starts its K "
+                f"range and runs an epilogue, the base's TMA0 {start:,.0f} + Phase 1 {epi:,.0f} cycles a tile",
+            )
         w = TRIP_SHARE * tile_cycles
         kd = next(d for d in deltas if d.phase == "kloop")
         kd.lo, kd.hi = kd.lo - w, kd.hi + w
         kd.unpriced.append(
-            f"split-K: a tile's K blocks shared by work units: the units a CTA runs and their starts are not "
-            f"priced; interval ±{w:,.0f} cycles (on an H100 split-K measured 1.1-1.7x this price, the more "
-            "units the more; docs/model.md)"
+            f"split-K: how a CTA's units overlap and the last unit's wait for the others are not priced; "
+            f"interval ±{w:,.0f} cycles"
         )
     if "multicast" in mechanisms and operand_bytes and min(operand_bytes) > 0:
         _price_multicast(deltas, kinds, kl, operand_bytes, cluster_ctas, tile_cycles)
