@@ -599,18 +599,23 @@ def test_spills_get_an_interval_as_wide_as_their_executions(tmp_path):
     assert p["hi_pct"] > 240 and p["projected_pct"] < 10
 
 
+def _projected_on_the_h200_4096(tmp_path, pairs: tuple[str, ...]) -> dict:
+    """``pairs`` compiled here and projected with the stored H200 capture of 4096^3 (tests/data/h200_changes)."""
+    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
+    bases["problems"] = {k: v for k, v in bases["problems"].items() if k == "4096x4096x4096"}
+    return VC.project_pairs(bases, tmp_path / "bases", pairs=pairs, cubin_dir=tmp_path)
+
+
 def test_a_cluster_change_is_priced_from_the_bytes_it_multicasts(tmp_path):
     """The cluster's multicast barely shows in SASS (the TMA's mask), yet it moves the operand bytes a
     CTA loads from L2: 1x2 -> 1x1 on the 256x128 tile loads 48 KiB a K block where 32 did, and is priced
     slower with an interval that reaches the kernel's own measurement (+2-11%); 1x2 -> 2x2 loads fewer
     bytes but runs four CTAs in lockstep, priced slower still. Both builds compiled here, priced with the
     stored H200 capture of 4096^3."""
-    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
-        tf.extractall(tmp_path, filter="data")
-    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
-    bases["problems"] = {k: v for k, v in bases["problems"].items() if k == "4096x4096x4096"}
     pairs = ("cluster_m=1,cluster_n=1", "cluster_m=2,cluster_n=2")
-    doc = VC.project_pairs(bases, tmp_path / "bases", pairs=pairs, cubin_dir=tmp_path)
+    doc = _projected_on_the_h200_4096(tmp_path, pairs)
     off, four = (next(p for p in doc["points"] if p["change"] == sw) for sw in pairs)
     for p in (off, four):
         assert "multicast" in p["kinds"], p
@@ -628,12 +633,8 @@ def test_a_load_waited_on_after_the_mmas_issue_is_covered_by_them(tmp_path):
     before its first wgmma: priced at a waited-on load's share. The B scale by LDG (sfb_tma=0,sfb_smem=0)
     is waited on by the promotion after the K block's wgmmas issued: covered, priced 0 with an interval.
     Both builds compiled here, priced with the stored H200 capture of 4096^3."""
-    with tarfile.open(CHANGES / "bases.tar.xz") as tf:
-        tf.extractall(tmp_path, filter="data")
-    bases = json.loads((tmp_path / "bases" / "bases.json").read_text())
-    bases["problems"] = {k: v for k, v in bases["problems"].items() if k == "4096x4096x4096"}
     pairs = ("sfa_tma=0", "sfb_tma=0,sfb_smem=0")
-    doc = VC.project_pairs(bases, tmp_path / "bases", pairs=pairs, cubin_dir=tmp_path)
+    doc = _projected_on_the_h200_4096(tmp_path, pairs)
     sfa, sfb = (next(p for p in doc["points"] if p["change"] == sw) for sw in pairs)
     kl = {p["change"]: next(ph for ph in p["phases"] if ph["phase"] == "kloop")["source"] for p in (sfa, sfb)}
     assert "waited on before the next MMA issues" in kl["sfa_tma=0"], kl
