@@ -62,6 +62,7 @@ CHECKS = (
     "changes_clusters_split_k",
     "changes_scale_loads",
     "changes_split_k_clock",
+    "changes_split_k_units",
 )
 
 

@@ -211,8 +211,8 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
     # every one-call check, in the order the script names them (the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-3:] == ("changes_clusters_split_k", "changes_scale_loads", "changes_split_k_clock")
-    assert built["all"]["points"] == 636 and 400 <= built["all"]["held_out"] < 636
+    assert script.CHECKS[-3:] == ("changes_scale_loads", "changes_split_k_clock", "changes_split_k_units")
+    assert built["all"]["points"] == 645 and 400 <= built["all"]["held_out"] < 645
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
@@ -230,10 +230,10 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     # points of the second; its work units priced a start and an epilogue each, after the check that held the
     # clock term out, moved that check's nine
     assert [r["points"] - r["held_out"] for r in built["runs"]] == [
-        23, 6, 34, 8, 0, 17, 9, 8, 12, 12, 15, 12, 15, 4, 6, 5, 5, 0, 6, 6, 0, 9
+        23, 6, 34, 8, 0, 17, 9, 8, 12, 12, 15, 12, 15, 4, 6, 5, 5, 0, 6, 6, 0, 9, 0
     ]  # fmt: skip
-    assert [r["as_committed"] for r in built["runs"]][-3:] == [6, 15, 3]
-    assert sum(r["as_committed"] for r in built["runs"][:-7]) < 100
+    assert [r["as_committed"] for r in built["runs"]][-3:] == [15, 3, 9]
+    assert sum(r["as_committed"] for r in built["runs"][:-8]) < 100
     # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
     # ring's terms out (and one the terms left where it was); the SIMT epilogue, which changes the ring's
     # depth, the largest miss
@@ -257,10 +257,11 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
         lo["points"] == built["all"]["points"] and lo["covered"] >= 0.85 * lo["points"] and lo["median_half_pp"] < 3.0
     )
     assert all(hit >= 0.75 * n for hit, n in lo["runs"].values() if n >= 30)
-    # where few other checks timed what its pairs touch (split-K, 2x2), less: every split-K point is priced
-    # otherwise since its check, so no quantile of split-K's own is measured
-    assert lo["runs"]["changes_unseen_pairs"] == [28, 33] and lo["runs"]["changes_clusters_split_k"] == [10, 12]
-    assert lo["runs"]["changes_scale_loads"] == [13, 15] and lo["runs"]["changes_split_k_clock"] == [10, 12]
+    # where few other checks timed what its pairs touch (split-K, 2x2), less: split-K's quantile comes from the
+    # nine held-out points of the check that held its work units out, priced 12-82 pp low
+    assert lo["runs"]["changes_unseen_pairs"] == [31, 33] and lo["runs"]["changes_clusters_split_k"] == [10, 12]
+    assert lo["runs"]["changes_scale_loads"] == [13, 15] and lo["runs"]["changes_split_k_clock"] == [11, 12]
+    assert lo["runs"]["changes_split_k_units"] == [6, 9]
     assert lines[4].startswith("the checked interval") and f"held {lo['covered']} of {lo['points']}" in lines[4]
     # the settings it is weighed against (--checked-scales): the shipped line is the record's own left-out figure
     scales = script.checked_scales(checks)
@@ -978,6 +979,18 @@ AS_COMMITTED = {
         [],
         {"points_ge_30", "median_le_1pp", "max_le_3pp", "checked_coverage_ge_80pct"},
     ),
+    # split-K's work units each with a start and an epilogue, held out on three new problems (an H200): split-K
+    # in two, three and four 12-82 pp low, 1.18-1.44x its price, where without the units' term every point
+    # priced lower still (median 40.3 pp, max 106.6)
+    "changes_split_k_units": (
+        9,
+        9,
+        8,
+        31.52,
+        82.38,
+        [],
+        {"points_ge_30", "median_le_1pp", "max_le_3pp", "checked_coverage_ge_80pct"},
+    ),
 }
 
 
@@ -1089,6 +1102,24 @@ def test_split_k_at_the_drams_pace_held_out_as_committed(monkeypatch):
     before = VC.project_archive(d / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
     errs = [p["err_model_pp"] for p in C.score_run(before, measured)["points"] if p["change"].startswith("split")]
     assert len(errs) == 9 and max(errs) < -20 and min(errs) > -126
+
+
+def test_split_k_work_units_held_out_as_committed(monkeypatch):
+    """tests/data/changes_split_k_units (an H200, three new problems, committed before the call): each work unit
+    priced a start and an epilogue brought every split-K point closer than the projection without that term
+    (re-projected here), though all nine still price 12-82 pp low."""
+    d = DATA / "changes_split_k_units"
+    points = _stored_summary("changes_split_k_units")["points"]
+    assert len(points) == 9 and all(-83 < p["err_model_pp"] < -12 for p in points)
+    counts = json.loads((d / "counts.json").read_text())
+    measured, _ = C.stored_measured(d)
+    traffic = VC.switch_traffic
+    monkeypatch.setattr(
+        VC, "switch_traffic", lambda x, y: {k: v for k, v in traffic(x, y).items() if k != "work_units"}
+    )
+    without = VC.project_archive(d / "bases.tar.xz", tuple(counts["pairs"]), counts=counts)
+    err = {(p["change"], p["problem"]): p["err_model_pp"] for p in C.score_run(without, measured)["points"]}
+    assert all(err[(p["change"], p["problem"])] < p["err_model_pp"] for p in points)
 
 
 def test_the_removed_probe_held_out_on_seven_new_problems():
@@ -1259,13 +1290,15 @@ def test_a_run_says_when_its_first_repeat_measured_apart():
     """Repeat 0's paired change against the median of the other repeats, over every stored one-call check:
     within 1.85 pp on nineteen; on changes_probe, changes_stage_ring and changes_scale_loads most changes of a
     problem measured low in repeat 0 (-9.1, -4.0 and -3.1 pp in the median; the last after a warm-up round),
+    on changes_split_k_units high (+2.4, an H200),
     which the mean of the paired ratios carries, and those runs say so (`--validate --changes` prints it)."""
     script = _record_script()
     first = {run: _stored_summary(run)["summary"]["first_repeat"] for run in script.CHECKS}
-    off = {"changes_probe", "changes_stage_ring", "changes_scale_loads"}
+    off = {"changes_probe", "changes_stage_ring", "changes_scale_loads", "changes_split_k_units"}
     assert {run for run, f in first.items() if f["off"]} == off
     assert first["changes_probe"]["median_pp"] < -8.0 and -5.0 < first["changes_stage_ring"]["median_pp"] < -3.0
     assert -3.5 < first["changes_scale_loads"]["median_pp"] < -2.5
+    assert 2.0 < first["changes_split_k_units"]["median_pp"] < 2.6
     assert all(abs(f["median_pp"]) < 1.85 for run, f in first.items() if not f["off"])
     out = CliRunner().invoke(cli, ["model", "--validate", "--changes", "--from", str(DATA / "changes_stage_ring")])
     assert out.exit_code == 0 and "first repeat against the others: median -4.02 pp" in out.output
