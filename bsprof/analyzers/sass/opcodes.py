@@ -20,21 +20,27 @@ def categories() -> dict[str, str]:
     return dict(_raw()["categories"])
 
 
+def arch_number(arch: str | None) -> int | None:
+    """``sm_100a`` -> 100; None where the name holds no number. A number too long to be one reads as
+    10**6 (it sorts after every real architecture and stays below int()'s 4,300-digit limit)."""
+    m = _ARCH_NUM_RE.search(arch or "")
+    if m is None:
+        return None
+    return int(m.group(1)) if len(m.group(1)) <= 6 else 10**6
+
+
 def arch_family(arch: str | None) -> str:
     """``sm_100a`` -> ``sm_100``; an unknown number maps to the newest table not newer than it."""
     raw = _raw()
     if not arch:
         return "sm_100"
-    m = _ARCH_NUM_RE.search(arch)
-    if m is None:
+    num = arch_number(arch)
+    if num is None:
         return "common"
-    key = f"sm_{m.group(1)}"
+    key = f"sm_{_ARCH_NUM_RE.search(arch).group(1)}"
     fams = raw["arch_families"]
     if key in fams:
         return fams[key]
-    # an arch number too long to be one sorts after every known family (and stays below int()'s
-    # 4,300-digit limit)
-    num = int(m.group(1)) if len(m.group(1)) <= 6 else 10**6
     known = sorted((int(k[3:]), v) for k, v in fams.items())
     below = [v for n, v in known if n <= num]
     return below[-1] if below else "common"

@@ -205,6 +205,13 @@ def parse_sass(text: str, default_arch: str | None = None) -> list[Function]:
             gc.enable()
 
 
+def _without_encoding(s: str) -> tuple[str, bool]:
+    """An instruction line without its trailing encoding comment (``/* 0x... */``), as listings without
+    encodings read, and whether it had one (the next line then holds the encoding's second word)."""
+    k = s.rfind("/* 0x")
+    return (s[:k].rstrip(), True) if k > 0 else (s, False)
+
+
 def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
     functions: list[Function] = []
     current: Function | None = None
@@ -237,8 +244,7 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
             if fast is not None and len(fast.group(3)) <= MAX_OPCODE_CHARS:
                 addr, guard, op, ops = fast.groups()
                 if s[-1] == "/":
-                    # the text without the encoding comment, as the listings without encodings read
-                    s, enc_before = s[: s.rindex("/*")].rstrip(), True
+                    s, enc_before = _without_encoding(s)
                 instrs = current.instructions
                 file, line, chain = pending_loc or no_loc
                 instrs.append(
@@ -335,8 +341,8 @@ def _parse_sass(text: str, default_arch: str | None) -> list[Function]:
         for lab_name in pending_labels:
             current.labels[lab_name] = ins.index
         pending_labels = []
-        if ins.text.endswith("*/") and "/* 0x" in ins.text:
-            ins.text, enc_before = ins.text[: ins.text.rindex("/* 0x")].rstrip(), True
+        if ins.text.endswith("*/"):
+            ins.text, enc_before = _without_encoding(ins.text)
         current.instructions.append(ins)
     for fn in functions:
         if fn.arch is None:

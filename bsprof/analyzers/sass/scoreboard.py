@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bsprof.analyzers.sass.opcodes import arch_number
 from bsprof.analyzers.sass.parse import Instruction
 
 # the control bits (from bit 105 of the instruction): stall 4, yield 1, write scoreboard 3, read
@@ -26,11 +27,8 @@ MIN_SM = 70
 
 def has_control(arch: str | None, instructions: Sequence[Instruction]) -> bool:
     """Whether this listing's instructions carry control bits a scoreboard can be read from."""
-    try:
-        sm = int("".join(ch for ch in (arch or "").removeprefix("sm_") if ch.isdigit()) or 0)
-    except ValueError:
-        sm = 0
-    return sm >= MIN_SM and bool(instructions) and all(i.control is not None for i in instructions)
+    sm = arch_number(arch)
+    return sm is not None and sm >= MIN_SM and bool(instructions) and all(i.control is not None for i in instructions)
 
 
 def write_scoreboard(ins: Instruction) -> int | None:
