@@ -326,7 +326,6 @@ def project_pairs(
                 tie_wait=bm.tie_wait,
                 store=C.store_cycles(bm),
                 tile_m=tm,
-                phase2_cycles=bm.phases.get("phase2"),
                 **switch_traffic(base, spec),
             )
             pr = C.project_change(params, est, bm)
@@ -659,7 +658,6 @@ def change_chain(
         tie_wait=bm.tie_wait,
         store=C.store_cycles(bm),
         tile_m=tm,
-        phase2_cycles=bm.phases.get("phase2"),
         **switch_traffic(spec_a, spec_b),
     )
     out.update(estimate=est, projection=C.project_change(params, est, bm), params=params, base=bm)
@@ -676,7 +674,8 @@ def switch_traffic(a: str | None, b: str | None) -> dict:
     """``estimate_change``'s traffic arguments for two bundled specs, before and after: the FP8 operand
     bytes a CTA loads from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its
     M), the CTAs of a cluster, the bytes split-K's fp32 partials move a tile (each of its S units
-    writes one, the last reads all S back: 2 x S x 4 bytes an element; none unsplit) and the S work units
+    writes one, the last reads the other S - 1 back, its own from L2: (2 x S - 1) x 4 bytes an element; none
+    unsplit) and the S work units
     a tile is split into. Empty unless both are bundled specs."""
     from bsprof.analyzers.model.change import BLOCK_K
     from bsprof.kernels.fp8_blockwise import config as cfg
@@ -688,7 +687,7 @@ def switch_traffic(a: str | None, b: str | None) -> dict:
         r = cfg.resolve(*cfg.parse_spec(spec))
         tm, tn, cm, cn = (int(r[k]) for k in ("tile_m", "tile_n", "cluster_m", "cluster_n"))
         split = int(r.get("split_k") or 1)
-        partials = 2 * split * 4 * tm * tn if split > 1 else 0
+        partials = (2 * split - 1) * 4 * tm * tn if split > 1 else 0
         out.append((BLOCK_K * (tm / cn + tn / cm), cm * cn, partials, split))
     return {
         "operand_bytes": (out[0][0], out[1][0]),
