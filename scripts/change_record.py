@@ -63,6 +63,7 @@ CHECKS = (
     "changes_scale_loads",
     "changes_split_k_clock",
     "changes_split_k_units",
+    "changes_split_k_partials",
 )
 
 

@@ -491,6 +491,43 @@ def _missing_file(item: str):
     return None
 
 
+def _is_spec(item: str) -> bool:
+    """Whether a --change build names a bundled kernel (variant:switches), not a file."""
+    return not Path(item).exists() and _missing_file(item) is None
+
+
+def _refuse_no_change(a: str, b: str, mnkl) -> None:
+    """One line, before anything compiles, where two bundled specs resolve to the same build (a switch the
+    base already sets that way prices nothing, and a price of 0 would read as a measured no-op) or to two
+    output tiles (``_refuse_retiled``)."""
+    from bsprof.errors import BsprofError
+    from bsprof.kernels.fp8_blockwise import config as cfg
+
+    try:
+        ra, rb = (cfg.resolve(*cfg.parse_spec(x)) for x in (a, b))
+    except (BsprofError, ValueError, KeyError):  # a spec the kernel refuses is named where it is compiled
+        return
+    if ra == rb:
+        where = f" at {shape_key(mnkl)}" if mnkl else ""
+        raise BsprofError(
+            f"--change: {b} is the same build as {a}{where} (the base already sets what it names); "
+            "name a switch the base sets otherwise"
+        )
+    ta, tb = ((r.get("tile_m"), r.get("tile_n")) for r in (ra, rb))
+    if None not in ta + tb and ta != tb:
+        _refuse_retiled(ta, tb)
+
+
+def _refuse_retiled(ta, tb) -> None:
+    from bsprof.errors import BsprofError
+
+    raise BsprofError(
+        f"--change: A runs {ta[0]}x{ta[1]} output tiles and B {tb[0]}x{tb[1]}: their cycles a tile do not "
+        "compare, and a tile change moves the tile count, which SASS does not price; compare switches on one "
+        "tile (give both builds the same tile_m and tile_n)"
+    )
+
+
 def _analyze_build(item: str, mnkl, keep_dir):
     """(analysis, label, tile or None, bundled spec or None) for a cubin / SASS file or a bundled spec."""
     from bsprof.analyzers.sass import analyze_path
@@ -583,12 +620,17 @@ def change_chain(
         pinned = {kv.split("=")[0].strip(): kv for kv in given if kv.split("=")[0].strip() in TILE_KNOBS}
         changed = ",".join(kv for kv in given if kv not in pinned.values())
         base = base_spec(mnkl, variant)
-        if pinned:
+        if pinned and changed:
             keep = [kv for kv in base.split(":", 1)[1].split(",") if kv.split("=")[0] not in pinned]
             base = f"{variant}:{','.join(keep + list(pinned.values()))}"
-        builds = (base, f"{base},{changed}" if changed else base)
+        # a spec of tile or cluster knobs alone asks for that change itself, from the launcher's build
+        builds = (base, f"{base},{changed or ','.join(given)}" if given else base)
+    if all(_is_spec(b) for b in builds):
+        _refuse_no_change(*builds, mnkl)
     fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
     fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
+    if tile_a and tile_b and tuple(tile_a) != tuple(tile_b) and not tile_mn:
+        _refuse_retiled(tile_a, tile_b)
     tile = tuple(tile_mn) if tile_mn else tile_a or tile_b
     if tile is None:
         raise BsprofError(f"{name_a}: the output tile is not in the kernel's name; give it with --tile-mn M,N")
