@@ -171,6 +171,15 @@ LOADWAIT_SHARE = (0.048, 0.063, 0.095)
 # their time covers its latency, so the point is 0; the high end is what a waited-on load's low end prices
 # (the tensor pipe can still drain before the wait is reached)
 COVERED_LOAD_SHARE = LOADWAIT_SHARE[0]
+# where the control bits count the loads waited on before the next MMA (``BuildCounts.exposed_loads``), the
+# share by how many of them a K block exposes (their latencies overlap, so two expose more than one, not
+# twice): LOADWAIT_SHARE's three values scaled by it; more than the table holds takes its last scale and lets
+# the high end grow with the loads. A fit through the whole projection over the 70 stored points that add
+# K-loop loads (scripts/change_record.py's checks; the 192- and 128-row tiles' A scales expose one a K block,
+# the 256-row tiles' two): LOADWAIT_SHARE alone (1, 1) priced them at a median |error| of 2.01 pp, max 7.45,
+# mean -0.67 (the one-load tiles +1.5 on average, the two-load tiles -1.8); (0.9, 1.2) 1.43 / 5.94 / -0.29;
+# (0.95, 1.2) 1.41 / 5.93 / -0.11; (0.85, 1.25) 1.48 / 6.44; (0.8, 1.35) 1.59 / 7.29
+LOADWAIT_BY_EXPOSED = {1: 0.95, 2: 1.2}
 # a non-blocking probe of the next stage's full barrier, issued among a K block's promotion math, lets each
 # consumer warpgroup branch past the blocking wait when the stage has landed; without the probe that wait's
 # barrier read sits on the warpgroup's way to its next MMAs once a K block. Cycles it exposes a K block for
@@ -692,6 +701,18 @@ def _add_priced(d: PhaseDelta, low_point_high: list[float], what: str, *, dram: 
     d.source += f"; {what}: {pt:+,.0f} ({lo:+,.0f}..{hi:+,.0f})"
 
 
+def loadwait_shares(exposed_per_kblock: float | None) -> tuple[tuple[float, float, float], int]:
+    """(low, point, high) share of the first load a waited-on K-loop load exposes a K block, and how many
+    loads a K block the control bits say are waited on before the next MMA (0 where they were not read)."""
+    if exposed_per_kblock is None:
+        return LOADWAIT_SHARE, 0
+    n = max(1, round(exposed_per_kblock))
+    top = max(LOADWAIT_BY_EXPOSED)
+    scale = LOADWAIT_BY_EXPOSED[min(n, top)]
+    lo, pt, hi = (scale * s for s in LOADWAIT_SHARE)
+    return (lo, pt, hi * max(1.0, n / top)), n
+
+
 def ring_delta(kloop: PhaseCost, k_blocks: int, sa: int, sb: int, latency: float, arrival: float = 0.0) -> float:
     """Cycles per tile a stage count sa -> sb adds to the K-loop. A ring of S stages needs a K block to
     last ``arrival`` + ``latency`` / (S - 1) (one stage is being refilled while S - 1 feed the MMAs and
@@ -964,14 +985,13 @@ def estimate_change(
             f"covered by them (up to {COVERED_LOAD_SHARE:.3f} x the first load's {first_load:,.0f} cycles a K block)",
         )
     elif loads >= 0.5 and first_load and first_load > 0:
-        where = (
-            "before the next MMA issues" if exposed is not None else "(the listing has no control bits to say where)"
-        )
+        shares, n = loadwait_shares(exposed / k_blocks if exposed is not None and k_blocks else None)
+        where = f"before the next MMA issues ({n} a K block)" if n else "(the listing has no control bits to say where)"
         _add_priced(
             kd,
-            [share * first_load * k_blocks for share in LOADWAIT_SHARE],
+            [share * first_load * k_blocks for share in shares],
             f"{loads / max(1, k_blocks):+,.1f} global loads a K block, waited on {where}: "
-            f"{LOADWAIT_SHARE[1]:.3f} x the first load's {first_load:,.0f} cycles a K block",
+            f"{shares[1]:.3f} x the first load's {first_load:,.0f} cycles a K block",
         )
     elif loads >= 0.5:
         # a global load the K-loop waits on: its latency (the capture's first-stage wait stands in for
