@@ -342,12 +342,18 @@ def test_bad_change_input_is_one_error_line():
         # a tile change moves the tile count, which the SASS of a tile does not price
         ("optimized:tile_n=96", "A runs 256x128 output tiles and B 256x96"),
         ("optimized:tile_m=128,tile_n=160", "A runs 256x128 output tiles and B 128x160"),
+        # a switch on another tile than the capture's would be priced with the captured tile's costs
+        (
+            "optimized:tile_n=96,uniform_desc=0",
+            "A runs 256x96 output tiles, but the capture (or --tile-mn) is of 256x128",
+        ),
     ],
 )
 def test_a_change_that_changes_nothing_or_the_tile_is_refused_before_compiling(spec, needle, monkeypatch):
-    """A single spec's change that leaves the build as the base is (a switch the base already sets that way) or
-    moves the output tile is one line and exit 2, before anything compiles: a price of +0.00% from two equal
-    builds would read as a measured no-op, and cycles a tile of two tiles do not compare."""
+    """A single spec's change that leaves the build as the base is (a switch the base already sets that way),
+    moves the output tile, or runs on another tile than the capture's is one line and exit 2, before anything
+    compiles: a price of +0.00% from two equal builds would read as a measured no-op, cycles a tile of two tiles
+    do not compare, and the costs come from the captured tile."""
     from bsprof.profile import validate_changes as VCm
 
     def no_compile(*a, **k):

@@ -496,10 +496,10 @@ def _is_spec(item: str) -> bool:
     return not Path(item).exists() and _missing_file(item) is None
 
 
-def _refuse_no_change(a: str, b: str, mnkl) -> None:
+def _refuse_no_change(a: str, b: str, mnkl, tile_mn=None) -> None:
     """One line, before anything compiles, where two bundled specs resolve to the same build (a switch the
-    base already sets that way prices nothing, and a price of 0 would read as a measured no-op) or to two
-    output tiles (``_refuse_retiled``)."""
+    base already sets that way prices nothing, and a price of 0 would read as a measured no-op), to two
+    output tiles (``_refuse_retiled``), or A to another tile than the capture's (``_refuse_other_capture``)."""
     from bsprof.errors import BsprofError
     from bsprof.kernels.fp8_blockwise import config as cfg
 
@@ -516,6 +516,21 @@ def _refuse_no_change(a: str, b: str, mnkl) -> None:
     ta, tb = ((r.get("tile_m"), r.get("tile_n")) for r in (ra, rb))
     if None not in ta + tb and ta != tb:
         _refuse_retiled(ta, tb)
+    if None not in ta:
+        _refuse_other_capture(ta, tile_mn)
+
+
+def _refuse_other_capture(tile_a, tile_mn) -> None:
+    """The capture's tile (or --tile-mn) is what the counts are read per and what the costs come from: a
+    build A of another tile is priced with another kernel's costs."""
+    from bsprof.errors import BsprofError
+
+    if tile_mn and tuple(int(v) for v in tile_mn) != tuple(int(v) for v in tile_a):
+        raise BsprofError(
+            f"--change: A runs {tile_a[0]}x{tile_a[1]} output tiles, but the capture (or --tile-mn) is of "
+            f"{int(tile_mn[0])}x{int(tile_mn[1])}: the chain prices a change from a capture of A; capture A "
+            "(bsprof timing --kernel SPEC --mnkl M,N,K -o DIR) or compare switches on the captured tile"
+        )
 
 
 def _refuse_retiled(ta, tb) -> None:
@@ -626,11 +641,13 @@ def change_chain(
         # a spec of tile or cluster knobs alone asks for that change itself, from the launcher's build
         builds = (base, f"{base},{changed or ','.join(given)}" if given else base)
     if all(_is_spec(b) for b in builds):
-        _refuse_no_change(*builds, mnkl)
+        _refuse_no_change(*builds, mnkl, tile_mn)
     fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
     fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
-    if tile_a and tile_b and tuple(tile_a) != tuple(tile_b) and not tile_mn:
+    if tile_a and tile_b and tuple(tile_a) != tuple(tile_b):
         _refuse_retiled(tile_a, tile_b)
+    if tile_a:
+        _refuse_other_capture(tile_a, tile_mn)
     tile = tuple(tile_mn) if tile_mn else tile_a or tile_b
     if tile is None:
         raise BsprofError(f"{name_a}: the output tile is not in the kernel's name; give it with --tile-mn M,N")
