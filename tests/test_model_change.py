@@ -365,6 +365,30 @@ def test_a_change_that_changes_nothing_or_the_tile_is_refused_before_compiling(s
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
+def test_a_capture_of_another_tile_is_named_from_its_config(tmp_path, monkeypatch):
+    """A `bsprof timing` capture records the tile its build ran under config, not change_sample: a change whose
+    base runs another tile is one line before anything compiles, and the same capture recording the base's own
+    tile prices it."""
+    from bsprof.profile import validate_changes as VCm
+
+    meta = json.loads((SAMPLE / "timing.json").read_text())
+    del meta["change_sample"]["tile"]
+    meta["config"] = {"tile_m": 192, "tile_n": 128, "cluster_m": 1, "cluster_n": 2}
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    (tmp_path / "timing.parquet").write_bytes((SAMPLE / "timing.parquet").read_bytes())
+    compiled = []
+    real = VCm.bundled_cubin
+    monkeypatch.setattr(VCm, "bundled_cubin", lambda *a, **k: compiled.append(a[0]) or real(*a, **k))
+    args = ["model", "--change", "optimized:uniform_desc=0", "--mnkl", "4096,4096,4096", "--from", str(tmp_path)]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    assert "A runs 256x128 output tiles, but the capture (or --tile-mn) is of 192x128" in r.output and not compiled
+    meta["config"].update(tile_m=256)
+    (tmp_path / "timing.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0 and "wall time +1.53%" in r.output, (r.output, r.exception)
+
+
 def test_a_cluster_alone_is_the_change_priced():
     """A spec of cluster knobs alone asks for that change from the launcher's build (1x2 at 4096^3 -> 2x2), which
     the chain prices from the operand bytes the multicast saves; with a switch beside it the cluster is the

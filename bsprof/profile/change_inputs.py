@@ -129,6 +129,12 @@ def change_inputs(
             "drop --mnkl or capture this problem"
         )
     sustained, limits, device, rec = base_clock(source, clock, gpu_limits)
+    if tile is None and not rec.get("tile") and source is not None:
+        # a `bsprof timing` capture records the tile its build ran under config (a per-problem choice)
+        cfg = capture_record(source).get("config") or {}
+        ran = (cfg.get("tile_m"), cfg.get("tile_n"))
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ran):
+            tile = ran
     if tile is None and rec.get("tile"):
         tile = tuple(rec["tile"]) if isinstance(rec["tile"], list) else ()  # the tile the capture's build recorded
         if len(tile) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in tile):
