@@ -113,6 +113,11 @@ def parse_tile(tile_mn: str | None) -> tuple[int, int] | None:
     return tile  # type: ignore[return-value]
 
 
+def _tile_sizes(values) -> bool:
+    """Whether every value is a tile size: a positive int, not a bool."""
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+
+
 def change_inputs(
     source: str | Path | None, mnkl: str | None, tile_mn: str | None, clock: str | None, gpu_limits: str | None
 ) -> dict:
@@ -129,18 +134,17 @@ def change_inputs(
             "drop --mnkl or capture this problem"
         )
     sustained, limits, device, rec = base_clock(source, clock, gpu_limits)
-    if tile is None and not rec.get("tile") and source is not None:
-        # a `bsprof timing` capture records the tile its build ran under config (a per-problem choice)
-        cfg = capture_record(source).get("config") or {}
-        ran = (cfg.get("tile_m"), cfg.get("tile_n"))
-        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ran):
-            tile = ran
     if tile is None and rec.get("tile"):
         tile = tuple(rec["tile"]) if isinstance(rec["tile"], list) else ()  # the tile the capture's build recorded
-        if len(tile) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in tile):
+        if len(tile) != 2 or not _tile_sizes(tile):
             raise BsprofError(
                 f"{source}/timing.json: change_sample.tile is {rec['tile']!r}, not M,N; capture again or pass --tile-mn"
             )
+    if tile is None and source is not None:
+        # a `bsprof timing` capture records the tile its build ran under config (a per-problem choice)
+        cfg = capture_record(source).get("config") or {}
+        ran = (cfg.get("tile_m"), cfg.get("tile_n"))
+        tile = ran if _tile_sizes(ran) else None
     return {
         "problem": problem,
         "tile_mn": tile,

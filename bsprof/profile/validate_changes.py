@@ -496,7 +496,7 @@ def _is_spec(item: str) -> bool:
     return not Path(item).exists() and _missing_file(item) is None
 
 
-def _refuse_no_change(a: str, b: str, mnkl, tile_mn=None) -> None:
+def _refuse_before_compiling(a: str, b: str, mnkl, tile_mn=None) -> None:
     """One line, before anything compiles, where two bundled specs resolve to the same build (a switch the
     base already sets that way prices nothing, and a price of 0 would read as a measured no-op), to two
     output tiles (``_refuse_retiled``), or A to another tile than the capture's (``_refuse_other_capture``)."""
@@ -641,7 +641,7 @@ def change_chain(
         # a spec of tile or cluster knobs alone asks for that change itself, from the launcher's build
         builds = (base, f"{base},{changed or ','.join(given)}" if given else base)
     if all(_is_spec(b) for b in builds):
-        _refuse_no_change(*builds, mnkl, tile_mn)
+        _refuse_before_compiling(*builds, mnkl, tile_mn)
     fa_a, name_a, tile_a, spec_a = _analyze_build(builds[0], mnkl, keep_dir)
     fa_b, name_b, tile_b, spec_b = _analyze_build(builds[1], mnkl, keep_dir)
     if tile_a and tile_b and tuple(tile_a) != tuple(tile_b):
@@ -732,10 +732,9 @@ def _mechanisms(a: str | None, b: str | None) -> tuple[str, ...]:
 def switch_traffic(a: str | None, b: str | None) -> dict:
     """``estimate_change``'s traffic arguments for two bundled specs, before and after: the FP8 operand
     bytes a CTA loads from L2 a K block (a 1xN cluster multicasts A over its N CTAs, an Mx1 one B over its
-    M), the CTAs of a cluster, the bytes split-K's fp32 partials move a tile (each of its S units
-    writes one, the last reads the other S - 1 back, its own from L2: (2 x S - 1) x 4 bytes an element; none
-    unsplit) and the S work units
-    a tile is split into. Empty unless both are bundled specs."""
+    M), the CTAs of a cluster, the bytes split-K's fp32 partials move a tile (each of its S units writes
+    one, the last reads the other S - 1 back, its own from L2: (2 x S - 1) x 4 bytes an element; none
+    unsplit) and the S work units a tile is split into. Empty unless both are bundled specs."""
     from bsprof.analyzers.model.change import BLOCK_K
     from bsprof.kernels.fp8_blockwise import config as cfg
 
