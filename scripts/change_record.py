@@ -64,6 +64,7 @@ CHECKS = (
     "changes_split_k_clock",
     "changes_split_k_units",
     "changes_split_k_partials",
+    "changes_loads_exposed",
 )
 
 

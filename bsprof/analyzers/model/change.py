@@ -179,6 +179,8 @@ COVERED_LOAD_SHARE = LOADWAIT_SHARE[0]
 # the 256-row tiles' two): LOADWAIT_SHARE alone (1, 1) priced them at a median |error| of 2.01 pp, max 7.45,
 # mean -0.67 (the one-load tiles +1.5 on average, the two-load tiles -1.8); (0.9, 1.2) 1.43 / 5.94 / -0.29;
 # (0.95, 1.2) 1.41 / 5.93 / -0.11; (0.85, 1.25) 1.48 / 6.44; (0.8, 1.35) 1.59 / 7.29
+# Held out on three new problems (tests/data/changes_loads_exposed): the nine load points within 3.4 pp, where
+# one share for every count misses by up to 3.9
 LOADWAIT_BY_EXPOSED = {1: 0.95, 2: 1.2}
 # a non-blocking probe of the next stage's full barrier, issued among a K block's promotion math, lets each
 # consumer warpgroup branch past the blocking wait when the stage has landed; without the probe that wait's
