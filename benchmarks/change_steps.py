@@ -19,6 +19,7 @@ committed pricing and the bases it captures, so the CPU re-derives it afterwards
     python3 benchmarks/change_steps.py counts --mnkl "8192,5120,3072;..." --pairs "a=0;b=1,c=2" DIR/counts.json
     # GPU, one call: bases, then projections.json (with its sha256) from the counts, then the timing
     python3 benchmarks/change_steps.py run DIR/counts.json OUT
+    #   (--only "M,N,K;...": those counted problems alone, where the device time left runs no more)
     # CPU: the same projections from OUT's bases and compiled builds (``project``), compared
 
 `bsprof model --validate --changes --pairs ... --mnkl ...` runs the same steps in one call, with the
@@ -104,9 +105,10 @@ def counts(mnkl: str, pairs: str, out: Path) -> int:
     return 0
 
 
-def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
+def run_all(counts_file: Path, out: Path, repeats: int = 5, only: str | None = None) -> int:
     """Bases, projections from the committed counts (written with their sha256 before any pair is
-    timed), then the timing: steps 1-3 in one GPU call."""
+    timed), then the timing: steps 1-3 in one GPU call. ``only``: 'M,N,K;...', a subset of the counted
+    problems (the device time left may not run them all; the others stay counted and untimed)."""
     import hashlib
 
     from rich.console import Console
@@ -123,6 +125,14 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5) -> int:
             f"{counts_file}: counted with {doc.get('compiler') or 'a compiler it does not name'}, but this host "
             f"builds the kernels with {here}; count the pairs again where the compiler is the same"
         )
+    if only:
+        keep = {"x".join(x.strip() for x in one.split(",")[:3]) for one in only.split(";") if one.strip()}
+        missing = sorted(keep - set(doc["problems"]))
+        if missing:
+            raise BsprofError(
+                f"--only {', '.join(missing)}: not counted in {counts_file} (it holds {', '.join(doc['problems'])})"
+            )
+        doc = {**doc, "problems": {k: v for k, v in doc["problems"].items() if k in keep}}
     problems = tuple((*p["mnkl"][:3], 1) for p in doc["problems"].values())
     VC.check_problems(problems)  # counted before the check existed: refused here, not after the capture
     bases(";".join(",".join(map(str, p[:3])) for p in problems), out / "bases")
@@ -159,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("counts", type=Path)
     pr.add_argument("out", type=Path)
     pr.add_argument("--repeats", type=int, default=5, help="timed blocks per build (at least 5)")
+    pr.add_argument("--only", help="time these counted problems only: 'M,N,K;...'")
     args = p.parse_args(argv)
     from bsprof.errors import BsprofError
 
@@ -170,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "counts":
             return counts(args.mnkl, args.pairs, args.out)
         if args.cmd == "run":
-            return run_all(args.counts, args.out, args.repeats)
+            return run_all(args.counts, args.out, args.repeats, args.only)
         return time_pairs(args.projections, args.out, args.repeats)
     except (BsprofError, OSError, ValueError, KeyError) as exc:
         # one line naming the problem (no GPU, a missing bases.tar.xz, a pair no problem can build)

@@ -65,6 +65,7 @@ CHECKS = (
     "changes_split_k_units",
     "changes_split_k_partials",
     "changes_loads_exposed",
+    "changes_tile_widths",
 )
 
 

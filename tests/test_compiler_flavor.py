@@ -79,6 +79,35 @@ def test_a_one_call_check_refuses_counts_of_another_compiler(tmp_path, capsys):
         assert not out.exists()
 
 
+def test_a_one_call_check_runs_the_counted_problems_asked_for(tmp_path, capsys, monkeypatch):
+    """`change_steps.py run --only` captures and times only the counted problems it names (the device time
+    left may not run them all); a problem the counts do not hold is refused in one line naming those they
+    do, before any GPU work, and nothing is written."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "change_steps", Path(__file__).parents[1] / "benchmarks" / "change_steps.py"
+    )
+    steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(steps)
+    counts = DATA / "changes_tile_widths" / "counts.json"
+    out = tmp_path / "out"
+    assert steps.main(["run", str(counts), str(out), "--only", "1024,9472,4096"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1024x9472x4096: not counted" in err[0] and "1024x9472x3072" in err[0]
+    assert not out.exists()
+
+    captured = []
+
+    def no_gpu(mnkl: str, where: Path) -> int:
+        captured.append(mnkl)
+        raise OSError("no GPU here")
+
+    monkeypatch.setattr(steps, "bases", no_gpu)
+    assert steps.main(["run", str(counts), str(out), "--only", "2304,4608,3584; 1024,9472,3072"]) == 2
+    assert captured == ["1024,9472,3072;2304,4608,3584"]
+
+
 def test_the_chain_of_bundled_builds_names_their_compiler():
     """`--change` on a bundled spec compiles both builds here and says with what, in its header and JSON, so a
     user comparing with a GPU's run knows which flavor's SASS was priced; two cubins from elsewhere carry no

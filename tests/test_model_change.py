@@ -211,8 +211,8 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(built))
     # every one-call check, in the order the script names them (the per-run pins below)
     assert [r["run"] for r in built["runs"]] == list(script.CHECKS)
-    assert script.CHECKS[-3:] == ("changes_split_k_units", "changes_split_k_partials", "changes_loads_exposed")
-    assert built["all"]["points"] == 690 and 410 <= built["all"]["held_out"] < 690
+    assert script.CHECKS[-3:] == ("changes_split_k_partials", "changes_loads_exposed", "changes_tile_widths")
+    assert built["all"]["points"] == 701 and 420 <= built["all"]["held_out"] < 701
     # the probe's fit moved the ring-share check's 256-row peek=0 points (its counts merged with the probes
     # counted since, probes.json); the count per warp (per_warp.json) moved every point with a Phase 1 change;
     # the last check priced its six waited-on loads by warpgroups, reverted since (they count apart); the ring's
@@ -231,17 +231,18 @@ def test_the_shipped_record_is_the_held_out_checks_rescored_with_the_pricing_now
     # clock term out, moved that check's nine. Split-K priced as its partials' traffic, fitted on every stored
     # split-K point, moved all 27 (the check after held it out: all twelve as committed). The waited-on load's
     # share by the loads a K block exposes, fitted on every stored point that adds a waited-on load, moved those
-    # (the check after held it out: all 33 as committed)
+    # (the check after held it out: all 33 as committed); the check after it, on tiles few had timed, moved
+    # nothing (all 11 of its timed points as committed)
     assert [r["points"] - r["held_out"] for r in built["runs"]] == [
-        23, 6, 34, 8, 0, 17, 12, 11, 15, 18, 15, 15, 18, 4, 12, 8, 8, 0, 9, 6, 6, 9, 9, 0, 0
+        23, 6, 34, 8, 0, 17, 12, 11, 15, 18, 15, 15, 18, 4, 12, 8, 8, 0, 9, 6, 6, 9, 9, 0, 0, 0
     ]  # fmt: skip
-    assert [r["as_committed"] for r in built["runs"]][-3:] == [0, 12, 33]
-    assert sum(r["as_committed"] for r in built["runs"][:-10]) < 100
+    assert [r["as_committed"] for r in built["runs"]][-3:] == [12, 33, 11]
+    assert sum(r["as_committed"] for r in built["runs"][:-11]) < 100
     # the stage count: every stage-count point of the checks, in-sample but those of the check that held the
     # ring's terms out (and one the terms left where it was) and those of the checks after; the largest miss
     # held out: two stages on the 192-row tile at K = 2560 (4864x7168x2560), 6.9 pp high
     st = built["kinds"]["stage_count"]
-    assert st["points"] >= 160 and st["held_out"] == 64 and st["max_pp"] == pytest.approx(6.93, abs=0.01)
+    assert st["points"] >= 160 and st["held_out"] == 66 and st["max_pp"] == pytest.approx(6.93, abs=0.01)
     assert "stage_count" in built["checked"]["kinds"]  # its quantile from those held out
     assert built["all"]["median_pp"] < st["median_pp"]
     # instructions alone, from the SASS the GPU ran: within 3.4 pp everywhere, no bias; what the intervals miss
@@ -1073,6 +1074,17 @@ AS_COMMITTED = {
         6.93,
         ["peek=0 @ 4864x7168x2560", "elect_release=0 @ 1792x10240x3584"],
         {"max_le_3pp", "sign_right_past_1pct"},
+    ),
+    # the ten switches on the 128x144 tile no check had timed (one problem of three: the device time left):
+    # two and three stages within 2.3 pp, the A scales by LDG 4.7-5.1 high, elect_release=0's sign
+    "changes_tile_widths": (
+        11,
+        8,
+        9,
+        1.46,
+        5.12,
+        ["elect_release=0 @ 1024x9472x3072"],
+        {"points_ge_30", "median_le_1pp", "max_le_3pp", "sign_right_past_1pct"},
     ),
     # split-K priced as its partials' traffic, held out on three new problems: split-K in two, three and four
     # 0.80-1.20x its price (-45 to +31 pp, both signs), every point in its interval; the SIMT stores within 1.4 pp
