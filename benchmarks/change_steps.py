@@ -126,7 +126,7 @@ def run_all(counts_file: Path, out: Path, repeats: int = 5, only: str | None = N
             f"builds the kernels with {here}; count the pairs again where the compiler is the same"
         )
     if only:
-        keep = {"x".join(x.strip() for x in one.split(",")[:3]) for one in only.split(";") if one.strip()}
+        keep = {VC.shape_key(p) for p in _problems(only)}
         missing = sorted(keep - set(doc["problems"]))
         if missing:
             raise BsprofError(

@@ -52,10 +52,8 @@ def test_the_cpu_build_has_the_kloop_the_gpu_ran(switch, report):
     assert _kloop_opcodes(here)["R2UR"] == _kloop_opcodes(analyze_path(RAN / "optimized_256x128.ncu-rep.xz")[0])["R2UR"]
 
 
-def test_a_one_call_check_refuses_counts_of_another_compiler(tmp_path, capsys):
-    """`change_steps.py run` prices from committed counts: counts of another compiler (or of one they do not
-    name: every count made before they named theirs was cu12's) are refused in one line before any GPU work,
-    and nothing is written."""
+def _change_steps():
+    """benchmarks/change_steps.py as a module (a script, not a package member)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -63,6 +61,14 @@ def test_a_one_call_check_refuses_counts_of_another_compiler(tmp_path, capsys):
     )
     steps = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(steps)
+    return steps
+
+
+def test_a_one_call_check_refuses_counts_of_another_compiler(tmp_path, capsys):
+    """`change_steps.py run` prices from committed counts: counts of another compiler (or of one they do not
+    name: every count made before they named theirs was cu12's) are refused in one line before any GPU work,
+    and nothing is written."""
+    steps = _change_steps()
     committed = json.loads((DATA / "changes_switches_cu13" / "counts.json").read_text())
     for compiler in ("nvidia-cutlass-dsl 4.8.1 cu12", None):
         doc = dict(committed)
@@ -83,13 +89,7 @@ def test_a_one_call_check_runs_the_counted_problems_asked_for(tmp_path, capsys, 
     """`change_steps.py run --only` captures and times only the counted problems it names (the device time
     left may not run them all); a problem the counts do not hold is refused in one line naming those they
     do, before any GPU work, and nothing is written."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "change_steps", Path(__file__).parents[1] / "benchmarks" / "change_steps.py"
-    )
-    steps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(steps)
+    steps = _change_steps()
     counts = DATA / "changes_tile_widths" / "counts.json"
     out = tmp_path / "out"
     assert steps.main(["run", str(counts), str(out), "--only", "1024,9472,4096"]) == 2
