@@ -29,6 +29,7 @@ scale per % against others, and one quantile for every kind):
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -66,6 +67,7 @@ CHECKS = (
     "changes_split_k_partials",
     "changes_loads_exposed",
     "changes_tile_widths",
+    "changes_tile_widths_112_160",
 )
 
 
@@ -234,29 +236,53 @@ def checked_scales(checks: list[dict]) -> list[str]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["--checked-scales"]:
+def _check_dir(text: str) -> Path:
+    """A stored check's directory: the one-call checks' counts.json must be there."""
+    d = Path(text)
+    if not (d / "counts.json").is_file():
+        raise argparse.ArgumentTypeError(f"{d}: no counts.json there; name a one-call check's directory")
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="change_record.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("out", nargs="?", type=Path, help="the record to write (bsprof/data/model/change_record.json)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--checked-scales", action="store_true", help="the checked interval's settings compared")
+    what.add_argument("--as-run", type=_check_dir, metavar="CHECK_DIR", help="count a check's builds with cu13")
+    for name in COUNTED_SINCE:
+        what.add_argument(
+            f"--{name.replace('_', '-')}", type=_check_dir, metavar="CHECK_DIR", dest=name, help=f"count {name} since"
+        )
+    args = p.parse_args(argv)
+    since = next((name for name in COUNTED_SINCE if getattr(args, name) is not None), None)
+    chosen = [x for x in (args.checked_scales, args.as_run is not None, since is not None) if x]
+    if chosen and args.out is not None:
+        p.error(f"{args.out}: a record path goes alone, without --checked-scales, --as-run or a count")
+    if args.checked_scales:
         print("\n".join(checked_scales(score_checks(ROOT / "tests" / "data"))))
         return 0
-    if len(argv) == 2 and argv[0] == "--as-run":
-        run_dir = Path(argv[1])
-        (run_dir / AS_RUN).write_text(json.dumps(as_run(run_dir), indent=1) + "\n")
-        print(f"wrote {run_dir / AS_RUN}")
+    if args.as_run is not None:
+        (args.as_run / AS_RUN).write_text(json.dumps(as_run(args.as_run), indent=1) + "\n")
+        print(f"wrote {args.as_run / AS_RUN}")
         return 0
-    flags = {f"--{what.replace('_', '-')}": what for what in COUNTED_SINCE}
-    if len(argv) == 2 and argv[0] in flags:
-        run_dir, what = Path(argv[1]), flags[argv[0]]
-        (run_dir / COUNTED_SINCE[what]).write_text(json.dumps(recount(run_dir, what), indent=1) + "\n")
-        print(f"wrote {run_dir / COUNTED_SINCE[what]}")
+    if since is not None:
+        run_dir = getattr(args, since)
+        (run_dir / COUNTED_SINCE[since]).write_text(json.dumps(recount(run_dir, since), indent=1) + "\n")
+        print(f"wrote {run_dir / COUNTED_SINCE[since]}")
         return 0
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
+    if args.out is None:
+        p.error("name the record to write (bsprof/data/model/change_record.json), or --checked-scales")
+    # checked before the minutes of scoring, so a wrong path costs nothing and replaces nothing
+    if args.out.suffix != ".json" or not args.out.parent.is_dir():
+        p.error(f"{args.out}: the record is a .json file in an existing directory")
     doc = build(score_checks(ROOT / "tests" / "data"))
-    Path(argv[0]).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {argv[0]}: {doc['all']['points']} points, {len(doc['kinds'])} kinds")
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}: {doc['all']['points']} points, {len(doc['kinds'])} kinds")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

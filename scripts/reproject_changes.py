@@ -12,6 +12,7 @@ the run (docs/model.md, "Code changes priced from SASS").
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -20,13 +21,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's bsprof, whatever is installed
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
+def _run_dir(text: str) -> Path:
+    """A stored change run: its committed projections.json and the archive of its base captures."""
+    run = Path(text)
+    if not (run / "projections.json").is_file() or not any(
+        (run / name).is_file() for name in ("bases.tar.xz", "measured.tar.xz")
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{run}: no stored change run there (projections.json with bases.tar.xz or measured.tar.xz)"
+        )
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="reproject_changes.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("run", type=_run_dir, help="a stored run, e.g. tests/data/h200_changes")
+    p.add_argument("out", type=Path, help="the projections to write (.json)")
+    args = p.parse_args(argv)
+    run, out = args.run, args.out
+    if out.suffix != ".json" or not out.parent.is_dir():
+        p.error(f"{out}: the projections are a .json file in an existing directory")
     from bsprof.profile import validate_changes as VC
 
-    run, out = Path(argv[0]), Path(argv[1])
     # the base captures the projections came from: step 1's bases.tar.xz where the run was made in
     # steps, else the one-command run's measured.tar.xz (its bases/ beside measured.json)
     tar = run / "bases.tar.xz" if (run / "bases.tar.xz").is_file() else run / "measured.tar.xz"
@@ -44,4 +62,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
