@@ -21,6 +21,12 @@ go beside them (``counts_cu13.json``), and the record reads those instead:
 
     python3 scripts/change_record.py --as-run tests/data/changes_held_out
 
+A check whose builds count otherwise since its timing (the counting changed: the phases of a build that runs
+the whole K in one pass) is counted again with the counting now (``counts_recounted.json``), which the record
+reads instead; the points it moves count apart from the held-out ones:
+
+    python3 scripts/change_record.py --recount tests/data/changes_deepgemm_shapes
+
 How the checked interval's settings compare, each check left out of the quantiles in turn (the shipped
 scale per % against others, and one quantile for every kind):
 
@@ -80,6 +86,9 @@ READ_WITH_LOADS = ("exposed_loads",)
 RAN_WITH = "nvidia-cutlass-dsl 4.8.1 cu13"
 # a check's builds counted again with that compiler (``as_run``), read instead of counts.json
 AS_RUN = "counts_cu13.json"
+# a check's builds counted again after its timing by a counting that changed since (the same compiler and
+# builds; ``as_run``): read instead of counts.json, so a point it moves counts apart from the held-out ones
+RECOUNTED = "counts_recounted.json"
 
 
 def as_run(run_dir: Path) -> dict:
@@ -150,8 +159,9 @@ def with_counted(counts: dict, what: str, got_all: dict) -> dict:
 
 
 def committed_counts(run_dir: Path) -> dict:
-    """A check's committed counts with what was counted since (``COUNTED_SINCE``) merged in."""
-    counts = json.loads((run_dir / "counts.json").read_text())
+    """A check's committed counts (``RECOUNTED`` where its builds were counted again since) with what was
+    counted since (``COUNTED_SINCE``) merged in."""
+    counts = json.loads((run_dir / (RECOUNTED if (run_dir / RECOUNTED).is_file() else "counts.json")).read_text())
     for what, name in COUNTED_SINCE.items():
         if (run_dir / name).is_file():
             counts = with_counted(counts, what, json.loads((run_dir / name).read_text()))
@@ -252,21 +262,28 @@ def main(argv: list[str] | None = None) -> int:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--checked-scales", action="store_true", help="the checked interval's settings compared")
     what.add_argument("--as-run", type=_check_dir, metavar="CHECK_DIR", help="count a check's builds with cu13")
+    what.add_argument(
+        "--recount", type=_check_dir, metavar="CHECK_DIR", help="count a check's builds again with the counting now"
+    )
     for name in COUNTED_SINCE:
         what.add_argument(
             f"--{name.replace('_', '-')}", type=_check_dir, metavar="CHECK_DIR", dest=name, help=f"count {name} since"
         )
     args = p.parse_args(argv)
     since = next((name for name in COUNTED_SINCE if getattr(args, name) is not None), None)
-    chosen = [x for x in (args.checked_scales, args.as_run is not None, since is not None) if x]
+    chosen = [x for x in (args.checked_scales, args.as_run is not None, args.recount is not None, since) if x]
     if chosen and args.out is not None:
-        p.error(f"{args.out}: a record path goes alone, without --checked-scales, --as-run or a count")
+        p.error(f"{args.out}: a record path goes alone, without --checked-scales, --as-run, --recount or a count")
     if args.checked_scales:
         print("\n".join(checked_scales(score_checks(ROOT / "tests" / "data"))))
         return 0
     if args.as_run is not None:
         (args.as_run / AS_RUN).write_text(json.dumps(as_run(args.as_run), indent=1) + "\n")
         print(f"wrote {args.as_run / AS_RUN}")
+        return 0
+    if args.recount is not None:
+        (args.recount / RECOUNTED).write_text(json.dumps(as_run(args.recount), indent=1) + "\n")
+        print(f"wrote {args.recount / RECOUNTED}")
         return 0
     if since is not None:
         run_dir = getattr(args, since)
