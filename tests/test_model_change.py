@@ -1946,3 +1946,49 @@ def test_the_loads_a_k_block_exposes_held_out(monkeypatch):
         return sum(abs(p["err_model_pp"]) for p in points.values())
 
     assert total(now) < total(one_share) - 2 and max(abs(p["err_model_pp"]) for p in one_share.values()) > 3.8
+
+
+def test_a_build_with_the_whole_k_in_one_pass_counts_its_phases_as_a_looping_build_does():
+    """At K = 512 on the 192x128 tile the compiler unrolls the ring's four K blocks into one pass and leaves no
+    K-loop: the loop holding the MMAs is the tile loop. Counted as a K-loop, the tile start and the epilogue
+    were K-loop instructions (0 in Phase 1 against the looping build's 277 a tile), and `ring_unroll=0` priced
+    +93% where it measured +2.9 (tests/data/changes_deepgemm_shapes). Told apart inside the tile loop (its
+    MMAs' span and the line info), both builds count a tile start and an epilogue of the same size."""
+    pytest.importorskip("cutlass")
+    from bsprof.analyzers.sass import analyze_cubin
+
+    mnkl, base = (4096, 32768, 512, 1), "optimized:tile_m=192,tile_n=128,cluster_m=1,cluster_n=2"
+    count = VC._problem_count(mnkl, 192, 128)
+    cubin, _ = VC.bundled_cubin(base, mnkl)
+    fa = analyze_cubin(cubin)[0]
+    assert fa.kloop.depth == 1 and C._whole_k_in_one_pass(fa, set(fa.kloop.instructions))
+    a = C.count_build(fa, base, **count)
+    b = VC._counted(base + ",ring_unroll=0", mnkl, count)
+    assert a.kblocks_per_pass == 4 and b.kblocks_per_pass == 1
+    for ph in ("tma0", "phase1"):
+        assert b.per_tile[ph] > 40 and 0.5 < a.per_tile[ph] / b.per_tile[ph] < 1.2, ph
+    # the same tile with K = 2048 loops over its K blocks: nothing changes there
+    cubin, _ = VC.bundled_cubin(base, (4096, 32768, 2048, 1))
+    fa = analyze_cubin(cubin)[0]
+    assert fa.kloop.depth == 2 and not C._whole_k_in_one_pass(fa, set(fa.kloop.instructions))
+
+
+def test_a_stage_count_where_the_ring_holds_a_tiles_whole_k_names_the_refill():
+    """4096x32768x512 (4 K blocks a tile, 4 stages): three stages measured +23.9%, two +32.2%. The priced ring
+    is a K-loop's steady state; the chain names what it does not price (the next tile's K blocks loaded under
+    this tile's epilogue) and widens the interval by the base's first load a tile, which holds both. Re-priced
+    from the builds counted again with the counting now (counts_recounted.json)."""
+    d = DATA / "changes_deepgemm_shapes"
+    counts = _record_script().committed_counts(d)
+    doc = VC.project_archive(d / "bases.tar.xz", ("ab_stage=3", "ab_stage=2", "ring_unroll=0"), counts=counts)
+    measured, _ = C.stored_measured(d)
+    by = {(p["change"], p["problem"]): p for p in C.score_run(doc, measured)["points"]}
+    raw = {(p["change"], p["problem"]): p for p in doc["points"]}
+    for sw in ("ab_stage=3", "ab_stage=2"):
+        short, long_k = by[(sw, "4096x32768x512")], by[(sw, "4096x7168x16384")]
+        assert any("whole K (4 K blocks" in u for u in raw[(sw, "4096x32768x512")]["unpriced"])
+        assert short["covered"] and short["hi_pct"] > short["measured_pct"] > short["projected_pct"]
+        assert not any("whole K" in u for u in raw[(sw, "4096x7168x16384")]["unpriced"])
+        assert abs(long_k["err_model_pp"]) < 1.7  # K = 16384: 1.14 and 1.63 pp as committed
+    # the one-pass build's phases counted as the looping build's: ring_unroll=0 within 6 pp, not 90
+    assert abs(by[("ring_unroll=0", "4096x32768x512")]["err_model_pp"]) < 6
