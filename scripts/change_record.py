@@ -74,6 +74,7 @@ CHECKS = (
     "changes_loads_exposed",
     "changes_tile_widths",
     "changes_tile_widths_112_160",
+    "changes_deepgemm_shapes",
 )
 
 
