@@ -411,10 +411,11 @@ def _whole_k_in_one_pass(fa, kset: set[int]) -> bool:
     return any(_strong(fa.roles[i]) == "phase1" for i in kset)
 
 
-def phase_of(fa) -> list[str]:
+def phase_of(fa, one_pass: bool = False) -> list[str]:
     """The model phase of every instruction: line info first (a helper's instructions take the phase
     of the labelled code before them in the same loop), then the loops (the K-loop body; a loop
-    that issues TMA loads and no MMA is the producer's; outside every loop the prologue)."""
+    that issues TMA loads and no MMA is the producer's; outside every loop the prologue). ``one_pass``:
+    the K-loop's body covers the whole K, so a loop the finder took for it may be the tile loop."""
     inner = _loop_of(fa)
     kset = set(fa.kloop.instructions) if fa.kloop is not None else set()
     top: list[int | None] = [None] * len(fa.instructions)
@@ -431,7 +432,7 @@ def phase_of(fa) -> list[str]:
                     prod.update(fa.loops[par].instructions)
                 par = fa.loops[par].parent
     roles = fa.roles
-    whole_k = _whole_k_in_one_pass(fa, kset)
+    whole_k = one_pass and _whole_k_in_one_pass(fa, kset)
     mmas = sorted(i for i in kset if fa.instructions[i].category == "mma")
     out: list[str] = []
     last: dict[int | None, str] = {}
@@ -500,11 +501,13 @@ def count_build(
             f"{name}: no K-loop found in the SASS (K fully unrolled or no MMA); the change "
             "chain prices a K-loop per K block and needs one"
         )
-    phases = phase_of(fa)
     mma_kb = _kloop_mma_per_kblock(fa, tile_m, consumer_wgs)
     kl = fa.kloop
     kb_per_pass = max(1e-9, kl.mma / mma_kb)
     passes = k_blocks / kb_per_pass
+    # a loop that runs more than once a tile is a K-loop whatever else it holds (a K-loop flattened with
+    # the tile loop runs its epilogue on the last pass alone)
+    phases = phase_of(fa, one_pass=passes <= 1)
     inner = _loop_of(fa)
     mult = [1.0] * len(fa.instructions)
     unknown = []
