@@ -406,7 +406,7 @@ def _whole_k_in_one_pass(fa, kset: set[int]) -> bool:
     persistent tile loop: no tile loop around it, and the line info puts the epilogue inside it (a K of
     ``BLOCK_K`` x the ring's unroll, 4096x32768x512 on the 192x128 tile). Counted as a K-loop, the tile's
     start and epilogue would price at the K-loop's cost and compare with nothing in a build that loops."""
-    if not kset or fa.roles is None or getattr(fa, "tile_loop", None) is not None:
+    if not kset or fa.roles is None or fa.tile_loop is not None:
         return False
     return any(_strong(fa.roles[i]) == "phase1" for i in kset)
 
@@ -433,7 +433,7 @@ def phase_of(fa, one_pass: bool = False) -> list[str]:
                 par = fa.loops[par].parent
     roles = fa.roles
     whole_k = one_pass and _whole_k_in_one_pass(fa, kset)
-    mmas = sorted(i for i in kset if fa.instructions[i].category == "mma")
+    mmas = sorted(i for i in kset if fa.instructions[i].category == "mma") if whole_k else []
     out: list[str] = []
     last: dict[int | None, str] = {}
     for i, ins in enumerate(fa.instructions):
